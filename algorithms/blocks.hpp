@@ -1,0 +1,48 @@
+// How a buffer of `count` elements is cut into blocks and segments.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+namespace collx::patterns {
+
+// `count` elements in `nblocks` contiguous blocks whose lengths differ by at most one: the first
+// count % nblocks blocks carry the extra element. Every rank computes the same layout, so the
+// two ends of a message always agree on its length (including zero-length blocks).
+class BlockLayout {
+ public:
+  BlockLayout() = default;
+  // The divisions happen once here: offsets and lengths are asked for on every message.
+  BlockLayout(std::size_t count, int nblocks)
+      : count_(count),
+        nblocks_(nblocks),
+        base_(count / static_cast<std::size_t>(nblocks)),
+        remainder_(count % static_cast<std::size_t>(nblocks)) {}
+
+  std::size_t count() const { return count_; }
+  int nblocks() const { return nblocks_; }
+  std::size_t offset(int block) const {
+    const auto b = static_cast<std::size_t>(block);
+    return b * base_ + std::min(b, remainder_);
+  }
+  std::size_t length(int block) const {
+    return base_ + (static_cast<std::size_t>(block) < remainder_ ? 1 : 0);
+  }
+  // Elements of the blocks [first, first + n).
+  std::size_t length(int first, int n) const { return offset(first + n) - offset(first); }
+
+ private:
+  std::size_t count_ = 0;
+  int nblocks_ = 1;
+  std::size_t base_ = 0;
+  std::size_t remainder_ = 0;
+};
+
+// A block of `length` elements moved in `segments` pieces of near-equal length (the same rule
+// as BlockLayout, so the pieces of one block are known to both ends without negotiation).
+inline int segment_count(std::size_t length_bytes, std::size_t chunk_bytes) {
+  if (chunk_bytes == 0 || length_bytes <= chunk_bytes) return 1;
+  return static_cast<int>((length_bytes + chunk_bytes - 1) / chunk_bytes);
+}
+
+}  // namespace collx::patterns

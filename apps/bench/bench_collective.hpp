@@ -1,0 +1,47 @@
+// One collective as collx-bench measures it: buffers for a size, a collx run per algorithm,
+// the MPI library's own call, the exact check, and nccl-tests' bus bandwidth factor.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "collx/collx.hpp"
+
+namespace collx::bench {
+
+struct Params {
+  DataType type = DataType::float32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  bool in_place = false;
+};
+
+class CollectiveBench {
+ public:
+  virtual ~CollectiveBench() = default;
+  virtual Collective collective() const = 0;
+  // nccl-tests' busbw = algbw * factor.
+  virtual double bus_factor(int nranks) const = 0;
+  // Whether the collective reduces (prints redop) and is rooted (prints root).
+  virtual bool reduces() const = 0;
+  virtual bool rooted() const = 0;
+  // Elements per row for a row of `bytes` bytes (nccl-tests' "count").
+  virtual std::size_t count_for(std::size_t bytes, std::size_t element_size, int nranks) const = 0;
+
+  // Allocates and fills the buffers for `count` elements (touched, so no page faults later).
+  virtual void prepare(const Params& params, std::size_t count) = 0;
+  // One call of collx's collective with `algorithm` (Algorithm::automatic for auto).
+  virtual void run(Algorithm algorithm) = 0;
+  // One call of the MPI library's own collective on the same buffers.
+  virtual void run_mpi() = 0;
+  // Refreshes the inputs, runs once (collx with `algorithm`, or MPI when `mpi`) and returns the
+  // number of wrong result elements on this rank.
+  virtual std::size_t check(bool mpi, Algorithm algorithm) = 0;
+};
+
+std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm);
+
+}  // namespace collx::bench

@@ -1,0 +1,324 @@
+// collx-bench: collx's algorithms against each other and against the MPI library's own
+// collective, in one run, with nccl-tests' conventions (sizes, algbw, busbw, #wrong).
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_collective.hpp"
+#include "collx/collx.hpp"
+#include "mpi_reference.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+
+// An algorithm column: a collx algorithm (automatic for auto) or the MPI library's call.
+struct Column {
+  std::string name;
+  bool mpi = false;
+  Algorithm algorithm = Algorithm::automatic;
+};
+
+std::optional<std::size_t> parse_size(const std::string& text) {
+  std::size_t value = 0;
+  std::size_t used = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string suffix = text.substr(used);
+  if (suffix.empty() || suffix == "B") return value;
+  if (suffix == "K" || suffix == "k") return value << 10;
+  if (suffix == "M" || suffix == "m") return value << 20;
+  if (suffix == "G" || suffix == "g") return value << 30;
+  return std::nullopt;
+}
+
+std::vector<Column> parse_columns(const std::string& list, Collective collective) {
+  std::vector<Column> columns;
+  std::stringstream stream(list);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) continue;
+    if (item == "all") {
+      for (Algorithm a : collx::algorithms_of(collective)) {
+        columns.push_back({std::string(collx::to_string(a)), false, a});
+      }
+      columns.push_back({"auto", false, Algorithm::automatic});
+      columns.push_back({"mpi", true, Algorithm::automatic});
+      continue;
+    }
+    if (item == "mpi") {
+      columns.push_back({"mpi", true, Algorithm::automatic});
+      continue;
+    }
+    const auto algorithm = collx::parse_algorithm(item);
+    if (!algorithm ||
+        (*algorithm != Algorithm::automatic && !collx::implements(collective, *algorithm))) {
+      throw CLI::ValidationError("-a", "\"" + item + "\" is not an algorithm of " +
+                                           std::string(collx::to_string(collective)));
+    }
+    columns.push_back(
+        {std::string(*algorithm == Algorithm::automatic ? "auto" : collx::to_string(*algorithm)),
+         false, *algorithm});
+  }
+  // Each column once, in the order given.
+  std::vector<Column> unique;
+  for (const auto& c : columns) {
+    if (std::none_of(unique.begin(), unique.end(),
+                     [&](const Column& u) { return u.name == c.name; })) {
+      unique.push_back(c);
+    }
+  }
+  if (unique.empty()) throw CLI::ValidationError("-a", "no algorithm given");
+  return unique;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Settings {
+  std::string collective_name;
+  std::string min_bytes = "8";
+  std::string max_bytes = "64M";
+  std::size_t factor = 2;
+  std::string type = "float32";
+  std::string op = "sum";
+  std::string algos = "auto,mpi";
+  int iters = 20;
+  int warmup = 5;
+  int rounds = 5;
+  int check = 1;
+  int root = 0;
+  bool in_place = false;
+  std::string json_path;
+};
+
+int run(int argc, char** argv, int rank, int nranks) {
+  CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
+  Settings s;
+  app.add_option("collective", s.collective_name, "allreduce")->required();
+  app.add_option("-b,--minbytes", s.min_bytes, "smallest size in bytes (K/M/G suffixes)")
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", s.max_bytes, "largest size in bytes")->capture_default_str();
+  app.add_option("-f,--stepfactor", s.factor, "size multiplication factor")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
+  app.add_option("-d,--datatype", s.type,
+                 "int8 uint8 int32 uint32 int64 uint64 float16 "
+                 "bfloat16 float32 float64")
+      ->capture_default_str();
+  app.add_option("-o,--op", s.op, "sum prod min max avg")->capture_default_str();
+  app.add_option("-a,--algos", s.algos,
+                 "comma-separated algorithms, auto, mpi (the MPI library's own call) or all")
+      ->capture_default_str();
+  app.add_option("-n,--iters", s.iters, "timed iterations per size and algorithm")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--rounds", s.rounds,
+                 "the timed iterations are split into this many rounds, interleaved across the "
+                 "algorithms; the median round counts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("-c,--check", s.check, "1: check every algorithm's result exactly")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1));
+  app.add_option("-r,--root", s.root, "root of rooted collectives (ignored by the others)")
+      ->capture_default_str();
+  app.add_flag("--in-place", s.in_place, "in-place operation where the collective has one");
+  app.add_option("--json", s.json_path, "write the results as JSON to this file");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (rank != 0) return e.get_exit_code();
+    return app.exit(e);
+  }
+
+  const auto collective = collx::parse_collective(s.collective_name);
+  const auto type = collx::parse_datatype(s.type);
+  const auto op = collx::parse_reduce_op(s.op);
+  const auto min_bytes = parse_size(s.min_bytes);
+  const auto max_bytes = parse_size(s.max_bytes);
+  auto fail = [&](const std::string& message) {
+    if (rank == 0) std::fprintf(stderr, "collx-bench: %s\n", message.c_str());
+    return 2;
+  };
+  if (!collective) return fail("unknown collective \"" + s.collective_name + "\"");
+  if (!type) return fail("unknown datatype \"" + s.type + "\"");
+  if (!op) return fail("unknown op \"" + s.op + "\"");
+  if (!min_bytes || !max_bytes || *min_bytes > *max_bytes) {
+    return fail("bad size range -b " + s.min_bytes + " -e " + s.max_bytes);
+  }
+  std::vector<Column> columns;
+  try {
+    columns = parse_columns(s.algos, *collective);
+  } catch (const CLI::ValidationError& e) {
+    return fail(e.what());
+  }
+
+  collx::Communicator comm(MPI_COMM_WORLD);
+  auto bench = collx::bench::make_bench(*collective, comm);
+  if (!bench) return fail("collx-bench has no benchmark for " + s.collective_name + " yet");
+  if (bench->rooted() && (s.root < 0 || s.root >= nranks)) {
+    return fail("root " + std::to_string(s.root) + " is not a rank");
+  }
+  if (bench->reduces() && !collx::is_supported(*type, *op)) {
+    return fail(s.op + " is not defined for " + s.type);
+  }
+  const collx::bench::Params params{*type, *op, s.root, s.in_place};
+  const std::size_t element = collx::size_of(*type);
+
+  std::string command;
+  for (int i = 0; i < argc; ++i)
+    command += (i ? " " : "") + std::string(argv[i]);
+  const std::string mpi_library = collx::mpi_library_version();
+  if (rank == 0) {
+    std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n#\n",
+                s.collective_name.c_str(), nranks, collx::build_info().version.c_str(),
+                collx::build_info().host_kernels.c_str(), mpi_library.c_str(), command.c_str());
+    std::printf("# %12s %12s %9s %6s %5s %24s %11s %11s %11s %7s %7s\n", "size(B)", "count", "type",
+                "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+                "vs_mpi");
+  }
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::size_t total_wrong = 0;
+  const int per_round = std::max(1, s.iters / s.rounds);
+  const int rounds = std::min(s.rounds, s.iters);
+  for (std::size_t size = *min_bytes; size <= *max_bytes; size *= s.factor) {
+    const std::size_t count = bench->count_for(size, element, nranks);
+    bench->prepare(params, count);
+    const std::size_t bytes = count * element;  // what actually moves (nccl-tests' size)
+    for (const auto& c : columns) {
+      for (int i = 0; i < s.warmup; ++i)
+        c.mpi ? bench->run_mpi() : bench->run(c.algorithm);
+    }
+    std::map<std::string, std::vector<double>> samples;
+    for (int round = 0; round < rounds; ++round) {
+      for (const auto& c : columns) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        for (int i = 0; i < per_round; ++i)
+          c.mpi ? bench->run_mpi() : bench->run(c.algorithm);
+        double seconds = (MPI_Wtime() - t0) / per_round;
+        // The slowest rank's time is the collective's time.
+        MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        samples[c.name].push_back(seconds);
+      }
+    }
+    double mpi_seconds = 0;
+    for (const auto& c : columns) {
+      if (c.mpi) mpi_seconds = median(samples[c.name]);
+    }
+    for (const auto& c : columns) {
+      const double seconds = median(samples[c.name]);
+      long long wrong = -1;
+      if (s.check) {
+        unsigned long long mine = bench->check(c.mpi, c.algorithm);
+        unsigned long long all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        wrong = static_cast<long long>(all);
+        total_wrong += all;
+      }
+      const double algbw = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+      const double busbw = algbw * bench->bus_factor(nranks);
+      const double vs_mpi = mpi_seconds > 0 && seconds > 0 ? mpi_seconds / seconds : 0;
+      std::string label = c.name;
+      std::string selected;
+      if (!c.mpi && c.algorithm == Algorithm::automatic) {
+        selected = std::string(collx::to_string(collx::auto_algorithm(*collective, bytes, nranks)));
+        label += "(" + selected + ")";
+      }
+      if (rank == 0) {
+        std::printf("  %12zu %12zu %9s %6s %5d %24s %11.2f %11.3f %11.3f %7s %7s\n", bytes, count,
+                    s.type.c_str(), bench->reduces() ? s.op.c_str() : "none",
+                    bench->rooted() ? s.root : -1, label.c_str(), seconds * 1e6, algbw, busbw,
+                    s.check ? std::to_string(wrong).c_str() : "n/a",
+                    mpi_seconds > 0 ? (std::to_string(vs_mpi).substr(0, 5)).c_str() : "");
+      }
+      nlohmann::json row = {{"size_bytes", bytes},
+                            {"count", count},
+                            {"type", s.type},
+                            {"op", bench->reduces() ? s.op : "none"},
+                            {"root", bench->rooted() ? s.root : -1},
+                            {"algo", c.name},
+                            {"time_us", seconds * 1e6},
+                            {"algbw_gbps", algbw},
+                            {"busbw_gbps", busbw},
+                            {"wrong", wrong}};
+      if (!selected.empty()) row["selected"] = selected;
+      if (mpi_seconds > 0) row["vs_mpi"] = vs_mpi;
+      rows.push_back(row);
+    }
+    if (size == 0) break;
+  }
+  if (rank == 0) {
+    std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    if (!s.json_path.empty()) {
+      const nlohmann::json doc = {{"collective", s.collective_name},
+                                  {"nranks", nranks},
+                                  {"mpi_library", mpi_library},
+                                  {"collx_version", collx::build_info().version},
+                                  {"command", command},
+                                  {"rows", rows}};
+      std::ofstream out(s.json_path);
+      out << doc.dump(2) << "\n";
+      if (!out) {
+        std::fprintf(stderr, "collx-bench: cannot write %s\n", s.json_path.c_str());
+        return 1;
+      }
+    }
+  }
+  return total_wrong ? 1 : 0;
+}
+
+}  // namespace
+
+namespace collx::bench {
+std::unique_ptr<CollectiveBench> make_allreduce_bench(Communicator& comm);
+
+std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm) {
+  switch (collective) {
+    case Collective::allreduce:
+      return make_allreduce_bench(comm);
+    default:
+      return nullptr;
+  }
+}
+}  // namespace collx::bench
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  int nranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  int status = 0;
+  try {
+    status = run(argc, argv, rank, nranks);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collx-bench (rank %d): %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  collx::bench::free_mpi_reference();
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,147 @@
+#include "mpi_reference.hpp"
+
+#include <cstdint>
+#include <stdexcept>
+
+namespace collx::bench {
+
+namespace {
+
+MPI_Datatype half_type = MPI_DATATYPE_NULL;
+MPI_Op user_ops[2][kReduceOpCount] = {};  // [float16 / bfloat16][op]
+bool user_ops_made = false;
+
+template <class H>
+H combine(H a, H b, ReduceOp op) {
+  const float x = static_cast<float>(a);
+  const float y = static_cast<float>(b);
+  switch (op) {
+    case ReduceOp::prod:
+      return H(x * y);
+    case ReduceOp::min:
+      return H(y < x ? y : x);
+    case ReduceOp::max:
+      return H(y > x ? y : x);
+    default:
+      return H(x + y);
+  }
+}
+
+template <class H, ReduceOp Op>
+void user_function(void* in, void* inout, int* len, MPI_Datatype*) {
+  const H* a = static_cast<const H*>(in);
+  H* b = static_cast<H*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = combine(a[i], b[i], Op);
+}
+
+template <class H>
+void make_ops(MPI_Op* ops) {
+  MPI_Op_create(&user_function<H, ReduceOp::sum>, 1, &ops[static_cast<int>(ReduceOp::sum)]);
+  MPI_Op_create(&user_function<H, ReduceOp::prod>, 1, &ops[static_cast<int>(ReduceOp::prod)]);
+  MPI_Op_create(&user_function<H, ReduceOp::min>, 1, &ops[static_cast<int>(ReduceOp::min)]);
+  MPI_Op_create(&user_function<H, ReduceOp::max>, 1, &ops[static_cast<int>(ReduceOp::max)]);
+  ops[static_cast<int>(ReduceOp::avg)] = ops[static_cast<int>(ReduceOp::sum)];
+}
+
+void ensure_user_ops() {
+  if (user_ops_made) return;
+  MPI_Type_contiguous(2, MPI_BYTE, &half_type);
+  MPI_Type_commit(&half_type);
+  make_ops<float16>(user_ops[0]);
+  make_ops<bfloat16>(user_ops[1]);
+  user_ops_made = true;
+}
+
+}  // namespace
+
+MPI_Datatype mpi_type(DataType type) {
+  switch (type) {
+    case DataType::int8:
+      return MPI_INT8_T;
+    case DataType::uint8:
+      return MPI_UINT8_T;
+    case DataType::int32:
+      return MPI_INT32_T;
+    case DataType::uint32:
+      return MPI_UINT32_T;
+    case DataType::int64:
+      return MPI_INT64_T;
+    case DataType::uint64:
+      return MPI_UINT64_T;
+    case DataType::float16:
+    case DataType::bfloat16:
+      ensure_user_ops();
+      return half_type;
+    case DataType::float32:
+      return MPI_FLOAT;
+    case DataType::float64:
+      return MPI_DOUBLE;
+  }
+  throw std::invalid_argument("no MPI type");
+}
+
+MPI_Op mpi_op(DataType type, ReduceOp op) {
+  if (type == DataType::float16 || type == DataType::bfloat16) {
+    ensure_user_ops();
+    return user_ops[type == DataType::float16 ? 0 : 1][static_cast<int>(op)];
+  }
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::prod:
+      return MPI_PROD;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+  }
+  throw std::invalid_argument("no MPI op");
+}
+
+void mpi_finish_average(void* buffer, DataType type, std::size_t count, int nranks) {
+  const float fn = static_cast<float>(nranks);
+  switch (type) {
+    case DataType::float32: {
+      float* p = static_cast<float*>(buffer);
+      for (std::size_t i = 0; i < count; ++i)
+        p[i] /= fn;
+      break;
+    }
+    case DataType::float64: {
+      double* p = static_cast<double*>(buffer);
+      for (std::size_t i = 0; i < count; ++i)
+        p[i] /= nranks;
+      break;
+    }
+    case DataType::float16: {
+      float16* p = static_cast<float16*>(buffer);
+      for (std::size_t i = 0; i < count; ++i)
+        p[i] = float16(static_cast<float>(p[i]) / fn);
+      break;
+    }
+    case DataType::bfloat16: {
+      bfloat16* p = static_cast<bfloat16*>(buffer);
+      for (std::size_t i = 0; i < count; ++i)
+        p[i] = bfloat16(static_cast<float>(p[i]) / fn);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void free_mpi_reference() {
+  if (!user_ops_made) return;
+  for (auto& row : user_ops) {
+    for (int o = 0; o < kReduceOpCount; ++o) {
+      if (o == static_cast<int>(ReduceOp::avg)) continue;  // shares the sum op
+      if (row[o] != MPI_OP_NULL) MPI_Op_free(&row[o]);
+    }
+  }
+  MPI_Type_free(&half_type);
+  user_ops_made = false;
+}
+
+}  // namespace collx::bench

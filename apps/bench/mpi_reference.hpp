@@ -1,0 +1,25 @@
+// The MPI library's own collectives with collx's types and ops, for the `mpi` rows.
+#pragma once
+
+#include <mpi.h>
+
+#include "collx/types.hpp"
+
+namespace collx::bench {
+
+// MPI datatype for a collx type. float16 and bfloat16 have none in MPI 3.1: they travel as a
+// committed 2-byte contiguous type, reduced by user-defined ops (see mpi_op).
+MPI_Datatype mpi_type(DataType type);
+
+// MPI op for (type, op). Built-in ops for the native types; user-defined ops computing in
+// float32 for the 16-bit types. avg has no MPI op: it maps to sum, and the caller divides
+// (what an MPI user writes), see mpi_finish_average.
+MPI_Op mpi_op(DataType type, ReduceOp op);
+
+// After an MPI sum standing in for avg: divide `count` elements in place by `nranks`.
+void mpi_finish_average(void* buffer, DataType type, std::size_t count, int nranks);
+
+// Releases the user-defined types and ops (before MPI_Finalize).
+void free_mpi_reference();
+
+}  // namespace collx::bench

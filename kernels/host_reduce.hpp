@@ -1,0 +1,43 @@
+// Host reduction kernels: dst[i] = a[i] op b[i], vectorised for every type/op pair.
+//
+// One function per (type, op) in a table chosen once per process from the CPU's instruction
+// sets, so a call costs one indirect jump and its loop has no per-element dispatch.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "collx/types.hpp"
+
+namespace collx::kernels {
+
+// dst[i] = a[i] op b[i] for i < n. dst may be a or b (the same address), never a partial
+// overlap. For ReduceOp::avg, divisor == 0 gives the plain sum (an intermediate step) and
+// divisor > 0 gives (a + b) / divisor, the last step with the mean fused in. float16 and
+// bfloat16 are computed in float32 and rounded once per element.
+using ReduceFn = void (*)(void* dst, const void* a, const void* b, std::size_t n, double divisor);
+
+enum class Isa { generic, avx2, avx512 };
+std::string_view to_string(Isa isa);
+
+struct KernelTable {
+  ReduceFn reduce[kDataTypeCount][kReduceOpCount];
+};
+
+// The table built for `isa`, or nullptr if this CPU or this build does not have it.
+const KernelTable* kernel_table(Isa isa);
+// The best table for this CPU (chosen once).
+Isa active_isa();
+const KernelTable& active_kernels();
+
+inline ReduceFn reduce_fn(DataType type, ReduceOp op) {
+  return active_kernels().reduce[static_cast<int>(type)][static_cast<int>(op)];
+}
+
+// Convenience: dispatch and run. The pair must be supported (is_supported(type, op)).
+inline void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
+                   ReduceOp op, double divisor = 0.0) {
+  reduce_fn(type, op)(dst, a, b, n, divisor);
+}
+
+}  // namespace collx::kernels

@@ -1,0 +1,3 @@
+// Host reduction kernels built for the avx2 instruction set (flags in kernels/CMakeLists.txt).
+#define COLLX_KERNEL_ISA_NS isa_avx2
+#include "host_reduce_impl.hpp"

@@ -1,0 +1,159 @@
+// Element types and reduction operators of collx, and the 16-bit floating formats.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+
+namespace collx {
+
+// Element type of a buffer. Counts in the API are always element counts of this type.
+enum class DataType : std::uint8_t {
+  int8,
+  uint8,
+  int32,
+  uint32,
+  int64,
+  uint64,
+  float16,
+  bfloat16,
+  float32,
+  float64,
+};
+inline constexpr int kDataTypeCount = 10;
+
+enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
+inline constexpr int kReduceOpCount = 5;
+
+std::size_t size_of(DataType type);
+bool is_floating(DataType type);
+// avg is defined for floating types only; every other pair is supported.
+bool is_supported(DataType type, ReduceOp op);
+
+std::string_view to_string(DataType type);
+std::string_view to_string(ReduceOp op);
+std::optional<DataType> parse_datatype(std::string_view name);
+std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+
+// IEEE 754 binary16, stored as its bit pattern. Arithmetic goes through float.
+struct float16 {
+  std::uint16_t bits = 0;
+  float16() = default;
+  explicit float16(float value);
+  explicit operator float() const;
+  static float16 from_bits(std::uint16_t b) {
+    float16 h;
+    h.bits = b;
+    return h;
+  }
+  friend bool operator==(float16, float16) = default;
+};
+
+// bfloat16 (the upper half of a binary32), stored as its bit pattern.
+struct bfloat16 {
+  std::uint16_t bits = 0;
+  bfloat16() = default;
+  explicit bfloat16(float value);
+  explicit operator float() const;
+  static bfloat16 from_bits(std::uint16_t b) {
+    bfloat16 h;
+    h.bits = b;
+    return h;
+  }
+  friend bool operator==(bfloat16, bfloat16) = default;
+};
+
+// Always inlined: the host kernels are compiled once per instruction set, and an out-of-line
+// copy built with AVX-512 must never be what the generic build calls.
+#if defined(__GNUC__)
+#define COLLX_ALWAYS_INLINE [[gnu::always_inline]] inline
+#else
+#define COLLX_ALWAYS_INLINE inline
+#endif
+
+// Exact conversions with round-to-nearest-even; NaNs stay NaN (quieted, upper payload kept),
+// as the x86 F16C instructions do, so scalar and vector paths agree bit for bit.
+COLLX_ALWAYS_INLINE constexpr float half_bits_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu;
+  const std::uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24, exact in binary32.
+    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) {
+    // Infinity, or a NaN that comes out quiet (as F16C's conversion makes it).
+    const std::uint32_t quiet = mantissa != 0 ? 0x00400000u : 0u;
+    return std::bit_cast<float>(sign | 0x7f800000u | quiet | (mantissa << 13));
+  }
+  return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+COLLX_ALWAYS_INLINE constexpr std::uint16_t float_to_half_bits(float value) {
+  std::uint32_t u = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((u >> 13) & 0x3ffu));
+  if (u >= 0x47800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65536: inf
+  if (u < 0x38800000u) {
+    // Result is subnormal or zero: adding 0.5 aligns the binary point so that the float adder
+    // performs the round-to-nearest-even shift for us.
+    const float shifted = std::bit_cast<float>(u) + 0.5f;
+    return static_cast<std::uint16_t>(sign | (std::bit_cast<std::uint32_t>(shifted) - 0x3f000000u));
+  }
+  const std::uint32_t odd = (u >> 13) & 1u;
+  u += 0xc8000fffu + odd;  // rebias exponent (-112 << 23) and round half to even
+  return static_cast<std::uint16_t>(sign | (u >> 13));
+}
+
+COLLX_ALWAYS_INLINE constexpr float bfloat16_bits_to_float(std::uint16_t b) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
+
+COLLX_ALWAYS_INLINE constexpr std::uint16_t float_to_bfloat16_bits(float value) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline float16::float16(float value) : bits(float_to_half_bits(value)) {}
+inline float16::operator float() const {
+  return half_bits_to_float(bits);
+}
+inline bfloat16::bfloat16(float value) : bits(float_to_bfloat16_bits(value)) {}
+inline bfloat16::operator float() const {
+  return bfloat16_bits_to_float(bits);
+}
+
+// Maps a C++ element type to its DataType, for the typed (std::span) overloads.
+template <class T>
+struct datatype_of;
+template <>
+struct datatype_of<std::int8_t> : std::integral_constant<DataType, DataType::int8> {};
+template <>
+struct datatype_of<std::uint8_t> : std::integral_constant<DataType, DataType::uint8> {};
+template <>
+struct datatype_of<std::int32_t> : std::integral_constant<DataType, DataType::int32> {};
+template <>
+struct datatype_of<std::uint32_t> : std::integral_constant<DataType, DataType::uint32> {};
+template <>
+struct datatype_of<std::int64_t> : std::integral_constant<DataType, DataType::int64> {};
+template <>
+struct datatype_of<std::uint64_t> : std::integral_constant<DataType, DataType::uint64> {};
+template <>
+struct datatype_of<float16> : std::integral_constant<DataType, DataType::float16> {};
+template <>
+struct datatype_of<bfloat16> : std::integral_constant<DataType, DataType::bfloat16> {};
+template <>
+struct datatype_of<float> : std::integral_constant<DataType, DataType::float32> {};
+template <>
+struct datatype_of<double> : std::integral_constant<DataType, DataType::float64> {};
+
+template <class T>
+inline constexpr DataType datatype_of_v = datatype_of<std::remove_cv_t<T>>::value;
+
+}  // namespace collx

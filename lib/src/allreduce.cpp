@@ -1,0 +1,298 @@
+// Allreduce: ring, recursive doubling and Rabenseifner, all with the non-power-of-two fold
+// (or none needed) and bitwise-identical results on every rank.
+#include <cstring>
+
+#include "blocks.hpp"
+#include "collectives.hpp"
+#include "collx/communicator.hpp"
+#include "collx/error.hpp"
+#include "comm_state.hpp"
+#include "pipeline.hpp"
+#include "recursive.hpp"
+#include "ring.hpp"
+#include "selector.hpp"
+#include "validate.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+// p == 1 or nothing to reduce: the result is the input.
+bool trivial(Operation& op, const AllreduceArgs& a) {
+  if (a.count == 0) return true;
+  if (op.size() > 1) return false;
+  if (a.send != a.recv) std::memcpy(a.recv, a.send, a.count * a.reduction.element_size);
+  return true;
+}
+
+// The fold's side of a rank that sits out the core phase: hand the data to the proxy above
+// (in the segments the proxy's fold_in receives and reduces), then receive the result.
+Task fold_out(Operation& op, const AllreduceArgs& a, int proxy) {
+  co_await exchange_reduce(op, {.peer = proxy,
+                                .send = a.send,
+                                .send_elems = a.count,
+                                .dst = nullptr,
+                                .local = nullptr,
+                                .recv_elems = 0,
+                                .local_is_lower = true,
+                                .finalize = false,
+                                .reduction = &a.reduction,
+                                .phase = a.phase});
+  Transfer recv;
+  op.recv(recv, a.recv, a.count * a.reduction.element_size, proxy, a.phase);
+  co_await op.wait(recv);
+}
+
+// The proxy's side of the fold before the core phase: recv = partner (lower) op own data.
+Task fold_in(Operation& op, const AllreduceArgs& a, int folded) {
+  co_await exchange_reduce(op, {.peer = folded,
+                                .send = nullptr,
+                                .send_elems = 0,
+                                .dst = a.recv,
+                                .local = a.send,
+                                .recv_elems = a.count,
+                                .local_is_lower = false,
+                                .finalize = false,
+                                .reduction = &a.reduction,
+                                .phase = a.phase});
+}
+
+Task fold_return(Operation& op, const AllreduceArgs& a, int folded) {
+  Transfer send;
+  op.send(send, a.recv, a.count * a.reduction.element_size, folded, a.phase);
+  co_await op.wait(send);
+}
+
+}  // namespace
+
+Task allreduce_ring(Operation& op, AllreduceArgs a) {
+  if (trivial(op, a)) co_return;
+  const int p = op.size();
+  co_await ring_stream(op, {.ring = {op.rank(), p, 1},
+                            .layout = {a.count, p},
+                            .input = a.send,
+                            .output = a.recv,
+                            .reduction = &a.reduction,
+                            .element_size = a.reduction.element_size,
+                            .first_step = 0,
+                            .end_step = 2 * (p - 1),
+                            .phase = a.phase});
+}
+
+Task allreduce_recursive_doubling(Operation& op, AllreduceArgs a) {
+  if (trivial(op, a)) co_return;
+  const patterns::Fold fold{op.size()};
+  const int rank = op.rank();
+  const patterns::FoldRole role = fold.role(rank);
+  if (role == patterns::FoldRole::folded) {
+    co_await fold_out(op, a, fold.fold_partner(rank));
+    co_return;
+  }
+  if (role == patterns::FoldRole::proxy) co_await fold_in(op, a, fold.fold_partner(rank));
+  const std::byte* current = role == patterns::FoldRole::proxy ? a.recv : a.send;
+  const int core = fold.core_rank(rank);
+  const int steps = patterns::log2_exact(fold.core_size());
+  for (int s = 0; s < steps; ++s) {
+    const auto step = patterns::doubling_step(core, s);
+    co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
+                                  .send = current,
+                                  .send_elems = a.count,
+                                  .dst = a.recv,
+                                  .local = current,
+                                  .recv_elems = a.count,
+                                  .local_is_lower = step.lower,
+                                  .finalize = s == steps - 1,
+                                  .reduction = &a.reduction,
+                                  .phase = a.phase});
+    current = a.recv;
+  }
+  if (role == patterns::FoldRole::proxy) co_await fold_return(op, a, fold.fold_partner(rank));
+}
+
+Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
+  if (trivial(op, a)) co_return;
+  const patterns::Fold fold{op.size()};
+  const int rank = op.rank();
+  const patterns::FoldRole role = fold.role(rank);
+  if (role == patterns::FoldRole::folded) {
+    co_await fold_out(op, a, fold.fold_partner(rank));
+    co_return;
+  }
+  if (role == patterns::FoldRole::proxy) co_await fold_in(op, a, fold.fold_partner(rank));
+  const std::size_t elem = a.reduction.element_size;
+  const std::byte* current = role == patterns::FoldRole::proxy ? a.recv : a.send;
+  const int core = fold.core_rank(rank);
+  const int core_size = fold.core_size();
+  const int steps = patterns::log2_exact(core_size);
+  const patterns::BlockLayout layout{a.count, core_size};
+
+  // Reduce-scatter by recursive halving: afterwards this rank holds block `core`.
+  for (int s = 0; s < steps; ++s) {
+    const auto step = patterns::halving_step(core, core_size, s);
+    const std::size_t keep = layout.offset(step.keep_first) * elem;
+    const std::size_t send = layout.offset(step.send_first) * elem;
+    co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
+                                  .send = current + send,
+                                  .send_elems = layout.length(step.send_first, step.blocks),
+                                  .dst = a.recv + keep,
+                                  .local = current + keep,
+                                  .recv_elems = layout.length(step.keep_first, step.blocks),
+                                  .local_is_lower = step.lower,
+                                  .finalize = s == steps - 1,
+                                  .reduction = &a.reduction,
+                                  .phase = a.phase});
+    current = a.recv;
+  }
+  // Allgather by recursive doubling, received straight into the output.
+  for (int s = 0; s < steps; ++s) {
+    const auto step = patterns::doubling_gather_step(core, s);
+    const int peer = fold.rank_of_core(step.peer_core);
+    Transfer send;
+    Transfer recv;
+    op.recv(recv, a.recv + layout.offset(step.recv_first) * elem,
+            layout.length(step.recv_first, step.blocks) * elem, peer, a.phase + 1);
+    op.send(send, a.recv + layout.offset(step.send_first) * elem,
+            layout.length(step.send_first, step.blocks) * elem, peer, a.phase + 1);
+    co_await op.wait(send, recv);
+  }
+  if (role == patterns::FoldRole::proxy) co_await fold_return(op, a, fold.fold_partner(rank));
+}
+
+Task allreduce_task(Operation& op, AllreduceArgs args, Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::ring:
+      return allreduce_ring(op, args);
+    case Algorithm::recursive_doubling:
+      return allreduce_recursive_doubling(op, args);
+    case Algorithm::rabenseifner:
+      return allreduce_rabenseifner(op, args);
+    default:
+      throw Error(ErrorCode::unsupported, "allreduce", op.rank(),
+                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+  }
+}
+
+namespace {
+
+// ---- the latency-bound path ----
+// A blocking recursive doubling of at most kInPlaceBytes, run straight through the transport
+// with no coroutine or Operation: at 8 bytes the call must cost barely more than its messages
+// (MPI's own MPI_Allreduce is the yardstick). Same pattern, same fold, same canonical order as
+// allreduce_recursive_doubling, so the result is the same bits.
+constexpr std::size_t kInPlaceBytes = 1024;
+
+void send_now(Transport& t, const void* buf, std::size_t bytes, int peer, int tag) {
+  if (bytes == 0) return;
+  Transfer send;
+  t.isend(send, buf, bytes, peer, tag);
+  Transfer* transfers[1] = {&send};
+  t.wait_all(transfers);
+}
+
+void recv_now(Transport& t, void* buf, std::size_t bytes, int peer, int tag) {
+  if (bytes == 0) return;
+  Transfer recv;
+  t.irecv(recv, buf, bytes, peer, tag);
+  Transfer* transfers[1] = {&recv};
+  t.wait_all(transfers);
+}
+
+void exchange_now(Transport& t, const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
+                  int tag) {
+  Transfer send;
+  Transfer recv;
+  t.irecv(recv, recv_buf, bytes, peer, tag);
+  t.isend(send, send_buf, bytes, peer, tag);
+  Transfer* transfers[2] = {&send, &recv};
+  t.wait_all(transfers);
+}
+
+void allreduce_recursive_doubling_now(Transport& t, int tag, const AllreduceArgs& a) {
+  const int p = t.size();
+  const int rank = t.rank();
+  const std::size_t bytes = a.count * a.reduction.element_size;
+  if (p == 1 || a.count == 0) {
+    if (a.send != a.recv && bytes > 0) std::memcpy(a.recv, a.send, bytes);
+    return;
+  }
+  alignas(64) std::byte received[kInPlaceBytes];
+  const patterns::Fold fold{p};
+  const patterns::FoldRole role = fold.role(rank);
+  if (role == patterns::FoldRole::folded) {
+    send_now(t, a.send, bytes, fold.fold_partner(rank), tag);
+    recv_now(t, a.recv, bytes, fold.fold_partner(rank), tag);
+    return;
+  }
+  const std::byte* current = a.send;
+  if (role == patterns::FoldRole::proxy) {
+    recv_now(t, received, bytes, fold.fold_partner(rank), tag);
+    a.reduction.combine(a.recv, received, a.send, a.count, false);
+    current = a.recv;
+  }
+  const int core = fold.core_rank(rank);
+  const int steps = patterns::log2_exact(fold.core_size());
+  for (int s = 0; s < steps; ++s) {
+    const auto step = patterns::doubling_step(core, s);
+    exchange_now(t, current, received, bytes, fold.rank_of_core(step.peer_core), tag);
+    a.reduction.combine(a.recv, step.lower ? current : received, step.lower ? received : current,
+                        a.count, s == steps - 1);
+    current = a.recv;
+  }
+  if (role == patterns::FoldRole::proxy) send_now(t, a.recv, bytes, fold.fold_partner(rank), tag);
+}
+
+Request allreduce_impl(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
+                       std::size_t count, DataType type, ReduceOp op, const Options& options,
+                       bool blocking) {
+  const ArgCheck check(Collective::allreduce, state->rank);
+  check.type_op(type, op);
+  const std::size_t bytes = check.bytes(count, type);
+  check.buffer(sendbuf, bytes, "sendbuf");
+  check.buffer(recvbuf, bytes, "recvbuf");
+  check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  const Algorithm algorithm =
+      resolve_algorithm(Collective::allreduce, options.algorithm, bytes, state->size, state->rank);
+  const OpInfo info = state->next_op(Collective::allreduce, algorithm, options);
+  const AllreduceArgs args{static_cast<const std::byte*>(sendbuf), static_cast<std::byte*>(recvbuf),
+                           count, Reduction::make(type, op, state->size), 0};
+  // One message per step, as the coroutine path sends when the buffer is one segment: ranks
+  // taking different paths still match.
+  if (blocking && algorithm == Algorithm::recursive_doubling && bytes <= kInPlaceBytes &&
+      bytes <= info.chunk_bytes && can_run_in_place()) {
+    try {
+      allreduce_recursive_doubling_now(*state->transport, info.tag_base + args.phase, args);
+    } catch (...) {
+      rethrow_named(std::current_exception(), Collective::allreduce, state->rank);
+    }
+    return {};
+  }
+  const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
+                                static_cast<int>(op), -1};
+  return launch(state, info, signature, blocking,
+                [&](Operation& o) { return allreduce_task(o, args, algorithm); });
+}
+
+}  // namespace
+
+}  // namespace collx::detail
+
+namespace collx {
+
+void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                             ReduceOp op, const Options& options) {
+  state();  // throws if freed
+  detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
+}
+
+void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,
+                             const Options& options) {
+  allreduce(buffer, buffer, count, type, op, options);
+}
+
+Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count,
+                                 DataType type, ReduceOp op, const Options& options) {
+  state();
+  return detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, false);
+}
+
+}  // namespace collx

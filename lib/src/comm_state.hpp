@@ -1,0 +1,68 @@
+// CommState: what a Communicator owns, shared with the operations in flight on it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "collx/options.hpp"
+#include "collx/request.hpp"
+#include "operation.hpp"
+#include "transport.hpp"
+
+namespace collx::detail {
+
+struct CommState {
+  // Takes ownership of `dup` (an MPI_Comm_dup result) and frees it on destruction, which
+  // happens when the Communicator and every operation in flight on it are gone.
+  explicit CommState(MPI_Comm dup);
+  ~CommState();
+  CommState(const CommState&) = delete;
+  CommState& operator=(const CommState&) = delete;
+
+  // Sequence number, tag range and pipeline settings for the next operation. Every rank calls
+  // collectives in the same order, so every rank derives the same sequence number and tags.
+  OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options);
+
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  std::unique_ptr<Transport> transport;
+  std::uint64_t next_sequence = 0;
+};
+
+// What a collective call looks like, for COLLX_CHECK's cross-rank comparison and for the
+// COLLX_DEBUG line.
+struct CallSignature {
+  Collective collective = Collective::allreduce;
+  std::uint64_t count = 0;
+  int type = -1;  // DataType, or -1 where the collective has none
+  int op = -1;    // ReduceOp, or -1
+  int root = -1;
+  std::uint64_t hash() const;
+  std::string describe() const;
+};
+
+// Wraps an algorithm's task: with COLLX_CHECK=1 the ranks first compare call signatures and
+// all fail together on a mismatch; with COLLX_DEBUG=INFO the call is logged on stderr.
+Task prepare(Operation& op, const CallSignature& signature, Task body);
+Request start_nonblocking(std::shared_ptr<Operation> op, Task task);
+
+// Runs the task that `make(op)` builds on the communicator: blocking (returns an empty Request
+// after completion) or nonblocking (returns the Request; the operation keeps `state` alive).
+template <class MakeTask>
+Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
+               const CallSignature& signature, bool blocking, MakeTask&& make) {
+  if (blocking) {
+    Operation op(*state->transport, info);
+    run_blocking(op, prepare(op, signature, make(op)));
+    return {};
+  }
+  auto op = std::make_shared<Operation>(*state->transport, info, state);
+  Task task = prepare(*op, signature, make(*op));
+  return start_nonblocking(std::move(op), std::move(task));
+}
+
+}  // namespace collx::detail

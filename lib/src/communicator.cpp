@@ -1,0 +1,216 @@
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "collectives.hpp"
+#include "collx/communicator.hpp"
+#include "collx/error.hpp"
+#include "comm_state.hpp"
+#include "config.hpp"
+#include "transport_mpi.hpp"
+
+namespace collx::detail {
+
+namespace {
+// Pipeline defaults until a tuning file says otherwise (see docs/PERFORMANCE.md).
+constexpr std::size_t kDefaultChunkBytes = std::size_t{256} << 10;
+constexpr int kDefaultPipelineDepth = 4;
+
+bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+}  // namespace
+
+CommState::CommState(MPI_Comm dup) : comm(dup) {
+  check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  transport = std::make_unique<MpiTransport>(comm);
+}
+
+CommState::~CommState() {
+  transport.reset();
+  if (comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm);
+}
+
+OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Options& options) {
+  const Config& c = config();
+  OpInfo info;
+  info.collective = collective;
+  info.algorithm = algorithm;
+  info.sequence = next_sequence++;
+  info.tag_base = tag_base_for(info.sequence);
+  info.chunk_bytes = options.chunk_bytes ? options.chunk_bytes
+                     : c.chunk_bytes     ? c.chunk_bytes
+                                         : kDefaultChunkBytes;
+  info.pipeline_depth = options.pipeline_depth > 0 ? options.pipeline_depth
+                        : c.pipeline_depth > 0     ? c.pipeline_depth
+                                                   : kDefaultPipelineDepth;
+  return info;
+}
+
+std::uint64_t CallSignature::hash() const {
+  // FNV-1a over the fields: equal calls give equal hashes on every rank.
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<std::uint64_t>(collective));
+  mix(count);
+  mix(static_cast<std::uint64_t>(type + 1));
+  mix(static_cast<std::uint64_t>(op + 1));
+  mix(static_cast<std::uint64_t>(root + 1));
+  return h;
+}
+
+std::string CallSignature::describe() const {
+  std::string out = std::string(to_string(collective)) + "(count=" + std::to_string(count);
+  if (type >= 0) out += ", " + std::string(to_string(static_cast<DataType>(type)));
+  if (op >= 0) out += ", " + std::string(to_string(static_cast<ReduceOp>(op)));
+  if (root >= 0) out += ", root=" + std::to_string(root);
+  return out + ")";
+}
+
+namespace {
+
+Task checked(Operation& op, CallSignature signature, Task body) {
+  // Max over (h, ~h) gives (max h, ~min h): all ranks agree exactly when the two match.
+  const std::uint64_t h = signature.hash();
+  std::uint64_t mine[2] = {h, ~h};
+  std::uint64_t all[2] = {0, 0};
+  co_await allreduce_recursive_doubling(
+      op, {reinterpret_cast<const std::byte*>(mine), reinterpret_cast<std::byte*>(all), 2,
+           Reduction::make(DataType::uint64, ReduceOp::max, op.size()), kCheckPhase});
+  if (all[0] != ~all[1]) {
+    throw Error(ErrorCode::mismatch, to_string(signature.collective), op.rank(),
+                "COLLX_CHECK: the ranks did not all make the same call (this rank: " +
+                    signature.describe() + ", sequence #" + std::to_string(op.info().sequence) +
+                    ")");
+  }
+  co_await std::move(body);
+}
+
+}  // namespace
+
+Task prepare(Operation& op, const CallSignature& signature, Task body) {
+  const Config& c = config();
+  if (c.debug >= DebugLevel::info) {
+    std::fprintf(stderr, "collx INFO rank %d: %s #%" PRIu64 " algo=%s chunk=%zu depth=%d\n",
+                 op.rank(), signature.describe().c_str(), op.info().sequence,
+                 std::string(to_string(op.info().algorithm)).c_str(), op.chunk_bytes(),
+                 op.pipeline_depth());
+  }
+  if (!c.check) return body;
+  return checked(op, signature, std::move(body));
+}
+
+Request start_nonblocking(std::shared_ptr<Operation> op, Task task) {
+  Engine& engine = Engine::instance();
+  engine.add(op.get());
+  op->start(std::move(task));
+  return Request(std::move(op));
+}
+
+}  // namespace collx::detail
+
+namespace collx {
+
+Communicator::Communicator(MPI_Comm comm) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    throw Error(ErrorCode::invalid_argument, "communicator", -1,
+                "MPI is not initialised (call MPI_Init before creating a collx::Communicator)");
+  }
+  if (comm == MPI_COMM_NULL) {
+    throw Error(ErrorCode::invalid_argument, "communicator", -1, "comm: MPI_COMM_NULL");
+  }
+  MPI_Comm dup = MPI_COMM_NULL;
+  detail::check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
+  state_ = std::make_shared<detail::CommState>(dup);
+}
+
+Communicator::~Communicator() = default;
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+
+detail::CommState& Communicator::state() const {
+  if (!state_) {
+    throw Error(ErrorCode::communicator_freed, "communicator", -1,
+                "the communicator was freed (or moved from)");
+  }
+  return *state_;
+}
+
+int Communicator::rank() const {
+  return state().rank;
+}
+int Communicator::size() const {
+  return state().size;
+}
+MPI_Comm Communicator::mpi_comm() const {
+  return state().comm;
+}
+bool Communicator::is_freed() const noexcept {
+  return state_ == nullptr;
+}
+
+void Communicator::free() {
+  // Operations in flight keep the state (and the MPI communicator) alive until they finish.
+  state_.reset();
+}
+
+void Communicator::check_span_sizes(const char* collective, std::size_t send,
+                                    std::size_t recv) const {
+  if (send != recv) {
+    throw Error(ErrorCode::invalid_argument, collective, state().rank,
+                "recv: span of " + std::to_string(recv) + " elements for a send span of " +
+                    std::to_string(send));
+  }
+}
+
+Request::Request(std::shared_ptr<detail::Operation> operation) : operation_(std::move(operation)) {}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    if (operation_) {
+      try {
+        wait();
+      } catch (...) {
+        // The error belonged to the request being replaced; see ~Request.
+      }
+    }
+    operation_ = std::move(other.operation_);
+  }
+  return *this;
+}
+
+Request::~Request() {
+  if (!operation_) return;
+  try {
+    wait();
+  } catch (...) {
+    // Destructors must not throw; the caller chose not to wait for the error.
+  }
+}
+
+void Request::wait() {
+  if (!operation_) return;
+  // Like MPI_Wait on a request: it is consumed, whether the operation succeeded or not.
+  const std::shared_ptr<detail::Operation> operation = std::move(operation_);
+  detail::Engine::instance().wait(*operation);
+}
+
+bool Request::test() {
+  if (!operation_) return true;
+  if (!detail::Engine::instance().test(*operation_)) return false;
+  wait();  // removes it from the engine and reports its error
+  return true;
+}
+
+}  // namespace collx

@@ -1,0 +1,165 @@
+#include "config.hpp"
+
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collx/error.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+[[noreturn]] void bad_value(const char* name, std::string_view value, std::string_view why) {
+  throw Error(ErrorCode::config, "", -1,
+              std::string(name) + "=\"" + std::string(value) + "\": " + std::string(why));
+}
+
+// Read on every call, so lock-free once loaded. Replaced configurations are kept (not freed):
+// a caller may still hold a reference to the old one.
+std::atomic<const Config*>& current() {
+  return current_config;
+}
+std::vector<std::unique_ptr<Config>>& all_configs() {
+  static std::vector<std::unique_ptr<Config>> configs;
+  return configs;
+}
+std::mutex& config_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+std::optional<std::size_t> parse_byte_size(std::string_view text) {
+  text = trim(text);
+  std::size_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  suffix = trim(suffix);
+  std::size_t scale = 1;
+  if (suffix.empty() || suffix == "B") {
+    scale = 1;
+  } else if (suffix == "K" || suffix == "k" || suffix == "KiB" || suffix == "KB") {
+    scale = std::size_t{1} << 10;
+  } else if (suffix == "M" || suffix == "m" || suffix == "MiB" || suffix == "MB") {
+    scale = std::size_t{1} << 20;
+  } else if (suffix == "G" || suffix == "g" || suffix == "GiB" || suffix == "GB") {
+    scale = std::size_t{1} << 30;
+  } else {
+    return std::nullopt;
+  }
+  return value * scale;
+}
+
+std::optional<std::string> parse_algorithm_overrides(
+    std::string_view text, std::array<std::optional<Algorithm>, kCollectiveCount>& into) {
+  while (!text.empty()) {
+    const std::size_t end = text.find_first_of(";,");
+    std::string_view item = trim(text.substr(0, end));
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    if (item.empty()) continue;
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos) {
+      return "expected collective:algorithm, got \"" + std::string(item) + "\"";
+    }
+    const std::string_view coll_name = trim(item.substr(0, colon));
+    const std::string_view algo_name = trim(item.substr(colon + 1));
+    const auto coll = parse_collective(coll_name);
+    if (!coll) return "unknown collective \"" + std::string(coll_name) + "\"";
+    const auto algo = parse_algorithm(algo_name);
+    if (!algo) return "unknown algorithm \"" + std::string(algo_name) + "\"";
+    if (*algo != Algorithm::automatic && !implements(*coll, *algo)) {
+      return std::string(to_string(*coll)) + " has no algorithm \"" + std::string(algo_name) + "\"";
+    }
+    into[static_cast<int>(*coll)] =
+        *algo == Algorithm::automatic ? std::nullopt : std::optional<Algorithm>(*algo);
+  }
+  return std::nullopt;
+}
+
+Config config_from_environment() {
+  Config c;
+  if (const char* v = env("COLLX_ALGO")) {
+    if (auto err = parse_algorithm_overrides(v, c.algorithm)) bad_value("COLLX_ALGO", v, *err);
+  }
+  if (const char* v = env("COLLX_CHUNK_BYTES")) {
+    const auto bytes = parse_byte_size(v);
+    if (!bytes || *bytes == 0) bad_value("COLLX_CHUNK_BYTES", v, "expected a positive size");
+    c.chunk_bytes = *bytes;
+  }
+  if (const char* v = env("COLLX_PIPELINE_DEPTH")) {
+    int depth = 0;
+    const std::string_view s = trim(v);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), depth);
+    if (ec != std::errc() || end != s.data() + s.size() || depth < 1 || depth > 64) {
+      bad_value("COLLX_PIPELINE_DEPTH", v, "expected an integer from 1 to 64");
+    }
+    c.pipeline_depth = depth;
+  }
+  if (const char* v = env("COLLX_TIMEOUT")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    if (end == v || *trim(end).data() != '\0' || seconds < 0) {
+      bad_value("COLLX_TIMEOUT", v, "expected seconds >= 0");
+    }
+    c.timeout_seconds = seconds;
+  }
+  if (const char* v = env("COLLX_DEBUG")) {
+    const std::string_view s = trim(v);
+    if (s == "WARN" || s == "warn") {
+      c.debug = DebugLevel::warn;
+    } else if (s == "INFO" || s == "info") {
+      c.debug = DebugLevel::info;
+    } else if (s == "TRACE" || s == "trace") {
+      c.debug = DebugLevel::trace;
+    } else if (s == "NONE" || s == "none" || s == "0") {
+      c.debug = DebugLevel::none;
+    } else {
+      bad_value("COLLX_DEBUG", v, "expected NONE, WARN, INFO or TRACE");
+    }
+  }
+  if (const char* v = env("COLLX_CHECK")) {
+    const std::string_view s = trim(v);
+    if (s != "0" && s != "1") bad_value("COLLX_CHECK", v, "expected 0 or 1");
+    c.check = s == "1";
+  }
+  if (const char* v = env("COLLX_TUNING_FILE")) c.tuning_file = v;
+  return c;
+}
+
+std::atomic<const Config*> current_config{nullptr};
+
+const Config& load_config() {
+  std::lock_guard lock(config_mutex());
+  if (const Config* loaded = current().load(std::memory_order_acquire)) return *loaded;
+  all_configs().push_back(std::make_unique<Config>(config_from_environment()));
+  current().store(all_configs().back().get(), std::memory_order_release);
+  return *all_configs().back();
+}
+
+void set_config(const Config& replacement) {
+  std::lock_guard lock(config_mutex());
+  all_configs().push_back(std::make_unique<Config>(replacement));
+  current().store(all_configs().back().get(), std::memory_order_release);
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,53 @@
+// Runtime configuration from the environment (COLLX_*), read once.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "collx/algorithm.hpp"
+
+namespace collx::detail {
+
+enum class DebugLevel { none, warn, info, trace };
+
+struct Config {
+  // COLLX_ALGO="allreduce:ring;broadcast:binomial_tree": forced algorithm per collective.
+  std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};
+  // COLLX_CHUNK_BYTES (accepts K/M/G suffixes): segment size of pipelined algorithms; 0 = tuned.
+  std::size_t chunk_bytes = 0;
+  // COLLX_PIPELINE_DEPTH: segments in flight; 0 = tuned.
+  int pipeline_depth = 0;
+  // COLLX_TIMEOUT: seconds a wait may last before it becomes an error; 0 = forever.
+  double timeout_seconds = 0;
+  // COLLX_DEBUG=WARN|INFO|TRACE: INFO prints each call's chosen algorithm on stderr.
+  DebugLevel debug = DebugLevel::none;
+  // COLLX_CHECK=1: every collective first verifies that all ranks made the same call.
+  bool check = false;
+  // COLLX_TUNING_FILE: a tuning table written by collx-bench --tune.
+  std::string tuning_file;
+};
+
+// Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.
+Config config_from_environment();
+
+// The configuration in force: read on every call, so a single atomic load once loaded.
+extern std::atomic<const Config*> current_config;
+const Config& load_config();
+inline const Config& config() {
+  const Config* c = current_config.load(std::memory_order_acquire);
+  return c != nullptr ? *c : load_config();
+}
+// Tests replace the configuration (not thread-safe against calls in flight).
+void set_config(const Config& replacement);
+
+// "256K", "4M", "1G", "4096" -> bytes.
+std::optional<std::size_t> parse_byte_size(std::string_view text);
+// "allreduce:ring;bcast:binomial_tree" into `into`; the error text on failure.
+std::optional<std::string> parse_algorithm_overrides(
+    std::string_view text, std::array<std::optional<Algorithm>, kCollectiveCount>& into);
+
+}  // namespace collx::detail

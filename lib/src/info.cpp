@@ -1,0 +1,57 @@
+#include "collx/info.hpp"
+
+#include <mpi.h>
+
+#include <string>
+
+#include "collx/build_config.hpp"
+#include "config.hpp"
+#include "host_reduce.hpp"
+#include "selector.hpp"
+
+namespace collx {
+
+BuildInfo build_info() {
+  BuildInfo info;
+  info.version = COLLX_VERSION_STRING;
+  info.cuda = COLLX_HAVE_CUDA != 0;
+  info.host_kernels = std::string(kernels::to_string(kernels::active_isa()));
+  return info;
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string out(text, static_cast<std::size_t>(length));
+  const auto newline = out.find('\n');
+  if (newline != std::string::npos) out.resize(newline);
+  while (!out.empty() && (out.back() == '\0' || out.back() == ' '))
+    out.pop_back();
+  return out;
+}
+
+std::string mpi_standard_version() {
+  int version = 0;
+  int subversion = 0;
+  MPI_Get_version(&version, &subversion);
+  return std::to_string(version) + "." + std::to_string(subversion);
+}
+
+Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks) {
+  return detail::resolve_algorithm(collective, Algorithm::automatic, bytes, nranks, -1);
+}
+
+std::string selection_table() {
+  std::string out = detail::describe_rules(detail::builtin_rules());
+  const auto& forced = detail::config().algorithm;
+  for (int c = 0; c < kCollectiveCount; ++c) {
+    if (forced[c]) {
+      out += "COLLX_ALGO override: " + std::string(to_string(static_cast<Collective>(c))) + " -> " +
+             std::string(to_string(*forced[c])) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace collx

@@ -1,0 +1,235 @@
+#include "operation.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "collx/error.hpp"
+#include "config.hpp"
+
+namespace collx::detail {
+
+namespace {
+// Frames are cached per 128-byte size class up to 8 KiB, a few per class and thread.
+constexpr std::size_t kFrameGranule = 128;
+constexpr std::size_t kFrameClasses = 64;
+constexpr std::size_t kFramesPerClass = 8;
+struct FrameCache {
+  void* frames[kFrameClasses][kFramesPerClass] = {};
+  std::size_t count[kFrameClasses] = {};
+  // No destructor on purpose: a frame freed during thread or static teardown must still find
+  // a usable cache; the few cached frames of an exiting thread are simply not returned.
+};
+thread_local FrameCache frame_cache;
+std::size_t frame_class(std::size_t bytes) {
+  return (bytes + kFrameGranule - 1) / kFrameGranule;
+}
+}  // namespace
+
+void* allocate_frame(std::size_t bytes) {
+  const std::size_t c = frame_class(bytes);
+  if (c < kFrameClasses && frame_cache.count[c] > 0)
+    return frame_cache.frames[c][--frame_cache.count[c]];
+  return ::operator new(c < kFrameClasses ? c * kFrameGranule : bytes);
+}
+
+void free_frame(void* frame, std::size_t bytes) noexcept {
+  const std::size_t c = frame_class(bytes);
+  if (c < kFrameClasses && frame_cache.count[c] < kFramesPerClass) {
+    frame_cache.frames[c][frame_cache.count[c]++] = frame;
+    return;
+  }
+  ::operator delete(frame);
+}
+
+Operation::Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive)
+    : transport_(transport),
+      info_(info),
+      rank_(transport.rank()),
+      size_(transport.size()),
+      keepalive_(std::move(keepalive)) {}
+
+Operation::~Operation() {
+  // Not finished means abandoned after an error with messages possibly still pending: keep
+  // the coroutine frame (and the scratch buffers in it) alive rather than let MPI write into
+  // freed memory.
+  if (!done_) task_.leak();
+}
+
+void Operation::start(Task task) {
+  task_ = std::move(task);
+  resume_point_ = task_.handle();
+  resume();
+}
+
+void Operation::resume() {
+  auto h = resume_point_;
+  resume_point_ = {};
+  waiting_ = {};
+  h.resume();
+  if (task_.done()) {
+    done_ = true;
+    error_ = task_.handle().promise().error;
+  }
+}
+
+void Operation::suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting) {
+  resume_point_ = h;
+  waiting_ = waiting;
+}
+
+bool Operation::progress() {
+  if (done_) return true;
+  // A transport error (for example an MPI error code) ends the operation like an error
+  // thrown inside the algorithm.
+  try {
+    if (!transport_.test_all(waiting_)) return false;
+  } catch (...) {
+    done_ = true;
+    error_ = std::current_exception();
+    return true;
+  }
+  resume();
+  return done_;
+}
+
+void Operation::rethrow_if_failed() const {
+  if (error_) rethrow_named(error_, info_.collective, rank_);
+}
+
+void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    if (!e.collective().empty()) throw;
+    throw Error(e.code(), to_string(collective), rank, e.detail());
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::internal, to_string(collective), rank, "out of memory");
+  }
+}
+
+void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase) {
+  t.is_send = true;
+  t.peer = peer;
+  t.bytes = bytes;
+  if (bytes == 0) {
+    t.state = Transfer::State::done;
+    return;
+  }
+  transport_.isend(t, buf, bytes, peer, info_.tag_base + phase);
+}
+
+void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase) {
+  t.is_send = false;
+  t.peer = peer;
+  t.bytes = bytes;
+  if (bytes == 0) {
+    t.state = Transfer::State::done;
+    return;
+  }
+  transport_.irecv(t, buf, bytes, peer, info_.tag_base + phase);
+}
+
+std::string Operation::waiting_description() const {
+  std::string out;
+  for (const Transfer* t : waiting_) {
+    if (!t->pending()) continue;
+    if (!out.empty()) out += ", ";
+    out += (t->is_send ? "send of " : "recv of ") + std::to_string(t->bytes) + " B " +
+           (t->is_send ? "to" : "from") + " rank " + std::to_string(t->peer);
+  }
+  return out.empty() ? "nothing pending" : out;
+}
+
+Engine& Engine::instance() {
+  static Engine engine;
+  return engine;
+}
+
+void Engine::add(Operation* op) {
+  std::lock_guard lock(mutex_);
+  active_.push_back(op);
+  active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+}
+
+void Engine::remove(Operation* op) {
+  std::lock_guard lock(mutex_);
+  std::erase(active_, op);
+  active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+}
+
+void Engine::progress_all() {
+  // An operation may finish (and its owner remove it) while we iterate: index-based loop over
+  // a vector that only shrinks through remove() calls made outside this function.
+  for (std::size_t i = 0; i < active_.size(); ++i)
+    active_[i]->progress();
+}
+
+bool Engine::test(Operation& op) {
+  std::lock_guard lock(mutex_);
+  if (!op.done()) progress_all();
+  return op.done();
+}
+
+void Engine::wait(Operation& op) {
+  const double timeout = config().timeout_seconds;
+  // The clock is read only when a timeout is configured: this loop is on every call's path.
+  const auto start =
+      timeout > 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  std::unique_lock lock(mutex_);
+  std::uint64_t polls = 0;
+  while (!op.done()) {
+    progress_all();
+    if (timeout > 0 && (++polls & 1023) == 0) {
+      const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+      if (waited.count() > timeout && !op.done()) {
+        std::erase(active_, &op);
+        active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+        throw Error(ErrorCode::timeout, to_string(op.info().collective), op.rank(),
+                    "no progress for " + std::to_string(waited.count()) + " s (COLLX_TIMEOUT) in " +
+                        std::string(to_string(op.info().collective)) + " #" +
+                        std::to_string(op.info().sequence) + " (" +
+                        std::string(to_string(op.info().algorithm)) +
+                        "), waiting on: " + op.waiting_description());
+      }
+    }
+  }
+  std::erase(active_, &op);
+  active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+  lock.unlock();
+  op.rethrow_if_failed();
+}
+
+bool can_run_in_place() {
+  const Config& c = config();
+  return Engine::instance().active_count_.load(std::memory_order_acquire) == 0 &&
+         c.timeout_seconds <= 0 && !c.check && c.debug < DebugLevel::info;
+}
+
+void run_blocking(Operation& op, Task task) {
+  Engine& engine = Engine::instance();
+  if (engine.active_count_.load(std::memory_order_acquire) == 0 && config().timeout_seconds <= 0) {
+    op.exclusive_ = true;
+    op.start(std::move(task));  // runs to completion: every wait completes in place
+    if (op.done()) {
+      op.rethrow_if_failed();
+      return;
+    }
+    // Not reached with the transports here (their wait_all completes every transfer), but an
+    // operation left suspended is finished through the engine like any other.
+    op.exclusive_ = false;
+    engine.add(&op);
+    engine.wait(op);
+    return;
+  }
+  engine.add(&op);
+  try {
+    op.start(std::move(task));
+  } catch (...) {
+    engine.remove(&op);
+    throw;
+  }
+  engine.wait(op);
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,162 @@
+// Operation: one collective in flight, the context its algorithm coroutine runs in.
+//
+// The algorithm posts messages through send()/recv() and suspends in `co_await wait(...)`
+// until they complete; progress() tests what the coroutine waits on and resumes it. The
+// Engine drives every Operation in flight, so waiting on one never starves another.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "collx/algorithm.hpp"
+#include "scratch.hpp"
+#include "task.hpp"
+#include "transport.hpp"
+
+namespace collx::detail {
+
+struct OpInfo {
+  Collective collective = Collective::allreduce;
+  Algorithm algorithm = Algorithm::automatic;
+  std::uint64_t sequence = 0;  // per communicator, the same on every rank
+  int tag_base = 0;            // distinct for operations that may be in flight together
+  std::size_t chunk_bytes = 0;
+  int pipeline_depth = 1;
+};
+
+// Tags: each operation owns kPhasesPerOp consecutive tags so that several operations on one
+// communicator never match each other's messages; all tags stay below 32767, the smallest
+// MPI_TAG_UB the standard allows.
+// The window is a power of two (a mask, not a division, on every call); operations further
+// apart than kTagWindow in sequence must not be in flight together.
+inline constexpr int kPhasesPerOp = 8;
+inline constexpr int kTagWindow = 2048;
+static_assert(kTagWindow * kPhasesPerOp < 32767);
+inline int tag_base_for(std::uint64_t sequence) {
+  return 1 + static_cast<int>(sequence & (kTagWindow - 1)) * kPhasesPerOp;
+}
+
+class Operation {
+ public:
+  Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive = {});
+  ~Operation();
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  // Runs `task` until it first waits (or finishes).
+  void start(Task task);
+  // Tests what the algorithm waits on and resumes it if it can go on; true when finished.
+  bool progress();
+  bool done() const { return done_; }
+  // After done(): rethrows the algorithm's error, if any, as a collx::Error naming this
+  // operation's collective and rank.
+  void rethrow_if_failed() const;
+
+  const OpInfo& info() const { return info_; }
+  Transport& transport() { return transport_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::size_t chunk_bytes() const { return info_.chunk_bytes; }
+  int pipeline_depth() const { return info_.pipeline_depth; }
+
+  // Post messages. A zero-byte message is not sent at all: both ends derive the same length
+  // from the same layout, so both skip it.
+  void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase = 0);
+  void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase = 0);
+
+  // co_await wait(a, b, ...): suspends until all the given transfers are complete.
+  template <class... Ts>
+  auto wait(Ts&... transfers) {
+    return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
+  }
+
+  ScratchBuffer scratch(std::size_t bytes) { return ScratchPool::global().acquire(bytes); }
+
+  // "recv of 4096 B from rank 3" for the timeout message.
+  std::string waiting_description() const;
+
+  // For awaiters: true when the transfers are complete (an exclusive operation waits for them
+  // here); otherwise the awaiter suspends with suspend_on and progress() resumes `h` once they
+  // are. `waiting` must stay valid while suspended (it lives in the awaiter).
+  bool ready(std::span<Transfer* const> transfers) {
+    if (exclusive_) {
+      transport_.wait_all(transfers);
+      return true;
+    }
+    return transport_.test_all(transfers);
+  }
+  void suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting);
+
+ private:
+  template <std::size_t N>
+  struct Awaiter {
+    Operation& op;
+    std::array<Transfer*, N> transfers;
+    bool await_ready() { return op.ready(transfers); }
+    void await_suspend(std::coroutine_handle<> h) { op.suspend_on(h, transfers); }
+    void await_resume() const noexcept {}
+  };
+  void resume();
+
+  Transport& transport_;
+  OpInfo info_;
+  int rank_;
+  int size_;
+  std::shared_ptr<void> keepalive_;
+  Task task_;
+  std::coroutine_handle<> resume_point_;
+  std::span<Transfer* const> waiting_;
+  bool done_ = false;
+  // A blocking operation that is the only one in flight in the process (and has no timeout to
+  // watch) waits for its messages in the transport directly: no suspension, no engine loop.
+  bool exclusive_ = false;
+  std::exception_ptr error_;
+  friend void run_blocking(Operation& op, Task task);
+};
+
+// Drives every operation in flight in this process. Waiting on one operation progresses all
+// of them: a rank blocked in one collective must still answer its peers in the others.
+class Engine {
+ public:
+  static Engine& instance();
+
+  void add(Operation* op);
+  void remove(Operation* op);
+  // Progresses everything until `op` is done; throws the operation's error, or
+  // ErrorCode::timeout after COLLX_TIMEOUT seconds.
+  void wait(Operation& op);
+  // Progresses everything once; true when `op` is done (errors are thrown by wait()).
+  bool test(Operation& op);
+
+ private:
+  friend void run_blocking(Operation& op, Task task);
+  friend bool can_run_in_place();
+  void progress_all();
+  std::mutex mutex_;
+  std::vector<Operation*> active_;
+  std::atomic<int> active_count_{0};
+};
+
+// Runs a blocking collective: start, then wait through the engine.
+void run_blocking(Operation& op, Task task);
+
+// True when a blocking call may run to completion in place, without an Operation: nothing else
+// is in flight in the process (so nothing needs this thread's progress), and no timeout,
+// COLLX_CHECK or COLLX_DEBUG=INFO needs the operation machinery.
+bool can_run_in_place();
+
+// Rethrows `error` as a collx::Error that names `collective` and `rank` where the thrower (a
+// transport) could not.
+[[noreturn]] void rethrow_named(std::exception_ptr error, Collective collective, int rank);
+
+}  // namespace collx::detail

@@ -1,0 +1,199 @@
+#include "pipeline.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "collx/error.hpp"
+
+namespace collx::detail {
+
+using patterns::BlockLayout;
+using patterns::segment_count;
+
+namespace {
+constexpr std::size_t kInlineScratchBytes = 1024;
+}  // namespace
+
+ExchangeReduceAwaiter::ExchangeReduceAwaiter(Operation& op, const ExchangeReduce& args)
+    : op_(op), args_(args) {
+  const std::size_t elem = args.reduction->element_size;
+  // Each direction must be one segment by the same rule the pipelined path (and the peer,
+  // whichever path it takes) applies, so both ends agree on the messages.
+  const std::size_t recv_bytes = args.recv_elems * elem;
+  small_ = args.send_elems * elem <= op.chunk_bytes() && recv_bytes <= op.chunk_bytes() &&
+           recv_bytes <= kInlineBytes;
+}
+
+bool ExchangeReduceAwaiter::await_ready() {
+  if (!small_) return false;
+  const std::size_t elem = args_.reduction->element_size;
+  op_.recv(recv_, buffer_, args_.recv_elems * elem, args_.peer, args_.phase);     // first, as
+  op_.send(send_, args_.send, args_.send_elems * elem, args_.peer, args_.phase);  // Sendrecv
+  return op_.ready(transfers_);
+}
+
+std::coroutine_handle<> ExchangeReduceAwaiter::await_suspend(std::coroutine_handle<> waiting) {
+  if (small_) {
+    op_.suspend_on(waiting, transfers_);
+    return std::noop_coroutine();
+  }
+  pipelined_ = exchange_reduce_pipelined(op_, args_);
+  pipelined_.handle().promise().continuation = waiting;
+  return pipelined_.handle();
+}
+
+void ExchangeReduceAwaiter::await_resume() {
+  if (!small_) {
+    pipelined_.rethrow_if_failed();
+    return;
+  }
+  if (args_.recv_elems == 0) return;
+  const std::byte* local = args_.local;
+  args_.reduction->combine(args_.dst, args_.local_is_lower ? local : buffer_,
+                           args_.local_is_lower ? buffer_ : local, args_.recv_elems,
+                           args_.finalize);
+}
+
+Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
+  const std::size_t elem = a.reduction->element_size;
+  const std::size_t send_bytes = a.send_elems * elem;
+  const std::size_t recv_bytes = a.recv_elems * elem;
+  const bool send_is_dst = a.send == a.dst;
+  if (send_is_dst && send_bytes != recv_bytes) {
+    throw Error(ErrorCode::internal, "", op.rank(), "exchange_reduce: aliased regions differ");
+  }
+  alignas(64) std::byte small[kInlineScratchBytes];
+  const int send_segments = segment_count(send_bytes, op.chunk_bytes());
+  const int recv_segments = segment_count(recv_bytes, op.chunk_bytes());
+  const BlockLayout send_layout{a.send_elems, send_segments};
+  const BlockLayout recv_layout{a.recv_elems, recv_segments};
+  const int depth = std::max(1, op.pipeline_depth());
+  const std::size_t slot_bytes = recv_layout.length(0) * elem;
+  const int slots = std::min(depth, recv_segments);
+  const std::size_t scratch_bytes = slot_bytes * static_cast<std::size_t>(slots);
+  ScratchBuffer pooled;
+  if (scratch_bytes > sizeof small) pooled = op.scratch(scratch_bytes);
+  std::byte* const scratch = scratch_bytes > sizeof small ? pooled.data() : small;
+
+  TransferArray sends(static_cast<std::size_t>(send_segments));
+  TransferArray recvs(static_cast<std::size_t>(recv_segments));
+  auto post_send = [&](int k) {
+    op.send(sends[k], a.send + send_layout.offset(k) * elem, send_layout.length(k) * elem, a.peer,
+            a.phase);
+  };
+  auto post_recv = [&](int k) {
+    op.recv(recvs[k], scratch + static_cast<std::size_t>(k % slots) * slot_bytes,
+            recv_layout.length(k) * elem, a.peer, a.phase);
+  };
+  for (int k = 0; k < slots; ++k)
+    post_recv(k);
+  for (int k = 0; k < std::min(depth, send_segments); ++k)
+    post_send(k);
+
+  for (int k = 0; k < std::max(send_segments, recv_segments); ++k) {
+    if (k < recv_segments) {
+      co_await op.wait(recvs[k]);
+      if (send_is_dst) co_await op.wait(sends[k]);
+      const std::size_t offset = recv_layout.offset(k) * elem;
+      const std::byte* received = scratch + static_cast<std::size_t>(k % slots) * slot_bytes;
+      const std::byte* local = a.local + offset;
+      a.reduction->combine(a.dst + offset, a.local_is_lower ? local : received,
+                           a.local_is_lower ? received : local, recv_layout.length(k), a.finalize);
+      if (k + slots < recv_segments) post_recv(k + slots);
+    }
+    if (k + depth < send_segments) post_send(k + depth);
+  }
+  for (auto& s : sends)
+    co_await op.wait(s);
+}
+
+Task ring_stream(Operation& op, RingStream a) {
+  const auto& ring = a.ring;
+  const int p = ring.size;
+  if (p == 1 || a.first_step >= a.end_step) co_return;
+  const std::size_t elem = a.element_size;
+  // Block 0 is the longest; segmenting every block into the same number of pieces lets both
+  // ends of each message derive its length alone.
+  const int nseg = segment_count(a.layout.length(0) * elem, op.chunk_bytes());
+  const int units = (a.end_step - a.first_step) * nseg;
+  // At most one step ahead: a receive for step t+1 is then posted only after the segment it
+  // overwrites was forwarded, and a reduce never writes where a receive is pending.
+  const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
+  const std::size_t slot_bytes = BlockLayout{a.layout.length(0), nseg}.length(0) * elem;
+  const bool has_reduce = ring.is_reduce_step(a.first_step);
+  ScratchBuffer scratch;
+  if (has_reduce) scratch = op.scratch(slot_bytes * static_cast<std::size_t>(depth));
+
+  auto step_of = [&](int u) { return a.first_step + u / nseg; };
+  auto segment_offset = [&](int block, int k) {
+    return a.layout.offset(block) + BlockLayout{a.layout.length(block), nseg}.offset(k);
+  };
+  auto segment_length = [&](int block, int k) {
+    return BlockLayout{a.layout.length(block), nseg}.length(k);
+  };
+  // Adjacent steps interleave their sends on one link; alternating the tag by step parity
+  // keeps MPI's in-order matching from pairing a step's receive with the next step's send.
+  auto phase_of = [&](int step) { return a.phase + (step & 1); };
+
+  TransferArray sends(static_cast<std::size_t>(units));
+  TransferArray recvs(static_cast<std::size_t>(units));
+  // Per output segment, the last send that reads it: a receive into that segment waits for it.
+  std::vector<int> last_send(static_cast<std::size_t>(p) * static_cast<std::size_t>(nseg), -1);
+
+  auto post_send = [&](int u) {
+    const int t = step_of(u);
+    const int k = u % nseg;
+    const int block = ring.send_block(t);
+    const bool from_input = t == 0;
+    const std::byte* base = from_input ? a.input : a.output;
+    if (base == a.output) last_send[static_cast<std::size_t>(block * nseg + k)] = u;
+    op.send(sends[u], base + segment_offset(block, k) * elem, segment_length(block, k) * elem,
+            ring.send_peer(), phase_of(t));
+  };
+  // Returns the send that must finish before unit u's receive may be posted, if any.
+  auto recv_hazard = [&](int u) -> Transfer* {
+    const int t = step_of(u);
+    if (ring.is_reduce_step(t)) return nullptr;  // reduce-scatter receives go to scratch
+    const int h = last_send[static_cast<std::size_t>(ring.recv_block(t) * nseg + u % nseg)];
+    return h >= 0 ? &sends[h] : nullptr;
+  };
+  auto post_recv = [&](int u) {
+    const int t = step_of(u);
+    const int k = u % nseg;
+    const int block = ring.recv_block(t);
+    std::byte* target = ring.is_reduce_step(t)
+                            ? scratch.data() + static_cast<std::size_t>(u % depth) * slot_bytes
+                            : a.output + segment_offset(block, k) * elem;
+    op.recv(recvs[u], target, segment_length(block, k) * elem, ring.recv_peer(), phase_of(t));
+  };
+
+  for (int k = 0; k < std::min(depth, nseg); ++k)
+    post_send(k);
+  for (int u = 0; u < depth; ++u) {
+    if (Transfer* hazard = recv_hazard(u)) co_await op.wait(*hazard);
+    post_recv(u);
+  }
+  for (int u = 0; u < units; ++u) {
+    const int t = step_of(u);
+    const int k = u % nseg;
+    co_await op.wait(recvs[u]);
+    if (ring.is_reduce_step(t)) {
+      const int block = ring.recv_block(t);
+      const std::size_t offset = segment_offset(block, k) * elem;
+      a.reduction->combine(a.output + offset,
+                           scratch.data() + static_cast<std::size_t>(u % depth) * slot_bytes,
+                           a.input + offset, segment_length(block, k),
+                           /*finalize=*/t == ring.reduce_scatter_steps() - 1);
+    }
+    if (t + 1 < a.end_step) post_send(u + nseg);
+    if (t == a.first_step && k + depth < nseg) post_send(u + depth);
+    if (u + depth < units) {
+      if (Transfer* hazard = recv_hazard(u + depth)) co_await op.wait(*hazard);
+      post_recv(u + depth);
+    }
+  }
+  for (auto& s : sends)
+    co_await op.wait(s);
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,80 @@
+// Pipelined building blocks shared by the collectives: segmented exchange-and-reduce with a
+// peer, and the segmented ring stream. Both keep several segments in flight and reduce each
+// received segment while it is still in cache (received + local -> output in one pass).
+#pragma once
+
+#include <array>
+#include <coroutine>
+#include <cstddef>
+
+#include "blocks.hpp"
+#include "operation.hpp"
+#include "reduction.hpp"
+#include "ring.hpp"
+
+namespace collx::detail {
+
+// Sends `send_elems` elements at `send` to `peer` while receiving `recv_elems` elements from
+// it; each received segment r is combined as dst = local op r (local_is_lower) or r op local.
+// `send` may be the same region as `dst` (recursive doubling in place); each segment is then
+// overwritten only after its send completed. Otherwise the regions must not overlap.
+struct ExchangeReduce {
+  int peer = 0;
+  const std::byte* send = nullptr;
+  std::size_t send_elems = 0;
+  std::byte* dst = nullptr;
+  const std::byte* local = nullptr;
+  std::size_t recv_elems = 0;
+  bool local_is_lower = true;
+  bool finalize = false;
+  const Reduction* reduction = nullptr;
+  int phase = 0;
+};
+
+// The segmented, pipelined exchange (any size).
+Task exchange_reduce_pipelined(Operation& op, ExchangeReduce args);
+
+// co_await exchange_reduce(op, args): a message that fits in one segment and in the inline
+// buffer (the latency-bound case) is exchanged by this awaiter itself, with no coroutine frame
+// of its own; anything larger runs exchange_reduce_pipelined.
+class [[nodiscard]] ExchangeReduceAwaiter {
+ public:
+  static constexpr std::size_t kInlineBytes = 1024;
+  ExchangeReduceAwaiter(Operation& op, const ExchangeReduce& args);
+  bool await_ready();
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> waiting);
+  void await_resume();
+
+ private:
+  Operation& op_;
+  ExchangeReduce args_;
+  bool small_;
+  Task pipelined_;
+  Transfer send_;
+  Transfer recv_;
+  std::array<Transfer*, 2> transfers_{&send_, &recv_};
+  alignas(64) std::byte buffer_[kInlineBytes];
+};
+inline ExchangeReduceAwaiter exchange_reduce(Operation& op, const ExchangeReduce& args) {
+  return ExchangeReduceAwaiter(op, args);
+}
+
+// Steps [first_step, end_step) of a RingPattern over `layout`: reduce-scatter steps combine the
+// received segment with `input` into `output`; allgather steps receive straight into `output`
+// and forward. A rank's first reduce-scatter send comes from `input`; every other send comes
+// from `output`, so an allgather-only stream expects the rank's own block already in `output`.
+// `input` may equal `output` (in place). Uses phases `phase` and `phase + 1`.
+struct RingStream {
+  patterns::RingPattern ring;
+  patterns::BlockLayout layout;
+  const std::byte* input = nullptr;
+  std::byte* output = nullptr;
+  const Reduction* reduction = nullptr;  // required when the stream has reduce-scatter steps
+  std::size_t element_size = 1;
+  int first_step = 0;
+  int end_step = 0;
+  int phase = 0;
+};
+Task ring_stream(Operation& op, RingStream args);
+
+}  // namespace collx::detail

@@ -1,0 +1,29 @@
+// Reduction: the kernel of one (type, op) pair, bound once per collective call.
+#pragma once
+
+#include <cstddef>
+
+#include "collx/types.hpp"
+#include "host_reduce.hpp"
+
+namespace collx::detail {
+
+struct Reduction {
+  kernels::ReduceFn fn = nullptr;
+  std::size_t element_size = 1;
+  // For avg: the rank count the last combining step divides by; 0 for every other op.
+  double divisor = 0;
+
+  static Reduction make(DataType type, ReduceOp op, int nranks) {
+    return {kernels::reduce_fn(type, op), size_of(type),
+            op == ReduceOp::avg ? static_cast<double>(nranks) : 0.0};
+  }
+  // dst = lower op upper over n elements; `finalize` fuses the avg division into this pass
+  // (the step that completes the value).
+  void combine(void* dst, const void* lower, const void* upper, std::size_t n,
+               bool finalize) const {
+    fn(dst, lower, upper, n, finalize ? divisor : 0.0);
+  }
+};
+
+}  // namespace collx::detail

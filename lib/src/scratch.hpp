@@ -1,0 +1,54 @@
+// Reusable aligned scratch buffers for receive segments and temporaries.
+//
+// Collectives need temporary space on every call; allocating it fresh would cost a page fault
+// per 4 KiB on every call. Released buffers go back to a per-size-class free list instead.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+namespace collx::detail {
+
+class ScratchPool;
+
+class ScratchBuffer {
+ public:
+  ScratchBuffer() = default;
+  ScratchBuffer(ScratchPool* pool, std::byte* data, std::size_t capacity)
+      : pool_(pool), data_(data), capacity_(capacity) {}
+  ScratchBuffer(ScratchBuffer&& other) noexcept;
+  ScratchBuffer& operator=(ScratchBuffer&& other) noexcept;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer();
+
+  std::byte* data() const { return data_; }
+  std::size_t capacity() const { return capacity_; }
+
+ private:
+  void release();
+  ScratchPool* pool_ = nullptr;
+  std::byte* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+class ScratchPool {
+ public:
+  static ScratchPool& global();
+  ~ScratchPool();
+
+  // At least `bytes` bytes, 64-byte aligned (page-aligned from 64 KiB on).
+  ScratchBuffer acquire(std::size_t bytes);
+  void give_back(std::byte* data, std::size_t capacity);
+
+ private:
+  static constexpr int kClasses = 48;
+  static constexpr std::size_t kMaxCachedPerClass = 8;
+  // Buffers above this are freed on release rather than kept.
+  static constexpr std::size_t kLargestCached = std::size_t{256} << 20;
+  std::mutex mutex_;
+  std::vector<std::byte*> free_[kClasses];
+};
+
+}  // namespace collx::detail

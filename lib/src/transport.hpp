@@ -1,0 +1,75 @@
+// Transport: the few verbs the executor needs to move bytes between ranks.
+//
+// Post a send or a receive of contiguous bytes with a peer and a tag, then test. Matching is
+// MPI's: in posting order per (peer, tag). The MPI implementation is the default; the
+// simulated one (tests) runs many ranks in one thread; UCX arrives as another.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace collx::detail {
+
+// One posted message. Plain data: it may be moved while pending (the transports keep handles,
+// never pointers to it).
+struct Transfer {
+  enum class State : std::uint8_t { idle, pending, done };
+  State state = State::idle;
+  bool is_send = false;
+  int peer = -1;
+  std::size_t bytes = 0;
+  MPI_Request mpi_request = MPI_REQUEST_NULL;  // MPI transport
+  std::uintptr_t handle = 0;                   // other transports
+
+  bool pending() const { return state == State::pending; }
+  bool done() const { return state == State::done; }
+};
+
+// A run of Transfers with room for a few inline: most collectives at small sizes post one or
+// two messages per step and should not allocate for them.
+class TransferArray {
+ public:
+  explicit TransferArray(std::size_t n) : size_(n) {
+    if (n > kInline) heap_ = std::make_unique<Transfer[]>(n);
+  }
+  Transfer& operator[](std::size_t i) { return data()[i]; }
+  std::size_t size() const { return size_; }
+  Transfer* begin() { return data(); }
+  Transfer* end() { return data() + size_; }
+
+ private:
+  static constexpr std::size_t kInline = 4;
+  Transfer* data() { return heap_ ? heap_.get() : inline_; }
+  std::size_t size_;
+  Transfer inline_[kInline];
+  std::unique_ptr<Transfer[]> heap_;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Post a message; `t` becomes pending (or done at once if the transport completed it).
+  virtual void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) = 0;
+  virtual void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) = 0;
+  // Drives progress and marks completed transfers done; true when every transfer in `ts` is
+  // done (idle ones count as done).
+  virtual bool test_all(std::span<Transfer* const> ts) = 0;
+  // Blocks until every transfer in `ts` is done (the fast path of a blocking collective that
+  // is the only operation in flight).
+  virtual void wait_all(std::span<Transfer* const> ts) {
+    while (!test_all(ts))
+      progress();
+  }
+  // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
+  virtual void progress() {}
+};
+
+}  // namespace collx::detail

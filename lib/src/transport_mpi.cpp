@@ -1,0 +1,133 @@
+#include "transport_mpi.hpp"
+
+#include <climits>
+#include <string>
+
+#include "collx/error.hpp"
+
+namespace collx::detail {
+
+void throw_mpi_error(int rc, const char* what, int rank) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
+  throw Error(
+      ErrorCode::mpi, "", rank,
+      std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+}
+
+namespace {
+
+// MPI counts are int: a message above INT_MAX bytes travels as one element of a derived type
+// made of 1 GiB pieces and a remainder, so nothing is truncated and it stays one request.
+class LargeMessageType {
+ public:
+  explicit LargeMessageType(std::size_t bytes) {
+    constexpr std::size_t kPiece = std::size_t{1} << 30;
+    const std::size_t pieces = bytes / kPiece;
+    const std::size_t rest = bytes % kPiece;
+    MPI_Datatype piece_type = MPI_DATATYPE_NULL;
+    check_mpi(MPI_Type_contiguous(static_cast<int>(kPiece), MPI_BYTE, &piece_type),
+              "MPI_Type_contiguous");
+    int lengths[2] = {static_cast<int>(pieces), static_cast<int>(rest)};
+    MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(pieces * kPiece)};
+    MPI_Datatype types[2] = {piece_type, MPI_BYTE};
+    check_mpi(MPI_Type_create_struct(rest == 0 ? 1 : 2, lengths, displacements, types, &type_),
+              "MPI_Type_create_struct");
+    check_mpi(MPI_Type_commit(&type_), "MPI_Type_commit");
+    MPI_Type_free(&piece_type);
+  }
+  // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
+  ~LargeMessageType() { MPI_Type_free(&type_); }
+  LargeMessageType(const LargeMessageType&) = delete;
+  LargeMessageType& operator=(const LargeMessageType&) = delete;
+  MPI_Datatype get() const { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+constexpr int kMaxBatch = 16;
+
+}  // namespace
+
+MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+}
+
+void MpiTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
+  t.state = Transfer::State::pending;
+  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
+    check_mpi(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &t.mpi_request),
+              "MPI_Isend", rank_);
+  } else {
+    LargeMessageType type(bytes);
+    check_mpi(MPI_Isend(buf, 1, type.get(), peer, tag, comm_, &t.mpi_request), "MPI_Isend", rank_);
+  }
+}
+
+void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
+  t.state = Transfer::State::pending;
+  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
+    check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &t.mpi_request),
+              "MPI_Irecv", rank_);
+  } else {
+    LargeMessageType type(bytes);
+    check_mpi(MPI_Irecv(buf, 1, type.get(), peer, tag, comm_, &t.mpi_request), "MPI_Irecv", rank_);
+  }
+}
+
+void MpiTransport::wait_all(std::span<Transfer* const> ts) {
+  MPI_Request requests[kMaxBatch];
+  Transfer* owners[kMaxBatch];
+  int n = 0;
+  auto flush = [&]() {
+    if (n == 0) return;
+    check_mpi(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE), "MPI_Waitall", rank_);
+    for (int i = 0; i < n; ++i) {
+      owners[i]->mpi_request = MPI_REQUEST_NULL;
+      owners[i]->state = Transfer::State::done;
+    }
+    n = 0;
+  };
+  for (Transfer* t : ts) {
+    if (!t->pending()) continue;
+    requests[n] = t->mpi_request;
+    owners[n] = t;
+    if (++n == kMaxBatch) flush();
+  }
+  flush();
+}
+
+bool MpiTransport::test_all(std::span<Transfer* const> ts) {
+  // Batch the pending requests into one MPI_Testall: one pass of MPI's progress engine.
+  MPI_Request requests[kMaxBatch];
+  Transfer* owners[kMaxBatch];
+  int n = 0;
+  bool all_done = true;
+  auto flush = [&]() {
+    if (n == 0) return;
+    int flag = 0;
+    check_mpi(MPI_Testall(n, requests, &flag, MPI_STATUSES_IGNORE), "MPI_Testall", rank_);
+    if (flag) {
+      for (int i = 0; i < n; ++i) {
+        owners[i]->mpi_request = MPI_REQUEST_NULL;
+        owners[i]->state = Transfer::State::done;
+      }
+    } else {
+      all_done = false;
+    }
+    n = 0;
+  };
+  for (Transfer* t : ts) {
+    if (!t->pending()) continue;
+    requests[n] = t->mpi_request;
+    owners[n] = t;
+    if (++n == kMaxBatch) flush();
+  }
+  flush();
+  return all_done;
+}
+
+}  // namespace collx::detail

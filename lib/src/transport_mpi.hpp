@@ -1,0 +1,36 @@
+// The default transport: nonblocking MPI point-to-point on the communicator's duplicate.
+#pragma once
+
+#include <mpi.h>
+
+#include "transport.hpp"
+
+namespace collx::detail {
+
+class MpiTransport final : public Transport {
+ public:
+  // `comm` is used, not owned. Its error handler must be MPI_ERRORS_RETURN.
+  explicit MpiTransport(MPI_Comm comm);
+
+  std::string_view name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
+  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
+  bool test_all(std::span<Transfer* const> ts) override;
+  void wait_all(std::span<Transfer* const> ts) override;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+[[noreturn]] void throw_mpi_error(int rc, const char* what, int rank);
+// Throws collx::Error(ErrorCode::mpi) with MPI's error string when rc != MPI_SUCCESS.
+inline void check_mpi(int rc, const char* what, int rank = -1) {
+  if (rc != MPI_SUCCESS) [[unlikely]]
+    throw_mpi_error(rc, what, rank);
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,78 @@
+// Argument checks run before a collective sends anything; each failure names the collective,
+// the rank and the argument. The tests are inline (they run on every call); the messages are
+// built out of line, only on failure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+#include "collx/algorithm.hpp"
+#include "collx/error.hpp"
+#include "collx/types.hpp"
+
+namespace collx::detail {
+
+class ArgCheck {
+ public:
+  ArgCheck(Collective collective, int rank) : collective_(collective), rank_(rank) {}
+
+  void require(bool ok, ErrorCode code, std::string_view message) const {
+    if (!ok) [[unlikely]]
+      fail(code, message);
+  }
+  // A valid DataType value.
+  void type(DataType type) const {
+    if (static_cast<unsigned>(type) >= kDataTypeCount) [[unlikely]]
+      bad_type(type);
+  }
+  // A valid, supported (type, op) pair.
+  void type_op(DataType type, ReduceOp op) const {
+    this->type(type);
+    if (static_cast<unsigned>(op) >= kReduceOpCount || !is_supported(type, op)) [[unlikely]] {
+      bad_op(type, op);
+    }
+  }
+  // count * size_of(type), rejecting counts whose byte size overflows.
+  std::size_t bytes(std::size_t count, DataType type) const {
+    const std::size_t element = size_of(type);
+    if (count > std::numeric_limits<std::size_t>::max() / element) [[unlikely]] {
+      bad_count(count, type);
+    }
+    return count * element;
+  }
+  // A null pointer with a non-zero size.
+  void buffer(const void* buffer, std::size_t bytes, std::string_view name) const {
+    if (buffer == nullptr && bytes != 0) [[unlikely]]
+      null_buffer(name);
+  }
+  // Two buffers that overlap without being the same buffer.
+  void no_partial_overlap(const void* a, std::size_t a_bytes, std::string_view a_name,
+                          const void* b, std::size_t b_bytes, std::string_view b_name) const {
+    const auto a0 = reinterpret_cast<std::uintptr_t>(a);
+    const auto b0 = reinterpret_cast<std::uintptr_t>(b);
+    if (a0 != b0 && a_bytes != 0 && b_bytes != 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes)
+        [[unlikely]] {
+      overlap(a_name, b_name);
+    }
+  }
+  void rank_in_range(int value, int size, std::string_view name) const {
+    if (value < 0 || value >= size) [[unlikely]]
+      bad_rank(value, size, name);
+  }
+
+ private:
+  [[noreturn]] void fail(ErrorCode code, std::string_view message) const;
+  [[noreturn]] void bad_type(DataType type) const;
+  [[noreturn]] void bad_op(DataType type, ReduceOp op) const;
+  [[noreturn]] void bad_count(std::size_t count, DataType type) const;
+  [[noreturn]] void null_buffer(std::string_view name) const;
+  [[noreturn]] void overlap(std::string_view a_name, std::string_view b_name) const;
+  [[noreturn]] void bad_rank(int value, int size, std::string_view name) const;
+
+  Collective collective_;
+  int rank_;
+};
+
+}  // namespace collx::detail

@@ -1,0 +1,359 @@
+// Allreduce on real MPI ranks: every algorithm x type x op on random integer-valued inputs
+// against an exact reference, results compared bitwise across ranks; in-place, spans,
+// nonblocking, errors, COLLX_CHECK and COLLX_TIMEOUT.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collx/collx.hpp"
+#include "config.hpp"
+#include "exact_data.hpp"
+#include "mpi_test_util.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::DataType;
+using collx::ReduceOp;
+using collx::testing::all_ranks;
+using collx::testing::identical_on_all_ranks;
+
+const Algorithm kAlgorithms[] = {Algorithm::ring, Algorithm::recursive_doubling,
+                                 Algorithm::rabenseifner, Algorithm::automatic};
+
+// Random small integers, the same on every rank for a given (seed, rank): every rank can
+// rebuild every other rank's input and compute the exact reduction itself.
+std::int64_t random_input(ReduceOp op, bool is_unsigned, std::uint64_t seed, int rank,
+                          std::size_t i) {
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull +
+                    static_cast<std::uint64_t>(rank) * 0xBF58476D1CE4E5B9ull +
+                    i * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 32;
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return static_cast<std::int64_t>(x % 4);  // sum <= 3 * 8: exact even in bfloat16
+    case ReduceOp::prod:
+      return x % 5 == 0 ? 2 : 1;  // products of up to 8 ranks <= 256
+    case ReduceOp::min:
+    case ReduceOp::max:
+      return is_unsigned ? static_cast<std::int64_t>(x % 101)
+                         : static_cast<std::int64_t>(x % 101) - 50;
+  }
+  return 0;
+}
+
+struct Case {
+  std::vector<std::byte> input;
+  std::vector<std::byte> expected;
+};
+
+Case make_case(DataType type, ReduceOp op, std::size_t count, int rank, int nranks,
+               std::uint64_t seed) {
+  const bool is_unsigned =
+      type == DataType::uint8 || type == DataType::uint32 || type == DataType::uint64;
+  Case c;
+  c.input.resize(count * collx::size_of(type));
+  c.expected.resize(count * collx::size_of(type));
+  for (std::size_t i = 0; i < count; ++i) {
+    collx::verify::store_integer(c.input.data(), type, i,
+                                 random_input(op, is_unsigned, seed, rank, i));
+    std::int64_t acc = random_input(op, is_unsigned, seed, 0, i);
+    for (int r = 1; r < nranks; ++r) {
+      const std::int64_t v = random_input(op, is_unsigned, seed, r, i);
+      if (op == ReduceOp::sum || op == ReduceOp::avg) acc += v;
+      if (op == ReduceOp::prod) acc *= v;
+      if (op == ReduceOp::min) acc = v < acc ? v : acc;
+      if (op == ReduceOp::max) acc = v > acc ? v : acc;
+    }
+    if (op == ReduceOp::avg) {
+      collx::verify::store_average(c.expected.data(), type, i, acc, nranks);
+    } else {
+      collx::verify::store_integer(c.expected.data(), type, i, acc);
+    }
+  }
+  return c;
+}
+
+std::string describe(Algorithm a, DataType t, ReduceOp o, std::size_t count, bool in_place) {
+  return std::string(collx::to_string(a)) + " " + std::string(collx::to_string(t)) + " " +
+         std::string(collx::to_string(o)) + " count=" + std::to_string(count) +
+         (in_place ? " in-place" : "");
+}
+
+class MpiAllreduce : public ::testing::Test {
+ protected:
+  collx::Communicator comm{MPI_COMM_WORLD};
+};
+
+TEST_F(MpiAllreduce, EveryAlgorithmTypeAndOpIsExactAndIdenticalOnAllRanks) {
+  const int p = comm.size();
+  const std::size_t counts[] = {0, 1, static_cast<std::size_t>(p + 1), 1031, 70001};
+  std::uint64_t seed = 1;
+  for (Algorithm algorithm : kAlgorithms) {
+    for (int t = 0; t < collx::kDataTypeCount; ++t) {
+      for (int o = 0; o < collx::kReduceOpCount; ++o) {
+        const auto type = static_cast<DataType>(t);
+        const auto op = static_cast<ReduceOp>(o);
+        if (!collx::is_supported(type, op)) continue;
+        for (std::size_t count : counts) {
+          for (bool in_place : {false, true}) {
+            const Case c = make_case(type, op, count, comm.rank(), p, seed++);
+            std::vector<std::byte> out(c.input.size(), std::byte{0x5A});
+            collx::Options options;
+            options.algorithm = algorithm;
+            if (in_place) {
+              out = c.input;
+              comm.allreduce(collx::in_place, out.data(), count, type, op, options);
+            } else {
+              comm.allreduce(c.input.data(), out.data(), count, type, op, options);
+            }
+            const bool exact = out == c.expected;
+            ASSERT_TRUE(all_ranks(exact)) << describe(algorithm, type, op, count, in_place)
+                                          << (exact ? "" : ": wrong on this rank");
+            ASSERT_TRUE(identical_on_all_ranks(out.data(), out.size()))
+                << describe(algorithm, type, op, count, in_place);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiAllreduce, RandomRealFloatsGiveBitwiseIdenticalResults) {
+  std::mt19937 rng(static_cast<unsigned>(comm.rank()) * 7919u + 3u);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (Algorithm algorithm : kAlgorithms) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      std::vector<float> f(100003);
+      std::vector<double> d(100003);
+      for (auto& v : f)
+        v = static_cast<float>(dist(rng));
+      for (auto& v : d)
+        v = dist(rng);
+      collx::Options options;
+      options.algorithm = algorithm;
+      comm.allreduce<float>(std::span<float>(f), op, options);
+      comm.allreduce<double>(std::span<double>(d), op, options);
+      EXPECT_TRUE(identical_on_all_ranks(f.data(), f.size() * sizeof(float)))
+          << collx::to_string(algorithm);
+      EXPECT_TRUE(identical_on_all_ranks(d.data(), d.size() * sizeof(double)))
+          << collx::to_string(algorithm);
+    }
+  }
+}
+
+TEST_F(MpiAllreduce, SpanOverloads) {
+  std::vector<std::int32_t> send(17, comm.rank() + 1);
+  std::vector<std::int32_t> recv(17, 0);
+  comm.allreduce(std::span<const std::int32_t>(send), std::span<std::int32_t>(recv), ReduceOp::sum);
+  const int p = comm.size();
+  for (auto v : recv)
+    EXPECT_EQ(v, p * (p + 1) / 2);
+  EXPECT_THROW(comm.allreduce(std::span<const std::int32_t>(send),
+                              std::span<std::int32_t>(recv.data(), 3), ReduceOp::sum),
+               collx::Error);
+}
+
+TEST_F(MpiAllreduce, NonblockingOperationsCompleteInAnyOrder) {
+  const int p = comm.size();
+  constexpr int kInFlight = 6;
+  std::vector<std::vector<double>> buffers(kInFlight);
+  std::vector<collx::Request> requests;
+  for (int k = 0; k < kInFlight; ++k) {
+    buffers[k].assign(static_cast<std::size_t>(1000 * (k + 1) + (k % 2 ? 200000 : 0)),
+                      static_cast<double>(comm.rank() + k));
+    collx::Options options;
+    options.algorithm = kAlgorithms[k % 3];
+    requests.push_back(comm.iallreduce(buffers[k].data(), buffers[k].data(), buffers[k].size(),
+                                       DataType::float64, ReduceOp::sum, options));
+  }
+  // Wait in reverse order, testing the others meanwhile.
+  for (int k = kInFlight - 1; k >= 0; --k) {
+    for (int j = 0; j < k; ++j)
+      requests[j].test();
+    requests[k].wait();
+    EXPECT_FALSE(requests[k].valid());
+  }
+  for (int k = 0; k < kInFlight; ++k) {
+    const double expected = p * (p - 1) / 2.0 + static_cast<double>(p * k);
+    for (double v : buffers[k])
+      ASSERT_EQ(v, expected) << "operation " << k;
+  }
+}
+
+// A blocking call runs in place when nothing else is in flight and through the engine
+// otherwise; ranks taking different paths in the same call must still match.
+TEST_F(MpiAllreduce, InPlaceAndEnginePathsInteroperate) {
+  collx::Communicator other(MPI_COMM_WORLD);
+  const bool early = comm.rank() % 2 == 0;
+  for (std::size_t count : {std::size_t{1}, std::size_t{100}, std::size_t{256}}) {
+    std::vector<float> pending(5000, 1.0f);
+    collx::Request request;
+    if (early)
+      request = other.iallreduce(pending.data(), pending.data(), pending.size(), DataType::float32,
+                                 ReduceOp::sum);
+    std::vector<float> small(count, static_cast<float>(comm.rank()));
+    collx::Options options;
+    options.algorithm = Algorithm::recursive_doubling;
+    comm.allreduce(collx::in_place, small.data(), count, DataType::float32, ReduceOp::max, options);
+    if (!early)
+      request = other.iallreduce(pending.data(), pending.data(), pending.size(), DataType::float32,
+                                 ReduceOp::sum);
+    request.wait();
+    for (float v : small)
+      ASSERT_EQ(v, static_cast<float>(comm.size() - 1));
+    for (float v : pending)
+      ASSERT_EQ(v, static_cast<float>(comm.size()));
+  }
+}
+
+TEST_F(MpiAllreduce, BadArgumentsAreRejectedBeforeAnyMessageAndTheCommunicatorStaysUsable) {
+  std::vector<float> a(8, 1.0f), b(8);
+  auto expect_error = [&](auto&& call, collx::ErrorCode code, const char* needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const collx::Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_EQ(e.collective(), "allreduce");
+      EXPECT_EQ(e.rank(), comm.rank());
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { comm.allreduce(nullptr, b.data(), 8, DataType::float32, ReduceOp::sum); },
+               collx::ErrorCode::invalid_argument, "sendbuf");
+  expect_error([&] { comm.allreduce(a.data(), nullptr, 8, DataType::float32, ReduceOp::sum); },
+               collx::ErrorCode::invalid_argument, "recvbuf");
+  expect_error([&] { comm.allreduce(a.data(), b.data(), 8, DataType::int32, ReduceOp::avg); },
+               collx::ErrorCode::unsupported, "avg");
+  expect_error([&] { comm.allreduce(a.data(), a.data() + 2, 4, DataType::float32, ReduceOp::sum); },
+               collx::ErrorCode::invalid_argument, "overlap");
+  expect_error(
+      [&] { comm.allreduce(a.data(), b.data(), 8, static_cast<DataType>(42), ReduceOp::sum); },
+      collx::ErrorCode::invalid_argument, "DataType");
+  expect_error(
+      [&] {
+        collx::Options options;
+        options.algorithm = Algorithm::bruck;
+        comm.allreduce(a.data(), b.data(), 8, DataType::float32, ReduceOp::sum, options);
+      },
+      collx::ErrorCode::unsupported, "bruck");
+  // A null buffer with count 0 is fine.
+  comm.allreduce(nullptr, nullptr, 0, DataType::float32, ReduceOp::sum);
+  // Still usable, and still in step across ranks.
+  comm.allreduce(a.data(), b.data(), 8, DataType::float32, ReduceOp::max);
+  EXPECT_EQ(b[0], 1.0f);
+}
+
+TEST(MpiCommunicator, FreedCommunicatorIsAnError) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  EXPECT_FALSE(comm.is_freed());
+  comm.free();
+  EXPECT_TRUE(comm.is_freed());
+  int x = 1;
+  try {
+    comm.allreduce(&x, &x, 1, DataType::int32, ReduceOp::sum);
+    ADD_FAILURE() << "allreduce on a freed communicator";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::communicator_freed);
+  }
+  EXPECT_THROW(comm.rank(), collx::Error);
+}
+
+TEST(MpiCommunicator, DuplicatesItsCommunicator) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  int result = MPI_UNEQUAL;
+  MPI_Comm_compare(comm.mpi_comm(), MPI_COMM_WORLD, &result);
+  EXPECT_EQ(result, MPI_CONGRUENT);
+  // Works on any communicator, here the odd and even ranks apart.
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, comm.rank() % 2, comm.rank(), &half);
+  {
+    collx::Communicator sub(half);
+    std::int64_t v = comm.rank();
+    sub.allreduce(collx::in_place, &v, 1, DataType::int64, ReduceOp::sum);
+    std::int64_t expected = 0;
+    for (int r = comm.rank() % 2; r < comm.size(); r += 2)
+      expected += r;
+    EXPECT_EQ(v, expected);
+  }
+  MPI_Comm_free(&half);
+}
+
+class ConfigOverride {
+ public:
+  explicit ConfigOverride(const collx::detail::Config& c) { collx::detail::set_config(c); }
+  ~ConfigOverride() { collx::detail::set_config(collx::detail::Config{}); }
+};
+
+TEST(MpiCheckMode, MismatchedCallsFailOnEveryRank) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  ASSERT_GE(comm.size(), 2) << "run with two ranks or more (ctest filters it out at np=1)";
+  collx::detail::Config c;
+  c.check = true;
+  const ConfigOverride guard(c);
+  std::vector<float> v(16, 1.0f);
+  // Matching calls pass the check.
+  comm.allreduce(collx::in_place, v.data(), 16, DataType::float32, ReduceOp::sum);
+  EXPECT_EQ(v[0], static_cast<float>(comm.size()));
+  // Rank 0 reduces 15 elements, the others 16: every rank must get the error.
+  const std::size_t count = comm.rank() == 0 ? 15 : 16;
+  try {
+    comm.allreduce(collx::in_place, v.data(), count, DataType::float32, ReduceOp::sum);
+    ADD_FAILURE() << "mismatch not detected";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::mismatch) << e.what();
+    EXPECT_NE(std::string(e.what()).find("count=" + std::to_string(count)), std::string::npos);
+  }
+  // And the communicator remains usable afterwards.
+  std::int32_t one = 1;
+  comm.allreduce(collx::in_place, &one, 1, DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(one, comm.size());
+}
+
+TEST(MpiTimeout, AWaitThatNeverEndsBecomesAnErrorNamingThePeer) {
+  collx::Communicator world(MPI_COMM_WORLD);
+  ASSERT_GE(world.size(), 2) << "run with two ranks or more (ctest filters it out at np=1)";
+  MPI_Comm pair_comm;
+  MPI_Comm_split(MPI_COMM_WORLD, world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), &pair_comm);
+  if (world.rank() < 2) {
+    collx::Communicator pair(pair_comm);
+    std::int32_t v = 1;
+    collx::Options options;
+    options.algorithm = Algorithm::recursive_doubling;
+    if (pair.rank() == 0) {
+      collx::detail::Config c;
+      c.timeout_seconds = 0.3;
+      const ConfigOverride guard(c);
+      try {
+        pair.allreduce(collx::in_place, &v, 1, DataType::int32, ReduceOp::sum, options);
+        ADD_FAILURE() << "no timeout";
+      } catch (const collx::Error& e) {
+        EXPECT_EQ(e.code(), collx::ErrorCode::timeout) << e.what();
+        EXPECT_NE(std::string(e.what()).find("from rank 1"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("allreduce #0"), std::string::npos) << e.what();
+      }
+    }
+    MPI_Barrier(pair_comm);
+    // Rank 1 joins late; its call drains the abandoned one's messages so nothing is left.
+    if (pair.rank() == 1) {
+      pair.allreduce(collx::in_place, &v, 1, DataType::int32, ReduceOp::sum, options);
+      EXPECT_EQ(v, 2);
+    }
+    MPI_Comm_free(&pair_comm);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace

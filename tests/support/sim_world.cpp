@@ -1,0 +1,109 @@
+#include "sim_world.hpp"
+
+#include <cstring>
+
+namespace collx::testing {
+
+int SimTransport::size() const {
+  return world_.size();
+}
+
+void SimTransport::isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer,
+                         int tag) {
+  t.state = detail::Transfer::State::pending;
+  t.handle = world_.post(true, rank_, peer, tag, buf, nullptr, bytes);
+}
+
+void SimTransport::irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
+  t.state = detail::Transfer::State::pending;
+  t.handle = world_.post(false, peer, rank_, tag, nullptr, buf, bytes);
+}
+
+bool SimTransport::test_all(std::span<detail::Transfer* const> ts) {
+  bool all = true;
+  for (detail::Transfer* t : ts) {
+    if (!t->pending()) continue;
+    if (world_.is_done(t->handle)) {
+      t->state = detail::Transfer::State::done;
+    } else {
+      all = false;
+    }
+  }
+  return all;
+}
+
+SimWorld::SimWorld(int nranks) {
+  for (int r = 0; r < nranks; ++r)
+    transports_.push_back(std::make_unique<SimTransport>(*this, r));
+}
+
+std::uintptr_t SimWorld::post(bool is_send, int src, int dst, int tag, const void* sbuf, void* rbuf,
+                              std::size_t bytes) {
+  if (src < 0 || src >= size() || dst < 0 || dst >= size()) {
+    throw std::logic_error("sim: message between ranks " + std::to_string(src) + " and " +
+                           std::to_string(dst) + " of " + std::to_string(size()));
+  }
+  const std::uintptr_t id = done_.size();
+  done_.push_back(0);
+  const Key key{src, dst, tag};
+  auto& other = is_send ? recvs_[key] : sends_[key];
+  if (other.empty()) {
+    (is_send ? sends_[key] : recvs_[key]).push_back({id, sbuf, rbuf, bytes});
+    return id;
+  }
+  const Posted match = other.front();
+  other.pop_front();
+  const std::size_t send_bytes = is_send ? bytes : match.bytes;
+  const std::size_t recv_bytes = is_send ? match.bytes : bytes;
+  if (send_bytes != recv_bytes) {
+    throw std::logic_error("sim: rank " + std::to_string(src) + " sends " +
+                           std::to_string(send_bytes) + " B to rank " + std::to_string(dst) +
+                           " which receives " + std::to_string(recv_bytes) + " B (tag " +
+                           std::to_string(tag) + ")");
+  }
+  std::memcpy(is_send ? match.recv_buf : rbuf, is_send ? sbuf : match.send_buf, bytes);
+  done_[id] = 1;
+  done_[match.id] = 1;
+  ++matched_;
+  bytes_ += bytes;
+  return id;
+}
+
+void SimWorld::run(const detail::OpInfo& info, const MakeTask& make) {
+  std::vector<std::unique_ptr<detail::Operation>> ops;
+  for (int r = 0; r < size(); ++r) {
+    ops.push_back(std::make_unique<detail::Operation>(transport(r), info));
+    ops.back()->start(make(*ops.back(), r));
+  }
+  for (;;) {
+    const std::uint64_t before = matched_;
+    bool all_done = true;
+    for (auto& op : ops)
+      all_done = op->progress() && all_done;
+    if (all_done) break;
+    if (matched_ == before) {
+      // Nothing matched in a whole pass: one more pass cannot change anything.
+      std::string state = "sim: deadlock with " + std::to_string(size()) + " ranks:";
+      for (int r = 0; r < size(); ++r) {
+        if (!ops[r]->done()) {
+          state += " [rank " + std::to_string(r) + ": " + ops[r]->waiting_description() + "]";
+          continue;
+        }
+        try {
+          ops[r]->rethrow_if_failed();
+        } catch (const std::exception& e) {
+          state += " [rank " + std::to_string(r) + " failed: " + e.what() + "]";
+        }
+      }
+      sends_.clear();
+      recvs_.clear();
+      throw std::runtime_error(state);
+    }
+  }
+  for (auto& op : ops)
+    op->rethrow_if_failed();
+  sends_.clear();
+  recvs_.clear();
+}
+
+}  // namespace collx::testing

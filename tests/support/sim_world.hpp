@@ -1,0 +1,75 @@
+// SimWorld: p ranks in one thread, each with its own transport, running the real algorithm
+// tasks. Sends are rendezvous (complete only when matched by a receive), the strictest
+// behaviour MPI allows, so an algorithm that relies on buffering deadlocks here and the
+// deadlock is reported instead of hanging.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "operation.hpp"
+#include "transport.hpp"
+
+namespace collx::testing {
+
+class SimWorld;
+
+class SimTransport final : public detail::Transport {
+ public:
+  SimTransport(SimWorld& world, int rank) : world_(world), rank_(rank) {}
+  std::string_view name() const override { return "sim"; }
+  int rank() const override { return rank_; }
+  int size() const override;
+  void isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
+  void irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
+  bool test_all(std::span<detail::Transfer* const> ts) override;
+
+ private:
+  SimWorld& world_;
+  int rank_;
+};
+
+class SimWorld {
+ public:
+  explicit SimWorld(int nranks);
+  int size() const { return static_cast<int>(transports_.size()); }
+  SimTransport& transport(int rank) { return *transports_[static_cast<std::size_t>(rank)]; }
+
+  // Starts make(op, rank) on every rank and drives them all to completion. Throws
+  // std::runtime_error on a deadlock (a full pass in which no message matched) and rethrows
+  // the first rank's algorithm error.
+  using MakeTask = std::function<detail::Task(detail::Operation&, int rank)>;
+  void run(const detail::OpInfo& info, const MakeTask& make);
+
+  std::uint64_t messages_matched() const { return matched_; }
+  std::uint64_t bytes_moved() const { return bytes_; }
+
+ private:
+  friend class SimTransport;
+  struct Posted {
+    std::uintptr_t id;
+    const void* send_buf;
+    void* recv_buf;
+    std::size_t bytes;
+  };
+  using Key = std::tuple<int, int, int>;  // source, destination, tag
+  std::uintptr_t post(bool is_send, int src, int dst, int tag, const void* sbuf, void* rbuf,
+                      std::size_t bytes);
+  bool is_done(std::uintptr_t id) const { return done_[id] != 0; }
+
+  std::vector<std::unique_ptr<SimTransport>> transports_;
+  std::map<Key, std::deque<Posted>> sends_;
+  std::map<Key, std::deque<Posted>> recvs_;
+  std::vector<std::uint8_t> done_;
+  std::uint64_t matched_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+}  // namespace collx::testing

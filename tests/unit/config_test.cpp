@@ -1,0 +1,126 @@
+// COLLX_* parsing and algorithm selection.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "collx/error.hpp"
+#include "config.hpp"
+#include "selector.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+using namespace collx::detail;
+
+TEST(Config, ByteSizes) {
+  EXPECT_EQ(parse_byte_size("4096"), 4096u);
+  EXPECT_EQ(parse_byte_size("256K"), 256u << 10);
+  EXPECT_EQ(parse_byte_size("4M"), 4u << 20);
+  EXPECT_EQ(parse_byte_size("1G"), 1u << 30);
+  EXPECT_EQ(parse_byte_size(" 64 KiB "), 64u << 10);
+  EXPECT_FALSE(parse_byte_size("4X"));
+  EXPECT_FALSE(parse_byte_size("M"));
+  EXPECT_FALSE(parse_byte_size(""));
+}
+
+TEST(Config, AlgorithmOverrides) {
+  std::array<std::optional<Algorithm>, collx::kCollectiveCount> forced{};
+  EXPECT_FALSE(parse_algorithm_overrides("allreduce:ring", forced));
+  EXPECT_EQ(forced[static_cast<int>(Collective::allreduce)], Algorithm::ring);
+  EXPECT_FALSE(parse_algorithm_overrides("allreduce:auto", forced));
+  EXPECT_FALSE(forced[static_cast<int>(Collective::allreduce)].has_value());
+  EXPECT_FALSE(parse_algorithm_overrides(" allreduce : rabenseifner ; ", forced));
+  EXPECT_EQ(forced[static_cast<int>(Collective::allreduce)], Algorithm::rabenseifner);
+
+  auto err = parse_algorithm_overrides("allreduce", forced);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("collective:algorithm"), std::string::npos);
+  err = parse_algorithm_overrides("allreduce:bubble", forced);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("bubble"), std::string::npos);
+  err = parse_algorithm_overrides("allreduce:bruck", forced);  // exists, but not for allreduce
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("has no algorithm"), std::string::npos);
+  EXPECT_TRUE(parse_algorithm_overrides("teleport:ring", forced));
+}
+
+TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
+  setenv("COLLX_ALGO", "allreduce:recursive_doubling", 1);
+  setenv("COLLX_CHUNK_BYTES", "128K", 1);
+  setenv("COLLX_PIPELINE_DEPTH", "3", 1);
+  setenv("COLLX_TIMEOUT", "2.5", 1);
+  setenv("COLLX_DEBUG", "INFO", 1);
+  setenv("COLLX_CHECK", "1", 1);
+  const Config c = config_from_environment();
+  EXPECT_EQ(c.algorithm[static_cast<int>(Collective::allreduce)], Algorithm::recursive_doubling);
+  EXPECT_EQ(c.chunk_bytes, 128u << 10);
+  EXPECT_EQ(c.pipeline_depth, 3);
+  EXPECT_DOUBLE_EQ(c.timeout_seconds, 2.5);
+  EXPECT_EQ(c.debug, DebugLevel::info);
+  EXPECT_TRUE(c.check);
+
+  setenv("COLLX_PIPELINE_DEPTH", "0", 1);
+  try {
+    config_from_environment();
+    FAIL() << "COLLX_PIPELINE_DEPTH=0 accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::config);
+    EXPECT_NE(std::string(e.what()).find("COLLX_PIPELINE_DEPTH"), std::string::npos);
+  }
+  unsetenv("COLLX_PIPELINE_DEPTH");
+  setenv("COLLX_TIMEOUT", "soon", 1);
+  EXPECT_THROW(config_from_environment(), collx::Error);
+  for (const char* v :
+       {"COLLX_ALGO", "COLLX_CHUNK_BYTES", "COLLX_TIMEOUT", "COLLX_DEBUG", "COLLX_CHECK"}) {
+    unsetenv(v);
+  }
+  const Config defaults = config_from_environment();
+  EXPECT_EQ(defaults.chunk_bytes, 0u);
+  EXPECT_FALSE(defaults.check);
+}
+
+TEST(Selector, FirstMatchingRuleWins) {
+  const SelectionRule rules[] = {
+      {Collective::allreduce, 1, 2, 100, Algorithm::recursive_doubling},
+      {Collective::allreduce, 1, kAnyRanks, kAnySize, Algorithm::ring},
+  };
+  EXPECT_EQ(select_from(rules, Collective::allreduce, 100, 2), Algorithm::recursive_doubling);
+  EXPECT_EQ(select_from(rules, Collective::allreduce, 101, 2), Algorithm::ring);
+  EXPECT_EQ(select_from(rules, Collective::allreduce, 8, 3), Algorithm::ring);
+}
+
+TEST(Selector, BuiltinTableCoversEverySizeAndRankCount) {
+  for (int p : {1, 2, 3, 4, 5, 8, 64, 4096}) {
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, std::size_t{4096},
+                              std::size_t{1} << 20, std::size_t{1} << 40}) {
+      const Algorithm a = select_from(builtin_rules(), Collective::allreduce, bytes, p);
+      EXPECT_TRUE(collx::implements(Collective::allreduce, a));
+    }
+  }
+}
+
+TEST(Selector, ExplicitRequestMustExist) {
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::ring, 8, 2, 0), Algorithm::ring);
+  try {
+    resolve_algorithm(Collective::allreduce, Algorithm::bruck, 8, 2, 0);
+    FAIL() << "bruck accepted for allreduce";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::unsupported);
+    EXPECT_EQ(e.collective(), "allreduce");
+  }
+}
+
+TEST(Selector, EnvironmentOverridesTheTableButNotAnExplicitChoice) {
+  Config c;
+  c.algorithm[static_cast<int>(Collective::allreduce)] = Algorithm::rabenseifner;
+  set_config(c);
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 2, 0),
+            Algorithm::rabenseifner);
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::ring, 8, 2, 0), Algorithm::ring);
+  set_config(Config{});
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 2, 0),
+            select_from(builtin_rules(), Collective::allreduce, 8, 2));
+}
+
+}  // namespace

@@ -1,0 +1,223 @@
+// The algorithms' patterns, executed symbolically for p = 1..64 without MPI: every message's
+// two ends agree, every contribution reaches every rank exactly once.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "blocks.hpp"
+#include "recursive.hpp"
+#include "ring.hpp"
+
+namespace {
+
+using namespace collx::patterns;
+using Contributors = std::uint64_t;  // bit r: rank r's data is in there
+
+Contributors all_of(int p) {
+  return p == 64 ? ~Contributors{0} : (Contributors{1} << p) - 1;
+}
+
+// Adds `incoming` to `into`, failing if any contribution would be counted twice.
+void merge(Contributors& into, Contributors incoming) {
+  ASSERT_EQ(into & incoming, 0u) << "a contribution is combined twice";
+  into |= incoming;
+}
+
+TEST(BlockLayout, CoversExactlyAndEvenly) {
+  for (std::size_t count : {0u, 1u, 5u, 63u, 64u, 65u, 1000003u}) {
+    for (int n = 1; n <= 64; ++n) {
+      const BlockLayout layout{count, n};
+      std::size_t total = 0;
+      std::size_t smallest = count, largest = 0;
+      for (int b = 0; b < n; ++b) {
+        EXPECT_EQ(layout.offset(b), total);
+        total += layout.length(b);
+        smallest = std::min(smallest, layout.length(b));
+        largest = std::max(largest, layout.length(b));
+      }
+      EXPECT_EQ(total, count);
+      EXPECT_EQ(layout.offset(n), count);
+      EXPECT_LE(largest - smallest, 1u);
+      EXPECT_EQ(layout.length(0), largest);  // block 0 is a longest block
+      if (n >= 2) {
+        EXPECT_EQ(layout.length(0, 2), layout.length(0) + layout.length(1));
+      }
+    }
+  }
+}
+
+TEST(Segments, CountCoversTheBlock) {
+  EXPECT_EQ(segment_count(0, 1024), 1);
+  EXPECT_EQ(segment_count(1024, 1024), 1);
+  EXPECT_EQ(segment_count(1025, 1024), 2);
+  EXPECT_EQ(segment_count(1 << 20, 0), 1);
+}
+
+class PatternSizes : public ::testing::TestWithParam<int> {};
+
+TEST_P(PatternSizes, RingAllreduceDeliversEveryContributionOnce) {
+  const int p = GetParam();
+  for (int shift : {0, 1}) {
+    // blocks[r][b]: the contributors rank r holds for block b.
+    std::vector<std::vector<Contributors>> blocks(p, std::vector<Contributors>(p, 0));
+    for (int r = 0; r < p; ++r)
+      blocks[r][RingPattern{r, p, shift}.send_block(0)] = Contributors{1} << r;
+    for (int step = 0; step < 2 * (p - 1); ++step) {
+      std::vector<std::vector<Contributors>> next = blocks;
+      for (int r = 0; r < p; ++r) {
+        const RingPattern me{r, p, shift};
+        const RingPattern left{me.recv_peer(), p, shift};
+        ASSERT_EQ(left.send_peer(), r);
+        ASSERT_EQ(left.send_block(step), me.recv_block(step)) << "p=" << p << " step " << step;
+        const int b = me.recv_block(step);
+        const Contributors incoming = blocks[left.rank][b];
+        if (me.is_reduce_step(step)) {
+          // received + this rank's own input for the block
+          Contributors value = incoming;
+          merge(value, Contributors{1} << r);
+          next[r][b] = value;
+        } else {
+          ASSERT_EQ(incoming, all_of(p)) << "allgather forwards only complete blocks";
+          next[r][b] = incoming;
+        }
+        if (step + 1 == p - 1) {
+          // after the last reduce-scatter step the owned block is complete
+          EXPECT_EQ(me.recv_block(step), me.owned_block());
+        }
+      }
+      blocks = next;
+    }
+    for (int r = 0; r < p; ++r) {
+      for (int b = 0; b < p; ++b) {
+        if (p > 1) {
+          EXPECT_EQ(blocks[r][b], all_of(p)) << "rank " << r << " block " << b;
+        }
+      }
+      EXPECT_EQ(RingPattern(r, p, shift).owned_block(), (r + shift) % p);
+    }
+  }
+}
+
+TEST_P(PatternSizes, FoldIsAConsistentRenumbering) {
+  const int p = GetParam();
+  const Fold fold{p};
+  EXPECT_EQ(fold.core_size() & (fold.core_size() - 1), 0);
+  EXPECT_LE(fold.core_size(), p);
+  EXPECT_GT(2 * fold.core_size(), p);
+  std::vector<int> seen(fold.core_size(), 0);
+  int previous = -1;
+  for (int r = 0; r < p; ++r) {
+    const FoldRole role = fold.role(r);
+    if (role == FoldRole::folded) {
+      EXPECT_EQ(fold.core_rank(r), -1);
+      EXPECT_EQ(fold.role(fold.fold_partner(r)), FoldRole::proxy);
+      EXPECT_EQ(fold.fold_partner(fold.fold_partner(r)), r);
+      continue;
+    }
+    const int c = fold.core_rank(r);
+    ASSERT_GE(c, 0);
+    ASSERT_LT(c, fold.core_size());
+    EXPECT_GT(c, previous) << "core ranks keep the rank order";
+    previous = c;
+    EXPECT_EQ(fold.rank_of_core(c), r);
+    ++seen[c];
+  }
+  for (int s : seen)
+    EXPECT_EQ(s, 1);
+}
+
+TEST_P(PatternSizes, RecursiveDoublingDeliversEveryContributionOnce) {
+  const int p = GetParam();
+  const Fold fold{p};
+  std::vector<Contributors> value(p);
+  for (int r = 0; r < p; ++r)
+    value[r] = Contributors{1} << r;
+  for (int r = 0; r < p; ++r) {
+    if (fold.role(r) == FoldRole::proxy) merge(value[r], value[fold.fold_partner(r)]);
+  }
+  const int steps = log2_exact(fold.core_size());
+  for (int s = 0; s < steps; ++s) {
+    std::vector<Contributors> next = value;
+    for (int c = 0; c < fold.core_size(); ++c) {
+      const DoublingStep me = doubling_step(c, s);
+      const DoublingStep peer = doubling_step(me.peer_core, s);
+      ASSERT_EQ(peer.peer_core, c);
+      ASSERT_NE(peer.lower, me.lower);
+      const int r = fold.rank_of_core(c);
+      Contributors combined = value[r];
+      merge(combined, value[fold.rank_of_core(me.peer_core)]);
+      next[r] = combined;
+    }
+    value = next;
+  }
+  for (int r = 0; r < p; ++r) {
+    if (fold.role(r) == FoldRole::folded) value[r] = value[fold.fold_partner(r)];
+    EXPECT_EQ(value[r], all_of(p)) << "rank " << r;
+  }
+}
+
+TEST_P(PatternSizes, RabenseifnerDeliversEveryContributionOnce) {
+  const int p = GetParam();
+  const Fold fold{p};
+  const int n = fold.core_size();
+  // blocks[r][b] over the core's n blocks
+  std::vector<std::vector<Contributors>> blocks(p, std::vector<Contributors>(n, 0));
+  for (int r = 0; r < p; ++r) {
+    for (int b = 0; b < n; ++b)
+      blocks[r][b] = Contributors{1} << r;
+  }
+  for (int r = 0; r < p; ++r) {
+    if (fold.role(r) != FoldRole::proxy) continue;
+    for (int b = 0; b < n; ++b)
+      merge(blocks[r][b], blocks[fold.fold_partner(r)][b]);
+  }
+  const int steps = log2_exact(n);
+  for (int s = 0; s < steps; ++s) {
+    auto next = blocks;
+    for (int c = 0; c < n; ++c) {
+      const HalvingStep me = halving_step(c, n, s);
+      const HalvingStep peer = halving_step(me.peer_core, n, s);
+      ASSERT_EQ(peer.peer_core, c);
+      ASSERT_EQ(peer.send_first, me.keep_first) << "the peer sends what this rank keeps";
+      ASSERT_EQ(peer.blocks, me.blocks);
+      ASSERT_NE(peer.lower, me.lower);
+      const int r = fold.rank_of_core(c);
+      const int pr = fold.rank_of_core(me.peer_core);
+      for (int b = me.keep_first; b < me.keep_first + me.blocks; ++b) {
+        Contributors combined = blocks[r][b];
+        merge(combined, blocks[pr][b]);
+        next[r][b] = combined;
+      }
+    }
+    blocks = next;
+  }
+  for (int c = 0; c < n; ++c) {
+    EXPECT_EQ(blocks[fold.rank_of_core(c)][c], all_of(p)) << "core " << c << " owns block " << c;
+  }
+  for (int s = 0; s < steps; ++s) {
+    auto next = blocks;
+    for (int c = 0; c < n; ++c) {
+      const GatherStep me = doubling_gather_step(c, s);
+      const GatherStep peer = doubling_gather_step(me.peer_core, s);
+      ASSERT_EQ(peer.peer_core, c);
+      ASSERT_EQ(peer.send_first, me.recv_first);
+      ASSERT_EQ(peer.blocks, me.blocks);
+      const int pr = fold.rank_of_core(me.peer_core);
+      for (int b = me.recv_first; b < me.recv_first + me.blocks; ++b) {
+        ASSERT_EQ(blocks[pr][b], all_of(p)) << "only complete blocks are gathered";
+        next[fold.rank_of_core(c)][b] = blocks[pr][b];
+      }
+    }
+    blocks = next;
+  }
+  for (int r = 0; r < p; ++r) {
+    const int holder = fold.role(r) == FoldRole::folded ? fold.fold_partner(r) : r;
+    for (int b = 0; b < n; ++b)
+      EXPECT_EQ(blocks[holder][b], all_of(p)) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(P1to64, PatternSizes, ::testing::Range(1, 65));
+
+}  // namespace
