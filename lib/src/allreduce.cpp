@@ -181,37 +181,11 @@ namespace {
 // allreduce_recursive_doubling, so the result is the same bits.
 constexpr std::size_t kInPlaceBytes = 1024;
 
-void send_now(Transport& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes == 0) return;
-  Transfer send;
-  t.isend(send, buf, bytes, peer, tag);
-  Transfer* transfers[1] = {&send};
-  t.wait_all(transfers);
-}
-
-void recv_now(Transport& t, void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes == 0) return;
-  Transfer recv;
-  t.irecv(recv, buf, bytes, peer, tag);
-  Transfer* transfers[1] = {&recv};
-  t.wait_all(transfers);
-}
-
-void exchange_now(Transport& t, const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
-                  int tag) {
-  Transfer send;
-  Transfer recv;
-  t.irecv(recv, recv_buf, bytes, peer, tag);
-  t.isend(send, send_buf, bytes, peer, tag);
-  Transfer* transfers[2] = {&send, &recv};
-  t.wait_all(transfers);
-}
-
 void allreduce_recursive_doubling_now(Transport& t, int tag, const AllreduceArgs& a) {
   const int p = t.size();
   const int rank = t.rank();
   const std::size_t bytes = a.count * a.reduction.element_size;
-  if (p == 1 || a.count == 0) {
+  if (p == 1 || bytes == 0) {
     if (a.send != a.recv && bytes > 0) std::memcpy(a.recv, a.send, bytes);
     return;
   }
@@ -219,13 +193,13 @@ void allreduce_recursive_doubling_now(Transport& t, int tag, const AllreduceArgs
   const patterns::Fold fold{p};
   const patterns::FoldRole role = fold.role(rank);
   if (role == patterns::FoldRole::folded) {
-    send_now(t, a.send, bytes, fold.fold_partner(rank), tag);
-    recv_now(t, a.recv, bytes, fold.fold_partner(rank), tag);
+    t.send_blocking(a.send, bytes, fold.fold_partner(rank), tag);
+    t.recv_blocking(a.recv, bytes, fold.fold_partner(rank), tag);
     return;
   }
   const std::byte* current = a.send;
   if (role == patterns::FoldRole::proxy) {
-    recv_now(t, received, bytes, fold.fold_partner(rank), tag);
+    t.recv_blocking(received, bytes, fold.fold_partner(rank), tag);
     a.reduction.combine(a.recv, received, a.send, a.count, false);
     current = a.recv;
   }
@@ -233,12 +207,13 @@ void allreduce_recursive_doubling_now(Transport& t, int tag, const AllreduceArgs
   const int steps = patterns::log2_exact(fold.core_size());
   for (int s = 0; s < steps; ++s) {
     const auto step = patterns::doubling_step(core, s);
-    exchange_now(t, current, received, bytes, fold.rank_of_core(step.peer_core), tag);
+    t.sendrecv_blocking(current, received, bytes, fold.rank_of_core(step.peer_core), tag);
     a.reduction.combine(a.recv, step.lower ? current : received, step.lower ? received : current,
                         a.count, s == steps - 1);
     current = a.recv;
   }
-  if (role == patterns::FoldRole::proxy) send_now(t, a.recv, bytes, fold.fold_partner(rank), tag);
+  if (role == patterns::FoldRole::proxy)
+    t.send_blocking(a.recv, bytes, fold.fold_partner(rank), tag);
 }
 
 Request allreduce_impl(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,

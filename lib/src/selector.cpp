@@ -9,15 +9,46 @@ namespace collx::detail {
 
 namespace {
 
-// Allreduce rows from collx-bench on the development machine (2-core AMD EPYC, Open MPI 4.1.4
-// shared memory); the measurements are in docs/PERFORMANCE.md. A final catch-all row per
-// collective keeps every size covered.
+// Allreduce rows from collx-bench sweeps (8 B .. 64 MiB by factors of 2, every algorithm,
+// median of 3 runs) on the development machine: 2-core AMD EPYC, Debian's Open MPI 4.1.4 over
+// shared memory, ranks 3 and up oversubscribed. The sweep and its result are in
+// docs/PERFORMANCE.md. The edges follow Open MPI's 4 KiB eager limit: a 4 KiB exchange is a
+// rendezvous, so at 4 KiB the algorithms that send halves or p-ths win.
+// The last row of each rank range catches every larger size.
 constexpr SelectionRule kBuiltinRules[] = {
-    {Collective::allreduce, 1, 2, 8 << 10, Algorithm::recursive_doubling},
+    // 1-2 ranks
+    {Collective::allreduce, 1, 2, 2 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 1, 2, 4 << 10, Algorithm::rabenseifner},
+    {Collective::allreduce, 1, 2, 4 << 20, Algorithm::recursive_doubling},
     {Collective::allreduce, 1, 2, kAnySize, Algorithm::ring},
-    {Collective::allreduce, 3, kAnyRanks, 16 << 10, Algorithm::recursive_doubling},
-    {Collective::allreduce, 3, kAnyRanks, 1 << 20, Algorithm::rabenseifner},
-    {Collective::allreduce, 3, kAnyRanks, kAnySize, Algorithm::ring},
+    // 3 ranks
+    {Collective::allreduce, 3, 3, 2 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 3, 3, 8 << 10, Algorithm::ring},
+    {Collective::allreduce, 3, 3, 64 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 3, 3, kAnySize, Algorithm::ring},
+    // 4 ranks
+    {Collective::allreduce, 4, 4, 2 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 4, 4, 4 << 10, Algorithm::rabenseifner},
+    {Collective::allreduce, 4, 4, 8 << 10, Algorithm::ring},
+    {Collective::allreduce, 4, 4, 64 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 4, 4, 256 << 10, Algorithm::rabenseifner},
+    {Collective::allreduce, 4, 4, 2 << 20, Algorithm::ring},
+    {Collective::allreduce, 4, 4, kAnySize, Algorithm::rabenseifner},
+    // 5-7 ranks
+    {Collective::allreduce, 5, 7, 2 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 5, 7, 16 << 10, Algorithm::ring},
+    {Collective::allreduce, 5, 7, 64 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 5, 7, 256 << 10, Algorithm::rabenseifner},
+    {Collective::allreduce, 5, 7, kAnySize, Algorithm::ring},
+    // 8 ranks and more
+    {Collective::allreduce, 8, kAnyRanks, 2 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 8, kAnyRanks, 4 << 10, Algorithm::rabenseifner},
+    {Collective::allreduce, 8, kAnyRanks, 8 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 8, kAnyRanks, 16 << 10, Algorithm::ring},
+    {Collective::allreduce, 8, kAnyRanks, 32 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 8, kAnyRanks, 256 << 10, Algorithm::rabenseifner},
+    {Collective::allreduce, 8, kAnyRanks, 2 << 20, Algorithm::ring},
+    {Collective::allreduce, 8, kAnyRanks, kAnySize, Algorithm::rabenseifner},
 };
 
 }  // namespace

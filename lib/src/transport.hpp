@@ -68,6 +68,29 @@ class Transport {
     while (!test_all(ts))
       progress();
   }
+  // Blocking forms for the in-place latency path (no operation in flight needs progress):
+  // by default built from the nonblocking verbs; a transport may map them to single calls.
+  virtual void send_blocking(const void* buf, std::size_t bytes, int peer, int tag) {
+    Transfer t;
+    isend(t, buf, bytes, peer, tag);
+    Transfer* ts[1] = {&t};
+    wait_all(ts);
+  }
+  virtual void recv_blocking(void* buf, std::size_t bytes, int peer, int tag) {
+    Transfer t;
+    irecv(t, buf, bytes, peer, tag);
+    Transfer* ts[1] = {&t};
+    wait_all(ts);
+  }
+  virtual void sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
+                                 int tag) {
+    Transfer send;
+    Transfer recv;
+    irecv(recv, recv_buf, bytes, peer, tag);
+    isend(send, send_buf, bytes, peer, tag);
+    Transfer* ts[2] = {&send, &recv};
+    wait_all(ts);
+  }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
 };

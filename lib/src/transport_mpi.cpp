@@ -78,6 +78,32 @@ void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, in
   }
 }
 
+// One MPI call each (the blocking path is for small messages; anything above INT_MAX bytes
+// goes through the nonblocking verbs and their derived type).
+void MpiTransport::send_blocking(const void* buf, std::size_t bytes, int peer, int tag) {
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    return Transport::send_blocking(buf, bytes, peer, tag);
+  check_mpi(MPI_Send(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_), "MPI_Send", rank_);
+}
+
+void MpiTransport::recv_blocking(void* buf, std::size_t bytes, int peer, int tag) {
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    return Transport::recv_blocking(buf, bytes, peer, tag);
+  check_mpi(MPI_Recv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE),
+            "MPI_Recv", rank_);
+}
+
+void MpiTransport::sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes,
+                                     int peer, int tag) {
+  if (bytes > static_cast<std::size_t>(INT_MAX)) {
+    return Transport::sendrecv_blocking(send_buf, recv_buf, bytes, peer, tag);
+  }
+  const int n = static_cast<int>(bytes);
+  check_mpi(MPI_Sendrecv(send_buf, n, MPI_BYTE, peer, tag, recv_buf, n, MPI_BYTE, peer, tag, comm_,
+                         MPI_STATUS_IGNORE),
+            "MPI_Sendrecv", rank_);
+}
+
 void MpiTransport::wait_all(std::span<Transfer* const> ts) {
   MPI_Request requests[kMaxBatch];
   Transfer* owners[kMaxBatch];

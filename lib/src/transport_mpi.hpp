@@ -19,6 +19,10 @@ class MpiTransport final : public Transport {
   void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
+  void send_blocking(const void* buf, std::size_t bytes, int peer, int tag) override;
+  void recv_blocking(void* buf, std::size_t bytes, int peer, int tag) override;
+  void sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
+                         int tag) override;
 
  private:
   MPI_Comm comm_;
