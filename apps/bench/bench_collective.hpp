@@ -28,8 +28,11 @@ class CollectiveBench {
   // Whether the collective reduces (prints redop) and is rooted (prints root).
   virtual bool reduces() const = 0;
   virtual bool rooted() const = 0;
-  // Elements per row for a row of `bytes` bytes (nccl-tests' "count").
+  // The count the collective is called with for a row of `bytes` bytes (per rank for the
+  // gathering collectives, as nccl-tests), and the bytes such a call moves in nccl-tests' sense
+  // (the size column: the whole gathered or scattered buffer).
   virtual std::size_t count_for(std::size_t bytes, std::size_t element_size, int nranks) const = 0;
+  virtual std::size_t bytes_for(std::size_t count, int nranks) const = 0;
 
   // Allocates and fills the buffers for `count` elements (touched, so no page faults later).
   virtual void prepare(const Params& params, std::size_t count) = 0;

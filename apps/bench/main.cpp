@@ -112,7 +112,10 @@ struct Settings {
 int run(int argc, char** argv, int rank, int nranks) {
   CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
   Settings s;
-  app.add_option("collective", s.collective_name, "allreduce")->required();
+  app.add_option("collective", s.collective_name,
+                 "allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall "
+                 "sendrecv barrier")
+      ->required();
   app.add_option("-b,--minbytes", s.min_bytes, "smallest size in bytes (K/M/G suffixes)")
       ->capture_default_str();
   app.add_option("-e,--maxbytes", s.max_bytes, "largest size in bytes")->capture_default_str();
@@ -143,7 +146,9 @@ int run(int argc, char** argv, int rank, int nranks) {
       ->check(CLI::Range(0, 1));
   app.add_option("-r,--root", s.root, "root of rooted collectives (ignored by the others)")
       ->capture_default_str();
-  app.add_flag("--in-place", s.in_place, "in-place operation where the collective has one");
+  app.add_flag("--in-place", s.in_place,
+               "in-place form (allreduce, allgather, reduce_scatter, alltoall; broadcast always "
+               "is; ignored by the others)");
   app.add_option("--json", s.json_path, "write the results as JSON to this file");
   try {
     app.parse(argc, argv);
@@ -206,7 +211,7 @@ int run(int argc, char** argv, int rank, int nranks) {
   for (std::size_t size = *min_bytes; size <= *max_bytes; size *= s.factor) {
     const std::size_t count = bench->count_for(size, element, nranks);
     bench->prepare(params, count);
-    const std::size_t bytes = count * element;  // what actually moves (nccl-tests' size)
+    const std::size_t bytes = bench->bytes_for(count, nranks);  // nccl-tests' size column
     for (const auto& c : columns) {
       for (int i = 0; i < s.warmup; ++i)
         c.mpi ? bench->run_mpi() : bench->run(c.algorithm);
@@ -268,7 +273,7 @@ int run(int argc, char** argv, int rank, int nranks) {
       if (mpi_seconds > 0) row["vs_mpi"] = vs_mpi;
       rows.push_back(row);
     }
-    if (size == 0) break;
+    if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
   }
   if (rank == 0) {
     std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
@@ -291,19 +296,6 @@ int run(int argc, char** argv, int rank, int nranks) {
 }
 
 }  // namespace
-
-namespace collx::bench {
-std::unique_ptr<CollectiveBench> make_allreduce_bench(Communicator& comm);
-
-std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm) {
-  switch (collective) {
-    case Collective::allreduce:
-      return make_allreduce_bench(comm);
-    default:
-      return nullptr;
-  }
-}
-}  // namespace collx::bench
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
