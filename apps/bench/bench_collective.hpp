@@ -43,6 +43,11 @@ class CollectiveBench {
   // Refreshes the inputs, runs once (collx with `algorithm`, or MPI when `mpi`) and returns the
   // number of wrong result elements on this rank.
   virtual std::size_t check(bool mpi, Algorithm algorithm) = 0;
+
+  // Nonblocking forms, for --overlap (how much of the call hides behind computation).
+  virtual bool supports_overlap() const { return false; }
+  virtual Request start(Algorithm) { return {}; }
+  virtual void start_mpi(MPI_Request* request) { *request = MPI_REQUEST_NULL; }
 };
 
 std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm);

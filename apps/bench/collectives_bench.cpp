@@ -89,6 +89,15 @@ class AllreduceBench final : public BenchBase {
     mpi ? run_mpi() : run(a);
     return wrong(recv_.data(), expected_.data(), count_);
   }
+  bool supports_overlap() const override { return params_.op != ReduceOp::avg; }
+  Request start(Algorithm a) override {
+    return comm_.iallreduce(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
+                            params_.type, params_.op, with(a));
+  }
+  void start_mpi(MPI_Request* request) override {
+    MPI_Iallreduce(params_.in_place ? MPI_IN_PLACE : send_.data(), recv_.data(),
+                   checked_int(count_), mpi_datatype(), mpi_reduce_op(), comm_.mpi_comm(), request);
+  }
 };
 
 class BroadcastBench final : public BenchBase {

@@ -107,6 +107,36 @@ struct Settings {
   int root = 0;
   bool in_place = false;
   std::string json_path;
+  double overlap_ms = 0;
+};
+
+// Fixed work (a dot product over a cache-resident array) calibrated to take about `ms`
+// milliseconds on an idle core. Fixed work, not fixed time: a progress thread that steals
+// the core makes it take longer, and that cost counts.
+class Computation {
+ public:
+  explicit Computation(double ms) : data_(64 * 1024, 1.0f) {
+    if (ms <= 0) return;
+    const int trial = 200;
+    const double t0 = MPI_Wtime();
+    run(trial);
+    const double per = (MPI_Wtime() - t0) / trial;
+    passes_ = std::max(1, static_cast<int>(ms * 1e-3 / per));
+  }
+  void operator()() { run(passes_); }
+
+ private:
+  void run(int passes) {
+    float acc = 0;
+    for (int p = 0; p < passes; ++p) {
+      for (float v : data_)
+        acc += v * 0.5f;
+    }
+    sink_ = acc;
+  }
+  std::vector<float> data_;
+  int passes_ = 0;
+  volatile float sink_ = 0;
 };
 
 int run(int argc, char** argv, int rank, int nranks) {
@@ -150,6 +180,10 @@ int run(int argc, char** argv, int rank, int nranks) {
                "in-place form (allreduce, allgather, reduce_scatter, alltoall; broadcast always "
                "is; ignored by the others)");
   app.add_option("--json", s.json_path, "write the results as JSON to this file");
+  app.add_option("--overlap", s.overlap_ms,
+                 "also measure the nonblocking form with this many ms of computation between "
+                 "start and wait; prints the share of the call hidden behind it (allreduce)")
+      ->check(CLI::Range(0.0, 10000.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -189,6 +223,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     return fail(s.op + " is not defined for " + s.type);
   }
   const collx::bench::Params params{*type, *op, s.root, s.in_place};
+  Computation compute(s.overlap_ms);
   const std::size_t element = collx::size_of(*type);
 
   std::string command;
@@ -199,9 +234,9 @@ int run(int argc, char** argv, int rank, int nranks) {
     std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n#\n",
                 s.collective_name.c_str(), nranks, collx::build_info().version.c_str(),
                 collx::build_info().host_kernels.c_str(), mpi_library.c_str(), command.c_str());
-    std::printf("# %12s %12s %9s %6s %5s %24s %11s %11s %11s %7s %7s\n", "size(B)", "count", "type",
-                "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
-                "vs_mpi");
+    std::printf("# %12s %12s %9s %6s %5s %24s %11s %11s %11s %7s %7s%s\n", "size(B)", "count",
+                "type", "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+                "vs_mpi", s.overlap_ms > 0 ? "  hidden  total(us)" : "");
   }
 
   nlohmann::json rows = nlohmann::json::array();
@@ -233,6 +268,39 @@ int run(int argc, char** argv, int rank, int nranks) {
     for (const auto& c : columns) {
       if (c.mpi) mpi_seconds = median(samples[c.name]);
     }
+    // --overlap: start, compute, wait; the share of the call's own time that the computation
+    // hid = (call + compute - total) / call.
+    std::map<std::string, std::vector<double>> overlapped;
+    double compute_seconds = 0;
+    const bool overlap = s.overlap_ms > 0 && bench->supports_overlap();
+    if (overlap) {
+      std::vector<double> alone;
+      for (int round = 0; round < rounds; ++round) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        compute();
+        alone.push_back(MPI_Wtime() - t0);
+        for (const auto& c : columns) {
+          MPI_Barrier(MPI_COMM_WORLD);
+          const double t1 = MPI_Wtime();
+          if (c.mpi) {
+            MPI_Request request;
+            bench->start_mpi(&request);
+            compute();
+            MPI_Wait(&request, MPI_STATUS_IGNORE);
+          } else {
+            collx::Request request = bench->start(c.algorithm);
+            compute();
+            request.wait();
+          }
+          double seconds = MPI_Wtime() - t1;
+          MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+          overlapped[c.name].push_back(seconds);
+        }
+      }
+      compute_seconds = median(alone);
+      MPI_Allreduce(MPI_IN_PLACE, &compute_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    }
     for (const auto& c : columns) {
       const double seconds = median(samples[c.name]);
       long long wrong = -1;
@@ -252,12 +320,20 @@ int run(int argc, char** argv, int rank, int nranks) {
         selected = std::string(collx::to_string(collx::auto_algorithm(*collective, bytes, nranks)));
         label += "(" + selected + ")";
       }
+      double hidden = 0;
+      double total = 0;
+      if (overlap) {
+        total = median(overlapped[c.name]);
+        hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
+      }
       if (rank == 0) {
-        std::printf("  %12zu %12zu %9s %6s %5d %24s %11.2f %11.3f %11.3f %7s %7s\n", bytes, count,
+        std::printf("  %12zu %12zu %9s %6s %5d %24s %11.2f %11.3f %11.3f %7s %7s", bytes, count,
                     s.type.c_str(), bench->reduces() ? s.op.c_str() : "none",
                     bench->rooted() ? s.root : -1, label.c_str(), seconds * 1e6, algbw, busbw,
                     s.check ? std::to_string(wrong).c_str() : "n/a",
                     mpi_seconds > 0 ? (std::to_string(vs_mpi).substr(0, 5)).c_str() : "");
+        if (overlap) std::printf("  %6.1f%% %10.1f", hidden * 100, total * 1e6);
+        std::printf("\n");
       }
       nlohmann::json row = {{"size_bytes", bytes},
                             {"count", count},
@@ -271,6 +347,11 @@ int run(int argc, char** argv, int rank, int nranks) {
                             {"wrong", wrong}};
       if (!selected.empty()) row["selected"] = selected;
       if (mpi_seconds > 0) row["vs_mpi"] = vs_mpi;
+      if (overlap) {
+        row["overlap_compute_us"] = compute_seconds * 1e6;
+        row["overlap_total_us"] = total * 1e6;
+        row["hidden_fraction"] = hidden;
+      }
       rows.push_back(row);
     }
     if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
@@ -298,7 +379,14 @@ int run(int argc, char** argv, int rank, int nranks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // MPI at the thread level collx needs (MPI_THREAD_MULTIPLE with COLLX_PROGRESS_THREAD=1).
+  std::optional<collx::Environment> environment;
+  try {
+    environment.emplace(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collx-bench: %s\n", e.what());
+    return 1;
+  }
   int rank = 0;
   int nranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -311,6 +399,6 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   collx::bench::free_mpi_reference();
-  MPI_Finalize();
+  environment.reset();
   return status;
 }

@@ -116,9 +116,9 @@ Task prepare(Operation& op, const CallSignature& signature, Task body) {
 }
 
 Request start_nonblocking(std::shared_ptr<Operation> op, Task task) {
-  Engine& engine = Engine::instance();
-  engine.add(op.get());
+  // Started before it is visible to the progress thread.
   op->start(std::move(task));
+  Engine::instance().add(op.get());
   return Request(std::move(op));
 }
 

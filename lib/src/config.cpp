@@ -143,6 +143,20 @@ Config config_from_environment() {
     c.check = s == "1";
   }
   if (const char* v = env("COLLX_TUNING_FILE")) c.tuning_file = v;
+  if (const char* v = env("COLLX_PROGRESS_THREAD")) {
+    const std::string_view s = trim(v);
+    if (s != "0" && s != "1") bad_value("COLLX_PROGRESS_THREAD", v, "expected 0 or 1");
+    c.progress_thread = s == "1";
+  }
+  if (const char* v = env("COLLX_PROGRESS_INTERVAL_US")) {
+    int us = 0;
+    const std::string_view s = trim(v);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), us);
+    if (ec != std::errc() || end != s.data() + s.size() || us < 0 || us > 1000000) {
+      bad_value("COLLX_PROGRESS_INTERVAL_US", v, "expected microseconds from 0 to 1000000");
+    }
+    c.progress_interval_us = us;
+  }
   return c;
 }
 

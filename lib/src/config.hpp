@@ -29,6 +29,10 @@ struct Config {
   bool check = false;
   // COLLX_TUNING_FILE: a tuning table written by collx-bench --tune.
   std::string tuning_file;
+  // COLLX_PROGRESS_THREAD=1: a background thread progresses nonblocking operations (needs
+  // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.
+  bool progress_thread = false;
+  int progress_interval_us = 50;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.
