@@ -52,7 +52,11 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   setenv("COLLX_TIMEOUT", "2.5", 1);
   setenv("COLLX_DEBUG", "INFO", 1);
   setenv("COLLX_CHECK", "1", 1);
+  setenv("COLLX_PROGRESS_THREAD", "1", 1);
+  setenv("COLLX_PROGRESS_INTERVAL_US", "25", 1);
   const Config c = config_from_environment();
+  EXPECT_TRUE(c.progress_thread);
+  EXPECT_EQ(c.progress_interval_us, 25);
   EXPECT_EQ(c.algorithm[static_cast<int>(Collective::allreduce)], Algorithm::recursive_doubling);
   EXPECT_EQ(c.chunk_bytes, 128u << 10);
   EXPECT_EQ(c.pipeline_depth, 3);
