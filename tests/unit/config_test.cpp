@@ -75,13 +75,16 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   unsetenv("COLLX_PIPELINE_DEPTH");
   setenv("COLLX_TIMEOUT", "soon", 1);
   EXPECT_THROW(config_from_environment(), collx::Error);
-  for (const char* v :
-       {"COLLX_ALGO", "COLLX_CHUNK_BYTES", "COLLX_TIMEOUT", "COLLX_DEBUG", "COLLX_CHECK"}) {
+  setenv("COLLX_PROGRESS_THREAD", "yes", 1);
+  EXPECT_THROW(config_from_environment(), collx::Error);
+  for (const char* v : {"COLLX_ALGO", "COLLX_CHUNK_BYTES", "COLLX_TIMEOUT", "COLLX_DEBUG",
+                        "COLLX_CHECK", "COLLX_PROGRESS_THREAD", "COLLX_PROGRESS_INTERVAL_US"}) {
     unsetenv(v);
   }
   const Config defaults = config_from_environment();
   EXPECT_EQ(defaults.chunk_bytes, 0u);
   EXPECT_FALSE(defaults.check);
+  EXPECT_FALSE(defaults.progress_thread);
 }
 
 TEST(Selector, FirstMatchingRuleWins) {
