@@ -17,6 +17,8 @@ struct Params {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   bool in_place = false;
+  std::size_t chunk_bytes = 0;  // 0: the library's choice
+  int pipeline_depth = 0;       // 0: the library's choice
 };
 
 class CollectiveBench {

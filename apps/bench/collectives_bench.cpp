@@ -24,6 +24,8 @@ class BenchBase : public CollectiveBench {
   Options with(Algorithm a) const {
     Options o;
     o.algorithm = a;
+    o.chunk_bytes = params_.chunk_bytes;
+    o.pipeline_depth = params_.pipeline_depth;
     return o;
   }
   void fill_pattern(Buffer& b, int rank, std::size_t count, std::size_t first = 0) const {

@@ -17,6 +17,7 @@
 #include "bench_collective.hpp"
 #include "collx/collx.hpp"
 #include "mpi_reference.hpp"
+#include "tuning.hpp"
 
 namespace {
 
@@ -108,6 +109,9 @@ struct Settings {
   bool in_place = false;
   std::string json_path;
   double overlap_ms = 0;
+  std::string chunk;
+  int depth = 0;
+  std::string tune_path;
 };
 
 // Fixed work (a dot product over a cache-resident array) calibrated to take about `ms`
@@ -138,6 +142,29 @@ class Computation {
   int passes_ = 0;
   volatile float sink_ = 0;
 };
+
+// Turns the fastest algorithm per measured size into table rows for this rank count (a row per
+// run of sizes with the same winner, its bound the run's last size; the last row open-ended)
+// and merges them into the tuning file.
+void write_tuning(const std::string& path, Collective collective, int nranks,
+                  const std::vector<std::pair<std::size_t, Algorithm>>& fastest,
+                  std::size_t chunk_bytes, int depth, const std::string& mpi_library) {
+  collx::detail::TuningTable table;
+  if (std::ifstream(path).good()) table = collx::detail::load_tuning_file(path);
+  std::vector<collx::detail::SelectionRule> rules;
+  for (std::size_t i = 0; i < fastest.size(); ++i) {
+    const bool last = i + 1 == fastest.size();
+    if (!last && fastest[i + 1].second == fastest[i].second) continue;
+    rules.push_back({collective, nranks, nranks, last ? collx::detail::kAnySize : fastest[i].first,
+                     fastest[i].second});
+  }
+  collx::detail::replace_rules(table, collective, nranks, rules);
+  if (chunk_bytes) table.chunk_bytes = chunk_bytes;
+  if (depth) table.pipeline_depth = depth;
+  if (table.machine.empty())
+    table.machine = "measured by collx-bench --save-tuning; " + mpi_library;
+  collx::detail::save_tuning_file(path, table);
+}
 
 int run(int argc, char** argv, int rank, int nranks) {
   CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
@@ -180,6 +207,13 @@ int run(int argc, char** argv, int rank, int nranks) {
                "in-place form (allreduce, allgather, reduce_scatter, alltoall; broadcast always "
                "is; ignored by the others)");
   app.add_option("--json", s.json_path, "write the results as JSON to this file");
+  app.add_option("--chunk", s.chunk, "segment size of the pipelined algorithms (K/M suffixes)");
+  app.add_option("--depth", s.depth, "segments in flight")->check(CLI::Range(1, 64));
+  // Not "--tune": mpirun scans its whole command line for its own --tune option.
+  app.add_option("--save-tuning", s.tune_path,
+                 "write the fastest collx algorithm per size for this collective and rank count "
+                 "into this tuning file (merged with what it holds; read back with "
+                 "COLLX_TUNING_FILE); --chunk/--depth given here are recorded too");
   app.add_option("--overlap", s.overlap_ms,
                  "also measure the nonblocking form with this many ms of computation between "
                  "start and wait; prints the share of the call hidden behind it (allreduce)")
@@ -222,7 +256,13 @@ int run(int argc, char** argv, int rank, int nranks) {
   if (bench->reduces() && !collx::is_supported(*type, *op)) {
     return fail(s.op + " is not defined for " + s.type);
   }
-  const collx::bench::Params params{*type, *op, s.root, s.in_place};
+  std::size_t chunk_bytes = 0;
+  if (!s.chunk.empty()) {
+    const auto parsed = parse_size(s.chunk);
+    if (!parsed || *parsed == 0) return fail("bad --chunk " + s.chunk);
+    chunk_bytes = *parsed;
+  }
+  const collx::bench::Params params{*type, *op, s.root, s.in_place, chunk_bytes, s.depth};
   Computation compute(s.overlap_ms);
   const std::size_t element = collx::size_of(*type);
 
@@ -240,6 +280,8 @@ int run(int argc, char** argv, int rank, int nranks) {
   }
 
   nlohmann::json rows = nlohmann::json::array();
+  // --save-tuning: the fastest collx algorithm (not auto, not mpi) at each measured size.
+  std::vector<std::pair<std::size_t, Algorithm>> fastest;
   std::size_t total_wrong = 0;
   const int per_round = std::max(1, s.iters / s.rounds);
   const int rounds = std::min(s.rounds, s.iters);
@@ -265,9 +307,18 @@ int run(int argc, char** argv, int rank, int nranks) {
       }
     }
     double mpi_seconds = 0;
+    double best_seconds = 0;
+    Algorithm best_algorithm = Algorithm::automatic;
     for (const auto& c : columns) {
-      if (c.mpi) mpi_seconds = median(samples[c.name]);
+      const double t = median(samples[c.name]);
+      if (c.mpi) mpi_seconds = t;
+      if (!c.mpi && c.algorithm != Algorithm::automatic &&
+          (best_seconds == 0 || t < best_seconds)) {
+        best_seconds = t;
+        best_algorithm = c.algorithm;
+      }
     }
+    if (best_algorithm != Algorithm::automatic) fastest.emplace_back(bytes, best_algorithm);
     // --overlap: start, compute, wait; the share of the call's own time that the computation
     // hid = (call + compute - total) / call.
     std::map<std::string, std::vector<double>> overlapped;
@@ -355,6 +406,14 @@ int run(int argc, char** argv, int rank, int nranks) {
       rows.push_back(row);
     }
     if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
+  }
+  if (!s.tune_path.empty() && fastest.empty()) {
+    return fail("--save-tuning needs at least one collx algorithm in -a");
+  }
+  if (rank == 0 && !s.tune_path.empty()) {
+    write_tuning(s.tune_path, *collective, nranks, fastest, chunk_bytes, s.depth, mpi_library);
+    std::printf("# tuning: %zu sizes written to %s for %s on %d ranks\n", fastest.size(),
+                s.tune_path.c_str(), s.collective_name.c_str(), nranks);
   }
   if (rank == 0) {
     std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");

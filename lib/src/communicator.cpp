@@ -8,6 +8,7 @@
 #include "comm_state.hpp"
 #include "config.hpp"
 #include "transport_mpi.hpp"
+#include "tuning.hpp"
 
 namespace collx::detail {
 
@@ -48,12 +49,17 @@ OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Opti
   info.algorithm = algorithm;
   info.sequence = next_sequence++;
   info.tag_base = tag_base_for(info.sequence);
-  info.chunk_bytes = options.chunk_bytes ? options.chunk_bytes
-                     : c.chunk_bytes     ? c.chunk_bytes
-                                         : kDefaultChunkBytes;
-  info.pipeline_depth = options.pipeline_depth > 0 ? options.pipeline_depth
-                        : c.pipeline_depth > 0     ? c.pipeline_depth
-                                                   : kDefaultPipelineDepth;
+  // Per call, then COLLX_CHUNK_BYTES / COLLX_PIPELINE_DEPTH, then the tuning file, then the
+  // defaults.
+  const TuningTable* tuned = active_tuning();
+  info.chunk_bytes = options.chunk_bytes           ? options.chunk_bytes
+                     : c.chunk_bytes               ? c.chunk_bytes
+                     : tuned && tuned->chunk_bytes ? tuned->chunk_bytes
+                                                   : kDefaultChunkBytes;
+  info.pipeline_depth = options.pipeline_depth > 0       ? options.pipeline_depth
+                        : c.pipeline_depth > 0           ? c.pipeline_depth
+                        : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
+                                                         : kDefaultPipelineDepth;
   return info;
 }
 

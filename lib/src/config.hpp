@@ -27,7 +27,7 @@ struct Config {
   DebugLevel debug = DebugLevel::none;
   // COLLX_CHECK=1: every collective first verifies that all ranks made the same call.
   bool check = false;
-  // COLLX_TUNING_FILE: a tuning table written by collx-bench --tune.
+  // COLLX_TUNING_FILE: a tuning table written by collx-bench --save-tuning.
   std::string tuning_file;
   // COLLX_PROGRESS_THREAD=1: a background thread progresses nonblocking operations (needs
   // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.

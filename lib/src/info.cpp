@@ -8,6 +8,7 @@
 #include "config.hpp"
 #include "host_reduce.hpp"
 #include "selector.hpp"
+#include "tuning.hpp"
 
 namespace collx {
 
@@ -43,7 +44,18 @@ Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks) {
 }
 
 std::string selection_table() {
-  std::string out = detail::describe_rules(detail::builtin_rules());
+  std::string out;
+  if (const detail::TuningTable* tuned = detail::active_tuning()) {
+    out += "tuning file " + detail::config().tuning_file +
+           (tuned->machine.empty() ? "" : " (" + tuned->machine + ")") + ", first:\n" +
+           detail::describe_rules(tuned->rules);
+    if (tuned->chunk_bytes) out += "  chunk_bytes " + std::to_string(tuned->chunk_bytes) + "\n";
+    if (tuned->pipeline_depth) {
+      out += "  pipeline_depth " + std::to_string(tuned->pipeline_depth) + "\n";
+    }
+    out += "then the built-in table:\n";
+  }
+  out += detail::describe_rules(detail::builtin_rules());
   const auto& forced = detail::config().algorithm;
   for (int c = 0; c < kCollectiveCount; ++c) {
     if (forced[c]) {
