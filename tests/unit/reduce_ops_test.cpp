@@ -1,6 +1,7 @@
 // The element operators of reduce_ops.hpp (what the CUDA kernels are built from), run on the CPU:
 // every type/op pair against the host kernel table bit for bit (a NaN from arithmetic matches any
-// NaN), special values included, and the k-source fold. Needs no GPU and no CUDA.
+// NaN), special values included, the k-source fold, and the device launch configuration
+// arithmetic. Needs no GPU and no CUDA.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "collx/types.hpp"
+#include "device_reduce.hpp"
 #include "host_reduce.hpp"
 #include "reduce_ops.hpp"
 #include "reduce_test_data.hpp"
@@ -225,6 +227,21 @@ TEST(ReduceOps, IntegerSumAndProductWrap) {
   EXPECT_EQ((ops::reduce_element<ops::Native<std::int32_t>>(INT32_MIN, -1, ops::Prod{})),
             INT32_MIN);
   EXPECT_EQ((ops::reduce_element<ops::Native<std::uint64_t>>(~0ull, 2ull, ops::Sum{})), 1ull);
+}
+
+TEST(DeviceLaunchConfig, SpreadsSmallWorkAndCapsLargeWorkAtOneWave) {
+  using collx::kernels::launch_config_for;
+  using collx::kernels::LaunchConfig;
+  constexpr unsigned t = collx::kernels::kReduceThreadsPerBlock;
+  constexpr unsigned per_sm = collx::kernels::kReduceBlocksPerSm;
+  EXPECT_EQ(launch_config_for(0, 132), (LaunchConfig{1, t}));
+  EXPECT_EQ(launch_config_for(1, 132), (LaunchConfig{1, t}));
+  EXPECT_EQ(launch_config_for(t, 132), (LaunchConfig{1, t}));
+  EXPECT_EQ(launch_config_for(t + 1, 132), (LaunchConfig{2, t}));
+  EXPECT_EQ(launch_config_for(std::size_t{100} * t, 132), (LaunchConfig{100, t}));
+  EXPECT_EQ(launch_config_for(std::size_t{1} << 40, 132), (LaunchConfig{132 * per_sm, t}));
+  EXPECT_EQ(launch_config_for(std::size_t{1} << 40, 0), (LaunchConfig{per_sm, t}));
+  EXPECT_EQ(launch_config_for(1000, 4, 256, 8), (LaunchConfig{4, 256}));
 }
 
 }  // namespace
