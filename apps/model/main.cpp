@@ -101,9 +101,11 @@ void print_machine(const Machine& m) {
 void prediction_table(Collective c, int p, const Machine& m, const std::vector<double>& sizes) {
   const auto algos = collx::algorithms_of(c);
   std::printf("| size |");
-  for (Algorithm a : algos) std::printf(" %s |", std::string(collx::to_string(a)).c_str());
+  for (Algorithm a : algos)
+    std::printf(" %s |", std::string(collx::to_string(a)).c_str());
   std::printf(" best |\n|---|");
-  for (std::size_t i = 0; i <= algos.size(); ++i) std::printf("---|");
+  for (std::size_t i = 0; i <= algos.size(); ++i)
+    std::printf("---|");
   std::printf("\n");
   for (double bytes : sizes) {
     std::printf("| %s |", human(bytes).c_str());
@@ -120,7 +122,8 @@ void prediction_table(Collective c, int p, const Machine& m, const std::vector<d
 void crossover_line(Collective c, int p, const Machine& m) {
   std::printf("- p = %d:", p);
   for (const auto& x : collx::model::crossovers(c, p, m, double(1ull << 34))) {
-    std::printf(" from %s %s;", human(x.bytes).c_str(), std::string(collx::to_string(x.algorithm)).c_str());
+    std::printf(" from %s %s;", human(x.bytes).c_str(),
+                std::string(collx::to_string(x.algorithm)).c_str());
   }
   std::printf("\n");
 }
@@ -152,8 +155,10 @@ int main(int argc, char** argv) {
   m.beta = 1e-9 / bandwidth;
   m.gamma = 1e-9 / gamma;
   m.copy = 1e-9 / copy;
-  m.segment_bytes = static_cast<std::size_t>(std::stoull(segment)) *
-                    (segment.back() == 'K' ? 1024 : segment.back() == 'M' ? 1 << 20 : 1);
+  m.segment_bytes =
+      static_cast<std::size_t>(std::stoull(segment)) * (segment.back() == 'K'   ? 1024
+                                                        : segment.back() == 'M' ? 1 << 20
+                                                                                : 1);
 
   if (calibrate_here) {
     collx::Environment environment(argc, argv);
@@ -174,7 +179,8 @@ int main(int argc, char** argv) {
   if (collective_name == "all") {
     for (int c = 0; c < collx::kCollectiveCount; ++c) {
       const auto coll = static_cast<Collective>(c);
-      if (coll != Collective::reduce_scatter_v && coll != Collective::sendrecv) collectives.push_back(coll);
+      if (coll != Collective::reduce_scatter_v && coll != Collective::sendrecv)
+        collectives.push_back(coll);
     }
   } else if (const auto c = collx::parse_collective(collective_name)) {
     collectives.push_back(*c);
@@ -193,7 +199,8 @@ int main(int argc, char** argv) {
                     collx::model::describe(c, a).c_str());
       }
       std::printf("\nCrossovers (smallest size from which an algorithm is predicted fastest):\n\n");
-      for (int p : ranks) crossover_line(c, p, m);
+      for (int p : ranks)
+        crossover_line(c, p, m);
       for (int p : {ranks.front(), ranks.back()}) {
         std::printf("\nPredicted time, p = %d:\n\n", p);
         prediction_table(c, p, m, sizes);
