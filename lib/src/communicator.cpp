@@ -3,11 +3,15 @@
 #include <string>
 
 #include "collectives.hpp"
+#include "collx/build_config.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
 #include "comm_state.hpp"
 #include "config.hpp"
 #include "transport_mpi.hpp"
+#if COLLX_HAVE_UCX
+#include "transport_ucx.hpp"
+#endif
 
 namespace collx::detail {
 
@@ -21,13 +25,37 @@ bool mpi_finalized() {
   MPI_Finalized(&finalized);
   return finalized != 0;
 }
+
+// COLLX_TRANSPORT, read when the communicator is created (collective: every rank must see the
+// same value, like every COLLX_* variable).
+std::unique_ptr<Transport> make_transport(MPI_Comm comm, int rank) {
+  switch (config().transport) {
+    case TransportKind::mpi:
+      return std::make_unique<MpiTransport>(comm);
+    case TransportKind::ucx:
+#if COLLX_HAVE_UCX
+      return std::make_unique<UcxTransport>(comm);
+#else
+      throw Error(ErrorCode::config, "communicator", rank,
+                  "COLLX_TRANSPORT=ucx, but this build of collx has no UCX support "
+                  "(configure with -DCOLLX_UCX=ON where libucx-dev is installed)");
+#endif
+  }
+  throw Error(ErrorCode::internal, "communicator", rank, "unknown transport");
+}
 }  // namespace
 
 CommState::CommState(MPI_Comm dup) : comm(dup) {
-  check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  transport = std::make_unique<MpiTransport>(comm);
+  try {
+    check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    transport = make_transport(comm, rank);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: the duplicate is freed here.
+    MPI_Comm_free(&comm);
+    throw;
+  }
 }
 
 CommState::~CommState() {
