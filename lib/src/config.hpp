@@ -14,6 +14,10 @@ namespace collx::detail {
 
 enum class DebugLevel { none, warn, info, trace };
 
+// How a communicator moves its bytes (see transport.hpp).
+enum class TransportKind { mpi, ucx };
+std::string_view to_string(TransportKind kind);
+
 struct Config {
   // COLLX_ALGO="allreduce:ring;broadcast:binomial_tree": forced algorithm per collective.
   std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};
@@ -33,6 +37,9 @@ struct Config {
   // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.
   bool progress_thread = false;
   int progress_interval_us = 50;
+  // COLLX_TRANSPORT=mpi|ucx: the transport of communicators created from now on. "ucx" is
+  // accepted in every build; creating a communicator then fails in a build without UCX.
+  TransportKind transport = TransportKind::mpi;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

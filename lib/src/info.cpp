@@ -9,6 +9,9 @@
 #include "host_reduce.hpp"
 #include "selector.hpp"
 #include "tuning.hpp"
+#if COLLX_HAVE_UCX
+#include "transport_ucx.hpp"
+#endif
 
 namespace collx {
 
@@ -17,6 +20,13 @@ BuildInfo build_info() {
   info.version = COLLX_VERSION_STRING;
   info.cuda = COLLX_HAVE_CUDA != 0;
   info.host_kernels = std::string(kernels::to_string(kernels::active_isa()));
+  info.transports = {"mpi"};
+#if COLLX_HAVE_UCX
+  info.ucx = true;
+  info.ucx_version = detail::ucx_version();
+  info.transports.push_back("ucx");
+#endif
+  info.transport = std::string(detail::to_string(detail::config().transport));
   return info;
 }
 

@@ -87,6 +87,26 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   EXPECT_FALSE(defaults.progress_thread);
 }
 
+TEST(Config, TransportIsMpiByDefaultAndUcxOnRequest) {
+  unsetenv("COLLX_TRANSPORT");
+  EXPECT_EQ(config_from_environment().transport, TransportKind::mpi);
+  setenv("COLLX_TRANSPORT", "ucx", 1);
+  EXPECT_EQ(config_from_environment().transport, TransportKind::ucx);
+  setenv("COLLX_TRANSPORT", " mpi ", 1);
+  EXPECT_EQ(config_from_environment().transport, TransportKind::mpi);
+  setenv("COLLX_TRANSPORT", "verbs", 1);
+  try {
+    config_from_environment();
+    FAIL() << "COLLX_TRANSPORT=verbs accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::config);
+    EXPECT_NE(std::string(e.what()).find("COLLX_TRANSPORT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mpi or ucx"), std::string::npos) << e.what();
+  }
+  unsetenv("COLLX_TRANSPORT");
+  EXPECT_EQ(to_string(TransportKind::ucx), "ucx");
+}
+
 TEST(Selector, FirstMatchingRuleWins) {
   const SelectionRule rules[] = {
       {Collective::allreduce, 1, 2, 100, Algorithm::recursive_doubling},
