@@ -24,8 +24,22 @@ void place_own_block(Operation& op, const AllgatherArgs& a, const BlockLayout& b
 
 Task allgather_ring(Operation& op, AllgatherArgs a) {
   const BlockLayout blocks(a.offsets);
-  place_own_block(op, a, blocks);
   const int p = op.size();
+  if (p == 2) {
+    // One exchange, nothing to forward: unsegmented, sent straight from the input, and the own
+    // block copied while the peer already reads it (the transfer and the copy overlap).
+    const int peer = 1 - op.rank();
+    const std::size_t elem = a.element_size;
+    const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(op.rank()) * elem;
+    Transfer send;
+    Transfer recv;
+    op.recv(recv, a.recv + blocks.offset(peer) * elem, blocks.length(peer) * elem, peer, a.phase);
+    op.send(send, own, blocks.length(op.rank()) * elem, peer, a.phase);
+    place_own_block(op, a, blocks);
+    co_await op.wait(send, recv);
+    co_return;
+  }
+  place_own_block(op, a, blocks);
   co_await ring_stream(op, {.ring = {op.rank(), p, 0},
                             .layout = blocks,
                             .input = a.recv,
