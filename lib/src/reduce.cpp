@@ -1,10 +1,11 @@
-// Reduce: binomial tree, and Rabenseifner (reduce-scatter by recursive halving, then a
+// Reduce: binomial tree, and Rabenseifner (a reduce-scatter, ring or recursive halving, then a
 // binomial gather of the blocks to the root).
 #include <cstring>
 
 #include "collectives.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
+#include "selector.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -76,7 +77,11 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
                            offsets[static_cast<std::size_t>(op.rank())];
   ScratchBuffer block = op.scratch(mine * elem);
   const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, a.phase};
-  co_await reduce_scatter_task(op, scatter, Algorithm::recursive_halving);
+  // The reduce-scatter half takes whichever reduce-scatter auto would run for this size (ring
+  // or recursive halving): both leave block r on rank r.
+  const Algorithm scatter_algorithm = resolve_algorithm(
+      Collective::reduce_scatter_v, Algorithm::automatic, a.count * elem, p, op.rank());
+  co_await reduce_scatter_task(op, scatter, scatter_algorithm);
   const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root, a.phase + 2};
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }
