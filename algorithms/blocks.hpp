@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 
 namespace collx::patterns {
 
-// `count` elements in `nblocks` contiguous blocks whose lengths differ by at most one: the first
-// count % nblocks blocks carry the extra element. Every rank computes the same layout, so the
-// two ends of a message always agree on its length (including zero-length blocks).
+// `count` elements in `nblocks` contiguous blocks. Either even (lengths differ by at most one:
+// the first count % nblocks blocks carry the extra element) or given by explicit offsets (the
+// prefix sums of per-block counts, nblocks + 1 values, owned by the caller). Every rank computes
+// the same layout, so the two ends of a message always agree on its length (zero included).
 class BlockLayout {
  public:
   BlockLayout() = default;
@@ -18,24 +20,36 @@ class BlockLayout {
         nblocks_(nblocks),
         base_(count / static_cast<std::size_t>(nblocks)),
         remainder_(count % static_cast<std::size_t>(nblocks)) {}
+  explicit BlockLayout(std::span<const std::size_t> offsets)
+      : count_(offsets.back()), nblocks_(static_cast<int>(offsets.size()) - 1), offsets_(offsets) {}
 
   std::size_t count() const { return count_; }
   int nblocks() const { return nblocks_; }
   std::size_t offset(int block) const {
+    if (!offsets_.empty()) return offsets_[static_cast<std::size_t>(block)];
     const auto b = static_cast<std::size_t>(block);
     return b * base_ + std::min(b, remainder_);
   }
   std::size_t length(int block) const {
+    if (!offsets_.empty()) return offset(block + 1) - offset(block);
     return base_ + (static_cast<std::size_t>(block) < remainder_ ? 1 : 0);
   }
   // Elements of the blocks [first, first + n).
   std::size_t length(int first, int n) const { return offset(first + n) - offset(first); }
+  std::size_t max_length() const {
+    if (offsets_.empty()) return length(0);
+    std::size_t longest = 0;
+    for (int b = 0; b < nblocks_; ++b)
+      longest = std::max(longest, length(b));
+    return longest;
+  }
 
  private:
   std::size_t count_ = 0;
   int nblocks_ = 1;
   std::size_t base_ = 0;
   std::size_t remainder_ = 0;
+  std::span<const std::size_t> offsets_;
 };
 
 // A block of `length` elements moved in `segments` pieces of near-equal length (the same rule

@@ -42,6 +42,9 @@ struct Fold {
     return rank - extra();
   }
   int rank_of_core(int core) const { return core < extra() ? 2 * core + 1 : core + extra(); }
+  // The lowest rank whose data core rank `core` holds (the folded partner for a proxy): core
+  // rank c stands for the ranks [first_rank_of_core(c), first_rank_of_core(c + 1)).
+  int first_rank_of_core(int core) const { return core < extra() ? 2 * core : core + extra(); }
 };
 
 // Recursive doubling: at step s (mask = 2^s) core rank c pairs with c ^ mask.

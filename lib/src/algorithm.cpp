@@ -27,9 +27,20 @@ constexpr std::array<std::string_view, kAlgorithmCount> kAlgorithmNames = {"auto
                                                                            "dissemination",
                                                                            "direct"};
 
-// What each collective implements today; a new algorithm is added here when it lands.
+// What each collective implements; the first is the fallback when no table row matches.
 constexpr Algorithm kAllreduce[] = {Algorithm::ring, Algorithm::recursive_doubling,
-                                    Algorithm::rabenseifner};
+                                    Algorithm::rabenseifner, Algorithm::binomial_tree,
+                                    Algorithm::double_binary_tree};
+constexpr Algorithm kBroadcast[] = {Algorithm::binomial_tree, Algorithm::pipelined_chain,
+                                    Algorithm::scatter_allgather};
+constexpr Algorithm kReduce[] = {Algorithm::binomial_tree, Algorithm::rabenseifner};
+constexpr Algorithm kAllgather[] = {Algorithm::ring, Algorithm::recursive_doubling,
+                                    Algorithm::bruck};
+constexpr Algorithm kReduceScatter[] = {Algorithm::ring, Algorithm::recursive_halving};
+constexpr Algorithm kGatherScatter[] = {Algorithm::binomial_tree, Algorithm::linear};
+constexpr Algorithm kAlltoall[] = {Algorithm::pairwise, Algorithm::bruck};
+constexpr Algorithm kBarrier[] = {Algorithm::dissemination};
+constexpr Algorithm kSendrecv[] = {Algorithm::direct};
 
 }  // namespace
 
@@ -63,9 +74,26 @@ std::span<const Algorithm> algorithms_of(Collective collective) {
   switch (collective) {
     case Collective::allreduce:
       return kAllreduce;
-    default:
-      return {};
+    case Collective::broadcast:
+      return kBroadcast;
+    case Collective::reduce:
+      return kReduce;
+    case Collective::allgather:
+      return kAllgather;
+    case Collective::reduce_scatter:
+    case Collective::reduce_scatter_v:
+      return kReduceScatter;
+    case Collective::gather:
+    case Collective::scatter:
+      return kGatherScatter;
+    case Collective::alltoall:
+      return kAlltoall;
+    case Collective::barrier:
+      return kBarrier;
+    case Collective::sendrecv:
+      return kSendrecv;
   }
+  return {};
 }
 
 bool implements(Collective collective, Algorithm algorithm) {

@@ -2,6 +2,7 @@
 // (or none needed) and bitwise-identical results on every rank.
 #include <cstring>
 
+#include <bit>
 #include "blocks.hpp"
 #include "collectives.hpp"
 #include "collx/communicator.hpp"
@@ -11,6 +12,7 @@
 #include "recursive.hpp"
 #include "ring.hpp"
 #include "selector.hpp"
+#include "tree.hpp"
 #include "validate.hpp"
 
 namespace collx::detail {
@@ -158,7 +160,115 @@ Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
   if (role == patterns::FoldRole::proxy) co_await fold_return(op, a, fold.fold_partner(rank));
 }
 
-Task allreduce_task(Operation& op, AllreduceArgs args, Algorithm algorithm) {
+// Binomial reduce to rank 0, then binomial broadcast: the classic latency-oriented tree.
+Task allreduce_binomial(Operation& op, AllreduceArgs a) {
+  if (trivial(op, a)) co_return;
+  const ReduceArgs reduce{a.send, a.recv, a.count, a.reduction, 0, a.phase};
+  co_await reduce_task(op, reduce, Algorithm::binomial_tree);
+  const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0, a.phase + 2};
+  co_await broadcast_task(op, broadcast, Algorithm::binomial_tree);
+}
+
+// Double binary tree, pipelined: each half of the buffer is reduced up one binary tree and
+// broadcast back down it, segment by segment, the down stream trailing the up stream. The
+// second tree numbers the ranks backwards, so a rank that is a leaf in one tree is an inner node
+// in the other and both directions of every rank's links carry traffic. The tree's root
+// computes each final value once, so every rank gets the same bits.
+Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
+  if (trivial(op, a)) co_return;
+  const int p = op.size();
+  const std::size_t elem = a.reduction.element_size;
+  const patterns::BlockLayout halves{a.count, 2};
+  struct Lane {
+    patterns::BinaryTree tree;
+    bool mirrored = false;
+    std::size_t first = 0;  // first element of this lane's half
+    patterns::BlockLayout segments;
+    int real(int vrank) const { return mirrored ? patterns::mirror(vrank, tree.size) : vrank; }
+  };
+  const int nseg = patterns::segment_count(halves.length(0) * elem, op.chunk_bytes());
+  const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
+  const int rank = op.rank();
+  Lane lanes[2] = {
+      {{rank, p}, false, 0, {halves.length(0), nseg}},
+      {{patterns::mirror(rank, p), p}, true, halves.offset(1), {halves.length(1), nseg}},
+  };
+  const std::size_t slot_bytes = lanes[0].segments.length(0) * elem;
+  // Receive slots: lane x child x depth.
+  ScratchBuffer slots = op.scratch(2 * 2 * static_cast<std::size_t>(depth) * slot_bytes);
+  auto slot = [&](int lane, int child, int k) {
+    return slots.data() +
+           (static_cast<std::size_t>((lane * 2 + child) * depth + k % depth)) * slot_bytes;
+  };
+  const auto units = static_cast<std::size_t>(nseg);
+  TransferArray child_recvs(2 * 2 * units);  // [lane][child][k]
+  TransferArray up_sends(2 * units);         // [lane][k]
+  TransferArray down_recvs(2 * units);
+  TransferArray down_sends(2 * 2 * units);  // [lane][child][k]
+  auto at = [&](int lane, int child, int k) {
+    return static_cast<std::size_t>((lane * 2 + child)) * units + static_cast<std::size_t>(k);
+  };
+  auto up_phase = [&](int lane) { return a.phase + 2 * lane; };
+  auto down_phase = [&](int lane) { return a.phase + 2 * lane + 1; };
+  auto seg_offset = [&](const Lane& l, int k) { return (l.first + l.segments.offset(k)) * elem; };
+  auto post_child_recv = [&](int lane, int child, int k) {
+    const Lane& l = lanes[lane];
+    op.recv(child_recvs[at(lane, child, k)], slot(lane, child, k), l.segments.length(k) * elem,
+            l.real(l.tree.child(child)), up_phase(lane));
+  };
+  for (int lane = 0; lane < 2; ++lane) {
+    for (int child = 0; child < lanes[lane].tree.child_count(); ++child) {
+      for (int k = 0; k < depth; ++k)
+        post_child_recv(lane, child, k);
+    }
+  }
+  auto up = [&](int lane, int k) -> Task {
+    const Lane& l = lanes[lane];
+    const std::size_t offset = seg_offset(l, k);
+    const std::size_t n = l.segments.length(k);
+    const bool is_root = l.tree.parent() < 0;
+    const std::byte* accumulated = a.send + offset;
+    for (int child = 0; child < l.tree.child_count(); ++child) {
+      co_await op.wait(child_recvs[at(lane, child, k)]);
+      a.reduction.combine(a.recv + offset, accumulated, slot(lane, child, k), n,
+                          is_root && child + 1 == l.tree.child_count());
+      accumulated = a.recv + offset;
+      if (k + depth < nseg) post_child_recv(lane, child, k + depth);
+    }
+    if (!is_root) {
+      op.send(up_sends[static_cast<std::size_t>(lane) * units + static_cast<std::size_t>(k)],
+              accumulated, n * elem, l.real(l.tree.parent()), up_phase(lane));
+    }
+  };
+  auto down = [&](int lane, int k) -> Task {
+    const Lane& l = lanes[lane];
+    const std::size_t offset = seg_offset(l, k);
+    const std::size_t bytes = l.segments.length(k) * elem;
+    const std::size_t index = static_cast<std::size_t>(lane) * units + static_cast<std::size_t>(k);
+    if (l.tree.parent() >= 0) {
+      // The final value overwrites what went up: that send must be done.
+      co_await op.wait(up_sends[index]);
+      op.recv(down_recvs[index], a.recv + offset, bytes, l.real(l.tree.parent()), down_phase(lane));
+      co_await op.wait(down_recvs[index]);
+    }
+    for (int child = 0; child < l.tree.child_count(); ++child) {
+      op.send(down_sends[at(lane, child, k)], a.recv + offset, bytes, l.real(l.tree.child(child)),
+              down_phase(lane));
+    }
+  };
+  // The down stream trails by about the tree's height, so the up stream keeps flowing.
+  const int lag = std::bit_width(static_cast<unsigned>(p)) + 1;
+  for (int s = 0; s < nseg + lag; ++s) {
+    for (int lane = 0; lane < 2; ++lane) {
+      if (s < nseg) co_await up(lane, s);
+      if (s >= lag) co_await down(lane, s - lag);
+    }
+  }
+  for (auto& t : down_sends)
+    co_await op.wait(t);
+}
+
+Task allreduce_task(Operation& op, const AllreduceArgs& args, Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::ring:
       return allreduce_ring(op, args);
@@ -166,6 +276,10 @@ Task allreduce_task(Operation& op, AllreduceArgs args, Algorithm algorithm) {
       return allreduce_recursive_doubling(op, args);
     case Algorithm::rabenseifner:
       return allreduce_rabenseifner(op, args);
+    case Algorithm::binomial_tree:
+      return allreduce_binomial(op, args);
+    case Algorithm::double_binary_tree:
+      return allreduce_double_binary_tree(op, args);
     default:
       throw Error(ErrorCode::unsupported, "allreduce", op.rank(),
                   "no algorithm \"" + std::string(to_string(algorithm)) + "\"");

@@ -1,9 +1,17 @@
-// The collectives' algorithm tasks, callable on any transport (the library's entry points
-// and the in-process simulator both run these).
+// The collectives' algorithm tasks, callable on any transport (the library's entry points and
+// the in-process simulator both run these). The dispatchers take their arguments by reference
+// and the coroutine they start copies them into its frame; an algorithm may use the tag phases
+// [phase, phase + 3] of its operation.
+//
+// GCC 12 destroys a non-trivially-destructible temporary twice when it appears inside a
+// co_await expression: in coroutines, pass such arguments as named locals (by reference to the
+// dispatchers) or as spans, never as temporaries.
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
+#include "blocks.hpp"
 #include "collx/algorithm.hpp"
 #include "operation.hpp"
 #include "reduction.hpp"
@@ -13,16 +21,100 @@ namespace collx::detail {
 // Phase (tag offset within an operation) reserved for COLLX_CHECK's signature comparison.
 inline constexpr int kCheckPhase = kPhasesPerOp - 1;
 
+// ---- allreduce ----
 struct AllreduceArgs {
   const std::byte* send = nullptr;  // may equal recv (in place)
   std::byte* recv = nullptr;
   std::size_t count = 0;
   Reduction reduction;
-  int phase = 0;  // uses phase and phase + 1
+  int phase = 0;
 };
-Task allreduce_task(Operation& op, AllreduceArgs args, Algorithm algorithm);
-Task allreduce_ring(Operation& op, AllreduceArgs args);
+Task allreduce_task(Operation& op, const AllreduceArgs& args, Algorithm algorithm);
 Task allreduce_recursive_doubling(Operation& op, AllreduceArgs args);
-Task allreduce_rabenseifner(Operation& op, AllreduceArgs args);
+
+// ---- broadcast: root's buffer to every rank ----
+struct BroadcastArgs {
+  std::byte* buffer = nullptr;
+  std::size_t count = 0;
+  std::size_t element_size = 1;
+  int root = 0;
+  int phase = 0;
+};
+Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm);
+
+// ---- reduce: op over every rank's send into recv at the root ----
+struct ReduceArgs {
+  const std::byte* send = nullptr;  // at the root may equal recv (in place)
+  std::byte* recv = nullptr;        // significant at the root only
+  std::size_t count = 0;
+  Reduction reduction;
+  int root = 0;
+  int phase = 0;
+};
+Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm);
+
+// ---- allgather: block r (offsets[r] .. offsets[r+1] elements) comes from rank r ----
+struct AllgatherArgs {
+  const std::byte* send = nullptr;  // null or recv + offset(rank): in place
+  std::byte* recv = nullptr;
+  std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
+  std::size_t element_size = 1;
+  int phase = 0;
+};
+Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorithm);
+
+// ---- reduce_scatter: op over every rank's full send; rank r keeps block r ----
+struct ReduceScatterArgs {
+  const std::byte* send = nullptr;   // offsets.back() elements
+  std::byte* recv = nullptr;         // block r; may alias send (then written only at the end)
+  std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
+  Reduction reduction;
+  int phase = 0;
+};
+Task reduce_scatter_task(Operation& op, const ReduceScatterArgs& args, Algorithm algorithm);
+
+// ---- gather / scatter: block r between the root and rank r ----
+struct GatherArgs {
+  const std::byte* send = nullptr;   // gather: rank's block (null at the root: in place)
+  std::byte* recv = nullptr;         // gather: all blocks, at the root
+  std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
+  std::size_t element_size = 1;
+  int root = 0;
+  int phase = 0;
+};
+Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm);
+// Scatter: `send` holds all blocks at the root; `recv` gets the rank's block (null at the root:
+// in place).
+Task scatter_task(Operation& op, const GatherArgs& args, Algorithm algorithm);
+
+// ---- alltoall: block j of rank i's send becomes block i of rank j's recv ----
+struct AlltoallArgs {
+  const std::byte* send = nullptr;  // may equal recv (in place)
+  std::byte* recv = nullptr;
+  std::size_t count = 0;  // elements per block
+  std::size_t element_size = 1;
+  int phase = 0;
+};
+Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm);
+
+// ---- barrier ----
+Task barrier_task(Operation& op, int phase, Algorithm algorithm);
+
+// ---- point to point (tag = the user's tag; the operation's own tag base is ignored) ----
+struct PointToPointArgs {
+  const std::byte* send = nullptr;
+  std::size_t send_bytes = 0;
+  int dest = -1;  // -1: no send
+  std::byte* recv = nullptr;
+  std::size_t recv_bytes = 0;
+  int source = -1;  // -1: no receive
+  int tag = 0;
+};
+Task point_to_point_task(Operation& op, PointToPointArgs args);
+
+// Prefix sums of `count` elements per rank over `nranks` ranks.
+std::vector<std::size_t> equal_offsets(std::size_t count, int nranks);
+// The nblocks + 1 block offsets of a layout.
+std::vector<std::size_t> offsets_of(const patterns::BlockLayout& layout);
 
 }  // namespace collx::detail

@@ -10,6 +10,7 @@
 #include "collx/options.hpp"
 #include "collx/request.hpp"
 #include "operation.hpp"
+#include "selector.hpp"
 #include "transport.hpp"
 
 namespace collx::detail {
@@ -27,9 +28,13 @@ struct CommState {
   OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options);
 
   MPI_Comm comm = MPI_COMM_NULL;
+  // A second context for the user's point-to-point messages, so their tags are free and never
+  // match a collective's.
+  MPI_Comm p2p_comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
   std::unique_ptr<Transport> transport;
+  std::unique_ptr<Transport> p2p_transport;
   std::uint64_t next_sequence = 0;
 };
 
@@ -63,6 +68,19 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
   auto op = std::make_shared<Operation>(*state->transport, info, state);
   Task task = prepare(*op, signature, make(*op));
   return start_nonblocking(std::move(op), std::move(task));
+}
+
+// Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
+// make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
+template <class MakeTask>
+Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
+                       std::size_t bytes, const Options& options, const CallSignature& signature,
+                       bool blocking, MakeTask&& make) {
+  const Algorithm algorithm =
+      resolve_algorithm(collective, options.algorithm, bytes, state->size, state->rank);
+  const OpInfo info = state->next_op(collective, algorithm, options);
+  return launch(state, info, signature, blocking,
+                [&](Operation& op) { return make(op, algorithm); });
 }
 
 }  // namespace collx::detail

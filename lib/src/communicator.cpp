@@ -27,12 +27,18 @@ CommState::CommState(MPI_Comm dup) : comm(dup) {
   check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  check_mpi(MPI_Comm_dup(comm, &p2p_comm), "MPI_Comm_dup");
   transport = std::make_unique<MpiTransport>(comm);
+  p2p_transport = std::make_unique<MpiTransport>(p2p_comm);
 }
 
 CommState::~CommState() {
   transport.reset();
-  if (comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm);
+  p2p_transport.reset();
+  if (!mpi_finalized()) {
+    if (p2p_comm != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
 }
 
 OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Options& options) {
@@ -134,6 +140,9 @@ Communicator::Communicator(MPI_Comm comm) {
   detail::check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
   state_ = std::make_shared<detail::CommState>(dup);
 }
+
+Communicator::Communicator(Adopt, MPI_Comm owned)
+    : state_(std::make_shared<detail::CommState>(owned)) {}
 
 Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;

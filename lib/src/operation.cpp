@@ -109,25 +109,39 @@ void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
 }
 
 void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase) {
-  t.is_send = true;
-  t.peer = peer;
-  t.bytes = bytes;
   if (bytes == 0) {
+    t.is_send = true;
+    t.peer = peer;
+    t.bytes = 0;
     t.state = Transfer::State::done;
     return;
   }
-  transport_.isend(t, buf, bytes, peer, info_.tag_base + phase);
+  send_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
 void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase) {
-  t.is_send = false;
-  t.peer = peer;
-  t.bytes = bytes;
   if (bytes == 0) {
+    t.is_send = false;
+    t.peer = peer;
+    t.bytes = 0;
     t.state = Transfer::State::done;
     return;
   }
-  transport_.irecv(t, buf, bytes, peer, info_.tag_base + phase);
+  recv_message(t, buf, bytes, peer, info_.tag_base + phase);
+}
+
+void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
+  t.is_send = true;
+  t.peer = peer;
+  t.bytes = bytes;
+  transport_.isend(t, buf, bytes, peer, tag);
+}
+
+void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
+  t.is_send = false;
+  t.peer = peer;
+  t.bytes = bytes;
+  transport_.irecv(t, buf, bytes, peer, tag);
 }
 
 std::string Operation::waiting_description() const {

@@ -73,6 +73,10 @@ class Operation {
   // from the same layout, so both skip it.
   void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase = 0);
   void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase = 0);
+  // Post a message whatever its length, with this tag as it is (point-to-point: the user's
+  // messages, where a receive may be longer than what arrives and zero bytes still match).
+  void send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
+  void recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag);
 
   // co_await wait(a, b, ...): suspends until all the given transfers are complete.
   template <class... Ts>

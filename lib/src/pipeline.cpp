@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "collx/error.hpp"
+#include "tree.hpp"
 
 namespace collx::detail {
 
@@ -58,7 +59,9 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
   const std::size_t elem = a.reduction->element_size;
   const std::size_t send_bytes = a.send_elems * elem;
   const std::size_t recv_bytes = a.recv_elems * elem;
-  const bool send_is_dst = a.send == a.dst;
+  // The same region sent and reduced into (recursive doubling in place); an empty region at
+  // the same address is no alias.
+  const bool send_is_dst = a.send == a.dst && send_bytes > 0 && recv_bytes > 0;
   if (send_is_dst && send_bytes != recv_bytes) {
     throw Error(ErrorCode::internal, "", op.rank(), "exchange_reduce: aliased regions differ");
   }
@@ -107,29 +110,52 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
     co_await op.wait(s);
 }
 
+std::size_t ring_partial_bytes(const BlockLayout& layout, std::size_t elem,
+                               std::size_t chunk_bytes) {
+  const std::size_t longest = layout.max_length();
+  const int nseg = segment_count(longest * elem, chunk_bytes);
+  return 2 * static_cast<std::size_t>(nseg) * BlockLayout{longest, nseg}.length(0) * elem;
+}
+
 Task ring_stream(Operation& op, RingStream a) {
   const auto& ring = a.ring;
   const int p = ring.size;
   if (p == 1 || a.first_step >= a.end_step) co_return;
   const std::size_t elem = a.element_size;
-  // Block 0 is the longest; segmenting every block into the same number of pieces lets both
-  // ends of each message derive its length alone.
-  const int nseg = segment_count(a.layout.length(0) * elem, op.chunk_bytes());
+  const int last_reduce_step = ring.reduce_scatter_steps() - 1;
+  // Every block is cut into the same number of segments (from the longest block), so both ends
+  // of each message derive its length alone.
+  const std::size_t longest = a.layout.max_length();
+  const int nseg = segment_count(longest * elem, op.chunk_bytes());
   const int units = (a.end_step - a.first_step) * nseg;
   // At most one step ahead: a receive for step t+1 is then posted only after the segment it
   // overwrites was forwarded, and a reduce never writes where a receive is pending.
   const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
-  const std::size_t slot_bytes = BlockLayout{a.layout.length(0), nseg}.length(0) * elem;
+  const std::size_t slot_bytes = BlockLayout{longest, nseg}.length(0) * elem;
   const bool has_reduce = ring.is_reduce_step(a.first_step);
   ScratchBuffer scratch;
   if (has_reduce) scratch = op.scratch(slot_bytes * static_cast<std::size_t>(depth));
+  const int send_peer = patterns::to_real(ring.send_peer(), a.rotation, p);
+  const int recv_peer = patterns::to_real(ring.recv_peer(), a.rotation, p);
 
   auto step_of = [&](int u) { return a.first_step + u / nseg; };
-  auto segment_offset = [&](int block, int k) {
-    return a.layout.offset(block) + BlockLayout{a.layout.length(block), nseg}.offset(k);
-  };
-  auto segment_length = [&](int block, int k) {
-    return BlockLayout{a.layout.length(block), nseg}.length(k);
+  auto unit_of = [&](int step, int k) { return (step - a.first_step) * nseg + k; };
+  auto segment = [&](int block) { return BlockLayout{a.layout.length(block), nseg}; };
+  // Where step t leaves segment k of `block` (and where step t+1 sends it from).
+  auto written = [&](int t, int block, int k) -> std::byte* {
+    const std::size_t in_block = segment(block).offset(k) * elem;
+    if (ring.is_reduce_step(t)) {
+      if (t == last_reduce_step && a.owned_output != nullptr) return a.owned_output + in_block;
+      if (t < last_reduce_step && a.partial != nullptr) {
+        // Segment k of every block has one fixed slot per step parity: blocks of different
+        // lengths would otherwise put segment k at different places, and the hazard wait below
+        // (on segment k's previous send) would not cover what gets overwritten.
+        return a.partial + (static_cast<std::size_t>(t % 2) * static_cast<std::size_t>(nseg) +
+                            static_cast<std::size_t>(k)) *
+                               slot_bytes;
+      }
+    }
+    return a.output + a.layout.offset(block) * elem + in_block;
   };
   // Adjacent steps interleave their sends on one link; alternating the tag by step parity
   // keeps MPI's in-order matching from pairing a step's receive with the next step's send.
@@ -144,13 +170,15 @@ Task ring_stream(Operation& op, RingStream a) {
     const int t = step_of(u);
     const int k = u % nseg;
     const int block = ring.send_block(t);
-    const bool from_input = t == 0;
-    const std::byte* base = from_input ? a.input : a.output;
-    if (base == a.output) last_send[static_cast<std::size_t>(block * nseg + k)] = u;
-    op.send(sends[u], base + segment_offset(block, k) * elem, segment_length(block, k) * elem,
-            ring.send_peer(), phase_of(t));
+    const std::byte* source =
+        t == 0 ? a.input + (a.layout.offset(block) + segment(block).offset(k)) * elem
+               : written(t - 1, block, k);
+    if (a.output != nullptr && source >= a.output && source < a.output + a.layout.count() * elem) {
+      last_send[static_cast<std::size_t>(block * nseg + k)] = u;
+    }
+    op.send(sends[u], source, segment(block).length(k) * elem, send_peer, phase_of(t));
   };
-  // Returns the send that must finish before unit u's receive may be posted, if any.
+  // The send that must finish before unit u's receive may be posted, if any.
   auto recv_hazard = [&](int u) -> Transfer* {
     const int t = step_of(u);
     if (ring.is_reduce_step(t)) return nullptr;  // reduce-scatter receives go to scratch
@@ -163,8 +191,8 @@ Task ring_stream(Operation& op, RingStream a) {
     const int block = ring.recv_block(t);
     std::byte* target = ring.is_reduce_step(t)
                             ? scratch.data() + static_cast<std::size_t>(u % depth) * slot_bytes
-                            : a.output + segment_offset(block, k) * elem;
-    op.recv(recvs[u], target, segment_length(block, k) * elem, ring.recv_peer(), phase_of(t));
+                            : written(t, block, k);
+    op.recv(recvs[u], target, segment(block).length(k) * elem, recv_peer, phase_of(t));
   };
 
   for (int k = 0; k < std::min(depth, nseg); ++k)
@@ -179,11 +207,14 @@ Task ring_stream(Operation& op, RingStream a) {
     co_await op.wait(recvs[u]);
     if (ring.is_reduce_step(t)) {
       const int block = ring.recv_block(t);
-      const std::size_t offset = segment_offset(block, k) * elem;
-      a.reduction->combine(a.output + offset,
+      // A partial buffer is reused every other step: the send that read it must be done.
+      if (a.partial != nullptr && t < last_reduce_step && t >= a.first_step + 2) {
+        co_await op.wait(sends[unit_of(t - 1, k)]);
+      }
+      a.reduction->combine(written(t, block, k),
                            scratch.data() + static_cast<std::size_t>(u % depth) * slot_bytes,
-                           a.input + offset, segment_length(block, k),
-                           /*finalize=*/t == ring.reduce_scatter_steps() - 1);
+                           a.input + (a.layout.offset(block) + segment(block).offset(k)) * elem,
+                           segment(block).length(k), /*finalize=*/t == last_reduce_step);
     }
     if (t + 1 < a.end_step) post_send(u + nseg);
     if (t == a.first_step && k + depth < nseg) post_send(u + depth);

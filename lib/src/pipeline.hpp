@@ -59,16 +59,26 @@ inline ExchangeReduceAwaiter exchange_reduce(Operation& op, const ExchangeReduce
   return ExchangeReduceAwaiter(op, args);
 }
 
-// Steps [first_step, end_step) of a RingPattern over `layout`: reduce-scatter steps combine the
-// received segment with `input` into `output`; allgather steps receive straight into `output`
-// and forward. A rank's first reduce-scatter send comes from `input`; every other send comes
-// from `output`, so an allgather-only stream expects the rank's own block already in `output`.
+// Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real rank =
+// virtual + rotation, mod p). Reduce-scatter steps receive each segment into a scratch slot and
+// combine it with `input` while it is hot; allgather steps receive straight into `output` and
+// forward. What a step writes, the next step sends:
+// - a rank's first reduce-scatter send comes from `input`;
+// - intermediate reduce-scatter results go to `partial` (two blocks, alternating by step) when
+//   given, else into `output` at the block's place;
+// - the last reduce-scatter step (the owned block, complete) goes to `owned_output` when
+//   given, else into `output`;
+// - allgather steps receive into and forward from `output` (an allgather-only stream expects the
+//   rank's own block already there).
 // `input` may equal `output` (in place). Uses phases `phase` and `phase + 1`.
 struct RingStream {
   patterns::RingPattern ring;
+  int rotation = 0;
   patterns::BlockLayout layout;
   const std::byte* input = nullptr;
   std::byte* output = nullptr;
+  std::byte* partial = nullptr;          // ring_partial_bytes(...) bytes, or null
+  std::byte* owned_output = nullptr;     // layout.length(owned) elements, or null
   const Reduction* reduction = nullptr;  // required when the stream has reduce-scatter steps
   std::size_t element_size = 1;
   int first_step = 0;
@@ -76,5 +86,8 @@ struct RingStream {
   int phase = 0;
 };
 Task ring_stream(Operation& op, RingStream args);
+// Size of RingStream::partial for a layout: two step-parities of one slot per segment.
+std::size_t ring_partial_bytes(const patterns::BlockLayout& layout, std::size_t element_size,
+                               std::size_t chunk_bytes);
 
 }  // namespace collx::detail

@@ -49,6 +49,23 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allreduce, 8, kAnyRanks, 256 << 10, Algorithm::rabenseifner},
     {Collective::allreduce, 8, kAnyRanks, 2 << 20, Algorithm::ring},
     {Collective::allreduce, 8, kAnyRanks, kAnySize, Algorithm::rabenseifner},
+    // The other collectives (first estimates, replaced by measured rows).
+    {Collective::broadcast, 1, 2, kAnySize, Algorithm::binomial_tree},
+    {Collective::broadcast, 3, kAnyRanks, 64 << 10, Algorithm::binomial_tree},
+    {Collective::broadcast, 3, kAnyRanks, kAnySize, Algorithm::scatter_allgather},
+    {Collective::reduce, 1, kAnyRanks, 64 << 10, Algorithm::binomial_tree},
+    {Collective::reduce, 1, kAnyRanks, kAnySize, Algorithm::rabenseifner},
+    {Collective::allgather, 1, kAnyRanks, 16 << 10, Algorithm::recursive_doubling},
+    {Collective::allgather, 1, kAnyRanks, kAnySize, Algorithm::ring},
+    {Collective::reduce_scatter, 1, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
+    {Collective::reduce_scatter, 1, kAnyRanks, kAnySize, Algorithm::ring},
+    {Collective::reduce_scatter_v, 1, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
+    {Collective::reduce_scatter_v, 1, kAnyRanks, kAnySize, Algorithm::ring},
+    {Collective::gather, 1, kAnyRanks, kAnySize, Algorithm::binomial_tree},
+    {Collective::scatter, 1, kAnyRanks, kAnySize, Algorithm::binomial_tree},
+    {Collective::alltoall, 1, kAnyRanks, 1 << 10, Algorithm::bruck},
+    {Collective::alltoall, 1, kAnyRanks, kAnySize, Algorithm::pairwise},
+    {Collective::barrier, 1, kAnyRanks, kAnySize, Algorithm::dissemination},
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "blocks.hpp"
 #include "recursive.hpp"
 #include "ring.hpp"
+#include "tree.hpp"
 
 namespace {
 
@@ -215,6 +216,100 @@ TEST_P(PatternSizes, RabenseifnerDeliversEveryContributionOnce) {
     const int holder = fold.role(r) == FoldRole::folded ? fold.fold_partner(r) : r;
     for (int b = 0; b < n; ++b)
       EXPECT_EQ(blocks[holder][b], all_of(p)) << "rank " << r;
+  }
+}
+
+TEST_P(PatternSizes, BinomialTreeIsASpanningTreeWithContiguousSubtrees) {
+  const int p = GetParam();
+  std::vector<int> parent_of(p, -2);
+  for (int v = 0; v < p; ++v) {
+    const BinomialTree t{v, p};
+    parent_of[v] = t.parent();
+    if (v == 0) {
+      EXPECT_EQ(t.parent(), -1);
+      EXPECT_EQ(t.subtree_size(), p);
+    } else {
+      ASSERT_GE(t.parent(), 0);
+      ASSERT_LT(t.parent(), v);
+    }
+    // The children listed by the masks are exactly the ranks whose parent is v, and the
+    // subtree of v is [v, v + subtree_size).
+    int covered = 1;
+    for (int mask = t.first_child_mask(); mask > 0; mask >>= 1) {
+      if (!t.has_child(mask)) continue;
+      const BinomialTree child{v + mask, p};
+      EXPECT_EQ(child.parent(), v);
+      EXPECT_LE(child.vrank + child.subtree_size(), v + t.subtree_size()) << "inside v's subtree";
+      covered += child.subtree_size();
+    }
+    EXPECT_EQ(covered, t.subtree_size()) << "v=" << v << " p=" << p;
+  }
+  // Every rank reaches the root.
+  for (int v = 0; v < p; ++v) {
+    int hops = 0;
+    for (int u = v; u != 0; u = parent_of[u])
+      ASSERT_LT(++hops, 64);
+  }
+  for (int r = 0; r < p; ++r) {
+    for (int root = 0; root < p; ++root) {
+      EXPECT_EQ(to_real(to_virtual(r, root, p), root, p), r);
+    }
+  }
+}
+
+TEST_P(PatternSizes, BinaryTreesAreSpanningAndDoubleTreeLeavesDiffer) {
+  const int p = GetParam();
+  int children = 0;
+  for (int v = 0; v < p; ++v) {
+    const BinaryTree t{v, p};
+    for (int i = 0; i < 2; ++i) {
+      if (t.child(i) >= 0) {
+        EXPECT_EQ(BinaryTree(t.child(i), p).parent(), v);
+        ++children;
+      }
+    }
+  }
+  EXPECT_EQ(children, p - 1);
+  // The point of the mirrored second tree: (almost) no rank is an inner node of both.
+  int inner_in_both = 0;
+  for (int r = 0; r < p; ++r) {
+    const bool inner_a = BinaryTree{r, p}.child_count() > 0;
+    const bool inner_b = BinaryTree{mirror(r, p), p}.child_count() > 0;
+    inner_in_both += inner_a && inner_b;
+  }
+  EXPECT_LE(inner_in_both, 1) << "p=" << p;
+}
+
+TEST_P(PatternSizes, DisseminationReachesEveryone) {
+  const int p = GetParam();
+  // heard[r]: ranks whose arrival r knows about after the rounds.
+  std::vector<Contributors> heard(p);
+  for (int r = 0; r < p; ++r)
+    heard[r] = Contributors{1} << r;
+  int distance = 1;
+  for (int round = 0; round < dissemination_rounds(p); ++round, distance *= 2) {
+    auto next = heard;
+    for (int r = 0; r < p; ++r)
+      next[r] |= heard[wrap(r - distance, p)];
+    heard = next;
+  }
+  for (int r = 0; r < p; ++r)
+    EXPECT_EQ(heard[r], all_of(p)) << "rank " << r;
+}
+
+TEST_P(PatternSizes, PairwiseMeetsEveryOrderedPairOnce) {
+  const int p = GetParam();
+  std::vector<int> met(static_cast<std::size_t>(p * p), 0);
+  for (int step = 1; step < p; ++step) {
+    for (int r = 0; r < p; ++r) {
+      const auto s = pairwise_step(r, p, step);
+      EXPECT_EQ(pairwise_step(s.send_to, p, step).recv_from, r);
+      ++met[static_cast<std::size_t>(r * p + s.send_to)];
+    }
+  }
+  for (int a = 0; a < p; ++a) {
+    for (int b = 0; b < p; ++b)
+      EXPECT_EQ(met[static_cast<std::size_t>(a * p + b)], a == b ? 0 : 1);
   }
 }
 

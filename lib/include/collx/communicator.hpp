@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "collx/options.hpp"
@@ -60,9 +61,94 @@ class Communicator {
     return iallreduce(buffer.data(), buffer.data(), buffer.size(), datatype_of_v<T>, op, options);
   }
 
+  // ---- broadcast: root's `buffer` to every rank ----
+  void broadcast(void* buffer, std::size_t count, DataType type, int root,
+                 const Options& options = {});
+  Request ibroadcast(void* buffer, std::size_t count, DataType type, int root,
+                     const Options& options = {});
+  template <class T>
+  void broadcast(std::span<T> buffer, int root, const Options& options = {}) {
+    broadcast(buffer.data(), buffer.size(), datatype_of_v<T>, root, options);
+  }
+
+  // ---- reduce: op over every rank's sendbuf into recvbuf at the root ----
+  // recvbuf is significant at the root only (may be null elsewhere); in place at the root when
+  // sendbuf == recvbuf.
+  void reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+              int root, const Options& options = {});
+  Request ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+                  int root, const Options& options = {});
+
+  // ---- allgather: rank r's `count` elements land at recvbuf + r * count on every rank ----
+  // In place when sendbuf == recvbuf + rank * count (or with collx::in_place).
+  void allgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                 const Options& options = {});
+  void allgather(InPlace, void* recvbuf, std::size_t count, DataType type,
+                 const Options& options = {});
+  Request iallgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                     const Options& options = {});
+
+  // ---- reduce_scatter: op over every rank's sendbuf (size() * count elements); rank r gets
+  // block r (count elements) ----
+  // In place when recvbuf == sendbuf: the result goes to the buffer's first count elements.
+  void reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                      ReduceOp op, const Options& options = {});
+  Request ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                          ReduceOp op, const Options& options = {});
+  // Per-rank block lengths: counts[r] elements for rank r, the blocks back to back in sendbuf.
+  void reduce_scatter_v(const void* sendbuf, void* recvbuf, std::span<const std::size_t> counts,
+                        DataType type, ReduceOp op, const Options& options = {});
+  Request ireduce_scatter_v(const void* sendbuf, void* recvbuf, std::span<const std::size_t> counts,
+                            DataType type, ReduceOp op, const Options& options = {});
+
+  // ---- gather: every rank's `count` elements to recvbuf + r * count at the root ----
+  // In place at the root when sendbuf == recvbuf + root * count (or sendbuf is null there).
+  void gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, int root,
+              const Options& options = {});
+  Request igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, int root,
+                  const Options& options = {});
+
+  // ---- scatter: block r (count elements) of the root's sendbuf to rank r's recvbuf ----
+  // In place at the root when recvbuf == sendbuf + root * count (or recvbuf is null there).
+  void scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, int root,
+               const Options& options = {});
+  Request iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, int root,
+                   const Options& options = {});
+
+  // ---- alltoall: block j (count elements) of rank i's sendbuf to block i of rank j's recvbuf
+  // (in place when sendbuf == recvbuf) ----
+  void alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                const Options& options = {});
+  Request ialltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                    const Options& options = {});
+
+  // ---- barrier ----
+  void barrier(const Options& options = {});
+  Request ibarrier(const Options& options = {});
+
+  // ---- point to point, on a context of their own (they never match collectives) ----
+  // Tags from 0 to kMaxTag. A receive may be longer than the message it gets.
+  static constexpr int kMaxTag = 32767;
+  void send(const void* buffer, std::size_t count, DataType type, int dest, int tag = 0);
+  void recv(void* buffer, std::size_t count, DataType type, int source, int tag = 0);
+  void sendrecv(const void* sendbuf, std::size_t sendcount, int dest, void* recvbuf,
+                std::size_t recvcount, int source, DataType type, int tag = 0);
+  Request isend(const void* buffer, std::size_t count, DataType type, int dest, int tag = 0);
+  Request irecv(void* buffer, std::size_t count, DataType type, int source, int tag = 0);
+
+  // ---- sub-communicators ----
+  // Collective over this communicator: ranks giving the same color form one communicator,
+  // ordered by key (then by rank); a negative color leaves the rank out (empty optional).
+  std::optional<Communicator> split(int color, int key) const;
+  // Collective over the listed ranks only (as torch.distributed.new_group): a communicator of
+  // those ranks, in the order given. Every listed rank calls it with the same list.
+  Communicator create_group(std::span<const int> ranks) const;
+
   detail::CommState& state() const;
 
  private:
+  struct Adopt {};
+  Communicator(Adopt, MPI_Comm owned);
   void check_span_sizes(const char* collective, std::size_t send, std::size_t recv) const;
   std::shared_ptr<detail::CommState> state_;
 };

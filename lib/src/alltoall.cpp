@@ -1,0 +1,108 @@
+// Alltoall: pairwise exchange (any size) and Bruck (small blocks, ceil(log2 p) messages).
+#include <cstring>
+#include <vector>
+
+#include "collectives.hpp"
+#include "collx/error.hpp"
+#include "tree.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+// In place, the input is copied first: every block of the buffer is both sent and overwritten.
+const std::byte* stable_input(Operation& op, const AlltoallArgs& a, ScratchBuffer& copy) {
+  if (a.send != a.recv) return a.send;
+  const std::size_t total = a.count * a.element_size * static_cast<std::size_t>(op.size());
+  copy = op.scratch(total);
+  std::memcpy(copy.data(), a.recv, total);
+  return copy.data();
+}
+
+Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
+  const int p = op.size();
+  const int rank = op.rank();
+  const std::size_t block = a.count * a.element_size;
+  if (block == 0) co_return;
+  ScratchBuffer copy;
+  const std::byte* input = stable_input(op, a, copy);
+  std::memcpy(a.recv + static_cast<std::size_t>(rank) * block,
+              input + static_cast<std::size_t>(rank) * block, block);
+  // Several steps in flight: step s+depth is posted once step s is done.
+  const int depth = std::max(1, op.pipeline_depth());
+  std::vector<Transfer> sends(static_cast<std::size_t>(p));
+  std::vector<Transfer> recvs(static_cast<std::size_t>(p));
+  auto post = [&](int step) {
+    const auto pair = patterns::pairwise_step(rank, p, step);
+    op.recv(recvs[step], a.recv + static_cast<std::size_t>(pair.recv_from) * block, block,
+            pair.recv_from, a.phase);
+    op.send(sends[step], input + static_cast<std::size_t>(pair.send_to) * block, block,
+            pair.send_to, a.phase);
+  };
+  for (int step = 1; step < p && step <= depth; ++step)
+    post(step);
+  for (int step = 1; step < p; ++step) {
+    co_await op.wait(sends[step], recvs[step]);
+    if (step + depth < p) post(step + depth);
+  }
+}
+
+// Bruck: rotate so that block i is the one for rank + i; in step k every block whose index has
+// bit k set moves 2^k ranks on (packed into one message); after the last step block i holds
+// what rank - i sent here.
+Task alltoall_bruck(Operation& op, AlltoallArgs a) {
+  const int p = op.size();
+  const int rank = op.rank();
+  const std::size_t block = a.count * a.element_size;
+  if (block == 0) co_return;
+  const auto n = static_cast<std::size_t>(p);
+  ScratchBuffer work = op.scratch(3 * n * block);
+  std::byte* rotated = work.data();
+  std::byte* outgoing = rotated + n * block;
+  std::byte* incoming = outgoing + n * block;
+  for (int i = 0; i < p; ++i) {
+    std::memcpy(rotated + static_cast<std::size_t>(i) * block,
+                a.send + static_cast<std::size_t>(patterns::wrap(rank + i, p)) * block, block);
+  }
+  for (int distance = 1; distance < p; distance *= 2) {
+    std::size_t packed = 0;
+    for (int i = 1; i < p; ++i) {
+      if (i & distance) {
+        std::memcpy(outgoing + packed, rotated + static_cast<std::size_t>(i) * block, block);
+        packed += block;
+      }
+    }
+    Transfer send;
+    Transfer recv;
+    op.recv(recv, incoming, packed, patterns::wrap(rank - distance, p), a.phase);
+    op.send(send, outgoing, packed, patterns::wrap(rank + distance, p), a.phase);
+    co_await op.wait(send, recv);
+    std::size_t unpacked = 0;
+    for (int i = 1; i < p; ++i) {
+      if (i & distance) {
+        std::memcpy(rotated + static_cast<std::size_t>(i) * block, incoming + unpacked, block);
+        unpacked += block;
+      }
+    }
+  }
+  for (int i = 0; i < p; ++i) {
+    std::memcpy(a.recv + static_cast<std::size_t>(patterns::wrap(rank - i, p)) * block,
+                rotated + static_cast<std::size_t>(i) * block, block);
+  }
+}
+
+}  // namespace
+
+Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::pairwise:
+      return alltoall_pairwise(op, args);
+    case Algorithm::bruck:
+      return alltoall_bruck(op, args);
+    default:
+      throw Error(ErrorCode::unsupported, "alltoall", op.rank(),
+                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+  }
+}
+
+}  // namespace collx::detail

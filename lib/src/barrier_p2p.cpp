@@ -1,0 +1,42 @@
+// Barrier (dissemination) and point-to-point (direct).
+#include "collectives.hpp"
+#include "collx/error.hpp"
+#include "tree.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+// ceil(log2 p) rounds; a one-byte token per round (a zero-byte message would be skipped).
+Task barrier_dissemination(Operation& op, int phase) {
+  const int p = op.size();
+  std::byte out{1};
+  std::byte in{0};
+  for (int distance = 1; distance < p; distance *= 2) {
+    Transfer send;
+    Transfer recv;
+    op.recv(recv, &in, 1, patterns::wrap(op.rank() - distance, p), phase);
+    op.send(send, &out, 1, patterns::wrap(op.rank() + distance, p), phase);
+    co_await op.wait(send, recv);
+  }
+}
+
+}  // namespace
+
+Task barrier_task(Operation& op, int phase, Algorithm algorithm) {
+  if (algorithm != Algorithm::dissemination) {
+    throw Error(ErrorCode::unsupported, "barrier", op.rank(),
+                "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+  }
+  return barrier_dissemination(op, phase);
+}
+
+Task point_to_point_task(Operation& op, PointToPointArgs a) {
+  Transfer send;
+  Transfer recv;
+  if (a.source >= 0) op.recv_message(recv, a.recv, a.recv_bytes, a.source, a.tag);
+  if (a.dest >= 0) op.send_message(send, a.send, a.send_bytes, a.dest, a.tag);
+  co_await op.wait(send, recv);
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,134 @@
+// Broadcast: binomial tree and pipelined chain (one segmented tree walk), and scatter + ring
+// allgather (van de Geijn) for large messages.
+#include <algorithm>
+#include <span>
+#include <vector>
+
+#include "collectives.hpp"
+#include "collx/error.hpp"
+#include "pipeline.hpp"
+#include "tree.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+using patterns::BlockLayout;
+using patterns::segment_count;
+
+// Receive the buffer from `parent` (none at the root) segment by segment and forward each
+// segment to every child as soon as it is in: with several segments the levels of the tree
+// (or the links of the chain) work at once.
+Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const int> children) {
+  const std::size_t bytes = a.count * a.element_size;
+  if (bytes == 0) co_return;
+  const int nseg = segment_count(bytes, op.chunk_bytes());
+  const BlockLayout segments{a.count, nseg};
+  const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
+  const std::size_t fanout = children.size();
+  TransferArray recvs(parent >= 0 ? static_cast<std::size_t>(nseg) : 0);
+  TransferArray sends(static_cast<std::size_t>(nseg) * fanout);
+  auto where = [&](int k) { return a.buffer + segments.offset(k) * a.element_size; };
+  auto length = [&](int k) { return segments.length(k) * a.element_size; };
+  if (parent >= 0) {
+    for (int k = 0; k < depth; ++k)
+      op.recv(recvs[k], where(k), length(k), parent, a.phase);
+  }
+  for (int k = 0; k < nseg; ++k) {
+    if (parent >= 0) {
+      co_await op.wait(recvs[k]);
+      if (k + depth < nseg)
+        op.recv(recvs[k + depth], where(k + depth), length(k + depth), parent, a.phase);
+    }
+    for (std::size_t c = 0; c < fanout; ++c) {
+      op.send(sends[static_cast<std::size_t>(k) * fanout + c], where(k), length(k), children[c],
+              a.phase);
+    }
+    // Keep at most `depth` segments' sends in flight.
+    if (k >= depth) {
+      for (std::size_t c = 0; c < fanout; ++c) {
+        co_await op.wait(sends[static_cast<std::size_t>(k - depth) * fanout + c]);
+      }
+    }
+  }
+  for (auto& s : sends)
+    co_await op.wait(s);
+}
+
+Task broadcast_binomial(Operation& op, BroadcastArgs a) {
+  const int p = op.size();
+  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
+  std::vector<int> children;
+  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
+    if (tree.has_child(mask)) children.push_back(patterns::to_real(tree.vrank + mask, a.root, p));
+  }
+  const int parent = tree.parent() < 0 ? -1 : patterns::to_real(tree.parent(), a.root, p);
+  co_await tree_broadcast(op, a, parent, children);
+}
+
+Task broadcast_chain(Operation& op, BroadcastArgs a) {
+  const int p = op.size();
+  const patterns::Chain chain{patterns::to_virtual(op.rank(), a.root, p), p};
+  std::vector<int> children;
+  if (chain.next() >= 0) children.push_back(patterns::to_real(chain.next(), a.root, p));
+  const int parent = chain.previous() < 0 ? -1 : patterns::to_real(chain.previous(), a.root, p);
+  co_await tree_broadcast(op, a, parent, children);
+}
+
+// van de Geijn: the root's buffer in p blocks (block v for virtual rank v) is scattered down a
+// binomial tree straight into every rank's buffer, then a ring allgather completes it. Moves
+// about 2n bytes per rank instead of n log p.
+Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
+  const int p = op.size();
+  if (p == 1 || a.count == 0) co_return;
+  const std::size_t elem = a.element_size;
+  const BlockLayout blocks{a.count, p};
+  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
+  // Scatter: this rank's subtree blocks [v, v + subtree) arrive from the parent at once.
+  if (tree.parent() >= 0) {
+    Transfer recv;
+    op.recv(recv, a.buffer + blocks.offset(tree.vrank) * elem,
+            blocks.length(tree.vrank, tree.subtree_size()) * elem,
+            patterns::to_real(tree.parent(), a.root, p), a.phase);
+    co_await op.wait(recv);
+  }
+  std::vector<Transfer> sends;
+  sends.reserve(32);
+  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
+    if (!tree.has_child(mask)) continue;
+    const patterns::BinomialTree child{tree.vrank + mask, p};
+    sends.emplace_back();
+    op.send(sends.back(), a.buffer + blocks.offset(child.vrank) * elem,
+            blocks.length(child.vrank, child.subtree_size()) * elem,
+            patterns::to_real(child.vrank, a.root, p), a.phase);
+  }
+  for (auto& s : sends)
+    co_await op.wait(s);
+  co_await ring_stream(op, {.ring = {tree.vrank, p, 0},
+                            .rotation = a.root,
+                            .layout = blocks,
+                            .input = a.buffer,
+                            .output = a.buffer,
+                            .element_size = elem,
+                            .first_step = p - 1,
+                            .end_step = 2 * (p - 1),
+                            .phase = a.phase + 1});
+}
+
+}  // namespace
+
+Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::binomial_tree:
+      return broadcast_binomial(op, args);
+    case Algorithm::pipelined_chain:
+      return broadcast_chain(op, args);
+    case Algorithm::scatter_allgather:
+      return broadcast_scatter_allgather(op, args);
+    default:
+      throw Error(ErrorCode::unsupported, "broadcast", op.rank(),
+                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+  }
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,443 @@
+// The public collectives: argument checks, then the algorithm chosen and run (blocking or
+// nonblocking) through run_collective. Allreduce has its own file (its latency path).
+#include <cstring>
+#include <numeric>
+
+#include "collectives.hpp"
+#include "collx/communicator.hpp"
+#include "collx/error.hpp"
+#include "comm_state.hpp"
+#include "transport_mpi.hpp"
+#include "validate.hpp"
+
+namespace collx::detail {
+
+std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
+  std::vector<std::size_t> offsets(static_cast<std::size_t>(nranks) + 1);
+  for (std::size_t r = 0; r < offsets.size(); ++r)
+    offsets[r] = r * count;
+  return offsets;
+}
+
+std::vector<std::size_t> offsets_of(const patterns::BlockLayout& layout) {
+  std::vector<std::size_t> offsets(static_cast<std::size_t>(layout.nblocks()) + 1);
+  for (int b = 0; b <= layout.nblocks(); ++b)
+    offsets[static_cast<std::size_t>(b)] = layout.offset(b);
+  return offsets;
+}
+
+namespace {
+
+const std::byte* bytes_of(const void* p) {
+  return static_cast<const std::byte*>(p);
+}
+std::byte* bytes_of(void* p) {
+  return static_cast<std::byte*>(p);
+}
+
+CallSignature signature(Collective c, std::size_t count, int type = -1, int op = -1,
+                        int root = -1) {
+  return {c, count, type, op, root};
+}
+
+Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
+                       DataType type, int root, const Options& options, bool blocking) {
+  const ArgCheck check(Collective::broadcast, s->rank);
+  check.type(type);
+  const std::size_t bytes = check.bytes(count, type);
+  check.buffer(buffer, bytes, "buffer");
+  check.rank_in_range(root, s->size, "root");
+  const BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, 0};
+  return run_collective(s, Collective::broadcast, bytes, options,
+                        signature(Collective::broadcast, count, static_cast<int>(type), -1, root),
+                        blocking,
+                        [&](Operation& op, Algorithm a) { return broadcast_task(op, args, a); });
+}
+
+Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+                    std::size_t count, DataType type, ReduceOp reduce_op, int root,
+                    const Options& options, bool blocking) {
+  const ArgCheck check(Collective::reduce, s->rank);
+  check.type_op(type, reduce_op);
+  const std::size_t bytes = check.bytes(count, type);
+  check.rank_in_range(root, s->size, "root");
+  check.buffer(sendbuf, bytes, "sendbuf");
+  if (s->rank == root) {
+    check.buffer(recvbuf, bytes, "recvbuf");
+    check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  }
+  const ReduceArgs args{bytes_of(sendbuf),
+                        bytes_of(recvbuf),
+                        count,
+                        Reduction::make(type, reduce_op, s->size),
+                        root,
+                        0};
+  return run_collective(s, Collective::reduce, bytes, options,
+                        signature(Collective::reduce, count, static_cast<int>(type),
+                                  static_cast<int>(reduce_op), root),
+                        blocking,
+                        [&](Operation& op, Algorithm a) { return reduce_task(op, args, a); });
+}
+
+Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+                       std::size_t count, DataType type, const Options& options, bool blocking) {
+  const ArgCheck check(Collective::allgather, s->rank);
+  check.type(type);
+  const std::size_t block = check.bytes(count, type);
+  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  check.buffer(recvbuf, total, "recvbuf");
+  std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s->rank) * block;
+  const bool in_place = sendbuf == nullptr || sendbuf == own;
+  if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
+  const AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf), bytes_of(recvbuf),
+                           equal_offsets(count, s->size), size_of(type), 0};
+  return run_collective(s, Collective::allgather, total, options,
+                        signature(Collective::allgather, count, static_cast<int>(type)), blocking,
+                        [&](Operation& op, Algorithm a) { return allgather_task(op, args, a); });
+}
+
+Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+                            std::vector<std::size_t> offsets, DataType type, ReduceOp reduce_op,
+                            const Options& options, bool blocking, Collective collective) {
+  const ArgCheck check(collective, s->rank);
+  check.type_op(type, reduce_op);
+  const std::size_t total = check.bytes(offsets.back(), type);
+  const std::size_t mine = (offsets[static_cast<std::size_t>(s->rank) + 1] -
+                            offsets[static_cast<std::size_t>(s->rank)]) *
+                           size_of(type);
+  check.buffer(sendbuf, total, "sendbuf");
+  check.buffer(recvbuf, mine, "recvbuf");
+  if (sendbuf != recvbuf) {
+    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
+  }
+  // The signature covers every rank's block length, so COLLX_CHECK catches differing counts.
+  std::uint64_t counts_hash = 0;
+  for (std::size_t r = 0; r + 1 < offsets.size(); ++r) {
+    counts_hash = counts_hash * 1000003u + (offsets[r + 1] - offsets[r]);
+  }
+  const ReduceScatterArgs args{bytes_of(sendbuf), bytes_of(recvbuf), std::move(offsets),
+                               Reduction::make(type, reduce_op, s->size), 0};
+  return run_collective(
+      s, collective, total, options,
+      signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
+      blocking, [&](Operation& op, Algorithm a) { return reduce_scatter_task(op, args, a); });
+}
+
+Request gather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+                    std::size_t count, DataType type, int root, const Options& options,
+                    bool blocking) {
+  const ArgCheck check(Collective::gather, s->rank);
+  check.type(type);
+  check.rank_in_range(root, s->size, "root");
+  const std::size_t block = check.bytes(count, type);
+  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  const bool is_root = s->rank == root;
+  bool in_place = false;
+  if (is_root) {
+    check.buffer(recvbuf, total, "recvbuf");
+    const std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(root) * block;
+    in_place = sendbuf == nullptr || sendbuf == own;
+    if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
+  } else {
+    check.buffer(sendbuf, block, "sendbuf");
+  }
+  const GatherArgs args{in_place ? nullptr : bytes_of(sendbuf),
+                        bytes_of(recvbuf),
+                        equal_offsets(count, s->size),
+                        size_of(type),
+                        root,
+                        0};
+  return run_collective(s, Collective::gather, total, options,
+                        signature(Collective::gather, count, static_cast<int>(type), -1, root),
+                        blocking,
+                        [&](Operation& op, Algorithm a) { return gather_task(op, args, a); });
+}
+
+Request scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+                     std::size_t count, DataType type, int root, const Options& options,
+                     bool blocking) {
+  const ArgCheck check(Collective::scatter, s->rank);
+  check.type(type);
+  check.rank_in_range(root, s->size, "root");
+  const std::size_t block = check.bytes(count, type);
+  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  const bool is_root = s->rank == root;
+  bool in_place = false;
+  if (is_root) {
+    check.buffer(sendbuf, total, "sendbuf");
+    const std::byte* own = bytes_of(sendbuf) + static_cast<std::size_t>(root) * block;
+    in_place = recvbuf == nullptr || recvbuf == own;
+    if (!in_place) check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, block, "recvbuf");
+  } else {
+    check.buffer(recvbuf, block, "recvbuf");
+  }
+  const GatherArgs args{bytes_of(sendbuf),
+                        in_place ? nullptr : bytes_of(recvbuf),
+                        equal_offsets(count, s->size),
+                        size_of(type),
+                        root,
+                        0};
+  return run_collective(s, Collective::scatter, total, options,
+                        signature(Collective::scatter, count, static_cast<int>(type), -1, root),
+                        blocking,
+                        [&](Operation& op, Algorithm a) { return scatter_task(op, args, a); });
+}
+
+Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+                      std::size_t count, DataType type, const Options& options, bool blocking) {
+  const ArgCheck check(Collective::alltoall, s->rank);
+  check.type(type);
+  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  check.buffer(sendbuf, total, "sendbuf");
+  check.buffer(recvbuf, total, "recvbuf");
+  check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
+  const AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), 0};
+  return run_collective(s, Collective::alltoall, total, options,
+                        signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
+                        [&](Operation& op, Algorithm a) { return alltoall_task(op, args, a); });
+}
+
+Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
+  return run_collective(s, Collective::barrier, 0, options, signature(Collective::barrier, 0),
+                        blocking,
+                        [&](Operation& op, Algorithm a) { return barrier_task(op, 0, a); });
+}
+
+// Point-to-point runs as an operation on the communicator's second context, with the user's
+// tag as the MPI tag (tag base 0) and no algorithm choice.
+Request point_to_point_impl(const std::shared_ptr<CommState>& s, const PointToPointArgs& args,
+                            DataType type, bool sends, bool receives, bool blocking) {
+  const ArgCheck check(Collective::sendrecv, s->rank);
+  check.type(type);
+  if (args.tag < 0 || args.tag > Communicator::kMaxTag) {
+    check.require(false, ErrorCode::invalid_argument,
+                  "tag: " + std::to_string(args.tag) + " is outside 0.." +
+                      std::to_string(Communicator::kMaxTag));
+  }
+  if (sends) check.rank_in_range(args.dest, s->size, "dest");
+  if (receives) check.rank_in_range(args.source, s->size, "source");
+  check.buffer(args.send, args.send_bytes, "sendbuf");
+  check.buffer(args.recv, args.recv_bytes, "recvbuf");
+  OpInfo info;
+  info.collective = Collective::sendrecv;
+  info.algorithm = Algorithm::direct;
+  info.tag_base = 0;
+  info.chunk_bytes = 1;
+  info.pipeline_depth = 1;
+  if (blocking) {
+    Operation op(*s->p2p_transport, info);
+    run_blocking(op, point_to_point_task(op, args));
+    return {};
+  }
+  auto op = std::make_shared<Operation>(*s->p2p_transport, info, s);
+  Task task = point_to_point_task(*op, args);
+  return start_nonblocking(std::move(op), std::move(task));
+}
+
+std::size_t element_bytes(Collective c, int rank, std::size_t count, DataType type) {
+  return ArgCheck(c, rank).bytes(count, type);
+}
+
+}  // namespace
+
+}  // namespace collx::detail
+
+namespace collx {
+
+using detail::bytes_of;
+
+void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
+                             const Options& options) {
+  state();
+  detail::broadcast_impl(state_, buffer, count, type, root, options, true);
+}
+Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType type, int root,
+                                 const Options& options) {
+  state();
+  return detail::broadcast_impl(state_, buffer, count, type, root, options, false);
+}
+
+void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                          ReduceOp op, int root, const Options& options) {
+  state();
+  detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, true);
+}
+Request Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                              ReduceOp op, int root, const Options& options) {
+  state();
+  return detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, false);
+}
+
+void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                             const Options& options) {
+  state();
+  detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, true);
+}
+void Communicator::allgather(InPlace, void* recvbuf, std::size_t count, DataType type,
+                             const Options& options) {
+  state();
+  detail::allgather_impl(state_, nullptr, recvbuf, count, type, options, true);
+}
+Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t count,
+                                 DataType type, const Options& options) {
+  state();
+  return detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, false);
+}
+
+void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
+                                  DataType type, ReduceOp op, const Options& options) {
+  state();
+  detail::reduce_scatter_impl(state_, sendbuf, recvbuf, detail::equal_offsets(count, size()), type,
+                              op, options, true, Collective::reduce_scatter);
+}
+Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
+                                      DataType type, ReduceOp op, const Options& options) {
+  state();
+  return detail::reduce_scatter_impl(state_, sendbuf, recvbuf, detail::equal_offsets(count, size()),
+                                     type, op, options, false, Collective::reduce_scatter);
+}
+
+namespace {
+std::vector<std::size_t> prefix_sums(const Communicator& comm,
+                                     std::span<const std::size_t> counts) {
+  if (counts.size() != static_cast<std::size_t>(comm.size())) {
+    throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", comm.rank(),
+                "counts: " + std::to_string(counts.size()) + " entries for " +
+                    std::to_string(comm.size()) + " ranks");
+  }
+  std::vector<std::size_t> offsets(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+  return offsets;
+}
+}  // namespace
+
+void Communicator::reduce_scatter_v(const void* sendbuf, void* recvbuf,
+                                    std::span<const std::size_t> counts, DataType type, ReduceOp op,
+                                    const Options& options) {
+  state();
+  detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
+                              options, true, Collective::reduce_scatter_v);
+}
+Request Communicator::ireduce_scatter_v(const void* sendbuf, void* recvbuf,
+                                        std::span<const std::size_t> counts, DataType type,
+                                        ReduceOp op, const Options& options) {
+  state();
+  return detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
+                                     options, false, Collective::reduce_scatter_v);
+}
+
+void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                          int root, const Options& options) {
+  state();
+  detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
+}
+Request Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                              int root, const Options& options) {
+  state();
+  return detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
+}
+
+void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                           int root, const Options& options) {
+  state();
+  detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
+}
+Request Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                               int root, const Options& options) {
+  state();
+  return detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
+}
+
+void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                            const Options& options) {
+  state();
+  detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, true);
+}
+Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, const Options& options) {
+  state();
+  return detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, false);
+}
+
+void Communicator::barrier(const Options& options) {
+  state();
+  detail::barrier_impl(state_, options, true);
+}
+Request Communicator::ibarrier(const Options& options) {
+  state();
+  return detail::barrier_impl(state_, options, false);
+}
+
+void Communicator::send(const void* buffer, std::size_t count, DataType type, int dest, int tag) {
+  state();
+  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
+  detail::point_to_point_impl(state_, {bytes_of(buffer), bytes, dest, nullptr, 0, -1, tag}, type,
+                              true, false, true);
+}
+void Communicator::recv(void* buffer, std::size_t count, DataType type, int source, int tag) {
+  state();
+  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
+  detail::point_to_point_impl(state_, {nullptr, 0, -1, bytes_of(buffer), bytes, source, tag}, type,
+                              false, true, true);
+}
+void Communicator::sendrecv(const void* sendbuf, std::size_t sendcount, int dest, void* recvbuf,
+                            std::size_t recvcount, int source, DataType type, int tag) {
+  state();
+  detail::point_to_point_impl(
+      state_,
+      {bytes_of(sendbuf), detail::element_bytes(Collective::sendrecv, rank(), sendcount, type),
+       dest, bytes_of(recvbuf),
+       detail::element_bytes(Collective::sendrecv, rank(), recvcount, type), source, tag},
+      type, true, true, true);
+}
+Request Communicator::isend(const void* buffer, std::size_t count, DataType type, int dest,
+                            int tag) {
+  state();
+  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
+  return detail::point_to_point_impl(state_, {bytes_of(buffer), bytes, dest, nullptr, 0, -1, tag},
+                                     type, true, false, false);
+}
+Request Communicator::irecv(void* buffer, std::size_t count, DataType type, int source, int tag) {
+  state();
+  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
+  return detail::point_to_point_impl(state_, {nullptr, 0, -1, bytes_of(buffer), bytes, source, tag},
+                                     type, false, true, false);
+}
+
+std::optional<Communicator> Communicator::split(int color, int key) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  detail::check_mpi(MPI_Comm_split(state().comm, color < 0 ? MPI_UNDEFINED : color, key, &out),
+                    "MPI_Comm_split", rank());
+  if (out == MPI_COMM_NULL) return std::nullopt;
+  return Communicator(Adopt{}, out);
+}
+
+Communicator Communicator::create_group(std::span<const int> ranks) const {
+  auto fail = [&](const std::string& why) {
+    throw Error(ErrorCode::invalid_argument, "create_group", rank(), why);
+  };
+  if (ranks.empty()) fail("ranks: empty");
+  bool member = false;
+  for (int r : ranks) {
+    if (r < 0 || r >= size()) {
+      fail("ranks: " + std::to_string(r) + " is not a rank of a communicator of " +
+           std::to_string(size()));
+    }
+    member = member || r == rank();
+  }
+  if (!member) fail("ranks: this rank is not listed (only the listed ranks call create_group)");
+  MPI_Group parent_group = MPI_GROUP_NULL;
+  MPI_Group group = MPI_GROUP_NULL;
+  detail::check_mpi(MPI_Comm_group(state().comm, &parent_group), "MPI_Comm_group", rank());
+  detail::check_mpi(
+      MPI_Group_incl(parent_group, static_cast<int>(ranks.size()), ranks.data(), &group),
+      "MPI_Group_incl", rank());
+  MPI_Comm out = MPI_COMM_NULL;
+  const int rc = MPI_Comm_create_group(state().comm, group, 0, &out);
+  MPI_Group_free(&group);
+  MPI_Group_free(&parent_group);
+  detail::check_mpi(rc, "MPI_Comm_create_group", rank());
+  return Communicator(Adopt{}, out);
+}
+
+}  // namespace collx

@@ -1,0 +1,211 @@
+// Gather and scatter: binomial tree and linear. Block r (of any length) belongs to rank r.
+// In the tree, a rank's subtree is a contiguous window of virtual ranks; it maps to at most two
+// contiguous ranges of real ranks (split where the numbering wraps past rank p-1), so each
+// window travels as at most two messages, landing at the root directly in place.
+#include <array>
+#include <cstring>
+
+#include "collectives.hpp"
+#include "collx/error.hpp"
+#include "tree.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+using patterns::BlockLayout;
+
+struct TreeWindows {
+  BlockLayout blocks;
+  int root = 0;
+  int size = 1;
+  std::size_t element_size = 1;
+
+  int real(int vrank) const { return patterns::to_real(vrank, root, size); }
+  // [lo, hi) split where real rank p-1 is followed by 0.
+  std::array<std::array<int, 2>, 2> pieces(int lo, int hi) const {
+    const int wrap_at = size - root;  // virtual rank of real rank 0
+    if (root == 0 || hi <= wrap_at || lo >= wrap_at) return {{{lo, hi}, {hi, hi}}};
+    return {{{lo, wrap_at}, {wrap_at, hi}}};
+  }
+  // Bytes of the blocks of virtual ranks [lo, hi).
+  std::size_t bytes(int lo, int hi) const {
+    std::size_t total = 0;
+    for (const auto& [a, b] : pieces(lo, hi)) {
+      if (a < b) total += (blocks.offset(real(b - 1) + 1) - blocks.offset(real(a))) * element_size;
+    }
+    return total;
+  }
+  // Offset of real rank r's block in the full buffer.
+  std::size_t offset(int real_rank) const { return blocks.offset(real_rank) * element_size; }
+};
+
+bool gather_in_place(const GatherArgs& a, const BlockLayout& blocks, int rank) {
+  return a.send == nullptr || a.send == a.recv + blocks.offset(rank) * a.element_size;
+}
+
+Task gather_binomial(Operation& op, GatherArgs a) {
+  const int p = op.size();
+  const BlockLayout blocks(a.offsets);
+  const TreeWindows w{blocks, a.root, p, a.element_size};
+  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
+  const bool is_root = tree.vrank == 0;
+  const int window_end = tree.vrank + tree.subtree_size();
+  const std::size_t own_bytes = blocks.length(op.rank()) * a.element_size;
+  if (is_root) {
+    if (!gather_in_place(a, blocks, op.rank())) {
+      std::memcpy(a.recv + w.offset(op.rank()), a.send, own_bytes);
+    }
+  }
+  // A non-root rank with children collects its window in virtual-rank order.
+  ScratchBuffer window;
+  const bool collects = !is_root && tree.subtree_size() > 1;
+  if (collects) {
+    window = op.scratch(w.bytes(tree.vrank, window_end));
+    std::memcpy(window.data(), a.send, own_bytes);
+  }
+  auto local = [&](int vrank) -> std::byte* {  // where vrank's block goes on this rank
+    return is_root ? a.recv + w.offset(w.real(vrank)) : window.data() + w.bytes(tree.vrank, vrank);
+  };
+  std::vector<Transfer> recvs;
+  recvs.reserve(64);
+  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1) {
+    const patterns::BinomialTree child{tree.vrank + mask, p};
+    for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
+      if (lo >= hi) continue;
+      recvs.emplace_back();
+      op.recv(recvs.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phase);
+    }
+  }
+  for (auto& r : recvs)
+    co_await op.wait(r);
+  if (is_root) co_return;
+  const int parent = w.real(tree.parent());
+  std::array<Transfer, 2> sends;
+  int n = 0;
+  for (const auto& [lo, hi] : w.pieces(tree.vrank, window_end)) {
+    if (lo >= hi) continue;
+    const std::byte* from = collects ? window.data() + w.bytes(tree.vrank, lo) : a.send;
+    op.send(sends[static_cast<std::size_t>(n++)], from, w.bytes(lo, hi), parent, a.phase);
+  }
+  co_await op.wait(sends[0], sends[1]);
+}
+
+Task scatter_binomial(Operation& op, GatherArgs a) {
+  const int p = op.size();
+  const BlockLayout blocks(a.offsets);
+  const TreeWindows w{blocks, a.root, p, a.element_size};
+  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
+  const bool is_root = tree.vrank == 0;
+  const int window_end = tree.vrank + tree.subtree_size();
+  const std::size_t own_bytes = blocks.length(op.rank()) * a.element_size;
+  ScratchBuffer window;
+  const bool forwards = !is_root && tree.subtree_size() > 1;
+  if (forwards) window = op.scratch(w.bytes(tree.vrank, window_end));
+  auto local = [&](int vrank) -> const std::byte* {  // where vrank's block is on this rank
+    return is_root ? a.send + w.offset(w.real(vrank)) : window.data() + w.bytes(tree.vrank, vrank);
+  };
+  if (!is_root) {
+    // The whole window from the parent; a leaf's window is its own block.
+    std::array<Transfer, 2> recvs;
+    int n = 0;
+    for (const auto& [lo, hi] : w.pieces(tree.vrank, window_end)) {
+      if (lo >= hi) continue;
+      std::byte* to = forwards ? window.data() + w.bytes(tree.vrank, lo) : a.recv;
+      op.recv(recvs[static_cast<std::size_t>(n++)], to, w.bytes(lo, hi), w.real(tree.parent()),
+              a.phase);
+    }
+    co_await op.wait(recvs[0], recvs[1]);
+  }
+  std::vector<Transfer> sends;
+  sends.reserve(64);
+  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
+    if (!tree.has_child(mask)) continue;
+    const patterns::BinomialTree child{tree.vrank + mask, p};
+    for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
+      if (lo >= hi) continue;
+      sends.emplace_back();
+      op.send(sends.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phase);
+    }
+  }
+  if (is_root && a.recv != nullptr && a.recv != a.send + w.offset(op.rank())) {
+    std::memcpy(a.recv, a.send + w.offset(op.rank()), own_bytes);
+  }
+  if (forwards) std::memcpy(a.recv, window.data(), own_bytes);
+  for (auto& s : sends)
+    co_await op.wait(s);
+}
+
+Task gather_linear(Operation& op, GatherArgs a) {
+  const int p = op.size();
+  const BlockLayout blocks(a.offsets);
+  const std::size_t elem = a.element_size;
+  if (op.rank() != a.root) {
+    Transfer send;
+    op.send(send, a.send, blocks.length(op.rank()) * elem, a.root, a.phase);
+    co_await op.wait(send);
+    co_return;
+  }
+  if (!gather_in_place(a, blocks, op.rank())) {
+    std::memcpy(a.recv + blocks.offset(op.rank()) * elem, a.send, blocks.length(op.rank()) * elem);
+  }
+  std::vector<Transfer> recvs(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    if (r != a.root)
+      op.recv(recvs[r], a.recv + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phase);
+  }
+  for (auto& r : recvs)
+    co_await op.wait(r);
+}
+
+Task scatter_linear(Operation& op, GatherArgs a) {
+  const int p = op.size();
+  const BlockLayout blocks(a.offsets);
+  const std::size_t elem = a.element_size;
+  if (op.rank() != a.root) {
+    Transfer recv;
+    op.recv(recv, a.recv, blocks.length(op.rank()) * elem, a.root, a.phase);
+    co_await op.wait(recv);
+    co_return;
+  }
+  std::vector<Transfer> sends(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    if (r != a.root)
+      op.send(sends[r], a.send + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phase);
+  }
+  const std::byte* own = a.send + blocks.offset(op.rank()) * elem;
+  if (a.recv != nullptr && a.recv != own) std::memcpy(a.recv, own, blocks.length(op.rank()) * elem);
+  for (auto& s : sends)
+    co_await op.wait(s);
+}
+
+[[noreturn]] void no_algorithm(Operation& op, const char* collective, Algorithm algorithm) {
+  throw Error(ErrorCode::unsupported, collective, op.rank(),
+              "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+}
+
+}  // namespace
+
+Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::binomial_tree:
+      return gather_binomial(op, args);
+    case Algorithm::linear:
+      return gather_linear(op, args);
+    default:
+      no_algorithm(op, "gather", algorithm);
+  }
+}
+
+Task scatter_task(Operation& op, const GatherArgs& args, Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::binomial_tree:
+      return scatter_binomial(op, args);
+    case Algorithm::linear:
+      return scatter_linear(op, args);
+    default:
+      no_algorithm(op, "scatter", algorithm);
+  }
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,98 @@
+// Reduce: binomial tree, and Rabenseifner (reduce-scatter by recursive halving, then a
+// binomial gather of the blocks to the root).
+#include <cstring>
+
+#include "collectives.hpp"
+#include "collx/error.hpp"
+#include "pipeline.hpp"
+#include "tree.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+// Children are combined smallest subtree first, each "accumulated (lower virtual ranks) op
+// child's (higher)"; the root's last combine fuses the avg division. Messages are segmented the
+// way exchange_reduce segments them, so a child's send and its parent's receive-and-reduce
+// pipeline segment by segment.
+Task reduce_binomial(Operation& op, ReduceArgs a) {
+  const int p = op.size();
+  const std::size_t elem = a.reduction.element_size;
+  const std::size_t bytes = a.count * elem;
+  const bool is_root = op.rank() == a.root;
+  if (a.count == 0) co_return;
+  if (p == 1) {
+    if (a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    co_return;
+  }
+  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
+  // Children in increasing mask order; the root's accumulator is its output buffer.
+  std::vector<int> children;
+  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1) {
+    children.push_back(patterns::to_real(tree.vrank + mask, a.root, p));
+  }
+  ScratchBuffer scratch;
+  std::byte* accumulator = a.recv;
+  if (!is_root && !children.empty()) {
+    scratch = op.scratch(bytes);
+    accumulator = scratch.data();
+  }
+  const std::byte* current = a.send;
+  for (std::size_t c = 0; c < children.size(); ++c) {
+    co_await exchange_reduce(op, {.peer = children[c],
+                                  .send = nullptr,
+                                  .send_elems = 0,
+                                  .dst = accumulator,
+                                  .local = current,
+                                  .recv_elems = a.count,
+                                  .local_is_lower = true,
+                                  .finalize = is_root && c + 1 == children.size(),
+                                  .reduction = &a.reduction,
+                                  .phase = a.phase});
+    current = accumulator;
+  }
+  if (is_root) {
+    if (children.empty() && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    co_return;
+  }
+  co_await exchange_reduce(op, {.peer = patterns::to_real(tree.parent(), a.root, p),
+                                .send = current,
+                                .send_elems = a.count,
+                                .dst = nullptr,
+                                .local = nullptr,
+                                .recv_elems = 0,
+                                .local_is_lower = true,
+                                .finalize = false,
+                                .reduction = &a.reduction,
+                                .phase = a.phase});
+}
+
+Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
+  const int p = op.size();
+  if (a.count == 0) co_return;
+  const std::size_t elem = a.reduction.element_size;
+  std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, p});
+  const std::size_t mine = offsets[static_cast<std::size_t>(op.rank()) + 1] -
+                           offsets[static_cast<std::size_t>(op.rank())];
+  ScratchBuffer block = op.scratch(mine * elem);
+  const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, a.phase};
+  co_await reduce_scatter_task(op, scatter, Algorithm::recursive_halving);
+  const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root, a.phase + 2};
+  co_await gather_task(op, gather, Algorithm::binomial_tree);
+}
+
+}  // namespace
+
+Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::binomial_tree:
+      return reduce_binomial(op, args);
+    case Algorithm::rabenseifner:
+      return reduce_rabenseifner(op, args);
+    default:
+      throw Error(ErrorCode::unsupported, "reduce", op.rank(),
+                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+  }
+}
+
+}  // namespace collx::detail

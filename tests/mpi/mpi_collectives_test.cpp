@@ -1,0 +1,424 @@
+// Every collective on real MPI ranks: each algorithm, several types, random integer-valued
+// inputs against exact references, roots first/middle/last, counts 0, 1, odd and large, in-place
+// forms; nonblocking operations in flight together; sub-communicators beside their parent;
+// point-to-point.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "collx/collx.hpp"
+#include "exact_data.hpp"
+#include "mpi_test_util.hpp"
+#include "random_cases.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+using collx::DataType;
+using collx::ReduceOp;
+using collx::testing::all_ranks;
+using collx::testing::make_case;
+using Bytes = std::vector<std::byte>;
+
+std::vector<int> roots(int p) {
+  std::vector<int> r{0};
+  if (p > 2) r.push_back(p / 2);
+  if (p > 1) r.push_back(p - 1);
+  return r;
+}
+
+std::vector<std::size_t> counts(int p) {
+  return {0, 1, static_cast<std::size_t>(2 * p + 3), 65537};
+}
+
+// Algorithm lists with auto at the end.
+std::vector<Algorithm> with_auto(Collective c) {
+  const auto algos = collx::algorithms_of(c);
+  std::vector<Algorithm> out(algos.begin(), algos.end());
+  out.push_back(Algorithm::automatic);
+  return out;
+}
+
+collx::Options with(Algorithm a) {
+  collx::Options o;
+  o.algorithm = a;
+  return o;
+}
+
+Bytes pattern(DataType type, int rank, std::size_t count, std::size_t first = 0) {
+  Bytes b(count * collx::size_of(type));
+  collx::verify::fill_pattern(b.data(), type, rank, count, first);
+  return b;
+}
+
+std::string label(Collective c, Algorithm a, DataType t, std::size_t count, int root = -1,
+                  bool in_place = false) {
+  return std::string(collx::to_string(c)) + "/" + std::string(collx::to_string(a)) + " " +
+         std::string(collx::to_string(t)) + " count=" + std::to_string(count) +
+         (root >= 0 ? " root=" + std::to_string(root) : "") + (in_place ? " in-place" : "");
+}
+
+double monotonic_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+class MpiCollectives : public ::testing::Test {
+ protected:
+  collx::Communicator comm{MPI_COMM_WORLD};
+  int p = comm.size();
+  int me = comm.rank();
+};
+
+TEST_F(MpiCollectives, Broadcast) {
+  for (Algorithm a : with_auto(Collective::broadcast)) {
+    for (DataType type : {DataType::int8, DataType::float64, DataType::bfloat16}) {
+      for (std::size_t count : counts(p)) {
+        for (int root : roots(p)) {
+          Bytes buf = me == root ? pattern(type, root, count)
+                                 : Bytes(count * collx::size_of(type), std::byte{0x5A});
+          comm.broadcast(buf.data(), count, type, root, with(a));
+          ASSERT_TRUE(all_ranks(buf == pattern(type, root, count)))
+              << label(Collective::broadcast, a, type, count, root);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiCollectives, Reduce) {
+  std::uint64_t seed = 100;
+  for (Algorithm a : with_auto(Collective::reduce)) {
+    for (auto [type, op] :
+         {std::pair{DataType::int32, ReduceOp::sum}, std::pair{DataType::float32, ReduceOp::avg},
+          std::pair{DataType::float16, ReduceOp::min},
+          std::pair{DataType::uint64, ReduceOp::prod}}) {
+      for (std::size_t count : counts(p)) {
+        for (int root : roots(p)) {
+          for (bool in_place : {false, true}) {
+            const auto c = make_case(type, op, count, me, p, seed++);
+            Bytes out(c.input.size(), std::byte{0x11});
+            if (in_place && me == root) {
+              out = c.input;
+              comm.reduce(out.data(), out.data(), count, type, op, root, with(a));
+            } else {
+              comm.reduce(c.input.data(), me == root ? out.data() : nullptr, count, type, op, root,
+                          with(a));
+            }
+            ASSERT_TRUE(all_ranks(me != root || out == c.expected))
+                << label(Collective::reduce, a, type, count, root, in_place);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiCollectives, Allgather) {
+  for (Algorithm a : with_auto(Collective::allgather)) {
+    for (DataType type : {DataType::uint8, DataType::float32}) {
+      for (std::size_t count : counts(p)) {
+        for (bool in_place : {false, true}) {
+          const std::size_t block = count * collx::size_of(type);
+          const Bytes mine = pattern(type, me, count);
+          Bytes out(block * p, std::byte{0x77});
+          if (in_place) {
+            if (block) std::memcpy(out.data() + me * block, mine.data(), block);
+            comm.allgather(collx::in_place, out.data(), count, type, with(a));
+          } else {
+            comm.allgather(mine.data(), out.data(), count, type, with(a));
+          }
+          Bytes expected;
+          for (int r = 0; r < p; ++r) {
+            const Bytes b = pattern(type, r, count);
+            expected.insert(expected.end(), b.begin(), b.end());
+          }
+          ASSERT_TRUE(all_ranks(out == expected))
+              << label(Collective::allgather, a, type, count, -1, in_place);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiCollectives, ReduceScatterEqualAndPerRankBlocks) {
+  std::uint64_t seed = 200;
+  for (Algorithm a : with_auto(Collective::reduce_scatter)) {
+    for (auto [type, op] :
+         {std::pair{DataType::int64, ReduceOp::sum}, std::pair{DataType::bfloat16, ReduceOp::avg},
+          std::pair{DataType::int8, ReduceOp::max}}) {
+      for (std::size_t count : counts(p)) {
+        const std::size_t elem = collx::size_of(type);
+        // Equal blocks, in place and not.
+        for (bool in_place : {false, true}) {
+          auto c = make_case(type, op, count * p, me, p, seed++);
+          const Bytes expected(
+              c.expected.begin() + static_cast<std::ptrdiff_t>(me * count * elem),
+              c.expected.begin() + static_cast<std::ptrdiff_t>((me + 1) * count * elem));
+          Bytes out(count * elem, std::byte{0x21});
+          if (in_place) {
+            comm.reduce_scatter(c.input.data(), c.input.data(), count, type, op, with(a));
+            out.assign(c.input.begin(),
+                       c.input.begin() + static_cast<std::ptrdiff_t>(count * elem));
+          } else {
+            comm.reduce_scatter(c.input.data(), out.data(), count, type, op, with(a));
+          }
+          ASSERT_TRUE(all_ranks(out == expected))
+              << label(Collective::reduce_scatter, a, type, count, -1, in_place);
+        }
+        // Per-rank lengths: rank r gets (count + r) % 5 * (r % 3) elements, some zero.
+        std::vector<std::size_t> lengths(p);
+        for (int r = 0; r < p; ++r)
+          lengths[r] = (count + r) % 5 * (r % 3) + (count > 1000 ? count / (r + 1) : 0);
+        std::vector<std::size_t> offsets(p + 1, 0);
+        std::partial_sum(lengths.begin(), lengths.end(), offsets.begin() + 1);
+        const auto c = make_case(type, op, offsets.back(), me, p, seed++);
+        Bytes out(lengths[me] * elem, std::byte{0x21});
+        comm.reduce_scatter_v(c.input.data(), out.data(), lengths, type, op, with(a));
+        const Bytes expected(
+            c.expected.begin() + static_cast<std::ptrdiff_t>(offsets[me] * elem),
+            c.expected.begin() + static_cast<std::ptrdiff_t>(offsets[me + 1] * elem));
+        ASSERT_TRUE(all_ranks(out == expected))
+            << label(Collective::reduce_scatter_v, a, type, count);
+      }
+    }
+  }
+}
+
+TEST_F(MpiCollectives, GatherAndScatter) {
+  for (Algorithm a : with_auto(Collective::gather)) {
+    for (DataType type : {DataType::int32, DataType::float16}) {
+      for (std::size_t count : counts(p)) {
+        for (int root : roots(p)) {
+          for (bool in_place : {false, true}) {
+            const std::size_t block = count * collx::size_of(type);
+            const Bytes mine = pattern(type, me, count);
+            Bytes all(me == root ? block * p : 0, std::byte{0x31});
+            if (in_place && me == root) {
+              if (block) std::memcpy(all.data() + root * block, mine.data(), block);
+              comm.gather(all.data() + root * block, all.data(), count, type, root, with(a));
+            } else {
+              comm.gather(mine.data(), all.data(), count, type, root, with(a));
+            }
+            Bytes expected;
+            for (int r = 0; r < p; ++r) {
+              const Bytes b = pattern(type, r, count);
+              expected.insert(expected.end(), b.begin(), b.end());
+            }
+            ASSERT_TRUE(all_ranks(me != root || all == expected))
+                << label(Collective::gather, a, type, count, root, in_place);
+
+            const Bytes source = me == root ? pattern(type, root, count * p) : Bytes{};
+            Bytes piece(block, std::byte{0x41});
+            if (in_place && me == root) {
+              comm.scatter(source.data(), nullptr, count, type, root, with(a));
+            } else {
+              comm.scatter(source.data(), piece.data(), count, type, root, with(a));
+            }
+            const bool ok =
+                (in_place && me == root) || piece == pattern(type, root, count, me * count);
+            ASSERT_TRUE(all_ranks(ok))
+                << label(Collective::scatter, a, type, count, root, in_place);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MpiCollectives, Alltoall) {
+  for (Algorithm a : with_auto(Collective::alltoall)) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{5000}}) {
+      for (bool in_place : {false, true}) {
+        const DataType type = DataType::uint32;
+        const std::size_t block = count * 4;
+        Bytes send = pattern(type, me, count * p);  // block j: elements j*count ..
+        Bytes out(block * p, std::byte{0x61});
+        if (in_place) {
+          out = send;
+          comm.alltoall(out.data(), out.data(), count, type, with(a));
+        } else {
+          comm.alltoall(send.data(), out.data(), count, type, with(a));
+        }
+        Bytes expected;
+        for (int i = 0; i < p; ++i) {
+          const Bytes b = pattern(type, i, count, me * count);
+          expected.insert(expected.end(), b.begin(), b.end());
+        }
+        ASSERT_TRUE(all_ranks(out == expected))
+            << label(Collective::alltoall, a, type, count, -1, in_place);
+      }
+    }
+  }
+}
+
+TEST_F(MpiCollectives, AllreduceTrees) {
+  std::uint64_t seed = 300;
+  for (Algorithm a : {Algorithm::binomial_tree, Algorithm::double_binary_tree}) {
+    for (auto [type, op] :
+         {std::pair{DataType::float64, ReduceOp::sum}, std::pair{DataType::bfloat16, ReduceOp::avg},
+          std::pair{DataType::int8, ReduceOp::prod}}) {
+      for (std::size_t count : counts(p)) {
+        const auto c = make_case(type, op, count, me, p, seed++);
+        Bytes out(c.input.size());
+        comm.allreduce(c.input.data(), out.data(), count, type, op, with(a));
+        ASSERT_TRUE(all_ranks(out == c.expected)) << label(Collective::allreduce, a, type, count);
+      }
+    }
+  }
+}
+
+TEST_F(MpiCollectives, BarrierOrdersAroundIt) {
+  // No rank may leave before the last one arrived; one rank arrives late in each round.
+  for (int round = 0; round < 5; ++round) {
+    if (me == round % p) {
+      const double until = MPI_Wtime() + 0.02;  // this rank arrives late
+      while (MPI_Wtime() < until) {
+      }
+    }
+    const double arrived = monotonic_seconds();
+    comm.barrier();
+    const double left = monotonic_seconds();
+    double latest_arrival = 0;
+    double earliest_exit = 0;
+    MPI_Allreduce(&arrived, &latest_arrival, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&left, &earliest_exit, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    // All ranks run on one node and read the same system-wide monotonic clock (MPI_Wtime may
+    // count from each process's start); allow a microsecond of skew.
+    EXPECT_GE(earliest_exit + 1e-6, latest_arrival) << "round " << round;
+  }
+}
+
+TEST_F(MpiCollectives, NonblockingCollectivesInFlightTogether) {
+  const std::size_t n = 3001;
+  std::vector<float> ar(n, 1.0f + me);
+  std::vector<std::int32_t> bc(n, me == p - 1 ? 7 : 0);
+  std::vector<double> ag(n * p, -1.0), ag_mine(n, me * 2.0);
+  std::vector<std::int64_t> rs(n * p, me + 1), rs_out(n, 0);
+  std::vector<collx::Request> reqs;
+  reqs.push_back(comm.iallreduce(ar.data(), ar.data(), n, DataType::float32, ReduceOp::sum));
+  reqs.push_back(comm.ibroadcast(bc.data(), n, DataType::int32, p - 1));
+  reqs.push_back(comm.iallgather(ag_mine.data(), ag.data(), n, DataType::float64));
+  reqs.push_back(comm.ireduce_scatter(rs.data(), rs_out.data(), n, DataType::int64, ReduceOp::sum));
+  reqs.push_back(comm.ibarrier());
+  // Complete in an order that differs by rank.
+  for (std::size_t k = 0; k < reqs.size(); ++k)
+    reqs[(k + static_cast<std::size_t>(me)) % reqs.size()].wait();
+  const float sum = static_cast<float>(p * (p + 1) / 2);
+  for (float v : ar)
+    ASSERT_EQ(v, sum);
+  for (auto v : bc)
+    ASSERT_EQ(v, 7);
+  for (int r = 0; r < p; ++r)
+    ASSERT_EQ(ag[r * n], r * 2.0);
+  for (auto v : rs_out)
+    ASSERT_EQ(v, p * (p + 1) / 2);
+}
+
+TEST_F(MpiCollectives, SubCommunicatorsBesideTheirParent) {
+  // Odd and even ranks apart, keyed in reverse order.
+  auto half = comm.split(me % 2, -me);
+  ASSERT_TRUE(half.has_value());
+  std::vector<int> members;
+  for (int r = me % 2; r < p; r += 2)
+    members.push_back(r);
+  ASSERT_EQ(half->size(), static_cast<int>(members.size()));
+  EXPECT_EQ(half->rank(), static_cast<int>(members.size()) - 1 - me / 2) << "key orders the ranks";
+  // A collective on the sub-communicator and one on the parent, in flight together.
+  std::vector<std::int64_t> sub(1000, me), parent(1000, 1);
+  auto r1 = half->iallreduce(sub.data(), sub.data(), sub.size(), DataType::int64, ReduceOp::sum);
+  auto r2 =
+      comm.iallreduce(parent.data(), parent.data(), parent.size(), DataType::int64, ReduceOp::sum);
+  r2.wait();
+  r1.wait();
+  const std::int64_t sub_sum = std::accumulate(members.begin(), members.end(), std::int64_t{0});
+  for (auto v : sub)
+    ASSERT_EQ(v, sub_sum);
+  for (auto v : parent)
+    ASSERT_EQ(v, p);
+  // Leaving a rank out.
+  auto only_zero = comm.split(me == 0 ? 1 : -1, 0);
+  EXPECT_EQ(only_zero.has_value(), me == 0);
+  // A group of the first ceil(p/2) ranks, listed backwards.
+  std::vector<int> group;
+  for (int r = (p + 1) / 2 - 1; r >= 0; --r)
+    group.push_back(r);
+  if (me < (p + 1) / 2) {
+    collx::Communicator g = comm.create_group(group);
+    EXPECT_EQ(g.size(), static_cast<int>(group.size()));
+    EXPECT_EQ(g.rank(), static_cast<int>(group.size()) - 1 - me);
+    std::int32_t v = me;
+    g.broadcast(&v, 1, DataType::int32, 0);  // group rank 0 is world rank (p+1)/2 - 1
+    EXPECT_EQ(v, (p + 1) / 2 - 1);
+    EXPECT_THROW(g.broadcast(&v, 1, DataType::int32, g.size()), collx::Error);
+  } else {
+    EXPECT_THROW(comm.create_group(group), collx::Error);  // not listed: rejected locally
+  }
+  comm.barrier();
+}
+
+TEST_F(MpiCollectives, PointToPoint) {
+  const int next = (me + 1) % p;
+  const int prev = (me + p - 1) % p;
+  // A ring shift with sendrecv, and the same with isend/irecv completing in either order.
+  std::vector<double> out(10, me), in(10, -1);
+  comm.sendrecv(out.data(), out.size(), next, in.data(), in.size(), prev, DataType::float64, 5);
+  for (double v : in)
+    ASSERT_EQ(v, prev);
+  std::vector<float> a(100, 1.0f * me), b(100, -1.0f);
+  auto rr = comm.irecv(b.data(), b.size(), DataType::float32, prev, 9);
+  auto rs = comm.isend(a.data(), a.size(), DataType::float32, next, 9);
+  rr.wait();
+  rs.wait();
+  for (float v : b)
+    ASSERT_EQ(v, static_cast<float>(prev));
+  // A receive longer than the message, and a zero-byte message, still match.
+  if (p > 1) {
+    if (me == 0) {
+      const std::int32_t three[3] = {1, 2, 3};
+      comm.send(three, 3, DataType::int32, 1, 77);
+      comm.send(nullptr, 0, DataType::int32, 1, 78);
+    } else if (me == 1) {
+      std::int32_t buf[8] = {};
+      comm.recv(buf, 8, DataType::int32, 0, 77);
+      EXPECT_EQ(buf[2], 3);
+      comm.recv(buf, 8, DataType::int32, 0, 78);
+    }
+  }
+  // Point-to-point never matches a collective's messages: interleave them.
+  std::int32_t token = me;
+  auto pending = comm.irecv(&token, 1, DataType::int32, prev, 0);
+  std::int32_t x = 1;
+  comm.allreduce(collx::in_place, &x, 1, DataType::int32, ReduceOp::sum);
+  comm.send(&me, 1, DataType::int32, next, 0);
+  pending.wait();
+  EXPECT_EQ(token, prev);
+  EXPECT_EQ(x, p);
+  EXPECT_THROW(comm.send(&me, 1, DataType::int32, p, 0), collx::Error);
+  EXPECT_THROW(comm.send(&me, 1, DataType::int32, next, collx::Communicator::kMaxTag + 1),
+               collx::Error);
+}
+
+TEST_F(MpiCollectives, RootedArgumentsAreChecked) {
+  std::int32_t v = 0;
+  for (int bad : {-1, p}) {
+    EXPECT_THROW(comm.broadcast(&v, 1, DataType::int32, bad), collx::Error);
+    EXPECT_THROW(comm.reduce(&v, &v, 1, DataType::int32, ReduceOp::sum, bad), collx::Error);
+    EXPECT_THROW(comm.gather(&v, &v, 1, DataType::int32, bad), collx::Error);
+  }
+  EXPECT_THROW(comm.reduce(&v, &v, 1, DataType::int32, ReduceOp::avg, 0), collx::Error);
+  std::vector<std::size_t> wrong_length(p + 1, 1);
+  EXPECT_THROW(comm.reduce_scatter_v(&v, &v, wrong_length, DataType::int32, ReduceOp::sum),
+               collx::Error);
+  collx::Options o;
+  o.algorithm = Algorithm::ring;
+  EXPECT_THROW(comm.broadcast(&v, 1, DataType::int32, 0, o), collx::Error);  // no ring broadcast
+  comm.barrier();
+}
+
+}  // namespace

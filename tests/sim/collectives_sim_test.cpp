@@ -1,0 +1,397 @@
+// Every collective and algorithm on simulated ranks (p = 1..33 for the cheap cases, a spread of
+// sizes for the rest), with rendezvous sends: exact results, roots first/middle/last, counts 0,
+// 1, odd and large, in-place forms, small segments so the pipelines' windows are exercised.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "collectives.hpp"
+#include "exact_data.hpp"
+#include "sim_world.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+using collx::DataType;
+using collx::ReduceOp;
+using namespace collx::detail;
+using collx::testing::SimWorld;
+using Bytes = std::vector<std::byte>;
+
+struct Pipeline {
+  std::size_t chunk_bytes;
+  int depth;
+};
+const Pipeline kPipelines[] = {{256 << 10, 4}, {64, 3}};
+
+OpInfo info_for(Collective c, Algorithm a, Pipeline pl) {
+  OpInfo info;
+  info.collective = c;
+  info.algorithm = a;
+  info.tag_base = 1;
+  info.chunk_bytes = pl.chunk_bytes;
+  info.pipeline_depth = pl.depth;
+  return info;
+}
+
+Bytes pattern(DataType type, int rank, std::size_t count, std::size_t first = 0) {
+  Bytes b(count * collx::size_of(type));
+  collx::verify::fill_pattern(b.data(), type, rank, count, first);
+  return b;
+}
+
+std::string what(Collective c, Algorithm a, int p, DataType t, std::size_t count, int root,
+                 bool in_place, Pipeline pl) {
+  return std::string(collx::to_string(c)) + "/" + std::string(collx::to_string(a)) +
+         " p=" + std::to_string(p) + " " + std::string(collx::to_string(t)) +
+         " count=" + std::to_string(count) + " root=" + std::to_string(root) +
+         (in_place ? " in-place" : "") + " chunk=" + std::to_string(pl.chunk_bytes);
+}
+
+std::vector<int> roots_for(int p) {
+  std::vector<int> roots{0};
+  if (p > 2) roots.push_back(p / 2);
+  if (p > 1) roots.push_back(p - 1);
+  return roots;
+}
+
+std::vector<std::size_t> counts_for(int p) {
+  return {0, 1, static_cast<std::size_t>(2 * p + 1), 1001};
+}
+
+class SimCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(SimCollectives, Broadcast) {
+  const int p = GetParam();
+  for (Algorithm a : collx::algorithms_of(Collective::broadcast)) {
+    for (Pipeline pl : kPipelines) {
+      for (std::size_t count : counts_for(p)) {
+        for (int root : roots_for(p)) {
+          const DataType type = DataType::int8;
+          std::vector<Bytes> buf(p, Bytes(count, std::byte{0x77}));
+          buf[root] = pattern(type, root, count);
+          SimWorld world(p);
+          world.run(info_for(Collective::broadcast, a, pl), [&](Operation& op, int r) {
+            return broadcast_task(op, {buf[r].data(), count, 1, root, 0}, a);
+          });
+          const Bytes expected = pattern(type, root, count);
+          for (int r = 0; r < p; ++r) {
+            ASSERT_EQ(buf[r], expected)
+                << what(Collective::broadcast, a, p, type, count, root, false, pl) << " rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimCollectives, Reduce) {
+  const int p = GetParam();
+  for (Algorithm a : collx::algorithms_of(Collective::reduce)) {
+    for (Pipeline pl : kPipelines) {
+      for (std::size_t count : counts_for(p)) {
+        for (int root : roots_for(p)) {
+          for (auto [type, rop] : {std::pair{DataType::int32, ReduceOp::sum},
+                                   std::pair{DataType::float32, ReduceOp::avg},
+                                   std::pair{DataType::bfloat16, ReduceOp::max}}) {
+            for (bool in_place : {false, true}) {
+              const std::size_t bytes = count * collx::size_of(type);
+              std::vector<Bytes> send(p, Bytes(bytes)), recv(p, Bytes(bytes, std::byte{0x55}));
+              for (int r = 0; r < p; ++r) {
+                collx::verify::fill_input(send[r].data(), type, rop, r, p, count);
+              }
+              if (in_place) recv[root] = send[root];
+              SimWorld world(p);
+              world.run(info_for(Collective::reduce, a, pl), [&](Operation& op, int r) {
+                const std::byte* s = in_place && r == root ? recv[r].data() : send[r].data();
+                return reduce_task(
+                    op, {s, recv[r].data(), count, Reduction::make(type, rop, p), root, 0}, a);
+              });
+              Bytes expected(bytes);
+              collx::verify::fill_expected(expected.data(), type, rop, p, count);
+              ASSERT_EQ(recv[root], expected)
+                  << what(Collective::reduce, a, p, type, count, root, in_place, pl);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimCollectives, Allgather) {
+  const int p = GetParam();
+  for (Algorithm a : collx::algorithms_of(Collective::allgather)) {
+    for (Pipeline pl : kPipelines) {
+      for (std::size_t count : counts_for(p)) {
+        for (bool in_place : {false, true}) {
+          const DataType type = DataType::float64;
+          const std::size_t block = count * 8;
+          std::vector<Bytes> send(p), recv(p, Bytes(block * p, std::byte{0x33}));
+          for (int r = 0; r < p; ++r) {
+            send[r] = pattern(type, r, count);
+            if (in_place && block > 0)
+              std::memcpy(recv[r].data() + r * block, send[r].data(), block);
+          }
+          SimWorld world(p);
+          world.run(info_for(Collective::allgather, a, pl), [&](Operation& op, int r) {
+            return allgather_task(op,
+                                  {in_place ? nullptr : send[r].data(), recv[r].data(),
+                                   equal_offsets(count, p), 8, 0},
+                                  a);
+          });
+          Bytes expected;
+          for (int r = 0; r < p; ++r) {
+            const Bytes b = pattern(type, r, count);
+            expected.insert(expected.end(), b.begin(), b.end());
+          }
+          for (int r = 0; r < p; ++r) {
+            ASSERT_EQ(recv[r], expected)
+                << what(Collective::allgather, a, p, type, count, -1, in_place, pl) << " rank "
+                << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Equal blocks and per-rank lengths (some zero), in place and not.
+TEST_P(SimCollectives, ReduceScatter) {
+  const int p = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(p));
+  for (Algorithm a : collx::algorithms_of(Collective::reduce_scatter)) {
+    for (Pipeline pl : kPipelines) {
+      for (std::size_t count : counts_for(p)) {
+        for (bool uneven : {false, true}) {
+          std::vector<std::size_t> offsets = equal_offsets(count, p);
+          if (uneven) {
+            for (int r = 0; r < p; ++r) {
+              offsets[r + 1] = offsets[r] + (rng() % 3 == 0 ? 0 : rng() % (count + 2));
+            }
+          }
+          for (auto [type, rop] : {std::pair{DataType::int64, ReduceOp::sum},
+                                   std::pair{DataType::float16, ReduceOp::avg},
+                                   std::pair{DataType::uint8, ReduceOp::prod}}) {
+            for (bool in_place : {false, true}) {
+              const std::size_t elem = collx::size_of(type);
+              const std::size_t total = offsets.back();
+              std::vector<Bytes> send(p, Bytes(total * elem)), recv(p);
+              for (int r = 0; r < p; ++r) {
+                collx::verify::fill_input(send[r].data(), type, rop, r, p, total);
+                recv[r].assign((offsets[r + 1] - offsets[r]) * elem, std::byte{0x11});
+              }
+              SimWorld world(p);
+              world.run(info_for(Collective::reduce_scatter, a, pl), [&](Operation& op, int r) {
+                std::byte* out = in_place ? send[r].data() : recv[r].data();
+                return reduce_scatter_task(
+                    op, {send[r].data(), out, offsets, Reduction::make(type, rop, p), 0}, a);
+              });
+              for (int r = 0; r < p; ++r) {
+                const std::size_t n = offsets[r + 1] - offsets[r];
+                Bytes expected(n * elem);
+                collx::verify::fill_expected(expected.data(), type, rop, p, n, offsets[r]);
+                Bytes got(send[r].begin(), send[r].begin() + static_cast<std::ptrdiff_t>(n * elem));
+                if (!in_place) got = recv[r];
+                ASSERT_EQ(got, expected)
+                    << what(Collective::reduce_scatter, a, p, type, count, -1, in_place, pl)
+                    << (uneven ? " uneven" : "") << " rank " << r;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimCollectives, GatherAndScatter) {
+  const int p = GetParam();
+  const DataType type = DataType::int32;
+  for (Algorithm a : collx::algorithms_of(Collective::gather)) {
+    for (std::size_t count : counts_for(p)) {
+      for (int root : roots_for(p)) {
+        for (bool in_place : {false, true}) {
+          const std::size_t block = count * 4;
+          // gather: block r from rank r
+          std::vector<Bytes> send(p), recv(p, Bytes(block * p, std::byte{0x44}));
+          for (int r = 0; r < p; ++r)
+            send[r] = pattern(type, r, count);
+          if (in_place && block > 0)
+            std::memcpy(recv[root].data() + root * block, send[root].data(), block);
+          SimWorld gather_world(p);
+          gather_world.run(
+              info_for(Collective::gather, a, kPipelines[0]), [&](Operation& op, int r) {
+                const std::byte* s = in_place && r == root ? nullptr : send[r].data();
+                return gather_task(op, {s, recv[r].data(), equal_offsets(count, p), 4, root, 0}, a);
+              });
+          Bytes expected;
+          for (int r = 0; r < p; ++r) {
+            const Bytes b = pattern(type, r, count);
+            expected.insert(expected.end(), b.begin(), b.end());
+          }
+          ASSERT_EQ(recv[root], expected)
+              << what(Collective::gather, a, p, type, count, root, in_place, kPipelines[0]);
+
+          // scatter: block r of the root's buffer to rank r
+          const Bytes all = pattern(type, root, count * p);
+          std::vector<Bytes> out(p, Bytes(block, std::byte{0x22}));
+          SimWorld scatter_world(p);
+          scatter_world.run(
+              info_for(Collective::scatter, a, kPipelines[0]), [&](Operation& op, int r) {
+                std::byte* o = in_place && r == root ? nullptr : out[r].data();
+                return scatter_task(op, {all.data(), o, equal_offsets(count, p), 4, root, 0}, a);
+              });
+          for (int r = 0; r < p; ++r) {
+            if (in_place && r == root) continue;  // the root's block stays in its send buffer
+            ASSERT_EQ(out[r], pattern(type, root, count, r * count))
+                << what(Collective::scatter, a, p, type, count, root, in_place, kPipelines[0])
+                << " rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimCollectives, Alltoall) {
+  const int p = GetParam();
+  const DataType type = DataType::uint32;
+  for (Algorithm a : collx::algorithms_of(Collective::alltoall)) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{13}}) {
+      for (bool in_place : {false, true}) {
+        const std::size_t block = count * 4;
+        std::vector<Bytes> send(p), recv(p, Bytes(block * p, std::byte{0x66}));
+        for (int r = 0; r < p; ++r)
+          send[r] = pattern(type, r, count * p);  // block j: first j*count
+        if (in_place) recv = send;
+        SimWorld world(p);
+        world.run(info_for(Collective::alltoall, a, kPipelines[1]), [&](Operation& op, int r) {
+          const std::byte* s = in_place ? recv[r].data() : send[r].data();
+          return alltoall_task(op, {s, recv[r].data(), count, 4, 0}, a);
+        });
+        for (int j = 0; j < p; ++j) {
+          for (int i = 0; i < p; ++i) {
+            const Bytes expected = pattern(type, i, count, j * count);
+            const Bytes got(recv[j].begin() + static_cast<std::ptrdiff_t>(i * block),
+                            recv[j].begin() + static_cast<std::ptrdiff_t>((i + 1) * block));
+            ASSERT_EQ(got, expected)
+                << what(Collective::alltoall, a, p, type, count, -1, in_place, kPipelines[1])
+                << " block from " << i << " at " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimCollectives, AllreduceTrees) {
+  const int p = GetParam();
+  for (Algorithm a : {Algorithm::binomial_tree, Algorithm::double_binary_tree}) {
+    for (Pipeline pl : kPipelines) {
+      for (std::size_t count : counts_for(p)) {
+        for (bool in_place : {false, true}) {
+          const DataType type = DataType::float32;
+          const ReduceOp rop = ReduceOp::avg;
+          std::vector<Bytes> send(p, Bytes(count * 4)), recv(p, Bytes(count * 4, std::byte{0x12}));
+          for (int r = 0; r < p; ++r)
+            collx::verify::fill_input(send[r].data(), type, rop, r, p, count);
+          if (in_place) recv = send;
+          SimWorld world(p);
+          world.run(info_for(Collective::allreduce, a, pl), [&](Operation& op, int r) {
+            const std::byte* s = in_place ? recv[r].data() : send[r].data();
+            return allreduce_task(op, {s, recv[r].data(), count, Reduction::make(type, rop, p), 0},
+                                  a);
+          });
+          Bytes expected(count * 4);
+          collx::verify::fill_expected(expected.data(), type, rop, p, count);
+          for (int r = 0; r < p; ++r) {
+            ASSERT_EQ(recv[r], expected)
+                << what(Collective::allreduce, a, p, type, count, -1, in_place, pl) << " rank "
+                << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimCollectives, BarrierAndPointToPoint) {
+  const int p = GetParam();
+  SimWorld world(p);
+  world.run(info_for(Collective::barrier, Algorithm::dissemination, kPipelines[0]),
+            [&](Operation& op, int) { return barrier_task(op, 0, Algorithm::dissemination); });
+  // A ring shift with sendrecv: rank r sends to r+1 and receives from r-1.
+  std::vector<Bytes> out(p), in(p, Bytes(24, std::byte{0}));
+  for (int r = 0; r < p; ++r)
+    out[r] = pattern(DataType::float64, r, 3);
+  SimWorld ring(p);
+  ring.run(info_for(Collective::sendrecv, Algorithm::direct, kPipelines[0]),
+           [&](Operation& op, int r) {
+             return point_to_point_task(
+                 op, {out[r].data(), 24, (r + 1) % p, in[r].data(), 24, (r + p - 1) % p, 42});
+           });
+  for (int r = 0; r < p; ++r)
+    ASSERT_EQ(in[r], out[(r + p - 1) % p]) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(P1to33, SimCollectives, ::testing::Range(1, 34));
+
+// Large counts on a few sizes: segment counts well above the windows.
+TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
+  for (int p : {2, 3, 5, 8}) {
+    const std::size_t count = 100003;
+    for (Algorithm a : collx::algorithms_of(Collective::broadcast)) {
+      std::vector<Bytes> buf(p, Bytes(count * 4));
+      buf[1 % p] = pattern(DataType::float32, 1, count);
+      SimWorld world(p);
+      world.run(info_for(Collective::broadcast, a, {64 << 10, 4}), [&](Operation& op, int r) {
+        return broadcast_task(op, {buf[r].data(), count, 4, 1 % p, 0}, a);
+      });
+      for (int r = 0; r < p; ++r)
+        ASSERT_EQ(buf[r], buf[1 % p]) << collx::to_string(a) << " p=" << p;
+    }
+    for (Algorithm a : collx::algorithms_of(Collective::reduce_scatter)) {
+      std::vector<Bytes> send(p, Bytes(count * p * 4)), recv(p, Bytes(count * 4));
+      for (int r = 0; r < p; ++r)
+        collx::verify::fill_input(send[r].data(), DataType::float32, ReduceOp::sum, r, p,
+                                  count * p);
+      SimWorld world(p);
+      world.run(info_for(Collective::reduce_scatter, a, {64 << 10, 4}), [&](Operation& op, int r) {
+        return reduce_scatter_task(op,
+                                   {send[r].data(), recv[r].data(), equal_offsets(count, p),
+                                    Reduction::make(DataType::float32, ReduceOp::sum, p), 0},
+                                   a);
+      });
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(collx::verify::count_wrong(recv[r].data(), DataType::float32, ReduceOp::sum, p,
+                                             count, r * count),
+                  0u)
+            << collx::to_string(a) << " p=" << p << " rank " << r;
+      }
+    }
+    for (Algorithm a : collx::algorithms_of(Collective::allgather)) {
+      std::vector<Bytes> recv(p, Bytes(count * p * 4));
+      for (int r = 0; r < p; ++r)
+        collx::verify::fill_pattern(recv[r].data() + r * count * 4, DataType::float32, r, count);
+      SimWorld world(p);
+      world.run(info_for(Collective::allgather, a, {64 << 10, 4}), [&](Operation& op, int r) {
+        return allgather_task(op, {nullptr, recv[r].data(), equal_offsets(count, p), 4, 0}, a);
+      });
+      for (int r = 0; r < p; ++r) {
+        for (int b = 0; b < p; ++b) {
+          ASSERT_EQ(collx::verify::count_pattern_wrong(recv[r].data() + b * count * 4,
+                                                       DataType::float32, b, count),
+                    0u)
+              << collx::to_string(a) << " p=" << p;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
