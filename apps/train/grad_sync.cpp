@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "collectives_shim.hpp"
-
 namespace collx::train {
 
 std::vector<Bucket> make_buckets(std::size_t count, std::size_t element_bytes,
@@ -53,8 +51,8 @@ void GradientSync::launch_through(std::size_t end) {
       in_flight_.push_back(comm_.iallreduce(data, data, b.size(), type_, ReduceOp::sum, options_));
     } else {
       std::byte* block = shard_ + b.begin / nranks * element_bytes_;
-      in_flight_.push_back(shim::ireduce_scatter(comm_, data, block, b.size() / nranks, type_,
-                                                 ReduceOp::sum, options_));
+      in_flight_.push_back(
+          comm_.ireduce_scatter(data, block, b.size() / nranks, type_, ReduceOp::sum, options_));
     }
     ++launched_;
   }

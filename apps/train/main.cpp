@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "collectives_shim.hpp"
 #include "collx/collx.hpp"
 #include "dataset.hpp"
 #include "report.hpp"
@@ -33,10 +32,10 @@ void agree(collx::Communicator& comm, const std::string& local_error) {
   comm.allreduce(collx::in_place, &first, 1, collx::DataType::int32, collx::ReduceOp::min);
   if (first == nranks) return;
   std::uint64_t length = local_error.size();
-  collx::train::shim::broadcast(comm, &length, 1, collx::DataType::uint64, first);
+  comm.broadcast(&length, 1, collx::DataType::uint64, first);
   std::string message = local_error;
   message.resize(length);
-  collx::train::shim::broadcast(comm, message.data(), length, collx::DataType::uint8, first);
+  comm.broadcast(message.data(), length, collx::DataType::uint8, first);
   throw AgreedError{first == comm.rank() || nranks == 1
                         ? message
                         : message + " (reported by rank " + std::to_string(first) + ")"};
@@ -133,7 +132,9 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
   app.add_flag("--no-overlap", no_overlap,
                "reduce the gradients after the backward pass instead of during it");
   app.add_option("--algo", algo,
-                 "allreduce algorithm: auto, ring, recursive_doubling, rabenseifner")
+                 "gradient allreduce algorithm: auto, ring, recursive_doubling, rabenseifner, "
+                 "binomial_tree, double_binary_tree (--shard: reduce_scatter's, ring or "
+                 "recursive_halving)")
       ->capture_default_str();
   app.add_flag("--shard", c.shard,
                "ZeRO-1: reduce_scatter the gradients, update this rank's shard, allgather");

@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include "checksum.hpp"
-#include "collectives_shim.hpp"
 
 namespace collx::train {
 
@@ -22,9 +21,9 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // Rank `root`'s string on every rank.
 std::string broadcast_string(Communicator& comm, std::string text, int root) {
   std::uint64_t length = text.size();
-  shim::broadcast(comm, &length, 1, DataType::uint64, root);
+  comm.broadcast(&length, 1, DataType::uint64, root);
   text.resize(length);
-  if (length) shim::broadcast(comm, text.data(), length, DataType::uint8, root);
+  if (length) comm.broadcast(text.data(), length, DataType::uint8, root);
   return text;
 }
 
@@ -57,6 +56,7 @@ class Trainer final : public TrainerBase {
         sync_(comm, type_, buckets_,
               config.shard ? GradientSync::Mode::reduce_scatter : GradientSync::Mode::allreduce,
               config.overlap, gradient_options(config), clock_),
+        allgather_options_(allgather_options(config)),
         steps_per_epoch_(train::steps_per_epoch(data.train.rows, config.batch)) {
     schedule_.base_lr = config.lr;
     schedule_.reference_batch = config.lr_reference_batch;
@@ -80,7 +80,7 @@ class Trainer final : public TrainerBase {
         initialize_parameters(shape_, config_.seed, host.data(), host.size());
         backend_->upload(params_.data(), host.data(), host.size());
       }
-      shim::broadcast(comm_, params_.data(), layout_.count(), type_, 0);
+      comm_.broadcast(params_.data(), layout_.count(), type_, 0);
     }
     // Every rank checks that it holds what rank 0 sent.
     agreed_checksum();
@@ -176,8 +176,8 @@ class Trainer final : public TrainerBase {
         mlp::DeviceBuffer<T> full(*backend_, padded_);
         const auto n = static_cast<std::size_t>(nranks_);
         for (const Bucket& b : buckets_) {
-          shim::allgather(comm_, optimizer_.state(a) + b.begin / n, full.data() + b.begin,
-                          b.size() / n, type_);
+          comm_.allgather(optimizer_.state(a) + b.begin / n, full.data() + b.begin, b.size() / n,
+                          type_);
         }
         backend_->download(states[a].data(), full.data(), count);
       } else {
@@ -265,6 +265,13 @@ class Trainer final : public TrainerBase {
     return options;
   }
 
+  // --shard: the parameters' allgather runs the --algo algorithm where allgather has it (ring).
+  static Options allgather_options(const TrainConfig& config) {
+    Options options;
+    if (implements(Collective::allgather, config.algorithm)) options.algorithm = config.algorithm;
+    return options;
+  }
+
   // Normalised inputs and labels of `count` samples of `data` into inputs_ / labels_.
   std::size_t load_rows(const Dataset& data, const std::uint32_t* rows, std::size_t count) {
     backend_->gather_inputs(data.images.data(), data.features, rows, count, mean_, inv_std_,
@@ -286,15 +293,24 @@ class Trainer final : public TrainerBase {
       optimizer_.update(params_.data(), b.begin + r * block, block,
                         shard_grads_.data() + b.begin / n, b.begin / n, lr, step_ + 1);
     }
+    // Every bucket's allgather in flight at once (in place: this rank's block is already where
+    // the gathered bucket puts it).
     CommClock::Scope timed(clock_);
-    for (const Bucket& b : buckets_)
-      shim::allgather(comm_, in_place, params_.data() + b.begin, b.size() / n, type_);
+    std::vector<Request> gathers;
+    for (const Bucket& b : buckets_) {
+      const std::size_t block = b.size() / n;
+      T* bucket = params_.data() + b.begin;
+      gathers.push_back(
+          comm_.iallgather(bucket + r * block, bucket, block, type_, allgather_options_));
+    }
+    for (Request& g : gathers)
+      g.wait();
   }
 
   void verify_replicas() {
     const std::uint64_t mine = local_checksum();
     std::vector<std::uint64_t> all(static_cast<std::size_t>(nranks_));
-    shim::allgather(comm_, &mine, all.data(), 1, DataType::uint64);
+    comm_.allgather(&mine, all.data(), 1, DataType::uint64);
     std::string differing;
     for (int r = 0; r < nranks_; ++r) {
       if (all[static_cast<std::size_t>(r)] != all[0]) {
@@ -351,13 +367,13 @@ class Trainer final : public TrainerBase {
     if (rank_ == 0) {
       backend_->upload(params_.data(), reinterpret_cast<const T*>(saved.parameters.data()), count);
     }
-    shim::broadcast(comm_, params_.data(), count, type_, 0);
+    comm_.broadcast(params_.data(), count, type_, 0);
     for (std::size_t a = 0; a < optimizer_.arrays(); ++a) {
       std::vector<T> full(padded_, T(0));
       if (rank_ == 0) {
         std::copy_n(reinterpret_cast<const T*>(saved.states[a].data()), count, full.begin());
       }
-      shim::broadcast(comm_, full.data(), count, type_, 0);
+      comm_.broadcast(full.data(), count, type_, 0);
       if (!config_.shard) {
         backend_->upload(optimizer_.state(a), full.data(), count);
         continue;
@@ -397,6 +413,7 @@ class Trainer final : public TrainerBase {
   mlp::DeviceBuffer<T> inputs_;
   CommClock clock_;
   GradientSync sync_;
+  Options allgather_options_;
   std::size_t steps_per_epoch_;
   LrSchedule schedule_;
   std::vector<std::int32_t> labels_;
@@ -443,8 +460,18 @@ void validate(const TrainConfig& c, int nranks) {
     fail("--checkpoint-every needs --checkpoint PATH");
   }
   if (c.eval_rows < 1) fail("--eval-batch must be at least 1");
-  if (c.algorithm != Algorithm::automatic && !implements(Collective::allreduce, c.algorithm)) {
-    fail("--algo " + std::string(to_string(c.algorithm)) + " is not an allreduce algorithm");
+  // The gradients go through allreduce, or reduce_scatter with --shard.
+  const Collective reduction = c.shard ? Collective::reduce_scatter : Collective::allreduce;
+  if (c.algorithm != Algorithm::automatic && !implements(reduction, c.algorithm)) {
+    std::string offered;
+    for (Algorithm a : algorithms_of(reduction)) {
+      offered += offered.empty() ? "" : ", ";
+      offered += to_string(a);
+    }
+    fail("--algo " + std::string(to_string(c.algorithm)) + " is not a " +
+         std::string(to_string(reduction)) + " algorithm" +
+         (c.shard ? " (--shard reduces the gradients with reduce_scatter)" : "") + "; use auto, " +
+         offered);
   }
 }
 
