@@ -33,13 +33,14 @@ GradientSync::GradientSync(Communicator& comm, DataType type, std::vector<Bucket
       mode_(mode),
       overlap_(overlap),
       options_(options),
-      clock_(clock) {}
+      clock_(clock),
+      requests_(buckets_.size()) {}
 
 void GradientSync::begin(void* grads, void* shard) {
   grads_ = static_cast<std::byte*>(grads);
   shard_ = static_cast<std::byte*>(shard);
   launched_ = 0;
-  in_flight_.clear();
+  completed_ = 0;
 }
 
 void GradientSync::launch_through(std::size_t end) {
@@ -48,11 +49,11 @@ void GradientSync::launch_through(std::size_t end) {
     const Bucket& b = buckets_[launched_];
     std::byte* data = grads_ + b.begin * element_bytes_;
     if (mode_ == Mode::allreduce) {
-      in_flight_.push_back(comm_.iallreduce(data, data, b.size(), type_, ReduceOp::sum, options_));
+      requests_[launched_] = comm_.iallreduce(data, data, b.size(), type_, ReduceOp::sum, options_);
     } else {
       std::byte* block = shard_ + b.begin / nranks * element_bytes_;
-      in_flight_.push_back(
-          comm_.ireduce_scatter(data, block, b.size() / nranks, type_, ReduceOp::sum, options_));
+      requests_[launched_] =
+          comm_.ireduce_scatter(data, block, b.size() / nranks, type_, ReduceOp::sum, options_);
     }
     ++launched_;
   }
@@ -67,20 +68,32 @@ void GradientSync::gradients_ready(std::size_t end) {
 }
 
 void GradientSync::poll() {
-  if (in_flight_.empty()) return;
+  if (completed_ == launched_) return;
   CommClock::Scope timed(clock_);
-  // One test drives every collx operation in flight; release the ones that are done, in order.
-  while (!in_flight_.empty() && in_flight_.front().test())
-    in_flight_.pop_front();
+  // One test drives every collx operation in flight; note the ones that are done, in order.
+  while (completed_ < launched_ &&
+         (!requests_[completed_].valid() || requests_[completed_].test())) {
+    ++completed_;
+  }
+}
+
+void GradientSync::launch_all() {
+  if (launched_ == buckets_.size()) return;
+  CommClock::Scope timed(clock_);
+  // The padding past the model (sharded mode) is complete too: it is never written.
+  launch_through(buckets_.back().end);
+}
+
+void GradientSync::wait(std::size_t bucket) {
+  if (!requests_[bucket].valid()) return;
+  CommClock::Scope timed(clock_);
+  requests_[bucket].wait();
 }
 
 void GradientSync::finish() {
-  CommClock::Scope timed(clock_);
-  // The padding past the model (sharded mode) is complete too: it is never written.
-  launch_through(buckets_.empty() ? 0 : buckets_.back().end);
-  for (Request& r : in_flight_)
-    r.wait();
-  in_flight_.clear();
+  launch_all();
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    wait(b);
 }
 
 }  // namespace collx::train

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <deque>
 #include <vector>
 
 #include "collx/collx.hpp"
@@ -66,11 +65,15 @@ class GradientSync final : public GradientHooks {
   // Starts a step. grads: the whole (padded) buffer; shard (reduce_scatter only) receives this
   // rank's block of every bucket, bucket b's at shard + buckets[b].begin / size.
   void begin(void* grads, void* shard);
-  // Launches the buckets that [0, end) covers (with overlap; without, finish() launches all).
+  // Launches the buckets that [0, end) covers (with overlap; without, launch_all() does).
   void gradients_ready(std::size_t end) override;
   // Progresses what is in flight.
   void poll() override;
-  // Launches what is left and waits for everything.
+  // After the backward pass: launches the buckets not launched yet.
+  void launch_all();
+  // Blocks until bucket b is reduced (launch_all() first).
+  void wait(std::size_t bucket);
+  // launch_all(), then waits for every bucket.
   void finish();
 
  private:
@@ -86,8 +89,9 @@ class GradientSync final : public GradientHooks {
   CommClock& clock_;
   std::byte* grads_ = nullptr;
   std::byte* shard_ = nullptr;
-  std::size_t launched_ = 0;       // buckets launched this step
-  std::deque<Request> in_flight_;  // in launch order
+  std::size_t launched_ = 0;       // buckets launched this step, in order
+  std::size_t completed_ = 0;      // the buckets before this one are known to be complete
+  std::vector<Request> requests_;  // one per bucket; empty once complete
 };
 
 }  // namespace collx::train

@@ -113,13 +113,12 @@ class Trainer final : public TrainerBase {
       // Only the last micro-batch communicates: the others just add to the local gradients.
       mlp_.backward(params_.data(), inputs_.data(), grads_.data(), k > 0, last ? &sync_ : nullptr);
     }
-    sync_.finish();
+    const double lr = schedule_.at(step_);
+    update(lr);
     {
       CommClock::Scope timed(clock_);
       loss_request.wait();
     }
-    const double lr = schedule_.at(step_);
-    apply_update(lr);
     if (config_.verify_replicas) {
       CommClock::Scope timed(clock_);
       verify_replicas();
@@ -281,30 +280,62 @@ class Trainer final : public TrainerBase {
     return count;
   }
 
-  void apply_update(double lr) {
-    if (!config_.shard) {
-      optimizer_.update(params_.data(), 0, layout_.count(), grads_.data(), 0, lr, step_ + 1);
-      return;
-    }
+  // The optimizer step. With overlap, bucket by bucket as their reductions complete (in the
+  // order they were launched), polling the others between pieces of the update; with --shard,
+  // each bucket's allgather leaves as soon as this rank's block of it is updated. Without
+  // overlap: wait for every reduction, update, then gather. The arithmetic is the same either
+  // way (the update is elementwise), so the weights are bitwise the same.
+  void update(double lr) {
     const auto n = static_cast<std::size_t>(nranks_);
     const auto r = static_cast<std::size_t>(rank_);
-    for (const Bucket& b : buckets_) {
-      const std::size_t block = b.size() / n;
-      optimizer_.update(params_.data(), b.begin + r * block, block,
-                        shard_grads_.data() + b.begin / n, b.begin / n, lr, step_ + 1);
+    const std::int64_t step = step_ + 1;
+    if (config_.overlap) {
+      sync_.launch_all();
+    } else {
+      sync_.finish();
     }
-    // Every bucket's allgather in flight at once (in place: this rank's block is already where
-    // the gathered bucket puts it).
-    CommClock::Scope timed(clock_);
     std::vector<Request> gathers;
-    for (const Bucket& b : buckets_) {
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      const Bucket& b = buckets_[k];
+      sync_.wait(k);
+      if (!config_.shard) {
+        update_range(b.begin, b.size(), grads_.data() + b.begin, b.begin, lr, step);
+        continue;
+      }
       const std::size_t block = b.size() / n;
-      T* bucket = params_.data() + b.begin;
-      gathers.push_back(
-          comm_.iallgather(bucket + r * block, bucket, block, type_, allgather_options_));
+      update_range(b.begin + r * block, block, shard_grads_.data() + b.begin / n, b.begin / n, lr,
+                   step);
+      if (config_.overlap) gathers.push_back(start_gather(b));
     }
+    if (config_.shard && !config_.overlap) {
+      for (const Bucket& b : buckets_)
+        gathers.push_back(start_gather(b));
+    }
+    CommClock::Scope timed(clock_);
     for (Request& g : gathers)
       g.wait();
+  }
+
+  // Updates params[first, first + count) in pieces, progressing communication in between.
+  void update_range(std::size_t first, std::size_t count, const T* grads, std::size_t state_offset,
+                    double lr, std::int64_t step) {
+    constexpr std::size_t kPiece = 65536;
+    for (std::size_t done = 0; done < count; done += kPiece) {
+      const std::size_t n = std::min(kPiece, count - done);
+      optimizer_.update(params_.data(), first + done, n, grads + done, state_offset + done, lr,
+                        step);
+      if (config_.overlap) sync_.poll();
+    }
+  }
+
+  // Allgathers bucket b of the parameters (in place: this rank's block is already where the
+  // gathered bucket puts it).
+  Request start_gather(const Bucket& b) {
+    CommClock::Scope timed(clock_);
+    const std::size_t block = b.size() / static_cast<std::size_t>(nranks_);
+    T* bucket = params_.data() + b.begin;
+    return comm_.iallgather(bucket + static_cast<std::size_t>(rank_) * block, bucket, block, type_,
+                            allgather_options_);
   }
 
   void verify_replicas() {
