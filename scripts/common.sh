@@ -7,7 +7,7 @@ BUILD_DIR="${COLLX_BUILD_DIR:-$COLLX_ROOT/build}"
 # Debian packages the build, the tests and the apps use.
 COLLX_PACKAGES=(
   build-essential cmake pkg-config
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev libucx-dev
   libgtest-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)

@@ -17,6 +17,8 @@ struct Params {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   bool in_place = false;
+  std::size_t chunk_bytes = 0;  // 0: the library's choice
+  int pipeline_depth = 0;       // 0: the library's choice
 };
 
 class CollectiveBench {
@@ -28,8 +30,11 @@ class CollectiveBench {
   // Whether the collective reduces (prints redop) and is rooted (prints root).
   virtual bool reduces() const = 0;
   virtual bool rooted() const = 0;
-  // Elements per row for a row of `bytes` bytes (nccl-tests' "count").
+  // The count the collective is called with for a row of `bytes` bytes (per rank for the
+  // gathering collectives, as nccl-tests), and the bytes such a call moves in nccl-tests' sense
+  // (the size column: the whole gathered or scattered buffer).
   virtual std::size_t count_for(std::size_t bytes, std::size_t element_size, int nranks) const = 0;
+  virtual std::size_t bytes_for(std::size_t count, int nranks) const = 0;
 
   // Allocates and fills the buffers for `count` elements (touched, so no page faults later).
   virtual void prepare(const Params& params, std::size_t count) = 0;
@@ -40,6 +45,11 @@ class CollectiveBench {
   // Refreshes the inputs, runs once (collx with `algorithm`, or MPI when `mpi`) and returns the
   // number of wrong result elements on this rank.
   virtual std::size_t check(bool mpi, Algorithm algorithm) = 0;
+
+  // Nonblocking forms, for --overlap (how much of the call hides behind computation).
+  virtual bool supports_overlap() const { return false; }
+  virtual Request start(Algorithm) { return {}; }
+  virtual void start_mpi(MPI_Request* request) { *request = MPI_REQUEST_NULL; }
 };
 
 std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm);

@@ -17,6 +17,7 @@
 #include "bench_collective.hpp"
 #include "collx/collx.hpp"
 #include "mpi_reference.hpp"
+#include "tuning.hpp"
 
 namespace {
 
@@ -107,12 +108,71 @@ struct Settings {
   int root = 0;
   bool in_place = false;
   std::string json_path;
+  double overlap_ms = 0;
+  std::string chunk;
+  int depth = 0;
+  std::string tune_path;
 };
+
+// Fixed work (a dot product over a cache-resident array) calibrated to take about `ms`
+// milliseconds on an idle core. Fixed work, not fixed time: a progress thread that steals
+// the core makes it take longer, and that cost counts.
+class Computation {
+ public:
+  explicit Computation(double ms) : data_(64 * 1024, 1.0f) {
+    if (ms <= 0) return;
+    const int trial = 200;
+    const double t0 = MPI_Wtime();
+    run(trial);
+    const double per = (MPI_Wtime() - t0) / trial;
+    passes_ = std::max(1, static_cast<int>(ms * 1e-3 / per));
+  }
+  void operator()() { run(passes_); }
+
+ private:
+  void run(int passes) {
+    float acc = 0;
+    for (int p = 0; p < passes; ++p) {
+      for (float v : data_)
+        acc += v * 0.5f;
+    }
+    sink_ = acc;
+  }
+  std::vector<float> data_;
+  int passes_ = 0;
+  volatile float sink_ = 0;
+};
+
+// Turns the fastest algorithm per measured size into table rows for this rank count (a row per
+// run of sizes with the same winner, its bound the run's last size; the last row open-ended)
+// and merges them into the tuning file.
+void write_tuning(const std::string& path, Collective collective, int nranks,
+                  const std::vector<std::pair<std::size_t, Algorithm>>& fastest,
+                  std::size_t chunk_bytes, int depth, const std::string& mpi_library) {
+  collx::detail::TuningTable table;
+  if (std::ifstream(path).good()) table = collx::detail::load_tuning_file(path);
+  std::vector<collx::detail::SelectionRule> rules;
+  for (std::size_t i = 0; i < fastest.size(); ++i) {
+    const bool last = i + 1 == fastest.size();
+    if (!last && fastest[i + 1].second == fastest[i].second) continue;
+    rules.push_back({collective, nranks, nranks, last ? collx::detail::kAnySize : fastest[i].first,
+                     fastest[i].second});
+  }
+  collx::detail::replace_rules(table, collective, nranks, rules);
+  if (chunk_bytes) table.chunk_bytes = chunk_bytes;
+  if (depth) table.pipeline_depth = depth;
+  if (table.machine.empty())
+    table.machine = "measured by collx-bench --save-tuning; " + mpi_library;
+  collx::detail::save_tuning_file(path, table);
+}
 
 int run(int argc, char** argv, int rank, int nranks) {
   CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
   Settings s;
-  app.add_option("collective", s.collective_name, "allreduce")->required();
+  app.add_option("collective", s.collective_name,
+                 "allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall "
+                 "sendrecv barrier")
+      ->required();
   app.add_option("-b,--minbytes", s.min_bytes, "smallest size in bytes (K/M/G suffixes)")
       ->capture_default_str();
   app.add_option("-e,--maxbytes", s.max_bytes, "largest size in bytes")->capture_default_str();
@@ -143,8 +203,21 @@ int run(int argc, char** argv, int rank, int nranks) {
       ->check(CLI::Range(0, 1));
   app.add_option("-r,--root", s.root, "root of rooted collectives (ignored by the others)")
       ->capture_default_str();
-  app.add_flag("--in-place", s.in_place, "in-place operation where the collective has one");
+  app.add_flag("--in-place", s.in_place,
+               "in-place form (allreduce, allgather, reduce_scatter, alltoall; broadcast always "
+               "is; ignored by the others)");
   app.add_option("--json", s.json_path, "write the results as JSON to this file");
+  app.add_option("--chunk", s.chunk, "segment size of the pipelined algorithms (K/M suffixes)");
+  app.add_option("--depth", s.depth, "segments in flight")->check(CLI::Range(1, 64));
+  // Not "--tune": mpirun scans its whole command line for its own --tune option.
+  app.add_option("--save-tuning", s.tune_path,
+                 "write the fastest collx algorithm per size for this collective and rank count "
+                 "into this tuning file (merged with what it holds; read back with "
+                 "COLLX_TUNING_FILE); --chunk/--depth given here are recorded too");
+  app.add_option("--overlap", s.overlap_ms,
+                 "also measure the nonblocking form with this many ms of computation between "
+                 "start and wait; prints the share of the call hidden behind it (allreduce)")
+      ->check(CLI::Range(0.0, 10000.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -183,7 +256,14 @@ int run(int argc, char** argv, int rank, int nranks) {
   if (bench->reduces() && !collx::is_supported(*type, *op)) {
     return fail(s.op + " is not defined for " + s.type);
   }
-  const collx::bench::Params params{*type, *op, s.root, s.in_place};
+  std::size_t chunk_bytes = 0;
+  if (!s.chunk.empty()) {
+    const auto parsed = parse_size(s.chunk);
+    if (!parsed || *parsed == 0) return fail("bad --chunk " + s.chunk);
+    chunk_bytes = *parsed;
+  }
+  const collx::bench::Params params{*type, *op, s.root, s.in_place, chunk_bytes, s.depth};
+  Computation compute(s.overlap_ms);
   const std::size_t element = collx::size_of(*type);
 
   std::string command;
@@ -194,19 +274,21 @@ int run(int argc, char** argv, int rank, int nranks) {
     std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n#\n",
                 s.collective_name.c_str(), nranks, collx::build_info().version.c_str(),
                 collx::build_info().host_kernels.c_str(), mpi_library.c_str(), command.c_str());
-    std::printf("# %12s %12s %9s %6s %5s %24s %11s %11s %11s %7s %7s\n", "size(B)", "count", "type",
-                "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
-                "vs_mpi");
+    std::printf("# %12s %12s %9s %6s %5s %24s %11s %11s %11s %7s %7s%s\n", "size(B)", "count",
+                "type", "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+                "vs_mpi", s.overlap_ms > 0 ? "  hidden  total(us)" : "");
   }
 
   nlohmann::json rows = nlohmann::json::array();
+  // --save-tuning: the fastest collx algorithm (not auto, not mpi) at each measured size.
+  std::vector<std::pair<std::size_t, Algorithm>> fastest;
   std::size_t total_wrong = 0;
   const int per_round = std::max(1, s.iters / s.rounds);
   const int rounds = std::min(s.rounds, s.iters);
   for (std::size_t size = *min_bytes; size <= *max_bytes; size *= s.factor) {
     const std::size_t count = bench->count_for(size, element, nranks);
     bench->prepare(params, count);
-    const std::size_t bytes = count * element;  // what actually moves (nccl-tests' size)
+    const std::size_t bytes = bench->bytes_for(count, nranks);  // nccl-tests' size column
     for (const auto& c : columns) {
       for (int i = 0; i < s.warmup; ++i)
         c.mpi ? bench->run_mpi() : bench->run(c.algorithm);
@@ -225,8 +307,50 @@ int run(int argc, char** argv, int rank, int nranks) {
       }
     }
     double mpi_seconds = 0;
+    double best_seconds = 0;
+    Algorithm best_algorithm = Algorithm::automatic;
     for (const auto& c : columns) {
-      if (c.mpi) mpi_seconds = median(samples[c.name]);
+      const double t = median(samples[c.name]);
+      if (c.mpi) mpi_seconds = t;
+      if (!c.mpi && c.algorithm != Algorithm::automatic &&
+          (best_seconds == 0 || t < best_seconds)) {
+        best_seconds = t;
+        best_algorithm = c.algorithm;
+      }
+    }
+    if (best_algorithm != Algorithm::automatic) fastest.emplace_back(bytes, best_algorithm);
+    // --overlap: start, compute, wait; the share of the call's own time that the computation
+    // hid = (call + compute - total) / call.
+    std::map<std::string, std::vector<double>> overlapped;
+    double compute_seconds = 0;
+    const bool overlap = s.overlap_ms > 0 && bench->supports_overlap();
+    if (overlap) {
+      std::vector<double> alone;
+      for (int round = 0; round < rounds; ++round) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        compute();
+        alone.push_back(MPI_Wtime() - t0);
+        for (const auto& c : columns) {
+          MPI_Barrier(MPI_COMM_WORLD);
+          const double t1 = MPI_Wtime();
+          if (c.mpi) {
+            MPI_Request request;
+            bench->start_mpi(&request);
+            compute();
+            MPI_Wait(&request, MPI_STATUS_IGNORE);
+          } else {
+            collx::Request request = bench->start(c.algorithm);
+            compute();
+            request.wait();
+          }
+          double seconds = MPI_Wtime() - t1;
+          MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+          overlapped[c.name].push_back(seconds);
+        }
+      }
+      compute_seconds = median(alone);
+      MPI_Allreduce(MPI_IN_PLACE, &compute_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
     for (const auto& c : columns) {
       const double seconds = median(samples[c.name]);
@@ -247,12 +371,20 @@ int run(int argc, char** argv, int rank, int nranks) {
         selected = std::string(collx::to_string(collx::auto_algorithm(*collective, bytes, nranks)));
         label += "(" + selected + ")";
       }
+      double hidden = 0;
+      double total = 0;
+      if (overlap) {
+        total = median(overlapped[c.name]);
+        hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
+      }
       if (rank == 0) {
-        std::printf("  %12zu %12zu %9s %6s %5d %24s %11.2f %11.3f %11.3f %7s %7s\n", bytes, count,
+        std::printf("  %12zu %12zu %9s %6s %5d %24s %11.2f %11.3f %11.3f %7s %7s", bytes, count,
                     s.type.c_str(), bench->reduces() ? s.op.c_str() : "none",
                     bench->rooted() ? s.root : -1, label.c_str(), seconds * 1e6, algbw, busbw,
                     s.check ? std::to_string(wrong).c_str() : "n/a",
                     mpi_seconds > 0 ? (std::to_string(vs_mpi).substr(0, 5)).c_str() : "");
+        if (overlap) std::printf("  %6.1f%% %10.1f", hidden * 100, total * 1e6);
+        std::printf("\n");
       }
       nlohmann::json row = {{"size_bytes", bytes},
                             {"count", count},
@@ -266,9 +398,22 @@ int run(int argc, char** argv, int rank, int nranks) {
                             {"wrong", wrong}};
       if (!selected.empty()) row["selected"] = selected;
       if (mpi_seconds > 0) row["vs_mpi"] = vs_mpi;
+      if (overlap) {
+        row["overlap_compute_us"] = compute_seconds * 1e6;
+        row["overlap_total_us"] = total * 1e6;
+        row["hidden_fraction"] = hidden;
+      }
       rows.push_back(row);
     }
-    if (size == 0) break;
+    if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
+  }
+  if (!s.tune_path.empty() && fastest.empty()) {
+    return fail("--save-tuning needs at least one collx algorithm in -a");
+  }
+  if (rank == 0 && !s.tune_path.empty()) {
+    write_tuning(s.tune_path, *collective, nranks, fastest, chunk_bytes, s.depth, mpi_library);
+    std::printf("# tuning: %zu sizes written to %s for %s on %d ranks\n", fastest.size(),
+                s.tune_path.c_str(), s.collective_name.c_str(), nranks);
   }
   if (rank == 0) {
     std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
@@ -292,21 +437,15 @@ int run(int argc, char** argv, int rank, int nranks) {
 
 }  // namespace
 
-namespace collx::bench {
-std::unique_ptr<CollectiveBench> make_allreduce_bench(Communicator& comm);
-
-std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm) {
-  switch (collective) {
-    case Collective::allreduce:
-      return make_allreduce_bench(comm);
-    default:
-      return nullptr;
-  }
-}
-}  // namespace collx::bench
-
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // MPI at the thread level collx needs (MPI_THREAD_MULTIPLE with COLLX_PROGRESS_THREAD=1).
+  std::optional<collx::Environment> environment;
+  try {
+    environment.emplace(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collx-bench: %s\n", e.what());
+    return 1;
+  }
   int rank = 0;
   int nranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -319,6 +458,6 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   collx::bench::free_mpi_reference();
-  MPI_Finalize();
+  environment.reset();
   return status;
 }

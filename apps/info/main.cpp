@@ -24,7 +24,16 @@ int main(int argc, char** argv) {
       std::printf("MPI standard:  %s (%d rank%s in this run)\n",
                   collx::mpi_standard_version().c_str(), nranks, nranks == 1 ? "" : "s");
       std::printf("CUDA:          %s\n", info.cuda ? "built in" : "not built in");
-      std::printf("UCX:           not built in (MPI point-to-point is the only transport)\n");
+      if (info.ucx) {
+        std::printf("UCX:           %s\n", info.ucx_version.c_str());
+      } else {
+        std::printf("UCX:           not built in\n");
+      }
+      std::string transports;
+      for (const std::string& t : info.transports)
+        transports += t + " ";
+      std::printf("transports:    %s(COLLX_TRANSPORT=%s)\n", transports.c_str(),
+                  info.transport.c_str());
       std::printf("host kernels:  %s\n", info.host_kernels.c_str());
       std::printf("\nalgorithms:\n");
       for (int c = 0; c < collx::kCollectiveCount; ++c) {

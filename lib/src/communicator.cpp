@@ -3,11 +3,16 @@
 #include <string>
 
 #include "collectives.hpp"
+#include "collx/build_config.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
 #include "comm_state.hpp"
 #include "config.hpp"
 #include "transport_mpi.hpp"
+#include "tuning.hpp"
+#if COLLX_HAVE_UCX
+#include "transport_ucx.hpp"
+#endif
 
 namespace collx::detail {
 
@@ -21,15 +26,42 @@ bool mpi_finalized() {
   MPI_Finalized(&finalized);
   return finalized != 0;
 }
+
+// COLLX_TRANSPORT, read when the communicator is created (collective: every rank must see the
+// same value, like every COLLX_* variable).
+std::unique_ptr<Transport> make_transport(MPI_Comm comm, int rank) {
+  switch (config().transport) {
+    case TransportKind::mpi:
+      return std::make_unique<MpiTransport>(comm);
+    case TransportKind::ucx:
+#if COLLX_HAVE_UCX
+      return std::make_unique<UcxTransport>(comm);
+#else
+      throw Error(ErrorCode::config, "communicator", rank,
+                  "COLLX_TRANSPORT=ucx, but this build of collx has no UCX support "
+                  "(configure with -DCOLLX_UCX=ON where libucx-dev is installed)");
+#endif
+  }
+  throw Error(ErrorCode::internal, "communicator", rank, "unknown transport");
+}
 }  // namespace
 
 CommState::CommState(MPI_Comm dup) : comm(dup) {
-  check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  check_mpi(MPI_Comm_dup(comm, &p2p_comm), "MPI_Comm_dup");
-  transport = std::make_unique<MpiTransport>(comm);
-  p2p_transport = std::make_unique<MpiTransport>(p2p_comm);
+  try {
+    check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    check_mpi(MPI_Comm_dup(comm, &p2p_comm), "MPI_Comm_dup");
+    transport = make_transport(comm, rank);
+    p2p_transport = make_transport(p2p_comm, rank);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: the duplicates are freed here.
+    transport.reset();
+    p2p_transport.reset();
+    if (p2p_comm != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm);
+    MPI_Comm_free(&comm);
+    throw;
+  }
 }
 
 CommState::~CommState() {
@@ -48,12 +80,17 @@ OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Opti
   info.algorithm = algorithm;
   info.sequence = next_sequence++;
   info.tag_base = tag_base_for(info.sequence);
-  info.chunk_bytes = options.chunk_bytes ? options.chunk_bytes
-                     : c.chunk_bytes     ? c.chunk_bytes
-                                         : kDefaultChunkBytes;
-  info.pipeline_depth = options.pipeline_depth > 0 ? options.pipeline_depth
-                        : c.pipeline_depth > 0     ? c.pipeline_depth
-                                                   : kDefaultPipelineDepth;
+  // Per call, then COLLX_CHUNK_BYTES / COLLX_PIPELINE_DEPTH, then the tuning file, then the
+  // defaults.
+  const TuningTable* tuned = active_tuning();
+  info.chunk_bytes = options.chunk_bytes           ? options.chunk_bytes
+                     : c.chunk_bytes               ? c.chunk_bytes
+                     : tuned && tuned->chunk_bytes ? tuned->chunk_bytes
+                                                   : kDefaultChunkBytes;
+  info.pipeline_depth = options.pipeline_depth > 0       ? options.pipeline_depth
+                        : c.pipeline_depth > 0           ? c.pipeline_depth
+                        : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
+                                                         : kDefaultPipelineDepth;
   return info;
 }
 
@@ -116,9 +153,9 @@ Task prepare(Operation& op, const CallSignature& signature, Task body) {
 }
 
 Request start_nonblocking(std::shared_ptr<Operation> op, Task task) {
-  Engine& engine = Engine::instance();
-  engine.add(op.get());
+  // Started before it is visible to the progress thread.
   op->start(std::move(task));
+  Engine::instance().add(op.get());
   return Request(std::move(op));
 }
 

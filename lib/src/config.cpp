@@ -48,6 +48,16 @@ std::mutex& config_mutex() {
 
 }  // namespace
 
+std::string_view to_string(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::mpi:
+      return "mpi";
+    case TransportKind::ucx:
+      return "ucx";
+  }
+  return "?";
+}
+
 std::optional<std::size_t> parse_byte_size(std::string_view text) {
   text = trim(text);
   std::size_t value = 0;
@@ -143,6 +153,30 @@ Config config_from_environment() {
     c.check = s == "1";
   }
   if (const char* v = env("COLLX_TUNING_FILE")) c.tuning_file = v;
+  if (const char* v = env("COLLX_PROGRESS_THREAD")) {
+    const std::string_view s = trim(v);
+    if (s != "0" && s != "1") bad_value("COLLX_PROGRESS_THREAD", v, "expected 0 or 1");
+    c.progress_thread = s == "1";
+  }
+  if (const char* v = env("COLLX_PROGRESS_INTERVAL_US")) {
+    int us = 0;
+    const std::string_view s = trim(v);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), us);
+    if (ec != std::errc() || end != s.data() + s.size() || us < 0 || us > 1000000) {
+      bad_value("COLLX_PROGRESS_INTERVAL_US", v, "expected microseconds from 0 to 1000000");
+    }
+    c.progress_interval_us = us;
+  }
+  if (const char* v = env("COLLX_TRANSPORT")) {
+    const std::string_view s = trim(v);
+    if (s == "mpi" || s == "MPI") {
+      c.transport = TransportKind::mpi;
+    } else if (s == "ucx" || s == "UCX") {
+      c.transport = TransportKind::ucx;
+    } else {
+      bad_value("COLLX_TRANSPORT", v, "expected mpi or ucx");
+    }
+  }
   return c;
 }
 

@@ -14,6 +14,10 @@ namespace collx::detail {
 
 enum class DebugLevel { none, warn, info, trace };
 
+// How a communicator moves its bytes (see transport.hpp).
+enum class TransportKind { mpi, ucx };
+std::string_view to_string(TransportKind kind);
+
 struct Config {
   // COLLX_ALGO="allreduce:ring;broadcast:binomial_tree": forced algorithm per collective.
   std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};
@@ -27,8 +31,15 @@ struct Config {
   DebugLevel debug = DebugLevel::none;
   // COLLX_CHECK=1: every collective first verifies that all ranks made the same call.
   bool check = false;
-  // COLLX_TUNING_FILE: a tuning table written by collx-bench --tune.
+  // COLLX_TUNING_FILE: a tuning table written by collx-bench --save-tuning.
   std::string tuning_file;
+  // COLLX_PROGRESS_THREAD=1: a background thread progresses nonblocking operations (needs
+  // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.
+  bool progress_thread = false;
+  int progress_interval_us = 50;
+  // COLLX_TRANSPORT=mpi|ucx: the transport of communicators created from now on. "ucx" is
+  // accepted in every build; creating a communicator then fails in a build without UCX.
+  TransportKind transport = TransportKind::mpi;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

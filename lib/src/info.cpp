@@ -8,6 +8,10 @@
 #include "config.hpp"
 #include "host_reduce.hpp"
 #include "selector.hpp"
+#include "tuning.hpp"
+#if COLLX_HAVE_UCX
+#include "transport_ucx.hpp"
+#endif
 
 namespace collx {
 
@@ -16,6 +20,13 @@ BuildInfo build_info() {
   info.version = COLLX_VERSION_STRING;
   info.cuda = COLLX_HAVE_CUDA != 0;
   info.host_kernels = std::string(kernels::to_string(kernels::active_isa()));
+  info.transports = {"mpi"};
+#if COLLX_HAVE_UCX
+  info.ucx = true;
+  info.ucx_version = detail::ucx_version();
+  info.transports.push_back("ucx");
+#endif
+  info.transport = std::string(detail::to_string(detail::config().transport));
   return info;
 }
 
@@ -43,7 +54,18 @@ Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks) {
 }
 
 std::string selection_table() {
-  std::string out = detail::describe_rules(detail::builtin_rules());
+  std::string out;
+  if (const detail::TuningTable* tuned = detail::active_tuning()) {
+    out += "tuning file " + detail::config().tuning_file +
+           (tuned->machine.empty() ? "" : " (" + tuned->machine + ")") + ", first:\n" +
+           detail::describe_rules(tuned->rules);
+    if (tuned->chunk_bytes) out += "  chunk_bytes " + std::to_string(tuned->chunk_bytes) + "\n";
+    if (tuned->pipeline_depth) {
+      out += "  pipeline_depth " + std::to_string(tuned->pipeline_depth) + "\n";
+    }
+    out += "then the built-in table:\n";
+  }
+  out += detail::describe_rules(detail::builtin_rules());
   const auto& forced = detail::config().algorithm;
   for (int c = 0; c < kCollectiveCount; ++c) {
     if (forced[c]) {

@@ -1,6 +1,7 @@
 #include "operation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -160,16 +161,67 @@ Engine& Engine::instance() {
   return engine;
 }
 
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 void Engine::add(Operation* op) {
-  std::lock_guard lock(mutex_);
-  active_.push_back(op);
-  active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+  {
+    std::lock_guard lock(mutex_);
+    active_.push_back(op);
+    active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+  }
+  start_progress_thread_once();
+  work_.notify_one();
 }
 
 void Engine::remove(Operation* op) {
   std::lock_guard lock(mutex_);
   std::erase(active_, op);
   active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+}
+
+void Engine::start_progress_thread_once() {
+  std::lock_guard lock(mutex_);
+  if (thread_decided_) return;
+  thread_decided_ = true;
+  const Config& c = config();
+  if (!c.progress_thread) return;
+  // The thread calls MPI while the application may too.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    if (c.debug >= DebugLevel::warn) {
+      std::fprintf(stderr,
+                   "collx WARN: COLLX_PROGRESS_THREAD=1 needs MPI_THREAD_MULTIPLE (MPI was "
+                   "initialised at level %d); progress happens in wait/test only\n",
+                   provided);
+    }
+    return;
+  }
+  thread_ = std::thread([this] { progress_thread_main(); });
+}
+
+void Engine::progress_thread_main() {
+  const auto interval = std::chrono::microseconds(config().progress_interval_us);
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    if (active_.empty()) {
+      work_.wait(lock, [this] { return stopping_ || !active_.empty(); });
+      continue;
+    }
+    progress_all();
+    // Sleep between polls so the caller's computation keeps its core; the interval is about
+    // one pipeline segment's transfer time.
+    lock.unlock();
+    std::this_thread::sleep_for(interval);
+    lock.lock();
+  }
 }
 
 void Engine::progress_all() {
@@ -236,13 +288,9 @@ void run_blocking(Operation& op, Task task) {
     engine.wait(op);
     return;
   }
+  // Started before it is visible to the progress thread.
+  op.start(std::move(task));
   engine.add(&op);
-  try {
-    op.start(std::move(task));
-  } catch (...) {
-    engine.remove(&op);
-    throw;
-  }
   engine.wait(op);
 }
 

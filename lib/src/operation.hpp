@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collx/algorithm.hpp"
@@ -130,10 +132,16 @@ class Operation {
 
 // Drives every operation in flight in this process. Waiting on one operation progresses all
 // of them: a rank blocked in one collective must still answer its peers in the others.
+//
+// With COLLX_PROGRESS_THREAD=1 (and MPI initialised with MPI_THREAD_MULTIPLE) a background
+// thread also progresses the operations in flight every COLLX_PROGRESS_INTERVAL_US, so a
+// nonblocking collective moves on while the caller computes.
 class Engine {
  public:
   static Engine& instance();
+  ~Engine();
 
+  // `op` must have been started: the progress thread may progress it from now on.
   void add(Operation* op);
   void remove(Operation* op);
   // Progresses everything until `op` is done; throws the operation's error, or
@@ -141,14 +149,23 @@ class Engine {
   void wait(Operation& op);
   // Progresses everything once; true when `op` is done (errors are thrown by wait()).
   bool test(Operation& op);
+  // Whether the progress thread runs (it starts with the first nonblocking operation).
+  bool progress_thread_running() const { return thread_.joinable(); }
 
  private:
   friend void run_blocking(Operation& op, Task task);
   friend bool can_run_in_place();
   void progress_all();
+  void start_progress_thread_once();
+  void progress_thread_main();
+
   std::mutex mutex_;
   std::vector<Operation*> active_;
   std::atomic<int> active_count_{0};
+  std::condition_variable work_;
+  bool stopping_ = false;
+  bool thread_decided_ = false;
+  std::thread thread_;
 };
 
 // Runs a blocking collective: start, then wait through the engine.

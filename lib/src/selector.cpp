@@ -4,6 +4,7 @@
 
 #include "collx/error.hpp"
 #include "config.hpp"
+#include "tuning.hpp"
 
 namespace collx::detail {
 
@@ -90,6 +91,14 @@ Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::siz
                             int nranks, int rank) {
   if (requested == Algorithm::automatic) {
     if (const auto forced = config().algorithm[static_cast<int>(collective)]) return *forced;
+    if (const TuningTable* tuned = active_tuning()) {
+      for (const auto& rule : tuned->rules) {
+        if (rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
+            bytes <= rule.max_bytes) {
+          return rule.algorithm;
+        }
+      }
+    }
     return select_from(builtin_rules(), collective, bytes, nranks);
   }
   if (!implements(collective, requested)) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collx/collx.hpp"
+#include "comm_state.hpp"
 #include "config.hpp"
 #include "exact_data.hpp"
 #include "mpi_test_util.hpp"
@@ -218,6 +219,13 @@ TEST(MpiCommunicator, FreedCommunicatorIsAnError) {
   EXPECT_THROW(comm.rank(), collx::Error);
 }
 
+// This suite runs once per transport (COLLX_TRANSPORT in the ctest environment).
+TEST(MpiCommunicator, UsesTheTransportThatTheConfigurationNames) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  EXPECT_EQ(comm.state().transport->name(),
+            collx::detail::to_string(collx::detail::config().transport));
+}
+
 TEST(MpiCommunicator, DuplicatesItsCommunicator) {
   collx::Communicator comm(MPI_COMM_WORLD);
   int result = MPI_UNEQUAL;
@@ -238,16 +246,23 @@ TEST(MpiCommunicator, DuplicatesItsCommunicator) {
   MPI_Comm_free(&half);
 }
 
+// Changes the configuration for one test and restores the one in force before (which may come
+// from the environment, for example COLLX_TRANSPORT=ucx for the UCX runs of this suite).
 class ConfigOverride {
  public:
-  explicit ConfigOverride(const collx::detail::Config& c) { collx::detail::set_config(c); }
-  ~ConfigOverride() { collx::detail::set_config(collx::detail::Config{}); }
+  explicit ConfigOverride(const collx::detail::Config& c) : saved_(collx::detail::config()) {
+    collx::detail::set_config(c);
+  }
+  ~ConfigOverride() { collx::detail::set_config(saved_); }
+
+ private:
+  collx::detail::Config saved_;
 };
 
 TEST(MpiCheckMode, MismatchedCallsFailOnEveryRank) {
   collx::Communicator comm(MPI_COMM_WORLD);
   ASSERT_GE(comm.size(), 2) << "run with two ranks or more (ctest filters it out at np=1)";
-  collx::detail::Config c;
+  collx::detail::Config c = collx::detail::config();
   c.check = true;
   const ConfigOverride guard(c);
   std::vector<float> v(16, 1.0f);
@@ -280,7 +295,7 @@ TEST(MpiTimeout, AWaitThatNeverEndsBecomesAnErrorNamingThePeer) {
     collx::Options options;
     options.algorithm = Algorithm::recursive_doubling;
     if (pair.rank() == 0) {
-      collx::detail::Config c;
+      collx::detail::Config c = collx::detail::config();
       c.timeout_seconds = 0.3;
       const ConfigOverride guard(c);
       try {

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "collx/environment.hpp"
+
 namespace {
 
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
@@ -25,8 +27,8 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  // MPI at the level collx asks for (MPI_THREAD_MULTIPLE with COLLX_PROGRESS_THREAD=1).
+  collx::Environment environment(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -39,6 +41,5 @@ int main(int argc, char** argv) {
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0 && any_failed && !failed) std::fprintf(stderr, "a test failed on another rank\n");
-  MPI_Finalize();
   return any_failed;
 }

@@ -52,7 +52,11 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   setenv("COLLX_TIMEOUT", "2.5", 1);
   setenv("COLLX_DEBUG", "INFO", 1);
   setenv("COLLX_CHECK", "1", 1);
+  setenv("COLLX_PROGRESS_THREAD", "1", 1);
+  setenv("COLLX_PROGRESS_INTERVAL_US", "25", 1);
   const Config c = config_from_environment();
+  EXPECT_TRUE(c.progress_thread);
+  EXPECT_EQ(c.progress_interval_us, 25);
   EXPECT_EQ(c.algorithm[static_cast<int>(Collective::allreduce)], Algorithm::recursive_doubling);
   EXPECT_EQ(c.chunk_bytes, 128u << 10);
   EXPECT_EQ(c.pipeline_depth, 3);
@@ -71,13 +75,36 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   unsetenv("COLLX_PIPELINE_DEPTH");
   setenv("COLLX_TIMEOUT", "soon", 1);
   EXPECT_THROW(config_from_environment(), collx::Error);
-  for (const char* v :
-       {"COLLX_ALGO", "COLLX_CHUNK_BYTES", "COLLX_TIMEOUT", "COLLX_DEBUG", "COLLX_CHECK"}) {
+  setenv("COLLX_PROGRESS_THREAD", "yes", 1);
+  EXPECT_THROW(config_from_environment(), collx::Error);
+  for (const char* v : {"COLLX_ALGO", "COLLX_CHUNK_BYTES", "COLLX_TIMEOUT", "COLLX_DEBUG",
+                        "COLLX_CHECK", "COLLX_PROGRESS_THREAD", "COLLX_PROGRESS_INTERVAL_US"}) {
     unsetenv(v);
   }
   const Config defaults = config_from_environment();
   EXPECT_EQ(defaults.chunk_bytes, 0u);
   EXPECT_FALSE(defaults.check);
+  EXPECT_FALSE(defaults.progress_thread);
+}
+
+TEST(Config, TransportIsMpiByDefaultAndUcxOnRequest) {
+  unsetenv("COLLX_TRANSPORT");
+  EXPECT_EQ(config_from_environment().transport, TransportKind::mpi);
+  setenv("COLLX_TRANSPORT", "ucx", 1);
+  EXPECT_EQ(config_from_environment().transport, TransportKind::ucx);
+  setenv("COLLX_TRANSPORT", " mpi ", 1);
+  EXPECT_EQ(config_from_environment().transport, TransportKind::mpi);
+  setenv("COLLX_TRANSPORT", "verbs", 1);
+  try {
+    config_from_environment();
+    FAIL() << "COLLX_TRANSPORT=verbs accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::config);
+    EXPECT_NE(std::string(e.what()).find("COLLX_TRANSPORT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mpi or ucx"), std::string::npos) << e.what();
+  }
+  unsetenv("COLLX_TRANSPORT");
+  EXPECT_EQ(to_string(TransportKind::ucx), "ucx");
 }
 
 TEST(Selector, FirstMatchingRuleWins) {

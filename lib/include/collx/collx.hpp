@@ -4,6 +4,7 @@
 #include "collx/algorithm.hpp"
 #include "collx/build_config.hpp"
 #include "collx/communicator.hpp"
+#include "collx/environment.hpp"
 #include "collx/error.hpp"
 #include "collx/info.hpp"
 #include "collx/options.hpp"

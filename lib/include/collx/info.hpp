@@ -3,15 +3,20 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "collx/algorithm.hpp"
 
 namespace collx {
 
 struct BuildInfo {
-  std::string version;       // collx version
-  bool cuda = false;         // built with CUDA support
-  std::string host_kernels;  // instruction set of the host reduction kernels chosen here
+  std::string version;                  // collx version
+  bool cuda = false;                    // built with CUDA support
+  std::string host_kernels;             // instruction set of the host reduction kernels chosen here
+  bool ucx = false;                     // built with the UCX transport
+  std::string ucx_version;              // the UCX library loaded in this process ("1.13.1")
+  std::vector<std::string> transports;  // what COLLX_TRANSPORT accepts here: "mpi", "ucx"
+  std::string transport;                // what COLLX_TRANSPORT selects for new communicators
 };
 BuildInfo build_info();
 

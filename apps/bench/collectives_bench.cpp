@@ -1,0 +1,463 @@
+// The collectives as collx-bench runs them: nccl-tests' sizes and bus factors, inputs with a
+// known result, collx's call and the MPI library's own on the same buffers.
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "bench_buffers.hpp"
+#include "bench_collective.hpp"
+#include "exact_data.hpp"
+#include "mpi_reference.hpp"
+
+namespace collx::bench {
+
+namespace {
+
+// Buffers and the bookkeeping every collective shares. `count` is the per-call count the
+// collective takes (per rank for the gathering ones).
+class BenchBase : public CollectiveBench {
+ public:
+  explicit BenchBase(Communicator& comm) : comm_(comm), p_(comm.size()), me_(comm.rank()) {}
+
+ protected:
+  std::size_t elem() const { return size_of(params_.type); }
+  Options with(Algorithm a) const {
+    Options o;
+    o.algorithm = a;
+    o.chunk_bytes = params_.chunk_bytes;
+    o.pipeline_depth = params_.pipeline_depth;
+    return o;
+  }
+  void fill_pattern(Buffer& b, int rank, std::size_t count, std::size_t first = 0) const {
+    verify::fill_pattern(b.data(), params_.type, rank, count, first);
+  }
+  // Wrong elements of `result` against `expected` (both `count` elements).
+  std::size_t wrong(const std::byte* result, const std::byte* expected, std::size_t count) const {
+    return count_wrong(result, expected, count * elem(), elem());
+  }
+  MPI_Datatype mpi_datatype() const { return mpi_type(params_.type); }
+  MPI_Op mpi_reduce_op() const { return mpi_op(params_.type, params_.op); }
+
+  Communicator& comm_;
+  int p_;
+  int me_;
+  Params params_;
+  std::size_t count_ = 0;
+  Buffer send_;
+  Buffer recv_;
+  Buffer expected_;
+};
+
+// nccl-tests' per-rank count for the collectives whose size is the whole gathered buffer.
+std::size_t per_rank(std::size_t bytes, std::size_t elem, int p) {
+  return bytes / elem / static_cast<std::size_t>(p);
+}
+
+class AllreduceBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::allreduce; }
+  double bus_factor(int n) const override { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }
+  bool reduces() const override { return true; }
+  bool rooted() const override { return false; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
+  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    send_.resize(count * elem());
+    recv_.resize(count * elem());
+    expected_.resize(count * elem());
+    verify::fill_input(send_.data(), params.type, params.op, me_, p_, count);
+    std::memcpy(recv_.data(), send_.data(), count * elem());
+    verify::fill_expected(expected_.data(), params.type, params.op, p_, count);
+  }
+  void run(Algorithm a) override {
+    comm_.allreduce(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
+                    params_.type, params_.op, with(a));
+  }
+  void run_mpi() override {
+    MPI_Allreduce(params_.in_place ? MPI_IN_PLACE : send_.data(), recv_.data(), checked_int(count_),
+                  mpi_datatype(), mpi_reduce_op(), comm_.mpi_comm());
+    if (params_.op == ReduceOp::avg) mpi_finish_average(recv_.data(), params_.type, count_, p_);
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    if (params_.in_place) {
+      verify::fill_input(recv_.data(), params_.type, params_.op, me_, p_, count_);
+    } else {
+      std::memset(recv_.data(), 0xA5, count_ * elem());
+    }
+    mpi ? run_mpi() : run(a);
+    return wrong(recv_.data(), expected_.data(), count_);
+  }
+  bool supports_overlap() const override { return params_.op != ReduceOp::avg; }
+  Request start(Algorithm a) override {
+    return comm_.iallreduce(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
+                            params_.type, params_.op, with(a));
+  }
+  void start_mpi(MPI_Request* request) override {
+    MPI_Iallreduce(params_.in_place ? MPI_IN_PLACE : send_.data(), recv_.data(),
+                   checked_int(count_), mpi_datatype(), mpi_reduce_op(), comm_.mpi_comm(), request);
+  }
+};
+
+class BroadcastBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::broadcast; }
+  double bus_factor(int) const override { return 1.0; }
+  bool reduces() const override { return false; }
+  bool rooted() const override { return true; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
+  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    recv_.resize(count * elem());
+    expected_.resize(count * elem());
+    fill_pattern(expected_, params.root, count);
+    std::memcpy(recv_.data(), expected_.data(), count * elem());
+  }
+  void run(Algorithm a) override {
+    comm_.broadcast(recv_.data(), count_, params_.type, params_.root, with(a));
+  }
+  void run_mpi() override {
+    MPI_Bcast(recv_.data(), checked_int(count_), mpi_datatype(), params_.root, comm_.mpi_comm());
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    if (me_ != params_.root) std::memset(recv_.data(), 0xA5, count_ * elem());
+    mpi ? run_mpi() : run(a);
+    return wrong(recv_.data(), expected_.data(), count_);
+  }
+};
+
+class ReduceBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::reduce; }
+  double bus_factor(int) const override { return 1.0; }
+  bool reduces() const override { return true; }
+  bool rooted() const override { return true; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
+  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    send_.resize(count * elem());
+    recv_.resize(count * elem());
+    expected_.resize(count * elem());
+    verify::fill_input(send_.data(), params.type, params.op, me_, p_, count);
+    verify::fill_expected(expected_.data(), params.type, params.op, p_, count);
+  }
+  void run(Algorithm a) override {
+    comm_.reduce(send_.data(), recv_.data(), count_, params_.type, params_.op, params_.root,
+                 with(a));
+  }
+  void run_mpi() override {
+    MPI_Reduce(send_.data(), recv_.data(), checked_int(count_), mpi_datatype(), mpi_reduce_op(),
+               params_.root, comm_.mpi_comm());
+    if (params_.op == ReduceOp::avg && me_ == params_.root) {
+      mpi_finish_average(recv_.data(), params_.type, count_, p_);
+    }
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    std::memset(recv_.data(), 0xA5, count_ * elem());
+    mpi ? run_mpi() : run(a);
+    return me_ == params_.root ? wrong(recv_.data(), expected_.data(), count_) : 0;
+  }
+};
+
+class AllgatherBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::allgather; }
+  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
+  bool reduces() const override { return false; }
+  bool rooted() const override { return false; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
+    return per_rank(bytes, e, n);
+  }
+  std::size_t bytes_for(std::size_t count, int n) const override {
+    return count * elem() * static_cast<std::size_t>(n);
+  }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    const std::size_t block = count * elem();
+    send_.resize(block);
+    recv_.resize(block * p_);
+    expected_.resize(block * p_);
+    fill_pattern(send_, me_, count);
+    for (int r = 0; r < p_; ++r) {
+      verify::fill_pattern(expected_.data() + r * block, params.type, r, count);
+    }
+    std::memcpy(recv_.data(), expected_.data(), block * p_);
+  }
+  std::byte* own() { return recv_.data() + static_cast<std::size_t>(me_) * count_ * elem(); }
+  void run(Algorithm a) override {
+    comm_.allgather(params_.in_place ? own() : send_.data(), recv_.data(), count_, params_.type,
+                    with(a));
+  }
+  void run_mpi() override {
+    const int n = checked_int(count_);
+    MPI_Allgather(params_.in_place ? MPI_IN_PLACE : send_.data(), n, mpi_datatype(), recv_.data(),
+                  n, mpi_datatype(), comm_.mpi_comm());
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    std::memset(recv_.data(), 0xA5, count_ * elem() * p_);
+    if (params_.in_place) std::memcpy(own(), send_.data(), count_ * elem());
+    mpi ? run_mpi() : run(a);
+    return wrong(recv_.data(), expected_.data(), count_ * p_);
+  }
+};
+
+class ReduceScatterBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::reduce_scatter; }
+  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
+  bool reduces() const override { return true; }
+  bool rooted() const override { return false; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
+    return per_rank(bytes, e, n);
+  }
+  std::size_t bytes_for(std::size_t count, int n) const override {
+    return count * elem() * static_cast<std::size_t>(n);
+  }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    const std::size_t total = count * static_cast<std::size_t>(p_);
+    send_.resize(total * elem());
+    recv_.resize(total * elem());
+    expected_.resize(count * elem());
+    verify::fill_input(send_.data(), params.type, params.op, me_, p_, total);
+    std::memcpy(recv_.data(), send_.data(), total * elem());
+    verify::fill_expected(expected_.data(), params.type, params.op, p_, count,
+                          static_cast<std::size_t>(me_) * count);
+  }
+  void run(Algorithm a) override {
+    comm_.reduce_scatter(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
+                         params_.type, params_.op, with(a));
+  }
+  void run_mpi() override {
+    MPI_Reduce_scatter_block(params_.in_place ? MPI_IN_PLACE : send_.data(), recv_.data(),
+                             checked_int(count_), mpi_datatype(), mpi_reduce_op(),
+                             comm_.mpi_comm());
+    if (params_.op == ReduceOp::avg) mpi_finish_average(recv_.data(), params_.type, count_, p_);
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    if (params_.in_place) {
+      verify::fill_input(recv_.data(), params_.type, params_.op, me_, p_,
+                         count_ * static_cast<std::size_t>(p_));
+    } else {
+      std::memset(recv_.data(), 0xA5, count_ * elem());
+    }
+    mpi ? run_mpi() : run(a);
+    return wrong(recv_.data(), expected_.data(), count_);
+  }
+};
+
+class GatherBench final : public BenchBase {
+ public:
+  GatherBench(Communicator& comm, bool scatter) : BenchBase(comm), scatter_(scatter) {}
+  Collective collective() const override {
+    return scatter_ ? Collective::scatter : Collective::gather;
+  }
+  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
+  bool reduces() const override { return false; }
+  bool rooted() const override { return true; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
+    return per_rank(bytes, e, n);
+  }
+  std::size_t bytes_for(std::size_t count, int n) const override {
+    return count * elem() * static_cast<std::size_t>(n);
+  }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    const std::size_t block = count * elem();
+    if (scatter_) {
+      send_.resize(block * p_);  // the root's blocks
+      recv_.resize(block);
+      expected_.resize(block);
+      fill_pattern(send_, params.root, count * p_);
+      verify::fill_pattern(expected_.data(), params.type, params.root, count,
+                           static_cast<std::size_t>(me_) * count);
+    } else {
+      send_.resize(block);
+      recv_.resize(block * p_);
+      expected_.resize(block * p_);
+      fill_pattern(send_, me_, count);
+      for (int r = 0; r < p_; ++r) {
+        verify::fill_pattern(expected_.data() + r * block, params.type, r, count);
+      }
+    }
+  }
+  void run(Algorithm a) override {
+    if (scatter_) {
+      comm_.scatter(send_.data(), recv_.data(), count_, params_.type, params_.root, with(a));
+    } else {
+      comm_.gather(send_.data(), recv_.data(), count_, params_.type, params_.root, with(a));
+    }
+  }
+  void run_mpi() override {
+    const int n = checked_int(count_);
+    if (scatter_) {
+      MPI_Scatter(send_.data(), n, mpi_datatype(), recv_.data(), n, mpi_datatype(), params_.root,
+                  comm_.mpi_comm());
+    } else {
+      MPI_Gather(send_.data(), n, mpi_datatype(), recv_.data(), n, mpi_datatype(), params_.root,
+                 comm_.mpi_comm());
+    }
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    const std::size_t out_count = scatter_ ? count_ : count_ * p_;
+    std::memset(recv_.data(), 0xA5, out_count * elem());
+    mpi ? run_mpi() : run(a);
+    if (!scatter_ && me_ != params_.root) return 0;
+    return wrong(recv_.data(), expected_.data(), out_count);
+  }
+
+ private:
+  bool scatter_;
+};
+
+class AlltoallBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::alltoall; }
+  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
+  bool reduces() const override { return false; }
+  bool rooted() const override { return false; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
+    return per_rank(bytes, e, n);
+  }
+  std::size_t bytes_for(std::size_t count, int n) const override {
+    return count * elem() * static_cast<std::size_t>(n);
+  }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    const std::size_t block = count * elem();
+    send_.resize(block * p_);
+    recv_.resize(block * p_);
+    expected_.resize(block * p_);
+    fill_pattern(send_, me_, count * p_);  // block j holds elements j*count ..
+    for (int i = 0; i < p_; ++i) {
+      verify::fill_pattern(expected_.data() + i * block, params.type, i, count,
+                           static_cast<std::size_t>(me_) * count);
+    }
+    std::memcpy(recv_.data(), send_.data(), block * p_);
+  }
+  void run(Algorithm a) override {
+    comm_.alltoall(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
+                   params_.type, with(a));
+  }
+  void run_mpi() override {
+    const int n = checked_int(count_);
+    MPI_Alltoall(params_.in_place ? MPI_IN_PLACE : send_.data(), n, mpi_datatype(), recv_.data(), n,
+                 mpi_datatype(), comm_.mpi_comm());
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    if (params_.in_place) {
+      std::memcpy(recv_.data(), send_.data(), count_ * elem() * p_);
+    } else {
+      std::memset(recv_.data(), 0xA5, count_ * elem() * p_);
+    }
+    mpi ? run_mpi() : run(a);
+    return wrong(recv_.data(), expected_.data(), count_ * p_);
+  }
+};
+
+// Every rank sends to the next and receives from the previous (nccl-tests' sendrecv).
+class SendrecvBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::sendrecv; }
+  double bus_factor(int) const override { return 1.0; }
+  bool reduces() const override { return false; }
+  bool rooted() const override { return false; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
+  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
+
+  void prepare(const Params& params, std::size_t count) override {
+    params_ = params;
+    count_ = count;
+    send_.resize(count * elem());
+    recv_.resize(count * elem());
+    expected_.resize(count * elem());
+    fill_pattern(send_, me_, count);
+    fill_pattern(expected_, (me_ + p_ - 1) % p_, count);
+  }
+  void run(Algorithm) override {
+    comm_.sendrecv(send_.data(), count_, (me_ + 1) % p_, recv_.data(), count_, (me_ + p_ - 1) % p_,
+                   params_.type, 0);
+  }
+  void run_mpi() override {
+    const int n = checked_int(count_);
+    MPI_Sendrecv(send_.data(), n, mpi_datatype(), (me_ + 1) % p_, 0, recv_.data(), n,
+                 mpi_datatype(), (me_ + p_ - 1) % p_, 0, comm_.mpi_comm(), MPI_STATUS_IGNORE);
+  }
+  std::size_t check(bool mpi, Algorithm a) override {
+    std::memset(recv_.data(), 0xA5, count_ * elem());
+    mpi ? run_mpi() : run(a);
+    return wrong(recv_.data(), expected_.data(), count_);
+  }
+};
+
+class BarrierBench final : public BenchBase {
+ public:
+  using BenchBase::BenchBase;
+  Collective collective() const override { return Collective::barrier; }
+  double bus_factor(int) const override { return 0.0; }
+  bool reduces() const override { return false; }
+  bool rooted() const override { return false; }
+  std::size_t count_for(std::size_t, std::size_t, int) const override { return 0; }
+  std::size_t bytes_for(std::size_t, int) const override { return 0; }
+  void prepare(const Params& params, std::size_t) override { params_ = params; }
+  void run(Algorithm a) override { comm_.barrier(with(a)); }
+  void run_mpi() override { MPI_Barrier(comm_.mpi_comm()); }
+  std::size_t check(bool mpi, Algorithm a) override {
+    mpi ? run_mpi() : run(a);
+    return 0;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm) {
+  switch (collective) {
+    case Collective::allreduce:
+      return std::make_unique<AllreduceBench>(comm);
+    case Collective::broadcast:
+      return std::make_unique<BroadcastBench>(comm);
+    case Collective::reduce:
+      return std::make_unique<ReduceBench>(comm);
+    case Collective::allgather:
+      return std::make_unique<AllgatherBench>(comm);
+    case Collective::reduce_scatter:
+      return std::make_unique<ReduceScatterBench>(comm);
+    case Collective::gather:
+      return std::make_unique<GatherBench>(comm, false);
+    case Collective::scatter:
+      return std::make_unique<GatherBench>(comm, true);
+    case Collective::alltoall:
+      return std::make_unique<AlltoallBench>(comm);
+    case Collective::sendrecv:
+      return std::make_unique<SendrecvBench>(comm);
+    case Collective::barrier:
+      return std::make_unique<BarrierBench>(comm);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace collx::bench

@@ -1,0 +1,217 @@
+// collx-model: the alpha-beta-gamma cost model. Calibrates its parameters on the running
+// machine (under mpirun, 2 ranks), predicts every algorithm's time for any rank count and size,
+// finds the crossover points, and writes docs/ALGORITHMS.md's tables.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collx/collx.hpp"
+#include "cost_model.hpp"
+#include "host_reduce.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+using collx::model::Machine;
+
+std::string human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, bytes == std::floor(bytes) ? "%.0f %s" : "%.1f %s", bytes,
+                units[u]);
+  return text;
+}
+
+std::string time_text(double seconds) {
+  char text[32];
+  if (seconds < 1e-3) {
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  } else if (seconds < 1) {
+    std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  } else {
+    std::snprintf(text, sizeof text, "%.2f s", seconds);
+  }
+  return text;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// alpha: one exchange step of 8 bytes; beta: the extra time per byte of a 16 MiB exchange;
+// gamma: the host kernel's time per input byte of a 64 MiB float32 sum; copy: memcpy per byte.
+Machine calibrate(collx::Communicator& comm) {
+  Machine m;
+  const int peer = comm.rank() ^ 1;
+  auto exchange = [&](std::size_t bytes, int reps) {
+    std::vector<std::byte> out(bytes), in(bytes);
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      MPI_Barrier(comm.mpi_comm());
+      const double t0 = MPI_Wtime();
+      comm.sendrecv(out.data(), bytes, peer, in.data(), bytes, peer, collx::DataType::uint8, 1);
+      t.push_back(MPI_Wtime() - t0);
+    }
+    double mid = median(t);
+    MPI_Allreduce(MPI_IN_PLACE, &mid, 1, MPI_DOUBLE, MPI_MAX, comm.mpi_comm());
+    return mid;
+  };
+  exchange(8, 100);  // warm-up
+  m.alpha = exchange(8, 2001);
+  const std::size_t big = 16u << 20;
+  m.beta = (exchange(big, 21) - m.alpha) / static_cast<double>(big);
+  const std::size_t n = 64u << 20;
+  std::vector<float> a(n / 4, 1.0f), b(n / 4, 2.0f), c(n / 4);
+  const auto fn = collx::kernels::reduce_fn(collx::DataType::float32, collx::ReduceOp::sum);
+  std::vector<double> tk, tc;
+  for (int r = 0; r < 11; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn(c.data(), a.data(), b.data(), n / 4, 0.0);
+    auto t1 = std::chrono::steady_clock::now();
+    std::memcpy(c.data(), a.data(), n);
+    auto t2 = std::chrono::steady_clock::now();
+    tk.push_back(std::chrono::duration<double>(t1 - t0).count());
+    tc.push_back(std::chrono::duration<double>(t2 - t1).count());
+  }
+  m.gamma = median(tk) / static_cast<double>(n);
+  m.copy = median(tc) / static_cast<double>(n);
+  return m;
+}
+
+void print_machine(const Machine& m) {
+  std::printf("--alpha-us %.3f --bandwidth-gbps %.2f --gamma-gbps %.2f --copy-gbps %.2f\n",
+              m.alpha * 1e6, 1e-9 / m.beta, 1e-9 / m.gamma, 1e-9 / m.copy);
+}
+
+// One markdown table: rows = sizes, columns = algorithms' predicted times, best marked.
+void prediction_table(Collective c, int p, const Machine& m, const std::vector<double>& sizes) {
+  const auto algos = collx::algorithms_of(c);
+  std::printf("| size |");
+  for (Algorithm a : algos)
+    std::printf(" %s |", std::string(collx::to_string(a)).c_str());
+  std::printf(" best |\n|---|");
+  for (std::size_t i = 0; i <= algos.size(); ++i)
+    std::printf("---|");
+  std::printf("\n");
+  for (double bytes : sizes) {
+    std::printf("| %s |", human(bytes).c_str());
+    const Algorithm winner = collx::model::best(c, p, bytes, m);
+    for (Algorithm a : algos) {
+      const auto cost = collx::model::cost(c, a, p, bytes, m.segment_bytes);
+      const std::string t = time_text(cost->seconds(m));
+      std::printf(a == winner ? " **%s** |" : " %s |", t.c_str());
+    }
+    std::printf(" %s |\n", std::string(collx::to_string(winner)).c_str());
+  }
+}
+
+void crossover_line(Collective c, int p, const Machine& m) {
+  std::printf("- p = %d:", p);
+  for (const auto& x : collx::model::crossovers(c, p, m, double(1ull << 34))) {
+    std::printf(" from %s %s;", human(x.bytes).c_str(),
+                std::string(collx::to_string(x.algorithm)).c_str());
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"collx-model: the alpha-beta-gamma cost model of collx's algorithms"};
+  Machine m;
+  double alpha_us = 2.0, bandwidth = 12.5, gamma = 10.0, copy = 20.0;
+  std::string segment = "256K";
+  bool calibrate_here = false;
+  bool doc = false;
+  std::string collective_name = "allreduce";
+  std::vector<int> ranks = {2, 8, 64, 512, 4096};
+  app.add_flag("--calibrate", calibrate_here,
+               "measure alpha, beta, gamma and copy on this machine (run under mpirun -np 2)");
+  app.add_option("--alpha-us", alpha_us, "message latency (us)")->capture_default_str();
+  app.add_option("--bandwidth-gbps", bandwidth, "link bandwidth (GB/s)")->capture_default_str();
+  app.add_option("--gamma-gbps", gamma, "reduction speed (GB/s of input)")->capture_default_str();
+  app.add_option("--copy-gbps", copy, "local copy speed (GB/s)")->capture_default_str();
+  app.add_option("--segment", segment, "pipeline segment size")->capture_default_str();
+  app.add_option("-c,--collective", collective_name, "collective, or 'all'")->capture_default_str();
+  app.add_option("-p,--ranks", ranks, "rank counts")->delimiter(',')->capture_default_str();
+  app.add_flag("--markdown", doc, "print markdown tables (docs/ALGORITHMS.md)");
+  CLI11_PARSE(app, argc, argv);
+
+  m.alpha = alpha_us * 1e-6;
+  m.beta = 1e-9 / bandwidth;
+  m.gamma = 1e-9 / gamma;
+  m.copy = 1e-9 / copy;
+  m.segment_bytes =
+      static_cast<std::size_t>(std::stoull(segment)) * (segment.back() == 'K'   ? 1024
+                                                        : segment.back() == 'M' ? 1 << 20
+                                                                                : 1);
+
+  if (calibrate_here) {
+    collx::Environment environment(argc, argv);
+    collx::Communicator comm(MPI_COMM_WORLD);
+    if (comm.size() != 2) {
+      if (comm.rank() == 0) std::fprintf(stderr, "collx-model --calibrate: run on 2 ranks\n");
+      return 2;
+    }
+    const Machine measured = calibrate(comm);
+    if (comm.rank() == 0) {
+      std::printf("# calibrated on this machine (2 ranks):\n");
+      print_machine(measured);
+    }
+    return 0;
+  }
+
+  std::vector<Collective> collectives;
+  if (collective_name == "all") {
+    for (int c = 0; c < collx::kCollectiveCount; ++c) {
+      const auto coll = static_cast<Collective>(c);
+      if (coll != Collective::reduce_scatter_v && coll != Collective::sendrecv)
+        collectives.push_back(coll);
+    }
+  } else if (const auto c = collx::parse_collective(collective_name)) {
+    collectives.push_back(*c);
+  } else {
+    std::fprintf(stderr, "collx-model: unknown collective %s\n", collective_name.c_str());
+    return 2;
+  }
+  const std::vector<double> sizes = {8, 1024, 64 * 1024, 1 << 20, 64 << 20, double(1 << 30)};
+  std::printf("# machine: ");
+  print_machine(m);
+  for (Collective c : collectives) {
+    std::printf("\n## %s\n\n", std::string(collx::to_string(c)).c_str());
+    if (doc) {
+      for (Algorithm a : collx::algorithms_of(c)) {
+        std::printf("- **%s**: %s\n", std::string(collx::to_string(a)).c_str(),
+                    collx::model::describe(c, a).c_str());
+      }
+      std::printf("\nCrossovers (smallest size from which an algorithm is predicted fastest):\n\n");
+      for (int p : ranks)
+        crossover_line(c, p, m);
+      for (int p : {ranks.front(), ranks.back()}) {
+        std::printf("\nPredicted time, p = %d:\n\n", p);
+        prediction_table(c, p, m, sizes);
+      }
+    } else {
+      for (int p : ranks) {
+        std::printf("p = %d\n", p);
+        prediction_table(c, p, m, sizes);
+        crossover_line(c, p, m);
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,406 @@
+#include "transport_ucx.hpp"
+
+#include <sched.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "collx/error.hpp"
+#include "transport_mpi.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+[[noreturn]] void throw_ucx_error(ucs_status_t status, const std::string& what, int rank) {
+  throw Error(
+      ErrorCode::transport, "", rank,
+      what + " failed: " + ucs_status_string(status) + " (UCX " + ucp_get_version_string() + ")");
+}
+
+void check_ucx(ucs_status_t status, const char* what, int rank = -1) {
+  if (status != UCS_OK) [[unlikely]]
+    throw_ucx_error(status, what, rank);
+}
+
+ucs_memory_type_t to_ucs(MemoryType memory) {
+  return memory == MemoryType::cuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+}
+
+constexpr ucp_tag_t kFullTagMask = ~ucp_tag_t{0};
+
+// "ucp_tag_recv_nbx of 4096 B from rank 3", for error messages.
+std::string describe_message(bool is_send, std::size_t bytes, int peer) {
+  return std::string(is_send ? "ucp_tag_send_nbx of " : "ucp_tag_recv_nbx of ") +
+         std::to_string(bytes) + " B " + (is_send ? "to" : "from") + " rank " +
+         std::to_string(peer);
+}
+
+// A message above the piece size: its pieces' requests (null once complete).
+struct PieceSet {
+  std::vector<void*> requests;
+  std::size_t remaining = 0;
+};
+
+// Process-wide, never reset: every communicator a process belongs to gets an id above those of
+// all its earlier communicators (see agree_context_id), also across UcxRuntime lifetimes.
+std::mutex context_id_mutex;
+std::uint64_t next_context_id = 1;
+
+// All ranks take the maximum of their next free ids: no rank has used it yet, so no two
+// communicators sharing a process ever have the same id, and every rank derives the same one.
+std::uint64_t agree_context_id(MPI_Comm comm, int rank) {
+  std::uint64_t proposal = 0;
+  {
+    std::lock_guard lock(context_id_mutex);
+    proposal = next_context_id;
+  }
+  std::uint64_t agreed = 0;
+  check_mpi(MPI_Allreduce(&proposal, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm),
+            "MPI_Allreduce (UCX context id)", rank);
+  if (agreed >= (std::uint64_t{1} << kUcxContextBits)) {
+    throw Error(ErrorCode::transport, "", rank,
+                "UCX transport: this process has created " + std::to_string(agreed) +
+                    " communicators, the most its UCX tag layout can tell apart");
+  }
+  std::lock_guard lock(context_id_mutex);
+  if (next_context_id <= agreed) next_context_id = agreed + 1;
+  return agreed;
+}
+
+// Every rank's worker address, indexed by rank (an MPI_Allgather of the lengths, then of the
+// bytes).
+std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
+                                            const std::string& mine) {
+  const int my_length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm),
+            "MPI_Allgather (UCX address lengths)", rank);
+  std::vector<int> offsets(static_cast<std::size_t>(size));
+  std::size_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[static_cast<std::size_t>(r)] = static_cast<int>(total);
+    total += static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]);
+    if (total > static_cast<std::size_t>(INT_MAX)) {
+      throw Error(
+          ErrorCode::transport, "", rank,
+          "UCX transport: the worker addresses of " + std::to_string(size) + " ranks exceed 2 GiB");
+    }
+  }
+  std::string all(total, '\0');
+  check_mpi(MPI_Allgatherv(mine.data(), my_length, MPI_BYTE, all.data(), lengths.data(),
+                           offsets.data(), MPI_BYTE, comm),
+            "MPI_Allgatherv (UCX addresses)", rank);
+  std::vector<std::string> addresses(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    addresses[i] =
+        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i]));
+  }
+  return addresses;
+}
+
+}  // namespace
+
+// The process's UCP context and worker, and one endpoint per peer process (keyed by the
+// peer's worker address), shared by every communicator on UCX. The last communicator to go
+// releases it; collx communicators are destroyed before MPI_Finalize, and nothing here needs
+// MPI anyway.
+class UcxRuntime {
+ public:
+  // The runtime in use, or a new one. `estimated_peers` is a hint for UCX's transport choice.
+  static std::shared_ptr<UcxRuntime> acquire(int estimated_peers) {
+    std::lock_guard lock(instance_mutex());
+    if (auto runtime = instance().lock()) return runtime;
+    auto runtime = std::make_shared<UcxRuntime>(estimated_peers);
+    instance() = runtime;
+    return runtime;
+  }
+
+  explicit UcxRuntime(int estimated_peers) {
+    ucp_config_t* config = nullptr;
+    check_ucx(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_TAG;
+    params.estimated_num_eps = static_cast<std::size_t>(estimated_peers);
+    const ucs_status_t status = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    check_ucx(status, "ucp_init");
+    try {
+      ucp_worker_params_t worker_params{};
+      worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+      worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+      check_ucx(ucp_worker_create(context_, &worker_params, &worker_), "ucp_worker_create");
+      ucp_address_t* address = nullptr;
+      std::size_t length = 0;
+      check_ucx(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address");
+      address_.assign(reinterpret_cast<const char*>(address), length);
+      ucp_worker_release_address(worker_, address);
+    } catch (...) {
+      if (worker_ != nullptr) ucp_worker_destroy(worker_);
+      ucp_cleanup(context_);
+      throw;
+    }
+  }
+
+  // Endpoints are closed in flush mode (whatever was sent still reaches its peer; nothing is
+  // pending in a correct program by then), then the worker and the context are destroyed.
+  ~UcxRuntime() {
+    std::vector<void*> closing;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = 0;  // not UCP_EP_CLOSE_FLAG_FORCE: flush
+    for (auto& [address, endpoint] : endpoints_) {
+      const ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
+      if (UCS_PTR_IS_PTR(request)) closing.push_back(request);
+    }
+    while (!closing.empty()) {
+      ucp_worker_progress(worker_);
+      std::erase_if(closing, [](void* request) {
+        if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
+        ucp_request_free(request);
+        return true;
+      });
+    }
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+  }
+
+  UcxRuntime(const UcxRuntime&) = delete;
+  UcxRuntime& operator=(const UcxRuntime&) = delete;
+
+  ucp_worker_h worker() const { return worker_; }
+  const std::string& address() const { return address_; }
+
+  // More processes on this node than processors: a rank that spins in ucp_worker_progress
+  // takes the processor from the peer it waits for, so waits yield when nothing progressed
+  // (what Open MPI does with mpi_yield_when_idle, which it sets when oversubscribed).
+  void note_processes_on_node(int processes) {
+    const long processors = sysconf(_SC_NPROCESSORS_ONLN);
+    if (processors > 0 && processes > processors) yield_when_idle_.store(true);
+  }
+  bool yield_when_idle() const { return yield_when_idle_.load(std::memory_order_relaxed); }
+
+  // The endpoint to the worker at `peer_address`, created on first use.
+  ucp_ep_h endpoint(const std::string& peer_address, int rank) {
+    std::lock_guard lock(endpoints_mutex_);
+    const auto found = endpoints_.find(peer_address);
+    if (found != endpoints_.end()) return found->second;
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ucp_ep_h endpoint = nullptr;
+    check_ucx(ucp_ep_create(worker_, &params, &endpoint), "ucp_ep_create", rank);
+    endpoints_.emplace(peer_address, endpoint);
+    return endpoint;
+  }
+
+ private:
+  static std::mutex& instance_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::weak_ptr<UcxRuntime>& instance() {
+    static std::weak_ptr<UcxRuntime> runtime;
+    return runtime;
+  }
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::string address_;
+  std::mutex endpoints_mutex_;
+  std::unordered_map<std::string, ucp_ep_h> endpoints_;
+  std::atomic<bool> yield_when_idle_{false};
+};
+
+UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
+    : max_piece_bytes_(max_piece_bytes) {
+  check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
+  if (size_ > (1 << kUcxRankBits)) {
+    throw Error(ErrorCode::transport, "", rank_,
+                "UCX transport: a communicator of " + std::to_string(size_) +
+                    " ranks exceeds the UCX tag layout (at most " +
+                    std::to_string(1 << kUcxRankBits) + " ranks)");
+  }
+  if (max_piece_bytes_ == 0) {
+    throw Error(ErrorCode::internal, "", rank_, "UCX transport: a piece size of 0 bytes");
+  }
+  runtime_ = UcxRuntime::acquire(size_);
+  worker_ = runtime_->worker();
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type", rank_);
+  int processes_on_node = 1;
+  const int rc = MPI_Comm_size(node, &processes_on_node);
+  MPI_Comm_free(&node);
+  check_mpi(rc, "MPI_Comm_size", rank_);
+  runtime_->note_processes_on_node(processes_on_node);
+  context_id_ = agree_context_id(comm, rank_);
+  const std::vector<std::string> addresses =
+      exchange_addresses(comm, rank_, size_, runtime_->address());
+  endpoints_.resize(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    endpoints_[static_cast<std::size_t>(r)] =
+        runtime_->endpoint(addresses[static_cast<std::size_t>(r)], rank_);
+  }
+  // Connecting an endpoint attaches to the peer's worker (its shared-memory FIFO, for one), so
+  // that worker must still exist: no rank may release its runtime, which it could do as soon as
+  // this communicator is gone, before every rank has connected.
+  check_mpi(MPI_Barrier(comm), "MPI_Barrier (UCX endpoints)", rank_);
+}
+
+// Pending requests of an abandoned operation (after a timeout) are left to UCX; the endpoints
+// belong to the runtime, which the last communicator releases.
+UcxTransport::~UcxTransport() = default;
+
+void UcxTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag,
+                         MemoryType memory) {
+  // UCX's send takes a const buffer; post() is shared with receives.
+  post(t, const_cast<void*>(buf), bytes, peer, tag, memory, true);
+}
+
+void UcxTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+                         MemoryType memory) {
+  post(t, buf, bytes, peer, tag, memory, false);
+}
+
+void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+                        MemoryType memory, bool is_send) {
+  if (peer < 0 || peer >= size_ || tag < 0 || tag >= (1 << kUcxTagBits)) [[unlikely]] {
+    throw Error(ErrorCode::internal, "", rank_,
+                "UCX transport: peer " + std::to_string(peer) + " or tag " + std::to_string(tag) +
+                    " out of range");
+  }
+  t.is_send = is_send;
+  t.peer = peer;
+  t.bytes = bytes;
+  t.handle = 0;
+  const ucp_tag_t ucx_tag =
+      make_ucx_tag(context_id_, static_cast<std::uint64_t>(is_send ? rank_ : peer),
+                   static_cast<std::uint64_t>(tag));
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  param.memory_type = to_ucs(memory);
+  // No callback: completion is polled with ucp_request_check_status in test_all/wait_all.
+  auto post_piece = [&](std::byte* piece, std::size_t length) -> void* {
+    const ucs_status_ptr_t request =
+        is_send ? ucp_tag_send_nbx(endpoints_[static_cast<std::size_t>(peer)], piece, length,
+                                   ucx_tag, &param)
+                : ucp_tag_recv_nbx(worker_, piece, length, ucx_tag, kFullTagMask, &param);
+    if (UCS_PTR_IS_ERR(request)) [[unlikely]] {
+      throw_ucx_error(UCS_PTR_STATUS(request), describe_message(is_send, bytes, peer), rank_);
+    }
+    return request;  // null: completed at once
+  };
+  auto* data = static_cast<std::byte*>(buf);
+  if (bytes <= max_piece_bytes_) {
+    void* request = post_piece(data, bytes);
+    t.handle = reinterpret_cast<std::uintptr_t>(request);
+    t.state = request == nullptr ? Transfer::State::done : Transfer::State::pending;
+    return;
+  }
+  // Above the piece size (told apart in poll() by t.bytes): every piece in flight at once.
+  auto set = std::make_unique<PieceSet>();
+  set->requests.reserve((bytes + max_piece_bytes_ - 1) / max_piece_bytes_);
+  try {
+    for (std::size_t offset = 0; offset < bytes; offset += max_piece_bytes_) {
+      void* request = post_piece(data + offset, std::min(max_piece_bytes_, bytes - offset));
+      set->requests.push_back(request);
+      if (request != nullptr) ++set->remaining;
+    }
+  } catch (...) {
+    // The pieces already posted go on inside UCX; their requests are no longer ours.
+    for (void* request : set->requests)
+      if (request != nullptr) ucp_request_free(request);
+    throw;
+  }
+  if (set->remaining == 0) {
+    t.state = Transfer::State::done;
+    return;
+  }
+  t.handle = reinterpret_cast<std::uintptr_t>(set.release());
+  t.state = Transfer::State::pending;
+}
+
+bool UcxTransport::poll(Transfer& t) {
+  if (t.handle == 0) {
+    t.state = Transfer::State::done;
+    return true;
+  }
+  auto fail = [&](ucs_status_t status) {
+    throw_ucx_error(status, describe_message(t.is_send, t.bytes, t.peer), rank_);
+  };
+  if (t.bytes <= max_piece_bytes_) {
+    void* request = reinterpret_cast<void*>(t.handle);
+    const ucs_status_t status = ucp_request_check_status(request);
+    if (status == UCS_INPROGRESS) return false;
+    ucp_request_free(request);
+    t.handle = 0;
+    t.state = Transfer::State::done;
+    if (status != UCS_OK) fail(status);
+    return true;
+  }
+  auto* set = reinterpret_cast<PieceSet*>(t.handle);
+  ucs_status_t failure = UCS_OK;
+  for (void*& request : set->requests) {
+    if (request == nullptr) continue;
+    const ucs_status_t status = ucp_request_check_status(request);
+    if (status == UCS_INPROGRESS) continue;
+    ucp_request_free(request);
+    request = nullptr;
+    --set->remaining;
+    if (status != UCS_OK && failure == UCS_OK) failure = status;
+  }
+  if (failure != UCS_OK) {
+    for (void* request : set->requests)
+      if (request != nullptr) ucp_request_free(request);
+    delete set;
+    t.handle = 0;
+    t.state = Transfer::State::done;
+    fail(failure);
+  }
+  if (set->remaining > 0) return false;
+  delete set;
+  t.handle = 0;
+  t.state = Transfer::State::done;
+  return true;
+}
+
+void UcxTransport::progress() {
+  if (ucp_worker_progress(worker_) == 0 && runtime_->yield_when_idle()) sched_yield();
+}
+
+bool UcxTransport::test_all(std::span<Transfer* const> ts) {
+  progress();
+  bool all_done = true;
+  for (Transfer* t : ts) {
+    if (t->pending() && !poll(*t)) all_done = false;
+  }
+  return all_done;
+}
+
+void UcxTransport::wait_all(std::span<Transfer* const> ts) {
+  for (;;) {
+    bool all_done = true;
+    for (Transfer* t : ts) {
+      if (t->pending() && !poll(*t)) all_done = false;
+    }
+    if (all_done) return;
+    progress();
+  }
+}
+
+const char* ucx_version() {
+  return ucp_get_version_string();
+}
+
+}  // namespace collx::detail

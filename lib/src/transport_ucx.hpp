@@ -1,0 +1,102 @@
+// The UCX transport: UCP tag messages between the ranks of a communicator.
+//
+// One UCP context, worker and set of endpoints serve the whole process (UcxRuntime in the .cpp):
+// - one ucp_worker_progress drives every communicator, so a rank blocked in one collective
+//   still completes the rendezvous its peers started in another (with one worker per
+//   communicator, a wait on A would leave B's worker unprogressed);
+// - shared-memory segments, sockets and endpoints are per peer process, not per communicator:
+//   a communicator created after the first only exchanges addresses;
+// - it is how MPI libraries and UCC use UCX (one worker per process, or per thread).
+// Communicators are told apart in the 64-bit UCX tag instead (see make_ucx_tag).
+//
+// Threading: the worker is created UCS_THREAD_MODE_SERIALIZED, the UCX twin of the threading
+// collx promises (calls on a process's communicators are serialised, MPI_THREAD_FUNNELED or
+// SERIALIZED); communicators are created from one thread at a time.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "transport.hpp"
+
+// UCX's opaque handles, declared here so that this header does not need UCX's.
+struct ucp_worker;
+struct ucp_ep;
+
+namespace collx::detail {
+
+class UcxRuntime;
+
+// Where a buffer lives. UCX takes it as a hint (UCP_OP_ATTR_FIELD_MEMORY_TYPE) and otherwise
+// looks the pointer up on every message.
+enum class MemoryType : std::uint8_t { host, cuda };
+
+// The UCX tag of a message: communicator context id, source rank and collx tag side by side,
+// received with a full mask, so messages of different communicators, sources or tags never
+// match each other and UCX's in-order matching per (endpoint, tag) is MPI's per (source, tag).
+inline constexpr int kUcxTagBits = 15;      // collx tags are below 32767
+inline constexpr int kUcxRankBits = 24;     // communicators of up to 16,777,216 ranks
+inline constexpr int kUcxContextBits = 25;  // 33,554,431 communicators per process lifetime
+static_assert(kUcxTagBits + kUcxRankBits + kUcxContextBits == 64);
+inline constexpr std::uint64_t make_ucx_tag(std::uint64_t context_id, std::uint64_t source,
+                                            std::uint64_t tag) {
+  return (context_id << (kUcxRankBits + kUcxTagBits)) | (source << kUcxTagBits) | tag;
+}
+
+class UcxTransport final : public Transport {
+ public:
+  // UCX takes size_t lengths, but some of its transports and protocols have kept 32-bit
+  // lengths in places; a message above this is sent as consecutive pieces with the same tag
+  // (matched in order), so no UCX limit is ever reached. Both ends must then post the same
+  // length, which every collx algorithm does.
+  static constexpr std::size_t kDefaultMaxPieceBytes = std::size_t{1} << 30;
+
+  // Collective over `comm` (used, not owned; its error handler must be MPI_ERRORS_RETURN):
+  // agrees on a context id and exchanges worker addresses. `max_piece_bytes` is for tests.
+  explicit UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes = kDefaultMaxPieceBytes);
+  ~UcxTransport() override;
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  std::string_view name() const override { return "ucx"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
+    isend(t, buf, bytes, peer, tag, MemoryType::host);
+  }
+  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override {
+    irecv(t, buf, bytes, peer, tag, MemoryType::host);
+  }
+  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag, MemoryType memory);
+  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, MemoryType memory);
+  bool test_all(std::span<Transfer* const> ts) override;
+  void wait_all(std::span<Transfer* const> ts) override;
+  void progress() override;
+
+  // The id every rank of the communicator agreed on (the high bits of its UCX tags).
+  std::uint64_t context_id() const { return context_id_; }
+
+ private:
+  // Marks `t` done and releases its UCX requests when they are complete; throws
+  // collx::Error(ErrorCode::transport) when one failed.
+  bool poll(Transfer& t);
+  void post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, MemoryType memory,
+            bool is_send);
+
+  std::shared_ptr<UcxRuntime> runtime_;
+  ucp_worker* worker_ = nullptr;
+  std::vector<ucp_ep*> endpoints_;  // by rank in the communicator, owned by runtime_
+  std::uint64_t context_id_ = 0;
+  std::size_t max_piece_bytes_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// "1.13.1": the version of the UCX library loaded in this process.
+const char* ucx_version();
+
+}  // namespace collx::detail

@@ -1,0 +1,32 @@
+// Tuning files: a decision table (and pipeline settings) measured on a machine by
+// `collx-bench --save-tuning FILE`, read back through COLLX_TUNING_FILE. Its rows come before the
+// built-in table; where they say nothing, the built-in table decides.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "selector.hpp"
+
+namespace collx::detail {
+
+struct TuningTable {
+  std::vector<SelectionRule> rules;
+  std::size_t chunk_bytes = 0;  // 0: not tuned
+  int pipeline_depth = 0;       // 0: not tuned
+  std::string machine;          // free text: where it was measured
+};
+
+// Throws collx::Error(ErrorCode::config) naming the file and the problem.
+TuningTable load_tuning_file(const std::string& path);
+void save_tuning_file(const std::string& path, const TuningTable& table);
+
+// The rows that replace `collective`'s rows for exactly `nranks` ranks in `table`.
+void replace_rules(TuningTable& table, Collective collective, int nranks,
+                   const std::vector<SelectionRule>& rules);
+
+// The table named by COLLX_TUNING_FILE, loaded once (nullptr without one).
+const TuningTable* active_tuning();
+
+}  // namespace collx::detail

@@ -1,0 +1,137 @@
+// Tuning files (save, load, merge, errors) and the cost model's predictions.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "collx/error.hpp"
+#include "config.hpp"
+#include "cost_model.hpp"
+#include "selector.hpp"
+#include "tuning.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+using namespace collx::detail;
+
+std::string temp_path(const char* name) {
+  return (testing::TempDir() + name);
+}
+
+TEST(Tuning, SaveLoadRoundTripAndMerge) {
+  const std::string path = temp_path("tuning_roundtrip.json");
+  TuningTable t;
+  t.machine = "test";
+  t.chunk_bytes = 128 << 10;
+  t.pipeline_depth = 3;
+  replace_rules(t, Collective::allreduce, 2,
+                {{Collective::allreduce, 2, 2, 4096, Algorithm::recursive_doubling},
+                 {Collective::allreduce, 2, 2, kAnySize, Algorithm::ring}});
+  replace_rules(t, Collective::broadcast, 4,
+                {{Collective::broadcast, 4, 4, kAnySize, Algorithm::pipelined_chain}});
+  save_tuning_file(path, t);
+  TuningTable back = load_tuning_file(path);
+  EXPECT_EQ(back.machine, "test");
+  EXPECT_EQ(back.chunk_bytes, 128u << 10);
+  EXPECT_EQ(back.pipeline_depth, 3);
+  ASSERT_EQ(back.rules.size(), 3u);
+  EXPECT_EQ(back.rules[1].max_bytes, kAnySize);
+  EXPECT_EQ(select_from(back.rules, Collective::allreduce, 4096, 2), Algorithm::recursive_doubling);
+  EXPECT_EQ(select_from(back.rules, Collective::allreduce, 4097, 2), Algorithm::ring);
+  // Measuring allreduce on 2 ranks again replaces only those rows.
+  replace_rules(back, Collective::allreduce, 2,
+                {{Collective::allreduce, 2, 2, kAnySize, Algorithm::rabenseifner}});
+  ASSERT_EQ(back.rules.size(), 2u);
+  EXPECT_EQ(select_from(back.rules, Collective::broadcast, 1, 4), Algorithm::pipelined_chain);
+  std::remove(path.c_str());
+}
+
+TEST(Tuning, BadFilesAreConfigErrorsNamingTheFile) {
+  const std::string path = temp_path("tuning_bad.json");
+  for (const char* text : {"not json", R"({"rules": [{"collective": "allreduce"}]})",
+                           R"({"rules": [{"collective": "allreduce", "algorithm": "bruck",
+                                 "min_ranks": 1, "max_ranks": 2, "max_bytes": 8}]})",
+                           R"({"rules": [{"collective": "allreduce", "algorithm": "ring",
+                                 "min_ranks": 3, "max_ranks": 2, "max_bytes": 8}]})"}) {
+    std::ofstream(path) << text;
+    try {
+      load_tuning_file(path);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const collx::Error& e) {
+      EXPECT_EQ(e.code(), collx::ErrorCode::config);
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+    }
+  }
+  EXPECT_THROW(load_tuning_file(temp_path("does_not_exist.json")), collx::Error);
+  std::remove(path.c_str());
+}
+
+TEST(Tuning, AutoReadsTheFileNamedByTheEnvironment) {
+  const std::string path = temp_path("tuning_active.json");
+  TuningTable t;
+  replace_rules(t, Collective::allreduce, 3,
+                {{Collective::allreduce, 3, 3, kAnySize, Algorithm::double_binary_tree}});
+  save_tuning_file(path, t);
+  Config c;
+  c.tuning_file = path;
+  set_config(c);
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, 1 << 20, 3, 0),
+            Algorithm::double_binary_tree);
+  // Rank counts the file does not cover fall through to the built-in table.
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, 1 << 20, 2, 0),
+            select_from(builtin_rules(), Collective::allreduce, 1 << 20, 2));
+  set_config(Config{});
+  EXPECT_EQ(active_tuning(), nullptr);
+  std::remove(path.c_str());
+}
+
+TEST(CostModel, ClassicFormulas) {
+  using collx::model::cost;
+  const double n = 1 << 20;
+  const auto ring = cost(Collective::allreduce, Algorithm::ring, 8, n, 256 << 10);
+  ASSERT_TRUE(ring);
+  EXPECT_DOUBLE_EQ(ring->messages, 14);
+  EXPECT_DOUBLE_EQ(ring->bytes, 2.0 * 7 / 8 * n);
+  const auto rd = cost(Collective::allreduce, Algorithm::recursive_doubling, 8, n, 256 << 10);
+  EXPECT_DOUBLE_EQ(rd->messages, 3);
+  EXPECT_DOUBLE_EQ(rd->bytes, 3 * n);
+  // A non-power of two pays the fold: two more messages of the whole buffer.
+  const auto rd6 = cost(Collective::allreduce, Algorithm::recursive_doubling, 6, n, 256 << 10);
+  EXPECT_DOUBLE_EQ(rd6->messages, 2 + 2);
+  EXPECT_FALSE(cost(Collective::allreduce, Algorithm::bruck, 8, n, 256 << 10));
+  EXPECT_DOUBLE_EQ(cost(Collective::barrier, Algorithm::dissemination, 1000, 0, 1)->messages, 10);
+}
+
+TEST(CostModel, LatencyFavoursFewStepsAndBandwidthFavoursFewBytes) {
+  collx::model::Machine m;
+  m.alpha = 2e-6;
+  m.beta = 1.0 / 12.5e9;
+  m.gamma = 1.0 / 10e9;
+  for (int p : {4, 64, 1024, 4096}) {
+    EXPECT_EQ(collx::model::best(Collective::allreduce, p, 8, m), Algorithm::recursive_doubling)
+        << p;
+    const Algorithm big = collx::model::best(Collective::allreduce, p, 1 << 30, m);
+    EXPECT_TRUE(big == Algorithm::ring || big == Algorithm::rabenseifner ||
+                big == Algorithm::double_binary_tree)
+        << p << " " << collx::to_string(big);
+    const auto points = collx::model::crossovers(Collective::allreduce, p, m, 1 << 30);
+    ASSERT_GE(points.size(), 2u) << "small and large messages want different algorithms";
+    for (std::size_t i = 1; i < points.size(); ++i)
+      EXPECT_GT(points[i].bytes, points[i - 1].bytes);
+  }
+}
+
+TEST(CostModel, EveryAlgorithmHasACostAndADescription) {
+  for (int c = 0; c < collx::kCollectiveCount; ++c) {
+    const auto collective = static_cast<Collective>(c);
+    for (Algorithm a : collx::algorithms_of(collective)) {
+      EXPECT_TRUE(collx::model::cost(collective, a, 5, 4096, 1024)) << collx::to_string(collective);
+      EXPECT_FALSE(collx::model::describe(collective, a).empty()) << collx::to_string(a);
+    }
+  }
+}
+
+}  // namespace
