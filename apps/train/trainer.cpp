@@ -16,6 +16,27 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Splits a step's wall time into phases, each without the communication time inside it.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(const CommClock& comm)
+      : comm_(comm), last_(Clock::now()), last_comm_(comm.seconds()) {}
+  // Compute seconds since the previous lap.
+  double lap() {
+    const auto now = Clock::now();
+    const double wall = std::chrono::duration<double>(now - last_).count();
+    const double comm = comm_.seconds() - last_comm_;
+    last_ = now;
+    last_comm_ = comm_.seconds();
+    return wall - comm;
+  }
+
+ private:
+  const CommClock& comm_;
+  Clock::time_point last_;
+  double last_comm_;
+};
+
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // Rank `root`'s string on every rank.
@@ -98,6 +119,8 @@ class Trainer final : public TrainerBase {
     sync_.begin(grads_.data(), shard_grads_.data());
     loss_local_ = 0;
     Request loss_request;
+    StepResult result;
+    PhaseTimer phase(clock_);
     for (std::size_t k = 0; k < config_.accum; ++k) {
       const Range part = split_evenly(mine.size(), config_.accum, k);
       const std::size_t rows =
@@ -110,11 +133,14 @@ class Trainer final : public TrainerBase {
         loss_request =
             comm_.iallreduce(&loss_local_, &loss_global_, 1, DataType::float64, ReduceOp::sum);
       }
+      result.forward_seconds += phase.lap();
       // Only the last micro-batch communicates: the others just add to the local gradients.
       mlp_.backward(params_.data(), inputs_.data(), grads_.data(), k > 0, last ? &sync_ : nullptr);
+      result.backward_seconds += phase.lap();
     }
     const double lr = schedule_.at(step_);
     update(lr);
+    result.update_seconds = phase.lap();
     {
       CommClock::Scope timed(clock_);
       loss_request.wait();
@@ -128,7 +154,6 @@ class Trainer final : public TrainerBase {
     epoch_loss_sum_ += loss_global_;
     epoch_samples_ += global.size();
 
-    StepResult result;
     result.loss_sum = loss_global_;
     result.samples = global.size();
     result.loss = loss_global_ / static_cast<double>(global.size());
@@ -528,13 +553,17 @@ FinalReport run_training(const TrainConfig& config, Communicator& comm, const Da
     observer.on_checkpoint(config.checkpoint_path, trainer->step());
   };
   while (trainer->epoch() < config.epochs && !final_report.stopped_early) {
-    double train_seconds = 0, comm_seconds = 0;
+    // Summed over the epoch's steps: step, comm, forward, backward, update seconds.
+    double sums[5] = {0, 0, 0, 0, 0};
     std::size_t samples = 0;
     have_test = false;
     while (trainer->step_in_epoch() < trainer->steps_per_epoch()) {
       const StepResult step = trainer->train_step();
-      train_seconds += step.seconds;
-      comm_seconds += step.comm_seconds;
+      sums[0] += step.seconds;
+      sums[1] += step.comm_seconds;
+      sums[2] += step.forward_seconds;
+      sums[3] += step.backward_seconds;
+      sums[4] += step.update_seconds;
       samples += step.samples;
       observer.on_step(*trainer, step);
       const bool epoch_done = trainer->step_in_epoch() == trainer->steps_per_epoch();
@@ -550,14 +579,18 @@ FinalReport run_training(const TrainConfig& config, Communicator& comm, const Da
         have_test = true;
         report.eval_seconds = seconds_since(eval_start);
         // The slowest rank's time for the throughput; the ranks' mean for the split.
-        double slowest = train_seconds;
+        double slowest = sums[0];
         comm.allreduce(in_place, &slowest, 1, DataType::float64, ReduceOp::max);
-        double split[2] = {train_seconds, comm_seconds};
-        comm.allreduce(in_place, split, 2, DataType::float64, ReduceOp::avg);
+        double split[5];
+        std::copy(std::begin(sums), std::end(sums), split);
+        comm.allreduce(in_place, split, 5, DataType::float64, ReduceOp::avg);
         report.samples = samples;
         report.train_seconds = slowest;
         report.comm_seconds = split[1];
         report.compute_seconds = split[0] - split[1];
+        report.forward_seconds = split[2];
+        report.backward_seconds = split[3];
+        report.update_seconds = split[4];
         report.samples_per_s = slowest > 0 ? static_cast<double>(samples) / slowest : 0;
         report.comm_exposed_fraction = split[0] > 0 ? split[1] / split[0] : 0;
         report.wall_seconds = seconds_since(program_start);

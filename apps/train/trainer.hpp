@@ -61,6 +61,10 @@ struct StepResult {
   double lr = 0;
   double seconds = 0;       // this rank's step time
   double comm_seconds = 0;  // of which inside collx calls (not hidden by compute)
+  // The rest, by phase: inputs + forward + loss, backward, optimizer update.
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double update_seconds = 0;
 };
 
 struct EvalResult {
@@ -118,6 +122,9 @@ struct EpochReport {
   double train_seconds = 0;    // slowest rank's time in steps
   double comm_seconds = 0;     // mean over ranks of the exposed communication
   double compute_seconds = 0;  // mean over ranks of the rest of the step time
+  double forward_seconds = 0;  // compute_seconds by phase (means over ranks)
+  double backward_seconds = 0;
+  double update_seconds = 0;
   double samples_per_s = 0;
   double comm_exposed_fraction = 0;
   double eval_seconds = 0;
