@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -78,7 +79,14 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
   auto& c = cli.config;
   std::string hidden = "512,256", dtype = "float32", device = "cpu", optimizer = "adamw";
   std::string schedule = "cosine", algo = "auto";
-  app.add_option("--data", cli.data.dir, "directory of MNIST-format IDX files (.gz or not)")
+  // The default directory: $COLLX_TRAIN_DATA (a site's copy), else the Debian package's. Only
+  // the default falls back to the synthetic set; a directory given with --data must hold the
+  // files.
+  if (const char* env = std::getenv("COLLX_TRAIN_DATA"); env && *env) cli.data.dir = env;
+  app.add_option("--data", cli.data.dir,
+                 "directory of MNIST-format IDX files (.gz or not); default $COLLX_TRAIN_DATA, "
+                 "else the Debian package dataset-fashion-mnist's, and without its files the "
+                 "built-in synthetic set")
       ->capture_default_str();
   app.add_flag("--synthetic", cli.data.synthetic, "train on the built-in synthetic data set");
   app.add_option("--synthetic-train", cli.data.synthetic_train, "synthetic training samples")

@@ -151,15 +151,24 @@ TEST_F(TrainMpi, WeightsBitwiseIdenticalOnEveryRankAfterEveryStep) {
   }
 }
 
+// With overlap each bucket is updated (and, sharded, allgathered) as soon as its reduction
+// completes; without, after all of them: the same arithmetic, so the same bits.
 TEST_F(TrainMpi, OverlapOnOffIsBitwiseIdentical) {
-  TrainConfig config = small_config();
-  config.bucket_mb = 0.01;
-  config.first_bucket_mb = 0.002;
-  const TrainRun overlapped = train_steps(config, comm, 12);
-  config.overlap = false;
-  const TrainRun after = train_steps(config, comm, 12);
-  EXPECT_TRUE(bitwise_equal(overlapped.params, after.params));
-  EXPECT_EQ(overlapped.losses, after.losses);
+  for (bool shard : {false, true}) {
+    for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+      TrainConfig config = small_config();
+      config.shard = shard;
+      config.optimizer.kind = kind;
+      config.bucket_mb = 0.01;
+      config.first_bucket_mb = 0.002;
+      const TrainRun overlapped = train_steps(config, comm, 12);
+      config.overlap = false;
+      const TrainRun after = train_steps(config, comm, 12);
+      EXPECT_TRUE(bitwise_equal(overlapped.params, after.params))
+          << to_string(kind) << (shard ? " sharded" : "");
+      EXPECT_EQ(overlapped.losses, after.losses);
+    }
+  }
 }
 
 TEST_F(TrainMpi, BucketSizesGiveBitwiseIdenticalWeights) {
