@@ -1,11 +1,15 @@
 // collx-train: a data-parallel MLP trainer on collx's collectives. Launch it with mpirun or srun;
 // rank 0 prints, the other ranks print only errors.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -216,6 +220,15 @@ int run(int argc, char** argv, std::chrono::steady_clock::time_point start) {
     if (rank == 0 && !cli.log_json.empty()) {
       json.open(cli.log_json, std::ios::trunc);
       if (!json) error = "cannot write --log-json " + cli.log_json;
+    }
+    // Rank 0 writes the checkpoints: find out now, not after the training, that it cannot.
+    if (rank == 0 && error.empty() && !cli.config.checkpoint_path.empty()) {
+      const std::filesystem::path dir =
+          std::filesystem::absolute(cli.config.checkpoint_path).parent_path();
+      if (::access(dir.c_str(), W_OK) != 0) {
+        error = "--checkpoint " + cli.config.checkpoint_path + ": cannot write in " + dir.string() +
+                ": " + std::strerror(errno);
+      }
     }
     agree(comm, error);
 
