@@ -68,6 +68,17 @@ std::vector<std::size_t> parse_hidden(const std::string& text) {
   return sizes;
 }
 
+// --optimizer sgd's defaults: SGD with momentum wants a far larger rate than AdamW, and its
+// weight decay is an L2 term in the gradient, not AdamW's decoupled shrinking.
+constexpr double kSgdLr = 0.05;
+constexpr double kSgdWeightDecay = 5e-4;
+
+std::string format_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 struct Cli {
   TrainConfig config;
   DataOptions data;
@@ -112,7 +123,9 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
   app.add_option("--optimizer", optimizer, "adamw or sgd (with momentum)")
       ->capture_default_str()
       ->check(CLI::IsMember({"adamw", "sgd"}));
-  app.add_option("--lr", c.lr, "learning rate at --lr-batch samples per step")
+  app.add_option("--lr", c.lr,
+                 "learning rate at --lr-batch samples per step (default for --optimizer sgd: " +
+                     format_number(kSgdLr) + ")")
       ->capture_default_str();
   app.add_option("--lr-batch", c.lr_reference_batch,
                  "reference batch of --lr: the rate used is lr * batch / lr-batch")
@@ -122,7 +135,9 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
   app.add_option("--beta2", c.optimizer.beta2, "adamw beta2")->capture_default_str();
   app.add_option("--eps", c.optimizer.eps, "adamw epsilon")->capture_default_str();
   app.add_option("--weight-decay", c.optimizer.weight_decay,
-                 "weight decay of the weights (decoupled for adamw, L2 for sgd)")
+                 "weight decay of the weights: decoupled for adamw, L2 for sgd (default for "
+                 "--optimizer sgd: " +
+                     format_number(kSgdWeightDecay) + ")")
       ->capture_default_str();
   app.add_option("--warmup-epochs", c.warmup_epochs, "linear warmup length (fractions allowed)")
       ->capture_default_str();
@@ -184,6 +199,11 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
   c.dtype = dtype == "float64" ? collx::DataType::float64 : collx::DataType::float32;
   c.device = device == "cuda" ? collx::mlp::Device::cuda : collx::mlp::Device::cpu;
   c.optimizer.kind = optimizer == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
+  // SGD's own defaults where the user gave none (the TrainConfig defaults are AdamW's).
+  if (c.optimizer.kind == OptimizerKind::sgd) {
+    if (app.count("--lr") == 0) c.lr = kSgdLr;
+    if (app.count("--weight-decay") == 0) c.optimizer.weight_decay = kSgdWeightDecay;
+  }
   c.schedule = schedule == "linear"     ? Schedule::linear
                : schedule == "constant" ? Schedule::constant
                                         : Schedule::cosine;

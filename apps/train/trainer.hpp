@@ -29,11 +29,12 @@ struct TrainConfig {
   std::vector<std::size_t> hidden = {512, 256};
   DataType dtype = DataType::float32;
   mlp::Device device = mlp::Device::cpu;
+  // The defaults reach about 0.90 test accuracy on Fashion-MNIST in 12 epochs (docs/TRAINING.md).
   int epochs = 12;
-  std::size_t batch = 256;  // global, per optimizer step
-  std::size_t accum = 1;    // micro-batches per step on each rank
-  OptimizerSettings optimizer;
-  double lr = 1e-3;                      // at lr_reference_batch
+  std::size_t batch = 1024;  // global, per optimizer step
+  std::size_t accum = 1;     // micro-batches per step on each rank
+  OptimizerSettings optimizer{.weight_decay = 0.1};
+  double lr = 1.5e-3;                    // at lr_reference_batch (AdamW; collx-train's sgd: 0.05)
   std::size_t lr_reference_batch = 256;  // linear scaling rule: lr * batch / reference
   double warmup_epochs = 1;
   Schedule schedule = Schedule::cosine;
