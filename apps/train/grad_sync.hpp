@@ -69,6 +69,8 @@ class GradientSync final : public GradientHooks {
   void gradients_ready(std::size_t end) override;
   // Progresses what is in flight.
   void poll() override;
+  // Every bucket launched and known to be reduced (as far as poll() has seen).
+  bool all_complete() const { return completed_ == buckets_.size(); }
   // After the backward pass: launches the buckets not launched yet.
   void launch_all();
   // Blocks until bucket b is reduced (launch_all() first).

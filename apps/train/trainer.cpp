@@ -319,7 +319,7 @@ class Trainer final : public TrainerBase {
     } else {
       sync_.finish();
     }
-    std::vector<Request> gathers;
+    gathers_.clear();
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       const Bucket& b = buckets_[k];
       sync_.wait(k);
@@ -330,15 +330,30 @@ class Trainer final : public TrainerBase {
       const std::size_t block = b.size() / n;
       update_range(b.begin + r * block, block, shard_grads_.data() + b.begin / n, b.begin / n, lr,
                    step);
-      if (config_.overlap) gathers.push_back(start_gather(b));
+      if (config_.overlap) gathers_.push_back(start_gather(b));
     }
     if (config_.shard && !config_.overlap) {
       for (const Bucket& b : buckets_)
-        gathers.push_back(start_gather(b));
+        gathers_.push_back(start_gather(b));
     }
     CommClock::Scope timed(clock_);
-    for (Request& g : gathers)
+    for (Request& g : gathers_)
       g.wait();
+  }
+
+  // Between two pieces of the update: drives the reductions still in flight, or else the
+  // allgathers (one test progresses every collx operation in flight).
+  void progress() {
+    if (!sync_.all_complete()) {
+      sync_.poll();
+      return;
+    }
+    for (Request& g : gathers_) {
+      if (!g.valid()) continue;
+      CommClock::Scope timed(clock_);
+      g.test();
+      return;
+    }
   }
 
   // Updates params[first, first + count) in pieces, progressing communication in between.
@@ -349,7 +364,7 @@ class Trainer final : public TrainerBase {
       const std::size_t n = std::min(kPiece, count - done);
       optimizer_.update(params_.data(), first + done, n, grads + done, state_offset + done, lr,
                         step);
-      if (config_.overlap) sync_.poll();
+      if (config_.overlap) progress();
     }
   }
 
@@ -469,6 +484,7 @@ class Trainer final : public TrainerBase {
   mlp::DeviceBuffer<T> inputs_;
   CommClock clock_;
   GradientSync sync_;
+  std::vector<Request> gathers_;  // --shard: this step's parameter allgathers, one per bucket
   Options allgather_options_;
   std::size_t steps_per_epoch_;
   LrSchedule schedule_;
