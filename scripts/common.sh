@@ -9,6 +9,8 @@ COLLX_PACKAGES=(
   build-essential cmake pkg-config
   openmpi-bin libopenmpi-dev libucx-dev
   libgtest-dev libcli11-dev nlohmann-json3-dev
+  libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
+  dataset-fashion-mnist         # collx-train's data (the main job)
 )
 
 collx_install_packages() {

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Medians over the runs of scripts/train-figures.sh: reads DIR/{default_np2,scaling_np1,
+scaling_np2,nooverlap_np2}_rN.json (collx-train --log-json files) and prints the figures of
+docs/TRAINING.md as Markdown."""
+import glob
+import json
+import statistics
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    return [l for l in lines if not l.get("final")], next(l for l in lines if l.get("final"))
+
+
+def runs(directory, name):
+    return [load(p) for p in sorted(glob.glob(f"{directory}/{name}_r*.json"))]
+
+
+def per_run(epochs):
+    """One run's figures: throughput over all its epochs, per-epoch means of the time split."""
+    samples = sum(e["samples_per_s"] * e["train_s"] for e in epochs)
+    train = sum(e["train_s"] for e in epochs)
+    mean = lambda key: statistics.fmean(e[key] for e in epochs)
+    return {
+        "samples_per_s": samples / train,
+        "exposed": mean("comm_exposed_fraction"),
+        "train_s": mean("train_s"),
+        "compute_s": mean("compute_s"),
+        "comm_s": mean("comm_s"),
+        "forward_s": mean("forward_s"),
+        "backward_s": mean("backward_s"),
+        "update_s": mean("update_s"),
+        "eval_s": mean("eval_s"),
+    }
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def main():
+    directory = sys.argv[1] if len(sys.argv) > 1 else "train-figures"
+    default = runs(directory, "default_np2")
+    if default:
+        acc = [final["test_accuracy"] for _, final in default]
+        wall = [final["wall_s"] for _, final in default]
+        print(f"## default run, np=2 ({len(default)} runs)\n")
+        print("| run | test accuracy | wall s |\n|---|---|---|")
+        for i, (a, w) in enumerate(zip(acc, wall), 1):
+            print(f"| {i} | {a:.4f} | {w:.1f} |")
+        print(f"| median | {median(acc):.4f} | {median(wall):.1f} |\n")
+
+    table = {}
+    for name in ("scaling_np1", "scaling_np2", "nooverlap_np2"):
+        rs = [per_run(epochs) for epochs, _ in runs(directory, name)]
+        if rs:
+            table[name] = {k: median([r[k] for r in rs]) for k in rs[0]} | {"runs": len(rs)}
+            table[name]["all_sps"] = [r["samples_per_s"] for r in rs]
+    if "scaling_np1" in table and "scaling_np2" in table:
+        # Paired by run: np=1 and np=2 of a run started within seconds of each other.
+        pairs = list(zip(runs(directory, "scaling_np1"), runs(directory, "scaling_np2")))
+        paired = [per_run(b[0])["samples_per_s"] / per_run(a[0])["samples_per_s"]
+                  for a, b in pairs]
+        one, two = table["scaling_np1"], table["scaling_np2"]
+        print(f"## throughput, same global batch ({one['runs']} runs each)\n")
+        print("| ranks | samples/s (median) | runs |\n|---|---|---|")
+        for label, t in (("1", one), ("2", two)):
+            print(f"| {label} | {t['samples_per_s']:.0f} | "
+                  + ", ".join(f"{x:.0f}" for x in t["all_sps"]) + " |")
+        print(f"\nspeed-up np=2 / np=1: {two['samples_per_s'] / one['samples_per_s']:.2f}x "
+              "(ratio of the medians); per run: "
+              + ", ".join(f"{x:.2f}x" for x in paired) + "\n")
+    rows = [(n, table[n]) for n in ("scaling_np1", "scaling_np2", "nooverlap_np2") if n in table]
+    if rows:
+        print("## time per epoch (medians; train = step time of the slowest rank, the split "
+              "is the ranks' mean)\n")
+        print("| run | train s | compute s | forward | backward | update | exposed comm s "
+              "| exposed share |\n|---|---|---|---|---|---|---|---|")
+        names = {"scaling_np1": "np=1", "scaling_np2": "np=2 overlap",
+                 "nooverlap_np2": "np=2 --no-overlap"}
+        for n, t in rows:
+            print(f"| {names[n]} | {t['train_s']:.3f} | {t['compute_s']:.3f} | "
+                  f"{t['forward_s']:.3f} | {t['backward_s']:.3f} | {t['update_s']:.3f} | "
+                  f"{t['comm_s']:.3f} | {100 * t['exposed']:.1f}% |")
+    try:
+        with open(f"{directory}/loadavg.txt") as f:
+            print("\n## load average (1, 5, 15 min) when each command started\n")
+            print("```\n" + f.read().rstrip() + "\n```")
+    except FileNotFoundError:
+        pass
+
+
+if __name__ == "__main__":
+    main()

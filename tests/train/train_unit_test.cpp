@@ -1,0 +1,482 @@
+// collx-train's pieces without MPI: the gradients against finite differences, the sampler, the
+// buckets, the schedule, the optimizers, checkpoints and the data set reader.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "checkpoint.hpp"
+#include "dataset.hpp"
+#include "grad_sync.hpp"
+#include "mlp_math.hpp"
+#include "model.hpp"
+#include "optimizer.hpp"
+#include "random.hpp"
+#include "sampler.hpp"
+
+namespace {
+
+using namespace collx::train;
+namespace fs = std::filesystem;
+using collx::mlp::Backend;
+using collx::mlp::Device;
+
+// A scratch directory removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("collx_train_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+// ---- gradients ----
+
+// Loss (mean over the rows) of a model at `params`, in float64.
+double mean_loss(Mlp<double>& mlp, const std::vector<double>& params,
+                 const std::vector<double>& inputs, const std::vector<std::int32_t>& labels) {
+  mlp.forward(params.data(), inputs.data(), labels.size());
+  return mlp.loss(labels.data(), false, 0).loss_sum / static_cast<double>(labels.size());
+}
+
+TEST(GradientCheck, Float64MatchesCentralDifferences) {
+  auto backend = collx::mlp::make_backend<double>(Device::cpu);
+  const ModelShape shape{{7, 6, 5, 4}};
+  const std::size_t rows = 9;
+  Mlp<double> mlp(*backend, shape, rows);
+  std::vector<double> params(mlp.layout().count());
+  initialize_parameters(shape, 3, params.data(), params.size());
+  Random random(11);
+  for (double& p : params)
+    p += 0.1 * (random.uniform() - 0.5);  // non-zero biases too
+  std::vector<double> inputs(rows * shape.sizes[0]);
+  for (double& x : inputs)
+    x = 2 * random.uniform() - 1;
+  std::vector<std::int32_t> labels(rows);
+  for (auto& l : labels)
+    l = static_cast<std::int32_t>(random.below(4));
+
+  std::vector<double> grads(params.size());
+  mlp.forward(params.data(), inputs.data(), rows);
+  mlp.loss(labels.data(), true, 1.0 / rows);
+  mlp.backward(params.data(), inputs.data(), grads.data(), false, nullptr);
+
+  const double h = 1e-6;
+  double worst = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    std::vector<double> plus = params, minus = params;
+    plus[i] += h;
+    minus[i] -= h;
+    const double numeric =
+        (mean_loss(mlp, plus, inputs, labels) - mean_loss(mlp, minus, inputs, labels)) / (2 * h);
+    const double error =
+        std::abs(numeric - grads[i]) / std::max(1e-6, std::abs(numeric) + std::abs(grads[i]));
+    worst = std::max(worst, error);
+    EXPECT_LT(error, 1e-6) << "parameter " << i << ": analytic " << grads[i] << ", numeric "
+                           << numeric;
+  }
+  RecordProperty("worst_relative_error", std::to_string(worst));
+}
+
+TEST(GradientCheck, AccumulateAddsToTheBuffer) {
+  auto backend = collx::mlp::make_backend<double>(Device::cpu);
+  const ModelShape shape{{5, 4, 3}};
+  Mlp<double> mlp(*backend, shape, 4);
+  std::vector<double> params(mlp.layout().count());
+  initialize_parameters(shape, 5, params.data(), params.size());
+  std::vector<double> inputs(4 * 5, 0.5);
+  inputs[3] = -1;
+  std::vector<std::int32_t> labels = {0, 1, 2, 1};
+  std::vector<double> once(params.size()), twice(params.size(), 123.0);
+  mlp.forward(params.data(), inputs.data(), 4);
+  mlp.loss(labels.data(), true, 0.25);
+  mlp.backward(params.data(), inputs.data(), once.data(), false, nullptr);
+  mlp.backward(params.data(), inputs.data(), twice.data(), false, nullptr);  // overwrites 123
+  mlp.backward(params.data(), inputs.data(), twice.data(), true, nullptr);
+  for (std::size_t i = 0; i < once.size(); ++i)
+    EXPECT_DOUBLE_EQ(twice[i], 2 * once[i]) << i;
+}
+
+// The hooks hear a growing prefix that ends at the whole buffer.
+TEST(GradientCheck, HooksSeeAGrowingCompletePrefix) {
+  struct Recorder : GradientHooks {
+    std::vector<std::size_t> ends;
+    int polls = 0;
+    void gradients_ready(std::size_t end) override { ends.push_back(end); }
+    void poll() override { ++polls; }
+  } recorder;
+  auto backend = collx::mlp::make_backend<float>(Device::cpu);
+  const ModelShape shape{{784, 300, 10}};
+  Mlp<float> mlp(*backend, shape, 8);
+  std::vector<float> params(mlp.layout().count()), grads(params.size());
+  std::vector<float> inputs(8 * 784, 0.1f);
+  std::vector<std::int32_t> labels(8, 3);
+  mlp.forward(params.data(), inputs.data(), 8);
+  mlp.loss(labels.data(), true, 0.125f);
+  mlp.backward(params.data(), inputs.data(), grads.data(), false, &recorder);
+  ASSERT_FALSE(recorder.ends.empty());
+  EXPECT_TRUE(std::is_sorted(recorder.ends.begin(), recorder.ends.end()));
+  EXPECT_EQ(recorder.ends.back(), mlp.layout().count());
+  EXPECT_GT(recorder.ends.size(), 4u);  // the 300x784 weight gradient comes in pieces
+  EXPECT_GT(recorder.polls, 0);
+}
+
+// ---- sampler ----
+
+TEST(Sampler, EpochPermutationIsAPermutationFixedBySeedAndEpoch) {
+  const auto a = epoch_permutation(1000, 7, 0);
+  auto sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::uint32_t i = 0; i < 1000; ++i)
+    ASSERT_EQ(sorted[i], i);
+  EXPECT_EQ(a, epoch_permutation(1000, 7, 0));
+  EXPECT_NE(a, epoch_permutation(1000, 7, 1));
+  EXPECT_NE(a, epoch_permutation(1000, 8, 0));
+}
+
+TEST(Sampler, RankSlicesAreDisjointAndCoverTheEpoch) {
+  for (std::size_t rows : {1000u, 997u, 64u}) {
+    for (std::size_t batch : {64u, 100u, 7u}) {
+      for (int nranks = 1; nranks <= 7; ++nranks) {
+        if (batch < static_cast<std::size_t>(nranks)) continue;
+        const auto order = epoch_permutation(rows, 3, 2);
+        std::vector<int> seen(rows, 0);
+        for (std::size_t step = 0; step < steps_per_epoch(rows, batch); ++step) {
+          const Range global = batch_positions(rows, batch, step);
+          std::size_t covered = global.begin;
+          for (int r = 0; r < nranks; ++r) {
+            const Range mine = rank_slice(global, r, nranks);
+            ASSERT_EQ(mine.begin, covered) << "slices are contiguous, in rank order";
+            covered = mine.end;
+            for (std::size_t p = mine.begin; p < mine.end; ++p)
+              ++seen[order[p]];
+          }
+          ASSERT_EQ(covered, global.end) << "the slices make up the single-process batch";
+        }
+        for (std::size_t i = 0; i < rows; ++i)
+          ASSERT_EQ(seen[i], 1) << "sample " << i << " rows " << rows << " batch " << batch
+                                << " ranks " << nranks;
+      }
+    }
+  }
+}
+
+TEST(Sampler, SplitEvenly) {
+  EXPECT_EQ(split_evenly(10, 3, 0), (Range{0, 3}));
+  EXPECT_EQ(split_evenly(10, 3, 1), (Range{3, 6}));
+  EXPECT_EQ(split_evenly(10, 3, 2), (Range{6, 10}));
+  EXPECT_EQ(split_evenly(2, 4, 0).size(), 0u);
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < 4; ++i)
+    total += split_evenly(2, 4, i).size();
+  EXPECT_EQ(total, 2u);
+}
+
+// ---- buckets ----
+
+TEST(Buckets, SmallFirstBucketThenCapacity) {
+  const auto b = make_buckets(1000, 4, 400, 1600, 1);  // 100 elements, then 400
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0].begin, 0u);
+  EXPECT_EQ(b[0].end, 100u);
+  EXPECT_EQ(b[1].end, 500u);
+  EXPECT_EQ(b[2].end, 900u);
+  EXPECT_EQ(b[3].end, 1000u);
+}
+
+TEST(Buckets, AlignedForShardingAndPadded) {
+  for (std::size_t align : {1u, 2u, 3u, 4u, 7u}) {
+    const auto b = make_buckets(1001, 8, 80, 800, align);
+    std::size_t expected_begin = 0;
+    for (const Bucket& x : b) {
+      EXPECT_EQ(x.begin, expected_begin);
+      EXPECT_EQ(x.begin % align, 0u);
+      EXPECT_EQ(x.size() % align, 0u);
+      EXPECT_GE(x.size(), align);
+      expected_begin = x.end;
+    }
+    EXPECT_EQ(b.back().end, (1001 + align - 1) / align * align);
+  }
+  // One bucket when the capacity exceeds the model.
+  EXPECT_EQ(make_buckets(100, 4, 1 << 20, 25 << 20, 1).size(), 1u);
+}
+
+// ---- schedule and optimizers ----
+
+TEST(Schedule, LinearScalingWarmupAndDecay) {
+  LrSchedule s;
+  s.base_lr = 0.1;
+  s.reference_batch = 256;
+  s.batch = 512;
+  s.warmup_steps = 10;
+  s.total_steps = 110;
+  s.schedule = Schedule::cosine;
+  EXPECT_DOUBLE_EQ(s.peak(), 0.2);
+  EXPECT_DOUBLE_EQ(s.at(0), 0.02);
+  EXPECT_DOUBLE_EQ(s.at(9), 0.2);
+  EXPECT_DOUBLE_EQ(s.at(10), 0.2);
+  EXPECT_NEAR(s.at(60), 0.1, 1e-12);
+  EXPECT_LT(s.at(109), 0.001);
+  s.schedule = Schedule::linear;
+  EXPECT_NEAR(s.at(60), 0.1, 1e-12);
+  s.schedule = Schedule::constant;
+  EXPECT_DOUBLE_EQ(s.at(100), 0.2);
+}
+
+TEST(Optimizer, AdamWFirstStepAndNoDecayOnBiases) {
+  auto backend = collx::mlp::make_backend<double>(Device::cpu);
+  const ModelShape shape{{2, 1}};  // layout: bias (1), weight (2)
+  const ParameterLayout layout(shape);
+  OptimizerSettings settings;
+  settings.kind = OptimizerKind::adamw;
+  settings.weight_decay = 0.5;
+  Optimizer<double> optimizer(*backend, settings, layout, layout.count());
+  std::vector<double> params = {1.0, 1.0, -2.0};
+  const std::vector<double> grads = {0.5, -0.25, 2.0};
+  optimizer.update(params.data(), 0, 3, grads.data(), 0, 0.1, 1);
+  // First step: m_hat = g, v_hat = g^2, update = lr * sign(g) (eps aside), decay on weights.
+  EXPECT_NEAR(params[0], 1.0 - 0.1, 1e-6);               // bias: no decay
+  EXPECT_NEAR(params[1], 1.0 * (1 - 0.05) + 0.1, 1e-6);  // weight
+  EXPECT_NEAR(params[2], -2.0 * (1 - 0.05) - 0.1, 1e-6);
+}
+
+TEST(Optimizer, SgdMomentumMatchesHandComputed) {
+  auto backend = collx::mlp::make_backend<double>(Device::cpu);
+  const ModelShape shape{{1, 1}};  // bias, weight
+  const ParameterLayout layout(shape);
+  OptimizerSettings settings;
+  settings.kind = OptimizerKind::sgd;
+  settings.momentum = 0.9;
+  settings.weight_decay = 0.1;
+  Optimizer<double> optimizer(*backend, settings, layout, layout.count());
+  std::vector<double> params = {1.0, 1.0};
+  const std::vector<double> grads = {1.0, 1.0};
+  optimizer.update(params.data(), 0, 2, grads.data(), 0, 0.5, 1);
+  EXPECT_DOUBLE_EQ(params[0], 0.5);         // v = 1
+  EXPECT_DOUBLE_EQ(params[1], 1.0 - 0.55);  // v = 1 + 0.1 * 1
+  optimizer.update(params.data(), 0, 2, grads.data(), 0, 0.5, 2);
+  EXPECT_DOUBLE_EQ(params[0], 0.5 - 0.5 * 1.9);
+  EXPECT_DOUBLE_EQ(params[1], 0.45 - 0.5 * (0.9 * 1.1 + 1 + 0.1 * 0.45));
+}
+
+TEST(Backend, CudaIsRefusedWithAReason) {
+  try {
+    collx::mlp::make_backend<float>(Device::cuda);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--device cuda is not available"), std::string::npos);
+  }
+}
+
+// ---- checkpoints ----
+
+CheckpointHeader sample_header() {
+  CheckpointHeader h;
+  h.dtype = "float32";
+  h.shape.sizes = {4, 3, 2};
+  h.optimizer = OptimizerKind::adamw;
+  h.parameters = ParameterLayout(h.shape).count();
+  h.step = 17;
+  h.epoch = 2;
+  h.step_in_epoch = 5;
+  h.seed = 99;
+  h.batch = 32;
+  h.epoch_loss_sum = 12.5;
+  h.epoch_samples = 160;
+  h.ranks = 3;
+  return h;
+}
+
+TEST(Checkpoint, RoundTripsBitwise) {
+  TempDir dir;
+  const CheckpointHeader h = sample_header();
+  std::vector<float> params(h.parameters), m(h.parameters), v(h.parameters);
+  for (std::size_t i = 0; i < h.parameters; ++i) {
+    params[i] = 0.1f * static_cast<float>(i) - 1.0f;
+    m[i] = static_cast<float>(i);
+    v[i] = 1.0f / static_cast<float>(i + 1);
+  }
+  const std::string path = dir.file("ck.bin");
+  write_checkpoint(path, h, params.data(), {m.data(), v.data()});
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  const CheckpointData d = read_checkpoint(path);
+  EXPECT_EQ(header_to_json(d.header), header_to_json(h));
+  ASSERT_EQ(d.parameters.size(), params.size() * 4);
+  EXPECT_EQ(std::memcmp(d.parameters.data(), params.data(), d.parameters.size()), 0);
+  ASSERT_EQ(d.states.size(), 2u);
+  EXPECT_EQ(std::memcmp(d.states[0].data(), m.data(), m.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(d.states[1].data(), v.data(), v.size() * 4), 0);
+}
+
+TEST(Checkpoint, CorruptAndTruncatedFilesAreRejected) {
+  TempDir dir;
+  const CheckpointHeader h = sample_header();
+  std::vector<float> params(h.parameters, 1.0f), m(h.parameters), v(h.parameters);
+  const std::string path = dir.file("ck.bin");
+  write_checkpoint(path, h, params.data(), {m.data(), v.data()});
+  const auto size = fs::file_size(path);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size - 20));
+    f.put('\x7f');
+  }
+  EXPECT_THROW(read_checkpoint(path), CheckpointError);
+  fs::resize_file(path, size / 2);
+  EXPECT_THROW(read_checkpoint(path), CheckpointError);
+  EXPECT_THROW(read_checkpoint(dir.file("absent.bin")), CheckpointError);
+}
+
+TEST(Checkpoint, MismatchesAreNamed) {
+  const CheckpointHeader saved = sample_header();
+  EXPECT_EQ(checkpoint_mismatch(saved, saved), "");
+  CheckpointHeader other = saved;
+  other.shape.sizes = {4, 5, 2};
+  EXPECT_NE(checkpoint_mismatch(saved, other).find("shape 4-3-2"), std::string::npos);
+  other = saved;
+  other.dtype = "float64";
+  EXPECT_NE(checkpoint_mismatch(saved, other).find("float32"), std::string::npos);
+  other = saved;
+  other.optimizer = OptimizerKind::sgd;
+  EXPECT_NE(checkpoint_mismatch(saved, other).find("adamw"), std::string::npos);
+  other = saved;
+  other.batch = 64;
+  EXPECT_NE(checkpoint_mismatch(saved, other).find("--batch 64"), std::string::npos);
+}
+
+// ---- data sets ----
+
+void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+std::vector<unsigned char> idx(std::vector<std::uint32_t> dims, std::size_t data_bytes,
+                               unsigned char fill = 7, int magic_dims = -1) {
+  std::vector<unsigned char> out = {
+      0, 0, 8, static_cast<unsigned char>(magic_dims < 0 ? dims.size() : magic_dims)};
+  for (std::uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out.push_back(static_cast<unsigned char>(d >> shift));
+  }
+  for (std::size_t i = 0; i < data_bytes; ++i)
+    out.push_back(static_cast<unsigned char>((fill + i) % 3));
+  return out;
+}
+
+// A valid 4-file directory of n training and m test 2x3 images.
+void write_valid_set(const TempDir& dir, std::size_t n, std::size_t m) {
+  write_gz(dir.file("train-images-idx3-ubyte.gz"),
+           idx({static_cast<std::uint32_t>(n), 2, 3}, n * 6));
+  write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx({static_cast<std::uint32_t>(n)}, n));
+  write_gz(dir.file("t10k-images-idx3-ubyte.gz"),
+           idx({static_cast<std::uint32_t>(m), 2, 3}, m * 6));
+  write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), idx({static_cast<std::uint32_t>(m)}, m));
+}
+
+TEST(Dataset, ReadsGzippedIdx) {
+  TempDir dir;
+  write_valid_set(dir, 5, 4);
+  const DataSplit d = load_idx_dataset(dir.file(""));
+  EXPECT_EQ(d.train.rows, 5u);
+  EXPECT_EQ(d.test.rows, 4u);
+  EXPECT_EQ(d.train.features, 6u);
+  EXPECT_EQ(d.classes, 3u);                   // labels 0..2
+  EXPECT_EQ(d.train.labels[1], (7 + 1) % 3);  // idx() fills (fill + i) % 3
+}
+
+TEST(Dataset, MissingAndCorruptFilesAreErrorsThatNameTheFile) {
+  auto expect_error = [](const std::string& dir, const std::string& fragment) {
+    try {
+      load_idx_dataset(dir);
+      ADD_FAILURE() << "no error, expected one with \"" << fragment << "\"";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  {
+    TempDir dir;
+    write_valid_set(dir, 5, 4);
+    fs::remove(dir.file("t10k-labels-idx1-ubyte.gz"));
+    expect_error(dir.file(""), "missing t10k-labels-idx1-ubyte");
+  }
+  {
+    TempDir dir;
+    write_valid_set(dir, 5, 4);
+    write_gz(dir.file("train-images-idx3-ubyte.gz"), idx({5, 2, 3}, 5 * 6 - 1));
+    expect_error(dir.file(""), "truncated");
+  }
+  {
+    TempDir dir;
+    write_valid_set(dir, 5, 4);
+    write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx({5}, 5, 0, 3));
+    expect_error(dir.file(""), "magic");
+  }
+  {
+    TempDir dir;
+    write_valid_set(dir, 5, 4);
+    write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx({6}, 6));
+    expect_error(dir.file(""), "6 labels");
+  }
+  {
+    TempDir dir;
+    write_valid_set(dir, 5, 4);
+    // Not gzip data under a .gz name, and not a valid IDX either.
+    std::ofstream(dir.file("t10k-images-idx3-ubyte.gz")) << "\x1f\x8b garbage";
+    expect_error(dir.file(""), "t10k-images-idx3-ubyte.gz");
+  }
+}
+
+TEST(Dataset, FallsBackToSyntheticOnlyForTheDefaultDirectory) {
+  TempDir dir;
+  DataOptions options;
+  options.dir = dir.file("nothing-here");
+  options.synthetic_train = 100;
+  options.synthetic_test = 30;
+  std::string notice;
+  const DataSplit d = load_data(options, &notice);
+  EXPECT_TRUE(d.synthetic);
+  EXPECT_EQ(d.train.rows, 100u);
+  EXPECT_NE(notice.find("dataset-fashion-mnist"), std::string::npos);
+  options.dir_given = true;  // --data DIR: the user asked for those files
+  EXPECT_THROW(load_data(options, &notice), DataError);
+}
+
+TEST(Dataset, SyntheticIsDeterministic) {
+  const DataSplit a = make_synthetic_dataset(50, 10);
+  const DataSplit b = make_synthetic_dataset(50, 10);
+  EXPECT_EQ(a.train.images, b.train.images);
+  EXPECT_EQ(a.test.labels, b.test.labels);
+}
+
+TEST(Dataset, FashionMnistWhenInstalled) {
+  if (!missing_idx_files(kDefaultDataDir).empty()) GTEST_SKIP() << "dataset-fashion-mnist absent";
+  const DataSplit d = load_idx_dataset(kDefaultDataDir);
+  EXPECT_EQ(d.name, "Fashion-MNIST");
+  EXPECT_EQ(d.train.rows, 60000u);
+  EXPECT_EQ(d.test.rows, 10000u);
+  EXPECT_EQ(d.train.features, 784u);
+  EXPECT_EQ(d.classes, 10u);
+}
+
+}  // namespace
