@@ -16,6 +16,9 @@ struct Registry {
   std::mutex mutex;
   std::shared_ptr<DeviceApi> owner;
   std::atomic<DeviceApi*> api{nullptr};
+  // Once settled (also to "none" in a build without CUDA), device_api() takes no lock: it is
+  // asked on every collective call.
+  std::atomic<bool> settled{false};
   bool built_in_made = false;
 };
 
@@ -34,13 +37,14 @@ void make_built_in_locked(Registry& r) {
     r.api.store(r.owner.get(), std::memory_order_release);
   }
 #endif
+  r.settled.store(true, std::memory_order_release);
 }
 
 }  // namespace
 
 DeviceApi* device_api() {
   Registry& r = registry();
-  if (DeviceApi* api = r.api.load(std::memory_order_acquire)) return api;
+  if (r.settled.load(std::memory_order_acquire)) return r.api.load(std::memory_order_acquire);
   std::lock_guard lock(r.mutex);
   make_built_in_locked(r);
   return r.api.load(std::memory_order_acquire);
@@ -60,6 +64,7 @@ void set_device_api(std::shared_ptr<DeviceApi> api) {
   r.built_in_made = api != nullptr;
   r.owner = std::move(api);
   r.api.store(r.owner.get(), std::memory_order_release);
+  r.settled.store(r.built_in_made, std::memory_order_release);
 }
 
 }  // namespace collx::detail
