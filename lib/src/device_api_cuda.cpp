@@ -24,7 +24,11 @@ cudaEvent_t as_event(DeviceApi::Event e) {
 }
 
 // The host function a stream runs in the nonblocking stream-ordered form: it holds the stream
-// until the collective is complete. It makes no CUDA call (which host functions must not).
+// until the collective is complete. It makes no CUDA call (which host functions must not), and
+// what it waits for never depends on a host function: the collective's device work runs on the
+// engine's own streams, and its inputs were recorded on the caller's stream before this.
+// CUDA may run host functions of different streams one after another, so a second gated call
+// opens its stream only after the first.
 void CUDART_CB wait_for_gate(void* data) {
   auto* gate = static_cast<std::shared_ptr<StreamGate>*>(data);
   (*gate)->wait();
