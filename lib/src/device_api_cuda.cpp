@@ -1,6 +1,12 @@
 // DeviceApi over the CUDA runtime (built with CUDA only).
 #include <cuda_runtime.h>
 
+#if defined(__linux__) && defined(__GLIBC__)
+#include <pthread.h>
+#include <unistd.h>
+#endif
+
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +41,47 @@ void CUDART_CB wait_for_gate(void* data) {
   delete gate;
 }
 
+#if defined(__linux__) && defined(__GLIBC__)
+// Memory that CUDA cannot have handed out, told apart without asking it (a driver call per
+// buffer is several times a small allreduce's own cost): the brk heap above where it ended when
+// collx was loaded (where glibc puts small allocations; device, managed and mapped memory come
+// from mmap) and the calling thread's stack. Anything else is asked.
+const std::uintptr_t heap_at_load = reinterpret_cast<std::uintptr_t>(sbrk(0));
+
+struct StackRange {
+  std::uintptr_t low = 0;
+  std::uintptr_t high = 0;
+};
+
+StackRange this_thread_stack() {
+  StackRange range;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return range;
+  void* base = nullptr;
+  std::size_t size = 0;
+  if (pthread_attr_getstack(&attr, &base, &size) == 0) {
+    range.low = reinterpret_cast<std::uintptr_t>(base);
+    range.high = range.low + size;
+  }
+  pthread_attr_destroy(&attr);
+  return range;
+}
+
+bool surely_host(const void* pointer) {
+  const auto p = reinterpret_cast<std::uintptr_t>(pointer);
+  const auto heap_top = reinterpret_cast<std::uintptr_t>(sbrk(0));
+  if (heap_at_load != static_cast<std::uintptr_t>(-1) && p >= heap_at_load && p < heap_top) {
+    return true;
+  }
+  thread_local const StackRange stack = this_thread_stack();
+  return p >= stack.low && p < stack.high;
+}
+#else
+bool surely_host(const void*) {
+  return false;
+}
+#endif
+
 class CudaApi final : public DeviceApi {
  public:
   std::string_view name() const override { return "cuda"; }
@@ -57,6 +104,7 @@ class CudaApi final : public DeviceApi {
   }
 
   PointerKind pointer_kind(const void* pointer) override {
+    if (surely_host(pointer)) return {};
     const kernels::PointerInfo info = kernels::pointer_info(pointer);
     if (info.kind == kernels::MemoryKind::device || info.kind == kernels::MemoryKind::managed) {
       return {true, info.device};

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
+#include "device_api.hpp"
 #include "device_engine.hpp"
 #include "emulated_device.hpp"
 #include "memory.hpp"
@@ -84,6 +86,28 @@ TEST(Ledger, ConflictsAreReadAfterWriteWriteAfterReadAndWriteAfterWrite) {
   EXPECT_TRUE(write_a.conflicts_with(Access{{{}, c}, {}}));   // second read range
   const Access nothing{};
   EXPECT_FALSE(nothing.conflicts_with(write_a));  // empty ranges never conflict
+}
+
+// The build's own device API (CUDA's, in a CUDA build): host memory of every origin is host
+// memory, with or without a device, whether it is told apart without asking CUDA (heap, stack)
+// or by asking.
+TEST(BuiltInDeviceApi, HostMemoryIsHostMemory) {
+  const std::shared_ptr<DeviceApi> api = shared_device_api();
+  if (!api) GTEST_SKIP() << "a build without CUDA has no device API";
+  int on_stack = 0;
+  std::vector<char> small(64);
+  std::vector<char> large(std::size_t{64} << 20);  // mmap'd by malloc
+  static char in_data[16];
+  for (const void* p :
+       {static_cast<const void*>(&on_stack), static_cast<const void*>(small.data()),
+        static_cast<const void*>(large.data()), static_cast<const void*>(in_data)}) {
+    EXPECT_FALSE(api->pointer_kind(p).device);
+  }
+  std::thread other([&] {
+    int there = 0;
+    EXPECT_FALSE(api->pointer_kind(&there).device);
+  });
+  other.join();
 }
 
 class Emulated : public ::testing::Test {
