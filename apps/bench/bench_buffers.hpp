@@ -1,4 +1,5 @@
-// Page-aligned, pre-touched benchmark buffers and small helpers shared by the collectives.
+// Page-aligned, pre-touched benchmark buffers (with a device copy for -m device) and small
+// helpers shared by the collectives.
 #pragma once
 
 #include <cstddef>
@@ -9,14 +10,25 @@
 #include <stdexcept>
 #include <string>
 
+#include "bench_device.hpp"
+
 namespace collx::bench {
 
+// Host memory, where inputs are made and results checked, and with -m device a device copy of
+// it, which the collectives are given (arg()).
 class Buffer {
  public:
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { std::free(data_); }
+  ~Buffer() {
+    std::free(data_);
+    device_free(device_);
+  }
+
+  // -m device: every buffer gets a device copy (set once, before the first resize).
+  static void use_device_memory(bool on) { device_memory() = on; }
+  static bool on_device() { return device_memory(); }
 
   // Grows (never shrinks) to `bytes`; new memory is written once so the timed loop never
   // takes a first-touch page fault.
@@ -28,12 +40,30 @@ class Buffer {
     data_ = static_cast<std::byte*>(std::aligned_alloc(4096, capacity_));
     if (data_ == nullptr) throw std::bad_alloc();
     std::memset(data_, 0, capacity_);
+    if (on_device()) {
+      device_free(device_);
+      device_ = static_cast<std::byte*>(device_allocate(capacity_));
+    }
   }
   std::byte* data() { return data_; }
   std::size_t size() const { return size_; }
+  // What the collectives work on: the device copy with -m device, else the host memory.
+  std::byte* arg() { return device_ != nullptr ? device_ : data_; }
+  // Host -> device and back (no-ops without a device copy).
+  void to_device() {
+    if (device_ != nullptr && size_ > 0) copy_to_device(device_, data_, size_);
+  }
+  void to_host() {
+    if (device_ != nullptr && size_ > 0) copy_to_host(data_, device_, size_);
+  }
 
  private:
+  static bool& device_memory() {
+    static bool on = false;
+    return on;
+  }
   std::byte* data_ = nullptr;
+  std::byte* device_ = nullptr;
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
 };

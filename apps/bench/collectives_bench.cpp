@@ -1,11 +1,18 @@
 // The collectives as collx-bench runs them: nccl-tests' sizes and bus factors, inputs with a
 // known result, collx's call and the MPI library's own on the same buffers.
+//
+// With -m device the buffers the calls get are device memory (Buffer::arg()); inputs are made
+// and results checked in the host copies, moved across around each check. The MPI library's
+// call gets the device buffers where it is CUDA-aware; elsewhere it runs on host memory with the
+// copies a user of such an MPI writes around it (inputs to the host before, results back after),
+// and those copies count in its time.
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
 #include "bench_buffers.hpp"
 #include "bench_collective.hpp"
+#include "cuda_aware.hpp"
 #include "exact_data.hpp"
 #include "mpi_reference.hpp"
 
@@ -38,6 +45,25 @@ class BenchBase : public CollectiveBench {
   MPI_Datatype mpi_datatype() const { return mpi_type(params_.type); }
   MPI_Op mpi_reduce_op() const { return mpi_op(params_.type, params_.op); }
 
+  // The MPI library's view of a buffer: the device copy where MPI takes device memory, else the
+  // host memory, staged by hand (mpi_in before the call, mpi_out after).
+  bool mpi_takes_device() const {
+    return Buffer::on_device() && detail::cuda_awareness().mpi_direct();
+  }
+  bool mpi_staged() const { return Buffer::on_device() && !mpi_takes_device(); }
+  std::byte* mpi(Buffer& b) const { return mpi_takes_device() ? b.arg() : b.data(); }
+  void mpi_in(Buffer& b) const {
+    if (mpi_staged()) b.to_host();
+  }
+  void mpi_out(Buffer& b) const {
+    if (mpi_staged()) b.to_device();
+  }
+  // avg after an MPI sum: divided where the data is.
+  void mpi_average(Buffer& b, std::size_t count) const {
+    if (mpi_takes_device()) b.to_host();
+    mpi_finish_average(b.data(), params_.type, count, p_);
+    if (mpi_takes_device()) b.to_device();
+  }
   Communicator& comm_;
   int p_;
   int me_;
@@ -72,15 +98,19 @@ class AllreduceBench final : public BenchBase {
     verify::fill_input(send_.data(), params.type, params.op, me_, p_, count);
     std::memcpy(recv_.data(), send_.data(), count * elem());
     verify::fill_expected(expected_.data(), params.type, params.op, p_, count);
+    send_.to_device();
+    recv_.to_device();
   }
   void run(Algorithm a) override {
-    comm_.allreduce(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
-                    params_.type, params_.op, with(a));
+    comm_.allreduce(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_, params_.type,
+                    params_.op, with(a));
   }
   void run_mpi() override {
-    MPI_Allreduce(params_.in_place ? MPI_IN_PLACE : send_.data(), recv_.data(), checked_int(count_),
+    mpi_in(params_.in_place ? recv_ : send_);
+    MPI_Allreduce(params_.in_place ? MPI_IN_PLACE : mpi(send_), mpi(recv_), checked_int(count_),
                   mpi_datatype(), mpi_reduce_op(), comm_.mpi_comm());
-    if (params_.op == ReduceOp::avg) mpi_finish_average(recv_.data(), params_.type, count_, p_);
+    if (params_.op == ReduceOp::avg) mpi_average(recv_, count_);
+    mpi_out(recv_);
   }
   std::size_t check(bool mpi, Algorithm a) override {
     if (params_.in_place) {
@@ -88,12 +118,16 @@ class AllreduceBench final : public BenchBase {
     } else {
       std::memset(recv_.data(), 0xA5, count_ * elem());
     }
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     return wrong(recv_.data(), expected_.data(), count_);
   }
-  bool supports_overlap() const override { return params_.op != ReduceOp::avg; }
+  bool supports_overlap() const override {
+    return params_.op != ReduceOp::avg && !Buffer::on_device();
+  }
   Request start(Algorithm a) override {
-    return comm_.iallreduce(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
+    return comm_.iallreduce(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_,
                             params_.type, params_.op, with(a));
   }
   void start_mpi(MPI_Request* request) override {
@@ -119,16 +153,21 @@ class BroadcastBench final : public BenchBase {
     expected_.resize(count * elem());
     fill_pattern(expected_, params.root, count);
     std::memcpy(recv_.data(), expected_.data(), count * elem());
+    recv_.to_device();
   }
   void run(Algorithm a) override {
-    comm_.broadcast(recv_.data(), count_, params_.type, params_.root, with(a));
+    comm_.broadcast(recv_.arg(), count_, params_.type, params_.root, with(a));
   }
   void run_mpi() override {
-    MPI_Bcast(recv_.data(), checked_int(count_), mpi_datatype(), params_.root, comm_.mpi_comm());
+    if (me_ == params_.root) mpi_in(recv_);
+    MPI_Bcast(mpi(recv_), checked_int(count_), mpi_datatype(), params_.root, comm_.mpi_comm());
+    if (me_ != params_.root) mpi_out(recv_);
   }
   std::size_t check(bool mpi, Algorithm a) override {
     if (me_ != params_.root) std::memset(recv_.data(), 0xA5, count_ * elem());
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     return wrong(recv_.data(), expected_.data(), count_);
   }
 };
@@ -151,21 +190,26 @@ class ReduceBench final : public BenchBase {
     expected_.resize(count * elem());
     verify::fill_input(send_.data(), params.type, params.op, me_, p_, count);
     verify::fill_expected(expected_.data(), params.type, params.op, p_, count);
+    send_.to_device();
+    recv_.to_device();
   }
   void run(Algorithm a) override {
-    comm_.reduce(send_.data(), recv_.data(), count_, params_.type, params_.op, params_.root,
-                 with(a));
+    comm_.reduce(send_.arg(), recv_.arg(), count_, params_.type, params_.op, params_.root, with(a));
   }
   void run_mpi() override {
-    MPI_Reduce(send_.data(), recv_.data(), checked_int(count_), mpi_datatype(), mpi_reduce_op(),
+    mpi_in(send_);
+    MPI_Reduce(mpi(send_), mpi(recv_), checked_int(count_), mpi_datatype(), mpi_reduce_op(),
                params_.root, comm_.mpi_comm());
-    if (params_.op == ReduceOp::avg && me_ == params_.root) {
-      mpi_finish_average(recv_.data(), params_.type, count_, p_);
+    if (me_ == params_.root) {
+      if (params_.op == ReduceOp::avg) mpi_average(recv_, count_);
+      mpi_out(recv_);
     }
   }
   std::size_t check(bool mpi, Algorithm a) override {
     std::memset(recv_.data(), 0xA5, count_ * elem());
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     return me_ == params_.root ? wrong(recv_.data(), expected_.data(), count_) : 0;
   }
 };
@@ -196,21 +240,27 @@ class AllgatherBench final : public BenchBase {
       verify::fill_pattern(expected_.data() + r * block, params.type, r, count);
     }
     std::memcpy(recv_.data(), expected_.data(), block * p_);
+    send_.to_device();
+    recv_.to_device();
   }
-  std::byte* own() { return recv_.data() + static_cast<std::size_t>(me_) * count_ * elem(); }
+  std::size_t own() const { return static_cast<std::size_t>(me_) * count_ * elem(); }
   void run(Algorithm a) override {
-    comm_.allgather(params_.in_place ? own() : send_.data(), recv_.data(), count_, params_.type,
-                    with(a));
+    comm_.allgather(params_.in_place ? recv_.arg() + own() : send_.arg(), recv_.arg(), count_,
+                    params_.type, with(a));
   }
   void run_mpi() override {
     const int n = checked_int(count_);
-    MPI_Allgather(params_.in_place ? MPI_IN_PLACE : send_.data(), n, mpi_datatype(), recv_.data(),
-                  n, mpi_datatype(), comm_.mpi_comm());
+    mpi_in(params_.in_place ? recv_ : send_);
+    MPI_Allgather(params_.in_place ? MPI_IN_PLACE : mpi(send_), n, mpi_datatype(), mpi(recv_), n,
+                  mpi_datatype(), comm_.mpi_comm());
+    mpi_out(recv_);
   }
   std::size_t check(bool mpi, Algorithm a) override {
     std::memset(recv_.data(), 0xA5, count_ * elem() * p_);
-    if (params_.in_place) std::memcpy(own(), send_.data(), count_ * elem());
+    if (params_.in_place) std::memcpy(recv_.data() + own(), send_.data(), count_ * elem());
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     return wrong(recv_.data(), expected_.data(), count_ * p_);
   }
 };
@@ -240,16 +290,20 @@ class ReduceScatterBench final : public BenchBase {
     std::memcpy(recv_.data(), send_.data(), total * elem());
     verify::fill_expected(expected_.data(), params.type, params.op, p_, count,
                           static_cast<std::size_t>(me_) * count);
+    send_.to_device();
+    recv_.to_device();
   }
   void run(Algorithm a) override {
-    comm_.reduce_scatter(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
+    comm_.reduce_scatter(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_,
                          params_.type, params_.op, with(a));
   }
   void run_mpi() override {
-    MPI_Reduce_scatter_block(params_.in_place ? MPI_IN_PLACE : send_.data(), recv_.data(),
+    mpi_in(params_.in_place ? recv_ : send_);
+    MPI_Reduce_scatter_block(params_.in_place ? MPI_IN_PLACE : mpi(send_), mpi(recv_),
                              checked_int(count_), mpi_datatype(), mpi_reduce_op(),
                              comm_.mpi_comm());
-    if (params_.op == ReduceOp::avg) mpi_finish_average(recv_.data(), params_.type, count_, p_);
+    if (params_.op == ReduceOp::avg) mpi_average(recv_, count_);
+    mpi_out(recv_);
   }
   std::size_t check(bool mpi, Algorithm a) override {
     if (params_.in_place) {
@@ -258,7 +312,9 @@ class ReduceScatterBench final : public BenchBase {
     } else {
       std::memset(recv_.data(), 0xA5, count_ * elem());
     }
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     return wrong(recv_.data(), expected_.data(), count_);
   }
 };
@@ -299,28 +355,37 @@ class GatherBench final : public BenchBase {
         verify::fill_pattern(expected_.data() + r * block, params.type, r, count);
       }
     }
+    send_.to_device();
+    recv_.to_device();
   }
   void run(Algorithm a) override {
     if (scatter_) {
-      comm_.scatter(send_.data(), recv_.data(), count_, params_.type, params_.root, with(a));
+      comm_.scatter(send_.arg(), recv_.arg(), count_, params_.type, params_.root, with(a));
     } else {
-      comm_.gather(send_.data(), recv_.data(), count_, params_.type, params_.root, with(a));
+      comm_.gather(send_.arg(), recv_.arg(), count_, params_.type, params_.root, with(a));
     }
   }
   void run_mpi() override {
     const int n = checked_int(count_);
+    const bool root = me_ == params_.root;
     if (scatter_) {
-      MPI_Scatter(send_.data(), n, mpi_datatype(), recv_.data(), n, mpi_datatype(), params_.root,
+      if (root) mpi_in(send_);
+      MPI_Scatter(mpi(send_), n, mpi_datatype(), mpi(recv_), n, mpi_datatype(), params_.root,
                   comm_.mpi_comm());
+      mpi_out(recv_);
     } else {
-      MPI_Gather(send_.data(), n, mpi_datatype(), recv_.data(), n, mpi_datatype(), params_.root,
+      mpi_in(send_);
+      MPI_Gather(mpi(send_), n, mpi_datatype(), mpi(recv_), n, mpi_datatype(), params_.root,
                  comm_.mpi_comm());
+      if (root) mpi_out(recv_);
     }
   }
   std::size_t check(bool mpi, Algorithm a) override {
     const std::size_t out_count = scatter_ ? count_ : count_ * p_;
     std::memset(recv_.data(), 0xA5, out_count * elem());
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     if (!scatter_ && me_ != params_.root) return 0;
     return wrong(recv_.data(), expected_.data(), out_count);
   }
@@ -356,15 +421,19 @@ class AlltoallBench final : public BenchBase {
                            static_cast<std::size_t>(me_) * count);
     }
     std::memcpy(recv_.data(), send_.data(), block * p_);
+    send_.to_device();
+    recv_.to_device();
   }
   void run(Algorithm a) override {
-    comm_.alltoall(params_.in_place ? recv_.data() : send_.data(), recv_.data(), count_,
-                   params_.type, with(a));
+    comm_.alltoall(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_, params_.type,
+                   with(a));
   }
   void run_mpi() override {
     const int n = checked_int(count_);
-    MPI_Alltoall(params_.in_place ? MPI_IN_PLACE : send_.data(), n, mpi_datatype(), recv_.data(), n,
+    mpi_in(params_.in_place ? recv_ : send_);
+    MPI_Alltoall(params_.in_place ? MPI_IN_PLACE : mpi(send_), n, mpi_datatype(), mpi(recv_), n,
                  mpi_datatype(), comm_.mpi_comm());
+    mpi_out(recv_);
   }
   std::size_t check(bool mpi, Algorithm a) override {
     if (params_.in_place) {
@@ -372,7 +441,9 @@ class AlltoallBench final : public BenchBase {
     } else {
       std::memset(recv_.data(), 0xA5, count_ * elem() * p_);
     }
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     return wrong(recv_.data(), expected_.data(), count_ * p_);
   }
 };
@@ -396,19 +467,25 @@ class SendrecvBench final : public BenchBase {
     expected_.resize(count * elem());
     fill_pattern(send_, me_, count);
     fill_pattern(expected_, (me_ + p_ - 1) % p_, count);
+    send_.to_device();
+    recv_.to_device();
   }
   void run(Algorithm) override {
-    comm_.sendrecv(send_.data(), count_, (me_ + 1) % p_, recv_.data(), count_, (me_ + p_ - 1) % p_,
+    comm_.sendrecv(send_.arg(), count_, (me_ + 1) % p_, recv_.arg(), count_, (me_ + p_ - 1) % p_,
                    params_.type, 0);
   }
   void run_mpi() override {
     const int n = checked_int(count_);
-    MPI_Sendrecv(send_.data(), n, mpi_datatype(), (me_ + 1) % p_, 0, recv_.data(), n,
-                 mpi_datatype(), (me_ + p_ - 1) % p_, 0, comm_.mpi_comm(), MPI_STATUS_IGNORE);
+    mpi_in(send_);
+    MPI_Sendrecv(mpi(send_), n, mpi_datatype(), (me_ + 1) % p_, 0, mpi(recv_), n, mpi_datatype(),
+                 (me_ + p_ - 1) % p_, 0, comm_.mpi_comm(), MPI_STATUS_IGNORE);
+    mpi_out(recv_);
   }
   std::size_t check(bool mpi, Algorithm a) override {
     std::memset(recv_.data(), 0xA5, count_ * elem());
+    recv_.to_device();
     mpi ? run_mpi() : run(a);
+    recv_.to_host();
     return wrong(recv_.data(), expected_.data(), count_);
   }
 };

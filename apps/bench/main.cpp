@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_buffers.hpp"
 #include "bench_collective.hpp"
+#include "bench_device.hpp"
 #include "collx/collx.hpp"
+#include "cuda_aware.hpp"
 #include "mpi_reference.hpp"
 #include "tuning.hpp"
 
@@ -29,6 +32,20 @@ struct Column {
   std::string name;
   bool mpi = false;
   Algorithm algorithm = Algorithm::automatic;
+};
+
+// A communicator the collx rows run on: the default one, or one per --transport.
+struct Runner {
+  std::string transport;  // "" without --transport
+  std::unique_ptr<collx::Communicator> comm;
+  std::unique_ptr<collx::bench::CollectiveBench> bench;
+};
+
+// One row per size: a column on a runner (the mpi column on the first runner only).
+struct Row {
+  std::string key;  // "ring", "ring@ucx", "mpi"
+  Column column;
+  Runner* runner = nullptr;
 };
 
 std::optional<std::size_t> parse_size(const std::string& text) {
@@ -112,6 +129,8 @@ struct Settings {
   std::string chunk;
   int depth = 0;
   std::string tune_path;
+  std::string memory = "host";
+  std::string transports;
 };
 
 // Fixed work (a dot product over a cache-resident array) calibrated to take about `ms`
@@ -214,6 +233,14 @@ int run(int argc, char** argv, int rank, int nranks) {
                  "write the fastest collx algorithm per size for this collective and rank count "
                  "into this tuning file (merged with what it holds; read back with "
                  "COLLX_TUNING_FILE); --chunk/--depth given here are recorded too");
+  app.add_option("-m,--memory", s.memory,
+                 "host, or device: the buffers are CUDA device memory (cudaMalloc), every rank on "
+                 "one of its node's GPUs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "device"}));
+  app.add_option("--transport", s.transports,
+                 "mpi, ucx or a list (mpi,ucx): the collx rows once per transport, each on a "
+                 "communicator of its own (default: COLLX_TRANSPORT's)");
   app.add_option("--overlap", s.overlap_ms,
                  "also measure the nonblocking form with this many ms of computation between "
                  "start and wait; prints the share of the call hidden behind it (allreduce)")
@@ -247,8 +274,54 @@ int run(int argc, char** argv, int rank, int nranks) {
     return fail(e.what());
   }
 
+  // -m device: a device on every rank, or a clear error on all of them.
+  const bool device = s.memory == "device";
+  if (device) {
+    const std::string why = collx::bench::device_memory_unavailable();
+    // The lowest rank without a device says why (all ranks stop).
+    int first_failing = why.empty() ? nranks : rank;
+    MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first_failing == rank) {
+      std::fprintf(stderr, "collx-bench (rank %d): -m device: %s\n", rank, why.c_str());
+    }
+    if (first_failing < nranks) return 2;
+    if (s.overlap_ms > 0) return fail("--overlap measures host buffers only (not with -m device)");
+    collx::bench::Buffer::use_device_memory(true);
+  }
+  std::vector<std::string> transports;
+  {
+    std::stringstream list(s.transports);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      if (item.empty()) continue;
+      const auto& offered = collx::build_info().transports;
+      if (item != "mpi" && item != "ucx") return fail("unknown transport \"" + item + "\"");
+      if (std::find(offered.begin(), offered.end(), item) == offered.end()) {
+        return fail("--transport " + item + ": this build of collx has no " + item +
+                    " transport (configure with -DCOLLX_UCX=ON where libucx-dev is installed)");
+      }
+      if (std::find(transports.begin(), transports.end(), item) == transports.end()) {
+        transports.push_back(item);
+      }
+    }
+  }
+  if (transports.size() > 1 && !s.tune_path.empty()) {
+    return fail("--save-tuning takes one transport");
+  }
+
   collx::Communicator comm(MPI_COMM_WORLD);
-  auto bench = collx::bench::make_bench(*collective, comm);
+  std::vector<Runner> runners;
+  if (transports.empty()) {
+    runners.push_back({"", nullptr, collx::bench::make_bench(*collective, comm)});
+  } else {
+    for (const std::string& t : transports) {
+      auto c = std::make_unique<collx::Communicator>(
+          comm.dup(t == "ucx" ? collx::TransportChoice::ucx : collx::TransportChoice::mpi));
+      auto b = collx::bench::make_bench(*collective, *c);
+      runners.push_back({t, std::move(c), std::move(b)});
+    }
+  }
+  auto* bench = runners.front().bench.get();
   if (!bench) return fail("collx-bench has no benchmark for " + s.collective_name + " yet");
   if (bench->rooted() && (s.root < 0 || s.root >= nranks)) {
     return fail("root " + std::to_string(s.root) + " is not a rank");
@@ -270,13 +343,44 @@ int run(int argc, char** argv, int rank, int nranks) {
   for (int i = 0; i < argc; ++i)
     command += (i ? " " : "") + std::string(argv[i]);
   const std::string mpi_library = collx::mpi_library_version();
+  // The rows: every collx column on every runner, then the MPI library's own call.
+  std::vector<Row> table;
+  for (const auto& c : columns) {
+    if (c.mpi) {
+      table.push_back({c.name, c, &runners.front()});
+      continue;
+    }
+    for (auto& r : runners) {
+      table.push_back({r.transport.empty() ? c.name : c.name + "@" + r.transport, c, &r});
+    }
+  }
+  std::string memory_line = s.memory;
+  if (device) {
+    memory_line += " (" + collx::bench::device_name() + "; collx: " +
+                   (collx::detail::cuda_awareness().mpi_direct() ? "MPI takes device buffers"
+                                                                 : "staged through pinned host "
+                                                                   "memory") +
+                   "; mpi row: " +
+                   (collx::detail::cuda_awareness().mpi_direct()
+                        ? "device buffers"
+                        : "host buffers with the copies to and from the device") +
+                   ")";
+  }
+  std::string transport_line;
+  for (const auto& r : runners) {
+    transport_line += (transport_line.empty() ? "" : ",") +
+                      std::string(r.transport.empty() ? comm.transport_name() : r.transport);
+  }
+  // Wide enough for "auto(recursive_doubling)@ucx".
+  const int algo_width = transports.empty() ? 24 : 28;
   if (rank == 0) {
-    std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n#\n",
+    std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n",
                 s.collective_name.c_str(), nranks, collx::build_info().version.c_str(),
                 collx::build_info().host_kernels.c_str(), mpi_library.c_str(), command.c_str());
-    std::printf("# %12s %12s %9s %6s %5s %24s %11s %11s %11s %7s %7s%s\n", "size(B)", "count",
-                "type", "redop", "root", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
-                "vs_mpi", s.overlap_ms > 0 ? "  hidden  total(us)" : "");
+    std::printf("# memory: %s  transport: %s\n#\n", memory_line.c_str(), transport_line.c_str());
+    std::printf("# %12s %12s %9s %6s %5s %*s %11s %11s %11s %7s %7s%s\n", "size(B)", "count",
+                "type", "redop", "root", algo_width, "algo", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)", "#wrong", "vs_mpi", s.overlap_ms > 0 ? "  hidden  total(us)" : "");
   }
 
   nlohmann::json rows = nlohmann::json::array();
@@ -287,38 +391,42 @@ int run(int argc, char** argv, int rank, int nranks) {
   const int rounds = std::min(s.rounds, s.iters);
   for (std::size_t size = *min_bytes; size <= *max_bytes; size *= s.factor) {
     const std::size_t count = bench->count_for(size, element, nranks);
-    bench->prepare(params, count);
+    for (auto& r : runners)
+      r.bench->prepare(params, count);
     const std::size_t bytes = bench->bytes_for(count, nranks);  // nccl-tests' size column
-    for (const auto& c : columns) {
+    auto run_row = [](const Row& row) {
+      row.column.mpi ? row.runner->bench->run_mpi() : row.runner->bench->run(row.column.algorithm);
+    };
+    for (const auto& row : table) {
       for (int i = 0; i < s.warmup; ++i)
-        c.mpi ? bench->run_mpi() : bench->run(c.algorithm);
+        run_row(row);
     }
     std::map<std::string, std::vector<double>> samples;
     for (int round = 0; round < rounds; ++round) {
-      for (const auto& c : columns) {
-        // One untimed call first: the previous column left the caches and MPI's queues in its
-        // own state, and that switch is not part of this column's time.
-        c.mpi ? bench->run_mpi() : bench->run(c.algorithm);
+      for (const auto& row : table) {
+        // One untimed call first: the previous row left the caches and MPI's queues in its own
+        // state, and that switch is not part of this row's time.
+        run_row(row);
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = MPI_Wtime();
         for (int i = 0; i < per_round; ++i)
-          c.mpi ? bench->run_mpi() : bench->run(c.algorithm);
+          run_row(row);
         double seconds = (MPI_Wtime() - t0) / per_round;
         // The slowest rank's time is the collective's time.
         MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        samples[c.name].push_back(seconds);
+        samples[row.key].push_back(seconds);
       }
     }
     double mpi_seconds = 0;
     double best_seconds = 0;
     Algorithm best_algorithm = Algorithm::automatic;
-    for (const auto& c : columns) {
-      const double t = median(samples[c.name]);
-      if (c.mpi) mpi_seconds = t;
-      if (!c.mpi && c.algorithm != Algorithm::automatic &&
+    for (const auto& row : table) {
+      const double t = median(samples[row.key]);
+      if (row.column.mpi) mpi_seconds = t;
+      if (!row.column.mpi && row.column.algorithm != Algorithm::automatic &&
           (best_seconds == 0 || t < best_seconds)) {
         best_seconds = t;
-        best_algorithm = c.algorithm;
+        best_algorithm = row.column.algorithm;
       }
     }
     if (best_algorithm != Algorithm::automatic) fastest.emplace_back(bytes, best_algorithm);
@@ -334,32 +442,33 @@ int run(int argc, char** argv, int rank, int nranks) {
         const double t0 = MPI_Wtime();
         compute();
         alone.push_back(MPI_Wtime() - t0);
-        for (const auto& c : columns) {
+        for (const auto& row : table) {
           MPI_Barrier(MPI_COMM_WORLD);
           const double t1 = MPI_Wtime();
-          if (c.mpi) {
+          if (row.column.mpi) {
             MPI_Request request;
-            bench->start_mpi(&request);
+            row.runner->bench->start_mpi(&request);
             compute();
             MPI_Wait(&request, MPI_STATUS_IGNORE);
           } else {
-            collx::Request request = bench->start(c.algorithm);
+            collx::Request request = row.runner->bench->start(row.column.algorithm);
             compute();
             request.wait();
           }
           double seconds = MPI_Wtime() - t1;
           MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          overlapped[c.name].push_back(seconds);
+          overlapped[row.key].push_back(seconds);
         }
       }
       compute_seconds = median(alone);
       MPI_Allreduce(MPI_IN_PLACE, &compute_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
-    for (const auto& c : columns) {
-      const double seconds = median(samples[c.name]);
+    for (const auto& row : table) {
+      const Column& c = row.column;
+      const double seconds = median(samples[row.key]);
       long long wrong = -1;
       if (s.check) {
-        unsigned long long mine = bench->check(c.mpi, c.algorithm);
+        unsigned long long mine = row.runner->bench->check(c.mpi, c.algorithm);
         unsigned long long all = 0;
         MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
         wrong = static_cast<long long>(all);
@@ -374,39 +483,41 @@ int run(int argc, char** argv, int rank, int nranks) {
         selected = std::string(collx::to_string(collx::auto_algorithm(*collective, bytes, nranks)));
         label += "(" + selected + ")";
       }
+      if (!c.mpi && !row.runner->transport.empty()) label += "@" + row.runner->transport;
       double hidden = 0;
       double total = 0;
       if (overlap) {
-        total = median(overlapped[c.name]);
+        total = median(overlapped[row.key]);
         hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
       }
       if (rank == 0) {
-        std::printf("  %12zu %12zu %9s %6s %5d %24s %11.2f %11.3f %11.3f %7s %7s", bytes, count,
+        std::printf("  %12zu %12zu %9s %6s %5d %*s %11.2f %11.3f %11.3f %7s %7s", bytes, count,
                     s.type.c_str(), bench->reduces() ? s.op.c_str() : "none",
-                    bench->rooted() ? s.root : -1, label.c_str(), seconds * 1e6, algbw, busbw,
-                    s.check ? std::to_string(wrong).c_str() : "n/a",
+                    bench->rooted() ? s.root : -1, algo_width, label.c_str(), seconds * 1e6, algbw,
+                    busbw, s.check ? std::to_string(wrong).c_str() : "n/a",
                     mpi_seconds > 0 ? (std::to_string(vs_mpi).substr(0, 5)).c_str() : "");
         if (overlap) std::printf("  %6.1f%% %10.1f", hidden * 100, total * 1e6);
         std::printf("\n");
       }
-      nlohmann::json row = {{"size_bytes", bytes},
-                            {"count", count},
-                            {"type", s.type},
-                            {"op", bench->reduces() ? s.op : "none"},
-                            {"root", bench->rooted() ? s.root : -1},
-                            {"algo", c.name},
-                            {"time_us", seconds * 1e6},
-                            {"algbw_gbps", algbw},
-                            {"busbw_gbps", busbw},
-                            {"wrong", wrong}};
-      if (!selected.empty()) row["selected"] = selected;
-      if (mpi_seconds > 0) row["vs_mpi"] = vs_mpi;
+      nlohmann::json json_row = {{"size_bytes", bytes},
+                                 {"count", count},
+                                 {"type", s.type},
+                                 {"op", bench->reduces() ? s.op : "none"},
+                                 {"root", bench->rooted() ? s.root : -1},
+                                 {"algo", row.key},
+                                 {"time_us", seconds * 1e6},
+                                 {"algbw_gbps", algbw},
+                                 {"busbw_gbps", busbw},
+                                 {"wrong", wrong}};
+      if (!selected.empty()) json_row["selected"] = selected;
+      if (mpi_seconds > 0) json_row["vs_mpi"] = vs_mpi;
+      if (!c.mpi && !row.runner->transport.empty()) json_row["transport"] = row.runner->transport;
       if (overlap) {
-        row["overlap_compute_us"] = compute_seconds * 1e6;
-        row["overlap_total_us"] = total * 1e6;
-        row["hidden_fraction"] = hidden;
+        json_row["overlap_compute_us"] = compute_seconds * 1e6;
+        json_row["overlap_total_us"] = total * 1e6;
+        json_row["hidden_fraction"] = hidden;
       }
-      rows.push_back(row);
+      rows.push_back(json_row);
     }
     if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
   }
@@ -425,6 +536,8 @@ int run(int argc, char** argv, int rank, int nranks) {
                                   {"nranks", nranks},
                                   {"mpi_library", mpi_library},
                                   {"collx_version", collx::build_info().version},
+                                  {"memory", s.memory},
+                                  {"transport", transport_line},
                                   {"command", command},
                                   {"rows", rows}};
       std::ofstream out(s.json_path);

@@ -23,7 +23,18 @@ int main(int argc, char** argv) {
       std::printf("MPI library:   %s\n", collx::mpi_library_version().c_str());
       std::printf("MPI standard:  %s (%d rank%s in this run)\n",
                   collx::mpi_standard_version().c_str(), nranks, nranks == 1 ? "" : "s");
-      std::printf("CUDA:          %s\n", info.cuda ? "built in" : "not built in");
+      const collx::DeviceMemoryInfo memory = collx::device_memory_info();
+      if (info.cuda) {
+        std::printf("CUDA:          built in, %zu device%s visible\n", memory.devices.size(),
+                    memory.devices.size() == 1 ? "" : "s");
+        for (const auto& d : memory.devices) {
+          std::printf("  device %d:    %s, %.1f GiB, sm_%d%d\n", d.index, d.name.c_str(),
+                      static_cast<double>(d.memory_bytes) / (1 << 30), d.major, d.minor);
+        }
+      } else {
+        std::printf("CUDA:          not built in\n");
+      }
+      std::printf("CUDA-aware MPI: %s\n", memory.mpi_cuda_aware.c_str());
       if (info.ucx) {
         std::printf("UCX:           %s\n", info.ucx_version.c_str());
       } else {
@@ -35,6 +46,25 @@ int main(int argc, char** argv) {
       std::printf("transports:    %s(COLLX_TRANSPORT=%s)\n", transports.c_str(),
                   info.transport.c_str());
       std::printf("host kernels:  %s\n", info.host_kernels.c_str());
+      std::string types;
+      for (const auto& t : memory.memory_types)
+        types += (types.empty() ? "" : ", ") + t;
+      std::printf("memory types:  %s\n", types.c_str());
+      if (info.ucx) {
+        std::string ucx_types;
+        for (const auto& t : memory.ucx_memory_types)
+          ucx_types += (ucx_types.empty() ? "" : ", ") + t;
+        std::printf("UCX memory:    %s\n", ucx_types.c_str());
+      }
+      if (info.cuda) {
+        std::printf("device buffers:");
+        for (const auto& [transport, path] : memory.device_paths) {
+          std::printf(" %s %s;", transport.c_str(),
+                      path == "direct" ? "direct (the transport takes device memory)"
+                                       : "staged (pinned host segments)");
+        }
+        std::printf(" (COLLX_CUDA_AWARE=0|1 overrides)\n");
+      }
       std::printf("\nalgorithms:\n");
       for (int c = 0; c < collx::kCollectiveCount; ++c) {
         const auto collective = static_cast<collx::Collective>(c);

@@ -18,7 +18,7 @@ using patterns::BlockLayout;
 void place_own_block(Operation& op, const AllgatherArgs& a, const BlockLayout& blocks) {
   std::byte* own = a.recv + blocks.offset(op.rank()) * a.element_size;
   if (a.send != nullptr && a.send != own) {
-    std::memcpy(own, a.send, blocks.length(op.rank()) * a.element_size);
+    op.copy(own, a.send, blocks.length(op.rank()) * a.element_size);
   }
 }
 
@@ -124,7 +124,7 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
   }
   ScratchBuffer work = op.scratch(blocks.count() * elem);
   const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(rank) * elem;
-  std::memcpy(work.data(), own, blocks.length(rank) * elem);
+  op.copy(work.data(), own, blocks.length(rank) * elem);
   for (int distance = 1; distance < p; distance *= 2) {
     const int n = std::min(distance, p - distance);
     Transfer send;
@@ -140,9 +140,8 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
   }
   for (int i = 0; i < p; ++i) {
     const int owner = patterns::wrap(rank + i, p);
-    std::memcpy(a.recv + blocks.offset(owner) * elem,
-                work.data() + rotated[static_cast<std::size_t>(i)] * elem,
-                blocks.length(owner) * elem);
+    op.copy(a.recv + blocks.offset(owner) * elem,
+            work.data() + rotated[static_cast<std::size_t>(i)] * elem, blocks.length(owner) * elem);
   }
 }
 

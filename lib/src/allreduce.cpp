@@ -8,6 +8,7 @@
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
 #include "comm_state.hpp"
+#include "memory.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
 #include "ring.hpp"
@@ -23,7 +24,7 @@ namespace {
 bool trivial(Operation& op, const AllreduceArgs& a) {
   if (a.count == 0) return true;
   if (op.size() > 1) return false;
-  if (a.send != a.recv) std::memcpy(a.recv, a.send, a.count * a.reduction.element_size);
+  if (a.send != a.recv) op.copy(a.recv, a.send, a.count * a.reduction.element_size);
   return true;
 }
 
@@ -339,15 +340,18 @@ Request allreduce_impl(const std::shared_ptr<CommState>& state, const void* send
   check.buffer(sendbuf, bytes, "sendbuf");
   check.buffer(recvbuf, bytes, "recvbuf");
   check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  CallMemory memory =
+      call_memory(*state, Collective::allreduce, options,
+                  {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
   const Algorithm algorithm =
       resolve_algorithm(Collective::allreduce, options.algorithm, bytes, state->size, state->rank);
   const OpInfo info = state->next_op(Collective::allreduce, algorithm, options);
   const AllreduceArgs args{static_cast<const std::byte*>(sendbuf), static_cast<std::byte*>(recvbuf),
-                           count, Reduction::make(type, op, state->size), 0};
+                           count, Reduction::make(type, op, state->size, memory.reducer()), 0};
   // One message per step, as the coroutine path sends when the buffer is one segment: ranks
   // taking different paths still match.
-  if (blocking && algorithm == Algorithm::recursive_doubling && bytes <= kInPlaceBytes &&
-      bytes <= info.chunk_bytes && can_run_in_place()) {
+  if (blocking && !memory.on_device() && algorithm == Algorithm::recursive_doubling &&
+      bytes <= kInPlaceBytes && bytes <= info.chunk_bytes && can_run_in_place()) {
     try {
       allreduce_recursive_doubling_now(*state->transport, info.tag_base + args.phase, args);
     } catch (...) {
@@ -357,8 +361,9 @@ Request allreduce_impl(const std::shared_ptr<CommState>& state, const void* send
   }
   const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
                                 static_cast<int>(op), -1};
-  return launch(state, info, signature, blocking,
-                [&](Operation& o) { return allreduce_task(o, args, algorithm); });
+  return launch(
+      state, info, signature, blocking,
+      [&](Operation& o) { return allreduce_task(o, args, algorithm); }, std::move(memory.device));
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ const std::byte* stable_input(Operation& op, const AlltoallArgs& a, ScratchBuffe
   if (a.send != a.recv) return a.send;
   const std::size_t total = a.count * a.element_size * static_cast<std::size_t>(op.size());
   copy = op.scratch(total);
-  std::memcpy(copy.data(), a.recv, total);
+  op.copy(copy.data(), a.recv, total);
   return copy.data();
 }
 
@@ -26,8 +26,8 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   if (block == 0) co_return;
   ScratchBuffer copy;
   const std::byte* input = stable_input(op, a, copy);
-  std::memcpy(a.recv + static_cast<std::size_t>(rank) * block,
-              input + static_cast<std::size_t>(rank) * block, block);
+  op.copy(a.recv + static_cast<std::size_t>(rank) * block,
+          input + static_cast<std::size_t>(rank) * block, block);
   // Several steps in flight: step s+depth is posted once step s is done.
   const int depth = std::max(1, op.pipeline_depth());
   std::vector<Transfer> sends(static_cast<std::size_t>(p));
@@ -61,14 +61,14 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
   std::byte* outgoing = rotated + n * block;
   std::byte* incoming = outgoing + n * block;
   for (int i = 0; i < p; ++i) {
-    std::memcpy(rotated + static_cast<std::size_t>(i) * block,
-                a.send + static_cast<std::size_t>(patterns::wrap(rank + i, p)) * block, block);
+    op.copy(rotated + static_cast<std::size_t>(i) * block,
+            a.send + static_cast<std::size_t>(patterns::wrap(rank + i, p)) * block, block);
   }
   for (int distance = 1; distance < p; distance *= 2) {
     std::size_t packed = 0;
     for (int i = 1; i < p; ++i) {
       if (i & distance) {
-        std::memcpy(outgoing + packed, rotated + static_cast<std::size_t>(i) * block, block);
+        op.copy(outgoing + packed, rotated + static_cast<std::size_t>(i) * block, block);
         packed += block;
       }
     }
@@ -80,14 +80,14 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
     std::size_t unpacked = 0;
     for (int i = 1; i < p; ++i) {
       if (i & distance) {
-        std::memcpy(rotated + static_cast<std::size_t>(i) * block, incoming + unpacked, block);
+        op.copy(rotated + static_cast<std::size_t>(i) * block, incoming + unpacked, block);
         unpacked += block;
       }
     }
   }
   for (int i = 0; i < p; ++i) {
-    std::memcpy(a.recv + static_cast<std::size_t>(patterns::wrap(rank - i, p)) * block,
-                rotated + static_cast<std::size_t>(i) * block, block);
+    op.copy(a.recv + static_cast<std::size_t>(patterns::wrap(rank - i, p)) * block,
+            rotated + static_cast<std::size_t>(i) * block, block);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
 #include "comm_state.hpp"
+#include "memory.hpp"
 #include "transport_mpi.hpp"
 #include "validate.hpp"
 
@@ -47,11 +48,14 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
   const std::size_t bytes = check.bytes(count, type);
   check.buffer(buffer, bytes, "buffer");
   check.rank_in_range(root, s->size, "root");
+  CallMemory memory =
+      call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
   const BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, 0};
-  return run_collective(s, Collective::broadcast, bytes, options,
-                        signature(Collective::broadcast, count, static_cast<int>(type), -1, root),
-                        blocking,
-                        [&](Operation& op, Algorithm a) { return broadcast_task(op, args, a); });
+  return run_collective(
+      s, Collective::broadcast, bytes, options,
+      signature(Collective::broadcast, count, static_cast<int>(type), -1, root), blocking,
+      [&](Operation& op, Algorithm a) { return broadcast_task(op, args, a); },
+      std::move(memory.device));
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -66,17 +70,23 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
     check.buffer(recvbuf, bytes, "recvbuf");
     check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
   }
+  // recvbuf is significant at the root only.
+  CallMemory memory = call_memory(
+      *s, Collective::reduce, options,
+      {{sendbuf, bytes, "sendbuf"}, {s->rank == root ? recvbuf : nullptr, bytes, "recvbuf"}},
+      blocking);
   const ReduceArgs args{bytes_of(sendbuf),
                         bytes_of(recvbuf),
                         count,
-                        Reduction::make(type, reduce_op, s->size),
+                        Reduction::make(type, reduce_op, s->size, memory.reducer()),
                         root,
                         0};
-  return run_collective(s, Collective::reduce, bytes, options,
-                        signature(Collective::reduce, count, static_cast<int>(type),
-                                  static_cast<int>(reduce_op), root),
-                        blocking,
-                        [&](Operation& op, Algorithm a) { return reduce_task(op, args, a); });
+  return run_collective(
+      s, Collective::reduce, bytes, options,
+      signature(Collective::reduce, count, static_cast<int>(type), static_cast<int>(reduce_op),
+                root),
+      blocking, [&](Operation& op, Algorithm a) { return reduce_task(op, args, a); },
+      std::move(memory.device));
 }
 
 Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -89,11 +99,16 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s->rank) * block;
   const bool in_place = sendbuf == nullptr || sendbuf == own;
   if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
+  CallMemory memory = call_memory(
+      *s, Collective::allgather, options,
+      {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
   const AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf), bytes_of(recvbuf),
                            equal_offsets(count, s->size), size_of(type), 0};
-  return run_collective(s, Collective::allgather, total, options,
-                        signature(Collective::allgather, count, static_cast<int>(type)), blocking,
-                        [&](Operation& op, Algorithm a) { return allgather_task(op, args, a); });
+  return run_collective(
+      s, Collective::allgather, total, options,
+      signature(Collective::allgather, count, static_cast<int>(type)), blocking,
+      [&](Operation& op, Algorithm a) { return allgather_task(op, args, a); },
+      std::move(memory.device));
 }
 
 Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -115,12 +130,15 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   for (std::size_t r = 0; r + 1 < offsets.size(); ++r) {
     counts_hash = counts_hash * 1000003u + (offsets[r + 1] - offsets[r]);
   }
+  CallMemory memory = call_memory(
+      *s, collective, options, {{sendbuf, total, "sendbuf"}, {recvbuf, mine, "recvbuf"}}, blocking);
   const ReduceScatterArgs args{bytes_of(sendbuf), bytes_of(recvbuf), std::move(offsets),
-                               Reduction::make(type, reduce_op, s->size), 0};
+                               Reduction::make(type, reduce_op, s->size, memory.reducer()), 0};
   return run_collective(
       s, collective, total, options,
       signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
-      blocking, [&](Operation& op, Algorithm a) { return reduce_scatter_task(op, args, a); });
+      blocking, [&](Operation& op, Algorithm a) { return reduce_scatter_task(op, args, a); },
+      std::move(memory.device));
 }
 
 Request gather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -141,16 +159,21 @@ Request gather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   } else {
     check.buffer(sendbuf, block, "sendbuf");
   }
+  CallMemory memory = call_memory(*s, Collective::gather, options,
+                                  {{in_place ? nullptr : sendbuf, block, "sendbuf"},
+                                   {is_root ? recvbuf : nullptr, total, "recvbuf"}},
+                                  blocking);
   const GatherArgs args{in_place ? nullptr : bytes_of(sendbuf),
                         bytes_of(recvbuf),
                         equal_offsets(count, s->size),
                         size_of(type),
                         root,
                         0};
-  return run_collective(s, Collective::gather, total, options,
-                        signature(Collective::gather, count, static_cast<int>(type), -1, root),
-                        blocking,
-                        [&](Operation& op, Algorithm a) { return gather_task(op, args, a); });
+  return run_collective(
+      s, Collective::gather, total, options,
+      signature(Collective::gather, count, static_cast<int>(type), -1, root), blocking,
+      [&](Operation& op, Algorithm a) { return gather_task(op, args, a); },
+      std::move(memory.device));
 }
 
 Request scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -171,16 +194,21 @@ Request scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, v
   } else {
     check.buffer(recvbuf, block, "recvbuf");
   }
+  CallMemory memory = call_memory(*s, Collective::scatter, options,
+                                  {{is_root ? sendbuf : nullptr, total, "sendbuf"},
+                                   {in_place ? nullptr : recvbuf, block, "recvbuf"}},
+                                  blocking);
   const GatherArgs args{bytes_of(sendbuf),
                         in_place ? nullptr : bytes_of(recvbuf),
                         equal_offsets(count, s->size),
                         size_of(type),
                         root,
                         0};
-  return run_collective(s, Collective::scatter, total, options,
-                        signature(Collective::scatter, count, static_cast<int>(type), -1, root),
-                        blocking,
-                        [&](Operation& op, Algorithm a) { return scatter_task(op, args, a); });
+  return run_collective(
+      s, Collective::scatter, total, options,
+      signature(Collective::scatter, count, static_cast<int>(type), -1, root), blocking,
+      [&](Operation& op, Algorithm a) { return scatter_task(op, args, a); },
+      std::move(memory.device));
 }
 
 Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -191,10 +219,15 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
   check.buffer(sendbuf, total, "sendbuf");
   check.buffer(recvbuf, total, "recvbuf");
   check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
+  CallMemory memory =
+      call_memory(*s, Collective::alltoall, options,
+                  {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
   const AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), 0};
-  return run_collective(s, Collective::alltoall, total, options,
-                        signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
-                        [&](Operation& op, Algorithm a) { return alltoall_task(op, args, a); });
+  return run_collective(
+      s, Collective::alltoall, total, options,
+      signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
+      [&](Operation& op, Algorithm a) { return alltoall_task(op, args, a); },
+      std::move(memory.device));
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
@@ -218,6 +251,11 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const PointToPo
   if (receives) check.rank_in_range(args.source, s->size, "source");
   check.buffer(args.send, args.send_bytes, "sendbuf");
   check.buffer(args.recv, args.recv_bytes, "recvbuf");
+  // Point-to-point has no Options: its memory is detected.
+  CallMemory memory = call_memory(*s, Collective::sendrecv, Options{},
+                                  {{sends ? args.send : nullptr, args.send_bytes, "sendbuf"},
+                                   {receives ? args.recv : nullptr, args.recv_bytes, "recvbuf"}},
+                                  blocking, /*p2p=*/true);
   OpInfo info;
   info.collective = Collective::sendrecv;
   info.algorithm = Algorithm::direct;
@@ -225,11 +263,11 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const PointToPo
   info.chunk_bytes = 1;
   info.pipeline_depth = 1;
   if (blocking) {
-    Operation op(*s->p2p_transport, info);
+    Operation op(*s->p2p_transport, info, {}, std::move(memory.device));
     run_blocking(op, point_to_point_task(op, args));
     return {};
   }
-  auto op = std::make_shared<Operation>(*s->p2p_transport, info, s);
+  auto op = std::make_shared<Operation>(*s->p2p_transport, info, s, std::move(memory.device));
   Task task = point_to_point_task(*op, args);
   return start_nonblocking(std::move(op), std::move(task));
 }

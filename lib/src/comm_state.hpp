@@ -5,20 +5,25 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "collx/options.hpp"
 #include "collx/request.hpp"
+#include "device_call.hpp"
 #include "operation.hpp"
 #include "selector.hpp"
 #include "transport.hpp"
 
 namespace collx::detail {
 
+class DeviceEngine;
+
 struct CommState {
   // Takes ownership of `dup` (an MPI_Comm_dup result) and frees it on destruction, which
   // happens when the Communicator and every operation in flight on it are gone.
-  explicit CommState(MPI_Comm dup);
+  explicit CommState(MPI_Comm dup, TransportChoice choice = TransportChoice::automatic);
   ~CommState();
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
@@ -26,6 +31,8 @@ struct CommState {
   // Sequence number, tag range and pipeline settings for the next operation. Every rank calls
   // collectives in the same order, so every rank derives the same sequence number and tags.
   OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options);
+  // The device side of this communicator on `device`, made on first use.
+  DeviceEngine& device_engine(int device);
 
   MPI_Comm comm = MPI_COMM_NULL;
   // A second context for the user's point-to-point messages, so their tags are free and never
@@ -36,6 +43,8 @@ struct CommState {
   std::unique_ptr<Transport> transport;
   std::unique_ptr<Transport> p2p_transport;
   std::uint64_t next_sequence = 0;
+  std::mutex device_mutex;
+  std::vector<std::unique_ptr<DeviceEngine>> device_engines;
 };
 
 // What a collective call looks like, for COLLX_CHECK's cross-rank comparison and for the
@@ -57,15 +66,17 @@ Request start_nonblocking(std::shared_ptr<Operation> op, Task task);
 
 // Runs the task that `make(op)` builds on the communicator: blocking (returns an empty Request
 // after completion) or nonblocking (returns the Request; the operation keeps `state` alive).
+// `device`: the call's buffers are device memory (see memory.hpp).
 template <class MakeTask>
 Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
-               const CallSignature& signature, bool blocking, MakeTask&& make) {
+               const CallSignature& signature, bool blocking, MakeTask&& make,
+               std::unique_ptr<DeviceCall> device = nullptr) {
   if (blocking) {
-    Operation op(*state->transport, info);
+    Operation op(*state->transport, info, {}, std::move(device));
     run_blocking(op, prepare(op, signature, make(op)));
     return {};
   }
-  auto op = std::make_shared<Operation>(*state->transport, info, state);
+  auto op = std::make_shared<Operation>(*state->transport, info, state, std::move(device));
   Task task = prepare(*op, signature, make(*op));
   return start_nonblocking(std::move(op), std::move(task));
 }
@@ -75,12 +86,14 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
 template <class MakeTask>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
-                       bool blocking, MakeTask&& make) {
+                       bool blocking, MakeTask&& make,
+                       std::unique_ptr<DeviceCall> device = nullptr) {
   const Algorithm algorithm =
       resolve_algorithm(collective, options.algorithm, bytes, state->size, state->rank);
   const OpInfo info = state->next_op(collective, algorithm, options);
-  return launch(state, info, signature, blocking,
-                [&](Operation& op) { return make(op, algorithm); });
+  return launch(
+      state, info, signature, blocking, [&](Operation& op) { return make(op, algorithm); },
+      std::move(device));
 }
 
 }  // namespace collx::detail

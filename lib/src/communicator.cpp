@@ -8,6 +8,9 @@
 #include "collx/error.hpp"
 #include "comm_state.hpp"
 #include "config.hpp"
+#include "cuda_aware.hpp"
+#include "device_api.hpp"
+#include "device_engine.hpp"
 #include "transport_mpi.hpp"
 #include "tuning.hpp"
 #if COLLX_HAVE_UCX
@@ -27,10 +30,22 @@ bool mpi_finalized() {
   return finalized != 0;
 }
 
-// COLLX_TRANSPORT, read when the communicator is created (collective: every rank must see the
-// same value, like every COLLX_* variable).
-std::unique_ptr<Transport> make_transport(MPI_Comm comm, int rank) {
-  switch (config().transport) {
+// The transport asked for, else COLLX_TRANSPORT, read when the communicator is created
+// (collective: every rank must see the same value, like every COLLX_* variable).
+TransportKind transport_kind(TransportChoice choice) {
+  switch (choice) {
+    case TransportChoice::mpi:
+      return TransportKind::mpi;
+    case TransportChoice::ucx:
+      return TransportKind::ucx;
+    case TransportChoice::automatic:
+      break;
+  }
+  return config().transport;
+}
+
+std::unique_ptr<Transport> make_transport(MPI_Comm comm, int rank, TransportKind kind) {
+  switch (kind) {
     case TransportKind::mpi:
       return std::make_unique<MpiTransport>(comm);
     case TransportKind::ucx:
@@ -38,22 +53,26 @@ std::unique_ptr<Transport> make_transport(MPI_Comm comm, int rank) {
       return std::make_unique<UcxTransport>(comm);
 #else
       throw Error(ErrorCode::config, "communicator", rank,
-                  "COLLX_TRANSPORT=ucx, but this build of collx has no UCX support "
-                  "(configure with -DCOLLX_UCX=ON where libucx-dev is installed)");
+                  "the UCX transport (COLLX_TRANSPORT=ucx or TransportChoice::ucx), but this "
+                  "build of collx has no UCX support (configure with -DCOLLX_UCX=ON where "
+                  "libucx-dev is installed)");
 #endif
   }
   throw Error(ErrorCode::internal, "communicator", rank, "unknown transport");
 }
 }  // namespace
 
-CommState::CommState(MPI_Comm dup) : comm(dup) {
+CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
   try {
     check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
     check_mpi(MPI_Comm_dup(comm, &p2p_comm), "MPI_Comm_dup");
-    transport = make_transport(comm, rank);
-    p2p_transport = make_transport(p2p_comm, rank);
+    // Whether MPI takes device memory is asked once, here, at the first communicator.
+    (void)cuda_awareness();
+    const TransportKind kind = transport_kind(choice);
+    transport = make_transport(comm, rank, kind);
+    p2p_transport = make_transport(p2p_comm, rank, kind);
   } catch (...) {
     // No destructor runs for a constructor that throws: the duplicates are freed here.
     transport.reset();
@@ -65,6 +84,7 @@ CommState::CommState(MPI_Comm dup) : comm(dup) {
 }
 
 CommState::~CommState() {
+  device_engines.clear();
   transport.reset();
   p2p_transport.reset();
   if (!mpi_finalized()) {
@@ -92,6 +112,19 @@ OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Opti
                         : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
                                                          : kDefaultPipelineDepth;
   return info;
+}
+
+DeviceEngine& CommState::device_engine(int device) {
+  std::lock_guard lock(device_mutex);
+  for (const auto& engine : device_engines) {
+    if (engine->device() == device) return *engine;
+  }
+  std::shared_ptr<DeviceApi> api = shared_device_api();
+  if (!api) throw Error(ErrorCode::internal, "", rank, "device memory without a device API");
+  // Direct when the transport takes device memory itself; both transports are of one kind.
+  device_engines.push_back(
+      std::make_unique<DeviceEngine>(std::move(api), device, transport->supports_device_memory()));
+  return *device_engines.back();
 }
 
 std::uint64_t CallSignature::hash() const {
@@ -126,9 +159,12 @@ Task checked(Operation& op, CallSignature signature, Task body) {
   const std::uint64_t h = signature.hash();
   std::uint64_t mine[2] = {h, ~h};
   std::uint64_t all[2] = {0, 0};
+  // These two words are host memory, whatever the call's buffers are.
+  op.set_host_scope(true);
   co_await allreduce_recursive_doubling(
       op, {reinterpret_cast<const std::byte*>(mine), reinterpret_cast<std::byte*>(all), 2,
            Reduction::make(DataType::uint64, ReduceOp::max, op.size()), kCheckPhase});
+  op.set_host_scope(false);
   if (all[0] != ~all[1]) {
     throw Error(ErrorCode::mismatch, to_string(signature.collective), op.rank(),
                 "COLLX_CHECK: the ranks did not all make the same call (this rank: " +
@@ -143,10 +179,10 @@ Task checked(Operation& op, CallSignature signature, Task body) {
 Task prepare(Operation& op, const CallSignature& signature, Task body) {
   const Config& c = config();
   if (c.debug >= DebugLevel::info) {
-    std::fprintf(stderr, "collx INFO rank %d: %s #%" PRIu64 " algo=%s chunk=%zu depth=%d\n",
+    std::fprintf(stderr, "collx INFO rank %d: %s #%" PRIu64 " algo=%s chunk=%zu depth=%d mem=%s\n",
                  op.rank(), signature.describe().c_str(), op.info().sequence,
                  std::string(to_string(op.info().algorithm)).c_str(), op.chunk_bytes(),
-                 op.pipeline_depth());
+                 op.pipeline_depth(), std::string(op.memory_mode()).c_str());
   }
   if (!c.check) return body;
   return checked(op, signature, std::move(body));
@@ -163,7 +199,9 @@ Request start_nonblocking(std::shared_ptr<Operation> op, Task task) {
 
 namespace collx {
 
-Communicator::Communicator(MPI_Comm comm) {
+Communicator::Communicator(MPI_Comm comm) : Communicator(comm, TransportChoice::automatic) {}
+
+Communicator::Communicator(MPI_Comm comm, TransportChoice transport) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -175,11 +213,21 @@ Communicator::Communicator(MPI_Comm comm) {
   }
   MPI_Comm dup = MPI_COMM_NULL;
   detail::check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
-  state_ = std::make_shared<detail::CommState>(dup);
+  state_ = std::make_shared<detail::CommState>(dup, transport);
 }
 
-Communicator::Communicator(Adopt, MPI_Comm owned)
-    : state_(std::make_shared<detail::CommState>(owned)) {}
+Communicator::Communicator(Adopt, MPI_Comm owned, TransportChoice transport)
+    : state_(std::make_shared<detail::CommState>(owned, transport)) {}
+
+Communicator Communicator::dup(TransportChoice transport) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  detail::check_mpi(MPI_Comm_dup(state().comm, &out), "MPI_Comm_dup", rank());
+  return Communicator(Adopt{}, out, transport);
+}
+
+std::string_view Communicator::transport_name() const {
+  return state().transport->name();
+}
 
 Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;

@@ -177,6 +177,11 @@ Config config_from_environment() {
       bad_value("COLLX_TRANSPORT", v, "expected mpi or ucx");
     }
   }
+  if (const char* v = env("COLLX_CUDA_AWARE")) {
+    const std::string_view s = trim(v);
+    if (s != "0" && s != "1") bad_value("COLLX_CUDA_AWARE", v, "expected 0 or 1");
+    c.cuda_aware = s == "1";
+  }
   return c;
 }
 

@@ -40,6 +40,10 @@ struct Config {
   // COLLX_TRANSPORT=mpi|ucx: the transport of communicators created from now on. "ucx" is
   // accepted in every build; creating a communicator then fails in a build without UCX.
   TransportKind transport = TransportKind::mpi;
+  // COLLX_CUDA_AWARE=0|1: whether the transports may be given device memory directly (1) or
+  // device buffers are staged through pinned host memory (0); unset: what the MPI library
+  // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
+  std::optional<bool> cuda_aware;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

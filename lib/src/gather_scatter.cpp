@@ -54,7 +54,7 @@ Task gather_binomial(Operation& op, GatherArgs a) {
   const std::size_t own_bytes = blocks.length(op.rank()) * a.element_size;
   if (is_root) {
     if (!gather_in_place(a, blocks, op.rank())) {
-      std::memcpy(a.recv + w.offset(op.rank()), a.send, own_bytes);
+      op.copy(a.recv + w.offset(op.rank()), a.send, own_bytes);
     }
   }
   // A non-root rank with children collects its window in virtual-rank order.
@@ -62,7 +62,7 @@ Task gather_binomial(Operation& op, GatherArgs a) {
   const bool collects = !is_root && tree.subtree_size() > 1;
   if (collects) {
     window = op.scratch(w.bytes(tree.vrank, window_end));
-    std::memcpy(window.data(), a.send, own_bytes);
+    op.copy(window.data(), a.send, own_bytes);
   }
   auto local = [&](int vrank) -> std::byte* {  // where vrank's block goes on this rank
     return is_root ? a.recv + w.offset(w.real(vrank)) : window.data() + w.bytes(tree.vrank, vrank);
@@ -129,9 +129,9 @@ Task scatter_binomial(Operation& op, GatherArgs a) {
     }
   }
   if (is_root && a.recv != nullptr && a.recv != a.send + w.offset(op.rank())) {
-    std::memcpy(a.recv, a.send + w.offset(op.rank()), own_bytes);
+    op.copy(a.recv, a.send + w.offset(op.rank()), own_bytes);
   }
-  if (forwards) std::memcpy(a.recv, window.data(), own_bytes);
+  if (forwards) op.copy(a.recv, window.data(), own_bytes);
   for (auto& s : sends)
     co_await op.wait(s);
 }
@@ -147,7 +147,7 @@ Task gather_linear(Operation& op, GatherArgs a) {
     co_return;
   }
   if (!gather_in_place(a, blocks, op.rank())) {
-    std::memcpy(a.recv + blocks.offset(op.rank()) * elem, a.send, blocks.length(op.rank()) * elem);
+    op.copy(a.recv + blocks.offset(op.rank()) * elem, a.send, blocks.length(op.rank()) * elem);
   }
   std::vector<Transfer> recvs(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
@@ -174,7 +174,7 @@ Task scatter_linear(Operation& op, GatherArgs a) {
       op.send(sends[r], a.send + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phase);
   }
   const std::byte* own = a.send + blocks.offset(op.rank()) * elem;
-  if (a.recv != nullptr && a.recv != own) std::memcpy(a.recv, own, blocks.length(op.rank()) * elem);
+  if (a.recv != nullptr && a.recv != own) op.copy(a.recv, own, blocks.length(op.rank()) * elem);
   for (auto& s : sends)
     co_await op.wait(s);
 }

@@ -6,6 +6,8 @@
 
 #include "collx/build_config.hpp"
 #include "config.hpp"
+#include "cuda_aware.hpp"
+#include "device_api.hpp"
 #include "host_reduce.hpp"
 #include "selector.hpp"
 #include "tuning.hpp"
@@ -27,6 +29,30 @@ BuildInfo build_info() {
   info.transports.push_back("ucx");
 #endif
   info.transport = std::string(detail::to_string(detail::config().transport));
+  return info;
+}
+
+DeviceMemoryInfo device_memory_info() {
+  DeviceMemoryInfo info;
+  info.cuda = COLLX_HAVE_CUDA != 0;
+  info.memory_types = {"host"};
+  if (detail::DeviceApi* api = detail::device_api()) {
+    for (const auto& d : api->devices())
+      info.devices.push_back({d.index, d.name, d.memory_bytes, d.major, d.minor});
+    // Device buffers are accepted where a device is visible.
+    if (!info.devices.empty()) info.memory_types.push_back(std::string(api->name()));
+  }
+  const detail::CudaAwareness& aware = detail::cuda_awareness();
+  info.mpi_cuda_aware = detail::describe(aware);
+  info.device_paths.emplace_back("mpi", aware.mpi_direct() ? "direct" : "staged");
+#if COLLX_HAVE_UCX
+  info.ucx_memory_types = detail::ucx_memory_types();
+  bool ucx_cuda = false;
+  for (const auto& t : info.ucx_memory_types)
+    ucx_cuda = ucx_cuda || t == "cuda";
+  info.device_paths.emplace_back(
+      "ucx", detail::config().cuda_aware.value_or(ucx_cuda) ? "direct" : "staged");
+#endif
   return info;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "collx/error.hpp"
@@ -43,12 +44,14 @@ void free_frame(void* frame, std::size_t bytes) noexcept {
   ::operator delete(frame);
 }
 
-Operation::Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive)
+Operation::Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive,
+                     std::unique_ptr<DeviceCall> device)
     : transport_(transport),
       info_(info),
       rank_(transport.rank()),
       size_(transport.size()),
-      keepalive_(std::move(keepalive)) {}
+      keepalive_(std::move(keepalive)),
+      device_(std::move(device)) {}
 
 Operation::~Operation() {
   // Not finished means abandoned after an error with messages possibly still pending: keep
@@ -68,10 +71,20 @@ void Operation::resume() {
   resume_point_ = {};
   waiting_ = {};
   h.resume();
-  if (task_.done()) {
-    done_ = true;
-    error_ = task_.handle().promise().error;
+  if (!task_.done()) return;
+  error_ = task_.handle().promise().error;
+  if (device_ != nullptr && !error_) {
+    // The algorithm is done; its last device work may not be.
+    try {
+      if (!device_->finish()) {
+        finishing_ = true;
+        return;
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+    }
   }
+  done_ = true;
 }
 
 void Operation::suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting) {
@@ -84,7 +97,15 @@ bool Operation::progress() {
   // A transport error (for example an MPI error code) ends the operation like an error
   // thrown inside the algorithm.
   try {
-    if (!transport_.test_all(waiting_)) return false;
+    if (finishing_) {
+      if (!device_->finish()) return false;
+      finishing_ = false;
+      done_ = true;
+      return true;
+    }
+    const bool ready =
+        device_ != nullptr ? device_->test_all(waiting_) : transport_.test_all(waiting_);
+    if (!ready) return false;
   } catch (...) {
     done_ = true;
     error_ = std::current_exception();
@@ -135,6 +156,10 @@ void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, in
   t.is_send = true;
   t.peer = peer;
   t.bytes = bytes;
+  if (device_memory()) [[unlikely]] {
+    device_->send(t, buf, bytes, peer, tag);
+    return;
+  }
   transport_.isend(t, buf, bytes, peer, tag);
 }
 
@@ -142,7 +167,31 @@ void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer
   t.is_send = false;
   t.peer = peer;
   t.bytes = bytes;
+  if (device_memory()) [[unlikely]] {
+    // The collectives' receives (recv()) have the length of the message; point-to-point
+    // receives (here directly) may be longer.
+    device_->recv(t, buf, bytes, peer, tag, info_.collective != Collective::sendrecv);
+    return;
+  }
   transport_.irecv(t, buf, bytes, peer, tag);
+}
+
+void Operation::copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (device_memory()) [[unlikely]] {
+    device_->copy(dst, src, bytes);
+    return;
+  }
+  std::memcpy(dst, src, bytes);
+}
+
+void Operation::move(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (device_memory()) [[unlikely]] {
+    device_->copy(dst, src, bytes);
+    return;
+  }
+  std::memmove(dst, src, bytes);
 }
 
 std::string Operation::waiting_description() const {

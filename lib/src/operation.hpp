@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "collx/algorithm.hpp"
+#include "device_call.hpp"
 #include "scratch.hpp"
 #include "task.hpp"
 #include "transport.hpp"
@@ -50,7 +51,10 @@ inline int tag_base_for(std::uint64_t sequence) {
 
 class Operation {
  public:
-  Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive = {});
+  // `device`: the call's buffers are device memory; every message, copy, reduction and scratch
+  // buffer of the algorithm then goes through it (see device_call.hpp).
+  Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive = {},
+            std::unique_ptr<DeviceCall> device = nullptr);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -80,13 +84,26 @@ class Operation {
   void send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
   void recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag);
 
+  // The memory the algorithm works on: true when its buffers (and scratch) are device memory,
+  // which the host must not touch (no memcpy, no stack buffers).
+  bool device_memory() const { return device_ != nullptr && !host_scope_; }
+  // Within a device call, a stretch that works on host memory (COLLX_CHECK's signature words).
+  void set_host_scope(bool host) { host_scope_ = host; }
+  // "host", or the device call's "direct" / "staged".
+  std::string_view memory_mode() const { return device_ ? device_->mode() : "host"; }
+  // dst <- src, non-overlapping (copy) or possibly overlapping (move), in the call's memory.
+  void copy(void* dst, const void* src, std::size_t bytes);
+  void move(void* dst, const void* src, std::size_t bytes);
   // co_await wait(a, b, ...): suspends until all the given transfers are complete.
   template <class... Ts>
   auto wait(Ts&... transfers) {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
-  ScratchBuffer scratch(std::size_t bytes) { return ScratchPool::global().acquire(bytes); }
+  ScratchBuffer scratch(std::size_t bytes) {
+    if (device_memory()) return device_->scratch(bytes);
+    return ScratchPool::global().acquire(bytes);
+  }
 
   // "recv of 4096 B from rank 3" for the timeout message.
   std::string waiting_description() const;
@@ -95,6 +112,11 @@ class Operation {
   // here); otherwise the awaiter suspends with suspend_on and progress() resumes `h` once they
   // are. `waiting` must stay valid while suspended (it lives in the awaiter).
   bool ready(std::span<Transfer* const> transfers) {
+    if (device_ != nullptr) [[unlikely]] {
+      if (!exclusive_) return device_->test_all(transfers);
+      device_->wait_all(transfers);
+      return true;
+    }
     if (exclusive_) {
       transport_.wait_all(transfers);
       return true;
@@ -119,6 +141,12 @@ class Operation {
   int rank_;
   int size_;
   std::shared_ptr<void> keepalive_;
+  // Before task_: the coroutine frame (which may hold device scratch and the call's reduction)
+  // goes first.
+  std::unique_ptr<DeviceCall> device_;
+  bool host_scope_ = false;
+  // The algorithm has finished; the call's device work has not yet (nonblocking device calls).
+  bool finishing_ = false;
   Task task_;
   std::coroutine_handle<> resume_point_;
   std::span<Transfer* const> waiting_;

@@ -21,8 +21,9 @@ ExchangeReduceAwaiter::ExchangeReduceAwaiter(Operation& op, const ExchangeReduce
   // Each direction must be one segment by the same rule the pipelined path (and the peer,
   // whichever path it takes) applies, so both ends agree on the messages.
   const std::size_t recv_bytes = args.recv_elems * elem;
+  // The inline buffer is host memory: a call on device memory always takes the pipelined path.
   small_ = args.send_elems * elem <= op.chunk_bytes() && recv_bytes <= op.chunk_bytes() &&
-           recv_bytes <= kInlineBytes;
+           recv_bytes <= kInlineBytes && !op.device_memory();
 }
 
 bool ExchangeReduceAwaiter::await_ready() {
@@ -74,9 +75,11 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
   const std::size_t slot_bytes = recv_layout.length(0) * elem;
   const int slots = std::min(depth, recv_segments);
   const std::size_t scratch_bytes = slot_bytes * static_cast<std::size_t>(slots);
+  // The stack buffer is host memory: a call on device memory takes device scratch always.
+  const bool pool = scratch_bytes > sizeof small || op.device_memory();
   ScratchBuffer pooled;
-  if (scratch_bytes > sizeof small) pooled = op.scratch(scratch_bytes);
-  std::byte* const scratch = scratch_bytes > sizeof small ? pooled.data() : small;
+  if (pool) pooled = op.scratch(scratch_bytes);
+  std::byte* const scratch = pool ? pooled.data() : small;
 
   TransferArray sends(static_cast<std::size_t>(send_segments));
   TransferArray recvs(static_cast<std::size_t>(recv_segments));

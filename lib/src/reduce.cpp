@@ -23,7 +23,7 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
   const bool is_root = op.rank() == a.root;
   if (a.count == 0) co_return;
   if (p == 1) {
-    if (a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    if (a.send != a.recv) op.copy(a.recv, a.send, bytes);
     co_return;
   }
   const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
@@ -53,7 +53,7 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
     current = accumulator;
   }
   if (is_root) {
-    if (children.empty() && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    if (children.empty() && a.send != a.recv) op.copy(a.recv, a.send, bytes);
     co_return;
   }
   co_await exchange_reduce(op, {.peer = patterns::to_real(tree.parent(), a.root, p),

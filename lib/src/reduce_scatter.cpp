@@ -37,7 +37,7 @@ Destination destination(Operation& op, const ReduceScatterArgs& a, const BlockLa
 void finish(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks,
             const Destination& d) {
   if (d.target != a.recv) {
-    std::memcpy(a.recv, d.target, blocks.length(op.rank()) * a.reduction.element_size);
+    op.copy(a.recv, d.target, blocks.length(op.rank()) * a.reduction.element_size);
   }
 }
 
@@ -45,7 +45,7 @@ void finish(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks
 void copy_own_block(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks,
                     const Destination& d) {
   const std::size_t elem = a.reduction.element_size;
-  std::memmove(d.target, a.send + blocks.offset(op.rank()) * elem, blocks.length(op.rank()) * elem);
+  op.move(d.target, a.send + blocks.offset(op.rank()) * elem, blocks.length(op.rank()) * elem);
 }
 
 Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
@@ -141,7 +141,7 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
     current = accumulator.data();
   }
   // This rank's block out of the accumulator; a proxy also returns its folded partner's.
-  std::memcpy(d.target, current + blocks.offset(rank) * elem, blocks.length(rank) * elem);
+  op.copy(d.target, current + blocks.offset(rank) * elem, blocks.length(rank) * elem);
   if (role == patterns::FoldRole::proxy) {
     const int folded = fold.fold_partner(rank);
     Transfer send;

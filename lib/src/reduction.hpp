@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "collx/types.hpp"
+#include "device_call.hpp"
 #include "host_reduce.hpp"
 
 namespace collx::detail {
@@ -13,15 +14,27 @@ struct Reduction {
   std::size_t element_size = 1;
   // For avg: the rank count the last combining step divides by; 0 for every other op.
   double divisor = 0;
+  DataType type = DataType::uint8;
+  ReduceOp op = ReduceOp::sum;
+  // A call on device memory: its operands are device memory, reduced by the device's kernel.
+  DeviceCall* device = nullptr;
 
-  static Reduction make(DataType type, ReduceOp op, int nranks) {
-    return {kernels::reduce_fn(type, op), size_of(type),
-            op == ReduceOp::avg ? static_cast<double>(nranks) : 0.0};
+  static Reduction make(DataType type, ReduceOp op, int nranks, DeviceCall* device = nullptr) {
+    return {kernels::reduce_fn(type, op),
+            size_of(type),
+            op == ReduceOp::avg ? static_cast<double>(nranks) : 0.0,
+            type,
+            op,
+            device};
   }
   // dst = lower op upper over n elements; `finalize` fuses the avg division into this pass
   // (the step that completes the value).
   void combine(void* dst, const void* lower, const void* upper, std::size_t n,
                bool finalize) const {
+    if (device != nullptr) [[unlikely]] {
+      device->reduce(dst, lower, upper, n, type, op, finalize ? divisor : 0.0);
+      return;
+    }
     fn(dst, lower, upper, n, finalize ? divisor : 0.0);
   }
 };

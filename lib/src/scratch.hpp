@@ -10,12 +10,19 @@
 
 namespace collx::detail {
 
-class ScratchPool;
+// Where a scratch buffer goes back to: the host pool below, or a device pool (device_engine).
+class ScratchSource {
+ public:
+  virtual void give_back(std::byte* data, std::size_t capacity) = 0;
+
+ protected:
+  ~ScratchSource() = default;
+};
 
 class ScratchBuffer {
  public:
   ScratchBuffer() = default;
-  ScratchBuffer(ScratchPool* pool, std::byte* data, std::size_t capacity)
+  ScratchBuffer(ScratchSource* pool, std::byte* data, std::size_t capacity)
       : pool_(pool), data_(data), capacity_(capacity) {}
   ScratchBuffer(ScratchBuffer&& other) noexcept;
   ScratchBuffer& operator=(ScratchBuffer&& other) noexcept;
@@ -28,19 +35,19 @@ class ScratchBuffer {
 
  private:
   void release();
-  ScratchPool* pool_ = nullptr;
+  ScratchSource* pool_ = nullptr;
   std::byte* data_ = nullptr;
   std::size_t capacity_ = 0;
 };
 
-class ScratchPool {
+class ScratchPool final : public ScratchSource {
  public:
   static ScratchPool& global();
   ~ScratchPool();
 
   // At least `bytes` bytes, 64-byte aligned (page-aligned from 64 KiB on).
   ScratchBuffer acquire(std::size_t bytes);
-  void give_back(std::byte* data, std::size_t capacity);
+  void give_back(std::byte* data, std::size_t capacity) override;
 
  private:
   static constexpr int kClasses = 48;

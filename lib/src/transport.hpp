@@ -21,6 +21,7 @@ struct Transfer {
   enum class State : std::uint8_t { idle, pending, done };
   State state = State::idle;
   bool is_send = false;
+  bool device = false;  // owned by a DeviceCall (handle is its message), see device_call.hpp
   int peer = -1;
   std::size_t bytes = 0;
   MPI_Request mpi_request = MPI_REQUEST_NULL;  // MPI transport
@@ -93,6 +94,18 @@ class Transport {
   }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
+
+  // Device memory: whether this transport may be given CUDA device buffers (a CUDA-aware MPI,
+  // UCX built with CUDA; COLLX_CUDA_AWARE overrides). If not, device buffers are staged through
+  // host memory before they reach it.
+  virtual bool supports_device_memory() const { return false; }
+  // Posts a message of device memory (only where supports_device_memory()).
+  virtual void isend_device(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
+    isend(t, buf, bytes, peer, tag);
+  }
+  virtual void irecv_device(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
+    irecv(t, buf, bytes, peer, tag);
+  }
 };
 
 }  // namespace collx::detail

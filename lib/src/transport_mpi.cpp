@@ -4,6 +4,7 @@
 #include <string>
 
 #include "collx/error.hpp"
+#include "cuda_aware.hpp"
 
 namespace collx::detail {
 
@@ -50,6 +51,10 @@ class LargeMessageType {
 constexpr int kMaxBatch = 16;
 
 }  // namespace
+
+bool MpiTransport::supports_device_memory() const {
+  return cuda_awareness().mpi_direct();
+}
 
 MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");

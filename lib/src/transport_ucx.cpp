@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "collx/error.hpp"
+#include "config.hpp"
 #include "transport_mpi.hpp"
 
 namespace collx::detail {
@@ -134,6 +135,7 @@ class UcxRuntime {
     ucp_config_release(config);
     check_ucx(status, "ucp_init");
     try {
+      memory_types_ = query_memory_types(context_);
       ucp_worker_params_t worker_params{};
       worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
       worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
@@ -178,6 +180,19 @@ class UcxRuntime {
 
   ucp_worker_h worker() const { return worker_; }
   const std::string& address() const { return address_; }
+  // UCS_BIT(ucs_memory_type_t) of every memory type this context handles.
+  std::uint64_t memory_types() const { return memory_types_; }
+
+  static std::uint64_t query_memory_types(ucp_context_h context) {
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    check_ucx(ucp_context_query(context, &attr), "ucp_context_query");
+    return attr.memory_types;
+  }
+  static std::shared_ptr<UcxRuntime> current() {
+    std::lock_guard lock(instance_mutex());
+    return instance().lock();
+  }
 
   // More processes on this node than processors: a rank that spins in ucp_worker_progress
   // takes the processor from the peer it waits for, so waits yield when nothing progressed
@@ -215,6 +230,7 @@ class UcxRuntime {
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  std::uint64_t memory_types_ = 0;
   std::string address_;
   std::mutex endpoints_mutex_;
   std::unordered_map<std::string, ucp_ep_h> endpoints_;
@@ -399,8 +415,42 @@ void UcxTransport::wait_all(std::span<Transfer* const> ts) {
   }
 }
 
+bool UcxTransport::supports_device_memory() const {
+  if (const auto forced = config().cuda_aware) return *forced;
+  return (runtime_->memory_types() & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 const char* ucx_version() {
   return ucp_get_version_string();
+}
+
+std::vector<std::string> ucx_memory_types() {
+  std::uint64_t types = 0;
+  if (const auto runtime = UcxRuntime::current()) {
+    types = runtime->memory_types();
+  } else {
+    ucp_config_t* config = nullptr;
+    check_ucx(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    ucp_context_h context = nullptr;
+    const ucs_status_t status = ucp_init(&params, config, &context);
+    ucp_config_release(config);
+    check_ucx(status, "ucp_init");
+    try {
+      types = UcxRuntime::query_memory_types(context);
+    } catch (...) {
+      ucp_cleanup(context);
+      throw;
+    }
+    ucp_cleanup(context);
+  }
+  std::vector<std::string> names;
+  for (int t = 0; t < UCS_MEMORY_TYPE_LAST; ++t) {
+    if (types & UCS_BIT(t)) names.emplace_back(ucs_memory_type_names[t]);
+  }
+  return names;
 }
 
 }  // namespace collx::detail

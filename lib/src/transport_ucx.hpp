@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport.hpp"
@@ -76,6 +77,16 @@ class UcxTransport final : public Transport {
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
   void progress() override;
+  // UCX built with CUDA (its context lists the CUDA memory type), unless COLLX_CUDA_AWARE says
+  // otherwise: device buffers then go to UCX with the CUDA memory-type hint (cuda_copy,
+  // cuda_ipc, GPUDirect RDMA).
+  bool supports_device_memory() const override;
+  void isend_device(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
+    isend(t, buf, bytes, peer, tag, MemoryType::cuda);
+  }
+  void irecv_device(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override {
+    irecv(t, buf, bytes, peer, tag, MemoryType::cuda);
+  }
 
   // The id every rank of the communicator agreed on (the high bits of its UCX tags).
   std::uint64_t context_id() const { return context_id_; }
@@ -98,5 +109,8 @@ class UcxTransport final : public Transport {
 
 // "1.13.1": the version of the UCX library loaded in this process.
 const char* ucx_version();
+// The memory types UCX supports in this process ("host", "cuda", "cuda-managed", ...), from its
+// context (the running one, or one made for the question).
+std::vector<std::string> ucx_memory_types();
 
 }  // namespace collx::detail

@@ -107,6 +107,25 @@ TEST(Config, TransportIsMpiByDefaultAndUcxOnRequest) {
   EXPECT_EQ(to_string(TransportKind::ucx), "ucx");
 }
 
+TEST(Config, CudaAwareIsDetectedUnlessOverridden) {
+  unsetenv("COLLX_CUDA_AWARE");
+  EXPECT_FALSE(config_from_environment().cuda_aware.has_value());
+  setenv("COLLX_CUDA_AWARE", "1", 1);
+  EXPECT_EQ(config_from_environment().cuda_aware, std::optional<bool>(true));
+  setenv("COLLX_CUDA_AWARE", " 0", 1);
+  EXPECT_EQ(config_from_environment().cuda_aware, std::optional<bool>(false));
+  setenv("COLLX_CUDA_AWARE", "yes", 1);
+  try {
+    config_from_environment();
+    FAIL() << "COLLX_CUDA_AWARE=yes accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::config);
+    EXPECT_NE(std::string(e.what()).find("COLLX_CUDA_AWARE"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("0 or 1"), std::string::npos) << e.what();
+  }
+  unsetenv("COLLX_CUDA_AWARE");
+}
+
 TEST(Selector, FirstMatchingRuleWins) {
   const SelectionRule rules[] = {
       {Collective::allreduce, 1, 2, 100, Algorithm::recursive_doubling},

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "collx/options.hpp"
 #include "collx/request.hpp"
@@ -23,6 +24,8 @@ class Communicator {
   // Duplicates `comm` (so collx's messages never match the application's) and frees the
   // duplicate on destruction. MPI must be initialised.
   explicit Communicator(MPI_Comm comm = MPI_COMM_WORLD);
+  // The same, moving its bytes with `transport` instead of what COLLX_TRANSPORT says.
+  Communicator(MPI_Comm comm, TransportChoice transport);
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
@@ -37,6 +40,8 @@ class Communicator {
   // Waits for its operations in flight first.
   void free();
   bool is_freed() const noexcept;
+  // The transport this communicator moves its bytes with: "mpi" or "ucx".
+  std::string_view transport_name() const;
 
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
   // In place when sendbuf == recvbuf.
@@ -143,12 +148,15 @@ class Communicator {
   // Collective over the listed ranks only (as torch.distributed.new_group): a communicator of
   // those ranks, in the order given. Every listed rank calls it with the same list.
   Communicator create_group(std::span<const int> ranks) const;
+  // Collective: a communicator of the same ranks in the same order, moving its bytes with
+  // `transport` (for example to compare the transports in one run).
+  Communicator dup(TransportChoice transport = TransportChoice::automatic) const;
 
   detail::CommState& state() const;
 
  private:
   struct Adopt {};
-  Communicator(Adopt, MPI_Comm owned);
+  Communicator(Adopt, MPI_Comm owned, TransportChoice transport = TransportChoice::automatic);
   void check_span_sizes(const char* collective, std::size_t send, std::size_t recv) const;
   std::shared_ptr<detail::CommState> state_;
 };

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collx/algorithm.hpp"
@@ -19,6 +20,26 @@ struct BuildInfo {
   std::string transport;                // what COLLX_TRANSPORT selects for new communicators
 };
 BuildInfo build_info();
+
+// CUDA devices and device memory as this process sees them (MPI must be initialised).
+struct CudaDevice {
+  int index = 0;
+  std::string name;
+  std::size_t memory_bytes = 0;
+  int major = 0;  // compute capability
+  int minor = 0;
+};
+struct DeviceMemoryInfo {
+  bool cuda = false;                // built with CUDA
+  std::vector<CudaDevice> devices;  // visible to this process
+  std::string mpi_cuda_aware;       // "no (MPIX_Query_cuda_support)", with COLLX_CUDA_AWARE if set
+  // How device buffers move on each transport of this build: "direct" (the transport takes
+  // device memory) or "staged" (through pinned host memory), e.g. {"mpi", "staged"}.
+  std::vector<std::pair<std::string, std::string>> device_paths;
+  std::vector<std::string> ucx_memory_types;  // what UCX handles here (empty without UCX)
+  std::vector<std::string> memory_types;      // what the collectives accept: "host", "cuda"
+};
+DeviceMemoryInfo device_memory_info();
 
 // MPI_Get_library_version's text, first line (for example "Open MPI v4.1.4, ...").
 std::string mpi_library_version();

@@ -2,10 +2,18 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "collx/algorithm.hpp"
 
 namespace collx {
+
+// Where a call's buffers live.
+enum class MemoryKind : std::uint8_t {
+  automatic,  // detected once per call: in a CUDA build CUDA is asked about each buffer
+  host,       // host memory (pageable or pinned); nothing is queried
+  device,     // CUDA device memory of the current device (cudaMalloc, or managed memory)
+};
 
 struct Options {
   // Algorithm::automatic lets COLLX_ALGO, then the tuning table, decide.
@@ -14,6 +22,19 @@ struct Options {
   std::size_t chunk_bytes = 0;
   // Segments in flight for pipelined algorithms; 0 takes COLLX_PIPELINE_DEPTH or the default.
   int pipeline_depth = 0;
+  // Where the buffers live. Every buffer of one call is in the same kind of memory (a call that
+  // mixes host and device buffers is rejected); ranks may differ. Device memory needs a build
+  // with CUDA.
+  MemoryKind memory = MemoryKind::automatic;
+  // Stream-ordered form, for device memory: a cudaStream_t (cudaStreamLegacy or
+  // cudaStreamPerThread for the default streams; nullptr: not stream-ordered). The collective
+  // reads its inputs after the work enqueued on `stream` before the call, and work enqueued on
+  // `stream` after the call (blocking) or after the start of a nonblocking call runs after the
+  // result is complete. A nonblocking call must still be waited on (or progressed by
+  // COLLX_PROGRESS_THREAD=1): until then the stream waits. Without a stream, device inputs must
+  // be complete when the call is made (as with a CUDA-aware MPI) and the results are complete
+  // when it returns (blocking) or its request completes.
+  void* stream = nullptr;
 };
 
 // Marker for in-place collectives: comm.allreduce(collx::in_place, buf, ...).
@@ -21,5 +42,12 @@ struct InPlace {
   explicit constexpr InPlace() = default;
 };
 inline constexpr InPlace in_place{};
+
+// The transport a communicator moves its bytes with.
+enum class TransportChoice : std::uint8_t {
+  automatic,  // COLLX_TRANSPORT (default mpi)
+  mpi,        // MPI point-to-point on the communicator's duplicate
+  ucx,        // UCX UCP tag messages (a build with UCX)
+};
 
 }  // namespace collx

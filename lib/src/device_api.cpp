@@ -1,0 +1,70 @@
+#include "device_api.hpp"
+
+#include <mutex>
+
+#include "collx/build_config.hpp"
+
+namespace collx::detail {
+
+#if COLLX_HAVE_CUDA
+std::shared_ptr<DeviceApi> make_cuda_api();  // device_api_cuda.cpp
+#endif
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::shared_ptr<DeviceApi> owner;
+  std::atomic<DeviceApi*> api{nullptr};
+  // Once settled (also to "none" in a build without CUDA), device_api() takes no lock: it is
+  // asked on every collective call.
+  std::atomic<bool> settled{false};
+  bool built_in_made = false;
+};
+
+Registry& registry() {
+  // Never destroyed: communicators may be destroyed during static destruction.
+  static Registry* r = new Registry;
+  return *r;
+}
+
+void make_built_in_locked(Registry& r) {
+  if (r.built_in_made) return;
+  r.built_in_made = true;
+#if COLLX_HAVE_CUDA
+  if (!r.owner) {
+    r.owner = make_cuda_api();
+    r.api.store(r.owner.get(), std::memory_order_release);
+  }
+#endif
+  r.settled.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+DeviceApi* device_api() {
+  Registry& r = registry();
+  if (r.settled.load(std::memory_order_acquire)) return r.api.load(std::memory_order_acquire);
+  std::lock_guard lock(r.mutex);
+  make_built_in_locked(r);
+  return r.api.load(std::memory_order_acquire);
+}
+
+std::shared_ptr<DeviceApi> shared_device_api() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  make_built_in_locked(r);
+  return r.owner;
+}
+
+void set_device_api(std::shared_ptr<DeviceApi> api) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  // A replaced API stays alive as long as engines created with it hold it.
+  r.built_in_made = api != nullptr;
+  r.owner = std::move(api);
+  r.api.store(r.owner.get(), std::memory_order_release);
+  r.settled.store(r.built_in_made, std::memory_order_release);
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,128 @@
+// DeviceApi: the few device operations collx's device-memory layer needs (memory, streams,
+// events, copies, the reduction kernel), behind one interface so that the layer above is plain
+// C++: CUDA's runtime implements it in a CUDA build (device_api_cuda.cpp), and the tests run the
+// very same layer on an emulated device in host memory, with deferred, reordered execution.
+//
+// No CUDA header is needed: streams and events are opaque handles (a cudaStream_t /
+// cudaEvent_t for CUDA).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collx/types.hpp"
+
+namespace collx::detail {
+
+// What a stream waits behind in the nonblocking stream-ordered form: work enqueued on the stream
+// after the gate runs once open() was called.
+class StreamGate {
+ public:
+  void open() noexcept {
+    open_.store(true, std::memory_order_release);
+    open_.notify_all();
+  }
+  bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
+  // Blocks the calling thread until open() (the CUDA host function on the stream).
+  void wait() const noexcept { open_.wait(false, std::memory_order_acquire); }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+struct DeviceDescription {
+  int index = 0;
+  std::string name;
+  std::size_t memory_bytes = 0;
+  int major = 0;  // compute capability
+  int minor = 0;
+};
+
+// Where a pointer points: device memory (device or managed) of device `device`, or host memory.
+struct PointerKind {
+  bool device = false;
+  int device_id = -1;
+};
+
+class DeviceApi {
+ public:
+  using Stream = void*;
+  using Event = void*;
+  enum class Copy { device_to_host, host_to_device, device_to_device };
+
+  virtual ~DeviceApi() = default;
+  // "cuda", or the emulation's name.
+  virtual std::string_view name() const = 0;
+  // Devices visible to this process; 0 when there is none (or no driver).
+  virtual int device_count() = 0;
+  virtual std::vector<DeviceDescription> devices() = 0;
+  // Never fails: anything the device runtime does not know is host memory.
+  virtual PointerKind pointer_kind(const void* pointer) = 0;
+  virtual int current_device() = 0;
+  virtual void set_device(int device) = 0;
+
+  // Memory of the current device, and page-locked host memory for staging.
+  virtual void* allocate_device(std::size_t bytes) = 0;
+  virtual void free_device(void* pointer) = 0;
+  virtual void* allocate_pinned(std::size_t bytes) = 0;
+  virtual void free_pinned(void* pointer) = 0;
+
+  // Streams and events of the current device. Every failure throws collx::Error.
+  virtual Stream create_stream() = 0;
+  virtual void destroy_stream(Stream stream) noexcept = 0;
+  virtual Event create_event() = 0;
+  virtual void destroy_event(Event event) noexcept = 0;
+  virtual void record(Event event, Stream stream) = 0;
+  // True once the work before the event's last record has completed (or it was never recorded).
+  virtual bool done(Event event) = 0;
+  virtual void synchronize(Event event) = 0;
+  // Work enqueued on `stream` from now on runs after the work before `event`.
+  virtual void wait(Stream stream, Event event) = 0;
+
+  // Asynchronous, ordered on `stream`.
+  virtual void copy(void* dst, const void* src, std::size_t bytes, Copy kind, Stream stream) = 0;
+  // dst = a op b over n elements (divisor > 0: avg's final division fused), as the host kernels.
+  virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
+                      ReduceOp op, double divisor, Stream stream) = 0;
+  // Work enqueued on `stream` after this waits until gate->open().
+  virtual void wait_gate(Stream stream, std::shared_ptr<StreamGate> gate) = 0;
+};
+
+// The device API of this process: CUDA's in a CUDA build (whether or not a device is present),
+// none (nullptr) otherwise, or what set_device_api installed.
+DeviceApi* device_api();
+std::shared_ptr<DeviceApi> shared_device_api();
+// Replaces the device API for the communicators' device calls from now on (tests: an emulated
+// device). Call before any device call; nullptr goes back to the build's own.
+void set_device_api(std::shared_ptr<DeviceApi> api);
+
+// Sets the current device for a scope and puts the previous one back.
+class DeviceGuard {
+ public:
+  DeviceGuard(DeviceApi& api, int device) : api_(api), device_(device) {
+    previous_ = api_.current_device();
+    if (previous_ != device_) api_.set_device(device_);
+  }
+  ~DeviceGuard() {
+    if (previous_ != device_) {
+      try {
+        api_.set_device(previous_);
+      } catch (...) {
+        // Putting the caller's device back cannot fail where setting ours succeeded.
+      }
+    }
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  DeviceApi& api_;
+  int device_;
+  int previous_ = -1;
+};
+
+}  // namespace collx::detail

@@ -1,0 +1,622 @@
+#include "device_engine.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "collx/error.hpp"
+
+namespace collx::detail {
+
+// ---- events ----
+
+PooledEvent::~PooledEvent() {
+  pool->give_back(event);
+}
+
+EventPool::~EventPool() {
+  for (DeviceApi::Event e : free_)
+    api_->destroy_event(e);
+}
+
+EventRef EventPool::acquire() {
+  DeviceApi::Event event = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      event = free_.back();
+      free_.pop_back();
+    }
+  }
+  if (event == nullptr) event = api_->create_event();
+  return std::make_shared<const PooledEvent>(event, shared_from_this());
+}
+
+void EventPool::give_back(DeviceApi::Event event) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    free_.push_back(event);
+  } catch (...) {
+    api_->destroy_event(event);
+  }
+}
+
+// ---- the ledger ----
+
+bool Access::conflicts_with(const Access& later) const {
+  for (const ByteRange& r : later.reads) {
+    if (write.overlaps(r)) return true;
+  }
+  if (write.overlaps(later.write)) return true;
+  for (const ByteRange& r : reads) {
+    if (r.overlaps(later.write)) return true;
+  }
+  return false;
+}
+
+void Ledger::dependencies(int lane, const Access& access, std::vector<EventRef>& out) const {
+  for (int l = 0; l < kLanes; ++l) {
+    if (l == lane) continue;
+    const auto& entries = lanes_[l];
+    if (l == external) {
+      // Callers' streams: no order among the entries.
+      for (const Entry& e : entries) {
+        if (e.access.conflicts_with(access)) out.push_back(e.event);
+      }
+      continue;
+    }
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      if (it->access.conflicts_with(access)) {
+        out.push_back(it->event);
+        break;
+      }
+    }
+  }
+}
+
+void Ledger::add(int lane, EventRef event, const Access& access) {
+  lanes_[lane].push_back({std::move(event), access});
+}
+
+void Ledger::prune(DeviceApi& api) {
+  for (auto& entries : lanes_) {
+    while (!entries.empty() && api.done(entries.front().event->event))
+      entries.pop_front();
+    while (entries.size() > kMaxPerLane) {
+      api.synchronize(entries.front().event->event);
+      entries.pop_front();
+    }
+  }
+}
+
+void Ledger::touching(const ByteRange& range, std::vector<EventRef>& out) const {
+  const Access probe{{range, {}}, range};
+  for (int l = 0; l < kLanes; ++l) {
+    const auto& entries = lanes_[l];
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      if (it->access.conflicts_with(probe)) {
+        out.push_back(it->event);
+        if (l != external) break;  // a stream runs in order: its latest covers the rest
+      }
+    }
+  }
+}
+
+std::size_t Ledger::size() const {
+  std::size_t n = 0;
+  for (const auto& entries : lanes_)
+    n += entries.size();
+  return n;
+}
+
+// ---- pools ----
+
+FencedPool::~FencedPool() {
+  for (auto& list : free_) {
+    for (Cached& c : list) {
+      for (const EventRef& e : c.fences)
+        api_->synchronize(e->event);
+      release(c.data);
+    }
+  }
+}
+
+FencedPool& FencedPool::of(const std::shared_ptr<DeviceApi>& api, int device, Kind kind) {
+  static std::mutex mutex;
+  // Never destroyed: buffers may be given back during static destruction.
+  static auto* pools = new std::map<std::tuple<const DeviceApi*, int, Kind>, FencedPool*>;
+  std::lock_guard lock(mutex);
+  FencedPool*& pool = (*pools)[{api.get(), device, kind}];
+  if (pool == nullptr) pool = new FencedPool(api, device, kind);
+  return *pool;
+}
+
+bool FencedPool::fences_done(const Cached& c) const {
+  return std::all_of(c.fences.begin(), c.fences.end(),
+                     [&](const EventRef& e) { return api_->done(e->event); });
+}
+
+void* FencedPool::allocate(std::size_t bytes) {
+  return kind_ == Kind::device ? api_->allocate_device(bytes) : api_->allocate_pinned(bytes);
+}
+
+void FencedPool::release(std::byte* data) noexcept {
+  try {
+    kind_ == Kind::device ? api_->free_device(data) : api_->free_pinned(data);
+  } catch (...) {
+    // A failing free leaves the memory to the process's end.
+  }
+}
+
+std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
+  capacity = std::bit_ceil(std::max<std::size_t>(bytes, 256));
+  const int cls = std::countr_zero(capacity);
+  if (cls < kClasses) {
+    std::lock_guard lock(mutex_);
+    auto& list = free_[cls];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!fences_done(list[i])) continue;
+      std::byte* data = list[i].data;
+      list[i] = std::move(list.back());
+      list.pop_back();
+      return data;
+    }
+  }
+  try {
+    return static_cast<std::byte*>(allocate(capacity));
+  } catch (const Error&) {
+    // Out of memory, perhaps because of what is cached here: free all of it and try once more.
+    std::vector<Cached> cached;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& list : free_) {
+        for (Cached& c : list)
+          cached.push_back(std::move(c));
+        list.clear();
+      }
+    }
+    if (cached.empty()) throw;
+    for (Cached& c : cached) {
+      for (const EventRef& e : c.fences)
+        api_->synchronize(e->event);
+      release(c.data);
+    }
+  }
+  return static_cast<std::byte*>(allocate(capacity));
+}
+
+void FencedPool::give_back(std::byte* data, std::size_t capacity, std::vector<EventRef> fences) {
+  const int cls = std::countr_zero(capacity);
+  if (capacity <= kLargestCached && cls < kClasses) {
+    std::lock_guard lock(mutex_);
+    auto& list = free_[cls];
+    if (list.size() < kMaxCachedPerClass) {
+      list.push_back({data, std::move(fences)});
+      return;
+    }
+  }
+  for (const EventRef& e : fences)
+    api_->synchronize(e->event);
+  release(data);
+}
+
+// ---- the engine ----
+
+struct DeviceEngine::Message {
+  Transport* inner = nullptr;
+  Transfer wire;  // the message as the transport sees it
+  bool is_send = false;
+  bool staged = false;
+  std::byte* device = nullptr;
+  std::size_t bytes = 0;
+  int peer = 0;
+  int tag = 0;
+  std::byte* pinned = nullptr;
+  std::size_t pinned_capacity = 0;
+  std::vector<EventRef> before_post;  // device work that must be complete first
+  enum class State : std::uint8_t { queued, on_wire, done } state = State::queued;
+};
+
+namespace {
+
+class EngineCall final : public DeviceCall {
+ public:
+  EngineCall(DeviceEngine& engine, Transport& inner, void* user_stream, bool blocking,
+             std::shared_ptr<StreamGate> gate)
+      : engine_(engine),
+        inner_(inner),
+        user_stream_(user_stream),
+        blocking_(blocking),
+        gate_(std::move(gate)) {}
+  // A call that never finished (an error, an abandoned operation) lets the caller's stream go.
+  ~EngineCall() override {
+    if (gate_) gate_->open();
+  }
+
+  void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
+    engine_.send(inner_, t, buf, bytes, peer, tag);
+  }
+  void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+            bool exact_length) override {
+    engine_.recv(inner_, t, buf, bytes, peer, tag, exact_length);
+  }
+  bool test_all(std::span<Transfer* const> ts) override { return engine_.test_all(inner_, ts); }
+  void wait_all(std::span<Transfer* const> ts) override {
+    while (!engine_.test_all(inner_, ts))
+      inner_.progress();
+  }
+  ScratchBuffer scratch(std::size_t bytes) override { return engine_.scratch(bytes); }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    engine_.copy(dst, src, bytes);
+  }
+  void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
+              double divisor) override {
+    engine_.reduce(dst, a, b, n, type, op, divisor);
+  }
+
+  bool finish() override {
+    if (!tail_taken_) {
+      tail_ = engine_.record_tail();
+      tail_taken_ = true;
+    }
+    DeviceApi& api = engine_.api();
+    DeviceGuard guard(api, engine_.device());
+    if (user_stream_ != nullptr && blocking_) {
+      // The caller's later work on its stream waits for ours; the host does not.
+      for (const EventRef& e : tail_)
+        api.wait(user_stream_, e->event);
+      tail_.clear();
+      return true;
+    }
+    if (blocking_) {
+      for (const EventRef& e : tail_)
+        api.synchronize(e->event);
+      tail_.clear();
+      return true;
+    }
+    for (const EventRef& e : tail_) {
+      if (!api.done(e->event)) return false;
+    }
+    tail_.clear();
+    if (gate_) {
+      gate_->open();
+      gate_.reset();
+    }
+    return true;
+  }
+
+  std::string_view mode() const override { return engine_.direct() ? "direct" : "staged"; }
+
+ private:
+  DeviceEngine& engine_;
+  Transport& inner_;
+  void* user_stream_;
+  bool blocking_;
+  std::shared_ptr<StreamGate> gate_;
+  bool tail_taken_ = false;
+  std::vector<EventRef> tail_;
+};
+
+}  // namespace
+
+DeviceEngine::DeviceEngine(std::shared_ptr<DeviceApi> api, int device, bool direct)
+    : api_(std::move(api)),
+      device_(device),
+      direct_(direct),
+      events_(std::make_shared<EventPool>(api_)),
+      scratch_pool_(&FencedPool::of(api_, device, FencedPool::Kind::device)),
+      pinned_pool_(&FencedPool::of(api_, device, FencedPool::Kind::pinned)) {
+  DeviceGuard guard(*api_, device_);
+  try {
+    for (auto& s : streams_)
+      s = api_->create_stream();
+  } catch (...) {
+    for (auto& s : streams_)
+      if (s != nullptr) api_->destroy_stream(s);
+    throw;
+  }
+}
+
+DeviceEngine::~DeviceEngine() {
+  // Messages still queued or on the wire belong to abandoned operations (after an error or a
+  // timeout): their pinned segments may still be written by the transport, so they stay.
+  for (auto& s : streams_)
+    api_->destroy_stream(s);
+}
+
+std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
+                                                     std::span<const DeviceBuffer> buffers,
+                                                     void* user_stream, bool blocking) {
+  std::shared_ptr<StreamGate> gate;
+  if (user_stream != nullptr) {
+    std::lock_guard lock(mutex_);
+    DeviceGuard guard(*api_, device_);
+    // The inputs are ready after the work enqueued on the caller's stream so far.
+    EventRef ready = events_->acquire();
+    api_->record(ready->event, user_stream);
+    for (const DeviceBuffer& b : buffers) {
+      if (b.bytes > 0)
+        ledger_.add(Ledger::external, ready, {{}, ByteRange::of(b.pointer, b.bytes)});
+    }
+    if (!blocking) {
+      // The caller's later work waits until the request is complete.
+      gate = std::make_shared<StreamGate>();
+      api_->wait_gate(user_stream, gate);
+    }
+  }
+  return std::make_unique<EngineCall>(*this, inner, user_stream, blocking, std::move(gate));
+}
+
+void DeviceEngine::add_external(const EventRef& event, std::span<const DeviceBuffer> buffers) {
+  std::lock_guard lock(mutex_);
+  for (const DeviceBuffer& b : buffers) {
+    if (b.bytes > 0) ledger_.add(Ledger::external, event, {{}, ByteRange::of(b.pointer, b.bytes)});
+  }
+}
+
+EventRef DeviceEngine::record(int lane) {
+  EventRef e = events_->acquire();
+  api_->record(e->event, stream(lane));
+  return e;
+}
+
+void DeviceEngine::stream_after(int lane, const Access& access) {
+  std::vector<EventRef> before;
+  ledger_.dependencies(lane, access, before);
+  for (const EventRef& e : before)
+    api_->wait(stream(lane), e->event);
+}
+
+void DeviceEngine::send(Transport& inner, Transfer& t, const void* buf, std::size_t bytes, int peer,
+                        int tag) {
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  auto m = std::make_unique<Message>();
+  m->inner = &inner;
+  m->is_send = true;
+  m->staged = !direct_;
+  m->device = static_cast<std::byte*>(const_cast<void*>(buf));
+  m->bytes = bytes;
+  m->peer = peer;
+  m->tag = tag;
+  const Access reading{{ByteRange::of(buf, bytes), {}}, {}};
+  if (m->staged) {
+    if (bytes > 0) {
+      // Device -> pinned on the d2h stream, after the work that wrote these bytes; the pinned
+      // segment goes to the transport once the copy is done.
+      m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
+      stream_after(Ledger::d2h, reading);
+      api_->copy(m->pinned, buf, bytes, DeviceApi::Copy::device_to_host, stream(Ledger::d2h));
+      EventRef copied = record(Ledger::d2h);
+      ledger_.add(Ledger::d2h, copied, reading);
+      m->before_post.push_back(std::move(copied));
+    }
+  } else {
+    ledger_.dependencies(Ledger::kHost, reading, m->before_post);
+  }
+  t.device = true;
+  t.handle = reinterpret_cast<std::uintptr_t>(m.get());
+  t.state = Transfer::State::pending;
+  send_queue_.push_back(m.release());
+  ++live_messages_;
+  pump(send_queue_);
+}
+
+void DeviceEngine::recv(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer,
+                        int tag, bool exact_length) {
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  auto m = std::make_unique<Message>();
+  m->inner = &inner;
+  m->is_send = false;
+  m->staged = !direct_;
+  m->device = static_cast<std::byte*>(buf);
+  m->bytes = bytes;
+  m->peer = peer;
+  m->tag = tag;
+  if (m->staged) {
+    if (bytes > 0) {
+      m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
+      if (!exact_length) {
+        // A shorter message must leave the rest of the buffer as it was: the segment starts as
+        // a copy of it, and all of it goes back.
+        const Access reading{{ByteRange::of(buf, bytes), {}}, {}};
+        stream_after(Ledger::d2h, reading);
+        api_->copy(m->pinned, buf, bytes, DeviceApi::Copy::device_to_host, stream(Ledger::d2h));
+        EventRef copied = record(Ledger::d2h);
+        ledger_.add(Ledger::d2h, copied, reading);
+        m->before_post.push_back(std::move(copied));
+      }
+    }
+  } else {
+    // The transport writes there: after the device work that reads or writes those bytes.
+    const Access writing{{}, ByteRange::of(buf, bytes)};
+    ledger_.dependencies(Ledger::kHost, writing, m->before_post);
+  }
+  t.device = true;
+  t.handle = reinterpret_cast<std::uintptr_t>(m.get());
+  t.state = Transfer::State::pending;
+  recv_queue_.push_back(m.release());
+  ++live_messages_;
+  pump(recv_queue_);
+}
+
+void DeviceEngine::pump(std::deque<Message*>& queue) {
+  // In posting order: a message waits for its device work and for every message before it.
+  while (!queue.empty()) {
+    Message& m = *queue.front();
+    for (const EventRef& e : m.before_post) {
+      if (!api_->done(e->event)) return;
+    }
+    m.before_post.clear();
+    queue.pop_front();
+    post(m);
+  }
+}
+
+void DeviceEngine::post(Message& m) {
+  void* buffer = m.staged ? static_cast<void*>(m.pinned) : static_cast<void*>(m.device);
+  if (m.is_send) {
+    if (m.staged) {
+      m.inner->isend(m.wire, buffer, m.bytes, m.peer, m.tag);
+    } else {
+      m.inner->isend_device(m.wire, buffer, m.bytes, m.peer, m.tag);
+    }
+  } else {
+    if (m.staged) {
+      m.inner->irecv(m.wire, buffer, m.bytes, m.peer, m.tag);
+    } else {
+      m.inner->irecv_device(m.wire, buffer, m.bytes, m.peer, m.tag);
+    }
+  }
+  m.state = Message::State::on_wire;
+  if (m.wire.done()) {
+    wire_done(m);
+  } else {
+    on_wire_.push_back(&m);
+  }
+}
+
+void DeviceEngine::wire_done(Message& m) {
+  if (m.staged && m.pinned != nullptr) {
+    if (!m.is_send) {
+      // Pinned -> device on the h2d stream, after the device work still on those bytes. The
+      // receive is done now: what reads the bytes next is ordered after this copy.
+      const Access writing{{}, ByteRange::of(m.device, m.bytes)};
+      stream_after(Ledger::h2d, writing);
+      api_->copy(m.device, m.pinned, m.bytes, DeviceApi::Copy::host_to_device, stream(Ledger::h2d));
+      EventRef copied = record(Ledger::h2d);
+      ledger_.add(Ledger::h2d, copied, writing);
+      pinned_pool_->give_back(m.pinned, m.pinned_capacity, {std::move(copied)});
+    } else {
+      pinned_pool_->give_back(m.pinned, m.pinned_capacity, {});
+    }
+    m.pinned = nullptr;
+  }
+  m.state = Message::State::done;
+}
+
+void DeviceEngine::progress_locked() {
+  pump(send_queue_);
+  pump(recv_queue_);
+  for (std::size_t i = 0; i < on_wire_.size();) {
+    Message& m = *on_wire_[i];
+    Transfer* one[1] = {&m.wire};
+    if (m.inner->test_all(one)) {
+      on_wire_[i] = on_wire_.back();
+      on_wire_.pop_back();
+      wire_done(m);
+    } else {
+      ++i;
+    }
+  }
+  ledger_.prune(*api_);
+}
+
+bool DeviceEngine::test_all(Transport& inner, std::span<Transfer* const> ts) {
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  progress_locked();
+  bool all_done = true;
+  std::vector<Transfer*> host;
+  for (Transfer* t : ts) {
+    if (!t->pending()) continue;
+    if (!t->device) {
+      host.push_back(t);
+      continue;
+    }
+    auto* m = reinterpret_cast<Message*>(t->handle);
+    if (m->state != Message::State::done) {
+      all_done = false;
+      continue;
+    }
+    t->state = Transfer::State::done;
+    t->device = false;
+    t->handle = 0;
+    delete m;
+    --live_messages_;
+  }
+  if (!host.empty() && !inner.test_all(host)) all_done = false;
+  return all_done;
+}
+
+void DeviceEngine::copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  auto one = [&](std::uintptr_t to, std::uintptr_t from, std::size_t n) {
+    const Access access{{{from, from + n}, {}}, {to, to + n}};
+    stream_after(Ledger::compute, access);
+    api_->copy(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), n,
+               DeviceApi::Copy::device_to_device, stream(Ledger::compute));
+    ledger_.add(Ledger::compute, record(Ledger::compute), access);
+  };
+  const auto d = reinterpret_cast<std::uintptr_t>(dst);
+  const auto s = reinterpret_cast<std::uintptr_t>(src);
+  if (!ByteRange{d, d + bytes}.overlaps({s, s + bytes})) {
+    one(d, s, bytes);
+  } else if (d < s) {
+    // Overlapping (memmove): pieces no longer than the distance never overlap themselves, and in
+    // this order none overwrites a source piece still to be copied.
+    const std::size_t step = s - d;
+    for (std::size_t off = 0; off < bytes; off += step)
+      one(d + off, s + off, std::min(step, bytes - off));
+  } else {
+    const std::size_t step = d - s;
+    for (std::size_t end = bytes; end > 0;) {
+      const std::size_t n = std::min(step, end);
+      end -= n;
+      one(d + end, s + end, n);
+    }
+  }
+}
+
+void DeviceEngine::reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
+                          ReduceOp op, double divisor) {
+  if (n == 0) return;
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  const std::size_t bytes = n * size_of(type);
+  const Access access{{ByteRange::of(a, bytes), ByteRange::of(b, bytes)},
+                      ByteRange::of(dst, bytes)};
+  stream_after(Ledger::compute, access);
+  api_->reduce(dst, a, b, n, type, op, divisor, stream(Ledger::compute));
+  ledger_.add(Ledger::compute, record(Ledger::compute), access);
+}
+
+ScratchBuffer DeviceEngine::scratch(std::size_t bytes) {
+  if (bytes == 0) return {};
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  std::size_t capacity = 0;
+  std::byte* data = scratch_pool_->acquire(bytes, capacity);
+  return ScratchBuffer(this, data, capacity);
+}
+
+void DeviceEngine::give_back(std::byte* data, std::size_t capacity) {
+  try {
+    std::lock_guard lock(mutex_);
+    DeviceGuard guard(*api_, device_);
+    std::vector<EventRef> fences;
+    ledger_.touching(ByteRange::of(data, capacity), fences);
+    scratch_pool_->give_back(data, capacity, std::move(fences));
+  } catch (...) {
+    // Called from destructors: a buffer that cannot be fenced is not reused (leaked).
+  }
+}
+
+std::vector<EventRef> DeviceEngine::record_tail() {
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  return {record(Ledger::compute), record(Ledger::h2d)};
+}
+
+std::size_t DeviceEngine::messages_in_flight() {
+  std::lock_guard lock(mutex_);
+  return live_messages_;
+}
+
+}  // namespace collx::detail

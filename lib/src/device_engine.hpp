@@ -1,0 +1,220 @@
+// DeviceEngine: device memory for the calls of one communicator on one device.
+//
+// It owns three streams (compute: reductions and device copies; d2h and h2d: the staging
+// copies), a ledger of the device work in flight, and the queues of messages on their way to the
+// transport. Its calls (DeviceCall) are the algorithms' view of it.
+//
+// Ordering without device-wide synchronisation: every piece of device work (a kernel, a copy)
+// is recorded in the ledger with an event and the byte ranges it reads and writes. New work on a
+// stream waits (cudaStreamWaitEvent) only for the latest conflicting work on each other stream;
+// a message that must not reach MPI before device work finishes waits in its queue until that
+// work's events have completed, and queued messages reach the transport in the order they were
+// posted (MPI's matching order).
+//
+// Staged (the transport takes host memory only):
+//   send  d2h stream: device -> pinned segment (after the work that wrote it), then the pinned
+//         segment goes to the transport once its copy is done. The algorithms keep several
+//         segments in flight, so the copy of segment k+1 runs while segment k is on the wire.
+//   recv  straight into a pinned segment; when it has arrived, h2d stream: pinned -> device
+//         (after the device work that still reads or writes there), and the receive counts as
+//         done at once: whatever reads the bytes next (a reduction, a copy, a forwarding send)
+//         is ordered after that copy through the ledger.
+// Direct (a CUDA-aware transport): device buffers go to the transport, each when the device
+// work on its bytes has finished.
+// Pinned segments and device scratch come from pools per device; a buffer given back carries
+// the events of the work still using it and is reused only after they have completed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "device_api.hpp"
+#include "device_call.hpp"
+#include "scratch.hpp"
+#include "transport.hpp"
+
+namespace collx::detail {
+
+// An event from a pool, returned to it when the last holder lets go.
+class EventPool;
+struct PooledEvent {
+  DeviceApi::Event event = nullptr;
+  std::shared_ptr<EventPool> pool;
+  PooledEvent(DeviceApi::Event e, std::shared_ptr<EventPool> p) : event(e), pool(std::move(p)) {}
+  ~PooledEvent();
+  PooledEvent(const PooledEvent&) = delete;
+  PooledEvent& operator=(const PooledEvent&) = delete;
+};
+using EventRef = std::shared_ptr<const PooledEvent>;
+
+class EventPool : public std::enable_shared_from_this<EventPool> {
+ public:
+  explicit EventPool(std::shared_ptr<DeviceApi> api) : api_(std::move(api)) {}
+  ~EventPool();
+  // An unrecorded (or reusable) event of the current device.
+  EventRef acquire();
+  void give_back(DeviceApi::Event event) noexcept;
+  DeviceApi& api() const { return *api_; }
+
+ private:
+  std::shared_ptr<DeviceApi> api_;
+  std::mutex mutex_;
+  std::vector<DeviceApi::Event> free_;
+};
+
+// A byte range [begin, end) of device memory.
+struct ByteRange {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  static ByteRange of(const void* p, std::size_t bytes) {
+    const auto b = reinterpret_cast<std::uintptr_t>(p);
+    return {b, b + bytes};
+  }
+  bool empty() const { return begin >= end; }
+  bool overlaps(const ByteRange& o) const {
+    return !empty() && !o.empty() && begin < o.end && o.begin < end;
+  }
+};
+
+// What a piece of device work reads and writes.
+struct Access {
+  ByteRange reads[2];
+  ByteRange write;
+  // Work that conflicts with `later` must finish before it.
+  bool conflicts_with(const Access& later) const;
+};
+
+// The device work in flight, per lane (a stream of the engine, or the callers' streams).
+class Ledger {
+ public:
+  enum Lane { compute, d2h, h2d, external, kLanes };
+  static constexpr int kHost = -1;  // host-side work (a message handed to the transport)
+
+  // Appends the events that work with `access` on `lane` must wait for: per engine stream the
+  // latest conflicting work (a stream runs in order), on the external lane every conflicting
+  // entry; nothing of `lane` itself (its own stream orders it).
+  void dependencies(int lane, const Access& access, std::vector<EventRef>& out) const;
+  void add(int lane, EventRef event, const Access& access);
+  // Forgets completed work; at most kMaxPerLane entries stay (beyond, the host waits).
+  void prune(DeviceApi& api);
+  // The events of listed work that touches `range`: what memory given back must wait for.
+  void touching(const ByteRange& range, std::vector<EventRef>& out) const;
+  std::size_t size() const;
+
+ private:
+  static constexpr std::size_t kMaxPerLane = 4096;
+  struct Entry {
+    EventRef event;
+    Access access;
+  };
+  std::deque<Entry> lanes_[kLanes];
+};
+
+// Device scratch or pinned staging memory of one device, reused once its fences have completed.
+class FencedPool {
+ public:
+  enum class Kind { device, pinned };
+  FencedPool(std::shared_ptr<DeviceApi> api, int device, Kind kind)
+      : api_(std::move(api)), device_(device), kind_(kind) {}
+  ~FencedPool();
+  FencedPool(const FencedPool&) = delete;
+  FencedPool& operator=(const FencedPool&) = delete;
+
+  // At least `bytes` (a power of two, >= 256); `capacity` gets the size. Current device = ours.
+  std::byte* acquire(std::size_t bytes, std::size_t& capacity);
+  void give_back(std::byte* data, std::size_t capacity, std::vector<EventRef> fences);
+  // The pool of (api, device, kind): one per process, never destroyed.
+  static FencedPool& of(const std::shared_ptr<DeviceApi>& api, int device, Kind kind);
+
+ private:
+  static constexpr int kClasses = 48;
+  static constexpr std::size_t kMaxCachedPerClass = 8;
+  static constexpr std::size_t kLargestCached = std::size_t{256} << 20;
+  struct Cached {
+    std::byte* data;
+    std::vector<EventRef> fences;
+  };
+  bool fences_done(const Cached& c) const;
+  void* allocate(std::size_t bytes);
+  void release(std::byte* data) noexcept;
+  std::shared_ptr<DeviceApi> api_;
+  int device_;
+  Kind kind_;
+  std::mutex mutex_;
+  std::vector<Cached> free_[kClasses];
+};
+
+// A region of device memory a call works on (its buffers, for the stream-ordered form).
+struct DeviceBuffer {
+  const void* pointer = nullptr;
+  std::size_t bytes = 0;
+};
+
+class DeviceEngine final : public ScratchSource {
+ public:
+  // `direct`: the communicator's transports take device memory themselves.
+  DeviceEngine(std::shared_ptr<DeviceApi> api, int device, bool direct);
+  ~DeviceEngine();
+  DeviceEngine(const DeviceEngine&) = delete;
+  DeviceEngine& operator=(const DeviceEngine&) = delete;
+
+  int device() const { return device_; }
+  bool direct() const { return direct_; }
+  DeviceApi& api() const { return *api_; }
+
+  // A call on `inner` (the communicator's collective or point-to-point transport). With
+  // `user_stream`, the call is stream-ordered on it; `buffers` are its device buffers.
+  std::unique_ptr<DeviceCall> begin_call(Transport& inner, std::span<const DeviceBuffer> buffers,
+                                         void* user_stream, bool blocking);
+
+  // ---- what the calls use (each locks the engine) ----
+  void send(Transport& inner, Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
+  void recv(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+            bool exact_length);
+  bool test_all(Transport& inner, std::span<Transfer* const> ts);
+  void copy(void* dst, const void* src, std::size_t bytes);
+  void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
+              double divisor);
+  ScratchBuffer scratch(std::size_t bytes);
+  void give_back(std::byte* data, std::size_t capacity) override;
+  // Events recorded now on the streams that write device memory (compute, h2d): the work of every
+  // call so far is before them.
+  std::vector<EventRef> record_tail();
+  // Records `event` on the external lane: the bytes of `buffers` are written by the work on a
+  // caller's stream before it.
+  void add_external(const EventRef& event, std::span<const DeviceBuffer> buffers);
+
+  // Messages not yet seen done, for tests: 0 after every call completed.
+  std::size_t messages_in_flight();
+
+ private:
+  struct Message;
+  void stream_after(int lane, const Access& access);
+  EventRef record(int lane);
+  void post(Message& m);
+  void pump(std::deque<Message*>& queue);
+  void progress_locked();
+  void wire_done(Message& m);
+  DeviceApi::Stream stream(int lane) const { return streams_[lane]; }
+
+  std::shared_ptr<DeviceApi> api_;
+  int device_;
+  bool direct_;
+  std::mutex mutex_;
+  DeviceApi::Stream streams_[3] = {nullptr, nullptr, nullptr};  // compute, d2h, h2d
+  std::shared_ptr<EventPool> events_;
+  Ledger ledger_;
+  FencedPool* scratch_pool_;
+  FencedPool* pinned_pool_;
+  std::deque<Message*> send_queue_;
+  std::deque<Message*> recv_queue_;
+  std::vector<Message*> on_wire_;
+  std::size_t live_messages_ = 0;
+};
+
+}  // namespace collx::detail

@@ -1,0 +1,122 @@
+#include "memory.hpp"
+
+#include <vector>
+
+#include "collx/error.hpp"
+#include "comm_state.hpp"
+#include "device_api.hpp"
+#include "device_engine.hpp"
+
+namespace collx::detail {
+
+MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
+                             std::span<const DetectedBuffer> buffers) {
+  MemoryDecision d;
+  if (requested == MemoryKind::host) {
+    if (stream_given) {
+      d.error =
+          "Options::stream is for device memory, and Options::memory says this call's buffers are "
+          "host memory";
+    }
+    return d;
+  }
+  const DetectedBuffer* first_device = nullptr;
+  const DetectedBuffer* first_host = nullptr;
+  for (const DetectedBuffer& b : buffers) {
+    if (b.bytes == 0) continue;
+    if (!b.device) {
+      if (first_host == nullptr) first_host = &b;
+      continue;
+    }
+    if (first_device == nullptr) {
+      first_device = &b;
+    } else if (first_device->device_id != b.device_id) {
+      d.error = std::string(first_device->name) + " is memory of CUDA device " +
+                std::to_string(first_device->device_id) + " but " + b.name + " of CUDA device " +
+                std::to_string(b.device_id) + ": a call's buffers must all be on one device";
+      return d;
+    }
+  }
+  if (first_device != nullptr && first_host != nullptr) {
+    d.error = std::string(first_device->name) + " is device memory but " + first_host->name +
+              " is host memory: a call's buffers must all be host memory or all device memory "
+              "(copy one of them first)";
+    return d;
+  }
+  if (first_device == nullptr) {
+    if (stream_given && first_host != nullptr) {
+      d.error = std::string("Options::stream is for device memory, and ") + first_host->name +
+                " is host memory";
+    }
+    return d;
+  }
+  d.device = true;
+  d.device_id = first_device->device_id;
+  return d;
+}
+
+CallMemory call_memory(CommState& state, Collective collective, const Options& options,
+                       std::initializer_list<BufferArg> buffers, bool blocking, bool p2p) {
+  const bool stream_given = options.stream != nullptr;
+  if (options.memory == MemoryKind::host && !stream_given) return {};
+  auto fail = [&](ErrorCode code, const std::string& why) {
+    throw Error(code, to_string(collective), state.rank, why);
+  };
+  DeviceApi* api = options.memory == MemoryKind::host ? nullptr : device_api();
+  if (api == nullptr) {
+    if (options.memory == MemoryKind::device || stream_given) {
+      if (options.memory == MemoryKind::host) {
+        fail(ErrorCode::invalid_argument,
+             "Options::stream is for device memory, and Options::memory says this call's buffers "
+             "are host memory");
+      }
+      fail(ErrorCode::unsupported,
+           "device memory (Options::memory = device or Options::stream) needs collx built with "
+           "CUDA (-DCOLLX_CUDA=ON); this build has none");
+    }
+    return {};
+  }
+  const int devices = api->device_count();
+  if (devices == 0) {
+    if (options.memory == MemoryKind::device || stream_given) {
+      fail(ErrorCode::unsupported,
+           std::string("device memory (Options::memory = device or Options::stream), but no ") +
+               std::string(api->name()) + " device is visible to this process");
+    }
+    return {};  // no device: every pointer is host memory, nothing to ask
+  }
+  // Asked once per call and buffer.
+  DetectedBuffer detected[8];
+  std::size_t n = 0;
+  for (const BufferArg& b : buffers) {
+    if (b.pointer == nullptr || b.bytes == 0 || n == std::size(detected)) continue;
+    DetectedBuffer& d = detected[n++];
+    d.name = b.name;
+    d.bytes = b.bytes;
+    if (options.memory == MemoryKind::device) {
+      d.device = true;
+      d.device_id = -1;
+    } else {
+      const PointerKind kind = api->pointer_kind(b.pointer);
+      d.device = kind.device;
+      d.device_id = kind.device_id;
+    }
+  }
+  const MemoryDecision decision =
+      decide_memory(options.memory, stream_given, std::span<const DetectedBuffer>(detected, n));
+  if (!decision.error.empty()) fail(ErrorCode::invalid_argument, decision.error);
+  if (!decision.device) return {};
+  const int device = decision.device_id >= 0 ? decision.device_id : api->current_device();
+  DeviceEngine& engine = state.device_engine(device);
+  std::vector<DeviceBuffer> regions;
+  regions.reserve(buffers.size());
+  for (const BufferArg& b : buffers) {
+    if (b.pointer != nullptr && b.bytes > 0) regions.push_back({b.pointer, b.bytes});
+  }
+  CallMemory memory;
+  memory.device = engine.begin_call(p2p ? *state.p2p_transport : *state.transport, regions,
+                                    options.stream, blocking);
+  return memory;
+}
+
+}  // namespace collx::detail

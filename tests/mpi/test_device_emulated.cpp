@@ -1,0 +1,47 @@
+// The device-memory tests on the emulated device (host memory, deferred and reordered streams).
+#include <cstring>
+#include <memory>
+
+#include "device_api.hpp"
+#include "emulated_device.hpp"
+#include "test_device.hpp"
+
+namespace collx::testing {
+
+namespace {
+
+class Emulated final : public TestDevice {
+ public:
+  Emulated() : device_(std::make_shared<EmulatedDevice>(12345)) { detail::set_device_api(device_); }
+  std::string unavailable() override { return ""; }
+  void* allocate(std::size_t bytes) override { return device_->allocate_device(bytes); }
+  void release(void* p) override { device_->free_device(p); }
+  // Device memory is quiescent between calls (blocking calls have completed their device work).
+  void upload(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void* create_stream() override { return device_->create_stream(); }
+  void destroy_stream(void* stream) override { device_->destroy_stream(stream); }
+  void upload_async(void* dst, const void* src, std::size_t bytes, void* stream) override {
+    device_->enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
+  }
+  void download_async(void* dst, const void* src, std::size_t bytes, void* stream) override {
+    device_->enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
+  }
+  void synchronize(void* stream) override { device_->synchronize_stream(stream); }
+
+ private:
+  std::shared_ptr<EmulatedDevice> device_;
+};
+
+}  // namespace
+
+TestDevice& test_device() {
+  static Emulated device;
+  return device;
+}
+
+}  // namespace collx::testing
