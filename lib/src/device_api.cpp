@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "collx/build_config.hpp"
+#include "memory.hpp"
 
 namespace collx::detail {
 
@@ -65,6 +66,8 @@ void set_device_api(std::shared_ptr<DeviceApi> api) {
   r.owner = std::move(api);
   r.api.store(r.owner.get(), std::memory_order_release);
   r.settled.store(r.built_in_made, std::memory_order_release);
+  // A new API may see devices the previous one did not.
+  process_is_host_only.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace collx::detail

@@ -55,8 +55,10 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
   return d;
 }
 
-CallMemory call_memory(CommState& state, Collective collective, const Options& options,
-                       std::initializer_list<BufferArg> buffers, bool blocking, bool p2p) {
+std::atomic<bool> process_is_host_only{false};
+
+CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
+                               std::initializer_list<BufferArg> buffers, bool blocking, bool p2p) {
   const bool stream_given = options.stream != nullptr;
   if (options.memory == MemoryKind::host && !stream_given) return {};
   auto fail = [&](ErrorCode code, const std::string& why) {
@@ -64,6 +66,9 @@ CallMemory call_memory(CommState& state, Collective collective, const Options& o
   };
   DeviceApi* api = options.memory == MemoryKind::host ? nullptr : device_api();
   if (api == nullptr) {
+    if (options.memory == MemoryKind::automatic) {
+      process_is_host_only.store(true, std::memory_order_relaxed);
+    }
     if (options.memory == MemoryKind::device || stream_given) {
       if (options.memory == MemoryKind::host) {
         fail(ErrorCode::invalid_argument,
@@ -78,6 +83,7 @@ CallMemory call_memory(CommState& state, Collective collective, const Options& o
   }
   const int devices = api->device_count();
   if (devices == 0) {
+    process_is_host_only.store(true, std::memory_order_relaxed);
     if (options.memory == MemoryKind::device || stream_given) {
       fail(ErrorCode::unsupported,
            std::string("device memory (Options::memory = device or Options::stream), but no ") +

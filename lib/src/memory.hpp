@@ -3,6 +3,7 @@
 // with.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -53,7 +54,24 @@ struct CallMemory {
 // device support everything is host memory. Throws collx::Error (before anything is sent): a
 // mixed call, device memory requested where there is no device or no CUDA support.
 // `p2p`: the call runs on the point-to-point transport.
-CallMemory call_memory(CommState& state, Collective collective, const Options& options,
-                       std::initializer_list<BufferArg> buffers, bool blocking, bool p2p = false);
+CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
+                               std::initializer_list<BufferArg> buffers, bool blocking, bool p2p);
+
+// True once a call found that this process cannot see device memory (a build without CUDA,
+// or no device); cleared when the device API is replaced (set_device_api).
+extern std::atomic<bool> process_is_host_only;
+
+// The per-call entry: host-only processes decide without leaving the caller (this is on the
+// path of every small collective).
+inline CallMemory call_memory(CommState& state, Collective collective, const Options& options,
+                              std::initializer_list<BufferArg> buffers, bool blocking,
+                              bool p2p = false) {
+  if (options.stream == nullptr && (options.memory == MemoryKind::host ||
+                                    (options.memory == MemoryKind::automatic &&
+                                     process_is_host_only.load(std::memory_order_relaxed)))) {
+    return {};
+  }
+  return resolve_call_memory(state, collective, options, buffers, blocking, p2p);
+}
 
 }  // namespace collx::detail
