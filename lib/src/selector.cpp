@@ -57,7 +57,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     // root's p-1 messages of the linear form cost more than log p (docs/ALGORITHMS.md).
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::binomial_tree},
     {Collective::reduce, 1, 2, kAnySize, Algorithm::binomial_tree},
-    {Collective::reduce, 3, kAnyRanks, 4 << 20, Algorithm::binomial_tree},
+    {Collective::reduce, 3, kAnyRanks, 32 << 20, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::rabenseifner},
     {Collective::allgather, 1, 2, 16 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::ring},
