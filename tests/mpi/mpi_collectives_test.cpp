@@ -24,25 +24,12 @@ using collx::DataType;
 using collx::ReduceOp;
 using collx::testing::all_ranks;
 using collx::testing::make_case;
+constexpr auto roots = collx::testing::test_roots;
+constexpr auto with_auto = collx::testing::algorithms_with_auto;
 using Bytes = std::vector<std::byte>;
-
-std::vector<int> roots(int p) {
-  std::vector<int> r{0};
-  if (p > 2) r.push_back(p / 2);
-  if (p > 1) r.push_back(p - 1);
-  return r;
-}
 
 std::vector<std::size_t> counts(int p) {
   return {0, 1, static_cast<std::size_t>(2 * p + 3), 65537};
-}
-
-// Algorithm lists with auto at the end.
-std::vector<Algorithm> with_auto(Collective c) {
-  const auto algos = collx::algorithms_of(c);
-  std::vector<Algorithm> out(algos.begin(), algos.end());
-  out.push_back(Algorithm::automatic);
-  return out;
 }
 
 collx::Options with(Algorithm a) {

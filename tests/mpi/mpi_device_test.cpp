@@ -33,6 +33,8 @@ using collx::DataType;
 using collx::ReduceOp;
 using collx::testing::all_ranks;
 using collx::testing::make_case;
+constexpr auto roots = collx::testing::test_roots;
+constexpr auto with_auto = collx::testing::algorithms_with_auto;
 using collx::testing::test_device;
 using Bytes = std::vector<std::byte>;
 
@@ -58,22 +60,8 @@ class DeviceBytes {
   std::size_t bytes_ = 0;
 };
 
-std::vector<int> roots(int p) {
-  std::vector<int> r{0};
-  if (p > 2) r.push_back(p / 2);
-  if (p > 1) r.push_back(p - 1);
-  return r;
-}
-
 std::vector<std::size_t> counts(int p) {
   return {0, 1, static_cast<std::size_t>(2 * p + 3), 3001};
-}
-
-std::vector<Algorithm> with_auto(Collective c) {
-  const auto algos = collx::algorithms_of(c);
-  std::vector<Algorithm> out(algos.begin(), algos.end());
-  out.push_back(Algorithm::automatic);
-  return out;
 }
 
 // The library's segment sizes, and small segments (many per message, several in flight).

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "collx/algorithm.hpp"
 #include "collx/types.hpp"
 #include "exact_data.hpp"
 
@@ -64,6 +65,22 @@ inline Case make_case(DataType type, ReduceOp op, std::size_t count, int rank, i
     }
   }
   return c;
+}
+
+// Roots every rooted collective is tested with: the first, the middle and the last rank.
+inline std::vector<int> test_roots(int p) {
+  std::vector<int> r{0};
+  if (p > 2) r.push_back(p / 2);
+  if (p > 1) r.push_back(p - 1);
+  return r;
+}
+
+// A collective's algorithms with auto at the end.
+inline std::vector<Algorithm> algorithms_with_auto(Collective c) {
+  const auto algos = algorithms_of(c);
+  std::vector<Algorithm> out(algos.begin(), algos.end());
+  out.push_back(Algorithm::automatic);
+  return out;
 }
 
 }  // namespace collx::testing
