@@ -57,24 +57,45 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
     co_await op.wait(s);
 }
 
-Task broadcast_binomial(Operation& op, BroadcastArgs a) {
-  const int p = op.size();
-  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
-  std::vector<int> children;
-  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
-    if (tree.has_child(mask)) children.push_back(patterns::to_real(tree.vrank + mask, a.root, p));
+// A rank's place in the broadcast tree: its parent (-1 at the root) and its children, in the
+// order it sends to them. At most ceil(log2 p) children.
+struct TreePlace {
+  int parent = -1;
+  int children[32] = {};
+  int nchildren = 0;
+  std::span<const int> child_list() const {
+    return {children, static_cast<std::size_t>(nchildren)};
   }
-  const int parent = tree.parent() < 0 ? -1 : patterns::to_real(tree.parent(), a.root, p);
-  co_await tree_broadcast(op, a, parent, children);
+};
+
+TreePlace binomial_place(int rank, int root, int p) {
+  const patterns::BinomialTree tree{patterns::to_virtual(rank, root, p), p};
+  TreePlace place;
+  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
+    if (tree.has_child(mask))
+      place.children[place.nchildren++] = patterns::to_real(tree.vrank + mask, root, p);
+  }
+  place.parent = tree.parent() < 0 ? -1 : patterns::to_real(tree.parent(), root, p);
+  return place;
+}
+
+TreePlace chain_place(int rank, int root, int p) {
+  const patterns::Chain chain{patterns::to_virtual(rank, root, p), p};
+  TreePlace place;
+  if (chain.next() >= 0)
+    place.children[place.nchildren++] = patterns::to_real(chain.next(), root, p);
+  place.parent = chain.previous() < 0 ? -1 : patterns::to_real(chain.previous(), root, p);
+  return place;
+}
+
+Task broadcast_binomial(Operation& op, BroadcastArgs a) {
+  const TreePlace place = binomial_place(op.rank(), a.root, op.size());
+  co_await tree_broadcast(op, a, place.parent, place.child_list());
 }
 
 Task broadcast_chain(Operation& op, BroadcastArgs a) {
-  const int p = op.size();
-  const patterns::Chain chain{patterns::to_virtual(op.rank(), a.root, p), p};
-  std::vector<int> children;
-  if (chain.next() >= 0) children.push_back(patterns::to_real(chain.next(), a.root, p));
-  const int parent = chain.previous() < 0 ? -1 : patterns::to_real(chain.previous(), a.root, p);
-  co_await tree_broadcast(op, a, parent, children);
+  const TreePlace place = chain_place(op.rank(), a.root, op.size());
+  co_await tree_broadcast(op, a, place.parent, place.child_list());
 }
 
 // van de Geijn: the root's buffer in p blocks (block v for virtual rank v) is scattered down a
@@ -118,6 +139,23 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
 }
 
 }  // namespace
+
+bool broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a, Algorithm algorithm) {
+  if (algorithm != Algorithm::binomial_tree && algorithm != Algorithm::pipelined_chain) {
+    return false;
+  }
+  const std::size_t bytes = a.count * a.element_size;
+  if (bytes == 0 || t.size() == 1) return true;
+  // One segment: receive it whole, then forward it to each child in the operation path's order.
+  const TreePlace place = algorithm == Algorithm::binomial_tree
+                              ? binomial_place(t.rank(), a.root, t.size())
+                              : chain_place(t.rank(), a.root, t.size());
+  const int tag = tag_base + a.phase;
+  if (place.parent >= 0) t.recv_blocking(a.buffer, bytes, place.parent, tag);
+  for (int child : place.child_list())
+    t.send_blocking(a.buffer, bytes, child, tag);
+  return true;
+}
 
 Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm) {
   switch (algorithm) {

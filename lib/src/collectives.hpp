@@ -41,6 +41,8 @@ struct BroadcastArgs {
   int phase = 0;
 };
 Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm);
+// The latency path (see run_collective): false for an algorithm it does not run.
+bool broadcast_now(Transport& t, int tag_base, const BroadcastArgs& args, Algorithm algorithm);
 
 // ---- reduce: op over every rank's send into recv at the root ----
 struct ReduceArgs {
@@ -52,6 +54,7 @@ struct ReduceArgs {
   int phase = 0;
 };
 Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm);
+bool reduce_now(Transport& t, int tag_base, const ReduceArgs& args, Algorithm algorithm);
 
 // ---- allgather: block r (offsets[r] .. offsets[r+1] elements) comes from rank r ----
 struct AllgatherArgs {
@@ -99,6 +102,7 @@ Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm)
 
 // ---- barrier ----
 Task barrier_task(Operation& op, int phase, Algorithm algorithm);
+bool barrier_now(Transport& t, int tag_base, Algorithm algorithm);
 
 // ---- point to point (tag = the user's tag; the operation's own tag base is ignored) ----
 struct PointToPointArgs {

@@ -55,7 +55,8 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
       s, Collective::broadcast, bytes, options,
       signature(Collective::broadcast, count, static_cast<int>(type), -1, root), blocking,
       [&](Operation& op, Algorithm a) { return broadcast_task(op, args, a); },
-      std::move(memory.device));
+      std::move(memory.device),
+      [&](Transport& t, int tag_base, Algorithm a) { return broadcast_now(t, tag_base, args, a); });
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -86,7 +87,8 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       signature(Collective::reduce, count, static_cast<int>(type), static_cast<int>(reduce_op),
                 root),
       blocking, [&](Operation& op, Algorithm a) { return reduce_task(op, args, a); },
-      std::move(memory.device));
+      std::move(memory.device),
+      [&](Transport& t, int tag_base, Algorithm a) { return reduce_now(t, tag_base, args, a); });
 }
 
 Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -231,9 +233,10 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
-  return run_collective(s, Collective::barrier, 0, options, signature(Collective::barrier, 0),
-                        blocking,
-                        [&](Operation& op, Algorithm a) { return barrier_task(op, 0, a); });
+  return run_collective(
+      s, Collective::barrier, 0, options, signature(Collective::barrier, 0), blocking,
+      [&](Operation& op, Algorithm a) { return barrier_task(op, 0, a); }, nullptr,
+      [](Transport& t, int tag_base, Algorithm a) { return barrier_now(t, tag_base, a); });
 }
 
 // Point-to-point runs as an operation on the communicator's second context, with the user's

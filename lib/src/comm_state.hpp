@@ -1,6 +1,9 @@
 // CommState: what a Communicator owns, shared with the operations in flight on it.
 #pragma once
 
+#include <cstddef>
+#include <type_traits>
+
 #include <mpi.h>
 
 #include <cstdint>
@@ -81,16 +84,34 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
   return start_nonblocking(std::move(op), std::move(task));
 }
 
+// The latency path: a blocking call of at most this many bytes on host memory, alone in the
+// process, may run straight through the transport (no coroutine, no Operation). Its messages
+// are the ones the operation path sends for a one-segment buffer, so ranks that take different
+// paths still match.
+constexpr std::size_t kLatencyPathBytes = 1024;
+
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
-template <class MakeTask>
+// `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
+// (before sending anything) for an algorithm it does not run.
+template <class MakeTask, class RunNow = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
-                       bool blocking, MakeTask&& make,
-                       std::unique_ptr<DeviceCall> device = nullptr) {
+                       bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
+                       RunNow&& now = nullptr) {
   const Algorithm algorithm =
       resolve_algorithm(collective, options.algorithm, bytes, state->size, state->rank);
   const OpInfo info = state->next_op(collective, algorithm, options);
+  if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
+    if (blocking && device == nullptr && bytes <= kLatencyPathBytes && bytes <= info.chunk_bytes &&
+        can_run_in_place()) {
+      try {
+        if (now(*state->transport, info.tag_base, algorithm)) return {};
+      } catch (...) {
+        rethrow_named(std::current_exception(), collective, state->rank);
+      }
+    }
+  }
   return launch(
       state, info, signature, blocking, [&](Operation& op) { return make(op, algorithm); },
       std::move(device));

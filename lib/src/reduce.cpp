@@ -4,6 +4,7 @@
 
 #include "collectives.hpp"
 #include "collx/error.hpp"
+#include "comm_state.hpp"
 #include "pipeline.hpp"
 #include "selector.hpp"
 #include "tree.hpp"
@@ -87,6 +88,42 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
 }
 
 }  // namespace
+
+bool reduce_now(Transport& t, int tag_base, const ReduceArgs& a, Algorithm algorithm) {
+  if (algorithm != Algorithm::binomial_tree) return false;
+  const int p = t.size();
+  const std::size_t elem = a.reduction.element_size;
+  const std::size_t bytes = a.count * elem;
+  if (bytes > kLatencyPathBytes) return false;
+  const bool is_root = t.rank() == a.root;
+  if (a.count == 0) return true;
+  if (p == 1) {
+    if (a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    return true;
+  }
+  // reduce_binomial with one segment: the same children in the same order, the same operand
+  // order (accumulated lower, child higher), the avg division fused into the root's last combine.
+  const patterns::BinomialTree tree{patterns::to_virtual(t.rank(), a.root, p), p};
+  const int tag = tag_base + a.phase;
+  alignas(64) std::byte received[kLatencyPathBytes];
+  alignas(64) std::byte partial[kLatencyPathBytes];
+  std::byte* accumulator = is_root ? a.recv : partial;
+  const std::byte* current = a.send;
+  int last_mask = 0;
+  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1)
+    last_mask = mask;
+  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1) {
+    t.recv_blocking(received, bytes, patterns::to_real(tree.vrank + mask, a.root, p), tag);
+    a.reduction.combine(accumulator, current, received, a.count, is_root && mask == last_mask);
+    current = accumulator;
+  }
+  if (is_root) {
+    if (last_mask == 0 && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    return true;
+  }
+  t.send_blocking(current, bytes, patterns::to_real(tree.parent(), a.root, p), tag);
+  return true;
+}
 
 Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
   switch (algorithm) {

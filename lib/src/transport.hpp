@@ -92,6 +92,16 @@ class Transport {
     Transfer* ts[2] = {&send, &recv};
     wait_all(ts);
   }
+  // Send to `dest` while receiving from `source` (a shift: dissemination, rings).
+  virtual void shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,
+                              void* recv_buf, std::size_t recv_bytes, int source, int tag) {
+    Transfer send;
+    Transfer recv;
+    irecv(recv, recv_buf, recv_bytes, source, tag);
+    isend(send, send_buf, send_bytes, dest, tag);
+    Transfer* ts[2] = {&send, &recv};
+    wait_all(ts);
+  }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
 

@@ -109,6 +109,18 @@ void MpiTransport::sendrecv_blocking(const void* send_buf, void* recv_buf, std::
             "MPI_Sendrecv", rank_);
 }
 
+void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,
+                                  void* recv_buf, std::size_t recv_bytes, int source, int tag) {
+  if (send_bytes > static_cast<std::size_t>(INT_MAX) ||
+      recv_bytes > static_cast<std::size_t>(INT_MAX)) {
+    return Transport::shift_blocking(send_buf, send_bytes, dest, recv_buf, recv_bytes, source, tag);
+  }
+  check_mpi(
+      MPI_Sendrecv(send_buf, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, recv_buf,
+                   static_cast<int>(recv_bytes), MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE),
+      "MPI_Sendrecv", rank_);
+}
+
 void MpiTransport::wait_all(std::span<Transfer* const> ts) {
   MPI_Request requests[kMaxBatch];
   Transfer* owners[kMaxBatch];

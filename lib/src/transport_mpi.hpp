@@ -23,6 +23,8 @@ class MpiTransport final : public Transport {
   void recv_blocking(void* buf, std::size_t bytes, int peer, int tag) override;
   void sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
                          int tag) override;
+  void shift_blocking(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
+                      std::size_t recv_bytes, int source, int tag) override;
   // A CUDA-aware MPI library (or COLLX_CUDA_AWARE=1): MPI takes device buffers itself.
   bool supports_device_memory() const override;
 

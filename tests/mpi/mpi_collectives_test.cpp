@@ -408,4 +408,54 @@ TEST_F(MpiCollectives, RootedArgumentsAreChecked) {
   comm.barrier();
 }
 
+// Small blocking broadcasts, reduces and barriers run straight through the transport when
+// nothing else is in flight, and as operations otherwise; ranks that take different paths in
+// the same call must still match and agree on the result bits.
+TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
+  collx::Communicator other(MPI_COMM_WORLD);
+  const int p = comm.size();
+  const bool early = comm.rank() % 2 == 0;
+  for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{256}}) {
+    for (int root : roots(p)) {
+      std::vector<double> pending(5000, 1.0);
+      collx::Request request;
+      if (early)
+        request = other.iallreduce(pending.data(), pending.data(), pending.size(),
+                                   DataType::float64, ReduceOp::sum);
+      for (Algorithm a : {Algorithm::binomial_tree, Algorithm::pipelined_chain}) {
+        std::vector<std::int32_t> b(count, comm.rank() == root ? 17 + root : -1);
+        comm.broadcast(b.data(), count, DataType::int32, root, with(a));
+        for (std::int32_t v : b)
+          ASSERT_EQ(v, 17 + root) << to_string(a);
+      }
+      // float avg (the root's last combine divides) and int64 sum, to any root.
+      std::vector<float> mine(count);
+      for (std::size_t i = 0; i < count; ++i)
+        mine[i] = 0.1f * static_cast<float>(comm.rank() + 1) + static_cast<float>(i);
+      std::vector<float> reduced(count, -1.0f);
+      comm.reduce(mine.data(), reduced.data(), count, DataType::float32, ReduceOp::avg, root,
+                  with(Algorithm::binomial_tree));
+      std::vector<std::int64_t> ints(count, comm.rank() + 1), sum(count, 0);
+      comm.reduce(ints.data(), sum.data(), count, DataType::int64, ReduceOp::sum, root,
+                  with(Algorithm::binomial_tree));
+      comm.barrier();
+      if (!early)
+        request = other.iallreduce(pending.data(), pending.data(), pending.size(),
+                                   DataType::float64, ReduceOp::sum);
+      request.wait();
+      if (comm.rank() == root) {
+        for (std::size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(sum[i], static_cast<std::int64_t>(p) * (p + 1) / 2);
+          double expected = 0;
+          for (int r = 0; r < p; ++r)
+            expected += 0.1 * (r + 1) + static_cast<double>(i);
+          ASSERT_NEAR(reduced[i], expected / p, 1e-4 * (1.0 + expected / p));
+        }
+      }
+      for (double v : pending)
+        ASSERT_EQ(v, static_cast<double>(p));
+    }
+  }
+}
+
 }  // namespace
