@@ -86,6 +86,26 @@ std::span<const SelectionRule> builtin_rules() {
   return kBuiltinRules;
 }
 
+// The built-in rows of one collective (they are contiguous in the table): every call selects,
+// so it scans its own rows only.
+std::span<const SelectionRule> builtin_rules_of(Collective collective) {
+  struct Index {
+    std::span<const SelectionRule> rows[kCollectiveCount];
+    Index() {
+      const std::span<const SelectionRule> all = kBuiltinRules;
+      for (std::size_t i = 0; i < all.size();) {
+        std::size_t j = i;
+        while (j < all.size() && all[j].collective == all[i].collective)
+          ++j;
+        rows[static_cast<int>(all[i].collective)] = all.subspan(i, j - i);
+        i = j;
+      }
+    }
+  };
+  static const Index index;
+  return index.rows[static_cast<int>(collective)];
+}
+
 Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
                       std::size_t bytes, int nranks) {
   for (const auto& rule : rules) {
@@ -110,7 +130,7 @@ Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::siz
         }
       }
     }
-    return select_from(builtin_rules(), collective, bytes, nranks);
+    return select_from(builtin_rules_of(collective), collective, bytes, nranks);
   }
   if (!implements(collective, requested)) {
     throw Error(ErrorCode::unsupported, to_string(collective), rank,

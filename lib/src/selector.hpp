@@ -26,6 +26,7 @@ inline constexpr int kAnyRanks = std::numeric_limits<int>::max();
 
 // The table compiled into the library (derived from collx-bench runs, see docs/PERFORMANCE.md).
 std::span<const SelectionRule> builtin_rules();
+std::span<const SelectionRule> builtin_rules_of(Collective collective);
 
 // What `auto` picks for this call from `rules`.
 Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,

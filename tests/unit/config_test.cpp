@@ -170,3 +170,19 @@ TEST(Selector, EnvironmentOverridesTheTableButNotAnExplicitChoice) {
 }
 
 }  // namespace
+
+// The per-collective index of the built-in table selects exactly what the whole table does
+// (it relies on each collective's rows being contiguous).
+TEST(Selector, PerCollectiveIndexAgreesWithTheWholeTable) {
+  using namespace collx::detail;
+  for (int c = 0; c < collx::kCollectiveCount; ++c) {
+    const auto collective = static_cast<collx::Collective>(c);
+    for (int p : {1, 2, 3, 4, 5, 8, 9, 64, 4096}) {
+      for (std::size_t bytes = 0; bytes <= (std::size_t{1} << 30); bytes = bytes * 2 + 1) {
+        ASSERT_EQ(select_from(builtin_rules_of(collective), collective, bytes, p),
+                  select_from(builtin_rules(), collective, bytes, p))
+            << to_string(collective) << " p=" << p << " bytes=" << bytes;
+      }
+    }
+  }
+}
