@@ -12,6 +12,10 @@
 #include <new>
 #include <stdexcept>
 
+#if COLLX_MLP_CUDA
+#include "mlp_cuda.hpp"
+#endif
+
 namespace collx::mlp {
 
 std::string_view to_string(Device device) {
@@ -200,17 +204,32 @@ class CpuBackend final : public Backend<T> {
 
 }  // namespace
 
+std::string unavailable_reason(Device device) {
+  if (device == Device::cpu) return {};
+#if COLLX_MLP_CUDA
+  return cuda_unavailable_reason();
+#else
+  return "this build of collx has no CUDA support (configure it where nvcc and the CUDA "
+         "toolkit with cuBLAS are installed, -DCOLLX_CUDA=ON)";
+#endif
+}
+
 template <class T>
-std::unique_ptr<Backend<T>> make_backend(Device device) {
+std::unique_ptr<Backend<T>> make_backend(Device device, int local_rank) {
   if (device == Device::cuda) {
-    throw std::runtime_error(
-        "--device cuda is not available yet: collx's collectives take host memory only, and the "
-        "cuBLAS backend comes with device-memory support; use --device cpu");
+    const std::string reason = unavailable_reason(device);
+    if (!reason.empty()) {
+      throw std::runtime_error("--device cuda is not available: " + reason + "; use --device cpu");
+    }
+#if COLLX_MLP_CUDA
+    return make_cuda_backend<T>(local_rank);
+#endif
   }
+  (void)local_rank;
   return std::make_unique<CpuBackend<T>>();
 }
 
-template std::unique_ptr<Backend<float>> make_backend<float>(Device);
-template std::unique_ptr<Backend<double>> make_backend<double>(Device);
+template std::unique_ptr<Backend<float>> make_backend<float>(Device, int);
+template std::unique_ptr<Backend<double>> make_backend<double>(Device, int);
 
 }  // namespace collx::mlp

@@ -1,11 +1,17 @@
 // The math of collx-train's MLP behind one small interface, mlp::Backend<T>: where the trainer's
 // tensors live (allocate, upload, download) and every operation the forward pass, the backward
 // pass and the optimizers run on them. The CPU backend (OpenBLAS cblas for the GEMMs, plain
-// loops for the rest) is the reference; a CUDA backend (cuBLAS + kernels) implements the same
-// interface once collx's collectives take device memory.
+// loops for the rest, mlp_math.cpp) is the reference; the CUDA backend (cuBLAS for the GEMMs,
+// the kernels of mlp_cuda.cu for the rest, in a build with CUDA) implements the same interface
+// on device memory, with the same formulas in the same order of operations.
 //
 // Matrices are row-major. Every operation is deterministic: the same inputs give the same bits,
 // run after run, which the trainer's bitwise tests (resume, bucket sizes, replicas) rely on.
+//
+// The CPU backend computes synchronously. The CUDA backend enqueues its work on one stream
+// (stream()) and returns; download() and softmax_cross_entropy() wait for that stream, and the
+// ordering calls (record_event / wait_event / ready / synchronize) let the trainer order the
+// collectives it runs on other streams with that work. For the CPU backend they do nothing.
 #pragma once
 
 #include <cstddef>
@@ -78,7 +84,8 @@ class Backend {
   virtual void bias_gradient(const T* grad_out, std::size_t rows, std::size_t cols, T* grad_bias,
                              bool accumulate) = 0;
   // Loss sums over `rows` rows of `classes` logits; when grad_logits is not null it receives
-  // (softmax - onehot(label)) * grad_scale. Labels must be < classes.
+  // (softmax - onehot(label)) * grad_scale. Labels (host memory for every backend) must be
+  // < classes. Returns once the sums are known (the CUDA backend waits for its stream).
   virtual LossSums softmax_cross_entropy(const T* logits, const std::int32_t* labels,
                                          std::size_t rows, std::size_t classes, T grad_scale,
                                          T* grad_logits) = 0;
@@ -89,12 +96,34 @@ class Backend {
                             std::size_t count, const AdamWStep& hyper, bool decay) = 0;
   virtual void sgd_update(T* params, const T* grads, T* velocity, std::size_t count,
                           const SgdStep& hyper, bool decay) = 0;
+
+  // ---- ordering with work on other streams (device backends; no-ops for the CPU) ----
+  // The stream the backend computes on (a cudaStream_t); nullptr for the CPU backend.
+  virtual void* stream() const { return nullptr; }
+  // A second stream of the same device for work beside the computation (the trainer's
+  // gradient collectives); nullptr for the CPU backend.
+  virtual void* side_stream() const { return nullptr; }
+  // Records event number `slot` (created on first use) on `stream`: its completion marks the
+  // work enqueued there so far.
+  virtual void record_event(std::size_t /*slot*/, void* /*stream*/) {}
+  // Work enqueued on `stream` from now on runs after event `slot` as last recorded.
+  virtual void wait_event(void* /*stream*/, std::size_t /*slot*/) {}
+  // True when everything enqueued on stream() has completed (never blocks).
+  virtual bool ready() { return true; }
+  // Blocks until everything enqueued on stream() has completed.
+  virtual void synchronize() {}
 };
 
+// Empty when `device` can compute in this process; otherwise why not, for the user ("this
+// build has no CUDA support", "no CUDA device is visible"), a sentence that starts lower-case.
+std::string unavailable_reason(Device device);
+
 // The backend for `device`; Device::cuda throws std::runtime_error with the reason it is not
-// available. The CPU backend pins OpenBLAS to one thread (one rank per core).
+// available (unavailable_reason). The CPU backend pins OpenBLAS to one thread (one rank per
+// core). The CUDA backend makes device `local_rank % device count` current for the calling
+// thread (local_rank: the process's rank among those of its node) and computes there.
 template <class T>
-std::unique_ptr<Backend<T>> make_backend(Device device);
+std::unique_ptr<Backend<T>> make_backend(Device device, int local_rank = 0);
 
 // Owns `count` elements of a backend's memory.
 template <class T>

@@ -25,7 +25,8 @@ std::vector<Bucket> make_buckets(std::size_t count, std::size_t element_bytes,
 }
 
 GradientSync::GradientSync(Communicator& comm, DataType type, std::vector<Bucket> buckets,
-                           Mode mode, bool overlap, Options options, CommClock& clock)
+                           Mode mode, bool overlap, Options options, CommClock& clock,
+                           StreamOrder* order)
     : comm_(comm),
       type_(type),
       element_bytes_(size_of(type)),
@@ -34,6 +35,7 @@ GradientSync::GradientSync(Communicator& comm, DataType type, std::vector<Bucket
       overlap_(overlap),
       options_(options),
       clock_(clock),
+      order_(order),
       requests_(buckets_.size()) {}
 
 void GradientSync::begin(void* grads, void* shard) {
@@ -48,6 +50,7 @@ void GradientSync::launch_through(std::size_t end) {
   while (launched_ < buckets_.size() && buckets_[launched_].end <= end) {
     const Bucket& b = buckets_[launched_];
     std::byte* data = grads_ + b.begin * element_bytes_;
+    if (order_) order_->before_launch(launched_);
     if (mode_ == Mode::allreduce) {
       requests_[launched_] = comm_.iallreduce(data, data, b.size(), type_, ReduceOp::sum, options_);
     } else {
@@ -55,6 +58,7 @@ void GradientSync::launch_through(std::size_t end) {
       requests_[launched_] =
           comm_.ireduce_scatter(data, block, b.size() / nranks, type_, ReduceOp::sum, options_);
     }
+    if (order_) order_->after_launch(launched_);
     ++launched_;
   }
 }
@@ -70,6 +74,10 @@ void GradientSync::gradients_ready(std::size_t end) {
 void GradientSync::poll() {
   if (completed_ == launched_) return;
   CommClock::Scope timed(clock_);
+  drive();
+}
+
+void GradientSync::drive() {
   // One test drives every collx operation in flight; note the ones that are done, in order.
   while (completed_ < launched_ &&
          (!requests_[completed_].valid() || requests_[completed_].test())) {
@@ -85,6 +93,7 @@ void GradientSync::launch_all() {
 }
 
 void GradientSync::wait(std::size_t bucket) {
+  if (order_) order_->use_result(bucket);
   if (!requests_[bucket].valid()) return;
   CommClock::Scope timed(clock_);
   requests_[bucket].wait();

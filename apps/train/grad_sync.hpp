@@ -51,14 +51,31 @@ class CommClock {
   double seconds_ = 0;
 };
 
+// Device memory: orders each bucket's collective with the computation's stream. The collectives
+// run in the stream-ordered form on a stream of their own, so the backward pass goes on while
+// they wait for their inputs or their messages (the CPU path has none).
+class StreamOrder {
+ public:
+  virtual ~StreamOrder() = default;
+  // Before bucket b's collective is launched: it reads what the computation enqueued so far.
+  virtual void before_launch(std::size_t bucket) = 0;
+  // Right after bucket b's collective was launched: marks the point where its result is
+  // complete.
+  virtual void after_launch(std::size_t bucket) = 0;
+  // The computation enqueued from now on runs after bucket b's result is complete.
+  virtual void use_result(std::size_t bucket) = 0;
+};
+
 class GradientSync final : public GradientHooks {
  public:
   enum class Mode { allreduce, reduce_scatter };
 
   // Every call into collx is timed on `clock`: that time is the communication the step could
   // not hide behind compute.
+  // order (may be null: host memory) orders each bucket with the computation's stream; it
+  // must outlive this object.
   GradientSync(Communicator& comm, DataType type, std::vector<Bucket> buckets, Mode mode,
-               bool overlap, Options options, CommClock& clock);
+               bool overlap, Options options, CommClock& clock, StreamOrder* order = nullptr);
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
@@ -67,13 +84,16 @@ class GradientSync final : public GradientHooks {
   void begin(void* grads, void* shard);
   // Launches the buckets that [0, end) covers (with overlap; without, launch_all() does).
   void gradients_ready(std::size_t end) override;
-  // Progresses what is in flight.
+  // Progresses what is in flight; the time counts as communication.
   void poll() override;
+  // The same, not timed: while the device computes, progressing is overlap, not exposed time.
+  void drive();
   // Every bucket launched and known to be reduced (as far as poll() has seen).
   bool all_complete() const { return completed_ == buckets_.size(); }
   // After the backward pass: launches the buckets not launched yet.
   void launch_all();
-  // Blocks until bucket b is reduced (launch_all() first).
+  // Blocks until bucket b is reduced (launch_all() first); on a device, the computation
+  // enqueued afterwards runs after the result is complete.
   void wait(std::size_t bucket);
   // launch_all(), then waits for every bucket.
   void finish();
@@ -89,6 +109,7 @@ class GradientSync final : public GradientHooks {
   bool overlap_;
   Options options_;
   CommClock& clock_;
+  StreamOrder* order_;
   std::byte* grads_ = nullptr;
   std::byte* shard_ = nullptr;
   std::size_t launched_ = 0;       // buckets launched this step, in order

@@ -147,7 +147,11 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
   app.add_option("--dtype", dtype, "float32 or float64")
       ->capture_default_str()
       ->check(CLI::IsMember({"float32", "float64"}));
-  app.add_option("--device", device, "cpu (cuda: not yet)")
+  app.add_option("--device", device,
+                 "cpu (OpenBLAS), or cuda: cuBLAS and CUDA kernels, parameters, gradients and "
+                 "optimizer state in device memory, gradients allreduced by collx from device "
+                 "memory; each rank uses GPU (node-local rank mod GPU count); needs a build with "
+                 "CUDA and a visible GPU")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--seed", c.seed, "initialisation and data order")->capture_default_str();

@@ -1,5 +1,7 @@
 #include "trainer.hpp"
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -39,6 +41,50 @@ class PhaseTimer {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// The rank of this process among the ranks of `comm` on its node (collective).
+int node_local_rank(const Communicator& comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm.mpi_comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  return local;
+}
+
+// Options for collectives on the backend's memory: nothing for the CPU backend (host memory,
+// the defaults); for a device backend, device memory (not detected per call) and the
+// stream-ordered form on `stream`, so the collective reads its inputs after the work enqueued
+// there and the work enqueued there afterwards sees its result.
+Options memory_options(Options options, void* stream) {
+  if (stream) {
+    options.memory = MemoryKind::device;
+    options.stream = stream;
+  }
+  return options;
+}
+
+// Orders the gradient buckets' collectives (on the backend's side stream) with the backend's
+// computation (its stream) through events: bucket b uses events 2b (its inputs are complete)
+// and 2b + 1 (its result is).
+template <class T>
+class BackendStreamOrder final : public StreamOrder {
+ public:
+  explicit BackendStreamOrder(mlp::Backend<T>& backend) : backend_(backend) {}
+  void before_launch(std::size_t bucket) override {
+    backend_.record_event(2 * bucket, backend_.stream());
+    backend_.wait_event(backend_.side_stream(), 2 * bucket);
+  }
+  void after_launch(std::size_t bucket) override {
+    backend_.record_event(2 * bucket + 1, backend_.side_stream());
+  }
+  void use_result(std::size_t bucket) override {
+    backend_.wait_event(backend_.stream(), 2 * bucket + 1);
+  }
+
+ private:
+  mlp::Backend<T>& backend_;
+};
+
 // Rank `root`'s string on every rank.
 std::string broadcast_string(Communicator& comm, std::string text, int root) {
   std::uint64_t length = text.size();
@@ -58,7 +104,8 @@ class Trainer final : public TrainerBase {
         rank_(comm.rank()),
         nranks_(comm.size()),
         type_(datatype_of_v<T>),
-        backend_(mlp::make_backend<T>(config.device)),
+        backend_(mlp::make_backend<T>(
+            config.device, config.device == mlp::Device::cuda ? node_local_rank(comm) : 0)),
         shape_(model_shape(config, data)),
         layout_(shape_),
         buckets_(make_buckets(layout_.count(), sizeof(T),
@@ -74,10 +121,13 @@ class Trainer final : public TrainerBase {
         grads_(*backend_, padded_),
         shard_grads_(*backend_, config.shard ? padded_ / static_cast<std::size_t>(nranks_) : 0),
         inputs_(*backend_, max_rows_ * data.train.features),
+        order_(backend_->stream() ? std::make_unique<BackendStreamOrder<T>>(*backend_) : nullptr),
         sync_(comm, type_, buckets_,
               config.shard ? GradientSync::Mode::reduce_scatter : GradientSync::Mode::allreduce,
-              config.overlap, gradient_options(config), clock_),
-        allgather_options_(allgather_options(config)),
+              config.overlap, memory_options(gradient_options(config), backend_->side_stream()),
+              clock_, order_.get()),
+        allgather_options_(memory_options(allgather_options(config), backend_->stream())),
+        device_options_(memory_options(Options{}, backend_->stream())),
         steps_per_epoch_(train::steps_per_epoch(data.train.rows, config.batch)) {
     schedule_.base_lr = config.lr;
     schedule_.reference_batch = config.lr_reference_batch;
@@ -101,7 +151,7 @@ class Trainer final : public TrainerBase {
         initialize_parameters(shape_, config_.seed, host.data(), host.size());
         backend_->upload(params_.data(), host.data(), host.size());
       }
-      comm_.broadcast(params_.data(), layout_.count(), type_, 0);
+      comm_.broadcast(params_.data(), layout_.count(), type_, 0, device_options_);
     }
     // Every rank checks that it holds what rank 0 sent.
     agreed_checksum();
@@ -136,6 +186,12 @@ class Trainer final : public TrainerBase {
       result.forward_seconds += phase.lap();
       // Only the last micro-batch communicates: the others just add to the local gradients.
       mlp_.backward(params_.data(), inputs_.data(), grads_.data(), k > 0, last ? &sync_ : nullptr);
+      // A device backend has only enqueued the backward pass: its time is the device's, and
+      // the buckets launched meanwhile keep moving (the CPU backend is always ready).
+      if (last) {
+        while (!backend_->ready())
+          sync_.drive();
+      }
       result.backward_seconds += phase.lap();
     }
     const double lr = schedule_.at(step_);
@@ -201,7 +257,7 @@ class Trainer final : public TrainerBase {
         const auto n = static_cast<std::size_t>(nranks_);
         for (const Bucket& b : buckets_) {
           comm_.allgather(optimizer_.state(a) + b.begin / n, full.data() + b.begin, b.size() / n,
-                          type_);
+                          type_, device_options_);
         }
         backend_->download(states[a].data(), full.data(), count);
       } else {
@@ -336,9 +392,13 @@ class Trainer final : public TrainerBase {
       for (const Bucket& b : buckets_)
         gathers_.push_back(start_gather(b));
     }
-    CommClock::Scope timed(clock_);
-    for (Request& g : gathers_)
-      g.wait();
+    {
+      CommClock::Scope timed(clock_);
+      for (Request& g : gathers_)
+        g.wait();
+    }
+    // A device backend: the update's kernels are part of the step (CPU: nothing to wait for).
+    backend_->synchronize();
   }
 
   // Between two pieces of the update: drives the reductions still in flight, or else the
@@ -438,7 +498,7 @@ class Trainer final : public TrainerBase {
     if (rank_ == 0) {
       backend_->upload(params_.data(), reinterpret_cast<const T*>(saved.parameters.data()), count);
     }
-    comm_.broadcast(params_.data(), count, type_, 0);
+    comm_.broadcast(params_.data(), count, type_, 0, device_options_);
     for (std::size_t a = 0; a < optimizer_.arrays(); ++a) {
       std::vector<T> full(padded_, T(0));
       if (rank_ == 0) {
@@ -483,9 +543,11 @@ class Trainer final : public TrainerBase {
   mlp::DeviceBuffer<T> shard_grads_;
   mlp::DeviceBuffer<T> inputs_;
   CommClock clock_;
+  std::unique_ptr<StreamOrder> order_;  // device backends: buckets ordered with the computation
   GradientSync sync_;
   std::vector<Request> gathers_;  // --shard: this step's parameter allgathers, one per bucket
   Options allgather_options_;
+  Options device_options_;  // collectives on parameters and optimizer state
   std::size_t steps_per_epoch_;
   LrSchedule schedule_;
   std::vector<std::int32_t> labels_;
@@ -515,10 +577,9 @@ void validate(const TrainConfig& c, int nranks) {
   for (std::size_t h : c.hidden) {
     if (h == 0) fail("--hidden: a layer needs at least one unit");
   }
-  if (c.device == mlp::Device::cuda) {
-    fail(
-        "--device cuda is not available yet: collx's collectives take host memory only, and the "
-        "cuBLAS backend comes with device-memory support; use --device cpu");
+  if (const std::string reason = mlp::unavailable_reason(c.device); !reason.empty()) {
+    fail("--device " + std::string(mlp::to_string(c.device)) + " is not available: " + reason +
+         "; use --device cpu");
   }
   if (c.dtype != DataType::float32 && c.dtype != DataType::float64) {
     fail("--dtype must be float32 or float64");

@@ -277,12 +277,19 @@ TEST(Optimizer, SgdMomentumMatchesHandComputed) {
   EXPECT_DOUBLE_EQ(params[1], 0.45 - 0.5 * (0.9 * 1.1 + 1 + 0.1 * 0.45));
 }
 
+// Without CUDA in the build or without a visible GPU (train_cuda_test covers the backend where
+// there is one).
 TEST(Backend, CudaIsRefusedWithAReason) {
+  const std::string reason = collx::mlp::unavailable_reason(Device::cuda);
+  if (reason.empty()) GTEST_SKIP() << "a CUDA device is available here";
+  EXPECT_TRUE(collx::mlp::unavailable_reason(Device::cpu).empty());
   try {
     collx::mlp::make_backend<float>(Device::cuda);
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("--device cuda is not available"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--device cuda is not available: " + reason),
+              std::string::npos)
+        << e.what();
   }
 }
 
