@@ -17,6 +17,7 @@
 #include "model.hpp"
 #include "mpi_test_util.hpp"
 #include "random.hpp"
+#include "train_test_support.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -27,6 +28,10 @@ using collx::mlp::Device;
 using collx::mlp::DeviceBuffer;
 using collx::mlp::Transpose;
 using collx::testing::identical_on_all_ranks;
+using collx::train::testing::bitwise_equal;
+using collx::train::testing::small_data;
+using collx::train::testing::train_steps;
+using collx::train::testing::TrainRun;
 
 // Skips the test where the CUDA backend cannot run (the same answer on every rank of a node).
 #define SKIP_WITHOUT_CUDA()                                                            \
@@ -256,51 +261,12 @@ TYPED_TEST(CudaBackendTest, ForwardBackwardMatchesCpu) {
 
 // ---- whole training steps on the ranks of MPI_COMM_WORLD ----
 
-const DataSplit& small_data() {
-  static const DataSplit data = make_synthetic_dataset(480, 101);
-  return data;
-}
-
 TrainConfig small_config(collx::DataType dtype, Device device) {
-  TrainConfig c;
-  c.hidden = {24, 16};
-  c.dtype = dtype;
-  c.device = device;
-  c.epochs = 2;
-  c.batch = 48;
-  c.lr = 0.01;
-  c.lr_reference_batch = 48;
-  c.warmup_epochs = 0.3;
-  c.optimizer.weight_decay = 0.01;
-  c.seed = 5;
-  c.eval_rows = 40;
+  TrainConfig c = collx::train::testing::small_config(dtype, device);
   // Several buckets: the overlap path launches some during the backward pass.
   c.bucket_mb = 0.01;
   c.first_bucket_mb = 0.002;
   return c;
-}
-
-struct TrainRun {
-  std::vector<double> losses;
-  std::vector<double> params;
-  EvalResult test;
-};
-
-TrainRun train_steps(const TrainConfig& config, collx::Communicator& comm, int steps) {
-  auto trainer = make_trainer(config, comm, small_data());
-  trainer->initialize();
-  TrainRun run;
-  for (int s = 0; s < steps; ++s) {
-    run.losses.push_back(trainer->train_step().loss);
-    if (trainer->step_in_epoch() == trainer->steps_per_epoch()) trainer->next_epoch();
-  }
-  run.params = trainer->parameters();
-  run.test = trainer->evaluate(small_data().test);
-  return run;
-}
-
-bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 class TrainCuda : public ::testing::Test {

@@ -18,11 +18,13 @@
 
 #include "collx/collx.hpp"
 #include "mpi_test_util.hpp"
+#include "train_test_support.hpp"
 #include "trainer.hpp"
 
 namespace {
 
 using namespace collx::train;
+using namespace collx::train::testing;
 using collx::testing::all_ranks;
 using collx::testing::identical_on_all_ranks;
 
@@ -35,45 +37,6 @@ int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
-}
-
-// Small enough for seconds at np = 4 on two cores; 101 test samples divide by none of 2, 3, 4.
-const DataSplit& small_data() {
-  static const DataSplit data = make_synthetic_dataset(480, 101);
-  return data;
-}
-
-TrainConfig small_config(collx::DataType dtype = collx::DataType::float64) {
-  TrainConfig c;
-  c.hidden = {24, 16};
-  c.dtype = dtype;
-  c.epochs = 2;
-  c.batch = 48;  // 10 steps per epoch over 480 samples
-  c.lr = 0.01;
-  c.lr_reference_batch = 48;
-  c.warmup_epochs = 0.3;
-  c.optimizer.weight_decay = 0.01;
-  c.seed = 5;
-  c.eval_rows = 40;
-  return c;
-}
-
-struct TrainRun {
-  std::vector<double> losses;
-  std::vector<double> params;
-};
-
-// `steps` optimizer steps of `config` over `comm`.
-TrainRun train_steps(const TrainConfig& config, collx::Communicator& comm, int steps) {
-  auto trainer = make_trainer(config, comm, small_data());
-  trainer->initialize();
-  TrainRun run;
-  for (int s = 0; s < steps; ++s) {
-    run.losses.push_back(trainer->train_step().loss);
-    if (trainer->step_in_epoch() == trainer->steps_per_epoch()) trainer->next_epoch();
-  }
-  run.params = trainer->parameters();
-  return run;
 }
 
 TrainRun train_single_process(const TrainConfig& config, int steps) {
@@ -89,10 +52,6 @@ double relative_error(const std::vector<double>& a, const std::vector<double>& b
     norm += b[i] * b[i];
   }
   return std::sqrt(diff) / std::sqrt(norm);
-}
-
-bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 class TrainMpi : public ::testing::Test {
