@@ -370,6 +370,17 @@ void DeviceEngine::stream_after(int lane, const Access& access) {
     api_->wait(stream(lane), e->event);
 }
 
+// Device -> the message's pinned segment on the d2h stream, after the device work on those
+// bytes; the message reaches the transport only once this copy's event has completed.
+void DeviceEngine::copy_to_pinned(Message& m, const void* buf, std::size_t bytes,
+                                  const Access& reading) {
+  stream_after(Ledger::d2h, reading);
+  api_->copy(m.pinned, buf, bytes, DeviceApi::Copy::device_to_host, stream(Ledger::d2h));
+  EventRef copied = record(Ledger::d2h);
+  ledger_.add(Ledger::d2h, copied, reading);
+  m.before_post.push_back(std::move(copied));
+}
+
 void DeviceEngine::send(Transport& inner, Transfer& t, const void* buf, std::size_t bytes, int peer,
                         int tag) {
   std::lock_guard lock(mutex_);
@@ -388,11 +399,7 @@ void DeviceEngine::send(Transport& inner, Transfer& t, const void* buf, std::siz
       // Device -> pinned on the d2h stream, after the work that wrote these bytes; the pinned
       // segment goes to the transport once the copy is done.
       m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
-      stream_after(Ledger::d2h, reading);
-      api_->copy(m->pinned, buf, bytes, DeviceApi::Copy::device_to_host, stream(Ledger::d2h));
-      EventRef copied = record(Ledger::d2h);
-      ledger_.add(Ledger::d2h, copied, reading);
-      m->before_post.push_back(std::move(copied));
+      copy_to_pinned(*m, buf, bytes, reading);
     }
   } else {
     ledger_.dependencies(Ledger::kHost, reading, m->before_post);
@@ -424,11 +431,7 @@ void DeviceEngine::recv(Transport& inner, Transfer& t, void* buf, std::size_t by
         // A shorter message must leave the rest of the buffer as it was: the segment starts as
         // a copy of it, and all of it goes back.
         const Access reading{{ByteRange::of(buf, bytes), {}}, {}};
-        stream_after(Ledger::d2h, reading);
-        api_->copy(m->pinned, buf, bytes, DeviceApi::Copy::device_to_host, stream(Ledger::d2h));
-        EventRef copied = record(Ledger::d2h);
-        ledger_.add(Ledger::d2h, copied, reading);
-        m->before_post.push_back(std::move(copied));
+        copy_to_pinned(*m, buf, bytes, reading);
       }
     }
   } else {

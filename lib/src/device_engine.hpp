@@ -195,6 +195,7 @@ class DeviceEngine final : public ScratchSource {
  private:
   struct Message;
   void stream_after(int lane, const Access& access);
+  void copy_to_pinned(Message& m, const void* buf, std::size_t bytes, const Access& reading);
   EventRef record(int lane);
   void post(Message& m);
   void pump(std::deque<Message*>& queue);
