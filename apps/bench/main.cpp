@@ -9,7 +9,9 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -403,7 +405,14 @@ int run(int argc, char** argv, int rank, int nranks) {
     }
     std::map<std::string, std::vector<double>> samples;
     for (int round = 0; round < rounds; ++round) {
-      for (const auto& row : table) {
+      // Each round runs the rows in another order (the same on every rank: a fixed seed per
+      // round), so no row always follows the same one: a slow row leaves the caches cold for
+      // whichever row comes next.
+      std::vector<std::size_t> order(table.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      if (round > 0) std::shuffle(order.begin(), order.end(), std::mt19937(round));
+      for (std::size_t k : order) {
+        const auto& row = table[k];
         // One untimed call first: the previous row left the caches and MPI's queues in its own
         // state, and that switch is not part of this row's time.
         run_row(row);
