@@ -156,8 +156,7 @@ Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorith
     case Algorithm::bruck:
       return allgather_bruck(op, args);
     default:
-      throw Error(ErrorCode::unsupported, "allgather", op.rank(),
-                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+      no_algorithm(op, "allgather", algorithm);
   }
 }
 

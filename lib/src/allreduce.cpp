@@ -31,16 +31,7 @@ bool trivial(Operation& op, const AllreduceArgs& a) {
 // The fold's side of a rank that sits out the core phase: hand the data to the proxy above
 // (in the segments the proxy's fold_in receives and reduces), then receive the result.
 Task fold_out(Operation& op, const AllreduceArgs& a, int proxy) {
-  co_await exchange_reduce(op, {.peer = proxy,
-                                .send = a.send,
-                                .send_elems = a.count,
-                                .dst = nullptr,
-                                .local = nullptr,
-                                .recv_elems = 0,
-                                .local_is_lower = true,
-                                .finalize = false,
-                                .reduction = &a.reduction,
-                                .phase = a.phase});
+  co_await send_for_reduction(op, proxy, a.send, a.count, a.reduction, a.phase);
   Transfer recv;
   op.recv(recv, a.recv, a.count * a.reduction.element_size, proxy, a.phase);
   co_await op.wait(recv);
@@ -282,8 +273,7 @@ Task allreduce_task(Operation& op, const AllreduceArgs& args, Algorithm algorith
     case Algorithm::double_binary_tree:
       return allreduce_double_binary_tree(op, args);
     default:
-      throw Error(ErrorCode::unsupported, "allreduce", op.rank(),
-                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+      no_algorithm(op, "allreduce", algorithm);
   }
 }
 

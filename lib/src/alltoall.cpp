@@ -100,8 +100,7 @@ Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm)
     case Algorithm::bruck:
       return alltoall_bruck(op, args);
     default:
-      throw Error(ErrorCode::unsupported, "alltoall", op.rank(),
-                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+      no_algorithm(op, "alltoall", algorithm);
   }
 }
 

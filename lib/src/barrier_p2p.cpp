@@ -37,8 +37,7 @@ bool barrier_now(Transport& t, int tag_base, Algorithm algorithm) {
 
 Task barrier_task(Operation& op, int phase, Algorithm algorithm) {
   if (algorithm != Algorithm::dissemination) {
-    throw Error(ErrorCode::unsupported, "barrier", op.rank(),
-                "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+    no_algorithm(op, "barrier", algorithm);
   }
   return barrier_dissemination(op, phase);
 }

@@ -166,8 +166,7 @@ Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorith
     case Algorithm::scatter_allgather:
       return broadcast_scatter_allgather(op, args);
     default:
-      throw Error(ErrorCode::unsupported, "broadcast", op.rank(),
-                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+      no_algorithm(op, "broadcast", algorithm);
   }
 }
 

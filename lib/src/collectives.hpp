@@ -44,6 +44,9 @@ Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorith
 // The latency path (see run_collective): false for an algorithm it does not run.
 bool broadcast_now(Transport& t, int tag_base, const BroadcastArgs& args, Algorithm algorithm);
 
+// What an algorithm dispatcher throws for an algorithm its collective does not have.
+[[noreturn]] void no_algorithm(Operation& op, const char* collective, Algorithm algorithm);
+
 // ---- reduce: op over every rank's send into recv at the root ----
 struct ReduceArgs {
   const std::byte* send = nullptr;  // at the root may equal recv (in place)

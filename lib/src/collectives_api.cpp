@@ -20,6 +20,11 @@ std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
   return offsets;
 }
 
+void no_algorithm(Operation& op, const char* collective, Algorithm algorithm) {
+  throw Error(ErrorCode::unsupported, collective, op.rank(),
+              "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+}
+
 std::vector<std::size_t> offsets_of(const patterns::BlockLayout& layout) {
   std::vector<std::size_t> offsets(static_cast<std::size_t>(layout.nblocks()) + 1);
   for (int b = 0; b <= layout.nblocks(); ++b)

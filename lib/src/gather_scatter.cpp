@@ -179,11 +179,6 @@ Task scatter_linear(Operation& op, GatherArgs a) {
     co_await op.wait(s);
 }
 
-[[noreturn]] void no_algorithm(Operation& op, const char* collective, Algorithm algorithm) {
-  throw Error(ErrorCode::unsupported, collective, op.rank(),
-              "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
-}
-
 }  // namespace
 
 Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm) {

@@ -59,6 +59,23 @@ inline ExchangeReduceAwaiter exchange_reduce(Operation& op, const ExchangeReduce
   return ExchangeReduceAwaiter(op, args);
 }
 
+// The sending side of a reduction: `count` elements to `peer`, in the segments that peer's
+// exchange_reduce receives and reduces.
+inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const std::byte* send,
+                                                std::size_t count, const Reduction& reduction,
+                                                int phase) {
+  return exchange_reduce(op, {.peer = peer,
+                              .send = send,
+                              .send_elems = count,
+                              .dst = nullptr,
+                              .local = nullptr,
+                              .recv_elems = 0,
+                              .local_is_lower = true,
+                              .finalize = false,
+                              .reduction = &reduction,
+                              .phase = phase});
+}
+
 // Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real rank =
 // virtual + rotation, mod p). Reduce-scatter steps receive each segment into a scratch slot and
 // combine it with `input` while it is hot; allgather steps receive straight into `output` and

@@ -57,16 +57,8 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
     if (children.empty() && a.send != a.recv) op.copy(a.recv, a.send, bytes);
     co_return;
   }
-  co_await exchange_reduce(op, {.peer = patterns::to_real(tree.parent(), a.root, p),
-                                .send = current,
-                                .send_elems = a.count,
-                                .dst = nullptr,
-                                .local = nullptr,
-                                .recv_elems = 0,
-                                .local_is_lower = true,
-                                .finalize = false,
-                                .reduction = &a.reduction,
-                                .phase = a.phase});
+  const int parent = patterns::to_real(tree.parent(), a.root, p);
+  co_await send_for_reduction(op, parent, current, a.count, a.reduction, a.phase);
 }
 
 Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
@@ -132,8 +124,7 @@ Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
     case Algorithm::rabenseifner:
       return reduce_rabenseifner(op, args);
     default:
-      throw Error(ErrorCode::unsupported, "reduce", op.rank(),
-                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+      no_algorithm(op, "reduce", algorithm);
   }
 }
 

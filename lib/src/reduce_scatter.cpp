@@ -161,8 +161,7 @@ Task reduce_scatter_task(Operation& op, const ReduceScatterArgs& args, Algorithm
     case Algorithm::recursive_halving:
       return reduce_scatter_recursive_halving(op, args);
     default:
-      throw Error(ErrorCode::unsupported, "reduce_scatter", op.rank(),
-                  "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+      no_algorithm(op, "reduce_scatter", algorithm);
   }
 }
 
