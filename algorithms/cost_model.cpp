@@ -40,6 +40,14 @@ Cost pipeline(double stages, double bytes, double segment, double per_byte_reduc
   return {steps, steps * seg, steps * seg * per_byte_reduced, 0};
 }
 
+// Through a shared segment, in pieces: the producer copies a piece in while the readers copy
+// the previous one out, so a reader's path is one piece in plus every byte out, with a counter
+// handshake per piece.
+Cost shared_pipeline(double bytes, double segment) {
+  const double pieces = std::max(1.0, std::ceil(bytes / segment));
+  return {pieces, 0, 0, bytes + bytes / pieces};
+}
+
 }  // namespace
 
 std::optional<Cost> cost(Collective c, Algorithm a, int p, double n, std::size_t segment_bytes) {
@@ -84,6 +92,8 @@ std::optional<Cost> cost(Collective c, Algorithm a, int p, double n, std::size_t
           return pipeline(P - 1, n, seg, 0.0);
         case Algorithm::scatter_allgather:
           return Cost{lg + (P - 1), 2 * (P - 1) / P * n, 0, 0};
+        case Algorithm::shared_memory:
+          return shared_pipeline(n, seg);
         default:
           break;
       }
@@ -108,6 +118,9 @@ std::optional<Cost> cost(Collective c, Algorithm a, int p, double n, std::size_t
                      floor_pow2(p) == p ? Cost{} : Cost{2, n + n / P, 0, 0});
         case Algorithm::bruck:
           return Cost{lg, (P - 1) / P * n, 0, 2 * n};
+        case Algorithm::shared_memory:
+          // The own block in (n/p), every block out (n), pieces of the largest block.
+          return add(shared_pipeline(n, seg), Cost{0, 0, 0, n / P});
         default:
           break;
       }
@@ -157,6 +170,7 @@ Algorithm best(Collective c, int p, double bytes, const Machine& m) {
   Algorithm winner = Algorithm::automatic;
   double fastest = std::numeric_limits<double>::infinity();
   for (Algorithm a : algorithms_of(c)) {
+    if (a == Algorithm::shared_memory && !m.one_node) continue;
     const auto k = cost(c, a, p, bytes, m.segment_bytes);
     if (k && k->seconds(m) < fastest) {
       fastest = k->seconds(m);
@@ -213,6 +227,10 @@ std::string describe(Collective c, Algorithm a) {
         case Algorithm::scatter_allgather:
           return "Binomial scatter of p blocks (ceil(log2 p) messages, (p-1)/p n bytes), then a "
                  "ring allgather (p-1 steps, (p-1)/p n bytes).";
+        case Algorithm::shared_memory:
+          return "One node only: the root copies the buffer piece by piece into a ring in a "
+                 "segment every rank maps; all p-1 readers copy each piece out at once, behind "
+                 "a counter. No bytes on a wire; n copied in, n out per reader.";
         default:
           break;
       }
@@ -237,6 +255,10 @@ std::string describe(Collective c, Algorithm a) {
           return "log2 p' steps exchanging doubling windows of blocks; fold for non-powers of two.";
         case Algorithm::bruck:
           return "ceil(log2 p) steps on a rotated copy (any p); one copy in and one out.";
+        case Algorithm::shared_memory:
+          return "One node only: every rank copies its block piece by piece into its ring in a "
+                 "shared segment and copies the other p-1 blocks out of theirs, all ranks at "
+                 "once: n/p in, n out per rank, no bytes on a wire.";
         default:
           break;
       }

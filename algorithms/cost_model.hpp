@@ -20,6 +20,9 @@ struct Machine {
   double gamma = 1e-10;  // seconds per byte reduced (one input byte of a two-input reduction)
   double copy = 5e-11;   // seconds per byte copied locally (pack / unpack / rotate)
   std::size_t segment_bytes = 256 << 10;  // pipelined algorithms' segment size
+  // Every rank on one node: the shared_memory algorithms are candidates (their cost is copies
+  // and counter handshakes, `alpha` each, no bytes on a wire). Off for network predictions.
+  bool one_node = false;
 };
 
 // What one rank does on the critical path: messages, bytes sent, bytes reduced, bytes copied.

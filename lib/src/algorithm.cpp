@@ -25,17 +25,18 @@ constexpr std::array<std::string_view, kAlgorithmCount> kAlgorithmNames = {"auto
                                                                            "pairwise",
                                                                            "linear",
                                                                            "dissemination",
-                                                                           "direct"};
+                                                                           "direct",
+                                                                           "shared_memory"};
 
 // What each collective implements; the first is the fallback when no table row matches.
 constexpr Algorithm kAllreduce[] = {Algorithm::ring, Algorithm::recursive_doubling,
                                     Algorithm::rabenseifner, Algorithm::binomial_tree,
                                     Algorithm::double_binary_tree};
 constexpr Algorithm kBroadcast[] = {Algorithm::binomial_tree, Algorithm::pipelined_chain,
-                                    Algorithm::scatter_allgather};
+                                    Algorithm::scatter_allgather, Algorithm::shared_memory};
 constexpr Algorithm kReduce[] = {Algorithm::binomial_tree, Algorithm::rabenseifner};
 constexpr Algorithm kAllgather[] = {Algorithm::ring, Algorithm::recursive_doubling,
-                                    Algorithm::bruck};
+                                    Algorithm::bruck, Algorithm::shared_memory};
 constexpr Algorithm kReduceScatter[] = {Algorithm::ring, Algorithm::recursive_halving};
 constexpr Algorithm kGatherScatter[] = {Algorithm::binomial_tree, Algorithm::linear};
 constexpr Algorithm kAlltoall[] = {Algorithm::pairwise, Algorithm::bruck};
@@ -67,6 +68,7 @@ std::optional<Algorithm> parse_algorithm(std::string_view name) {
     if (kAlgorithmNames[i] == name) return static_cast<Algorithm>(i);
   }
   if (name == "automatic") return Algorithm::automatic;
+  if (name == "shm") return Algorithm::shared_memory;
   return std::nullopt;
 }
 

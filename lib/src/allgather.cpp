@@ -155,6 +155,9 @@ Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorith
       return allgather_recursive_doubling(op, args);
     case Algorithm::bruck:
       return allgather_bruck(op, args);
+    case Algorithm::shared_memory:
+      return shared_memory_usable(op) ? allgather_shared_memory(op, args)
+                                      : allgather_ring(op, args);
     default:
       no_algorithm(op, "allgather", algorithm);
   }

@@ -165,6 +165,9 @@ Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorith
       return broadcast_chain(op, args);
     case Algorithm::scatter_allgather:
       return broadcast_scatter_allgather(op, args);
+    case Algorithm::shared_memory:
+      return shared_memory_usable(op) ? broadcast_shared_memory(op, args)
+                                      : broadcast_binomial(op, args);
     default:
       no_algorithm(op, "broadcast", algorithm);
   }

@@ -119,6 +119,13 @@ struct PointToPointArgs {
 };
 Task point_to_point_task(Operation& op, PointToPointArgs args);
 
+// ---- shared memory (shm_collectives.cpp): through the transport's SharedArena ----
+// Whether this operation can: its ranks share a segment and its buffers are host memory. The
+// dispatchers run a point-to-point algorithm instead where it cannot.
+bool shared_memory_usable(Operation& op);
+Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
+Task allgather_shared_memory(Operation& op, AllgatherArgs args);
+
 // Prefix sums of `count` elements per rank over `nranks` ranks.
 std::vector<std::size_t> equal_offsets(std::size_t count, int nranks);
 // The nblocks + 1 block offsets of a layout.

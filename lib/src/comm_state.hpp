@@ -100,7 +100,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr) {
   const Algorithm algorithm =
-      resolve_algorithm(collective, options.algorithm, bytes, state->size, state->rank);
+      resolve_algorithm(collective, options.algorithm, bytes, state->size, state->rank,
+                        device == nullptr && state->transport->shared_arena() != nullptr);
   const OpInfo info = state->next_op(collective, algorithm, options);
   if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
     if (blocking && device == nullptr && bytes <= kLatencyPathBytes && bytes <= info.chunk_bytes &&

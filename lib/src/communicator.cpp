@@ -11,6 +11,7 @@
 #include "cuda_aware.hpp"
 #include "device_api.hpp"
 #include "device_engine.hpp"
+#include "shm_arena.hpp"
 #include "transport_mpi.hpp"
 #include "tuning.hpp"
 #if COLLX_HAVE_UCX
@@ -73,6 +74,8 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     const TransportKind kind = transport_kind(choice);
     transport = make_transport(comm, rank, kind);
     p2p_transport = make_transport(p2p_comm, rank, kind);
+    // Collective like the rest of this constructor: every rank of `comm` takes part.
+    transport->set_shared_arena(SharedArena::create(comm));
   } catch (...) {
     // No destructor runs for a constructor that throws: the duplicates are freed here.
     transport.reset();

@@ -182,6 +182,18 @@ Config config_from_environment() {
     if (s != "0" && s != "1") bad_value("COLLX_CUDA_AWARE", v, "expected 0 or 1");
     c.cuda_aware = s == "1";
   }
+  if (const char* v = env("COLLX_SHM")) {
+    const std::string_view s = trim(v);
+    if (s != "0" && s != "1") bad_value("COLLX_SHM", v, "expected 0 or 1");
+    c.shared_memory = s == "1";
+  }
+  if (const char* v = env("COLLX_SHM_CHUNK_BYTES")) {
+    const auto bytes = parse_byte_size(trim(v));
+    if (!bytes || *bytes < 4096 || *bytes > (std::size_t{64} << 20)) {
+      bad_value("COLLX_SHM_CHUNK_BYTES", v, "expected a size from 4K to 64M");
+    }
+    c.shm_chunk_bytes = *bytes;
+  }
   return c;
 }
 

@@ -44,6 +44,10 @@ struct Config {
   // device buffers are staged through pinned host memory (0); unset: what the MPI library
   // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
   std::optional<bool> cuda_aware;
+  // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory segment
+  // for the shared_memory algorithms (default 1); COLLX_SHM_CHUNK_BYTES: its chunk size.
+  bool shared_memory = true;
+  std::size_t shm_chunk_bytes = 0;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

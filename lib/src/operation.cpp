@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include <sched.h>
+
 #include "collx/error.hpp"
 #include "config.hpp"
 
@@ -70,6 +72,7 @@ void Operation::resume() {
   auto h = resume_point_;
   resume_point_ = {};
   waiting_ = {};
+  watched_ = nullptr;
   h.resume();
   if (!task_.done()) return;
   error_ = task_.handle().promise().error;
@@ -92,6 +95,26 @@ void Operation::suspend_on(std::coroutine_handle<> h, std::span<Transfer* const>
   waiting_ = waiting;
 }
 
+void Operation::suspend_on_counter(std::coroutine_handle<> h, const CounterAwaiter& awaiter) {
+  resume_point_ = h;
+  watched_ = &awaiter.counter;
+  watched_target_ = awaiter.target;
+  watched_peer_ = awaiter.peer;
+  watched_what_ = awaiter.what;
+}
+
+void Operation::spin_until(const std::atomic<std::uint64_t>& counter, std::uint64_t target) {
+  for (unsigned spins = 1; counter.load(std::memory_order_acquire) < target; ++spins) {
+    if ((spins & 127) == 0) {
+      sched_yield();
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+}
+
 bool Operation::progress() {
   if (done_) return true;
   // A transport error (for example an MPI error code) ends the operation like an error
@@ -103,9 +126,13 @@ bool Operation::progress() {
       done_ = true;
       return true;
     }
-    const bool ready =
-        device_ != nullptr ? device_->test_all(waiting_) : transport_.test_all(waiting_);
-    if (!ready) return false;
+    if (watched_ != nullptr) {
+      if (watched_->load(std::memory_order_acquire) < watched_target_) return false;
+    } else {
+      const bool ready =
+          device_ != nullptr ? device_->test_all(waiting_) : transport_.test_all(waiting_);
+      if (!ready) return false;
+    }
   } catch (...) {
     done_ = true;
     error_ = std::current_exception();
@@ -195,6 +222,10 @@ void Operation::move(void* dst, const void* src, std::size_t bytes) {
 }
 
 std::string Operation::waiting_description() const {
+  if (watched_ != nullptr) {
+    return std::string(watched_what_) + " rank " + std::to_string(watched_peer_) +
+           " (shared memory)";
+  }
   std::string out;
   for (const Transfer* t : waiting_) {
     if (!t->pending()) continue;

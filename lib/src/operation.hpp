@@ -100,6 +100,32 @@ class Operation {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
+  // co_await until(counter, target, peer, what): suspends until `counter` (a counter in shared
+  // memory that another rank advances, see shm_arena.hpp) reaches `target`. `peer` and `what`
+  // ("a chunk from", "ring room from") name what is awaited in a timeout message.
+  struct CounterAwaiter {
+    Operation& op;
+    const std::atomic<std::uint64_t>& counter;
+    std::uint64_t target;
+    int peer;
+    const char* what;
+    bool await_ready() {
+      if (counter.load(std::memory_order_acquire) >= target) return true;
+      if (!op.exclusive_) return false;
+      spin_until(counter, target);
+      return true;
+    }
+    void await_suspend(std::coroutine_handle<> h) { op.suspend_on_counter(h, *this); }
+    void await_resume() const noexcept {}
+  };
+  CounterAwaiter until(const std::atomic<std::uint64_t>& counter, std::uint64_t target, int peer,
+                       const char* what) {
+    return {*this, counter, target, peer, what};
+  }
+  // Busy-waits for `counter` to reach `target`, giving the core away between short spins: on
+  // an oversubscribed node the rank that will advance the counter may need this core.
+  static void spin_until(const std::atomic<std::uint64_t>& counter, std::uint64_t target);
+
   ScratchBuffer scratch(std::size_t bytes) {
     if (device_memory()) return device_->scratch(bytes);
     return ScratchPool::global().acquire(bytes);
@@ -124,6 +150,7 @@ class Operation {
     return transport_.test_all(transfers);
   }
   void suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting);
+  void suspend_on_counter(std::coroutine_handle<> h, const CounterAwaiter& awaiter);
 
  private:
   template <std::size_t N>
@@ -150,6 +177,11 @@ class Operation {
   Task task_;
   std::coroutine_handle<> resume_point_;
   std::span<Transfer* const> waiting_;
+  // Or a shared-memory counter it waits on (see until()).
+  const std::atomic<std::uint64_t>* watched_ = nullptr;
+  std::uint64_t watched_target_ = 0;
+  int watched_peer_ = -1;
+  const char* watched_what_ = "";
   bool done_ = false;
   // A blocking operation that is the only one in flight in the process (and has no timeout to
   // watch) waits for its messages in the transport directly: no suspension, no engine loop.

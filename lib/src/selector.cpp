@@ -106,31 +106,33 @@ std::span<const SelectionRule> builtin_rules_of(Collective collective) {
   return index.rows[static_cast<int>(collective)];
 }
 
+namespace {
+bool matches(const SelectionRule& rule, Collective collective, std::size_t bytes, int nranks,
+             bool shared_memory) {
+  return rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
+         bytes <= rule.max_bytes && (shared_memory || rule.algorithm != Algorithm::shared_memory);
+}
+}  // namespace
+
 Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
-                      std::size_t bytes, int nranks) {
+                      std::size_t bytes, int nranks, bool shared_memory) {
   for (const auto& rule : rules) {
-    if (rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
-        bytes <= rule.max_bytes) {
-      return rule.algorithm;
-    }
+    if (matches(rule, collective, bytes, nranks, shared_memory)) return rule.algorithm;
   }
   const auto algos = algorithms_of(collective);
   return algos.empty() ? Algorithm::automatic : algos.front();
 }
 
 Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::size_t bytes,
-                            int nranks, int rank) {
+                            int nranks, int rank, bool shared_memory) {
   if (requested == Algorithm::automatic) {
     if (const auto forced = config().algorithm[static_cast<int>(collective)]) return *forced;
     if (const TuningTable* tuned = active_tuning()) {
       for (const auto& rule : tuned->rules) {
-        if (rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
-            bytes <= rule.max_bytes) {
-          return rule.algorithm;
-        }
+        if (matches(rule, collective, bytes, nranks, shared_memory)) return rule.algorithm;
       }
     }
-    return select_from(builtin_rules_of(collective), collective, bytes, nranks);
+    return select_from(builtin_rules_of(collective), collective, bytes, nranks, shared_memory);
   }
   if (!implements(collective, requested)) {
     throw Error(ErrorCode::unsupported, to_string(collective), rank,

@@ -28,14 +28,15 @@ inline constexpr int kAnyRanks = std::numeric_limits<int>::max();
 std::span<const SelectionRule> builtin_rules();
 std::span<const SelectionRule> builtin_rules_of(Collective collective);
 
-// What `auto` picks for this call from `rules`.
+// What `auto` picks for this call from `rules`. Rows naming Algorithm::shared_memory count only
+// where `shared_memory` (the ranks share a segment and the buffers are host memory).
 Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
-                      std::size_t bytes, int nranks);
+                      std::size_t bytes, int nranks, bool shared_memory = false);
 
 // The algorithm a call runs: `requested` unless automatic, then COLLX_ALGO, then the table.
 // Throws ErrorCode::unsupported if the collective does not implement the requested algorithm.
 Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::size_t bytes,
-                            int nranks, int rank);
+                            int nranks, int rank, bool shared_memory = false);
 
 std::string describe_rules(std::span<const SelectionRule> rules);
 

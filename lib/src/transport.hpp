@@ -12,8 +12,11 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 
 namespace collx::detail {
+
+class SharedArena;
 
 // One posted message. Plain data: it may be moved while pending (the transports keep handles,
 // never pointers to it).
@@ -116,6 +119,14 @@ class Transport {
   virtual void irecv_device(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
     irecv(t, buf, bytes, peer, tag);
   }
+
+  // The segment this transport's ranks share when they are all on one node (see
+  // shm_arena.hpp), null otherwise: what the shared_memory algorithms move bytes through.
+  SharedArena* shared_arena() const { return arena_.get(); }
+  void set_shared_arena(std::shared_ptr<SharedArena> arena) { arena_ = std::move(arena); }
+
+ private:
+  std::shared_ptr<SharedArena> arena_;
 };
 
 }  // namespace collx::detail

@@ -395,3 +395,60 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
 }
 
 }  // namespace
+
+// The shared-memory algorithms keep their rings' counters across calls: many calls on one
+// world (roots, sizes and block lengths changing, zero-length blocks, more pieces than ring
+// entries), with and without a shared segment (without one they run point-to-point).
+TEST(SimSharedMemory, CallsInSequenceOnOneSegment) {
+  for (int p : {2, 3, 4, 7}) {
+    for (int chunks : {0, 1, 3}) {
+      SimWorld world(p, 256, chunks);
+      std::mt19937 rng(static_cast<unsigned>(p * 10 + chunks));
+      for (int call = 0; call < 12; ++call) {
+        const std::size_t count = std::uniform_int_distribution<std::size_t>(0, 3000)(rng);
+        const std::string where = "p=" + std::to_string(p) + " chunks=" + std::to_string(chunks) +
+                                  " call " + std::to_string(call) + " count " +
+                                  std::to_string(count);
+        if (call % 2 == 0) {
+          const int root = call % p;
+          std::vector<Bytes> buf(p, Bytes(count, std::byte{0x5a}));
+          buf[root] = pattern(DataType::int8, root + call, count);
+          world.run(info_for(Collective::broadcast, Algorithm::shared_memory, kPipelines[0]),
+                    [&](Operation& op, int r) {
+                      return broadcast_task(op, {buf[r].data(), count, 1, root, 0},
+                                            Algorithm::shared_memory);
+                    });
+          for (int r = 0; r < p; ++r)
+            ASSERT_EQ(buf[r], buf[root]) << where << " broadcast rank " << r;
+          continue;
+        }
+        // Allgather with uneven blocks, one of them empty.
+        std::vector<std::size_t> offsets(p + 1, 0);
+        for (int r = 0; r < p; ++r) {
+          const std::size_t len =
+              r == call % p ? 0 : std::uniform_int_distribution<std::size_t>(0, count)(rng);
+          offsets[r + 1] = offsets[r] + len;
+        }
+        const bool in_place = call % 4 == 1;
+        std::vector<Bytes> send(p), recv(p, Bytes(offsets[p] * 4, std::byte{0x33}));
+        Bytes expected;
+        for (int r = 0; r < p; ++r) {
+          send[r] = pattern(DataType::int32, r + call, offsets[r + 1] - offsets[r]);
+          expected.insert(expected.end(), send[r].begin(), send[r].end());
+        }
+        if (in_place) {
+          for (int r = 0; r < p; ++r)
+            std::memcpy(recv[r].data() + offsets[r] * 4, send[r].data(), send[r].size());
+        }
+        world.run(info_for(Collective::allgather, Algorithm::shared_memory, kPipelines[0]),
+                  [&](Operation& op, int r) {
+                    return allgather_task(
+                        op, {in_place ? nullptr : send[r].data(), recv[r].data(), offsets, 4, 0},
+                        Algorithm::shared_memory);
+                  });
+        for (int r = 0; r < p; ++r)
+          ASSERT_EQ(recv[r], expected) << where << " allgather rank " << r;
+      }
+    }
+  }
+}

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "shm_arena.hpp"
+
 namespace collx::testing {
 
 int SimTransport::size() const {
@@ -32,9 +34,25 @@ bool SimTransport::test_all(std::span<detail::Transfer* const> ts) {
   return all;
 }
 
-SimWorld::SimWorld(int nranks) {
-  for (int r = 0; r < nranks; ++r)
+SimWorld::SimWorld(int nranks, std::size_t shm_chunk_bytes, int shm_chunks) {
+  if (shm_chunks > 0 && nranks > 1) {
+    arena_ = detail::SharedArena::create_local(nranks, shm_chunk_bytes, shm_chunks);
+  }
+  for (int r = 0; r < nranks; ++r) {
     transports_.push_back(std::make_unique<SimTransport>(*this, r));
+    transports_.back()->set_shared_arena(arena_);
+  }
+}
+
+std::uint64_t SimWorld::shm_activity() const {
+  if (!arena_) return 0;
+  std::uint64_t sum = 0;
+  for (int r = 0; r < size(); ++r) {
+    sum += arena_->published(r).load();
+    for (int q = 0; q < size(); ++q)
+      sum += arena_->consumed(r, q).load();
+  }
+  return sum;
 }
 
 std::uintptr_t SimWorld::post(bool is_send, int src, int dst, int tag, const void* sbuf, void* rbuf,
@@ -77,11 +95,12 @@ void SimWorld::run(const detail::OpInfo& info, const MakeTask& make) {
   }
   for (;;) {
     const std::uint64_t before = matched_;
+    const std::uint64_t shm_before = shm_activity();
     bool all_done = true;
     for (auto& op : ops)
       all_done = op->progress() && all_done;
     if (all_done) break;
-    if (matched_ == before) {
+    if (matched_ == before && shm_activity() == shm_before) {
       // Nothing matched in a whole pass: one more pass cannot change anything.
       std::string state = "sim: deadlock with " + std::to_string(size()) + " ranks:";
       for (int r = 0; r < size(); ++r) {

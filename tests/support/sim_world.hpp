@@ -38,7 +38,10 @@ class SimTransport final : public detail::Transport {
 
 class SimWorld {
  public:
-  explicit SimWorld(int nranks);
+  // The ranks share an in-process SharedArena of `shm_chunks` entries of `shm_chunk_bytes`
+  // (small, so the shared_memory algorithms cut even small buffers into pieces and wrap their
+  // rings); 0 entries: no arena, as for ranks on different nodes.
+  explicit SimWorld(int nranks, std::size_t shm_chunk_bytes = 512, int shm_chunks = 3);
   int size() const { return static_cast<int>(transports_.size()); }
   SimTransport& transport(int rank) { return *transports_[static_cast<std::size_t>(rank)]; }
 
@@ -64,7 +67,12 @@ class SimWorld {
                       std::size_t bytes);
   bool is_done(std::uintptr_t id) const { return done_[id] != 0; }
 
+  // Sum of the arena's counters: the shared_memory algorithms' progress, as matched_ is the
+  // messages'.
+  std::uint64_t shm_activity() const;
+
   std::vector<std::unique_ptr<SimTransport>> transports_;
+  std::shared_ptr<detail::SharedArena> arena_;
   std::map<Key, std::deque<Posted>> sends_;
   std::map<Key, std::deque<Posted>> recvs_;
   std::vector<std::uint8_t> done_;

@@ -37,8 +37,11 @@ enum class Algorithm {
   linear,
   dissemination,
   direct,
+  // Through a segment every rank maps (ranks on one node, host memory; elsewhere the
+  // collective's point-to-point algorithm runs instead, see docs/ALGORITHMS.md).
+  shared_memory,
 };
-inline constexpr int kAlgorithmCount = 14;
+inline constexpr int kAlgorithmCount = 15;
 
 std::string_view to_string(Collective collective);
 std::string_view to_string(Algorithm algorithm);

@@ -1,0 +1,140 @@
+#include "shm_arena.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "config.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+constexpr std::size_t kPage = 4096;
+
+std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+std::size_t counters_bytes(int nranks) {
+  // p published + p*p consumed, one cache line each.
+  const auto p = static_cast<std::size_t>(nranks);
+  return round_up((p + p * p) * 64, kPage);
+}
+
+// Whether every rank of `comm` shares this node: each rank's node-local group is the whole
+// communicator exactly when all ranks are on one node, so every rank reaches the same answer.
+bool all_on_one_node(MPI_Comm comm, int size) {
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+    return false;
+  }
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  return node_size == size;
+}
+
+// Maps `bytes` of the shared-memory object `name`; nullptr on failure.
+std::byte* map_segment(const char* name, std::size_t bytes, bool create) {
+  const int fd =
+      create ? shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600) : shm_open(name, O_RDWR, 0);
+  if (fd < 0) return nullptr;
+  bool ok = true;
+  if (create) {
+    // Reserve the pages now: a tmpfs that is too small then fails here, as an error, rather
+    // than with SIGBUS at the first write of some later collective.
+    ok = posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0;
+  }
+  void* base = ok ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  return base == MAP_FAILED ? nullptr : static_cast<std::byte*>(base);
+}
+
+}  // namespace
+
+std::size_t SharedArena::segment_bytes(int nranks, std::size_t chunk_bytes, int chunks) {
+  return counters_bytes(nranks) +
+         static_cast<std::size_t>(nranks) * static_cast<std::size_t>(chunks) * chunk_bytes;
+}
+
+SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks,
+                         std::size_t chunk_bytes, int chunks)
+    : base_(base),
+      bytes_(bytes),
+      mapped_(mapped),
+      nranks_(nranks),
+      chunk_bytes_(chunk_bytes),
+      chunks_(chunks),
+      data_(base + counters_bytes(nranks)) {}
+
+SharedArena::~SharedArena() {
+  if (mapped_) {
+    munmap(base_, bytes_);
+  } else {
+    ::operator delete (base_, std::align_val_t{kPage});
+  }
+}
+
+std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t chunk_bytes,
+                                                       int chunks) {
+  const std::size_t bytes = segment_bytes(nranks, chunk_bytes, chunks);
+  auto* base = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kPage}));
+  std::memset(base, 0, counters_bytes(nranks));
+  std::shared_ptr<SharedArena> arena(
+      new SharedArena(base, bytes, false, nranks, chunk_bytes, chunks));
+  for (int i = 0; i < nranks + nranks * nranks; ++i)
+    new (arena->counter(i)) Counter(0);
+  return arena;
+}
+
+std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (size < 2 || !config().shared_memory || !all_on_one_node(comm, size)) return nullptr;
+
+  const std::size_t chunk_bytes =
+      config().shm_chunk_bytes ? round_up(config().shm_chunk_bytes, kPage) : kDefaultChunkBytes;
+  const int chunks = kDefaultChunks;
+  const std::size_t bytes = segment_bytes(size, chunk_bytes, chunks);
+  // Rank 0 creates the object under a name unique on the node (its pid and a per-process
+  // count), the others map it by that name, and rank 0 unlinks it once every rank has it
+  // mapped: nothing is left in /dev/shm even if the job dies later.
+  char name[64] = {};
+  std::byte* base = nullptr;
+  if (rank == 0) {
+    static std::atomic<unsigned> created{0};
+    std::snprintf(name, sizeof name, "/collx-%ld-%u", static_cast<long>(getpid()),
+                  created.fetch_add(1));
+    base = map_segment(name, bytes, true);
+    if (base != nullptr) {
+      std::memset(base, 0, counters_bytes(size));
+      for (int i = 0; i < size + size * size; ++i)
+        new (base + static_cast<std::size_t>(i) * kLine) Counter(0);
+    } else {
+      shm_unlink(name);
+      name[0] = '\0';
+    }
+  }
+  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
+  if (rank != 0 && name[0] != '\0') base = map_segment(name, bytes, false);
+  int mapped = base != nullptr ? 1 : 0;
+  int everywhere = 0;
+  MPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm);
+  if (rank == 0 && name[0] != '\0') shm_unlink(name);
+  if (everywhere == 0) {
+    if (base != nullptr) munmap(base, bytes);
+    return nullptr;
+  }
+  return std::shared_ptr<SharedArena>(
+      new SharedArena(base, bytes, true, size, chunk_bytes, chunks));
+}
+
+}  // namespace collx::detail
