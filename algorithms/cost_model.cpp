@@ -105,6 +105,11 @@ std::optional<Cost> cost(Collective c, Algorithm a, int p, double n, std::size_t
         case Algorithm::rabenseifner:
           return add({2 * lg_core, 2 * (core - 1) / core * n, (core - 1) / core * n, 0},
                      fold(p, n, true));
+        case Algorithm::shared_memory: {
+          // The others copy n in; the root reduces p-1 pieces into its output, a piece behind.
+          const double pieces = std::max(1.0, std::ceil(n / seg));
+          return Cost{pieces * (P - 1), 0, (P - 1) * n, n / pieces};
+        }
         default:
           break;
       }
@@ -243,6 +248,10 @@ std::string describe(Collective c, Algorithm a) {
         case Algorithm::rabenseifner:
           return "Recursive-halving reduce-scatter, then a binomial gather of the blocks to the "
                  "root: 2(p-1)/p n bytes instead of n log p.";
+        case Algorithm::shared_memory:
+          return "One node only: every other rank copies its buffer piece by piece into its ring "
+                 "in a shared segment; the root reduces piece k of all p ranks straight into "
+                 "its output as they arrive (p-1 passes over a cached piece).";
         default:
           break;
       }

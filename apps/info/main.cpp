@@ -16,6 +16,14 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   int status = 0;
+  // Collective: whether the ranks of this run can share a segment.
+  bool shared_memory = false;
+  try {
+    shared_memory = collx::Communicator(MPI_COMM_WORLD).shared_memory();
+  } catch (const std::exception& e) {
+    if (rank == 0) std::fprintf(stderr, "collx-info: %s\n", e.what());
+    status = 1;
+  }
   if (rank == 0) {
     try {
       const collx::BuildInfo info = collx::build_info();
@@ -45,6 +53,11 @@ int main(int argc, char** argv) {
         transports += t + " ";
       std::printf("transports:    %s(COLLX_TRANSPORT=%s)\n", transports.c_str(),
                   info.transport.c_str());
+      std::printf("shared memory: %s\n",
+                  shared_memory ? "yes, the ranks of this run share a segment (shared_memory "
+                                  "algorithms; COLLX_SHM=0 turns it off)"
+                  : nranks == 1 ? "no (one rank)"
+                                : "no (ranks on several nodes, or COLLX_SHM=0)");
       std::printf("host kernels:  %s\n", info.host_kernels.c_str());
       std::string types;
       for (const auto& t : memory.memory_types)

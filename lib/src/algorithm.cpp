@@ -34,7 +34,8 @@ constexpr Algorithm kAllreduce[] = {Algorithm::ring, Algorithm::recursive_doubli
                                     Algorithm::double_binary_tree};
 constexpr Algorithm kBroadcast[] = {Algorithm::binomial_tree, Algorithm::pipelined_chain,
                                     Algorithm::scatter_allgather, Algorithm::shared_memory};
-constexpr Algorithm kReduce[] = {Algorithm::binomial_tree, Algorithm::rabenseifner};
+constexpr Algorithm kReduce[] = {Algorithm::binomial_tree, Algorithm::rabenseifner,
+                                 Algorithm::shared_memory};
 constexpr Algorithm kAllgather[] = {Algorithm::ring, Algorithm::recursive_doubling,
                                     Algorithm::bruck, Algorithm::shared_memory};
 constexpr Algorithm kReduceScatter[] = {Algorithm::ring, Algorithm::recursive_halving};

@@ -125,6 +125,7 @@ Task point_to_point_task(Operation& op, PointToPointArgs args);
 bool shared_memory_usable(Operation& op);
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
+Task reduce_shared_memory(Operation& op, ReduceArgs args);
 
 // Prefix sums of `count` elements per rank over `nranks` ranks.
 std::vector<std::size_t> equal_offsets(std::size_t count, int nranks);

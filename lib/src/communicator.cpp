@@ -232,6 +232,10 @@ std::string_view Communicator::transport_name() const {
   return state().transport->name();
 }
 
+bool Communicator::shared_memory() const {
+  return state().transport->shared_arena() != nullptr;
+}
+
 Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;

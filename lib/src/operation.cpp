@@ -6,10 +6,9 @@
 #include <cstring>
 #include <string>
 
-#include <sched.h>
-
 #include "collx/error.hpp"
 #include "config.hpp"
+#include "shm_arena.hpp"
 
 namespace collx::detail {
 
@@ -103,16 +102,10 @@ void Operation::suspend_on_counter(std::coroutine_handle<> h, const CounterAwait
   watched_what_ = awaiter.what;
 }
 
-void Operation::spin_until(const std::atomic<std::uint64_t>& counter, std::uint64_t target) {
-  for (unsigned spins = 1; counter.load(std::memory_order_acquire) < target; ++spins) {
-    if ((spins & 127) == 0) {
-      sched_yield();
-    } else {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-  }
+bool Operation::wait_in_place(const CounterAwaiter& awaiter) {
+  if (!exclusive_) return false;
+  awaiter.arena.wait(awaiter.counter, awaiter.target);
+  return true;
 }
 
 bool Operation::progress() {

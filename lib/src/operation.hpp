@@ -28,6 +28,8 @@
 
 namespace collx::detail {
 
+class SharedArena;
+
 struct OpInfo {
   Collective collective = Collective::allreduce;
   Algorithm algorithm = Algorithm::automatic;
@@ -100,31 +102,27 @@ class Operation {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
-  // co_await until(counter, target, peer, what): suspends until `counter` (a counter in shared
-  // memory that another rank advances, see shm_arena.hpp) reaches `target`. `peer` and `what`
-  // ("a chunk from", "ring room from") name what is awaited in a timeout message.
+  // co_await until(arena, counter, target, peer, what): suspends until `counter` (a counter of
+  // the shared segment `arena` that another rank advances, see shm_arena.hpp) reaches
+  // `target`. `peer` and `what` ("a chunk from", "ring room from") name what is awaited in a
+  // timeout message. An exclusive operation waits in place (SharedArena::wait).
   struct CounterAwaiter {
     Operation& op;
+    const SharedArena& arena;
     const std::atomic<std::uint64_t>& counter;
     std::uint64_t target;
     int peer;
     const char* what;
     bool await_ready() {
-      if (counter.load(std::memory_order_acquire) >= target) return true;
-      if (!op.exclusive_) return false;
-      spin_until(counter, target);
-      return true;
+      return counter.load(std::memory_order_acquire) >= target || op.wait_in_place(*this);
     }
     void await_suspend(std::coroutine_handle<> h) { op.suspend_on_counter(h, *this); }
     void await_resume() const noexcept {}
   };
-  CounterAwaiter until(const std::atomic<std::uint64_t>& counter, std::uint64_t target, int peer,
-                       const char* what) {
-    return {*this, counter, target, peer, what};
+  CounterAwaiter until(const SharedArena& arena, const std::atomic<std::uint64_t>& counter,
+                       std::uint64_t target, int peer, const char* what) {
+    return {*this, arena, counter, target, peer, what};
   }
-  // Busy-waits for `counter` to reach `target`, giving the core away between short spins: on
-  // an oversubscribed node the rank that will advance the counter may need this core.
-  static void spin_until(const std::atomic<std::uint64_t>& counter, std::uint64_t target);
 
   ScratchBuffer scratch(std::size_t bytes) {
     if (device_memory()) return device_->scratch(bytes);
@@ -151,6 +149,8 @@ class Operation {
   }
   void suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting);
   void suspend_on_counter(std::coroutine_handle<> h, const CounterAwaiter& awaiter);
+  // For an exclusive operation: waits for the counter here and returns true; else false.
+  bool wait_in_place(const CounterAwaiter& awaiter);
 
  private:
   template <std::size_t N>

@@ -123,6 +123,8 @@ Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
       return reduce_binomial(op, args);
     case Algorithm::rabenseifner:
       return reduce_rabenseifner(op, args);
+    case Algorithm::shared_memory:
+      return shared_memory_usable(op) ? reduce_shared_memory(op, args) : reduce_binomial(op, args);
     default:
       no_algorithm(op, "reduce", algorithm);
   }

@@ -1,10 +1,15 @@
 #include "shm_arena.hpp"
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <bit>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -56,7 +61,66 @@ std::byte* map_segment(const char* name, std::size_t bytes, bool create) {
   return base == MAP_FAILED ? nullptr : static_cast<std::byte*>(base);
 }
 
+// The futex word is the counter's low half (the counter only grows, by less than 2^32 at a
+// time, so its low half changes whenever it does).
+static_assert(std::endian::native == std::endian::little);
+std::uint32_t* futex_word(const SharedArena::Counter& c) {
+  return const_cast<std::uint32_t*>(reinterpret_cast<const std::uint32_t*>(&c));
+}
+
+// Not FUTEX_PRIVATE: the waiters and the waker are different processes mapping one page.
+void futex_sleep(const SharedArena::Counter& c, std::uint32_t seen) {
+  syscall(SYS_futex, futex_word(c), FUTEX_WAIT, seen, nullptr, nullptr, 0);
+}
+void futex_wake_all(const SharedArena::Counter& c) {
+  syscall(SYS_futex, futex_word(c), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool node_oversubscribed(int ranks_on_node) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 && ranks_on_node > cores;
+}
+
 }  // namespace
+
+void SharedArena::advance(Counter& c, std::uint64_t value) {
+  c.store(value, std::memory_order_seq_cst);
+  // Seq_cst on both sides: either a sleeper's re-check sees the new value, or this load sees
+  // the sleeper.
+  if (sleepers(c).load(std::memory_order_seq_cst) != 0) futex_wake_all(c);
+}
+
+void SharedArena::wait(const Counter& c, std::uint64_t target) const {
+  // Spinning costs nothing where every rank has its core, and the handoff is fastest; on an
+  // oversubscribed node each spin takes the core from a rank that has work.
+  const unsigned spin_limit = oversubscribed_ ? 256 : 1u << 16;
+  for (unsigned spins = 1; spins <= spin_limit; ++spins) {
+    if (c.load(std::memory_order_acquire) >= target) return;
+    if ((spins & 127) == 0) {
+      sched_yield();
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  std::atomic<std::uint32_t>& asleep = sleepers(c);
+  for (;;) {
+    asleep.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint64_t seen = c.load(std::memory_order_seq_cst);
+    if (seen < target) futex_sleep(c, static_cast<std::uint32_t>(seen));
+    asleep.fetch_sub(1, std::memory_order_seq_cst);
+    if (c.load(std::memory_order_acquire) >= target) return;
+  }
+}
+
+void SharedArena::initialize_counters(std::byte* base, int count) {
+  for (int i = 0; i < count; ++i) {
+    std::byte* line = base + static_cast<std::size_t>(i) * kLine;
+    new (line) Counter(0);
+    new (line + sizeof(Counter)) std::atomic<std::uint32_t>(0);
+  }
+}
 
 std::size_t SharedArena::segment_bytes(int nranks, std::size_t chunk_bytes, int chunks) {
   return counters_bytes(nranks) +
@@ -88,8 +152,7 @@ std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t c
   std::memset(base, 0, counters_bytes(nranks));
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, false, nranks, chunk_bytes, chunks));
-  for (int i = 0; i < nranks + nranks * nranks; ++i)
-    new (arena->counter(i)) Counter(0);
+  initialize_counters(base, nranks + nranks * nranks);
   return arena;
 }
 
@@ -116,8 +179,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     base = map_segment(name, bytes, true);
     if (base != nullptr) {
       std::memset(base, 0, counters_bytes(size));
-      for (int i = 0; i < size + size * size; ++i)
-        new (base + static_cast<std::size_t>(i) * kLine) Counter(0);
+      initialize_counters(base, size + size * size);
     } else {
       shm_unlink(name);
       name[0] = '\0';
@@ -133,8 +195,9 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     if (base != nullptr) munmap(base, bytes);
     return nullptr;
   }
-  return std::shared_ptr<SharedArena>(
-      new SharedArena(base, bytes, true, size, chunk_bytes, chunks));
+  std::shared_ptr<SharedArena> arena(new SharedArena(base, bytes, true, size, chunk_bytes, chunks));
+  arena->oversubscribed_ = node_oversubscribed(size);
+  return arena;
 }
 
 }  // namespace collx::detail

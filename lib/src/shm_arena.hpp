@@ -30,10 +30,11 @@ class SharedArena {
   using Counter = std::atomic<std::uint64_t>;
   static_assert(Counter::is_always_lock_free, "counters in shared memory must be lock-free");
 
-  // Ring geometry: 8 chunks of 256 KiB per rank (2 MiB, mapped lazily by the kernel: only
-  // pages an operation touches take memory).
-  static constexpr std::size_t kDefaultChunkBytes = std::size_t{256} << 10;
-  static constexpr int kDefaultChunks = 8;
+  // Ring geometry: 4 entries of 512 KiB per rank, 2 MiB (the entry size measured best for
+  // broadcast and allgather at 2 and 4 ranks, docs/PERFORMANCE.md; COLLX_SHM_CHUNK_BYTES
+  // overrides it).
+  static constexpr std::size_t kDefaultChunkBytes = std::size_t{512} << 10;
+  static constexpr int kDefaultChunks = 4;
 
   // Collective over `comm`: maps one segment shared by every rank of `comm`. Null (on every
   // rank alike) when the ranks span more than one node, `comm` has one rank, COLLX_SHM=0, or
@@ -52,6 +53,15 @@ class SharedArena {
   std::size_t chunk_bytes() const { return chunk_bytes_; }
   int chunks() const { return chunks_; }
 
+  // A counter moves forward only through advance(), which wakes a rank asleep in wait() on it.
+  void advance(Counter& c, std::uint64_t value);
+  // Returns once `c` >= target: spins first (briefly when the node has more ranks than cores,
+  // where the rank that will move the counter may need this core), then sleeps on the counter
+  // (a futex on the shared page) until advance() wakes it.
+  void wait(const Counter& c, std::uint64_t target) const;
+  // More ranks share this node than it has cores (decided at creation).
+  bool oversubscribed() const { return oversubscribed_; }
+
   Counter& published(int producer) { return *counter(producer); }
   Counter& consumed(int reader, int producer) {
     return *counter(nranks_ + reader * nranks_ + producer);
@@ -69,10 +79,16 @@ class SharedArena {
  private:
   SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks, std::size_t chunk_bytes,
               int chunks);
+  // Each counter's cache line: the counter, then how many ranks sleep on it.
   static constexpr std::size_t kLine = 64;
   Counter* counter(int index) {
     return reinterpret_cast<Counter*>(base_ + static_cast<std::size_t>(index) * kLine);
   }
+  static std::atomic<std::uint32_t>& sleepers(const Counter& c) {
+    return *reinterpret_cast<std::atomic<std::uint32_t>*>(
+        const_cast<std::byte*>(reinterpret_cast<const std::byte*>(&c)) + sizeof(Counter));
+  }
+  static void initialize_counters(std::byte* base, int count);
 
   std::byte* base_;
   std::size_t bytes_;
@@ -81,6 +97,7 @@ class SharedArena {
   std::size_t chunk_bytes_;
   int chunks_;
   std::byte* data_;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace collx::detail

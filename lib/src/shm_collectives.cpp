@@ -7,7 +7,6 @@
 // All copies are memcpy, the producer's and the readers' run at the same time, and no byte goes
 // through the MPI library.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -18,15 +17,13 @@ namespace collx::detail {
 
 namespace {
 
-// Piece length for a payload of `bytes` (the same on every rank: they all see the same size).
-// The pipeline costs about (bytes + piece) / bandwidth + pieces * sync: the best piece is near
-// sqrt(bytes * sync * bandwidth), with sync * bandwidth about 16 KiB here (a fraction of a
-// microsecond to see a counter move, tens of GB/s to copy), between 8 KiB and a ring entry.
-std::size_t piece_bytes(const SharedArena& arena, std::size_t bytes) {
-  constexpr double kSyncBytes = 16 << 10;
-  const auto ideal = static_cast<std::size_t>(std::sqrt(static_cast<double>(bytes) * kSyncBytes));
-  const std::size_t rounded = (ideal + 4095) / 4096 * 4096;
-  return std::min(std::max<std::size_t>(rounded, 8 << 10), arena.chunk_bytes());
+// Pieces are whole ring entries. Handing a piece to another core costs far more here than a
+// counter store: reading lines that the other core has just written is slow, and a broadcast of
+// 1 MiB at two ranks took 120 us in 16 KiB pieces, 88 us in 64 KiB and 29-31 us in 256-512 KiB
+// pieces (against 79 us for MPI_Bcast; docs/PERFORMANCE.md). So the fewer handoffs the better,
+// as long as a few pieces are in flight for the largest messages.
+std::size_t piece_bytes(const SharedArena& arena) {
+  return arena.chunk_bytes();
 }
 
 std::size_t pieces_of(std::size_t bytes, std::size_t piece) {
@@ -40,7 +37,7 @@ Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_
   if (sequence < ring) co_return;
   for (int reader = 0; reader < op.size(); ++reader) {
     if (reader == producer) continue;
-    co_await op.until(arena.consumed(reader, producer), sequence + 1 - ring, reader,
+    co_await op.until(arena, arena.consumed(reader, producer), sequence + 1 - ring, reader,
                       "ring room from");
   }
 }
@@ -51,15 +48,15 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
   const int me = op.rank();
   co_await wait_for_room(op, arena, me, sequence);
   std::memcpy(arena.chunk(me, sequence), source, bytes);
-  arena.published(me).store(sequence + 1, std::memory_order_release);
+  arena.advance(arena.published(me), sequence + 1);
 }
 
 // Copies piece `sequence` of `producer`'s ring to `target` once it is published.
 Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
           std::byte* target, std::size_t bytes) {
-  co_await op.until(arena.published(producer), sequence + 1, producer, "a chunk from");
+  co_await op.until(arena, arena.published(producer), sequence + 1, producer, "a chunk from");
   std::memcpy(target, arena.chunk(producer, sequence), bytes);
-  arena.consumed(op.rank(), producer).store(sequence + 1, std::memory_order_release);
+  arena.advance(arena.consumed(op.rank(), producer), sequence + 1);
 }
 
 }  // namespace
@@ -73,7 +70,7 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.transport().shared_arena();
-  const std::size_t piece = piece_bytes(arena, bytes);
+  const std::size_t piece = piece_bytes(arena);
   const std::size_t n = pieces_of(bytes, piece);
   const int me = op.rank();
   // Every rank other than the root has consumed exactly what the root published so far.
@@ -108,7 +105,7 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
     co_return;
   }
   SharedArena& arena = *op.transport().shared_arena();
-  const std::size_t piece = piece_bytes(arena, largest);
+  const std::size_t piece = piece_bytes(arena);
   const std::size_t rounds = pieces_of(largest, piece);
   const std::byte* own = a.send != nullptr ? a.send : block(me);
   const bool copy_own = own != block(me);
@@ -133,6 +130,57 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
       if (offset >= block_bytes(r)) continue;
       const std::size_t length = std::min(piece, block_bytes(r) - offset);
       co_await take(op, arena, r, base[static_cast<std::size_t>(r)] + k, block(r) + offset, length);
+    }
+  }
+}
+
+Task reduce_shared_memory(Operation& op, ReduceArgs a) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t elem = a.reduction.element_size;
+  const std::size_t bytes = a.count * elem;
+  if (bytes == 0) co_return;
+  SharedArena& arena = *op.transport().shared_arena();
+  // Whole elements per piece (every element size divides a ring entry of whole KiB).
+  const std::size_t piece = piece_bytes(arena) / elem * elem;
+  const std::size_t n = pieces_of(bytes, piece);
+  if (me != a.root) {
+    // Only the root reads what the other ranks publish: this rank has nothing to take from
+    // them, and says so up front, so that their rings never wait for it.
+    for (int r = 0; r < p; ++r) {
+      if (r == me || r == a.root) continue;
+      SharedArena::Counter& consumed = arena.consumed(me, r);
+      arena.advance(consumed, consumed.load(std::memory_order_relaxed) + n);
+    }
+    const std::uint64_t base = arena.published(me).load(std::memory_order_relaxed);
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t offset = k * piece;
+      co_await publish(op, arena, base + k, a.send + offset, std::min(piece, bytes - offset));
+    }
+    co_return;
+  }
+  // The root combines piece k of every rank into its output, starting from its own (so an
+  // in-place root reads its piece before overwriting it), then the others from root + 1 on;
+  // the last step fuses the avg division. p-1 passes over a piece that stays in cache, each
+  // ring entry handed back as soon as it is combined.
+  std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    if (r != me) {
+      base[static_cast<std::size_t>(r)] = arena.consumed(me, r).load(std::memory_order_relaxed);
+    }
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t offset = k * piece;
+    const std::size_t elems = std::min(piece, bytes - offset) / elem;
+    std::byte* out = a.recv + offset;
+    const std::byte* accumulated = a.send + offset;
+    for (int step = 1; step < p; ++step) {
+      const int r = (me + step) % p;
+      const std::uint64_t sequence = base[static_cast<std::size_t>(r)] + k;
+      co_await op.until(arena, arena.published(r), sequence + 1, r, "a chunk from");
+      a.reduction.combine(out, accumulated, arena.chunk(r, sequence), elems, step == p - 1);
+      accumulated = out;
+      arena.advance(arena.consumed(me, r), sequence + 1);
     }
   }
 }

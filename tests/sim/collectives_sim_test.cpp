@@ -396,20 +396,48 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
 
 }  // namespace
 
-// The shared-memory algorithms keep their rings' counters across calls: many calls on one
-// world (roots, sizes and block lengths changing, zero-length blocks, more pieces than ring
-// entries), with and without a shared segment (without one they run point-to-point).
+// The shared-memory algorithms keep their rings' counters across calls: broadcasts, allgathers
+// and reduces in turn on one world (roots, sizes and block lengths changing, zero-length
+// blocks, more pieces than ring entries), with and without a shared segment (without one they
+// run point-to-point).
 TEST(SimSharedMemory, CallsInSequenceOnOneSegment) {
   for (int p : {2, 3, 4, 7}) {
     for (int chunks : {0, 1, 3}) {
       SimWorld world(p, 256, chunks);
       std::mt19937 rng(static_cast<unsigned>(p * 10 + chunks));
-      for (int call = 0; call < 12; ++call) {
+      for (int call = 0; call < 18; ++call) {
         const std::size_t count = std::uniform_int_distribution<std::size_t>(0, 3000)(rng);
         const std::string where = "p=" + std::to_string(p) + " chunks=" + std::to_string(chunks) +
                                   " call " + std::to_string(call) + " count " +
                                   std::to_string(count);
-        if (call % 2 == 0) {
+        if (call % 3 == 2) {
+          // Reduce, int32 sum of small values (exact); every fourth in place at the root.
+          const int root = (call / 3) % p;
+          const bool in_place = call % 4 == 3;
+          std::vector<std::vector<std::int32_t>> send(p, std::vector<std::int32_t>(count));
+          std::vector<std::int32_t> expected(count, 0);
+          for (int r = 0; r < p; ++r) {
+            for (std::size_t i = 0; i < count; ++i) {
+              send[r][i] = (r + 1) * static_cast<std::int32_t>(i % 7 + call);
+              expected[i] += send[r][i];
+            }
+          }
+          std::vector<std::int32_t> recv(count, -1);
+          if (in_place) recv = send[root];
+          world.run(info_for(Collective::reduce, Algorithm::shared_memory, kPipelines[0]),
+                    [&](Operation& op, int r) {
+                      const auto* s = reinterpret_cast<const std::byte*>(
+                          r == root && in_place ? recv.data() : send[r].data());
+                      return reduce_task(
+                          op,
+                          {s, reinterpret_cast<std::byte*>(recv.data()), count,
+                           Reduction::make(DataType::int32, ReduceOp::sum, p), root, 0},
+                          Algorithm::shared_memory);
+                    });
+          ASSERT_EQ(recv, expected) << where << " reduce root " << root;
+          continue;
+        }
+        if (call % 3 == 0) {
           const int root = call % p;
           std::vector<Bytes> buf(p, Bytes(count, std::byte{0x5a}));
           buf[root] = pattern(DataType::int8, root + call, count);

@@ -42,6 +42,9 @@ class Communicator {
   bool is_freed() const noexcept;
   // The transport this communicator moves its bytes with: "mpi" or "ucx".
   std::string_view transport_name() const;
+  // Whether its ranks share a memory segment (all on one node, more than one rank, COLLX_SHM
+  // not 0): then Algorithm::shared_memory runs through it, and auto may choose it.
+  bool shared_memory() const;
 
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
   // In place when sendbuf == recvbuf.
