@@ -20,8 +20,15 @@ using ReduceFn = void (*)(void* dst, const void* a, const void* b, std::size_t n
 enum class Isa { generic, avx2, avx512 };
 std::string_view to_string(Isa isa);
 
+// dst <- src (n bytes, no overlap) with non-temporal stores: for large outputs that will not be
+// read again soon, it writes memory without first reading each destination line into the
+// cache (16-19 GB/s for memcpy into a 64 MiB buffer here, 27-28 GB/s streaming). Falls back to
+// memcpy where the instruction set has no streaming stores.
+using CopyFn = void (*)(void* dst, const void* src, std::size_t n);
+
 struct KernelTable {
   ReduceFn reduce[kDataTypeCount][kReduceOpCount];
+  CopyFn copy_streaming;
 };
 
 // The table built for `isa`, or nullptr if this CPU or this build does not have it.
@@ -32,6 +39,10 @@ const KernelTable& active_kernels();
 
 inline ReduceFn reduce_fn(DataType type, ReduceOp op) {
   return active_kernels().reduce[static_cast<int>(type)][static_cast<int>(op)];
+}
+
+inline void copy_streaming(void* dst, const void* src, std::size_t n) {
+  active_kernels().copy_streaming(dst, src, n);
 }
 
 // Convenience: dispatch and run. The pair must be supported (is_supported(type, op)).

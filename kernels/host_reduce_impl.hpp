@@ -227,8 +227,38 @@ void fill_16(KernelTable& table, DataType type) {
   row[static_cast<int>(ReduceOp::avg)] = &avg_16<Format>;
 }
 
+// Head up to the destination's vector alignment and the tail by memcpy, the aligned middle
+// with streaming stores, then a fence so the stores are visible before whatever publishes them.
+void copy_streaming(void* dst, const void* src, std::size_t n) {
+#if (defined(__AVX512F__) && defined(__AVX512BW__)) || defined(__AVX2__)
+  constexpr std::size_t kAlign = kVectorBytes;
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  const std::size_t head = (kAlign - reinterpret_cast<std::uintptr_t>(d) % kAlign) % kAlign;
+  if (n < head + 4 * kAlign) {
+    std::memcpy(d, s, n);
+    return;
+  }
+  std::memcpy(d, s, head);
+  std::size_t i = head;
+  for (; i + kAlign <= n; i += kAlign) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), _mm512_loadu_si512(s + i));
+#else
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+#endif
+  }
+  _mm_sfence();
+  std::memcpy(d + i, s + i, n - i);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
 KernelTable build_table() {
   KernelTable table{};
+  table.copy_streaming = &copy_streaming;
   fill_native<std::int8_t>(table, DataType::int8);
   fill_native<std::uint8_t>(table, DataType::uint8);
   fill_native<std::int32_t>(table, DataType::int32);

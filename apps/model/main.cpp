@@ -99,7 +99,11 @@ void print_machine(const Machine& m) {
 
 // One markdown table: rows = sizes, columns = algorithms' predicted times, best marked.
 void prediction_table(Collective c, int p, const Machine& m, const std::vector<double>& sizes) {
-  const auto algos = collx::algorithms_of(c);
+  // The shared-memory algorithms only where every rank is on one node (--one-node).
+  std::vector<Algorithm> algos;
+  for (Algorithm a : collx::algorithms_of(c)) {
+    if (a != Algorithm::shared_memory || m.one_node) algos.push_back(a);
+  }
   std::printf("| size |");
   for (Algorithm a : algos)
     std::printf(" %s |", std::string(collx::to_string(a)).c_str());
@@ -149,6 +153,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--collective", collective_name, "collective, or 'all'")->capture_default_str();
   app.add_option("-p,--ranks", ranks, "rank counts")->delimiter(',')->capture_default_str();
   app.add_flag("--markdown", doc, "print markdown tables (docs/ALGORITHMS.md)");
+  app.add_flag("--one-node", m.one_node,
+               "every rank on one node: include the shared_memory algorithms");
   CLI11_PARSE(app, argc, argv);
 
   m.alpha = alpha_us * 1e-6;

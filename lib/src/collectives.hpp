@@ -123,6 +123,9 @@ Task point_to_point_task(Operation& op, PointToPointArgs args);
 // Whether this operation can: its ranks share a segment and its buffers are host memory. The
 // dispatchers run a point-to-point algorithm instead where it cannot.
 bool shared_memory_usable(Operation& op);
+// Runs `body` (a shared-memory task) once every shared-memory operation started before it on
+// this communicator has finished: they take turns on the segment.
+Task in_turn(Operation& op, Task body);
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);

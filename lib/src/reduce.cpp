@@ -124,7 +124,8 @@ Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
     case Algorithm::rabenseifner:
       return reduce_rabenseifner(op, args);
     case Algorithm::shared_memory:
-      return shared_memory_usable(op) ? reduce_shared_memory(op, args) : reduce_binomial(op, args);
+      return shared_memory_usable(op) ? in_turn(op, reduce_shared_memory(op, args))
+                                      : reduce_binomial(op, args);
     default:
       no_algorithm(op, "reduce", algorithm);
   }

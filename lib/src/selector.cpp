@@ -55,12 +55,26 @@ constexpr SelectionRule kBuiltinRules[] = {
     // scripts/selector_rows.py, tables in docs/PERFORMANCE.md). Rows measured at 4 ranks serve
     // 3 ranks and up; gather and scatter go back to the binomial tree from 9 ranks, where the
     // root's p-1 messages of the linear form cost more than log p (docs/ALGORITHMS.md).
+    // Rows naming shared_memory count only where the communicator has a shared segment (all
+    // ranks on one node, host buffers; see select_from); elsewhere the next matching row
+    // decides. From the shared-memory sweep in docs/PERFORMANCE.md ("Shared memory").
+    {Collective::broadcast, 1, 2, 32 << 10, Algorithm::shared_memory},
+    {Collective::broadcast, 1, 2, 128 << 10, Algorithm::binomial_tree},
+    {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::binomial_tree},
+    {Collective::reduce, 1, kAnyRanks, 256, Algorithm::binomial_tree},
+    {Collective::reduce, 1, 2, 4 << 10, Algorithm::shared_memory},
     {Collective::reduce, 1, 2, kAnySize, Algorithm::binomial_tree},
+    {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::reduce, 3, kAnyRanks, 32 << 20, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::rabenseifner},
+    {Collective::allgather, 1, 2, 64 << 10, Algorithm::shared_memory},
+    {Collective::allgather, 1, 2, 256 << 10, Algorithm::ring},
+    {Collective::allgather, 1, 2, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 1, 2, 16 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::ring},
+    {Collective::allgather, 3, kAnyRanks, 512, Algorithm::recursive_doubling},
+    {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 3, kAnyRanks, 256 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::ring},
     {Collective::reduce_scatter, 1, 2, 32 << 10, Algorithm::recursive_halving},
@@ -149,7 +163,8 @@ std::string describe_rules(std::span<const SelectionRule> rules) {
            (rule.max_ranks == kAnyRanks ? std::string("any") : std::to_string(rule.max_ranks)) +
            "  bytes <= " +
            (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
-           "  -> " + std::string(to_string(rule.algorithm)) + "\n";
+           "  -> " + std::string(to_string(rule.algorithm)) +
+           (rule.algorithm == Algorithm::shared_memory ? "  (ranks sharing a segment)" : "") + "\n";
   }
   return out;
 }

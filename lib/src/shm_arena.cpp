@@ -135,7 +135,8 @@ SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nr
       nranks_(nranks),
       chunk_bytes_(chunk_bytes),
       chunks_(chunks),
-      data_(base + counters_bytes(nranks)) {}
+      data_(base + counters_bytes(nranks)),
+      turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {}
 
 SharedArena::~SharedArena() {
   if (mapped_) {

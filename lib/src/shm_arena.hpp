@@ -62,6 +62,16 @@ class SharedArena {
   // More ranks share this node than it has cores (decided at creation).
   bool oversubscribed() const { return oversubscribed_; }
 
+  // Operations take turns on the segment (the protocol above holds for one at a time): on each
+  // rank, an operation takes a ticket when it is started, in the order the collectives are
+  // called (the same on every rank), waits until turn(rank) reaches it, and calls
+  // end_turn(rank) when done. Kept in this process (per rank, for ranks simulated in one).
+  std::uint64_t take_ticket(int rank) { return turns_[rank].tickets++; }
+  const Counter& turn(int rank) const { return turns_[rank].value; }
+  void end_turn(int rank) {
+    advance(turns_[rank].value, turns_[rank].value.load(std::memory_order_relaxed) + 1);
+  }
+
   Counter& published(int producer) { return *counter(producer); }
   Counter& consumed(int reader, int producer) {
     return *counter(nranks_ + reader * nranks_ + producer);
@@ -98,6 +108,13 @@ class SharedArena {
   int chunks_;
   std::byte* data_;
   bool oversubscribed_ = false;
+  // Laid out like a segment counter (its sleepers beside it), so wait() and advance() serve it.
+  struct alignas(64) Turn {
+    Counter value{0};
+    std::atomic<std::uint32_t> sleepers{0};
+    std::uint64_t tickets = 0;
+  };
+  std::unique_ptr<Turn[]> turns_;
 };
 
 }  // namespace collx::detail

@@ -8,9 +8,11 @@
 // through the MPI library.
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "collectives.hpp"
+#include "host_reduce.hpp"
 #include "shm_arena.hpp"
 
 namespace collx::detail {
@@ -24,6 +26,18 @@ namespace {
 // as long as a few pieces are in flight for the largest messages.
 std::size_t piece_bytes(const SharedArena& arena) {
   return arena.chunk_bytes();
+}
+
+// Outputs of more than this many bytes are written with streaming stores (no read of each
+// destination line first): they do not stay in the caches anyway, and the copy out of the ring
+// is then bound by memory writes (docs/PERFORMANCE.md, "Shared memory").
+constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
+
+// How pieces are copied out of a ring into an output of `output_bytes`.
+kernels::CopyFn copy_for_output(std::size_t output_bytes) {
+  return output_bytes > kStreamingOutputBytes
+             ? kernels::active_kernels().copy_streaming
+             : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
 }
 
 std::size_t pieces_of(std::size_t bytes, std::size_t piece) {
@@ -53,13 +67,35 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
 
 // Copies piece `sequence` of `producer`'s ring to `target` once it is published.
 Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
-          std::byte* target, std::size_t bytes) {
+          std::byte* target, std::size_t bytes, kernels::CopyFn copy) {
   co_await op.until(arena, arena.published(producer), sequence + 1, producer, "a chunk from");
-  std::memcpy(target, arena.chunk(producer, sequence), bytes);
+  copy(target, arena.chunk(producer, sequence), bytes);
   arena.advance(arena.consumed(op.rank(), producer), sequence + 1);
 }
 
 }  // namespace
+
+namespace {
+Task wait_turn_then(Operation& op, SharedArena& arena, std::uint64_t ticket, Task body) {
+  co_await op.until(arena, arena.turn(op.rank()), ticket, op.rank(),
+                    "an earlier shared-memory operation on");
+  std::exception_ptr error;
+  try {
+    co_await std::move(body);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  arena.end_turn(op.rank());
+  if (error) std::rethrow_exception(error);
+}
+}  // namespace
+
+// Not a coroutine: the ticket is taken when the dispatcher builds the task, which is in call
+// order on every rank (a coroutine's body would run later, after COLLX_CHECK's comparison).
+Task in_turn(Operation& op, Task body) {
+  SharedArena& arena = *op.transport().shared_arena();
+  return wait_turn_then(op, arena, arena.take_ticket(op.rank()), std::move(body));
+}
 
 bool shared_memory_usable(Operation& op) {
   const SharedArena* arena = op.transport().shared_arena();
@@ -73,6 +109,7 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t piece = piece_bytes(arena);
   const std::size_t n = pieces_of(bytes, piece);
   const int me = op.rank();
+  const kernels::CopyFn copy = copy_for_output(bytes);
   // Every rank other than the root has consumed exactly what the root published so far.
   const std::uint64_t base = me == a.root
                                  ? arena.published(me).load(std::memory_order_relaxed)
@@ -83,7 +120,7 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
     if (me == a.root) {
       co_await publish(op, arena, base + k, a.buffer + offset, length);
     } else {
-      co_await take(op, arena, a.root, base + k, a.buffer + offset, length);
+      co_await take(op, arena, a.root, base + k, a.buffer + offset, length, copy);
     }
   }
 }
@@ -109,6 +146,7 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
   const std::size_t rounds = pieces_of(largest, piece);
   const std::byte* own = a.send != nullptr ? a.send : block(me);
   const bool copy_own = own != block(me);
+  const kernels::CopyFn copy = copy_for_output(a.offsets.back() * elem);
   // Where each producer's ring stood before this call (see shm_arena.hpp).
   std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
@@ -123,13 +161,14 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
     if (offset < block_bytes(me)) {
       const std::size_t length = std::min(piece, block_bytes(me) - offset);
       co_await publish(op, arena, base[static_cast<std::size_t>(me)] + k, own + offset, length);
-      if (copy_own) std::memcpy(block(me) + offset, own + offset, length);
+      if (copy_own) copy(block(me) + offset, own + offset, length);
     }
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
       if (offset >= block_bytes(r)) continue;
       const std::size_t length = std::min(piece, block_bytes(r) - offset);
-      co_await take(op, arena, r, base[static_cast<std::size_t>(r)] + k, block(r) + offset, length);
+      co_await take(op, arena, r, base[static_cast<std::size_t>(r)] + k, block(r) + offset, length,
+                    copy);
     }
   }
 }

@@ -3,7 +3,9 @@
 // forms; nonblocking operations in flight together; sub-communicators beside their parent;
 // point-to-point.
 #include <gtest/gtest.h>
+
 #include <mpi.h>
+#include <algorithm>
 
 #include <chrono>
 #include <cstring>
@@ -61,6 +63,28 @@ class MpiCollectives : public ::testing::Test {
   int p = comm.size();
   int me = comm.rank();
 };
+
+// Outputs above 8 MiB, where the shared-memory algorithms write with streaming stores (and
+// pieces wrap the rings several times); odd lengths so the copies have unaligned tails.
+TEST_F(MpiCollectives, SharedMemoryLargeOutputs) {
+  const std::size_t count = (std::size_t{9} << 20) + 13;
+  for (int root : roots(p)) {
+    Bytes buf = me == root ? pattern(DataType::int8, root, count) : Bytes(count, std::byte{0x5A});
+    comm.broadcast(buf.data(), count, DataType::int8, root, with(Algorithm::shared_memory));
+    ASSERT_TRUE(all_ranks(buf == pattern(DataType::int8, root, count)))
+        << "broadcast root " << root;
+  }
+  const std::size_t block = (std::size_t{9} << 20) / static_cast<std::size_t>(p) + 5;
+  const Bytes mine = pattern(DataType::int8, me, block);
+  Bytes out(block * static_cast<std::size_t>(p), std::byte{0x11});
+  comm.allgather(mine.data(), out.data(), block, DataType::int8, with(Algorithm::shared_memory));
+  Bytes expected;
+  for (int r = 0; r < p; ++r) {
+    const Bytes b = pattern(DataType::int8, r, block);
+    expected.insert(expected.end(), b.begin(), b.end());
+  }
+  ASSERT_TRUE(all_ranks(out == expected)) << "allgather";
+}
 
 TEST_F(MpiCollectives, Broadcast) {
   for (Algorithm a : with_auto(Collective::broadcast)) {
@@ -305,6 +329,42 @@ TEST_F(MpiCollectives, NonblockingCollectivesInFlightTogether) {
     ASSERT_EQ(ag[r * n], r * 2.0);
   for (auto v : rs_out)
     ASSERT_EQ(v, p * (p + 1) / 2);
+}
+
+// Shared-memory operations in flight together take turns on the segment in call order, however
+// the ranks wait for them; several pieces each (more than the ring holds), so operations that
+// ran at once would mix their pieces.
+TEST_F(MpiCollectives, SharedMemoryOperationsInFlightTogether) {
+  const std::size_t n = (std::size_t{3} << 20) / 4 + 7;
+  const collx::Options shm = with(Algorithm::shared_memory);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::int32_t> bc(n, me == round % p ? 40 + round : 0);
+    std::vector<std::int32_t> mine(n, me + round), ag(n * p, -1);
+    std::vector<std::int32_t> red_in(n, me + 1), red_out(n, 0);
+    std::vector<std::int32_t> bc2(n, me == (round + 1) % p ? 50 + round : 0);
+    std::vector<collx::Request> reqs;
+    reqs.push_back(comm.ibroadcast(bc.data(), n, DataType::int32, round % p, shm));
+    reqs.push_back(comm.iallgather(mine.data(), ag.data(), n, DataType::int32, shm));
+    reqs.push_back(
+        comm.ireduce(red_in.data(), red_out.data(), n, DataType::int32, ReduceOp::sum, 0, shm));
+    reqs.push_back(comm.ibroadcast(bc2.data(), n, DataType::int32, (round + 1) % p, shm));
+    for (std::size_t k = 0; k < reqs.size(); ++k)
+      reqs[(k * 3 + static_cast<std::size_t>(me)) % reqs.size()].wait();
+    ASSERT_TRUE(
+        all_ranks(std::all_of(bc.begin(), bc.end(), [&](int v) { return v == 40 + round; })));
+    ASSERT_TRUE(
+        all_ranks(std::all_of(bc2.begin(), bc2.end(), [&](int v) { return v == 50 + round; })));
+    bool gathered = true;
+    for (int r = 0; r < p; ++r) {
+      for (std::size_t i = 0; i < n; ++i)
+        gathered = gathered && ag[static_cast<std::size_t>(r) * n + i] == r + round;
+    }
+    ASSERT_TRUE(all_ranks(gathered)) << "round " << round;
+    if (me == 0) {
+      for (auto v : red_out)
+        ASSERT_EQ(v, p * (p + 1) / 2);
+    }
+  }
 }
 
 TEST_F(MpiCollectives, SubCommunicatorsBesideTheirParent) {

@@ -124,6 +124,25 @@ TEST(CostModel, LatencyFavoursFewStepsAndBandwidthFavoursFewBytes) {
   }
 }
 
+// Rows naming shared_memory apply only where the ranks share a segment; elsewhere the next
+// matching row decides, and that row is a point-to-point algorithm.
+TEST(Selection, SharedMemoryRowsOnlyWithASharedSegment) {
+  using collx::detail::builtin_rules;
+  using collx::detail::select_from;
+  for (Collective c : {Collective::broadcast, Collective::allgather, Collective::reduce}) {
+    for (int p : {2, 4, 64}) {
+      for (std::size_t bytes : {std::size_t{8}, std::size_t{1} << 20, std::size_t{1} << 30}) {
+        const Algorithm without = select_from(builtin_rules(), c, bytes, p, false);
+        EXPECT_NE(without, Algorithm::shared_memory) << collx::to_string(c) << " " << p;
+        EXPECT_TRUE(collx::implements(c, without));
+      }
+    }
+    EXPECT_EQ(select_from(builtin_rules(), c, std::size_t{16} << 20, 4, true),
+              Algorithm::shared_memory)
+        << collx::to_string(c);
+  }
+}
+
 TEST(CostModel, EveryAlgorithmHasACostAndADescription) {
   for (int c = 0; c < collx::kCollectiveCount; ++c) {
     const auto collective = static_cast<Collective>(c);
