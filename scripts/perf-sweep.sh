@@ -31,16 +31,24 @@ bench_options=("$@")
 bench="$BUILD_DIR/apps/bench/collx-bench"
 [ -x "$bench" ] || { echo "perf-sweep: build first ($bench is missing)" >&2; exit 1; }
 mkdir -p "$out"
-for c in "${collectives[@]}"; do
-  for np in $nps; do
-    files=()
-    for r in $(seq 1 "$runs"); do
+# Run r of every collective and rank count before run r+1 of any: each configuration's runs are
+# spread over the whole sweep, so a slow spell of the machine does not take all of them.
+for r in $(seq 1 "$runs"); do
+  for c in "${collectives[@]}"; do
+    for np in $nps; do
       json="$out/${c}_np${np}_r${r}.json"
       mpirun -np "$np" --oversubscribe "$bench" "$c" -a all -n 20 -w 5 -c 1 \
         "${bench_options[@]}" --json "$json" >"$out/${c}_np${np}_r${r}.txt"
       grep -q "Out of bounds values : 0 OK" "$out/${c}_np${np}_r${r}.txt" ||
         { echo "perf-sweep: wrong results in $out/${c}_np${np}_r${r}.txt" >&2; exit 1; }
-      files+=("$json")
+    done
+  done
+done
+for c in "${collectives[@]}"; do
+  for np in $nps; do
+    files=()
+    for r in $(seq 1 "$runs"); do
+      files+=("$out/${c}_np${np}_r${r}.json")
     done
     echo
     echo "### $c, np=$np"

@@ -489,7 +489,11 @@ int run(int argc, char** argv, int rank, int nranks) {
       std::string label = c.name;
       std::string selected;
       if (!c.mpi && c.algorithm == Algorithm::automatic) {
-        selected = std::string(collx::to_string(collx::auto_algorithm(*collective, bytes, nranks)));
+        // The shared-memory rows count for host buffers on a communicator with a segment.
+        const bool shared =
+            !device && (row.runner->comm ? *row.runner->comm : comm).shared_memory();
+        selected = std::string(
+            collx::to_string(collx::auto_algorithm(*collective, bytes, nranks, shared)));
         label += "(" + selected + ")";
       }
       if (!c.mpi && !row.runner->transport.empty()) label += "@" + row.runner->transport;

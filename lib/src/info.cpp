@@ -75,8 +75,9 @@ std::string mpi_standard_version() {
   return std::to_string(version) + "." + std::to_string(subversion);
 }
 
-Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks) {
-  return detail::resolve_algorithm(collective, Algorithm::automatic, bytes, nranks, -1);
+Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks, bool shared_memory) {
+  return detail::resolve_algorithm(collective, Algorithm::automatic, bytes, nranks, -1,
+                                   shared_memory);
 }
 
 std::string selection_table() {

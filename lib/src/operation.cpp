@@ -97,6 +97,7 @@ void Operation::suspend_on(std::coroutine_handle<> h, std::span<Transfer* const>
 void Operation::suspend_on_counter(std::coroutine_handle<> h, const CounterAwaiter& awaiter) {
   resume_point_ = h;
   watched_ = &awaiter.counter;
+  watched_arena_ = &awaiter.arena;
   watched_target_ = awaiter.target;
   watched_peer_ = awaiter.peer;
   watched_what_ = awaiter.what;
@@ -104,8 +105,22 @@ void Operation::suspend_on_counter(std::coroutine_handle<> h, const CounterAwait
 
 bool Operation::wait_in_place(const CounterAwaiter& awaiter) {
   if (!exclusive_) return false;
-  awaiter.arena.wait(awaiter.counter, awaiter.target);
+  // In slices, with a pass of the transport's progress engine between them: a peer may be
+  // waiting for this rank's MPI progress (the acknowledgment of a rendezvous it sent before)
+  // before it can move the counter; without it the two ranks wait for each other for ever.
+  // The first slice (1 ms) outlasts an ordinary handoff, so a wait normally ends with the
+  // producer's wake-up, not a timeout: waking every 200 us made a 1 MiB reduce at np=4 on two
+  // cores five times slower (docs/PERFORMANCE.md). Long waits back off to 16 ms slices.
+  auto slice = std::chrono::microseconds(1000);
+  while (!awaiter.arena.wait_for(awaiter.counter, awaiter.target, slice)) {
+    transport_.progress();
+    slice = std::min(slice * 2, std::chrono::microseconds(16000));
+  }
   return true;
+}
+
+void Operation::wait_on_counter_for(std::chrono::microseconds limit) {
+  if (watched_ != nullptr) watched_arena_->wait_for(*watched_, watched_target_, limit);
 }
 
 bool Operation::progress() {
@@ -120,7 +135,10 @@ bool Operation::progress() {
       return true;
     }
     if (watched_ != nullptr) {
-      if (watched_->load(std::memory_order_acquire) < watched_target_) return false;
+      if (watched_->load(std::memory_order_acquire) < watched_target_) {
+        transport_.progress();  // see wait_in_place
+        return false;
+      }
     } else {
       const bool ready =
           device_ != nullptr ? device_->test_all(waiting_) : transport_.test_all(waiting_);
@@ -319,6 +337,7 @@ void Engine::wait(Operation& op) {
   std::uint64_t polls = 0;
   while (!op.done()) {
     progress_all();
+    if (!op.done() && active_.size() == 1) op.wait_on_counter_for(std::chrono::milliseconds(1));
     if (timeout > 0 && (++polls & 1023) == 0) {
       const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
       if (waited.count() > timeout && !op.done()) {

@@ -151,6 +151,9 @@ class Operation {
   void suspend_on_counter(std::coroutine_handle<> h, const CounterAwaiter& awaiter);
   // For an exclusive operation: waits for the counter here and returns true; else false.
   bool wait_in_place(const CounterAwaiter& awaiter);
+  // Suspended on a shared-memory counter: waits for it up to `limit` (the engine's wait, with
+  // only this operation in flight, so an oversubscribed rank sleeps instead of polling).
+  void wait_on_counter_for(std::chrono::microseconds limit);
 
  private:
   template <std::size_t N>
@@ -179,6 +182,7 @@ class Operation {
   std::span<Transfer* const> waiting_;
   // Or a shared-memory counter it waits on (see until()).
   const std::atomic<std::uint64_t>* watched_ = nullptr;
+  const SharedArena* watched_arena_ = nullptr;
   std::uint64_t watched_target_ = 0;
   int watched_peer_ = -1;
   const char* watched_what_ = "";

@@ -69,8 +69,9 @@ std::uint32_t* futex_word(const SharedArena::Counter& c) {
 }
 
 // Not FUTEX_PRIVATE: the waiters and the waker are different processes mapping one page.
-void futex_sleep(const SharedArena::Counter& c, std::uint32_t seen) {
-  syscall(SYS_futex, futex_word(c), FUTEX_WAIT, seen, nullptr, nullptr, 0);
+void futex_sleep(const SharedArena::Counter& c, std::uint32_t seen,
+                 const timespec* limit = nullptr) {
+  syscall(SYS_futex, futex_word(c), FUTEX_WAIT, seen, limit, nullptr, 0);
 }
 void futex_wake_all(const SharedArena::Counter& c) {
   syscall(SYS_futex, futex_word(c), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
@@ -90,12 +91,13 @@ void SharedArena::advance(Counter& c, std::uint64_t value) {
   if (sleepers(c).load(std::memory_order_seq_cst) != 0) futex_wake_all(c);
 }
 
-void SharedArena::wait(const Counter& c, std::uint64_t target) const {
+bool SharedArena::wait_for(const Counter& c, std::uint64_t target,
+                           std::chrono::microseconds limit) const {
   // Spinning costs nothing where every rank has its core, and the handoff is fastest; on an
   // oversubscribed node each spin takes the core from a rank that has work.
-  const unsigned spin_limit = oversubscribed_ ? 256 : 1u << 16;
+  const unsigned spin_limit = oversubscribed_ ? 256 : 4096;
   for (unsigned spins = 1; spins <= spin_limit; ++spins) {
-    if (c.load(std::memory_order_acquire) >= target) return;
+    if (c.load(std::memory_order_acquire) >= target) return true;
     if ((spins & 127) == 0) {
       sched_yield();
     } else {
@@ -104,14 +106,14 @@ void SharedArena::wait(const Counter& c, std::uint64_t target) const {
 #endif
     }
   }
+  const timespec sleep_limit{static_cast<time_t>(limit.count() / 1000000),
+                             static_cast<long>(limit.count() % 1000000) * 1000};
   std::atomic<std::uint32_t>& asleep = sleepers(c);
-  for (;;) {
-    asleep.fetch_add(1, std::memory_order_seq_cst);
-    const std::uint64_t seen = c.load(std::memory_order_seq_cst);
-    if (seen < target) futex_sleep(c, static_cast<std::uint32_t>(seen));
-    asleep.fetch_sub(1, std::memory_order_seq_cst);
-    if (c.load(std::memory_order_acquire) >= target) return;
-  }
+  asleep.fetch_add(1, std::memory_order_seq_cst);
+  const std::uint64_t seen = c.load(std::memory_order_seq_cst);
+  if (seen < target) futex_sleep(c, static_cast<std::uint32_t>(seen), &sleep_limit);
+  asleep.fetch_sub(1, std::memory_order_seq_cst);
+  return c.load(std::memory_order_acquire) >= target;
 }
 
 void SharedArena::initialize_counters(std::byte* base, int count) {

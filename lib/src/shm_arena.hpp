@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,12 +54,14 @@ class SharedArena {
   std::size_t chunk_bytes() const { return chunk_bytes_; }
   int chunks() const { return chunks_; }
 
-  // A counter moves forward only through advance(), which wakes a rank asleep in wait() on it.
+  // A counter moves forward only through advance(), which wakes a rank asleep in wait_for().
   void advance(Counter& c, std::uint64_t value);
-  // Returns once `c` >= target: spins first (briefly when the node has more ranks than cores,
-  // where the rank that will move the counter may need this core), then sleeps on the counter
-  // (a futex on the shared page) until advance() wakes it.
-  void wait(const Counter& c, std::uint64_t target) const;
+  // Waits for `c` >= target for about `limit` at most; true once it is. Spins first (briefly
+  // when the node has more ranks than cores, where the rank that will move the counter may
+  // need this core), then sleeps on the counter (a futex on the shared page) until advance()
+  // wakes it or the limit passes. Callers wait in slices: between them they must let the
+  // transport progress (Operation::wait_in_place says why).
+  bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
   // More ranks share this node than it has cores (decided at creation).
   bool oversubscribed() const { return oversubscribed_; }
 

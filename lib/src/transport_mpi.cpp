@@ -173,4 +173,10 @@ bool MpiTransport::test_all(std::span<Transfer* const> ts) {
   return all_done;
 }
 
+void MpiTransport::progress() {
+  int flag = 0;
+  check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
+            rank_);
+}
+
 }  // namespace collx::detail

@@ -25,6 +25,9 @@ class MpiTransport final : public Transport {
                          int tag) override;
   void shift_blocking(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
                       std::size_t recv_bytes, int source, int tag) override;
+  // One pass of MPI's progress engine (an MPI_Iprobe): a rank waiting on shared memory must
+  // still answer its peers' messages in flight (a rendezvous acknowledgment, say).
+  void progress() override;
   // A CUDA-aware MPI library (or COLLX_CUDA_AWARE=1): MPI takes device buffers itself.
   bool supports_device_memory() const override;
 

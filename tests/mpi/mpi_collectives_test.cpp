@@ -367,6 +367,28 @@ TEST_F(MpiCollectives, SharedMemoryOperationsInFlightTogether) {
   }
 }
 
+// A rank waiting in a shared-memory collective keeps MPI progressing: here rank 0's blocking
+// MPI_Send (a rendezvous) completes only through rank 1's progress engine, while rank 1 waits
+// in the broadcast for rank 0's data. Without progress in that wait the two ranks wait for
+// each other for ever (collx-bench hung this way once in about 30 sweeps).
+TEST_F(MpiCollectives, SharedMemoryWaitKeepsMpiProgressing) {
+  if (p < 2) GTEST_SKIP() << "needs two ranks";
+  const std::size_t big = std::size_t{16} << 20;
+  std::vector<std::byte> message(big, std::byte{me == 0 ? std::uint8_t{0x3c} : std::uint8_t{0}});
+  std::vector<std::int32_t> buf(1000, me == 0 ? 9 : 0);
+  MPI_Request pending = MPI_REQUEST_NULL;
+  if (me == 1) {
+    MPI_Irecv(message.data(), static_cast<int>(big), MPI_BYTE, 0, 77, MPI_COMM_WORLD, &pending);
+  }
+  if (me == 0) MPI_Send(message.data(), static_cast<int>(big), MPI_BYTE, 1, 77, MPI_COMM_WORLD);
+  comm.broadcast(buf.data(), buf.size(), DataType::int32, 0, with(Algorithm::shared_memory));
+  MPI_Wait(&pending, MPI_STATUS_IGNORE);
+  EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](std::int32_t v) { return v == 9; }));
+  if (me == 1) {
+    EXPECT_EQ(message[big - 1], std::byte{0x3c});
+  }
+}
+
 TEST_F(MpiCollectives, SubCommunicatorsBesideTheirParent) {
   // Odd and even ranks apart, keyed in reverse order.
   auto half = comm.split(me % 2, -me);

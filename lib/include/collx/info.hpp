@@ -47,7 +47,10 @@ std::string mpi_library_version();
 std::string mpi_standard_version();
 
 // What Algorithm::automatic runs for this call shape (COLLX_ALGO included).
-Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks);
+// `shared_memory`: the communicator's ranks share a segment (Communicator::shared_memory()),
+// so the table's shared_memory rows apply.
+Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks,
+                         bool shared_memory = false);
 
 // The table `auto` uses (one line per rule) and any COLLX_ALGO overrides in force.
 std::string selection_table();
