@@ -57,24 +57,29 @@ constexpr SelectionRule kBuiltinRules[] = {
     // root's p-1 messages of the linear form cost more than log p (docs/ALGORITHMS.md).
     // Rows naming shared_memory count only where the communicator has a shared segment (all
     // ranks on one node, host buffers; see select_from); elsewhere the next matching row
-    // decides. From the shared-memory sweep in docs/PERFORMANCE.md ("Shared memory").
-    {Collective::broadcast, 1, 2, 32 << 10, Algorithm::shared_memory},
-    {Collective::broadcast, 1, 2, 128 << 10, Algorithm::binomial_tree},
+    // decides. Broadcast, reduce and allgather rows: scripts/selector_rows.py over the
+    // shared-memory sweep of docs/PERFORMANCE.md ("Shared memory"), 5 interleaved runs, medians;
+    // allgather at 3+ ranks keeps shared_memory to 32 MiB (its per-run ratio to MPI is the higher
+    // one at 16 MiB, 1.28 against the ring's 1.08, where their median times are within 8 %).
+    {Collective::broadcast, 1, 2, 16, Algorithm::binomial_tree},
+    {Collective::broadcast, 1, 2, 16 << 10, Algorithm::shared_memory},
+    {Collective::broadcast, 1, 2, 256 << 10, Algorithm::binomial_tree},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::binomial_tree},
-    {Collective::reduce, 1, kAnyRanks, 256, Algorithm::binomial_tree},
-    {Collective::reduce, 1, 2, 4 << 10, Algorithm::shared_memory},
-    {Collective::reduce, 1, 2, kAnySize, Algorithm::binomial_tree},
+    {Collective::reduce, 1, kAnyRanks, 128, Algorithm::binomial_tree},
+    {Collective::reduce, 1, 2, kAnySize, Algorithm::shared_memory},
+    {Collective::reduce, 3, kAnyRanks, 32 << 10, Algorithm::shared_memory},
+    {Collective::reduce, 3, kAnyRanks, 128 << 10, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
+    {Collective::reduce, 1, 2, kAnySize, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, 32 << 20, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::rabenseifner},
-    {Collective::allgather, 1, 2, 64 << 10, Algorithm::shared_memory},
-    {Collective::allgather, 1, 2, 256 << 10, Algorithm::ring},
-    {Collective::allgather, 1, 2, kAnySize, Algorithm::shared_memory},
+    {Collective::allgather, 1, 2, 512, Algorithm::ring},
+    {Collective::allgather, 1, 2, 8 << 10, Algorithm::shared_memory},
     {Collective::allgather, 1, 2, 16 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::ring},
     {Collective::allgather, 3, kAnyRanks, 512, Algorithm::recursive_doubling},
-    {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
+    {Collective::allgather, 3, kAnyRanks, 32 << 20, Algorithm::shared_memory},
     {Collective::allgather, 3, kAnyRanks, 256 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::ring},
     {Collective::reduce_scatter, 1, 2, 32 << 10, Algorithm::recursive_halving},
