@@ -15,6 +15,7 @@
 #include <new>
 
 #include "config.hpp"
+#include "transport_mpi.hpp"
 
 namespace collx::detail {
 
@@ -188,11 +189,11 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
       name[0] = '\0';
     }
   }
-  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
+  check_mpi(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm), "MPI_Bcast", rank);
   if (rank != 0 && name[0] != '\0') base = map_segment(name, bytes, false);
   int mapped = base != nullptr ? 1 : 0;
   int everywhere = 0;
-  MPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm);
+  check_mpi(MPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
   if (rank == 0 && name[0] != '\0') shm_unlink(name);
   if (everywhere == 0) {
     if (base != nullptr) munmap(base, bytes);
