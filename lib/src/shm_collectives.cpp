@@ -21,7 +21,7 @@ namespace {
 
 // Pieces are whole ring entries. Handing a piece to another core costs far more here than a
 // counter store: reading lines that the other core has just written is slow, and a broadcast of
-// 1 MiB at two ranks took 120 us in 16 KiB pieces, 88 us in 64 KiB and 29-31 us in 256-512 KiB
+// 1 MiB at two ranks took 120 us in 32 KiB pieces, 88 us in 64 KiB and 29-31 us in 256-512 KiB
 // pieces (against 79 us for MPI_Bcast; docs/PERFORMANCE.md). So the fewer handoffs the better,
 // as long as a few pieces are in flight for the largest messages.
 std::size_t piece_bytes(const SharedArena& arena) {
