@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "collx/build_config.hpp"
+#include "collx/info.hpp"
 #if COLLX_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -30,12 +31,7 @@ std::string device_memory_unavailable() {
     return std::string("no CUDA device is visible to this process (cudaGetDeviceCount: ") +
            (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")";
   }
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  check(cudaSetDevice(local % count), "cudaSetDevice");
+  check(cudaSetDevice(collx::node_placement(MPI_COMM_WORLD).rank % count), "cudaSetDevice");
   return "";
 }
 

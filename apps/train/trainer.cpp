@@ -41,16 +41,6 @@ class PhaseTimer {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// The rank of this process among the ranks of `comm` on its node (collective).
-int node_local_rank(const Communicator& comm) {
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(comm.mpi_comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  return local;
-}
-
 // Options for collectives on the backend's memory: nothing for the CPU backend (host memory,
 // the defaults); for a device backend, device memory (not detected per call) and the
 // stream-ordered form on `stream`, so the collective reads its inputs after the work enqueued
@@ -105,7 +95,8 @@ class Trainer final : public TrainerBase {
         nranks_(comm.size()),
         type_(datatype_of_v<T>),
         backend_(mlp::make_backend<T>(
-            config.device, config.device == mlp::Device::cuda ? node_local_rank(comm) : 0)),
+            config.device,
+            config.device == mlp::Device::cuda ? collx::node_placement(comm.mpi_comm()).rank : 0)),
         shape_(model_shape(config, data)),
         layout_(shape_),
         buckets_(make_buckets(layout_.count(), sizeof(T),

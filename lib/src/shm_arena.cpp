@@ -14,6 +14,7 @@
 #include <cstring>
 #include <new>
 
+#include "collx/info.hpp"
 #include "config.hpp"
 #include "transport_mpi.hpp"
 
@@ -31,19 +32,6 @@ std::size_t counters_bytes(int nranks) {
   // p published + p*p consumed, one cache line each.
   const auto p = static_cast<std::size_t>(nranks);
   return round_up((p + p * p) * 64, kPage);
-}
-
-// Whether every rank of `comm` shares this node: each rank's node-local group is the whole
-// communicator exactly when all ranks are on one node, so every rank reaches the same answer.
-bool all_on_one_node(MPI_Comm comm, int size) {
-  MPI_Comm node = MPI_COMM_NULL;
-  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
-    return false;
-  }
-  int node_size = 0;
-  MPI_Comm_size(node, &node_size);
-  MPI_Comm_free(&node);
-  return node_size == size;
 }
 
 // Maps `bytes` of the shared-memory object `name`; nullptr on failure.
@@ -165,7 +153,9 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   int size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  if (size < 2 || !config().shared_memory || !all_on_one_node(comm, size)) return nullptr;
+  // Each rank's node-local group is the whole communicator exactly when all ranks are on one
+  // node, so every rank reaches the same answer.
+  if (size < 2 || !config().shared_memory || node_placement(comm).size != size) return nullptr;
 
   const std::size_t chunk_bytes =
       config().shm_chunk_bytes ? round_up(config().shm_chunk_bytes, kPage) : kDefaultChunkBytes;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "collx/error.hpp"
+#include "collx/info.hpp"
 #include "config.hpp"
 #include "transport_mpi.hpp"
 
@@ -252,14 +253,7 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
   }
   runtime_ = UcxRuntime::acquire(size_);
   worker_ = runtime_->worker();
-  MPI_Comm node = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-            "MPI_Comm_split_type", rank_);
-  int processes_on_node = 1;
-  const int rc = MPI_Comm_size(node, &processes_on_node);
-  MPI_Comm_free(&node);
-  check_mpi(rc, "MPI_Comm_size", rank_);
-  runtime_->note_processes_on_node(processes_on_node);
+  runtime_->note_processes_on_node(node_placement(comm).size);
   context_id_ = agree_context_id(comm, rank_);
   const std::vector<std::string> addresses =
       exchange_addresses(comm, rank_, size_, runtime_->address());

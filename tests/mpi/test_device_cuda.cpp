@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "collx/info.hpp"
 #include "test_device.hpp"
 
 namespace collx::testing {
@@ -27,12 +28,7 @@ class Cuda final : public TestDevice {
       why_ = "no CUDA device";
       return;
     }
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    int local = 0;
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
-    check(cudaSetDevice(local % count), "cudaSetDevice");
+    check(cudaSetDevice(collx::node_placement(MPI_COMM_WORLD).rank % count), "cudaSetDevice");
   }
   std::string unavailable() override { return why_; }
   void* allocate(std::size_t bytes) override {

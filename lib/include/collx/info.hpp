@@ -1,6 +1,8 @@
 // What this build and this process offer: versions, capabilities, the selection table.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -40,6 +42,15 @@ struct DeviceMemoryInfo {
   std::vector<std::string> memory_types;      // what the collectives accept: "host", "cuda"
 };
 DeviceMemoryInfo device_memory_info();
+
+// This process's place among the ranks of `comm` that share its node (collective over `comm`):
+// its rank there and how many there are. For picking a GPU per rank (rank % devices), or
+// telling whether a communicator lives on one node (size == the communicator's size).
+struct NodePlacement {
+  int rank = 0;
+  int size = 1;
+};
+NodePlacement node_placement(MPI_Comm comm);
 
 // MPI_Get_library_version's text, first line (for example "Open MPI v4.1.4, ...").
 std::string mpi_library_version();
