@@ -62,8 +62,6 @@ class SharedArena {
   // wakes it or the limit passes. Callers wait in slices: between them they must let the
   // transport progress (Operation::wait_in_place says why).
   bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
-  // More ranks share this node than it has cores (decided at creation).
-  bool oversubscribed() const { return oversubscribed_; }
 
   // Operations take turns on the segment (the protocol above holds for one at a time): on each
   // rank, an operation takes a ticket when it is started, in the order the collectives are
@@ -110,7 +108,7 @@ class SharedArena {
   std::size_t chunk_bytes_;
   int chunks_;
   std::byte* data_;
-  bool oversubscribed_ = false;
+  bool oversubscribed_ = false;  // more ranks on this node than cores (set at creation)
   // Laid out like a segment counter (its sleepers beside it), so wait() and advance() serve it.
   struct alignas(64) Turn {
     Counter value{0};

@@ -86,14 +86,10 @@ class Transport {
     Transfer* ts[1] = {&t};
     wait_all(ts);
   }
-  virtual void sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
-                                 int tag) {
-    Transfer send;
-    Transfer recv;
-    irecv(recv, recv_buf, bytes, peer, tag);
-    isend(send, send_buf, bytes, peer, tag);
-    Transfer* ts[2] = {&send, &recv};
-    wait_all(ts);
+  // An exchange with one peer: the shift below with dest == source and equal lengths.
+  void sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
+                         int tag) {
+    shift_blocking(send_buf, bytes, peer, recv_buf, bytes, peer, tag);
   }
   // Send to `dest` while receiving from `source` (a shift: dissemination, rings).
   virtual void shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,

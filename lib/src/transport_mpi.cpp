@@ -98,17 +98,6 @@ void MpiTransport::recv_blocking(void* buf, std::size_t bytes, int peer, int tag
             "MPI_Recv", rank_);
 }
 
-void MpiTransport::sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes,
-                                     int peer, int tag) {
-  if (bytes > static_cast<std::size_t>(INT_MAX)) {
-    return Transport::sendrecv_blocking(send_buf, recv_buf, bytes, peer, tag);
-  }
-  const int n = static_cast<int>(bytes);
-  check_mpi(MPI_Sendrecv(send_buf, n, MPI_BYTE, peer, tag, recv_buf, n, MPI_BYTE, peer, tag, comm_,
-                         MPI_STATUS_IGNORE),
-            "MPI_Sendrecv", rank_);
-}
-
 void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,
                                   void* recv_buf, std::size_t recv_bytes, int source, int tag) {
   if (send_bytes > static_cast<std::size_t>(INT_MAX) ||

@@ -21,8 +21,6 @@ class MpiTransport final : public Transport {
   void wait_all(std::span<Transfer* const> ts) override;
   void send_blocking(const void* buf, std::size_t bytes, int peer, int tag) override;
   void recv_blocking(void* buf, std::size_t bytes, int peer, int tag) override;
-  void sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
-                         int tag) override;
   void shift_blocking(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
                       std::size_t recv_bytes, int source, int tag) override;
   // One pass of MPI's progress engine (an MPI_Iprobe): a rank waiting on shared memory must
