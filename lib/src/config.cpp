@@ -194,6 +194,18 @@ Config config_from_environment() {
     }
     c.shm_chunk_bytes = *bytes;
   }
+  if (const char* v = env("COLLX_SHM_STORES")) {
+    const std::string_view s = trim(v);
+    if (s == "auto") {
+      c.shm_stores = RingStorePolicy::automatic;
+    } else if (s == "plain") {
+      c.shm_stores = RingStorePolicy::plain;
+    } else if (s == "streaming") {
+      c.shm_stores = RingStorePolicy::streaming;
+    } else {
+      bad_value("COLLX_SHM_STORES", v, "expected auto, plain or streaming");
+    }
+  }
   return c;
 }
 

@@ -18,6 +18,9 @@ enum class DebugLevel { none, warn, info, trace };
 enum class TransportKind { mpi, ucx };
 std::string_view to_string(TransportKind kind);
 
+// How producers write into their shared-memory rings (ring_stores.hpp).
+enum class RingStorePolicy { automatic, plain, streaming };
+
 struct Config {
   // COLLX_ALGO="allreduce:ring;broadcast:binomial_tree": forced algorithm per collective.
   std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};
@@ -45,9 +48,12 @@ struct Config {
   // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
   std::optional<bool> cuda_aware;
   // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory segment
-  // for the shared_memory algorithms (default 1); COLLX_SHM_CHUNK_BYTES: its chunk size.
+  // for the shared_memory algorithms (default 1); COLLX_SHM_CHUNK_BYTES: its chunk size;
+  // COLLX_SHM_STORES=auto|plain|streaming: how producers write into their rings (default auto:
+  // chosen from measured copy times, ring_stores.hpp).
   bool shared_memory = true;
   std::size_t shm_chunk_bytes = 0;
+  RingStorePolicy shm_stores = RingStorePolicy::automatic;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

@@ -119,7 +119,7 @@ std::size_t SharedArena::segment_bytes(int nranks, std::size_t chunk_bytes, int 
 }
 
 SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks,
-                         std::size_t chunk_bytes, int chunks)
+                         std::size_t chunk_bytes, int chunks, RingStorePolicy stores)
     : base_(base),
       bytes_(bytes),
       mapped_(mapped),
@@ -127,7 +127,10 @@ SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nr
       chunk_bytes_(chunk_bytes),
       chunks_(chunks),
       data_(base + counters_bytes(nranks)),
-      turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {}
+      turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {
+  for (int r = 0; r < nranks; ++r)
+    turns_[static_cast<std::size_t>(r)].stores = RingStores(stores);
+}
 
 SharedArena::~SharedArena() {
   if (mapped_) {
@@ -138,12 +141,12 @@ SharedArena::~SharedArena() {
 }
 
 std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t chunk_bytes,
-                                                       int chunks) {
+                                                       int chunks, RingStorePolicy stores) {
   const std::size_t bytes = segment_bytes(nranks, chunk_bytes, chunks);
   auto* base = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kPage}));
   std::memset(base, 0, counters_bytes(nranks));
   std::shared_ptr<SharedArena> arena(
-      new SharedArena(base, bytes, false, nranks, chunk_bytes, chunks));
+      new SharedArena(base, bytes, false, nranks, chunk_bytes, chunks, stores));
   initialize_counters(base, nranks + nranks * nranks);
   return arena;
 }
@@ -189,7 +192,8 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     if (base != nullptr) munmap(base, bytes);
     return nullptr;
   }
-  std::shared_ptr<SharedArena> arena(new SharedArena(base, bytes, true, size, chunk_bytes, chunks));
+  std::shared_ptr<SharedArena> arena(
+      new SharedArena(base, bytes, true, size, chunk_bytes, chunks, config().shm_stores));
   arena->oversubscribed_ = node_oversubscribed(size);
   return arena;
 }

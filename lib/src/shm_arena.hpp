@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "ring_stores.hpp"
+
 namespace collx::detail {
 
 class SharedArena {
@@ -42,9 +44,9 @@ class SharedArena {
   // the segment cannot be created or mapped on some rank.
   static std::shared_ptr<SharedArena> create(MPI_Comm comm);
   // A segment in this process's memory, for ranks simulated in one process (tests).
-  static std::shared_ptr<SharedArena> create_local(int nranks,
-                                                   std::size_t chunk_bytes = kDefaultChunkBytes,
-                                                   int chunks = kDefaultChunks);
+  static std::shared_ptr<SharedArena> create_local(
+      int nranks, std::size_t chunk_bytes = kDefaultChunkBytes, int chunks = kDefaultChunks,
+      RingStorePolicy stores = RingStorePolicy::automatic);
 
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
@@ -73,6 +75,9 @@ class SharedArena {
     advance(turns_[rank].value, turns_[rank].value.load(std::memory_order_relaxed) + 1);
   }
 
+  // How `rank` writes into its ring (kept in this process, per rank).
+  RingStores& ring_stores(int rank) { return turns_[rank].stores; }
+
   Counter& published(int producer) { return *counter(producer); }
   Counter& consumed(int reader, int producer) {
     return *counter(nranks_ + reader * nranks_ + producer);
@@ -89,7 +94,7 @@ class SharedArena {
 
  private:
   SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks, std::size_t chunk_bytes,
-              int chunks);
+              int chunks, RingStorePolicy stores);
   // Each counter's cache line: the counter, then how many ranks sleep on it.
   static constexpr std::size_t kLine = 64;
   Counter* counter(int index) {
@@ -114,6 +119,7 @@ class SharedArena {
     Counter value{0};
     std::atomic<std::uint32_t> sleepers{0};
     std::uint64_t tickets = 0;
+    RingStores stores;
   };
   std::unique_ptr<Turn[]> turns_;
 };

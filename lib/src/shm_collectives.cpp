@@ -7,6 +7,7 @@
 // All copies are memcpy, the producer's and the readers' run at the same time, and no byte goes
 // through the MPI library.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <vector>
@@ -61,7 +62,15 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
              std::size_t bytes) {
   const int me = op.rank();
   co_await wait_for_room(op, arena, me, sequence);
-  std::memcpy(arena.chunk(me, sequence), source, bytes);
+  RingStores& stores = arena.ring_stores(me);
+  const RingStores::Kind kind = stores.next(bytes);
+  const auto start = std::chrono::steady_clock::now();
+  if (kind == RingStores::Kind::streaming) {
+    kernels::copy_streaming(arena.chunk(me, sequence), source, bytes);
+  } else {
+    std::memcpy(arena.chunk(me, sequence), source, bytes);
+  }
+  stores.record(kind, bytes, std::chrono::steady_clock::now() - start);
   arena.advance(arena.published(me), sequence + 1);
 }
 

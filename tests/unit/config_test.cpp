@@ -126,6 +126,28 @@ TEST(Config, CudaAwareIsDetectedUnlessOverridden) {
   unsetenv("COLLX_CUDA_AWARE");
 }
 
+TEST(Config, RingStoresAreChosenAutomaticallyUnlessNamed) {
+  unsetenv("COLLX_SHM_STORES");
+  EXPECT_EQ(config_from_environment().shm_stores, RingStorePolicy::automatic);
+  setenv("COLLX_SHM_STORES", "streaming", 1);
+  EXPECT_EQ(config_from_environment().shm_stores, RingStorePolicy::streaming);
+  setenv("COLLX_SHM_STORES", " plain ", 1);
+  EXPECT_EQ(config_from_environment().shm_stores, RingStorePolicy::plain);
+  setenv("COLLX_SHM_STORES", "auto", 1);
+  EXPECT_EQ(config_from_environment().shm_stores, RingStorePolicy::automatic);
+  setenv("COLLX_SHM_STORES", "nt", 1);
+  try {
+    config_from_environment();
+    FAIL() << "COLLX_SHM_STORES=nt accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::config);
+    EXPECT_NE(std::string(e.what()).find("COLLX_SHM_STORES"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("auto, plain or streaming"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("COLLX_SHM_STORES");
+}
+
 TEST(Selector, FirstMatchingRuleWins) {
   const SelectionRule rules[] = {
       {Collective::allreduce, 1, 2, 100, Algorithm::recursive_doubling},

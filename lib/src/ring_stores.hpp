@@ -1,0 +1,102 @@
+// RingStores: how a producer writes its pieces into its shared-memory ring — plain stores or
+// streaming (non-temporal) stores — chosen from the copy times it measures as it goes.
+//
+// Why: a plain store to a line that another core holds in its cache must first take the line
+// from that core. When the two cores share a cache that is cheap, and plain stores are the
+// fastest way into the ring (the reader then finds the piece in cache). On this 2-vCPU VM the
+// host sometimes runs the vCPUs where that handoff is slow: then every ring entry a reader has
+// copied out costs ~26 ns per line to write again, 12-15x the plain time (213 us instead of
+// 15 us per 512 KiB piece), while streaming stores, which need no line first, still take
+// 18 us and the reader's copy from memory 20 us (docs/PERFORMANCE.md, "The slow state").
+// Which state the machine is in changes every few seconds and cannot be asked, so the producer
+// times its copies and keeps the faster kind: the best of each kind's last few times (a
+// preempted copy only looks slower), plain unless it is clearly slower than streaming (the
+// readers pay for streaming with a copy from memory), and now and then one piece the other
+// way to notice a change, less often the longer the choice holds.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "config.hpp"
+
+namespace collx::detail {
+
+class RingStores {
+ public:
+  enum class Kind { plain, streaming };
+
+  // Pieces smaller than this are neither timed nor used to try the other kind: their copy is
+  // too short to time well; they are written the way the larger pieces last found faster.
+  static constexpr std::size_t kTimedBytes = std::size_t{64} << 10;
+  // Plain stores are kept unless they take this many times as long as streaming ones.
+  static constexpr double kPlainPreference = 1.5;
+  // The other kind is first tried at the second timed piece (so a process that starts in the
+  // slow state leaves it at once), after a change of kind this many pieces later, then twice
+  // as many each time the choice holds, up to the maximum.
+  static constexpr std::uint64_t kFirstTrial = 1;
+  static constexpr std::uint64_t kTrialInterval = 32;
+  static constexpr std::uint64_t kLongestTrialInterval = 1024;
+
+  explicit RingStores(RingStorePolicy policy = RingStorePolicy::automatic) : policy_(policy) {}
+
+  // The kind for the next piece of `bytes`.
+  Kind next(std::size_t bytes) const {
+    if (policy_ == RingStorePolicy::plain) return Kind::plain;
+    if (policy_ == RingStorePolicy::streaming) return Kind::streaming;
+    if (bytes >= kTimedBytes && timed_ >= next_trial_) return other(current_);
+    return current_;
+  }
+
+  // What writing `bytes` with `kind` took.
+  void record(Kind kind, std::size_t bytes, std::chrono::nanoseconds took) {
+    if (policy_ != RingStorePolicy::automatic || bytes < kTimedBytes) return;
+    const bool trial = kind != current_;
+    times(kind).add(static_cast<double>(took.count()) / static_cast<double>(bytes));
+    ++timed_;
+    const Kind before = current_;
+    current_ = faster();
+    if (current_ != before) {
+      trial_interval_ = kTrialInterval;
+    } else if (trial) {
+      trial_interval_ = std::min(trial_interval_ * 2, kLongestTrialInterval);
+    }
+    if (trial || current_ != before) next_trial_ = timed_ + trial_interval_;
+  }
+
+  Kind current() const { return current_; }
+
+ private:
+  // The last few times per byte of one kind; their minimum is its estimate.
+  struct Times {
+    static constexpr std::size_t kKept = 4;
+    std::array<double, kKept> ns_per_byte{};
+    std::size_t count = 0;
+    void add(double t) { ns_per_byte[count++ % kKept] = t; }
+    double best() const {
+      if (count == 0) return std::numeric_limits<double>::infinity();
+      return *std::min_element(ns_per_byte.begin(),
+                               ns_per_byte.begin() + static_cast<long>(std::min(count, kKept)));
+    }
+  };
+
+  static Kind other(Kind k) { return k == Kind::plain ? Kind::streaming : Kind::plain; }
+  Times& times(Kind k) { return k == Kind::plain ? plain_ : streaming_; }
+  Kind faster() const {
+    return plain_.best() > kPlainPreference * streaming_.best() ? Kind::streaming : Kind::plain;
+  }
+
+  RingStorePolicy policy_;
+  Kind current_ = Kind::plain;
+  Times plain_;
+  Times streaming_;
+  std::uint64_t timed_ = 0;
+  std::uint64_t trial_interval_ = kTrialInterval;
+  std::uint64_t next_trial_ = kFirstTrial;
+};
+
+}  // namespace collx::detail
