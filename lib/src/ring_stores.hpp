@@ -10,9 +10,10 @@
 // 18 us and the reader's copy from memory 20 us (docs/PERFORMANCE.md, "The slow state").
 // Which state the machine is in changes every few seconds and cannot be asked, so the producer
 // times its copies and keeps the faster kind: the best of each kind's last few times (a
-// preempted copy only looks slower), plain unless it is clearly slower than streaming (the
-// readers pay for streaming with a copy from memory), and now and then one piece the other
-// way to notice a change, less often the longer the choice holds.
+// preempted copy only looks slower), plain unless it takes several times as long as streaming
+// (the readers pay for streaming with a copy from memory, and for a few pieces after new
+// buffers are first touched plain copies run 3-10x slower for no lasting reason), and now and
+// then one piece the other way to notice a change, less often the longer the choice holds.
 #pragma once
 
 #include <algorithm>
@@ -34,12 +35,12 @@ class RingStores {
   // too short to time well; they are written the way the larger pieces last found faster.
   static constexpr std::size_t kTimedBytes = std::size_t{64} << 10;
   // Plain stores are kept unless they take this many times as long as streaming ones.
-  static constexpr double kPlainPreference = 1.5;
+  static constexpr double kPlainPreference = 4;
   // The other kind is first tried at the second timed piece (so a process that starts in the
   // slow state leaves it at once), after a change of kind this many pieces later, then twice
   // as many each time the choice holds, up to the maximum.
   static constexpr std::uint64_t kFirstTrial = 1;
-  static constexpr std::uint64_t kTrialInterval = 32;
+  static constexpr std::uint64_t kTrialInterval = 8;
   static constexpr std::uint64_t kLongestTrialInterval = 1024;
 
   explicit RingStores(RingStorePolicy policy = RingStorePolicy::automatic) : policy_(policy) {}

@@ -34,9 +34,13 @@ std::size_t piece_bytes(const SharedArena& arena) {
 // is then bound by memory writes (docs/PERFORMANCE.md, "Shared memory").
 constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
 
+bool streams_output(std::size_t output_bytes) {
+  return output_bytes > kStreamingOutputBytes;
+}
+
 // How pieces are copied out of a ring into an output of `output_bytes`.
 kernels::CopyFn copy_for_output(std::size_t output_bytes) {
-  return output_bytes > kStreamingOutputBytes
+  return streams_output(output_bytes)
              ? kernels::active_kernels().copy_streaming
              : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
 }
@@ -57,18 +61,41 @@ Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_
   }
 }
 
-// Publishes piece `sequence` of this rank's ring: `bytes` from `source`.
+// Publishes piece `sequence` of this rank's ring: `bytes` from `source`, written with the kind
+// of stores the rank's RingStores choose. With `also`, the piece goes to `also` as well (the
+// allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
+// stores they go block by block, so that `source` is read once and the second copy reads what
+// the first just brought into the L1 cache (allgather 4M at two ranks: 137-141 us against
+// 156-178 us for a second pass over `source`); streaming stores are not cut up so, since each
+// call ends with a fence that waits for them to reach memory.
 Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const std::byte* source,
-             std::size_t bytes) {
+             std::size_t bytes, std::byte* also = nullptr, bool also_streams = false) {
   const int me = op.rank();
   co_await wait_for_room(op, arena, me, sequence);
   RingStores& stores = arena.ring_stores(me);
   const RingStores::Kind kind = stores.next(bytes);
+  std::byte* entry = arena.chunk(me, sequence);
   const auto start = std::chrono::steady_clock::now();
-  if (kind == RingStores::Kind::streaming) {
-    kernels::copy_streaming(arena.chunk(me, sequence), source, bytes);
+  if (also != nullptr && kind == RingStores::Kind::plain && !also_streams) {
+    constexpr std::size_t kBlock = std::size_t{8} << 10;
+    for (std::size_t i = 0; i < bytes; i += kBlock) {
+      const std::size_t n = std::min(kBlock, bytes - i);
+      std::memcpy(entry + i, source + i, n);
+      std::memcpy(also + i, entry + i, n);
+    }
   } else {
-    std::memcpy(arena.chunk(me, sequence), source, bytes);
+    if (kind == RingStores::Kind::streaming) {
+      kernels::copy_streaming(entry, source, bytes);
+    } else {
+      std::memcpy(entry, source, bytes);
+    }
+    if (also != nullptr) {
+      if (also_streams) {
+        kernels::copy_streaming(also, source, bytes);
+      } else {
+        std::memcpy(also, source, bytes);
+      }
+    }
   }
   stores.record(kind, bytes, std::chrono::steady_clock::now() - start);
   arena.advance(arena.published(me), sequence + 1);
@@ -155,7 +182,8 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
   const std::size_t rounds = pieces_of(largest, piece);
   const std::byte* own = a.send != nullptr ? a.send : block(me);
   const bool copy_own = own != block(me);
-  const kernels::CopyFn copy = copy_for_output(a.offsets.back() * elem);
+  const std::size_t total_bytes = a.offsets.back() * elem;
+  const kernels::CopyFn copy = copy_for_output(total_bytes);
   // Where each producer's ring stood before this call (see shm_arena.hpp).
   std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
@@ -169,8 +197,8 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
     const std::size_t offset = k * piece;
     if (offset < block_bytes(me)) {
       const std::size_t length = std::min(piece, block_bytes(me) - offset);
-      co_await publish(op, arena, base[static_cast<std::size_t>(me)] + k, own + offset, length);
-      if (copy_own) copy(block(me) + offset, own + offset, length);
+      co_await publish(op, arena, base[static_cast<std::size_t>(me)] + k, own + offset, length,
+                       copy_own ? block(me) + offset : nullptr, streams_output(total_bytes));
     }
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;

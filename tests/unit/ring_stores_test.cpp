@@ -67,7 +67,9 @@ TEST(RingStores, KeepsPlainUnlessClearlySlower) {
   RingStores stores;
   write(stores, 500, microseconds(25), microseconds(19));
   EXPECT_EQ(stores.current(), Kind::plain);
-  write(stores, 500, microseconds(30), microseconds(19));
+  write(stores, 500, microseconds(60), microseconds(19));
+  EXPECT_EQ(stores.current(), Kind::plain);
+  write(stores, 500, microseconds(90), microseconds(19));
   EXPECT_EQ(stores.current(), Kind::streaming);
 }
 
