@@ -194,6 +194,11 @@ Config config_from_environment() {
     }
     c.shm_chunk_bytes = *bytes;
   }
+  if (const char* v = env("COLLX_SHM_DIRECT")) {
+    const std::string_view s = trim(v);
+    if (s != "0" && s != "1") bad_value("COLLX_SHM_DIRECT", v, "expected 0 or 1");
+    c.shm_direct = s == "1";
+  }
   if (const char* v = env("COLLX_SHM_STORES")) {
     const std::string_view s = trim(v);
     if (s == "auto") {

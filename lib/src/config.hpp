@@ -54,6 +54,11 @@ struct Config {
   bool shared_memory = true;
   std::size_t shm_chunk_bytes = 0;
   RingStorePolicy shm_stores = RingStorePolicy::automatic;
+  // COLLX_SHM_DIRECT=0|1: whether a shared-memory allgather's readers may copy a producer's
+  // block straight from its buffer (process_vm_readv) instead of through its ring: 1 always
+  // (where the ranks may read each other's memory), 0 never; unset: while plain stores into
+  // the rings are slow (ring_stores.hpp) and the blocks are of a size where that wins.
+  std::optional<bool> shm_direct;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

@@ -69,6 +69,12 @@ class RingStores {
     if (trial || current_ != before) next_trial_ = timed_ + trial_interval_;
   }
 
+  // A timed-size piece that went another way (a direct read) while streaming was chosen: it
+  // counts toward the next trial, so plain stores are still tried now and then.
+  void count_untimed() {
+    if (policy_ == RingStorePolicy::automatic) ++timed_;
+  }
+
   Kind current() const { return current_; }
 
  private:

@@ -5,10 +5,12 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -28,10 +30,10 @@ std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
 
-std::size_t counters_bytes(int nranks) {
-  // p published + p*p consumed, one cache line each.
+std::size_t counters_bytes(int nranks, int chunks) {
+  // p published + p*p consumed + p process lines + p*chunks descriptors, a cache line each.
   const auto p = static_cast<std::size_t>(nranks);
-  return round_up((p + p * p) * 64, kPage);
+  return round_up((2 * p + p * p + p * static_cast<std::size_t>(chunks)) * 64, kPage);
 }
 
 // Maps `bytes` of the shared-memory object `name`; nullptr on failure.
@@ -113,8 +115,40 @@ void SharedArena::initialize_counters(std::byte* base, int count) {
   }
 }
 
+int SharedArena::read_direct(int producer, std::byte* target, std::uint64_t address,
+                             std::size_t bytes) {
+  const auto pid = static_cast<pid_t>(process_line(producer).pid);
+  std::size_t done = 0;
+  while (done < bytes) {
+    iovec local{target + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EFAULT;  // nothing more could be read: part of the range is not mapped
+    done += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+void SharedArena::describe_process(int rank) {
+  process_line(rank) = {static_cast<std::int64_t>(getpid()),
+                        reinterpret_cast<std::uint64_t>(base_)};
+}
+
+bool SharedArena::can_read_directly_from(int peer) {
+  // The peer's process line as the peer's own mapping holds it must equal this mapping's.
+  const ProcessLine& theirs = process_line(peer);
+  ProcessLine read{};
+  const std::uint64_t at =
+      theirs.segment_address +
+      static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(&process_line(peer)) - base_);
+  return read_direct(peer, reinterpret_cast<std::byte*>(&read), at, sizeof read) == 0 &&
+         read.pid == theirs.pid && read.segment_address == theirs.segment_address;
+}
+
 std::size_t SharedArena::segment_bytes(int nranks, std::size_t chunk_bytes, int chunks) {
-  return counters_bytes(nranks) +
+  return counters_bytes(nranks, chunks) +
          static_cast<std::size_t>(nranks) * static_cast<std::size_t>(chunks) * chunk_bytes;
 }
 
@@ -126,7 +160,7 @@ SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nr
       nranks_(nranks),
       chunk_bytes_(chunk_bytes),
       chunks_(chunks),
-      data_(base + counters_bytes(nranks)),
+      data_(base + counters_bytes(nranks, chunks)),
       turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {
   for (int r = 0; r < nranks; ++r)
     turns_[static_cast<std::size_t>(r)].stores = RingStores(stores);
@@ -144,10 +178,13 @@ std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t c
                                                        int chunks, RingStorePolicy stores) {
   const std::size_t bytes = segment_bytes(nranks, chunk_bytes, chunks);
   auto* base = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kPage}));
-  std::memset(base, 0, counters_bytes(nranks));
+  std::memset(base, 0, counters_bytes(nranks, chunks));
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, false, nranks, chunk_bytes, chunks, stores));
   initialize_counters(base, nranks + nranks * nranks);
+  for (int r = 0; r < nranks; ++r)
+    arena->describe_process(r);
+  arena->direct_reads_ = config().shm_direct != false && arena->can_read_directly_from(0);
   return arena;
 }
 
@@ -175,7 +212,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
                   created.fetch_add(1));
     base = map_segment(name, bytes, true);
     if (base != nullptr) {
-      std::memset(base, 0, counters_bytes(size));
+      std::memset(base, 0, counters_bytes(size, chunks));
       initialize_counters(base, size + size * size);
     } else {
       shm_unlink(name);
@@ -195,6 +232,18 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, true, size, chunk_bytes, chunks, config().shm_stores));
   arena->oversubscribed_ = node_oversubscribed(size);
+  if (config().shm_direct != false) {
+    // Direct reads need every rank able to read every other's memory (same user, and ptrace
+    // allowed: Yama's ptrace_scope or a container may forbid it); trying one peer each is
+    // the same kernel check for all.
+    arena->describe_process(rank);
+    check_mpi(MPI_Barrier(comm), "MPI_Barrier", rank);
+    int readable = arena->can_read_directly_from((rank + 1) % size) ? 1 : 0;
+    int all_readable = 0;
+    check_mpi(MPI_Allreduce(&readable, &all_readable, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce",
+              rank);
+    arena->direct_reads_ = all_readable == 1;
+  }
   return arena;
 }
 

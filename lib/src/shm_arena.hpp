@@ -14,6 +14,9 @@
 // each operation consumed[r][j] == published[j] for all r != j, and an operation's chunk k of
 // producer j lives in ring entry (base + k) % chunks(), base being that shared count. Each
 // counter has its own cache line; counters only grow, so they need no reset between calls.
+// Each ring entry also has a descriptor line: an entry whose descriptor holds an address
+// carries no bytes; its readers copy them straight from that address in the producer's
+// memory (process_vm_readv, where the ranks may read each other's memory: direct_reads()).
 #pragma once
 
 #include <mpi.h>
@@ -78,6 +81,22 @@ class SharedArena {
   // How `rank` writes into its ring (kept in this process, per rank).
   RingStores& ring_stores(int rank) { return turns_[rank].stores; }
 
+  // Where the bytes of a ring entry are when not in the entry: an address in the producer's
+  // memory (0: in the entry) and their length. Written before the entry is published.
+  struct PieceDescriptor {
+    std::atomic<std::uint64_t> address;
+    std::atomic<std::uint64_t> bytes;
+  };
+  PieceDescriptor& descriptor(int producer, std::uint64_t sequence) {
+    return *reinterpret_cast<PieceDescriptor*>(
+        line(descriptor_lines_start() + producer * chunks_ +
+             static_cast<int>(sequence % static_cast<std::uint64_t>(chunks_))));
+  }
+  // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
+  bool direct_reads() const { return direct_reads_; }
+  // Copies `bytes` at `address` in `producer`'s memory to `target`; 0, or the errno.
+  int read_direct(int producer, std::byte* target, std::uint64_t address, std::size_t bytes);
+
   Counter& published(int producer) { return *counter(producer); }
   Counter& consumed(int reader, int producer) {
     return *counter(nranks_ + reader * nranks_ + producer);
@@ -97,9 +116,22 @@ class SharedArena {
               int chunks, RingStorePolicy stores);
   // Each counter's cache line: the counter, then how many ranks sleep on it.
   static constexpr std::size_t kLine = 64;
-  Counter* counter(int index) {
-    return reinterpret_cast<Counter*>(base_ + static_cast<std::size_t>(index) * kLine);
+  std::byte* line(int index) { return base_ + static_cast<std::size_t>(index) * kLine; }
+  Counter* counter(int index) { return reinterpret_cast<Counter*>(line(index)); }
+  // After the counters: one line per rank saying where it is (process id, where it mapped the
+  // segment), then the descriptors.
+  struct ProcessLine {
+    std::int64_t pid;
+    std::uint64_t segment_address;
+  };
+  ProcessLine& process_line(int rank) {
+    return *reinterpret_cast<ProcessLine*>(line(nranks_ + nranks_ * nranks_ + rank));
   }
+  int descriptor_lines_start() const { return 2 * nranks_ + nranks_ * nranks_; }
+  // Says where this rank is, for the others' direct reads.
+  void describe_process(int rank);
+  // Whether this rank can read `peer`'s memory: reads peer's view of a line of the segment.
+  bool can_read_directly_from(int peer);
   static std::atomic<std::uint32_t>& sleepers(const Counter& c) {
     return *reinterpret_cast<std::atomic<std::uint32_t>*>(
         const_cast<std::byte*>(reinterpret_cast<const std::byte*>(&c)) + sizeof(Counter));
@@ -114,6 +146,7 @@ class SharedArena {
   int chunks_;
   std::byte* data_;
   bool oversubscribed_ = false;  // more ranks on this node than cores (set at creation)
+  bool direct_reads_ = false;    // set at creation
   // Laid out like a segment counter (its sleepers beside it), so wait() and advance() serve it.
   struct alignas(64) Turn {
     Counter value{0};

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "config.hpp"
 #include "exact_data.hpp"
+#include "shm_arena.hpp"
 #include "sim_world.hpp"
 
 namespace {
@@ -400,7 +402,8 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
 // and reduces in turn on one world (roots, sizes and block lengths changing, zero-length
 // blocks, more pieces than ring entries), with and without a shared segment (without one they
 // run point-to-point).
-TEST(SimSharedMemory, CallsInSequenceOnOneSegment) {
+namespace {
+void calls_in_sequence_on_one_segment() {
   for (int p : {2, 3, 4, 7}) {
     for (int chunks : {0, 1, 3}) {
       SimWorld world(p, 256, chunks);
@@ -479,4 +482,33 @@ TEST(SimSharedMemory, CallsInSequenceOnOneSegment) {
       }
     }
   }
+}
+}  // namespace
+
+TEST(SimSharedMemory, CallsInSequenceOnOneSegment) {
+  calls_in_sequence_on_one_segment();
+}
+
+// The same with every allgather block handed over as a pointer (readers copy it straight from
+// the producer's buffer, here with process_vm_readv on this process), between pieces that
+// broadcasts and reduces put through the rings.
+TEST(SimSharedMemory, DirectReadsBetweenRingPieces) {
+  Config direct;
+  direct.shm_direct = true;
+  set_config(direct);
+  {
+    SimWorld world(2, 256, 3);
+    ASSERT_NE(world.shared_arena(), nullptr);
+    EXPECT_TRUE(world.shared_arena()->direct_reads());
+  }
+  calls_in_sequence_on_one_segment();
+  Config never;
+  never.shm_direct = false;
+  set_config(never);
+  {
+    SimWorld world(2, 256, 3);
+    ASSERT_NE(world.shared_arena(), nullptr);
+    EXPECT_FALSE(world.shared_arena()->direct_reads());
+  }
+  set_config(Config{});
 }

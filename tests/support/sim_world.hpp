@@ -52,6 +52,8 @@ class SimWorld {
   void run(const detail::OpInfo& info, const MakeTask& make);
 
   std::uint64_t messages_matched() const { return matched_; }
+  // The ranks' shared segment (null without one).
+  detail::SharedArena* shared_arena() const { return arena_.get(); }
   std::uint64_t bytes_moved() const { return bytes_; }
 
  private:

@@ -126,6 +126,18 @@ TEST(Config, CudaAwareIsDetectedUnlessOverridden) {
   unsetenv("COLLX_CUDA_AWARE");
 }
 
+TEST(Config, DirectReadsAreAutomaticUnlessForcedOnOrOff) {
+  unsetenv("COLLX_SHM_DIRECT");
+  EXPECT_FALSE(config_from_environment().shm_direct.has_value());
+  setenv("COLLX_SHM_DIRECT", "1", 1);
+  EXPECT_EQ(config_from_environment().shm_direct, std::optional<bool>(true));
+  setenv("COLLX_SHM_DIRECT", "0", 1);
+  EXPECT_EQ(config_from_environment().shm_direct, std::optional<bool>(false));
+  setenv("COLLX_SHM_DIRECT", "cma", 1);
+  EXPECT_THROW(config_from_environment(), collx::Error);
+  unsetenv("COLLX_SHM_DIRECT");
+}
+
 TEST(Config, RingStoresAreChosenAutomaticallyUnlessNamed) {
   unsetenv("COLLX_SHM_STORES");
   EXPECT_EQ(config_from_environment().shm_stores, RingStorePolicy::automatic);

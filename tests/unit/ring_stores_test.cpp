@@ -90,6 +90,22 @@ TEST(RingStores, SmallPiecesFollowTheLargeOnesWithoutBeingTimed) {
   EXPECT_EQ(stores.current(), Kind::streaming);
 }
 
+TEST(RingStores, PiecesThatGoAnotherWayStillLeadToTrials) {
+  RingStores stores;
+  write(stores, 10, microseconds(213), microseconds(18));
+  ASSERT_EQ(stores.current(), Kind::streaming);
+  // While streaming is chosen, pieces handed over directly are counted, and plain stores are
+  // still due for a trial within the longest interval.
+  int untimed = 0;
+  while (stores.next(kPiece) == Kind::streaming && untimed < 2000) {
+    stores.count_untimed();
+    ++untimed;
+  }
+  EXPECT_LE(untimed, static_cast<int>(RingStores::kLongestTrialInterval));
+  stores.record(Kind::plain, kPiece, microseconds(15));
+  EXPECT_EQ(stores.current(), Kind::plain);
+}
+
 TEST(RingStores, NamedPolicyIsKept) {
   RingStores plain(RingStorePolicy::plain);
   EXPECT_EQ(write(plain, 100, microseconds(213), microseconds(18)), 0);
