@@ -7,6 +7,7 @@
 #
 # Example (what docs/PERFORMANCE.md records):
 #   scripts/perf-sweep.sh /tmp/sweep 5 "2 4" broadcast reduce allgather -- -b 8 -e 64M -f 4
+# SWEEP_ALGOS=auto,mpi runs those algorithms instead of all of them (the goal tables).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 collx_mpi_env
@@ -24,6 +25,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 done
 [ $# -gt 0 ] && shift
 bench_options=("$@")
+algos="${SWEEP_ALGOS:-all}"
 [ ${#bench_options[@]} -eq 0 ] && bench_options=(-b 8 -e 64M -f 4)
 [ ${#collectives[@]} -eq 0 ] &&
   collectives=(allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall sendrecv barrier)
@@ -37,7 +39,7 @@ for r in $(seq 1 "$runs"); do
   for c in "${collectives[@]}"; do
     for np in $nps; do
       json="$out/${c}_np${np}_r${r}.json"
-      mpirun -np "$np" --oversubscribe "$bench" "$c" -a all -n 20 -w 5 -c 1 \
+      mpirun -np "$np" --oversubscribe "$bench" "$c" -a "$algos" -n 20 -w 5 -c 1 \
         "${bench_options[@]}" --json "$json" >"$out/${c}_np${np}_r${r}.txt"
       grep -q "Out of bounds values : 0 OK" "$out/${c}_np${np}_r${r}.txt" ||
         { echo "perf-sweep: wrong results in $out/${c}_np${np}_r${r}.txt" >&2; exit 1; }
@@ -53,7 +55,7 @@ for c in "${collectives[@]}"; do
     echo
     echo "### $c, np=$np"
     echo
-    echo "\`mpirun -np $np --oversubscribe collx-bench $c -a all -n 20 -w 5 -c 1 ${bench_options[*]}\`," \
+    echo "\`mpirun -np $np --oversubscribe collx-bench $c -a $algos -n 20 -w 5 -c 1 ${bench_options[*]}\`," \
       "$runs runs; times in us (median), ratios = mpi time / collx time (median of the per-run ratios)."
     echo
     python3 "$COLLX_ROOT/scripts/bench_summary.py" --markdown "${files[@]}" | tail -n +2

@@ -59,8 +59,12 @@ constexpr SelectionRule kBuiltinRules[] = {
     // ranks on one node, host buffers; see select_from); elsewhere the next matching row
     // decides. Broadcast, reduce and allgather rows: scripts/selector_rows.py over the
     // shared-memory sweep of docs/PERFORMANCE.md ("Shared memory"), 5 interleaved runs, medians;
-    // allgather at 3+ ranks keeps shared_memory to 32 MiB (its per-run ratio to MPI is the higher
-    // one at 16 MiB, 1.28 against the ring's 1.08, where their median times are within 8 %).
+    // allgather at 3+ ranks takes shared_memory above 512 B (at 64 MiB, 4 ranks: 1.77-1.97x MPI
+    // in each of 5 runs since its rings change their stores, the ring 0.92-1.01x).
+    // Allgather at two ranks takes shared_memory above 256 KiB since its rings change their
+    // stores, and hand blocks over directly, while plain stores are slow (ring_stores.hpp):
+    // 1.2-1.6x MPI in runs where the cores share a cache, about parity (the ring's figure)
+    // where they do not, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The slow state").
     {Collective::broadcast, 1, 2, 16, Algorithm::binomial_tree},
     {Collective::broadcast, 1, 2, 16 << 10, Algorithm::shared_memory},
     {Collective::broadcast, 1, 2, 256 << 10, Algorithm::binomial_tree},
@@ -76,10 +80,11 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::rabenseifner},
     {Collective::allgather, 1, 2, 512, Algorithm::ring},
     {Collective::allgather, 1, 2, 8 << 10, Algorithm::shared_memory},
-    {Collective::allgather, 1, 2, 16 << 10, Algorithm::recursive_doubling},
+    {Collective::allgather, 1, 2, 256 << 10, Algorithm::ring},
+    {Collective::allgather, 1, 2, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::ring},
     {Collective::allgather, 3, kAnyRanks, 512, Algorithm::recursive_doubling},
-    {Collective::allgather, 3, kAnyRanks, 32 << 20, Algorithm::shared_memory},
+    {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 3, kAnyRanks, 256 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::ring},
     {Collective::reduce_scatter, 1, 2, 32 << 10, Algorithm::recursive_halving},
