@@ -7,7 +7,8 @@
 #
 # Example (what docs/PERFORMANCE.md records):
 #   scripts/perf-sweep.sh /tmp/sweep 5 "2 4" broadcast reduce allgather -- -b 8 -e 64M -f 4
-# SWEEP_ALGOS=auto,mpi runs those algorithms instead of all of them (the goal tables).
+# SWEEP_ALGOS=auto,mpi runs those algorithms instead of all of them (the goal tables);
+# SWEEP_ITERS="-n 2000 -w 100" replaces the default "-n 20 -w 5" (sub-microsecond sizes).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 collx_mpi_env
@@ -26,6 +27,7 @@ done
 [ $# -gt 0 ] && shift
 bench_options=("$@")
 algos="${SWEEP_ALGOS:-all}"
+read -r -a iters <<<"${SWEEP_ITERS:--n 20 -w 5}"
 [ ${#bench_options[@]} -eq 0 ] && bench_options=(-b 8 -e 64M -f 4)
 [ ${#collectives[@]} -eq 0 ] &&
   collectives=(allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall sendrecv barrier)
@@ -39,7 +41,7 @@ for r in $(seq 1 "$runs"); do
   for c in "${collectives[@]}"; do
     for np in $nps; do
       json="$out/${c}_np${np}_r${r}.json"
-      mpirun -np "$np" --oversubscribe "$bench" "$c" -a "$algos" -n 20 -w 5 -c 1 \
+      mpirun -np "$np" --oversubscribe "$bench" "$c" -a "$algos" "${iters[@]}" -c 1 \
         "${bench_options[@]}" --json "$json" >"$out/${c}_np${np}_r${r}.txt"
       grep -q "Out of bounds values : 0 OK" "$out/${c}_np${np}_r${r}.txt" ||
         { echo "perf-sweep: wrong results in $out/${c}_np${np}_r${r}.txt" >&2; exit 1; }
@@ -55,7 +57,7 @@ for c in "${collectives[@]}"; do
     echo
     echo "### $c, np=$np"
     echo
-    echo "\`mpirun -np $np --oversubscribe collx-bench $c -a $algos -n 20 -w 5 -c 1 ${bench_options[*]}\`," \
+    echo "\`mpirun -np $np --oversubscribe collx-bench $c -a $algos ${iters[*]} -c 1 ${bench_options[*]}\`," \
       "$runs runs; times in us (median), ratios = mpi time / collx time (median of the per-run ratios)."
     echo
     python3 "$COLLX_ROOT/scripts/bench_summary.py" --markdown "${files[@]}" | tail -n +2
