@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -489,26 +490,24 @@ TEST(SimSharedMemory, CallsInSequenceOnOneSegment) {
   calls_in_sequence_on_one_segment();
 }
 
+namespace {
+// Sets COLLX_SHM_DIRECT to `setting` (the configuration stays so) and says whether a two-rank
+// world's segment then allows direct reads.
+bool direct_reads_with(std::optional<bool> setting) {
+  Config c;
+  c.shm_direct = setting;
+  set_config(c);
+  SimWorld world(2, 256, 3);
+  return world.shared_arena() != nullptr && world.shared_arena()->direct_reads();
+}
+}  // namespace
+
 // The same with every allgather block handed over as a pointer (readers copy it straight from
 // the producer's buffer, here with process_vm_readv on this process), between pieces that
 // broadcasts and reduces put through the rings.
 TEST(SimSharedMemory, DirectReadsBetweenRingPieces) {
-  Config direct;
-  direct.shm_direct = true;
-  set_config(direct);
-  {
-    SimWorld world(2, 256, 3);
-    ASSERT_NE(world.shared_arena(), nullptr);
-    EXPECT_TRUE(world.shared_arena()->direct_reads());
-  }
+  EXPECT_TRUE(direct_reads_with(true));
   calls_in_sequence_on_one_segment();
-  Config never;
-  never.shm_direct = false;
-  set_config(never);
-  {
-    SimWorld world(2, 256, 3);
-    ASSERT_NE(world.shared_arena(), nullptr);
-    EXPECT_FALSE(world.shared_arena()->direct_reads());
-  }
+  EXPECT_FALSE(direct_reads_with(false));
   set_config(Config{});
 }
