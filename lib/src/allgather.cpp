@@ -156,8 +156,7 @@ Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorith
     case Algorithm::bruck:
       return allgather_bruck(op, args);
     case Algorithm::shared_memory:
-      return shared_memory_usable(op) ? in_turn(op, allgather_shared_memory(op, args))
-                                      : allgather_ring(op, args);
+      return shared_memory_or(op, args, &allgather_shared_memory, &allgather_ring);
     default:
       no_algorithm(op, "allgather", algorithm);
   }

@@ -166,8 +166,7 @@ Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorith
     case Algorithm::scatter_allgather:
       return broadcast_scatter_allgather(op, args);
     case Algorithm::shared_memory:
-      return shared_memory_usable(op) ? in_turn(op, broadcast_shared_memory(op, args))
-                                      : broadcast_binomial(op, args);
+      return shared_memory_or(op, args, &broadcast_shared_memory, &broadcast_binomial);
     default:
       no_algorithm(op, "broadcast", algorithm);
   }

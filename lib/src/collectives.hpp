@@ -126,6 +126,13 @@ bool shared_memory_usable(Operation& op);
 // Runs `body` (a shared-memory task) once every shared-memory operation started before it on
 // this communicator has finished: they take turns on the segment.
 Task in_turn(Operation& op, Task body);
+// The dispatchers' shared_memory case: `shared` in its turn where the operation can, else the
+// point-to-point `fallback` (what ranks on several nodes run).
+template <class Args>
+Task shared_memory_or(Operation& op, const Args& args, Task (*shared)(Operation&, Args),
+                      Task (*fallback)(Operation&, Args)) {
+  return shared_memory_usable(op) ? in_turn(op, shared(op, args)) : fallback(op, args);
+}
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);

@@ -124,8 +124,7 @@ Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
     case Algorithm::rabenseifner:
       return reduce_rabenseifner(op, args);
     case Algorithm::shared_memory:
-      return shared_memory_usable(op) ? in_turn(op, reduce_shared_memory(op, args))
-                                      : reduce_binomial(op, args);
+      return shared_memory_or(op, args, &reduce_shared_memory, &reduce_binomial);
     default:
       no_algorithm(op, "reduce", algorithm);
   }
