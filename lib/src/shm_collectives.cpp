@@ -159,8 +159,9 @@ Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequenc
 // Allgather blocks of at least this many bytes are read directly from their producer while its
 // plain stores are slow, up to outputs of kDirectMaxOutputBytes: there the kernel's copy of
 // the producer's buffer (what MPI's single-copy path does) beats streaming stores into the
-// ring and a copy out of memory (1 MiB at two ranks: 98-150 us through the ring, 55 us for
-// MPI_Allgather), while above it streaming wins (16 MiB: 1000-1100 us, MPI 1700-2000 us).
+// ring and a copy out of memory (1 MiB at two ranks: 70-78 us with streaming stores, 52-56 us
+// for MPI_Allgather and for direct reads), while above it streaming wins (16 MiB in the slow
+// state: 995-1025 us, MPI 1398-1668 us; docs/PERFORMANCE.md, "The slow state").
 constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
 constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 
