@@ -53,9 +53,9 @@ class RingStores {
     return current_;
   }
 
-  // What writing `bytes` with `kind` took.
-  void record(Kind kind, std::size_t bytes, std::chrono::nanoseconds took) {
-    if (policy_ != RingStorePolicy::automatic || bytes < kTimedBytes) return;
+  // What writing `bytes` with `kind` took; true when that changed the choice.
+  bool record(Kind kind, std::size_t bytes, std::chrono::nanoseconds took) {
+    if (policy_ != RingStorePolicy::automatic || bytes < kTimedBytes) return false;
     const bool trial = kind != current_;
     times(kind).add(static_cast<double>(took.count()) / static_cast<double>(bytes));
     ++timed_;
@@ -67,6 +67,13 @@ class RingStores {
       trial_interval_ = std::min(trial_interval_ * 2, kLongestTrialInterval);
     }
     if (trial || current_ != before) next_trial_ = timed_ + trial_interval_;
+    return current_ != before;
+  }
+
+  // The estimate behind the choice: the best recent time of `kind` per KiB (infinity before
+  // its first timed piece).
+  double best_ns_per_kib(Kind kind) const {
+    return (kind == Kind::plain ? plain_ : streaming_).best() * 1024;
   }
 
   // A timed-size piece that went another way (a direct read) while streaming was chosen: it

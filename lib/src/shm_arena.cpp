@@ -244,6 +244,16 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
               rank);
     arena->direct_reads_ = all_readable == 1;
   }
+  if (rank == 0 && config().debug >= DebugLevel::info) {
+    std::fprintf(stderr,
+                 "collx INFO: shared segment for %d ranks, %d x %zu B ring entries per rank, "
+                 "direct reads %s\n",
+                 size, chunks, chunk_bytes,
+                 arena->direct_reads_ ? "possible"
+                 : config().shm_direct == false
+                     ? "off (COLLX_SHM_DIRECT=0)"
+                     : "not possible (process_vm_readv refused between the ranks)");
+  }
   return arena;
 }
 

@@ -8,6 +8,7 @@
 // through the MPI library.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -101,7 +102,15 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
       }
     }
   }
-  stores.record(kind, bytes, std::chrono::steady_clock::now() - start);
+  if (stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
+      config().debug >= DebugLevel::info) {
+    std::fprintf(stderr,
+                 "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
+                 "streaming %.0f ns/KiB)\n",
+                 me, stores.current() == RingStores::Kind::plain ? "plain" : "streaming",
+                 stores.best_ns_per_kib(RingStores::Kind::plain),
+                 stores.best_ns_per_kib(RingStores::Kind::streaming));
+  }
   arena.descriptor(me, sequence).address.store(0, std::memory_order_relaxed);
   arena.advance(arena.published(me), sequence + 1);
 }

@@ -106,6 +106,15 @@ TEST(RingStores, PiecesThatGoAnotherWayStillLeadToTrials) {
   EXPECT_EQ(stores.current(), Kind::plain);
 }
 
+TEST(RingStores, RecordSaysWhenTheChoiceChangesAndShowsItsEstimates) {
+  RingStores stores;
+  EXPECT_FALSE(stores.record(Kind::plain, kPiece, microseconds(213)));
+  EXPECT_TRUE(stores.record(Kind::streaming, kPiece, microseconds(18)));
+  EXPECT_FALSE(stores.record(Kind::streaming, kPiece, microseconds(18)));
+  EXPECT_NEAR(stores.best_ns_per_kib(Kind::streaming), 18000.0 / 512, 0.01);
+  EXPECT_NEAR(stores.best_ns_per_kib(Kind::plain), 213000.0 / 512, 0.01);
+}
+
 TEST(RingStores, NamedPolicyIsKept) {
   RingStores plain(RingStorePolicy::plain);
   EXPECT_EQ(write(plain, 100, microseconds(213), microseconds(18)), 0);
