@@ -53,9 +53,14 @@ class RingStores {
     return current_;
   }
 
+  // Whether a piece of `bytes` is to be timed (and given to record()).
+  bool timed(std::size_t bytes) const {
+    return policy_ == RingStorePolicy::automatic && bytes >= kTimedBytes;
+  }
+
   // What writing `bytes` with `kind` took; true when that changed the choice.
   bool record(Kind kind, std::size_t bytes, std::chrono::nanoseconds took) {
-    if (policy_ != RingStorePolicy::automatic || bytes < kTimedBytes) return false;
+    if (!timed(bytes)) return false;
     const bool trial = kind != current_;
     times(kind).add(static_cast<double>(took.count()) / static_cast<double>(bytes));
     ++timed_;
@@ -72,9 +77,7 @@ class RingStores {
 
   // The estimate behind the choice: the best recent time of `kind` per KiB (infinity before
   // its first timed piece).
-  double best_ns_per_kib(Kind kind) const {
-    return (kind == Kind::plain ? plain_ : streaming_).best() * 1024;
-  }
+  double best_ns_per_kib(Kind kind) const { return times(kind).best() * 1024; }
 
   // A timed-size piece that went another way (a direct read) while streaming was chosen: it
   // counts toward the next trial, so plain stores are still tried now and then.
@@ -100,6 +103,7 @@ class RingStores {
 
   static Kind other(Kind k) { return k == Kind::plain ? Kind::streaming : Kind::plain; }
   Times& times(Kind k) { return k == Kind::plain ? plain_ : streaming_; }
+  const Times& times(Kind k) const { return k == Kind::plain ? plain_ : streaming_; }
   Kind faster() const {
     return plain_.best() > kPlainPreference * streaming_.best() ? Kind::streaming : Kind::plain;
   }

@@ -26,7 +26,8 @@ namespace collx::detail {
 namespace {
 
 // Pieces are whole ring entries. Handing a piece to another core costs far more here than a
-// counter store: reading lines that the other core has just written is slow, and a broadcast of
+// counter store (the counter's line moves between the cores, the reader may have to wake up),
+// and a broadcast of
 // 1 MiB at two ranks took 120 us in 32 KiB pieces, 88 us in 64 KiB and 29-31 us in 256-512 KiB
 // pieces (against 79 us for MPI_Bcast; docs/PERFORMANCE.md). So the fewer handoffs the better,
 // as long as a few pieces are in flight for the largest messages.
@@ -43,11 +44,15 @@ bool streams_output(std::size_t output_bytes) {
   return output_bytes > kStreamingOutputBytes;
 }
 
+// A copy with streaming or plain stores.
+kernels::CopyFn copy_with(bool streaming) {
+  return streaming ? kernels::active_kernels().copy_streaming
+                   : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
+}
+
 // How pieces are copied out of a ring into an output of `output_bytes`.
 kernels::CopyFn copy_for_output(std::size_t output_bytes) {
-  return streams_output(output_bytes)
-             ? kernels::active_kernels().copy_streaming
-             : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
+  return copy_with(streams_output(output_bytes));
 }
 
 std::size_t pieces_of(std::size_t bytes, std::size_t piece) {
@@ -79,9 +84,12 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
   co_await wait_for_room(op, arena, me, sequence);
   RingStores& stores = arena.ring_stores(me);
   const RingStores::Kind kind = stores.next(bytes);
+  const bool streaming = kind == RingStores::Kind::streaming;
+  const bool timed = stores.timed(bytes);
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   std::byte* entry = arena.chunk(me, sequence);
-  const auto start = std::chrono::steady_clock::now();
-  if (also != nullptr && kind == RingStores::Kind::plain && !also_streams) {
+  if (also != nullptr && !streaming && !also_streams) {
     constexpr std::size_t kBlock = std::size_t{8} << 10;
     for (std::size_t i = 0; i < bytes; i += kBlock) {
       const std::size_t n = std::min(kBlock, bytes - i);
@@ -89,20 +97,10 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
       std::memcpy(also + i, entry + i, n);
     }
   } else {
-    if (kind == RingStores::Kind::streaming) {
-      kernels::copy_streaming(entry, source, bytes);
-    } else {
-      std::memcpy(entry, source, bytes);
-    }
-    if (also != nullptr) {
-      if (also_streams) {
-        kernels::copy_streaming(also, source, bytes);
-      } else {
-        std::memcpy(also, source, bytes);
-      }
-    }
+    copy_with(streaming)(entry, source, bytes);
+    if (also != nullptr) copy_with(also_streams)(also, source, bytes);
   }
-  if (stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
+  if (timed && stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
       config().debug >= DebugLevel::info) {
     std::fprintf(stderr,
                  "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
@@ -111,7 +109,10 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
                  stores.best_ns_per_kib(RingStores::Kind::plain),
                  stores.best_ns_per_kib(RingStores::Kind::streaming));
   }
-  arena.descriptor(me, sequence).address.store(0, std::memory_order_relaxed);
+  // Clears a pointer an earlier publish_direct left in this entry's descriptor. Only then: an
+  // unchanged line stays in the readers' caches, where take() reads it.
+  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
+  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
   arena.advance(arena.published(me), sequence + 1);
 }
 

@@ -86,6 +86,8 @@ TEST(RingStores, SmallPiecesFollowTheLargeOnesWithoutBeingTimed) {
   ASSERT_EQ(stores.current(), Kind::streaming);
   // Small pieces, however fast plain stores look for them, neither try nor change the kind.
   const std::size_t small = RingStores::kTimedBytes - 64;
+  EXPECT_FALSE(stores.timed(small));
+  EXPECT_TRUE(stores.timed(kPiece));
   EXPECT_EQ(write(stores, 5000, microseconds(0), microseconds(1), small), 5000);
   EXPECT_EQ(stores.current(), Kind::streaming);
 }
@@ -117,6 +119,7 @@ TEST(RingStores, RecordSaysWhenTheChoiceChangesAndShowsItsEstimates) {
 
 TEST(RingStores, NamedPolicyIsKept) {
   RingStores plain(RingStorePolicy::plain);
+  EXPECT_FALSE(plain.timed(kPiece));  // nothing to choose, nothing to time
   EXPECT_EQ(write(plain, 100, microseconds(213), microseconds(18)), 0);
   RingStores streaming(RingStorePolicy::streaming);
   EXPECT_EQ(write(streaming, 100, microseconds(15), microseconds(19)), 100);
