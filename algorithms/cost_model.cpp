@@ -267,9 +267,10 @@ std::string describe(Collective c, Algorithm a) {
         case Algorithm::shared_memory:
           return "One node only: every rank copies its block piece by piece into its ring in a "
                  "shared segment and copies the other p-1 blocks out of theirs, all ranks at "
-                 "once: n/p in, n out per rank, no bytes on a wire. While stores into the rings "
-                 "are slow (cores without a shared cache) a rank may publish a pointer instead, "
-                 "and the others copy its block straight from its buffer (process_vm_readv).";
+                 "once: n/p in, n out per rank, no bytes on a wire. While plain stores into the "
+                 "rings are slow (a state of some machines, measured at run time) a rank may "
+                 "publish a pointer instead, and the others copy its block straight from its "
+                 "buffer (process_vm_readv).";
         default:
           break;
       }

@@ -63,8 +63,8 @@ constexpr SelectionRule kBuiltinRules[] = {
     // in each of 5 runs since its rings change their stores, the ring 0.92-1.01x).
     // Allgather at two ranks takes shared_memory above 256 KiB since its rings change their
     // stores, and hand blocks over directly, while plain stores are slow (ring_stores.hpp):
-    // 1.2-1.6x MPI in runs where the cores share a cache, about parity (the ring's figure)
-    // where they do not, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The slow state").
+    // 1.2-1.6x MPI in runs in the machine's fast state, about parity (the ring's figure)
+    // in its slow state, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The slow state").
     {Collective::broadcast, 1, 2, 16, Algorithm::binomial_tree},
     {Collective::broadcast, 1, 2, 16 << 10, Algorithm::shared_memory},
     {Collective::broadcast, 1, 2, 256 << 10, Algorithm::binomial_tree},
