@@ -30,12 +30,6 @@ std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
 
-std::size_t counters_bytes(int nranks, int chunks) {
-  // p published + p*p consumed + p process lines + p*chunks descriptors, a cache line each.
-  const auto p = static_cast<std::size_t>(nranks);
-  return round_up((2 * p + p * p + p * static_cast<std::size_t>(chunks)) * 64, kPage);
-}
-
 // Maps `bytes` of the shared-memory object `name`; nullptr on failure.
 std::byte* map_segment(const char* name, std::size_t bytes, bool create) {
   const int fd =
@@ -147,8 +141,13 @@ bool SharedArena::can_read_directly_from(int peer) {
          read.pid == theirs.pid && read.segment_address == theirs.segment_address;
 }
 
+std::size_t SharedArena::header_bytes(int nranks, int chunks) {
+  const int lines = first_descriptor_line(nranks) + nranks * chunks;
+  return round_up(static_cast<std::size_t>(lines) * kLine, kPage);
+}
+
 std::size_t SharedArena::segment_bytes(int nranks, std::size_t chunk_bytes, int chunks) {
-  return counters_bytes(nranks, chunks) +
+  return header_bytes(nranks, chunks) +
          static_cast<std::size_t>(nranks) * static_cast<std::size_t>(chunks) * chunk_bytes;
 }
 
@@ -160,7 +159,7 @@ SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nr
       nranks_(nranks),
       chunk_bytes_(chunk_bytes),
       chunks_(chunks),
-      data_(base + counters_bytes(nranks, chunks)),
+      data_(base + header_bytes(nranks, chunks)),
       turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {
   for (int r = 0; r < nranks; ++r)
     turns_[static_cast<std::size_t>(r)].stores = RingStores(stores);
@@ -178,7 +177,7 @@ std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t c
                                                        int chunks, RingStorePolicy stores) {
   const std::size_t bytes = segment_bytes(nranks, chunk_bytes, chunks);
   auto* base = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kPage}));
-  std::memset(base, 0, counters_bytes(nranks, chunks));
+  std::memset(base, 0, header_bytes(nranks, chunks));
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, false, nranks, chunk_bytes, chunks, stores));
   initialize_counters(base, nranks + nranks * nranks);
@@ -212,7 +211,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
                   created.fetch_add(1));
     base = map_segment(name, bytes, true);
     if (base != nullptr) {
-      std::memset(base, 0, counters_bytes(size, chunks));
+      std::memset(base, 0, header_bytes(size, chunks));
       initialize_counters(base, size + size * size);
     } else {
       shm_unlink(name);

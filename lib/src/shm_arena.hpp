@@ -89,7 +89,7 @@ class SharedArena {
   };
   PieceDescriptor& descriptor(int producer, std::uint64_t sequence) {
     return *reinterpret_cast<PieceDescriptor*>(
-        line(descriptor_lines_start() + producer * chunks_ +
+        line(first_descriptor_line(nranks_) + producer * chunks_ +
              static_cast<int>(sequence % static_cast<std::uint64_t>(chunks_))));
   }
   // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
@@ -125,9 +125,13 @@ class SharedArena {
     std::uint64_t segment_address;
   };
   ProcessLine& process_line(int rank) {
-    return *reinterpret_cast<ProcessLine*>(line(nranks_ + nranks_ * nranks_ + rank));
+    return *reinterpret_cast<ProcessLine*>(line(first_process_line(nranks_) + rank));
   }
-  int descriptor_lines_start() const { return 2 * nranks_ + nranks_ * nranks_; }
+  // The lines before the rings: p published and p*p consumed counters, p process lines, p *
+  // chunks descriptors; header_bytes() rounds them up to whole pages.
+  static int first_process_line(int p) { return p + p * p; }
+  static int first_descriptor_line(int p) { return first_process_line(p) + p; }
+  static std::size_t header_bytes(int nranks, int chunks);
   // Says where this rank is, for the others' direct reads.
   void describe_process(int rank);
   // Whether this rank can read `peer`'s memory: reads peer's view of a line of the segment.
