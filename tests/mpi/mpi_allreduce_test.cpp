@@ -197,11 +197,59 @@ TEST_F(MpiAllreduce, BadArgumentsAreRejectedBeforeAnyMessageAndTheCommunicatorSt
         comm.allreduce(a.data(), b.data(), 8, DataType::float32, ReduceOp::sum, options);
       },
       collx::ErrorCode::unsupported, "bruck");
+  expect_error(
+      [&] {
+        collx::Options options;
+        options.pipeline_depth = -1;
+        comm.allreduce(a.data(), b.data(), 8, DataType::float32, ReduceOp::sum, options);
+      },
+      collx::ErrorCode::invalid_argument, "pipeline_depth");
   // A null buffer with count 0 is fine.
   comm.allreduce(nullptr, nullptr, 0, DataType::float32, ReduceOp::sum);
   // Still usable, and still in step across ranks.
   comm.allreduce(a.data(), b.data(), 8, DataType::float32, ReduceOp::max);
   EXPECT_EQ(b[0], 1.0f);
+}
+
+// Counts whose gathered or reduced total no buffer can hold are argument errors (not a
+// division by zero in a schedule, nor a misleading "overlap"), and nothing is sent.
+TEST_F(MpiAllreduce, CountsWhoseTotalOverflowsAreInvalidArguments) {
+  std::vector<float> a(8, 1.0f), b(8);
+  const std::size_t huge = SIZE_MAX / 8;
+  auto expect_invalid = [&](auto&& call, const char* collective) {
+    try {
+      call();
+      ADD_FAILURE() << "no error for " << collective;
+    } catch (const collx::Error& e) {
+      EXPECT_EQ(e.code(), collx::ErrorCode::invalid_argument) << e.what();
+      EXPECT_EQ(e.collective(), collective) << e.what();
+      EXPECT_NE(std::string(e.what()).find("largest possible buffer"), std::string::npos)
+          << e.what();
+    }
+  };
+  if (comm.size() > 1) {
+    expect_invalid(
+        [&] { comm.reduce_scatter(a.data(), b.data(), huge, DataType::float32, ReduceOp::sum); },
+        "reduce_scatter");
+    expect_invalid([&] { comm.allgather(a.data(), b.data(), huge, DataType::float32); },
+                   "allgather");
+    expect_invalid([&] { comm.alltoall(a.data(), b.data(), huge, DataType::float32); },
+                   "alltoall");
+    expect_invalid([&] { comm.gather(a.data(), b.data(), huge, DataType::float32, 0); },
+                   "gather");
+    std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), SIZE_MAX / 2);
+    expect_invalid(
+        [&] {
+          comm.reduce_scatter_v(a.data(), b.data(), counts, DataType::float32, ReduceOp::sum);
+        },
+        "reduce_scatter_v");
+  }
+  expect_invalid(
+      [&] { comm.allreduce(a.data(), b.data(), huge * 2, DataType::float32, ReduceOp::sum); },
+      "allreduce");
+  // Still usable, and still in step across ranks.
+  comm.allreduce(a.data(), b.data(), 8, DataType::float32, ReduceOp::sum);
+  EXPECT_EQ(b[0], static_cast<float>(comm.size()));
 }
 
 TEST(MpiCommunicator, FreedCommunicatorIsAnError) {

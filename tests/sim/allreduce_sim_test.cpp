@@ -43,7 +43,7 @@ std::vector<std::vector<std::byte>> run_allreduce(
   info.pipeline_depth = pipeline.depth;
   world.run(info, [&](collx::detail::Operation& o, int r) {
     AllreduceArgs args{in_place ? recv[r].data() : send[r].data(), recv[r].data(), count,
-                       Reduction::make(type, op, p), 0};
+                       Reduction::make(type, op, p), {}};
     return collx::detail::allreduce_task(o, args, algorithm);
   });
   return recv;

@@ -79,7 +79,7 @@ TEST_P(SimCollectives, Broadcast) {
           buf[root] = pattern(type, root, count);
           SimWorld world(p);
           world.run(info_for(Collective::broadcast, a, pl), [&](Operation& op, int r) {
-            return broadcast_task(op, {buf[r].data(), count, 1, root, 0}, a);
+            return broadcast_task(op, {buf[r].data(), count, 1, root, {}}, a);
           });
           const Bytes expected = pattern(type, root, count);
           for (int r = 0; r < p; ++r) {
@@ -112,7 +112,7 @@ TEST_P(SimCollectives, Reduce) {
               world.run(info_for(Collective::reduce, a, pl), [&](Operation& op, int r) {
                 const std::byte* s = in_place && r == root ? recv[r].data() : send[r].data();
                 return reduce_task(
-                    op, {s, recv[r].data(), count, Reduction::make(type, rop, p), root, 0}, a);
+                    op, {s, recv[r].data(), count, Reduction::make(type, rop, p), root, {}, Algorithm::ring}, a);
               });
               Bytes expected(bytes);
               collx::verify::fill_expected(expected.data(), type, rop, p, count);
@@ -144,7 +144,7 @@ TEST_P(SimCollectives, Allgather) {
           world.run(info_for(Collective::allgather, a, pl), [&](Operation& op, int r) {
             return allgather_task(op,
                                   {in_place ? nullptr : send[r].data(), recv[r].data(),
-                                   equal_offsets(count, p), 8, 0},
+                                   equal_offsets(count, p), 8, {}},
                                   a);
           });
           Bytes expected;
@@ -192,7 +192,7 @@ TEST_P(SimCollectives, ReduceScatter) {
               world.run(info_for(Collective::reduce_scatter, a, pl), [&](Operation& op, int r) {
                 std::byte* out = in_place ? send[r].data() : recv[r].data();
                 return reduce_scatter_task(
-                    op, {send[r].data(), out, offsets, Reduction::make(type, rop, p), 0}, a);
+                    op, {send[r].data(), out, offsets, Reduction::make(type, rop, p), {}}, a);
               });
               for (int r = 0; r < p; ++r) {
                 const std::size_t n = offsets[r + 1] - offsets[r];
@@ -230,7 +230,7 @@ TEST_P(SimCollectives, GatherAndScatter) {
           gather_world.run(
               info_for(Collective::gather, a, kPipelines[0]), [&](Operation& op, int r) {
                 const std::byte* s = in_place && r == root ? nullptr : send[r].data();
-                return gather_task(op, {s, recv[r].data(), equal_offsets(count, p), 4, root, 0}, a);
+                return gather_task(op, {s, recv[r].data(), equal_offsets(count, p), 4, root, {}}, a);
               });
           Bytes expected;
           for (int r = 0; r < p; ++r) {
@@ -247,7 +247,7 @@ TEST_P(SimCollectives, GatherAndScatter) {
           scatter_world.run(
               info_for(Collective::scatter, a, kPipelines[0]), [&](Operation& op, int r) {
                 std::byte* o = in_place && r == root ? nullptr : out[r].data();
-                return scatter_task(op, {all.data(), o, equal_offsets(count, p), 4, root, 0}, a);
+                return scatter_task(op, {all.data(), o, equal_offsets(count, p), 4, root, {}}, a);
               });
           for (int r = 0; r < p; ++r) {
             if (in_place && r == root) continue;  // the root's block stays in its send buffer
@@ -275,7 +275,7 @@ TEST_P(SimCollectives, Alltoall) {
         SimWorld world(p);
         world.run(info_for(Collective::alltoall, a, kPipelines[1]), [&](Operation& op, int r) {
           const std::byte* s = in_place ? recv[r].data() : send[r].data();
-          return alltoall_task(op, {s, recv[r].data(), count, 4, 0}, a);
+          return alltoall_task(op, {s, recv[r].data(), count, 4, {}}, a);
         });
         for (int j = 0; j < p; ++j) {
           for (int i = 0; i < p; ++i) {
@@ -307,7 +307,7 @@ TEST_P(SimCollectives, AllreduceTrees) {
           SimWorld world(p);
           world.run(info_for(Collective::allreduce, a, pl), [&](Operation& op, int r) {
             const std::byte* s = in_place ? recv[r].data() : send[r].data();
-            return allreduce_task(op, {s, recv[r].data(), count, Reduction::make(type, rop, p), 0},
+            return allreduce_task(op, {s, recv[r].data(), count, Reduction::make(type, rop, p), {}},
                                   a);
           });
           Bytes expected(count * 4);
@@ -327,7 +327,7 @@ TEST_P(SimCollectives, BarrierAndPointToPoint) {
   const int p = GetParam();
   SimWorld world(p);
   world.run(info_for(Collective::barrier, Algorithm::dissemination, kPipelines[0]),
-            [&](Operation& op, int) { return barrier_task(op, 0, Algorithm::dissemination); });
+            [&](Operation& op, int) { return barrier_task(op, {}, Algorithm::dissemination); });
   // A ring shift with sendrecv: rank r sends to r+1 and receives from r-1.
   std::vector<Bytes> out(p), in(p, Bytes(24, std::byte{0}));
   for (int r = 0; r < p; ++r)
@@ -353,7 +353,7 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
       buf[1 % p] = pattern(DataType::float32, 1, count);
       SimWorld world(p);
       world.run(info_for(Collective::broadcast, a, {64 << 10, 4}), [&](Operation& op, int r) {
-        return broadcast_task(op, {buf[r].data(), count, 4, 1 % p, 0}, a);
+        return broadcast_task(op, {buf[r].data(), count, 4, 1 % p, {}}, a);
       });
       for (int r = 0; r < p; ++r)
         ASSERT_EQ(buf[r], buf[1 % p]) << collx::to_string(a) << " p=" << p;
@@ -367,7 +367,7 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
       world.run(info_for(Collective::reduce_scatter, a, {64 << 10, 4}), [&](Operation& op, int r) {
         return reduce_scatter_task(op,
                                    {send[r].data(), recv[r].data(), equal_offsets(count, p),
-                                    Reduction::make(DataType::float32, ReduceOp::sum, p), 0},
+                                    Reduction::make(DataType::float32, ReduceOp::sum, p), {}},
                                    a);
       });
       for (int r = 0; r < p; ++r) {
@@ -383,7 +383,7 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
         collx::verify::fill_pattern(recv[r].data() + r * count * 4, DataType::float32, r, count);
       SimWorld world(p);
       world.run(info_for(Collective::allgather, a, {64 << 10, 4}), [&](Operation& op, int r) {
-        return allgather_task(op, {nullptr, recv[r].data(), equal_offsets(count, p), 4, 0}, a);
+        return allgather_task(op, {nullptr, recv[r].data(), equal_offsets(count, p), 4, {}}, a);
       });
       for (int r = 0; r < p; ++r) {
         for (int b = 0; b < p; ++b) {
@@ -435,7 +435,7 @@ void calls_in_sequence_on_one_segment() {
                       return reduce_task(
                           op,
                           {s, reinterpret_cast<std::byte*>(recv.data()), count,
-                           Reduction::make(DataType::int32, ReduceOp::sum, p), root, 0},
+                           Reduction::make(DataType::int32, ReduceOp::sum, p), root, {}, Algorithm::ring},
                           Algorithm::shared_memory);
                     });
           ASSERT_EQ(recv, expected) << where << " reduce root " << root;
@@ -447,7 +447,7 @@ void calls_in_sequence_on_one_segment() {
           buf[root] = pattern(DataType::int8, root + call, count);
           world.run(info_for(Collective::broadcast, Algorithm::shared_memory, kPipelines[0]),
                     [&](Operation& op, int r) {
-                      return broadcast_task(op, {buf[r].data(), count, 1, root, 0},
+                      return broadcast_task(op, {buf[r].data(), count, 1, root, {}},
                                             Algorithm::shared_memory);
                     });
           for (int r = 0; r < p; ++r)
@@ -475,7 +475,7 @@ void calls_in_sequence_on_one_segment() {
         world.run(info_for(Collective::allgather, Algorithm::shared_memory, kPipelines[0]),
                   [&](Operation& op, int r) {
                     return allgather_task(
-                        op, {in_place ? nullptr : send[r].data(), recv[r].data(), offsets, 4, 0},
+                        op, {in_place ? nullptr : send[r].data(), recv[r].data(), offsets, 4, {}},
                         Algorithm::shared_memory);
                   });
         for (int r = 0; r < p; ++r)

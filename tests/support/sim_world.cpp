@@ -1,6 +1,9 @@
 #include "sim_world.hpp"
 
+#include <chrono>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "shm_arena.hpp"
 
@@ -34,6 +37,23 @@ bool SimTransport::test_all(std::span<detail::Transfer* const> ts) {
   return all;
 }
 
+void SimTransport::wait_all(std::span<detail::Transfer* const> ts) {
+  auto last_change = std::chrono::steady_clock::now();
+  std::uint64_t last_matched = world_.messages_matched();
+  while (!test_all(ts)) {
+    const std::uint64_t matched = world_.messages_matched();
+    const auto now = std::chrono::steady_clock::now();
+    if (matched != last_matched) {
+      last_matched = matched;
+      last_change = now;
+    } else if (now - last_change > std::chrono::seconds(5)) {
+      throw std::runtime_error("sim: rank " + std::to_string(rank_) +
+                               " waited 5 s with no message matched (deadlock)");
+    }
+    std::this_thread::yield();
+  }
+}
+
 SimWorld::SimWorld(int nranks, std::size_t shm_chunk_bytes, int shm_chunks) {
   if (shm_chunks > 0 && nranks > 1) {
     arena_ = detail::SharedArena::create_local(nranks, shm_chunk_bytes, shm_chunks);
@@ -57,12 +77,16 @@ std::uint64_t SimWorld::shm_activity() const {
 
 std::uintptr_t SimWorld::post(bool is_send, int src, int dst, int tag, const void* sbuf, void* rbuf,
                               std::size_t bytes) {
+  std::lock_guard lock(mutex_);
   if (src < 0 || src >= size() || dst < 0 || dst >= size()) {
     throw std::logic_error("sim: message between ranks " + std::to_string(src) + " and " +
                            std::to_string(dst) + " of " + std::to_string(size()));
   }
   const std::uintptr_t id = done_.size();
   done_.push_back(0);
+  postings_.resize(static_cast<std::size_t>(size()));
+  postings_[static_cast<std::size_t>(is_send ? src : dst)].push_back(
+      {is_send, is_send ? dst : src, tag, bytes});
   const Key key{src, dst, tag};
   auto& other = is_send ? recvs_[key] : sends_[key];
   if (other.empty()) {
@@ -123,6 +147,31 @@ void SimWorld::run(const detail::OpInfo& info, const MakeTask& make) {
     op->rethrow_if_failed();
   sends_.clear();
   recvs_.clear();
+}
+
+void SimWorld::clear_postings() {
+  postings_.assign(static_cast<std::size_t>(size()), {});
+}
+
+void SimWorld::run_threads(const Blocking& blocking) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size()));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        blocking(transport(r), r);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  sends_.clear();
+  recvs_.clear();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 }  // namespace collx::testing

@@ -4,10 +4,12 @@
 // deadlock is reported instead of hanging.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -30,6 +32,9 @@ class SimTransport final : public detail::Transport {
   void isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
   void irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<detail::Transfer* const> ts) override;
+  // With ranks on threads (SimWorld::run_threads): waits for the peers' threads, and fails
+  // after a few seconds in which no message matched anywhere (a deadlock).
+  void wait_all(std::span<detail::Transfer* const> ts) override;
 
  private:
   SimWorld& world_;
@@ -51,6 +56,24 @@ class SimWorld {
   using MakeTask = std::function<detail::Task(detail::Operation&, int rank)>;
   void run(const detail::OpInfo& info, const MakeTask& make);
 
+  // Runs blocking(transport, rank) for every rank, each on a thread of its own (the latency
+  // path's blocking forms, which cannot share one thread). Rethrows the first rank's error.
+  using Blocking = std::function<void(detail::Transport&, int rank)>;
+  void run_threads(const Blocking& blocking);
+
+  // One posted message, as a rank posted it: what the schedule and its blocking form must
+  // agree on.
+  struct Posting {
+    bool is_send;
+    int peer;
+    int tag;
+    std::size_t bytes;
+    bool operator==(const Posting&) const = default;
+  };
+  // Every message each rank posted since the last clear_postings(), in posting order.
+  const std::vector<std::vector<Posting>>& postings() const { return postings_; }
+  void clear_postings();
+
   std::uint64_t messages_matched() const { return matched_; }
   // The ranks' shared segment (null without one).
   detail::SharedArena* shared_arena() const { return arena_.get(); }
@@ -67,7 +90,10 @@ class SimWorld {
   using Key = std::tuple<int, int, int>;  // source, destination, tag
   std::uintptr_t post(bool is_send, int src, int dst, int tag, const void* sbuf, void* rbuf,
                       std::size_t bytes);
-  bool is_done(std::uintptr_t id) const { return done_[id] != 0; }
+  bool is_done(std::uintptr_t id) const {
+    std::lock_guard lock(mutex_);
+    return done_[id] != 0;
+  }
 
   // Sum of the arena's counters: the shared_memory algorithms' progress, as matched_ is the
   // messages'.
@@ -78,7 +104,10 @@ class SimWorld {
   std::map<Key, std::deque<Posted>> sends_;
   std::map<Key, std::deque<Posted>> recvs_;
   std::vector<std::uint8_t> done_;
-  std::uint64_t matched_ = 0;
+  std::vector<std::vector<Posting>> postings_;
+  // Held by post() and test_all() while ranks run on threads.
+  mutable std::mutex mutex_;
+  std::atomic<std::uint64_t> matched_{0};
   std::uint64_t bytes_ = 0;
 };
 

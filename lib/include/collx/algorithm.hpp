@@ -7,41 +7,29 @@
 
 namespace collx {
 
-enum class Collective {
-  allreduce,
-  broadcast,
-  reduce,
-  allgather,
-  reduce_scatter,
-  reduce_scatter_v,
-  gather,
-  scatter,
-  alltoall,
-  barrier,
-  sendrecv,
-};
-inline constexpr int kCollectiveCount = 11;
+// The names, in one list each: the enums, their counts and the names that to_string prints
+// and COLLX_ALGO parses are all derived from these.
+#define COLLX_COLLECTIVE_LIST(X)                                                               \
+  X(allreduce) X(broadcast) X(reduce) X(allgather) X(reduce_scatter) X(reduce_scatter_v)      \
+      X(gather) X(scatter) X(alltoall) X(barrier) X(sendrecv)
 
-enum class Algorithm {
-  automatic,  // chosen by the selector (tuning table, COLLX_ALGO)
-  ring,
-  recursive_doubling,
-  rabenseifner,
-  recursive_halving,
-  binomial_tree,
-  pipelined_chain,
-  scatter_allgather,
-  double_binary_tree,
-  bruck,
-  pairwise,
-  linear,
-  dissemination,
-  direct,
-  // Through a segment every rank maps (ranks on one node, host memory; elsewhere the
-  // collective's point-to-point algorithm runs instead, see docs/ALGORITHMS.md).
-  shared_memory,
-};
-inline constexpr int kAlgorithmCount = 15;
+// Which collective implements which algorithm is the library's algorithm registry
+// (algorithms_of below). `automatic` (printed "auto") lets the selector choose; shared_memory
+// runs through a segment every rank maps (ranks on one node, host memory; elsewhere the
+// collective's point-to-point algorithm runs instead, see docs/ALGORITHMS.md).
+#define COLLX_ALGORITHM_LIST(X)                                                                \
+  X(automatic) X(ring) X(recursive_doubling) X(rabenseifner) X(recursive_halving)              \
+      X(binomial_tree) X(pipelined_chain) X(scatter_allgather) X(double_binary_tree) X(bruck)  \
+          X(pairwise) X(linear) X(dissemination) X(direct) X(shared_memory)
+
+#define COLLX_ENUMERATOR(name) name,
+#define COLLX_PLUS_ONE(name) +1
+enum class Collective { COLLX_COLLECTIVE_LIST(COLLX_ENUMERATOR) };
+inline constexpr int kCollectiveCount = 0 COLLX_COLLECTIVE_LIST(COLLX_PLUS_ONE);
+enum class Algorithm { COLLX_ALGORITHM_LIST(COLLX_ENUMERATOR) };
+inline constexpr int kAlgorithmCount = 0 COLLX_ALGORITHM_LIST(COLLX_PLUS_ONE);
+#undef COLLX_ENUMERATOR
+#undef COLLX_PLUS_ONE
 
 std::string_view to_string(Collective collective);
 std::string_view to_string(Algorithm algorithm);
@@ -49,7 +37,8 @@ std::optional<Collective> parse_collective(std::string_view name);
 // Accepts the names printed by to_string and "auto".
 std::optional<Algorithm> parse_algorithm(std::string_view name);
 
-// The algorithms a collective implements (never contains Algorithm::automatic).
+// The algorithms a collective implements, from the algorithm registry (never contains
+// Algorithm::automatic); the first is the fallback when no selection rule matches.
 std::span<const Algorithm> algorithms_of(Collective collective);
 bool implements(Collective collective, Algorithm algorithm);
 

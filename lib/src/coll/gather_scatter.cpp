@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
 #include "tree.hpp"
 
@@ -74,7 +75,7 @@ Task gather_binomial(Operation& op, GatherArgs a) {
     for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
       if (lo >= hi) continue;
       recvs.emplace_back();
-      op.recv(recvs.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phase);
+      op.recv(recvs.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phases[0]);
     }
   }
   for (auto& r : recvs)
@@ -86,12 +87,12 @@ Task gather_binomial(Operation& op, GatherArgs a) {
   for (const auto& [lo, hi] : w.pieces(tree.vrank, window_end)) {
     if (lo >= hi) continue;
     const std::byte* from = collects ? window.data() + w.bytes(tree.vrank, lo) : a.send;
-    op.send(sends[static_cast<std::size_t>(n++)], from, w.bytes(lo, hi), parent, a.phase);
+    op.send(sends[static_cast<std::size_t>(n++)], from, w.bytes(lo, hi), parent, a.phases[0]);
   }
   co_await op.wait(sends[0], sends[1]);
 }
 
-Task scatter_binomial(Operation& op, GatherArgs a) {
+Task scatter_binomial(Operation& op, ScatterArgs a) {
   const int p = op.size();
   const BlockLayout blocks(a.offsets);
   const TreeWindows w{blocks, a.root, p, a.element_size};
@@ -113,7 +114,7 @@ Task scatter_binomial(Operation& op, GatherArgs a) {
       if (lo >= hi) continue;
       std::byte* to = forwards ? window.data() + w.bytes(tree.vrank, lo) : a.recv;
       op.recv(recvs[static_cast<std::size_t>(n++)], to, w.bytes(lo, hi), w.real(tree.parent()),
-              a.phase);
+              a.phases[0]);
     }
     co_await op.wait(recvs[0], recvs[1]);
   }
@@ -125,7 +126,7 @@ Task scatter_binomial(Operation& op, GatherArgs a) {
     for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
       if (lo >= hi) continue;
       sends.emplace_back();
-      op.send(sends.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phase);
+      op.send(sends.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phases[0]);
     }
   }
   if (is_root && a.recv != nullptr && a.recv != a.send + w.offset(op.rank())) {
@@ -142,7 +143,7 @@ Task gather_linear(Operation& op, GatherArgs a) {
   const std::size_t elem = a.element_size;
   if (op.rank() != a.root) {
     Transfer send;
-    op.send(send, a.send, blocks.length(op.rank()) * elem, a.root, a.phase);
+    op.send(send, a.send, blocks.length(op.rank()) * elem, a.root, a.phases[0]);
     co_await op.wait(send);
     co_return;
   }
@@ -152,26 +153,26 @@ Task gather_linear(Operation& op, GatherArgs a) {
   std::vector<Transfer> recvs(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
     if (r != a.root)
-      op.recv(recvs[r], a.recv + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phase);
+      op.recv(recvs[r], a.recv + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phases[0]);
   }
   for (auto& r : recvs)
     co_await op.wait(r);
 }
 
-Task scatter_linear(Operation& op, GatherArgs a) {
+Task scatter_linear(Operation& op, ScatterArgs a) {
   const int p = op.size();
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.element_size;
   if (op.rank() != a.root) {
     Transfer recv;
-    op.recv(recv, a.recv, blocks.length(op.rank()) * elem, a.root, a.phase);
+    op.recv(recv, a.recv, blocks.length(op.rank()) * elem, a.root, a.phases[0]);
     co_await op.wait(recv);
     co_return;
   }
   std::vector<Transfer> sends(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
     if (r != a.root)
-      op.send(sends[r], a.send + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phase);
+      op.send(sends[r], a.send + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phases[0]);
   }
   const std::byte* own = a.send + blocks.offset(op.rank()) * elem;
   if (a.recv != nullptr && a.recv != own) op.copy(a.recv, own, blocks.length(op.rank()) * elem);
@@ -181,26 +182,20 @@ Task scatter_linear(Operation& op, GatherArgs a) {
 
 }  // namespace
 
-Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::binomial_tree:
-      return gather_binomial(op, args);
-    case Algorithm::linear:
-      return gather_linear(op, args);
-    default:
-      no_algorithm(op, "gather", algorithm);
-  }
+std::span<const AlgorithmRow> gather_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::gather>(Algorithm::binomial_tree, gather_binomial),
+      row<Collective::gather>(Algorithm::linear, gather_linear),
+  };
+  return rows;
 }
 
-Task scatter_task(Operation& op, const GatherArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::binomial_tree:
-      return scatter_binomial(op, args);
-    case Algorithm::linear:
-      return scatter_linear(op, args);
-    default:
-      no_algorithm(op, "scatter", algorithm);
-  }
+std::span<const AlgorithmRow> scatter_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::scatter>(Algorithm::binomial_tree, scatter_binomial),
+      row<Collective::scatter>(Algorithm::linear, scatter_linear),
+  };
+  return rows;
 }
 
 }  // namespace collx::detail

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "tree.hpp"
@@ -34,17 +35,17 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
   auto length = [&](int k) { return segments.length(k) * a.element_size; };
   if (parent >= 0) {
     for (int k = 0; k < depth; ++k)
-      op.recv(recvs[k], where(k), length(k), parent, a.phase);
+      op.recv(recvs[k], where(k), length(k), parent, a.phases[0]);
   }
   for (int k = 0; k < nseg; ++k) {
     if (parent >= 0) {
       co_await op.wait(recvs[k]);
       if (k + depth < nseg)
-        op.recv(recvs[k + depth], where(k + depth), length(k + depth), parent, a.phase);
+        op.recv(recvs[k + depth], where(k + depth), length(k + depth), parent, a.phases[0]);
     }
     for (std::size_t c = 0; c < fanout; ++c) {
       op.send(sends[static_cast<std::size_t>(k) * fanout + c], where(k), length(k), children[c],
-              a.phase);
+              a.phases[0]);
     }
     // Keep at most `depth` segments' sends in flight.
     if (k >= depth) {
@@ -112,7 +113,7 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
     Transfer recv;
     op.recv(recv, a.buffer + blocks.offset(tree.vrank) * elem,
             blocks.length(tree.vrank, tree.subtree_size()) * elem,
-            patterns::to_real(tree.parent(), a.root, p), a.phase);
+            patterns::to_real(tree.parent(), a.root, p), a.phases[0]);
     co_await op.wait(recv);
   }
   std::vector<Transfer> sends;
@@ -123,7 +124,7 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
     sends.emplace_back();
     op.send(sends.back(), a.buffer + blocks.offset(child.vrank) * elem,
             blocks.length(child.vrank, child.subtree_size()) * elem,
-            patterns::to_real(child.vrank, a.root, p), a.phase);
+            patterns::to_real(child.vrank, a.root, p), a.phases[0]);
   }
   for (auto& s : sends)
     co_await op.wait(s);
@@ -135,41 +136,42 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
                             .element_size = elem,
                             .first_step = p - 1,
                             .end_step = 2 * (p - 1),
-                            .phase = a.phase + 1});
+                            .phases = a.phases.part("allgather ring", 1, 2)});
 }
 
-}  // namespace
 
-bool broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a, Algorithm algorithm) {
-  if (algorithm != Algorithm::binomial_tree && algorithm != Algorithm::pipelined_chain) {
-    return false;
-  }
+// One segment: receive it whole, then forward it to each child in the operation path's order.
+bool tree_broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a, const TreePlace& place) {
   const std::size_t bytes = a.count * a.element_size;
+  if (bytes > kLatencyPathBytes) return false;
   if (bytes == 0 || t.size() == 1) return true;
-  // One segment: receive it whole, then forward it to each child in the operation path's order.
-  const TreePlace place = algorithm == Algorithm::binomial_tree
-                              ? binomial_place(t.rank(), a.root, t.size())
-                              : chain_place(t.rank(), a.root, t.size());
-  const int tag = tag_base + a.phase;
+  const int tag = tag_base + a.phases[0];
   if (place.parent >= 0) t.recv_blocking(a.buffer, bytes, place.parent, tag);
   for (int child : place.child_list())
     t.send_blocking(a.buffer, bytes, child, tag);
   return true;
 }
 
-Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::binomial_tree:
-      return broadcast_binomial(op, args);
-    case Algorithm::pipelined_chain:
-      return broadcast_chain(op, args);
-    case Algorithm::scatter_allgather:
-      return broadcast_scatter_allgather(op, args);
-    case Algorithm::shared_memory:
-      return shared_memory_or(op, args, &broadcast_shared_memory, &broadcast_binomial);
-    default:
-      no_algorithm(op, "broadcast", algorithm);
-  }
+bool broadcast_binomial_now(Transport& t, int tag_base, const BroadcastArgs& a) {
+  return tree_broadcast_now(t, tag_base, a, binomial_place(t.rank(), a.root, t.size()));
+}
+
+bool broadcast_chain_now(Transport& t, int tag_base, const BroadcastArgs& a) {
+  return tree_broadcast_now(t, tag_base, a, chain_place(t.rank(), a.root, t.size()));
+}
+
+}  // namespace
+
+std::span<const AlgorithmRow> broadcast_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::broadcast>(Algorithm::binomial_tree, broadcast_binomial,
+                                 broadcast_binomial_now),
+      row<Collective::broadcast>(Algorithm::pipelined_chain, broadcast_chain, broadcast_chain_now),
+      row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather),
+      row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory, nullptr,
+                                 Algorithm::binomial_tree),
+  };
+  return rows;
 }
 
 }  // namespace collx::detail

@@ -386,4 +386,23 @@ void run_blocking(Operation& op, Task task) {
   engine.wait(op);
 }
 
+Phases Phases::part(const char* name, int offset, int count) const {
+  if (offset < 0 || count < 1 || offset + count > count_) {
+    throw Error(ErrorCode::internal, name, -1,
+                "tag phases " + std::to_string(offset) + ".." + std::to_string(offset + count - 1) +
+                    " asked of " + name_ + "'s " + std::to_string(count_) + " phases");
+  }
+  return {first_ + offset, count, name};
+}
+
+Phases Phases::check() {
+  return {kCheckPhase, 1, "COLLX_CHECK"};
+}
+
+void Phases::outside(int i) const {
+  throw Error(ErrorCode::internal, name_, -1,
+              "tag phase " + std::to_string(i) + " asked of " + std::to_string(count_) +
+                  " phases");
+}
+
 }  // namespace collx::detail

@@ -18,19 +18,15 @@
 
 namespace collx::detail {
 
-// Phase (tag offset within an operation) reserved for COLLX_CHECK's signature comparison.
-inline constexpr int kCheckPhase = kPhasesPerOp - 1;
-
 // ---- allreduce ----
 struct AllreduceArgs {
   const std::byte* send = nullptr;  // may equal recv (in place)
   std::byte* recv = nullptr;
   std::size_t count = 0;
   Reduction reduction;
-  int phase = 0;
+  Phases phases;
 };
 Task allreduce_task(Operation& op, const AllreduceArgs& args, Algorithm algorithm);
-Task allreduce_recursive_doubling(Operation& op, AllreduceArgs args);
 
 // ---- broadcast: root's buffer to every rank ----
 struct BroadcastArgs {
@@ -38,14 +34,9 @@ struct BroadcastArgs {
   std::size_t count = 0;
   std::size_t element_size = 1;
   int root = 0;
-  int phase = 0;
+  Phases phases;
 };
 Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm);
-// The latency path (see run_collective): false for an algorithm it does not run.
-bool broadcast_now(Transport& t, int tag_base, const BroadcastArgs& args, Algorithm algorithm);
-
-// What an algorithm dispatcher throws for an algorithm its collective does not have.
-[[noreturn]] void no_algorithm(Operation& op, const char* collective, Algorithm algorithm);
 
 // ---- reduce: op over every rank's send into recv at the root ----
 struct ReduceArgs {
@@ -54,10 +45,12 @@ struct ReduceArgs {
   std::size_t count = 0;
   Reduction reduction;
   int root = 0;
-  int phase = 0;
+  Phases phases;
+  // Rabenseifner's reduce-scatter half (the selector's choice for a reduce_scatter_v of this
+  // size, made by the caller: schedules do not consult the selector).
+  Algorithm scatter_algorithm = Algorithm::ring;
 };
 Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm);
-bool reduce_now(Transport& t, int tag_base, const ReduceArgs& args, Algorithm algorithm);
 
 // ---- allgather: block r (offsets[r] .. offsets[r+1] elements) comes from rank r ----
 struct AllgatherArgs {
@@ -65,7 +58,7 @@ struct AllgatherArgs {
   std::byte* recv = nullptr;
   std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
   std::size_t element_size = 1;
-  int phase = 0;
+  Phases phases;
 };
 Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorithm);
 
@@ -75,23 +68,31 @@ struct ReduceScatterArgs {
   std::byte* recv = nullptr;         // block r; may alias send (then written only at the end)
   std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
   Reduction reduction;
-  int phase = 0;
+  Phases phases;
 };
 Task reduce_scatter_task(Operation& op, const ReduceScatterArgs& args, Algorithm algorithm);
 
-// ---- gather / scatter: block r between the root and rank r ----
+// ---- gather: block r from rank r to the root ----
 struct GatherArgs {
-  const std::byte* send = nullptr;   // gather: rank's block (null at the root: in place)
-  std::byte* recv = nullptr;         // gather: all blocks, at the root
+  const std::byte* send = nullptr;   // the rank's block (null at the root: in place)
+  std::byte* recv = nullptr;         // all blocks, at the root
   std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
   std::size_t element_size = 1;
   int root = 0;
-  int phase = 0;
+  Phases phases;
 };
 Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm);
-// Scatter: `send` holds all blocks at the root; `recv` gets the rank's block (null at the root:
-// in place).
-Task scatter_task(Operation& op, const GatherArgs& args, Algorithm algorithm);
+
+// ---- scatter: block r from the root to rank r ----
+struct ScatterArgs {
+  const std::byte* send = nullptr;   // all blocks, at the root
+  std::byte* recv = nullptr;         // the rank's block (null at the root: in place)
+  std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
+  std::size_t element_size = 1;
+  int root = 0;
+  Phases phases;
+};
+Task scatter_task(Operation& op, const ScatterArgs& args, Algorithm algorithm);
 
 // ---- alltoall: block j of rank i's send becomes block i of rank j's recv ----
 struct AlltoallArgs {
@@ -99,13 +100,15 @@ struct AlltoallArgs {
   std::byte* recv = nullptr;
   std::size_t count = 0;  // elements per block
   std::size_t element_size = 1;
-  int phase = 0;
+  Phases phases;
 };
 Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm);
 
 // ---- barrier ----
-Task barrier_task(Operation& op, int phase, Algorithm algorithm);
-bool barrier_now(Transport& t, int tag_base, Algorithm algorithm);
+struct BarrierArgs {
+  Phases phases;
+};
+Task barrier_task(Operation& op, const BarrierArgs& args, Algorithm algorithm);
 
 // ---- point to point (tag = the user's tag; the operation's own tag base is ignored) ----
 struct PointToPointArgs {
@@ -126,13 +129,8 @@ bool shared_memory_usable(Operation& op);
 // Runs `body` (a shared-memory task) once every shared-memory operation started before it on
 // this communicator has finished: they take turns on the segment.
 Task in_turn(Operation& op, Task body);
-// The dispatchers' shared_memory case: `shared` in its turn where the operation can, else the
-// point-to-point `fallback` (what ranks on several nodes run).
-template <class Args>
-Task shared_memory_or(Operation& op, const Args& args, Task (*shared)(Operation&, Args),
-                      Task (*fallback)(Operation&, Args)) {
-  return shared_memory_usable(op) ? in_turn(op, shared(op, args)) : fallback(op, args);
-}
+// The shared-memory schedules (their rows name the point-to-point algorithm that runs where the
+// operation cannot use the segment, see registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);

@@ -12,6 +12,7 @@
 
 #include "collx/algorithm.hpp"
 #include "collx/options.hpp"
+#include "device_api.hpp"
 #include "device_call.hpp"
 
 namespace collx::detail {
@@ -56,10 +57,6 @@ struct CallMemory {
 // `p2p`: the call runs on the point-to-point transport.
 CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
                                std::initializer_list<BufferArg> buffers, bool blocking, bool p2p);
-
-// True once a call found that this process cannot see device memory (a build without CUDA,
-// or no device); cleared when the device API is replaced (set_device_api).
-extern std::atomic<bool> process_is_host_only;
 
 // The per-call entry: host-only processes decide without leaving the caller (this is on the
 // path of every small collective).

@@ -3,9 +3,10 @@
 #include <mutex>
 
 #include "collx/build_config.hpp"
-#include "memory.hpp"
 
 namespace collx::detail {
+
+std::atomic<bool> process_is_host_only{false};
 
 #if COLLX_HAVE_CUDA
 std::shared_ptr<DeviceApi> make_cuda_api();  // device_api_cuda.cpp

@@ -71,6 +71,9 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     check_mpi(MPI_Comm_dup(comm, &p2p_comm), "MPI_Comm_dup");
     // Whether MPI takes device memory is asked once, here, at the first communicator.
     (void)cuda_awareness();
+    // A tuning file that cannot be read is reported here, once, before anything collective
+    // (every rank reads the same file and fails the same way), not at every call.
+    (void)active_tuning();
     const TransportKind kind = transport_kind(choice);
     transport = make_transport(comm, rank, kind);
     p2p_transport = make_transport(p2p_comm, rank, kind);
@@ -97,6 +100,11 @@ CommState::~CommState() {
 }
 
 OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Options& options) {
+  if (options.pipeline_depth < 0) [[unlikely]] {
+    throw Error(ErrorCode::invalid_argument, to_string(collective), rank,
+                "options.pipeline_depth: " + std::to_string(options.pipeline_depth) +
+                    " (segments in flight: 1 or more, or 0 for the default)");
+  }
   const Config& c = config();
   OpInfo info;
   info.collective = collective;
@@ -164,9 +172,11 @@ Task checked(Operation& op, CallSignature signature, Task body) {
   std::uint64_t all[2] = {0, 0};
   // These two words are host memory, whatever the call's buffers are.
   op.set_host_scope(true);
-  co_await allreduce_recursive_doubling(
-      op, {reinterpret_cast<const std::byte*>(mine), reinterpret_cast<std::byte*>(all), 2,
-           Reduction::make(DataType::uint64, ReduceOp::max, op.size()), kCheckPhase});
+  const AllreduceArgs words{reinterpret_cast<const std::byte*>(mine),
+                            reinterpret_cast<std::byte*>(all), 2,
+                            Reduction::make(DataType::uint64, ReduceOp::max, op.size()),
+                            Phases::check()};
+  co_await allreduce_task(op, words, Algorithm::recursive_doubling);
   op.set_host_scope(false);
   if (all[0] != ~all[1]) {
     throw Error(ErrorCode::mismatch, to_string(signature.collective), op.rank(),

@@ -125,4 +125,8 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// True once a call found that this process cannot see device memory (a build without CUDA,
+// or no device); cleared when the device API is replaced (set_device_api).
+extern std::atomic<bool> process_is_host_only;
+
 }  // namespace collx::detail

@@ -3,10 +3,9 @@
 #include <cstring>
 
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
-#include "comm_state.hpp"
 #include "pipeline.hpp"
-#include "selector.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -50,7 +49,7 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
                                   .local_is_lower = true,
                                   .finalize = is_root && c + 1 == children.size(),
                                   .reduction = &a.reduction,
-                                  .phase = a.phase});
+                                  .phases = a.phases});
     current = accumulator;
   }
   if (is_root) {
@@ -58,7 +57,7 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
     co_return;
   }
   const int parent = patterns::to_real(tree.parent(), a.root, p);
-  co_await send_for_reduction(op, parent, current, a.count, a.reduction, a.phase);
+  co_await send_for_reduction(op, parent, current, a.count, a.reduction, a.phases);
 }
 
 Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
@@ -69,20 +68,17 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   const std::size_t mine = offsets[static_cast<std::size_t>(op.rank()) + 1] -
                            offsets[static_cast<std::size_t>(op.rank())];
   ScratchBuffer block = op.scratch(mine * elem);
-  const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, a.phase};
-  // The reduce-scatter half takes whichever reduce-scatter auto would run for this size (ring
-  // or recursive halving): both leave block r on rank r.
-  const Algorithm scatter_algorithm = resolve_algorithm(
-      Collective::reduce_scatter_v, Algorithm::automatic, a.count * elem, p, op.rank());
-  co_await reduce_scatter_task(op, scatter, scatter_algorithm);
-  const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root, a.phase + 2};
+  const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction,
+                                  a.phases.part("reduce_scatter", 0, 2)};
+  // The reduce-scatter half runs the algorithm the caller chose for it (ring or recursive
+  // halving): both leave block r on rank r.
+  co_await reduce_scatter_task(op, scatter, a.scatter_algorithm);
+  const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root,
+                          a.phases.part("gather", 2, 1)};
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }
 
-}  // namespace
-
-bool reduce_now(Transport& t, int tag_base, const ReduceArgs& a, Algorithm algorithm) {
-  if (algorithm != Algorithm::binomial_tree) return false;
+bool reduce_binomial_now(Transport& t, int tag_base, const ReduceArgs& a) {
   const int p = t.size();
   const std::size_t elem = a.reduction.element_size;
   const std::size_t bytes = a.count * elem;
@@ -96,7 +92,7 @@ bool reduce_now(Transport& t, int tag_base, const ReduceArgs& a, Algorithm algor
   // reduce_binomial with one segment: the same children in the same order, the same operand
   // order (accumulated lower, child higher), the avg division fused into the root's last combine.
   const patterns::BinomialTree tree{patterns::to_virtual(t.rank(), a.root, p), p};
-  const int tag = tag_base + a.phase;
+  const int tag = tag_base + a.phases[0];
   alignas(64) std::byte received[kLatencyPathBytes];
   alignas(64) std::byte partial[kLatencyPathBytes];
   std::byte* accumulator = is_root ? a.recv : partial;
@@ -117,17 +113,16 @@ bool reduce_now(Transport& t, int tag_base, const ReduceArgs& a, Algorithm algor
   return true;
 }
 
-Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::binomial_tree:
-      return reduce_binomial(op, args);
-    case Algorithm::rabenseifner:
-      return reduce_rabenseifner(op, args);
-    case Algorithm::shared_memory:
-      return shared_memory_or(op, args, &reduce_shared_memory, &reduce_binomial);
-    default:
-      no_algorithm(op, "reduce", algorithm);
-  }
+}  // namespace
+
+std::span<const AlgorithmRow> reduce_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::reduce>(Algorithm::binomial_tree, reduce_binomial, reduce_binomial_now),
+      row<Collective::reduce>(Algorithm::rabenseifner, reduce_rabenseifner),
+      row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory, nullptr,
+                              Algorithm::binomial_tree),
+  };
+  return rows;
 }
 
 }  // namespace collx::detail

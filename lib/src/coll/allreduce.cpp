@@ -5,16 +5,12 @@
 #include <bit>
 #include "blocks.hpp"
 #include "collectives.hpp"
-#include "collx/communicator.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
-#include "comm_state.hpp"
-#include "memory.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
 #include "ring.hpp"
-#include "selector.hpp"
 #include "tree.hpp"
-#include "validate.hpp"
 
 namespace collx::detail {
 
@@ -31,9 +27,9 @@ bool trivial(Operation& op, const AllreduceArgs& a) {
 // The fold's side of a rank that sits out the core phase: hand the data to the proxy above
 // (in the segments the proxy's fold_in receives and reduces), then receive the result.
 Task fold_out(Operation& op, const AllreduceArgs& a, int proxy) {
-  co_await send_for_reduction(op, proxy, a.send, a.count, a.reduction, a.phase);
+  co_await send_for_reduction(op, proxy, a.send, a.count, a.reduction, a.phases);
   Transfer recv;
-  op.recv(recv, a.recv, a.count * a.reduction.element_size, proxy, a.phase);
+  op.recv(recv, a.recv, a.count * a.reduction.element_size, proxy, a.phases[0]);
   co_await op.wait(recv);
 }
 
@@ -48,12 +44,12 @@ Task fold_in(Operation& op, const AllreduceArgs& a, int folded) {
                                 .local_is_lower = false,
                                 .finalize = false,
                                 .reduction = &a.reduction,
-                                .phase = a.phase});
+                                .phases = a.phases});
 }
 
 Task fold_return(Operation& op, const AllreduceArgs& a, int folded) {
   Transfer send;
-  op.send(send, a.recv, a.count * a.reduction.element_size, folded, a.phase);
+  op.send(send, a.recv, a.count * a.reduction.element_size, folded, a.phases[0]);
   co_await op.wait(send);
 }
 
@@ -70,7 +66,7 @@ Task allreduce_ring(Operation& op, AllreduceArgs a) {
                             .element_size = a.reduction.element_size,
                             .first_step = 0,
                             .end_step = 2 * (p - 1),
-                            .phase = a.phase});
+                            .phases = a.phases});
 }
 
 Task allreduce_recursive_doubling(Operation& op, AllreduceArgs a) {
@@ -97,7 +93,7 @@ Task allreduce_recursive_doubling(Operation& op, AllreduceArgs a) {
                                   .local_is_lower = step.lower,
                                   .finalize = s == steps - 1,
                                   .reduction = &a.reduction,
-                                  .phase = a.phase});
+                                  .phases = a.phases});
     current = a.recv;
   }
   if (role == patterns::FoldRole::proxy) co_await fold_return(op, a, fold.fold_partner(rank));
@@ -134,7 +130,7 @@ Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
                                   .local_is_lower = step.lower,
                                   .finalize = s == steps - 1,
                                   .reduction = &a.reduction,
-                                  .phase = a.phase});
+                                  .phases = a.phases});
     current = a.recv;
   }
   // Allgather by recursive doubling, received straight into the output.
@@ -144,9 +140,9 @@ Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
     Transfer send;
     Transfer recv;
     op.recv(recv, a.recv + layout.offset(step.recv_first) * elem,
-            layout.length(step.recv_first, step.blocks) * elem, peer, a.phase + 1);
+            layout.length(step.recv_first, step.blocks) * elem, peer, a.phases[1]);
     op.send(send, a.recv + layout.offset(step.send_first) * elem,
-            layout.length(step.send_first, step.blocks) * elem, peer, a.phase + 1);
+            layout.length(step.send_first, step.blocks) * elem, peer, a.phases[1]);
     co_await op.wait(send, recv);
   }
   if (role == patterns::FoldRole::proxy) co_await fold_return(op, a, fold.fold_partner(rank));
@@ -155,9 +151,11 @@ Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
 // Binomial reduce to rank 0, then binomial broadcast: the classic latency-oriented tree.
 Task allreduce_binomial(Operation& op, AllreduceArgs a) {
   if (trivial(op, a)) co_return;
-  const ReduceArgs reduce{a.send, a.recv, a.count, a.reduction, 0, a.phase};
+  const ReduceArgs reduce{a.send,      a.recv, a.count, a.reduction, 0,
+                          a.phases.part("reduce", 0, 2), Algorithm::ring};
   co_await reduce_task(op, reduce, Algorithm::binomial_tree);
-  const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0, a.phase + 2};
+  const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
+                                a.phases.part("broadcast", 2, 2)};
   co_await broadcast_task(op, broadcast, Algorithm::binomial_tree);
 }
 
@@ -200,8 +198,8 @@ Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
   auto at = [&](int lane, int child, int k) {
     return static_cast<std::size_t>((lane * 2 + child)) * units + static_cast<std::size_t>(k);
   };
-  auto up_phase = [&](int lane) { return a.phase + 2 * lane; };
-  auto down_phase = [&](int lane) { return a.phase + 2 * lane + 1; };
+  auto up_phase = [&](int lane) { return a.phases[2 * lane]; };
+  auto down_phase = [&](int lane) { return a.phases[2 * lane + 1]; };
   auto seg_offset = [&](const Lane& l, int k) { return (l.first + l.segments.offset(k)) * elem; };
   auto post_child_recv = [&](int lane, int child, int k) {
     const Lane& l = lanes[lane];
@@ -260,47 +258,29 @@ Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
     co_await op.wait(t);
 }
 
-Task allreduce_task(Operation& op, const AllreduceArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::ring:
-      return allreduce_ring(op, args);
-    case Algorithm::recursive_doubling:
-      return allreduce_recursive_doubling(op, args);
-    case Algorithm::rabenseifner:
-      return allreduce_rabenseifner(op, args);
-    case Algorithm::binomial_tree:
-      return allreduce_binomial(op, args);
-    case Algorithm::double_binary_tree:
-      return allreduce_double_binary_tree(op, args);
-    default:
-      no_algorithm(op, "allreduce", algorithm);
-  }
-}
 
-namespace {
-
-// ---- the latency-bound path ----
-// A blocking recursive doubling of at most kInPlaceBytes, run straight through the transport
-// with no coroutine or Operation: at 8 bytes the call must cost barely more than its messages
-// (MPI's own MPI_Allreduce is the yardstick). Same pattern, same fold, same canonical order as
-// allreduce_recursive_doubling, so the result is the same bits.
-constexpr std::size_t kInPlaceBytes = 1024;
-
-void allreduce_recursive_doubling_now(Transport& t, int tag, const AllreduceArgs& a) {
+// ---- the latency-bound path (see run_collective) ----
+// A blocking recursive doubling of at most kLatencyPathBytes, run straight through the
+// transport with no coroutine or Operation: at 8 bytes the call must cost barely more than its
+// messages (MPI's own MPI_Allreduce is the yardstick). Same pattern, same fold, same canonical
+// order as allreduce_recursive_doubling, so the result is the same bits.
+bool allreduce_recursive_doubling_now(Transport& t, int tag_base, const AllreduceArgs& a) {
+  const int tag = tag_base + a.phases[0];
   const int p = t.size();
   const int rank = t.rank();
   const std::size_t bytes = a.count * a.reduction.element_size;
+  if (bytes > kLatencyPathBytes) return false;
   if (p == 1 || bytes == 0) {
     if (a.send != a.recv && bytes > 0) std::memcpy(a.recv, a.send, bytes);
-    return;
+    return true;
   }
-  alignas(64) std::byte received[kInPlaceBytes];
+  alignas(64) std::byte received[kLatencyPathBytes];
   const patterns::Fold fold{p};
   const patterns::FoldRole role = fold.role(rank);
   if (role == patterns::FoldRole::folded) {
     t.send_blocking(a.send, bytes, fold.fold_partner(rank), tag);
     t.recv_blocking(a.recv, bytes, fold.fold_partner(rank), tag);
-    return;
+    return true;
   }
   const std::byte* current = a.send;
   if (role == patterns::FoldRole::proxy) {
@@ -319,64 +299,19 @@ void allreduce_recursive_doubling_now(Transport& t, int tag, const AllreduceArgs
   }
   if (role == patterns::FoldRole::proxy)
     t.send_blocking(a.recv, bytes, fold.fold_partner(rank), tag);
+  return true;
 }
 
-Request allreduce_impl(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
-                       std::size_t count, DataType type, ReduceOp op, const Options& options,
-                       bool blocking) {
-  const ArgCheck check(Collective::allreduce, state->rank);
-  check.type_op(type, op);
-  const std::size_t bytes = check.bytes(count, type);
-  check.buffer(sendbuf, bytes, "sendbuf");
-  check.buffer(recvbuf, bytes, "recvbuf");
-  check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
-  CallMemory memory =
-      call_memory(*state, Collective::allreduce, options,
-                  {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
-  const Algorithm algorithm =
-      resolve_algorithm(Collective::allreduce, options.algorithm, bytes, state->size, state->rank);
-  const OpInfo info = state->next_op(Collective::allreduce, algorithm, options);
-  const AllreduceArgs args{static_cast<const std::byte*>(sendbuf), static_cast<std::byte*>(recvbuf),
-                           count, Reduction::make(type, op, state->size, memory.reducer()), 0};
-  // One message per step, as the coroutine path sends when the buffer is one segment: ranks
-  // taking different paths still match.
-  if (blocking && !memory.on_device() && algorithm == Algorithm::recursive_doubling &&
-      bytes <= kInPlaceBytes && bytes <= info.chunk_bytes && can_run_in_place()) {
-    try {
-      allreduce_recursive_doubling_now(*state->transport, info.tag_base + args.phase, args);
-    } catch (...) {
-      rethrow_named(std::current_exception(), Collective::allreduce, state->rank);
-    }
-    return {};
-  }
-  const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
-                                static_cast<int>(op), -1};
-  return launch(
-      state, info, signature, blocking,
-      [&](Operation& o) { return allreduce_task(o, args, algorithm); }, std::move(memory.device));
+std::span<const AlgorithmRow> allreduce_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::allreduce>(Algorithm::ring, allreduce_ring),
+      row<Collective::allreduce>(Algorithm::recursive_doubling, allreduce_recursive_doubling,
+                                 allreduce_recursive_doubling_now),
+      row<Collective::allreduce>(Algorithm::rabenseifner, allreduce_rabenseifner),
+      row<Collective::allreduce>(Algorithm::binomial_tree, allreduce_binomial),
+      row<Collective::allreduce>(Algorithm::double_binary_tree, allreduce_double_binary_tree),
+  };
+  return rows;
 }
-
-}  // namespace
 
 }  // namespace collx::detail
-
-namespace collx {
-
-void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                             ReduceOp op, const Options& options) {
-  state();  // throws if freed
-  detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
-}
-
-void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,
-                             const Options& options) {
-  allreduce(buffer, buffer, count, type, op, options);
-}
-
-Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count,
-                                 DataType type, ReduceOp op, const Options& options) {
-  state();
-  return detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, false);
-}
-
-}  // namespace collx

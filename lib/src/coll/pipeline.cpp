@@ -29,8 +29,8 @@ ExchangeReduceAwaiter::ExchangeReduceAwaiter(Operation& op, const ExchangeReduce
 bool ExchangeReduceAwaiter::await_ready() {
   if (!small_) return false;
   const std::size_t elem = args_.reduction->element_size;
-  op_.recv(recv_, buffer_, args_.recv_elems * elem, args_.peer, args_.phase);     // first, as
-  op_.send(send_, args_.send, args_.send_elems * elem, args_.peer, args_.phase);  // Sendrecv
+  op_.recv(recv_, buffer_, args_.recv_elems * elem, args_.peer, args_.phases[0]);     // first, as
+  op_.send(send_, args_.send, args_.send_elems * elem, args_.peer, args_.phases[0]);  // Sendrecv
   return op_.ready(transfers_);
 }
 
@@ -85,11 +85,11 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
   TransferArray recvs(static_cast<std::size_t>(recv_segments));
   auto post_send = [&](int k) {
     op.send(sends[k], a.send + send_layout.offset(k) * elem, send_layout.length(k) * elem, a.peer,
-            a.phase);
+            a.phases[0]);
   };
   auto post_recv = [&](int k) {
     op.recv(recvs[k], scratch + static_cast<std::size_t>(k % slots) * slot_bytes,
-            recv_layout.length(k) * elem, a.peer, a.phase);
+            recv_layout.length(k) * elem, a.peer, a.phases[0]);
   };
   for (int k = 0; k < slots; ++k)
     post_recv(k);
@@ -162,7 +162,7 @@ Task ring_stream(Operation& op, RingStream a) {
   };
   // Adjacent steps interleave their sends on one link; alternating the tag by step parity
   // keeps MPI's in-order matching from pairing a step's receive with the next step's send.
-  auto phase_of = [&](int step) { return a.phase + (step & 1); };
+  auto phase_of = [&](int step) { return a.phases[step & 1]; };
 
   TransferArray sends(static_cast<std::size_t>(units));
   TransferArray recvs(static_cast<std::size_t>(units));

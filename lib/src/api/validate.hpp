@@ -34,13 +34,24 @@ class ArgCheck {
       bad_op(type, op);
     }
   }
-  // count * size_of(type), rejecting counts whose byte size overflows.
+  // No object is larger than PTRDIFF_MAX bytes: a count beyond it is a caller's error (and
+  // would overflow the offset arithmetic of the schedules).
+  static constexpr std::size_t kMaxBytes =
+      static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  // count * size_of(type), rejecting counts whose byte size no buffer can have.
   std::size_t bytes(std::size_t count, DataType type) const {
     const std::size_t element = size_of(type);
-    if (count > std::numeric_limits<std::size_t>::max() / element) [[unlikely]] {
+    if (count > kMaxBytes / element) [[unlikely]]
       bad_count(count, type);
-    }
     return count * element;
+  }
+  // The bytes of `count` elements for each of `nranks` ranks (a gathered or scattered buffer),
+  // rejecting a product no buffer can have.
+  std::size_t total_bytes(std::size_t count, int nranks, DataType type) const {
+    const auto ranks = static_cast<std::size_t>(nranks);
+    if (count > kMaxBytes / size_of(type) / ranks) [[unlikely]]
+      bad_total(count, nranks, type);
+    return count * ranks * size_of(type);
   }
   // A null pointer with a non-zero size.
   void buffer(const void* buffer, std::size_t bytes, std::string_view name) const {
@@ -67,6 +78,7 @@ class ArgCheck {
   [[noreturn]] void bad_type(DataType type) const;
   [[noreturn]] void bad_op(DataType type, ReduceOp op) const;
   [[noreturn]] void bad_count(std::size_t count, DataType type) const;
+  [[noreturn]] void bad_total(std::size_t count, int nranks, DataType type) const;
   [[noreturn]] void null_buffer(std::string_view name) const;
   [[noreturn]] void overlap(std::string_view a_name, std::string_view b_name) const;
   [[noreturn]] void bad_rank(int value, int size, std::string_view name) const;

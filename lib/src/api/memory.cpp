@@ -55,7 +55,6 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
   return d;
 }
 
-std::atomic<bool> process_is_host_only{false};
 
 CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
                                std::initializer_list<BufferArg> buffers, bool blocking, bool p2p) {

@@ -51,6 +51,45 @@ inline int tag_base_for(std::uint64_t sequence) {
   return 1 + static_cast<int>(sequence & (kTagWindow - 1)) * kPhasesPerOp;
 }
 
+// A schedule's share of its operation's tags: `count` consecutive phases from `first`.
+// A composite algorithm hands each of its parts a named share of its own (part()); shares
+// are checked against the budget they come from, so two parts can never be handed the same
+// tag, and a schedule that asks for a phase outside its share fails at once instead of
+// matching another part's receive. The last phase of an operation is COLLX_CHECK's
+// (kCheckPhase), outside every schedule's budget.
+class Phases {
+ public:
+  // The whole budget of a schedule that runs as the operation's algorithm.
+  constexpr Phases() = default;
+  int operator[](int i) const {
+    if (i < 0 || i >= count_) [[unlikely]]
+      outside(i);
+    return first_ + i;
+  }
+  // The `count` phases from `offset` of this share, for the part called `name`.
+  Phases part(const char* name, int offset, int count) const;
+  int first() const { return first_; }
+  int count() const { return count_; }
+  // COLLX_CHECK's share: the operation's last phase.
+  static Phases check();
+
+ private:
+  constexpr Phases(int first, int count, const char* name)
+      : first_(first), count_(count), name_(name) {}
+  [[noreturn]] void outside(int i) const;
+  int first_ = 0;
+  int count_ = kPhasesPerOp - 1;
+  const char* name_ = "schedule";
+};
+// Phase (tag offset within an operation) reserved for COLLX_CHECK's signature comparison.
+inline constexpr int kCheckPhase = kPhasesPerOp - 1;
+
+// The latency path: a blocking call of at most this many bytes on host memory, alone in the
+// process, may run straight through the transport (no coroutine, no Operation). Its messages
+// are the ones the operation path sends for a one-segment buffer, so ranks that take different
+// paths still match.
+inline constexpr std::size_t kLatencyPathBytes = 1024;
+
 class Operation {
  public:
   // `device`: the call's buffers are device memory; every message, copy, reduction and scratch

@@ -1,9 +1,10 @@
 // The public collectives: argument checks, then the algorithm chosen and run (blocking or
-// nonblocking) through run_collective. Allreduce has its own file (its latency path).
+// nonblocking) through run_collective.
 #include <cstring>
 #include <numeric>
 
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
 #include "comm_state.hpp"
@@ -18,11 +19,6 @@ std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
   for (std::size_t r = 0; r < offsets.size(); ++r)
     offsets[r] = r * count;
   return offsets;
-}
-
-void no_algorithm(Operation& op, const char* collective, Algorithm algorithm) {
-  throw Error(ErrorCode::unsupported, collective, op.rank(),
-              "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
 }
 
 std::vector<std::size_t> offsets_of(const patterns::BlockLayout& layout) {
@@ -46,6 +42,30 @@ CallSignature signature(Collective c, std::size_t count, int type = -1, int op =
   return {c, count, type, op, root};
 }
 
+Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+                       std::size_t count, DataType type, ReduceOp reduce_op, const Options& options,
+                       bool blocking) {
+  const ArgCheck check(Collective::allreduce, s->rank);
+  check.type_op(type, reduce_op);
+  const std::size_t bytes = check.bytes(count, type);
+  check.buffer(sendbuf, bytes, "sendbuf");
+  check.buffer(recvbuf, bytes, "recvbuf");
+  check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  CallMemory memory =
+      call_memory(*s, Collective::allreduce, options,
+                  {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
+  const AllreduceArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count,
+                           Reduction::make(type, reduce_op, s->size, memory.reducer()), {}};
+  return run_collective(
+      s, Collective::allreduce, bytes, options,
+      signature(Collective::allreduce, count, static_cast<int>(type), static_cast<int>(reduce_op)),
+      blocking, [&](Operation& op, Algorithm a) { return allreduce_task(op, args, a); },
+      std::move(memory.device),
+      [&](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<Collective::allreduce>(t, tag_base, args, a);
+      });
+}
+
 Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
                        DataType type, int root, const Options& options, bool blocking) {
   const ArgCheck check(Collective::broadcast, s->rank);
@@ -55,13 +75,15 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
   check.rank_in_range(root, s->size, "root");
   CallMemory memory =
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
-  const BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, 0};
+  const BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
   return run_collective(
       s, Collective::broadcast, bytes, options,
       signature(Collective::broadcast, count, static_cast<int>(type), -1, root), blocking,
       [&](Operation& op, Algorithm a) { return broadcast_task(op, args, a); },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) { return broadcast_now(t, tag_base, args, a); });
+      [&](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<Collective::broadcast>(t, tag_base, args, a);
+      });
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -81,19 +103,27 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       *s, Collective::reduce, options,
       {{sendbuf, bytes, "sendbuf"}, {s->rank == root ? recvbuf : nullptr, bytes, "recvbuf"}},
       blocking);
-  const ReduceArgs args{bytes_of(sendbuf),
+  ReduceArgs args{bytes_of(sendbuf),
                         bytes_of(recvbuf),
                         count,
                         Reduction::make(type, reduce_op, s->size, memory.reducer()),
-                        root,
-                        0};
+                        root, {}, Algorithm::ring};
   return run_collective(
       s, Collective::reduce, bytes, options,
       signature(Collective::reduce, count, static_cast<int>(type), static_cast<int>(reduce_op),
                 root),
-      blocking, [&](Operation& op, Algorithm a) { return reduce_task(op, args, a); },
+      blocking,
+      [&](Operation& op, Algorithm a) {
+        if (a == Algorithm::rabenseifner) {
+          args.scatter_algorithm = resolve_algorithm(Collective::reduce_scatter_v,
+                                                     Algorithm::automatic, bytes, s->size, s->rank);
+        }
+        return reduce_task(op, args, a);
+      },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) { return reduce_now(t, tag_base, args, a); });
+      [&](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<Collective::reduce>(t, tag_base, args, a);
+      });
 }
 
 Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -101,7 +131,7 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   const ArgCheck check(Collective::allgather, s->rank);
   check.type(type);
   const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  const std::size_t total = check.total_bytes(count, s->size, type);
   check.buffer(recvbuf, total, "recvbuf");
   std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s->rank) * block;
   const bool in_place = sendbuf == nullptr || sendbuf == own;
@@ -110,7 +140,7 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
   const AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf), bytes_of(recvbuf),
-                           equal_offsets(count, s->size), size_of(type), 0};
+                           equal_offsets(count, s->size), size_of(type), {}};
   return run_collective(
       s, Collective::allgather, total, options,
       signature(Collective::allgather, count, static_cast<int>(type)), blocking,
@@ -140,7 +170,7 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   CallMemory memory = call_memory(
       *s, collective, options, {{sendbuf, total, "sendbuf"}, {recvbuf, mine, "recvbuf"}}, blocking);
   const ReduceScatterArgs args{bytes_of(sendbuf), bytes_of(recvbuf), std::move(offsets),
-                               Reduction::make(type, reduce_op, s->size, memory.reducer()), 0};
+                               Reduction::make(type, reduce_op, s->size, memory.reducer()), {}};
   return run_collective(
       s, collective, total, options,
       signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
@@ -155,7 +185,7 @@ Request gather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   check.type(type);
   check.rank_in_range(root, s->size, "root");
   const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  const std::size_t total = check.total_bytes(count, s->size, type);
   const bool is_root = s->rank == root;
   bool in_place = false;
   if (is_root) {
@@ -174,8 +204,7 @@ Request gather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                         bytes_of(recvbuf),
                         equal_offsets(count, s->size),
                         size_of(type),
-                        root,
-                        0};
+                        root, {}};
   return run_collective(
       s, Collective::gather, total, options,
       signature(Collective::gather, count, static_cast<int>(type), -1, root), blocking,
@@ -190,7 +219,7 @@ Request scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, v
   check.type(type);
   check.rank_in_range(root, s->size, "root");
   const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  const std::size_t total = check.total_bytes(count, s->size, type);
   const bool is_root = s->rank == root;
   bool in_place = false;
   if (is_root) {
@@ -205,12 +234,11 @@ Request scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, v
                                   {{is_root ? sendbuf : nullptr, total, "sendbuf"},
                                    {in_place ? nullptr : recvbuf, block, "recvbuf"}},
                                   blocking);
-  const GatherArgs args{bytes_of(sendbuf),
-                        in_place ? nullptr : bytes_of(recvbuf),
+  const ScatterArgs args{bytes_of(sendbuf),
+                         in_place ? nullptr : bytes_of(recvbuf),
                         equal_offsets(count, s->size),
                         size_of(type),
-                        root,
-                        0};
+                        root, {}};
   return run_collective(
       s, Collective::scatter, total, options,
       signature(Collective::scatter, count, static_cast<int>(type), -1, root), blocking,
@@ -222,14 +250,14 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
                       std::size_t count, DataType type, const Options& options, bool blocking) {
   const ArgCheck check(Collective::alltoall, s->rank);
   check.type(type);
-  const std::size_t total = check.bytes(count * static_cast<std::size_t>(s->size), type);
+  const std::size_t total = check.total_bytes(count, s->size, type);
   check.buffer(sendbuf, total, "sendbuf");
   check.buffer(recvbuf, total, "recvbuf");
   check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
   CallMemory memory =
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
-  const AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), 0};
+  const AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
   return run_collective(
       s, Collective::alltoall, total, options,
       signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
@@ -240,8 +268,10 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
   return run_collective(
       s, Collective::barrier, 0, options, signature(Collective::barrier, 0), blocking,
-      [&](Operation& op, Algorithm a) { return barrier_task(op, 0, a); }, nullptr,
-      [](Transport& t, int tag_base, Algorithm a) { return barrier_now(t, tag_base, a); });
+      [&](Operation& op, Algorithm a) { return barrier_task(op, BarrierArgs{}, a); }, nullptr,
+      [](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<Collective::barrier>(t, tag_base, BarrierArgs{}, a);
+      });
 }
 
 // Point-to-point runs as an operation on the communicator's second context, with the user's
@@ -284,6 +314,15 @@ std::size_t element_bytes(Collective c, int rank, std::size_t count, DataType ty
   return ArgCheck(c, rank).bytes(count, type);
 }
 
+// reduce_scatter's blocks of `count` elements per rank, checked before their offsets are
+// computed (a product that wraps would pass every later check).
+std::vector<std::size_t> block_offsets(int rank, std::size_t count, int nranks, DataType type) {
+  const ArgCheck check(Collective::reduce_scatter, rank);
+  check.type(type);
+  check.total_bytes(count, nranks, type);
+  return equal_offsets(count, nranks);
+}
+
 }  // namespace
 
 }  // namespace collx::detail
@@ -291,6 +330,21 @@ std::size_t element_bytes(Collective c, int rank, std::size_t count, DataType ty
 namespace collx {
 
 using detail::bytes_of;
+
+void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                             ReduceOp op, const Options& options) {
+  state();  // throws if freed
+  detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
+}
+void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,
+                             const Options& options) {
+  allreduce(buffer, buffer, count, type, op, options);
+}
+Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count,
+                                 DataType type, ReduceOp op, const Options& options) {
+  state();
+  return detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, false);
+}
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              const Options& options) {
@@ -333,14 +387,15 @@ Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t
 void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                   DataType type, ReduceOp op, const Options& options) {
   state();
-  detail::reduce_scatter_impl(state_, sendbuf, recvbuf, detail::equal_offsets(count, size()), type,
-                              op, options, true, Collective::reduce_scatter);
+  detail::reduce_scatter_impl(state_, sendbuf, recvbuf, detail::block_offsets(rank(), count, size(), type),
+                              type, op, options, true, Collective::reduce_scatter);
 }
 Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                       DataType type, ReduceOp op, const Options& options) {
   state();
-  return detail::reduce_scatter_impl(state_, sendbuf, recvbuf, detail::equal_offsets(count, size()),
-                                     type, op, options, false, Collective::reduce_scatter);
+  return detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
+                                     detail::block_offsets(rank(), count, size(), type), type, op,
+                                     options, false, Collective::reduce_scatter);
 }
 
 namespace {
@@ -352,7 +407,13 @@ std::vector<std::size_t> prefix_sums(const Communicator& comm,
                     std::to_string(comm.size()) + " ranks");
   }
   std::vector<std::size_t> offsets(counts.size() + 1, 0);
-  std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    offsets[r + 1] = offsets[r] + counts[r];
+    if (offsets[r + 1] < offsets[r]) {
+      throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", comm.rank(),
+                  "counts: their sum exceeds the largest possible buffer");
+    }
+  }
   return offsets;
 }
 }  // namespace

@@ -28,7 +28,7 @@ struct ExchangeReduce {
   bool local_is_lower = true;
   bool finalize = false;
   const Reduction* reduction = nullptr;
-  int phase = 0;
+  Phases phases;
 };
 
 // The segmented, pipelined exchange (any size).
@@ -63,7 +63,7 @@ inline ExchangeReduceAwaiter exchange_reduce(Operation& op, const ExchangeReduce
 // exchange_reduce receives and reduces.
 inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const std::byte* send,
                                                 std::size_t count, const Reduction& reduction,
-                                                int phase) {
+                                                const Phases& phases) {
   return exchange_reduce(op, {.peer = peer,
                               .send = send,
                               .send_elems = count,
@@ -73,7 +73,7 @@ inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const s
                               .local_is_lower = true,
                               .finalize = false,
                               .reduction = &reduction,
-                              .phase = phase});
+                              .phases = phases});
 }
 
 // Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real rank =
@@ -87,7 +87,7 @@ inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const s
 //   given, else into `output`;
 // - allgather steps receive into and forward from `output` (an allgather-only stream expects the
 //   rank's own block already there).
-// `input` may equal `output` (in place). Uses phases `phase` and `phase + 1`.
+// `input` may equal `output` (in place). Uses phases 0 and 1 of its share.
 struct RingStream {
   patterns::RingPattern ring;
   int rotation = 0;
@@ -100,7 +100,7 @@ struct RingStream {
   std::size_t element_size = 1;
   int first_step = 0;
   int end_step = 0;
-  int phase = 0;
+  Phases phases;
 };
 Task ring_stream(Operation& op, RingStream args);
 // Size of RingStream::partial for a layout: two step-parities of one slot per segment.

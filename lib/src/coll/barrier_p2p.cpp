@@ -1,5 +1,6 @@
 // Barrier (dissemination) and point-to-point (direct).
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
 #include "tree.hpp"
 
@@ -8,7 +9,8 @@ namespace collx::detail {
 namespace {
 
 // ceil(log2 p) rounds; a one-byte token per round (a zero-byte message would be skipped).
-Task barrier_dissemination(Operation& op, int phase) {
+Task barrier_dissemination(Operation& op, BarrierArgs a) {
+  const int phase = a.phases[0];
   const int p = op.size();
   std::byte out{1};
   std::byte in{0};
@@ -21,25 +23,25 @@ Task barrier_dissemination(Operation& op, int phase) {
   }
 }
 
-}  // namespace
-
-bool barrier_now(Transport& t, int tag_base, Algorithm algorithm) {
-  if (algorithm != Algorithm::dissemination) return false;
+bool barrier_dissemination_now(Transport& t, int tag_base, const BarrierArgs& a) {
   const int p = t.size();
   std::byte out{1};
   std::byte in{0};
   for (int distance = 1; distance < p; distance *= 2) {
     t.shift_blocking(&out, 1, patterns::wrap(t.rank() + distance, p), &in, 1,
-                     patterns::wrap(t.rank() - distance, p), tag_base);
+                     patterns::wrap(t.rank() - distance, p), tag_base + a.phases[0]);
   }
   return true;
 }
 
-Task barrier_task(Operation& op, int phase, Algorithm algorithm) {
-  if (algorithm != Algorithm::dissemination) {
-    no_algorithm(op, "barrier", algorithm);
-  }
-  return barrier_dissemination(op, phase);
+}  // namespace
+
+std::span<const AlgorithmRow> barrier_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::barrier>(Algorithm::dissemination, barrier_dissemination,
+                               barrier_dissemination_now),
+  };
+  return rows;
 }
 
 Task point_to_point_task(Operation& op, PointToPointArgs a) {
@@ -48,6 +50,13 @@ Task point_to_point_task(Operation& op, PointToPointArgs a) {
   if (a.source >= 0) op.recv_message(recv, a.recv, a.recv_bytes, a.source, a.tag);
   if (a.dest >= 0) op.send_message(send, a.send, a.send_bytes, a.dest, a.tag);
   co_await op.wait(send, recv);
+}
+
+std::span<const AlgorithmRow> sendrecv_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::sendrecv>(Algorithm::direct, point_to_point_task),
+  };
+  return rows;
 }
 
 }  // namespace collx::detail

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
@@ -68,7 +69,7 @@ Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
                               .element_size = a.reduction.element_size,
                               .first_step = 0,
                               .end_step = p - 1,
-                              .phase = a.phase});
+                              .phases = a.phases});
   }
   finish(op, a, blocks, d);
 }
@@ -94,9 +95,9 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
                                   .send = a.send,
                                   .send_elems = blocks.count(),
                                   .reduction = &a.reduction,
-                                  .phase = a.phase});
+                                  .phases = a.phases});
     Transfer recv;
-    op.recv(recv, d.target, blocks.length(rank) * elem, proxy, a.phase + 1);
+    op.recv(recv, d.target, blocks.length(rank) * elem, proxy, a.phases[1]);
     co_await op.wait(recv);
     finish(op, a, blocks, d);
     co_return;
@@ -111,7 +112,7 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
                                   .recv_elems = blocks.count(),
                                   .local_is_lower = false,
                                   .reduction = &a.reduction,
-                                  .phase = a.phase});
+                                  .phases = a.phases});
     current = accumulator.data();
   }
   // Core rank c's share is the blocks of the ranks it stands for: contiguous.
@@ -137,7 +138,7 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
                                   .local_is_lower = step.lower,
                                   .finalize = s == steps - 1,
                                   .reduction = &a.reduction,
-                                  .phase = a.phase});
+                                  .phases = a.phases});
     current = accumulator.data();
   }
   // This rank's block out of the accumulator; a proxy also returns its folded partner's.
@@ -146,7 +147,7 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
     const int folded = fold.fold_partner(rank);
     Transfer send;
     op.send(send, current + blocks.offset(folded) * elem, blocks.length(folded) * elem, folded,
-            a.phase + 1);
+            a.phases[1]);
     co_await op.wait(send);
   }
   finish(op, a, blocks, d);
@@ -154,15 +155,13 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
 
 }  // namespace
 
-Task reduce_scatter_task(Operation& op, const ReduceScatterArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::ring:
-      return reduce_scatter_ring(op, args);
-    case Algorithm::recursive_halving:
-      return reduce_scatter_recursive_halving(op, args);
-    default:
-      no_algorithm(op, "reduce_scatter", algorithm);
-  }
+std::span<const AlgorithmRow> reduce_scatter_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::reduce_scatter>(Algorithm::ring, reduce_scatter_ring),
+      row<Collective::reduce_scatter>(Algorithm::recursive_halving,
+                                      reduce_scatter_recursive_halving),
+  };
+  return rows;
 }
 
 }  // namespace collx::detail

@@ -84,12 +84,6 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
   return start_nonblocking(std::move(op), std::move(task));
 }
 
-// The latency path: a blocking call of at most this many bytes on host memory, alone in the
-// process, may run straight through the transport (no coroutine, no Operation). Its messages
-// are the ones the operation path sends for a one-segment buffer, so ranks that take different
-// paths still match.
-constexpr std::size_t kLatencyPathBytes = 1024;
-
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
@@ -33,8 +34,8 @@ Task allgather_ring(Operation& op, AllgatherArgs a) {
     const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(op.rank()) * elem;
     Transfer send;
     Transfer recv;
-    op.recv(recv, a.recv + blocks.offset(peer) * elem, blocks.length(peer) * elem, peer, a.phase);
-    op.send(send, own, blocks.length(op.rank()) * elem, peer, a.phase);
+    op.recv(recv, a.recv + blocks.offset(peer) * elem, blocks.length(peer) * elem, peer, a.phases[0]);
+    op.send(send, own, blocks.length(op.rank()) * elem, peer, a.phases[0]);
     place_own_block(op, a, blocks);
     co_await op.wait(send, recv);
     co_return;
@@ -47,7 +48,7 @@ Task allgather_ring(Operation& op, AllgatherArgs a) {
                             .element_size = a.element_size,
                             .first_step = p - 1,
                             .end_step = 2 * (p - 1),
-                            .phase = a.phase});
+                            .phases = a.phases});
 }
 
 Task allgather_recursive_doubling(Operation& op, AllgatherArgs a) {
@@ -64,16 +65,16 @@ Task allgather_recursive_doubling(Operation& op, AllgatherArgs a) {
     const int proxy = fold.fold_partner(rank);
     Transfer send;
     Transfer recv;
-    op.send(send, a.recv + blocks.offset(rank) * elem, block_bytes(rank), proxy, a.phase);
+    op.send(send, a.recv + blocks.offset(rank) * elem, block_bytes(rank), proxy, a.phases[0]);
     co_await op.wait(send);
-    op.recv(recv, a.recv, total, proxy, a.phase + 1);
+    op.recv(recv, a.recv, total, proxy, a.phases[1]);
     co_await op.wait(recv);
     co_return;
   }
   if (role == patterns::FoldRole::proxy) {
     const int folded = fold.fold_partner(rank);
     Transfer recv;
-    op.recv(recv, a.recv + blocks.offset(folded) * elem, block_bytes(folded), folded, a.phase);
+    op.recv(recv, a.recv + blocks.offset(folded) * elem, block_bytes(folded), folded, a.phases[0]);
     co_await op.wait(recv);
   }
   // Core rank c holds the blocks of ranks [first_rank_of_core(c), first_rank_of_core(c + 1)):
@@ -92,14 +93,14 @@ Task allgather_recursive_doubling(Operation& op, AllgatherArgs a) {
     Transfer send;
     Transfer recv;
     op.recv(recv, a.recv + core_blocks.offset(step.recv_first) * elem,
-            core_blocks.length(step.recv_first, step.blocks) * elem, peer, a.phase);
+            core_blocks.length(step.recv_first, step.blocks) * elem, peer, a.phases[0]);
     op.send(send, a.recv + core_blocks.offset(step.send_first) * elem,
-            core_blocks.length(step.send_first, step.blocks) * elem, peer, a.phase);
+            core_blocks.length(step.send_first, step.blocks) * elem, peer, a.phases[0]);
     co_await op.wait(send, recv);
   }
   if (role == patterns::FoldRole::proxy) {
     Transfer send;
-    op.send(send, a.recv, total, fold.fold_partner(rank), a.phase + 1);
+    op.send(send, a.recv, total, fold.fold_partner(rank), a.phases[1]);
     co_await op.wait(send);
   }
 }
@@ -133,9 +134,9 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
             (rotated[static_cast<std::size_t>(distance + n)] -
              rotated[static_cast<std::size_t>(distance)]) *
                 elem,
-            patterns::wrap(rank + distance, p), a.phase);
+            patterns::wrap(rank + distance, p), a.phases[0]);
     op.send(send, work.data(), rotated[static_cast<std::size_t>(n)] * elem,
-            patterns::wrap(rank - distance, p), a.phase);
+            patterns::wrap(rank - distance, p), a.phases[0]);
     co_await op.wait(send, recv);
   }
   for (int i = 0; i < p; ++i) {
@@ -147,19 +148,15 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
 
 }  // namespace
 
-Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::ring:
-      return allgather_ring(op, args);
-    case Algorithm::recursive_doubling:
-      return allgather_recursive_doubling(op, args);
-    case Algorithm::bruck:
-      return allgather_bruck(op, args);
-    case Algorithm::shared_memory:
-      return shared_memory_or(op, args, &allgather_shared_memory, &allgather_ring);
-    default:
-      no_algorithm(op, "allgather", algorithm);
-  }
+std::span<const AlgorithmRow> allgather_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::allgather>(Algorithm::ring, allgather_ring),
+      row<Collective::allgather>(Algorithm::recursive_doubling, allgather_recursive_doubling),
+      row<Collective::allgather>(Algorithm::bruck, allgather_bruck),
+      row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory, nullptr,
+                                 Algorithm::ring),
+  };
+  return rows;
 }
 
 }  // namespace collx::detail

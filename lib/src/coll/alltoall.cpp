@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "registry.hpp"
 #include "collx/error.hpp"
 #include "tree.hpp"
 
@@ -35,9 +36,9 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   auto post = [&](int step) {
     const auto pair = patterns::pairwise_step(rank, p, step);
     op.recv(recvs[step], a.recv + static_cast<std::size_t>(pair.recv_from) * block, block,
-            pair.recv_from, a.phase);
+            pair.recv_from, a.phases[0]);
     op.send(sends[step], input + static_cast<std::size_t>(pair.send_to) * block, block,
-            pair.send_to, a.phase);
+            pair.send_to, a.phases[0]);
   };
   for (int step = 1; step < p && step <= depth; ++step)
     post(step);
@@ -74,8 +75,8 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
     }
     Transfer send;
     Transfer recv;
-    op.recv(recv, incoming, packed, patterns::wrap(rank - distance, p), a.phase);
-    op.send(send, outgoing, packed, patterns::wrap(rank + distance, p), a.phase);
+    op.recv(recv, incoming, packed, patterns::wrap(rank - distance, p), a.phases[0]);
+    op.send(send, outgoing, packed, patterns::wrap(rank + distance, p), a.phases[0]);
     co_await op.wait(send, recv);
     std::size_t unpacked = 0;
     for (int i = 1; i < p; ++i) {
@@ -93,15 +94,12 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
 
 }  // namespace
 
-Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::pairwise:
-      return alltoall_pairwise(op, args);
-    case Algorithm::bruck:
-      return alltoall_bruck(op, args);
-    default:
-      no_algorithm(op, "alltoall", algorithm);
-  }
+std::span<const AlgorithmRow> alltoall_rows() {
+  static const AlgorithmRow rows[] = {
+      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise),
+      row<Collective::alltoall>(Algorithm::bruck, alltoall_bruck),
+  };
+  return rows;
 }
 
 }  // namespace collx::detail

@@ -1,0 +1,90 @@
+#include "registry.hpp"
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "collx/error.hpp"
+
+namespace collx::detail {
+
+namespace {
+
+struct Index {
+  std::vector<AlgorithmRow> rows;
+  // [collective][algorithm] -> position in rows + 1 (0: none).
+  std::array<std::array<unsigned char, kAlgorithmCount>, kCollectiveCount> at{};
+};
+
+const Index& index() {
+  static const Index built = [] {
+    Index i;
+    using Rows = std::span<const AlgorithmRow> (*)();
+    for (Rows rows : {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows,
+                      reduce_scatter_rows, gather_rows, scatter_rows, alltoall_rows, barrier_rows,
+                      sendrecv_rows}) {
+      for (const AlgorithmRow& r : rows()) {
+        i.rows.push_back(r);
+        i.at[static_cast<std::size_t>(r.collective)][static_cast<std::size_t>(r.algorithm)] =
+            static_cast<unsigned char>(i.rows.size());
+      }
+    }
+    return i;
+  }();
+  return built;
+}
+
+}  // namespace
+
+std::span<const AlgorithmRow> registry() {
+  return index().rows;
+}
+
+Collective schedules_of(Collective collective) {
+  return collective == Collective::reduce_scatter_v ? Collective::reduce_scatter : collective;
+}
+
+const AlgorithmRow* find_row(Collective collective, Algorithm algorithm) {
+  const auto c = static_cast<std::size_t>(schedules_of(collective));
+  const auto a = static_cast<std::size_t>(algorithm);
+  if (c >= kCollectiveCount || a >= kAlgorithmCount) return nullptr;
+  const Index& i = index();
+  const unsigned position = i.at[c][a];
+  return position == 0 ? nullptr : &i.rows[position - 1];
+}
+
+void no_algorithm(Operation& op, Collective collective, Algorithm algorithm) {
+  throw Error(ErrorCode::unsupported, std::string(to_string(collective)), op.rank(),
+              "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
+}
+
+// The dispatchers composite algorithms and the entry points call.
+Task allreduce_task(Operation& op, const AllreduceArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::allreduce>(op, args, algorithm);
+}
+Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::broadcast>(op, args, algorithm);
+}
+Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::reduce>(op, args, algorithm);
+}
+Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::allgather>(op, args, algorithm);
+}
+Task reduce_scatter_task(Operation& op, const ReduceScatterArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::reduce_scatter>(op, args, algorithm);
+}
+Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::gather>(op, args, algorithm);
+}
+Task scatter_task(Operation& op, const ScatterArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::scatter>(op, args, algorithm);
+}
+Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::alltoall>(op, args, algorithm);
+}
+Task barrier_task(Operation& op, const BarrierArgs& args, Algorithm algorithm) {
+  return run_schedule<Collective::barrier>(op, args, algorithm);
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,138 @@
+// The algorithm registry: one row per (collective, algorithm) that collx implements. A row
+// names the schedule (the coroutine that runs the algorithm on an Operation), its blocking form
+// where the latency path has one, and, for rows that need the shared segment, the algorithm
+// that runs instead where there is none. The rows of a collective stand in the file of its
+// schedules (allreduce_rows() in allreduce.cpp, ...), the first row being the fallback when no
+// selection rule matches; everything else (Algorithm lists, COLLX_ALGO parsing, the selector's
+// checks, collx-info, collx-bench -a all, the simulated-rank suite) reads them from here.
+//
+// Adding an algorithm: its schedule and one row in its collective's file (and, for a new name,
+// one line in COLLX_ALGORITHM_LIST, collx/algorithm.hpp). docs/ARCHITECTURE.md walks through it.
+#pragma once
+
+#include <span>
+
+#include "collectives.hpp"
+
+namespace collx::detail {
+
+// The argument struct a collective's schedules take.
+template <Collective C>
+struct ArgsOfT;
+template <>
+struct ArgsOfT<Collective::allreduce> {
+  using type = AllreduceArgs;
+};
+template <>
+struct ArgsOfT<Collective::broadcast> {
+  using type = BroadcastArgs;
+};
+template <>
+struct ArgsOfT<Collective::reduce> {
+  using type = ReduceArgs;
+};
+template <>
+struct ArgsOfT<Collective::allgather> {
+  using type = AllgatherArgs;
+};
+template <>
+struct ArgsOfT<Collective::reduce_scatter> {
+  using type = ReduceScatterArgs;
+};
+template <>
+struct ArgsOfT<Collective::gather> {
+  using type = GatherArgs;
+};
+template <>
+struct ArgsOfT<Collective::scatter> {
+  using type = ScatterArgs;
+};
+template <>
+struct ArgsOfT<Collective::alltoall> {
+  using type = AlltoallArgs;
+};
+template <>
+struct ArgsOfT<Collective::barrier> {
+  using type = BarrierArgs;
+};
+template <>
+struct ArgsOfT<Collective::sendrecv> {
+  using type = PointToPointArgs;
+};
+template <Collective C>
+using ArgsOf = typename ArgsOfT<C>::type;
+
+template <class Args>
+using Schedule = Task (*)(Operation&, Args);
+// The latency path's form of a schedule: runs the call to completion straight through the
+// transport and returns true, or returns false (before sending anything) where it does not
+// apply (too large). Its messages must be the schedule's for a one-segment buffer: the
+// simulated-rank suite runs both forms against each other.
+template <class Args>
+using BlockingForm = bool (*)(Transport&, int tag_base, const Args&);
+
+struct AlgorithmRow {
+  using Erased = void (*)();
+  Collective collective = Collective::allreduce;
+  Algorithm algorithm = Algorithm::automatic;
+  Erased schedule = nullptr;
+  Erased blocking = nullptr;
+  // Rows that run through the shared segment: the algorithm that runs where the operation
+  // cannot use one (ranks on several nodes, device buffers). automatic: needs none.
+  Algorithm without_segment = Algorithm::automatic;
+};
+
+// A row, type-checked against the collective's argument struct.
+template <Collective C>
+AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule,
+                 BlockingForm<ArgsOf<C>> blocking = nullptr,
+                 Algorithm without_segment = Algorithm::automatic) {
+  return {C, algorithm, reinterpret_cast<AlgorithmRow::Erased>(schedule),
+          reinterpret_cast<AlgorithmRow::Erased>(blocking), without_segment};
+}
+
+// Each collective's rows, defined beside its schedules.
+std::span<const AlgorithmRow> allreduce_rows();
+std::span<const AlgorithmRow> broadcast_rows();
+std::span<const AlgorithmRow> reduce_rows();
+std::span<const AlgorithmRow> allgather_rows();
+std::span<const AlgorithmRow> reduce_scatter_rows();
+std::span<const AlgorithmRow> gather_rows();
+std::span<const AlgorithmRow> scatter_rows();
+std::span<const AlgorithmRow> alltoall_rows();
+std::span<const AlgorithmRow> barrier_rows();
+std::span<const AlgorithmRow> sendrecv_rows();
+
+// Every row, collective by collective.
+std::span<const AlgorithmRow> registry();
+// The collective whose schedules run `collective` (reduce_scatter_v runs reduce_scatter's).
+Collective schedules_of(Collective collective);
+// The row of (collective, algorithm), or null.
+const AlgorithmRow* find_row(Collective collective, Algorithm algorithm);
+
+[[noreturn]] void no_algorithm(Operation& op, Collective collective, Algorithm algorithm);
+
+// Runs `algorithm`'s schedule for collective C (throws for an algorithm C does not have).
+template <Collective C>
+Task run_schedule(Operation& op, const ArgsOf<C>& args, Algorithm algorithm) {
+  const AlgorithmRow* r = find_row(C, algorithm);
+  if (r == nullptr) no_algorithm(op, C, algorithm);
+  if (r->without_segment != Algorithm::automatic) {
+    if (shared_memory_usable(op)) {
+      return in_turn(op, reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, args));
+    }
+    r = find_row(C, r->without_segment);
+  }
+  return reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, args);
+}
+
+// The latency path of `algorithm` for collective C: false where it has none or it does not
+// apply.
+template <Collective C>
+bool run_blocking_form(Transport& t, int tag_base, const ArgsOf<C>& args, Algorithm algorithm) {
+  const AlgorithmRow* r = find_row(C, algorithm);
+  if (r == nullptr || r->blocking == nullptr) return false;
+  return reinterpret_cast<BlockingForm<ArgsOf<C>>>(r->blocking)(t, tag_base, args);
+}
+
+}  // namespace collx::detail
