@@ -28,6 +28,7 @@ case "$kind" in
   bench | bench-mpirun) export BENCH_MAX=64K BENCH_FACTOR=8 BENCH_ITERS=3 BENCH_WARMUP=1 ;;
   train)
     export TRAIN_EPOCHS=2
+    # shellcheck disable=SC2054  # --hidden takes a comma-separated list
     args=(--synthetic --synthetic-train 3000 --synthetic-test 501 --hidden 64,32 --batch 100)
     ;;
   tests) args=(-R '^(mpi_collectives_np4|mpi_collectives_np2|app_collx_info)$') ;;
