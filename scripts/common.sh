@@ -11,6 +11,7 @@ COLLX_PACKAGES=(
   libgtest-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)
+  iproute2 iputils-ping munge slurmctld slurmd slurm-client  # tests -L cluster: scripts/emulated-cluster
 )
 
 collx_install_packages() {
