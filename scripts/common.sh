@@ -11,6 +11,7 @@ COLLX_PACKAGES=(
   libgtest-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)
+  python3-torch libtorch-dev python3-pybind11  # the torch.distributed backend (collx_torch)
 )
 
 collx_install_packages() {
