@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import collx_torch  # noqa: F401  (registers the "collx" backend)
 import torch.distributed as dist
 
-STEPS = 20
+STEPS = 10
 RELATIVE_TOLERANCE = 1e-5
 
 dist.init_process_group("collx")

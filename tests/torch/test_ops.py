@@ -39,6 +39,12 @@ OPS = {"SUM": ReduceOp.SUM, "AVG": ReduceOp.AVG, "PRODUCT": ReduceOp.PRODUCT,
 COUNTS = (1, 7, 40000)
 # How a tensor reaches the operation: as is, async (work.wait()), or a non-contiguous view.
 FORMS = ("blocking", "async", "strided")
+
+
+def forms(n, *extra):
+    """The forms to run at n elements: all of them at the small counts; at the large one (whose
+    pipelined path does not depend on how the tensor arrived) the plain blocking call."""
+    return ("blocking",) if n == COUNTS[-1] else FORMS + extra
 UNTOUCHED = 99  # the elements beside a strided view, which no operation may write
 
 failures = []
@@ -125,7 +131,7 @@ def test_all_reduce():
             for n in COUNTS:
                 x = values(n, dtype)
                 want = gloo_all_reduce(x, opname)
-                for form in FORMS:
+                for form in forms(n):
                     got = shaped(x.clone(), form)
                     call(dist.all_reduce, form, got, op=OPS[opname])
                     check(f"all_reduce {dtype} {opname} n={n} {form}", got, want, opname)
@@ -147,7 +153,7 @@ def test_reduce():
             for n in COUNTS[1:]:
                 x = values(n, dtype)
                 want = gloo_all_reduce(x, opname)
-                for form in FORMS:
+                for form in forms(n):
                     got = shaped(x.clone(), form)
                     call(dist.reduce, form, got, dst=root, op=OPS[opname])
                     if RANK == root:
@@ -162,7 +168,7 @@ def test_reduce_scatter():
             for n in COUNTS[1:]:
                 inputs = [values(n, dtype, salt=i) for i in range(SIZE)]
                 want = gloo_all_reduce(torch.cat(inputs), opname).chunk(SIZE)[RANK]
-                for form in FORMS + ("one block",):
+                for form in forms(n, "one block"):
                     if form == "one block":
                         # The list as chunks of one tensor (collx reads it in place), the output
                         # the rank's own chunk of it.
@@ -197,7 +203,7 @@ def test_broadcast():
                 want = as_gloo(x)
                 dist.broadcast(want, src=root, group=GLOO)
                 want = want.to(dtype)
-                for form in FORMS:
+                for form in forms(n):
                     got = shaped(x.clone(), form)
                     call(dist.broadcast, form, got, src=root)
                     check(f"broadcast {dtype} root={root} n={n} {form}", got, want)
@@ -208,7 +214,7 @@ def test_all_gather():
         for n in COUNTS:
             x = values(n, dtype)
             want = gloo_all_gather(x)
-            for form in FORMS + ("one block",):
+            for form in forms(n, "one block"):
                 if form == "one block":
                     block = torch.zeros(SIZE * n, dtype=dtype)
                     out = list(block.chunk(SIZE))
@@ -222,7 +228,7 @@ def test_all_gather():
                     check(f"all_gather {dtype} n={n} {form} block {r}", out[r], want[r])
             # The single-tensor form: separate, async, strided output, in place.
             cat = torch.cat(want)
-            for form in FORMS + ("in place",):
+            for form in forms(n, "in place"):
                 if form == "in place":
                     got = torch.zeros(SIZE * n, dtype=dtype)
                     src = got.narrow(0, RANK * n, n)
@@ -242,7 +248,7 @@ def test_gather_scatter():
                 r = as_gloo(x)
                 want = [torch.empty_like(r) for _ in range(SIZE)] if RANK == root else None
                 dist.gather(r, want, dst=root, group=GLOO)
-                for form in FORMS:
+                for form in forms(n):
                     out = ([shaped(torch.zeros(n, dtype=dtype), form) for _ in range(SIZE)]
                            if RANK == root else None)
                     call(dist.gather, form, shaped(x.clone(), form), out, dst=root)
@@ -254,7 +260,7 @@ def test_gather_scatter():
                 want = torch.empty(n, dtype=through_gloo(dtype))
                 dist.scatter(want, [as_gloo(p) for p in pieces] if RANK == root
                              else None, src=root, group=GLOO)
-                for form in FORMS:
+                for form in forms(n):
                     got = shaped(torch.zeros(n, dtype=dtype), form)
                     listed = [shaped(p.clone(), form) for p in pieces] if RANK == root else None
                     call(dist.scatter, form, got, listed, src=root)
@@ -270,7 +276,7 @@ def test_all_to_all():
             want = torch.empty_like(r)
             dist.all_to_all_single(want, r, group=GLOO)
             want = want.to(dtype)
-            for form in FORMS + ("equal splits",):
+            for form in forms(n, "equal splits"):
                 got = torch.zeros_like(x)
                 if form == "equal splits":
                     dist.all_to_all_single(got, x.clone(), [n] * SIZE, [n] * SIZE)
@@ -332,6 +338,21 @@ def test_barrier():
         checks += 1
         if min(t[1].item() for t in every) < every[0][0].item():
             failures.append(f"rank {RANK} barrier {form}: a rank left before rank 0 arrived")
+
+
+def test_objects():
+    # The pickled-object helpers: all_gather and broadcast of uint8 and int64 tensors underneath.
+    global checks
+    mine = {"rank": RANK, "name": "x" * RANK}
+    gathered = [None] * SIZE
+    dist.all_gather_object(gathered, mine)
+    objects = [mine if RANK == SIZE - 1 else None]
+    dist.broadcast_object_list(objects, src=SIZE - 1)
+    checks += 2
+    if gathered != [{"rank": r, "name": "x" * r} for r in range(SIZE)]:
+        failures.append(f"rank {RANK} all_gather_object: {gathered}")
+    if objects != [{"rank": SIZE - 1, "name": "x" * (SIZE - 1)}]:
+        failures.append(f"rank {RANK} broadcast_object_list: {objects}")
 
 
 # ---------------------------------------------------------------- sub-groups
@@ -419,7 +440,7 @@ def test_errors():
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
          test_broadcast, test_all_gather, test_gather_scatter, test_all_to_all, test_send_recv,
-         test_barrier, test_new_group, test_errors]
+         test_barrier, test_objects, test_new_group, test_errors]
 
 if __name__ == "__main__":
     selected = [t for t in TESTS if len(sys.argv) < 2 or t.__name__ in sys.argv[1:]]

@@ -114,6 +114,20 @@ void check_list(const std::vector<at::Tensor>& list, int ranks, const at::Tensor
   }
 }
 
+// The root's list of one tensor per rank (gather_list, scatter_list), checked; null elsewhere,
+// where torch passes no list.
+const std::vector<at::Tensor>* root_list(const std::vector<std::vector<at::Tensor>>& lists,
+                                         bool is_root, int ranks, const at::Tensor& like,
+                                         const char* op, const char* what) {
+  if (!is_root) {
+    if (!lists.empty()) refuse(op, what, " is for the root rank only");
+    return nullptr;
+  }
+  if (lists.size() != 1) refuse(op, "the root takes one ", what, ", got ", lists.size());
+  check_list(lists[0], ranks, like, op, what);
+  return &lists[0];
+}
+
 void check_numel(const at::Tensor& t, int64_t expected, const char* op, const char* what) {
   if (t.numel() != expected) {
     refuse(op, what, " has ", t.numel(), " elements, ", expected, " expected");
@@ -431,13 +445,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
   const bool is_root = comm_->rank() == root;
   Staging s;
   at::Tensor dst;
-  if (is_root) {
-    if (outputs.size() != 1) refuse(op, "the root takes one gather list, got ", outputs.size());
-    check_list(outputs[0], comm_->size(), in, op, "the gather list");
-    s.outputs = outputs[0];
-    dst = write_list(outputs[0], s);
-  } else if (!outputs.empty()) {
-    refuse(op, "gather_list is for the destination rank only");
+  if (const auto* list = root_list(outputs, is_root, comm_->size(), in, op, "gather_list")) {
+    s.outputs = *list;
+    dst = write_list(*list, s);
   }
   at::Tensor src = read_buffer(in, s);
   return launch(c10d::OpType::GATHER, op, std::move(s), [&] {
@@ -456,12 +466,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
   Staging s;
   s.outputs = {out};
   at::Tensor src;
-  if (is_root) {
-    if (inputs.size() != 1) refuse(op, "the root takes one scatter list, got ", inputs.size());
-    check_list(inputs[0], comm_->size(), out, op, "the scatter list");
-    src = read_list(inputs[0], s);
-  } else if (!inputs.empty()) {
-    refuse(op, "scatter_list is for the source rank only");
+  if (const auto* list = root_list(inputs, is_root, comm_->size(), out, op, "scatter_list")) {
+    src = read_list(*list, s);
   }
   at::Tensor dst = write_buffer(out, s);
   return launch(c10d::OpType::SCATTER, op, std::move(s), [&] {
