@@ -2,11 +2,12 @@
 """torch.distributed on collx against gloo, in the same job: time per call from Python.
 
     PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 torch/benchmarks/bench.py \
-        --ops all_reduce,broadcast,all_gather --runs 3 --ddp 50 --json out.json
+        --ops all_reduce,broadcast,all_gather --runs 3 --ddp 10 --json out.json
 
 Each (operation, size) is timed on collx and on gloo in turn, --runs times, interleaved: one run
-is `iterations` back-to-back blocking calls after a warm-up, its time the slowest rank's mean;
-the table shows the median of the runs. float32 tensors; all_gather's size is the output's.
+is 5 rounds of back-to-back blocking calls after a warm-up, a round's time the slowest rank's
+mean per call, the run's time its median round (collx-bench's method); the table shows the
+median of the runs. float32 tensors; all_gather's size is the output's.
 `--ddp STEPS` also times DDP training steps (samples/s, median of the runs) on each backend.
 """
 import argparse
@@ -23,6 +24,8 @@ import collx_torch  # noqa: F401  (registers the "collx" backend)
 import torch.distributed as dist
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+WARMUP = 5
+ROUNDS = 5
 
 
 def parse_size(text):
@@ -55,20 +58,25 @@ def make_call(op, nbytes, group, size):
 
 
 def iterations_for(nbytes):
-    # About 64 MiB moved per run, between 5 and 1000 calls.
-    return max(5, min(1000, (64 << 20) // max(nbytes, 1)))
+    # Calls per round: about 8 MiB moved, between 1 and 50.
+    return max(1, min(50, (8 << 20) // max(nbytes, 1)))
 
 
-def time_run(call, iterations, group):
-    for _ in range(5):
+def time_run(call, iterations, group, rounds=ROUNDS):
+    """One run: `rounds` rounds of `iterations` calls after a barrier, a round's time the slowest
+    rank's mean per call, the run's time the median round (as collx-bench times its rows; on a
+    shared machine the mean of one long loop is the time of its worst preemption)."""
+    for _ in range(WARMUP):
         call()
-    dist.barrier(group=group)
-    start = time.perf_counter()
-    for _ in range(iterations):
-        call()
-    mean = torch.tensor([(time.perf_counter() - start) / iterations], dtype=torch.float64)
-    dist.all_reduce(mean, op=dist.ReduceOp.MAX, group=group)
-    return mean.item()
+    per_round = torch.empty(rounds, dtype=torch.float64)
+    for r in range(rounds):
+        dist.barrier(group=group)
+        start = time.perf_counter()
+        for _ in range(iterations):
+            call()
+        per_round[r] = (time.perf_counter() - start) / iterations
+    dist.all_reduce(per_round, op=dist.ReduceOp.MAX, group=group)
+    return per_round.median().item()
 
 
 def ddp_samples_per_second(group, steps, batch, size, rank):
@@ -98,7 +106,7 @@ def main():
                         help="bytes per call, comma-separated (K, M suffixes)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ddp", type=int, default=0, metavar="STEPS",
-                        help="also time STEPS DDP steps per run on each backend")
+                        help="also time DDP training, STEPS steps per round, on each backend")
     parser.add_argument("--batch", type=int, default=256, help="DDP global batch")
     parser.add_argument("--json", help="write the results here (rank 0)")
     args = parser.parse_args()
@@ -140,8 +148,8 @@ def main():
                **{f"{name}_samples_per_s": rates[name] for name in groups}}
         rows.append(row)
         if rank == 0:
-            print(f"\nDDP, MLP 64-256-256-10, global batch {args.batch}, {args.ddp} steps "
-                  f"(median of {args.runs} runs): collx "
+            print(f"\nDDP, MLP 64-256-256-10, global batch {args.batch}, {ROUNDS} rounds of {args.ddp} "
+                  f"steps (median of {args.runs} runs): collx "
                   f"{statistics.median(rates['collx']):.0f} samples/s, gloo "
                   f"{statistics.median(rates['gloo']):.0f} samples/s", flush=True)
 
