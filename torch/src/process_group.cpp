@@ -318,7 +318,9 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::getFuture() {
 // ---------------------------------------------------------------- ProcessGroupCollx
 
 ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
-    : BackendBase(comm->rank(), comm->size()), comm_(std::move(comm)) {}
+    : BackendBase(comm->rank(), comm->size()), comm_(std::move(comm)) {
+  host_.memory = collx::MemoryKind::host;
+}
 
 template <class Start>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, const char* op,
@@ -343,7 +345,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tens
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, s);
   return launch(c10d::OpType::BROADCAST, op, std::move(s), [&] {
-    return comm_->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root);
+    return comm_->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root, host_);
   });
 }
 
@@ -356,7 +358,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tens
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, s);
   return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [&] {
-    return comm_->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop);
+    return comm_->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop,
+                             host_);
   });
 }
 
@@ -384,7 +387,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
   s.keep_alive.push_back(flat);
   return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [&] {
     return comm_->iallreduce(flat.data_ptr(), flat.data_ptr(), total,
-                             data_type_of(tensors.front(), op), rop);
+                             data_type_of(tensors.front(), op), rop, host_);
   });
 }
 
@@ -401,7 +404,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
   at::Tensor buf = comm_->rank() == root ? update_buffer(t, s) : read_buffer(t, s);
   return launch(c10d::OpType::REDUCE, op, std::move(s), [&] {
     return comm_->ireduce(buf.data_ptr(), comm_->rank() == root ? buf.data_ptr() : nullptr,
-                          buf.numel(), data_type_of(t, op), rop, root);
+                          buf.numel(), data_type_of(t, op), rop, root, host_);
   });
 }
 
@@ -417,7 +420,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   at::Tensor src = read_buffer(in, s);
   at::Tensor dst = write_list(outputs[0], s);
   return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
-    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op));
+    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
+                             host_);
   });
 }
 
@@ -432,7 +436,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   at::Tensor src = read_buffer(input, s);
   at::Tensor dst = write_buffer(output, s);
   return launch(c10d::OpType::_ALLGATHER_BASE, op, std::move(s), [&] {
-    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(input, op));
+    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(input, op),
+                             host_);
   });
 }
 
@@ -452,7 +457,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
   at::Tensor src = read_buffer(in, s);
   return launch(c10d::OpType::GATHER, op, std::move(s), [&] {
     return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
-                          data_type_of(in, op), root);
+                          data_type_of(in, op), root, host_);
   });
 }
 
@@ -472,7 +477,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
   at::Tensor dst = write_buffer(out, s);
   return launch(c10d::OpType::SCATTER, op, std::move(s), [&] {
     return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
-                           data_type_of(out, op), root);
+                           data_type_of(out, op), root, host_);
   });
 }
 
@@ -490,7 +495,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
   at::Tensor dst = write_buffer_apart(out, src, s);
   return launch(c10d::OpType::REDUCE_SCATTER, op, std::move(s), [&] {
     return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                  data_type_of(out, op), rop);
+                                  data_type_of(out, op), rop, host_);
   });
 }
 
@@ -507,7 +512,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
   at::Tensor dst = write_buffer_apart(output, src, s);
   return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s), [&] {
     return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                  data_type_of(output, op), rop);
+                                  data_type_of(output, op), rop, host_);
   });
 }
 
@@ -525,7 +530,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   at::Tensor src = read_buffer(input, s);
   at::Tensor dst = write_buffer_apart(output, src, s);
   return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s), [&] {
-    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block, data_type_of(input, op));
+    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block, data_type_of(input, op), host_);
   });
 }
 
@@ -547,7 +552,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
   }
   return launch(c10d::OpType::ALLTOALL, op, std::move(s), [&] {
     return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
-                            data_type_of(inputs.front(), op));
+                            data_type_of(inputs.front(), op), host_);
   });
 }
 
@@ -583,7 +588,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(std::vector<at::
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
-  return launch(c10d::OpType::BARRIER, "barrier", Staging{}, [&] { return comm_->ibarrier(); });
+  return launch(c10d::OpType::BARRIER, "barrier", Staging{}, [&] { return comm_->ibarrier(host_); });
 }
 
 }  // namespace collx_torch

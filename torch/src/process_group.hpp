@@ -115,6 +115,9 @@ class ProcessGroupCollx : public BackendBase {
                                         Start&& start);
 
   std::shared_ptr<collx::Communicator> comm_;
+  // Every call's buffers are CPU tensors (others are refused): a CUDA build of collx need not ask
+  // CUDA where each buffer lives.
+  collx::Options host_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.
