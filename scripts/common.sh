@@ -12,6 +12,7 @@ COLLX_PACKAGES=(
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)
   iproute2 iputils-ping munge slurmctld slurmd slurm-client  # tests -L cluster: scripts/emulated-cluster
+  python3-torch libtorch-dev python3-pybind11  # the torch.distributed backend (collx_torch)
 )
 
 collx_install_packages() {

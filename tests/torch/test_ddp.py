@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""DistributedDataParallel on collx against DDP on gloo, in one job.
+
+The same model (initialised differently on every rank, so DDP's first broadcast matters), the
+same per-rank data, K steps of SGD with momentum, gradients in several DDP buckets. After the
+steps the weights must agree on every rank:
+
+- at 1 and 2 ranks bit for bit: a sum of two gradients does not depend on the order it is
+  taken in, and both backends divide it by the rank count the same way (DDP's hook);
+- at 3 and more ranks gloo and collx add the ranks' gradients in different orders (their ring
+  and tree schedules differ), so float32 sums may differ in the last bit, and K steps carry such
+  differences on: |w_collx - w_gloo| <= 1e-5 * max(1, |w_gloo|), far above a few roundings of
+  weights of order 0.1-1 (the test prints the largest difference it saw).
+
+Besides, collx's weights must be bitwise the same on every rank (DDP's replicas never diverge).
+
+    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 tests/torch/test_ddp.py
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import collx_torch  # noqa: F401  (registers the "collx" backend)
+import torch.distributed as dist
+
+STEPS = 10
+RELATIVE_TOLERANCE = 1e-5
+
+dist.init_process_group("collx")
+RANK = dist.get_rank()
+SIZE = dist.get_world_size()
+GLOO = dist.new_group(backend="gloo")
+
+
+def train(process_group):
+    torch.manual_seed(RANK)  # different on every rank: DDP's broadcast from rank 0 must fix it
+    model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
+                          nn.Linear(64, 10))
+    # Small buckets: several allreduces per step.
+    ddp = DDP(model, process_group=process_group, bucket_cap_mb=0.01)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    data = torch.Generator().manual_seed(1000 + RANK)
+    for _ in range(STEPS):
+        x = torch.randn(16, 32, generator=data)
+        y = torch.randint(0, 10, (16,), generator=data)
+        optimizer.zero_grad()
+        F.cross_entropy(ddp(x), y).backward()
+        optimizer.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+collx_weights = train(None)  # the default group: collx
+gloo_weights = train(GLOO)
+
+failures = []
+difference = (collx_weights - gloo_weights).abs()
+if SIZE <= 2:
+    if not torch.equal(collx_weights, gloo_weights):
+        failures.append(f"rank {RANK}: weights differ from gloo's (max {difference.max():.3g}) "
+                        f"where they must be bitwise equal")
+elif not torch.all(difference <= RELATIVE_TOLERANCE * gloo_weights.abs().clamp(min=1)):
+    failures.append(f"rank {RANK}: weights differ from gloo's by up to {difference.max():.3g}")
+replicas = [torch.empty_like(collx_weights) for _ in range(SIZE)]
+dist.all_gather(replicas, collx_weights, group=GLOO)
+if not all(torch.equal(r, replicas[0]) for r in replicas):
+    failures.append(f"rank {RANK}: collx's DDP replicas differ between ranks")
+
+total = torch.tensor([len(failures)])
+dist.all_reduce(total, group=GLOO)
+for line in failures:
+    print(line, flush=True)
+if RANK == 0:
+    print(f"np={SIZE}: {collx_weights.numel()} weights after {STEPS} steps, max |collx - gloo| "
+          f"{difference.max().item():.3g}, {int(total)} failures in all", flush=True)
+dist.destroy_process_group()
+sys.exit(1 if int(total) else 0)

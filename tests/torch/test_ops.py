@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""collx's torch.distributed backend against gloo, the reference, in one job.
+
+Every operation x dtype x reduce op, blocking, async (work.wait()) and on non-contiguous or
+shared-memory (in-place) tensors; sub-groups made by new_group; error cases, after which the
+process group must still work. Run under mpirun at any rank count:
+
+    PYTHONPATH=build/torch mpirun -np 3 /usr/bin/python3 tests/torch/test_ops.py
+
+The inputs are small integers (-2..2, 0..4 for uint8), so every SUM, PRODUCT, MIN and MAX is
+exact in every dtype and summation order: those results must equal gloo's bit for bit. AVG is
+gloo's exact float64 sum divided by the rank count and rounded once; collx's may differ by one
+rounding (it scales in the tensor's precision): within one epsilon of the dtype. Where gloo 1.13
+lacks something it is composed from what it has, on the same values: bfloat16 (no gloo support)
+through float32 (exact both ways), AVG through a float64 SUM, reduce_scatter through all_reduce,
+the *_into_tensor and all_to_all list forms through all_gather and all_to_all_single.
+
+Exit status 1 on every rank when any rank found a mismatch.
+"""
+import sys
+import time
+
+import torch
+
+import collx_torch  # noqa: F401  (registers the "collx" backend)
+import torch.distributed as dist
+from torch.distributed import ReduceOp
+
+dist.init_process_group("collx")
+RANK = dist.get_rank()
+SIZE = dist.get_world_size()
+GLOO = dist.new_group(backend="gloo")
+
+FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+DTYPES = FLOATING + (torch.int8, torch.uint8, torch.int32, torch.int64)
+OPS = {"SUM": ReduceOp.SUM, "AVG": ReduceOp.AVG, "PRODUCT": ReduceOp.PRODUCT,
+       "MIN": ReduceOp.MIN, "MAX": ReduceOp.MAX}
+# 40000 elements: past the small-message algorithms, through collx's pipelined ones.
+COUNTS = (1, 7, 40000)
+# How a tensor reaches the operation: as is, async (work.wait()), or a non-contiguous view.
+FORMS = ("blocking", "async", "strided")
+
+
+def forms(n, *extra):
+    """The forms to run at n elements: all of them at the small counts; at the large one (whose
+    pipelined path does not depend on how the tensor arrived) the plain blocking call."""
+    return ("blocking",) if n == COUNTS[-1] else FORMS + extra
+UNTOUCHED = 99  # the elements beside a strided view, which no operation may write
+
+failures = []
+checks = 0
+
+
+def values(n, dtype, salt=0, rank=RANK):
+    v = (torch.arange(n, dtype=torch.int64) * 7 + 3 * rank + salt) % 5
+    if dtype != torch.uint8:
+        v -= 2
+    return v.to(dtype)
+
+
+def shaped(t, form):
+    """t itself, or (form "strided") a non-contiguous view with t's values."""
+    if form != "strided":
+        return t
+    base = torch.full((t.numel(), 2), UNTOUCHED, dtype=t.dtype)
+    base[:, 0] = t
+    return base[:, 0]
+
+
+def call(fn, form, *args, **kwargs):
+    if form == "async":
+        work = fn(*args, async_op=True, **kwargs)
+        work.wait()
+    else:
+        fn(*args, **kwargs)
+
+
+def check(name, got, want, op=None):
+    global checks
+    checks += 1
+    if got._base is not None and got.dim() == 1 and got.stride(0) == 2:
+        beside = got._base[:, 1]
+        if not torch.all(beside == UNTOUCHED):
+            failures.append(f"rank {RANK} {name}: wrote beside the strided view")
+    if op == "AVG":
+        eps = torch.finfo(want.dtype).eps
+        ok = got.dtype == want.dtype and torch.allclose(got.double(), want.double(), rtol=eps, atol=0)
+    else:
+        ok = got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    if not ok:
+        failures.append(f"rank {RANK} {name}: collx {got.reshape(-1)[:6].tolist()} "
+                        f"gloo {want.reshape(-1)[:6].tolist()}")
+
+
+def through_gloo(dtype):
+    """The dtype gloo computes a reference in: bfloat16 (which gloo lacks) goes through float32."""
+    return torch.float32 if dtype == torch.bfloat16 else dtype
+
+
+def as_gloo(x):
+    """A copy of x in the dtype gloo computes its reference in."""
+    return x.to(through_gloo(x.dtype), copy=True)
+
+
+def gloo_all_reduce(x, opname, group=GLOO):
+    if opname == "AVG":
+        r = x.to(torch.float64, copy=True)
+        dist.all_reduce(r, ReduceOp.SUM, group=group)
+        return (r / dist.get_world_size(group)).to(x.dtype)
+    r = as_gloo(x)
+    dist.all_reduce(r, OPS[opname], group=group)
+    return r.to(x.dtype)
+
+
+def gloo_all_gather(x, group=GLOO):
+    r = as_gloo(x)
+    out = [torch.empty_like(r) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(out, r, group=group)
+    return [o.to(x.dtype) for o in out]
+
+
+def reduce_ops(dtype):
+    return [name for name in OPS if name != "AVG" or dtype.is_floating_point]
+
+
+# ---------------------------------------------------------------- reductions
+
+def test_all_reduce():
+    for dtype in DTYPES:
+        for opname in reduce_ops(dtype):
+            for n in COUNTS:
+                x = values(n, dtype)
+                want = gloo_all_reduce(x, opname)
+                for form in forms(n):
+                    got = shaped(x.clone(), form)
+                    call(dist.all_reduce, form, got, op=OPS[opname])
+                    check(f"all_reduce {dtype} {opname} n={n} {form}", got, want, opname)
+
+
+def test_all_reduce_coalesced():
+    for dtype in DTYPES:
+        xs = [values(n, dtype, salt=i) for i, n in enumerate((3, 1, 40000))]
+        got = [x.clone() for x in xs]
+        dist.all_reduce_coalesced(got, op=ReduceOp.MAX)
+        for i, x in enumerate(xs):
+            check(f"all_reduce_coalesced {dtype} MAX tensor {i}", got[i], gloo_all_reduce(x, "MAX"))
+
+
+def test_reduce():
+    root = SIZE - 1
+    for dtype in DTYPES:
+        for opname in reduce_ops(dtype):
+            for n in COUNTS[1:]:
+                x = values(n, dtype)
+                want = gloo_all_reduce(x, opname)
+                for form in forms(n):
+                    got = shaped(x.clone(), form)
+                    call(dist.reduce, form, got, dst=root, op=OPS[opname])
+                    if RANK == root:
+                        check(f"reduce {dtype} {opname} n={n} {form}", got, want, opname)
+                    else:
+                        check(f"reduce {dtype} {opname} n={n} {form} (non-root input)", got, x)
+
+
+def test_reduce_scatter():
+    for dtype in DTYPES:
+        for opname in reduce_ops(dtype):
+            for n in COUNTS[1:]:
+                inputs = [values(n, dtype, salt=i) for i in range(SIZE)]
+                want = gloo_all_reduce(torch.cat(inputs), opname).chunk(SIZE)[RANK]
+                for form in forms(n, "one block"):
+                    if form == "one block":
+                        # The list as chunks of one tensor (collx reads it in place), the output
+                        # the rank's own chunk of it.
+                        block = torch.cat(inputs)
+                        listed = list(block.chunk(SIZE))
+                        got = listed[RANK]
+                    else:
+                        listed = [shaped(t.clone(), form) for t in inputs]
+                        got = shaped(torch.zeros(n, dtype=dtype), form)
+                    call(dist.reduce_scatter, form, got, listed, op=OPS[opname])
+                    check(f"reduce_scatter {dtype} {opname} n={n} {form}", got, want, opname)
+                # The single-tensor form, separate and in place (output = own chunk of input).
+                flat = torch.cat(inputs)
+                got = torch.empty(n, dtype=dtype)
+                dist.reduce_scatter_tensor(got, flat.clone(), op=OPS[opname])
+                check(f"reduce_scatter_tensor {dtype} {opname} n={n}", got, want, opname)
+                inplace = flat.clone()
+                own = inplace.narrow(0, RANK * n, n)
+                work = dist.reduce_scatter_tensor(own, inplace, op=OPS[opname], async_op=True)
+                work.wait()
+                check(f"reduce_scatter_tensor {dtype} {opname} n={n} in place async", own, want,
+                      opname)
+
+
+# ---------------------------------------------------------------- data movement
+
+def test_broadcast():
+    for dtype in DTYPES:
+        for root in sorted({0, SIZE - 1}):
+            for n in COUNTS:
+                x = values(n, dtype)
+                want = as_gloo(x)
+                dist.broadcast(want, src=root, group=GLOO)
+                want = want.to(dtype)
+                for form in forms(n):
+                    got = shaped(x.clone(), form)
+                    call(dist.broadcast, form, got, src=root)
+                    check(f"broadcast {dtype} root={root} n={n} {form}", got, want)
+
+
+def test_all_gather():
+    for dtype in DTYPES:
+        for n in COUNTS:
+            x = values(n, dtype)
+            want = gloo_all_gather(x)
+            for form in forms(n, "one block"):
+                if form == "one block":
+                    block = torch.zeros(SIZE * n, dtype=dtype)
+                    out = list(block.chunk(SIZE))
+                    out[RANK].copy_(x)
+                    src = out[RANK]  # in place: the input is the rank's own slot
+                else:
+                    out = [shaped(torch.zeros(n, dtype=dtype), form) for _ in range(SIZE)]
+                    src = shaped(x.clone(), form)
+                call(dist.all_gather, form, out, src)
+                for r in range(SIZE):
+                    check(f"all_gather {dtype} n={n} {form} block {r}", out[r], want[r])
+            # The single-tensor form: separate, async, strided output, in place.
+            cat = torch.cat(want)
+            for form in forms(n, "in place"):
+                if form == "in place":
+                    got = torch.zeros(SIZE * n, dtype=dtype)
+                    src = got.narrow(0, RANK * n, n)
+                    src.copy_(x)
+                else:
+                    got = shaped(torch.zeros(SIZE * n, dtype=dtype), form)
+                    src = x.clone()
+                call(dist.all_gather_into_tensor, form, got, src)
+                check(f"all_gather_into_tensor {dtype} n={n} {form}", got, cat)
+
+
+def test_gather_scatter():
+    for dtype in DTYPES:
+        for root in sorted({0, SIZE - 1}):
+            for n in COUNTS[1:]:
+                x = values(n, dtype)
+                r = as_gloo(x)
+                want = [torch.empty_like(r) for _ in range(SIZE)] if RANK == root else None
+                dist.gather(r, want, dst=root, group=GLOO)
+                for form in forms(n):
+                    out = ([shaped(torch.zeros(n, dtype=dtype), form) for _ in range(SIZE)]
+                           if RANK == root else None)
+                    call(dist.gather, form, shaped(x.clone(), form), out, dst=root)
+                    if RANK == root:
+                        for i in range(SIZE):
+                            check(f"gather {dtype} root={root} n={n} {form} block {i}", out[i],
+                                  want[i].to(dtype))
+                pieces = [values(n, dtype, salt=i, rank=root) for i in range(SIZE)]
+                want = torch.empty(n, dtype=through_gloo(dtype))
+                dist.scatter(want, [as_gloo(p) for p in pieces] if RANK == root
+                             else None, src=root, group=GLOO)
+                for form in forms(n):
+                    got = shaped(torch.zeros(n, dtype=dtype), form)
+                    listed = [shaped(p.clone(), form) for p in pieces] if RANK == root else None
+                    call(dist.scatter, form, got, listed, src=root)
+                    check(f"scatter {dtype} root={root} n={n} {form}", got, want.to(dtype))
+
+
+def test_all_to_all():
+    for dtype in DTYPES:
+        for n in COUNTS[1:]:
+            # Rows of 3 elements, n rows to every rank.
+            x = values(SIZE * n * 3, dtype).view(SIZE * n, 3)
+            r = as_gloo(x)
+            want = torch.empty_like(r)
+            dist.all_to_all_single(want, r, group=GLOO)
+            want = want.to(dtype)
+            for form in forms(n, "equal splits"):
+                got = torch.zeros_like(x)
+                if form == "equal splits":
+                    dist.all_to_all_single(got, x.clone(), [n] * SIZE, [n] * SIZE)
+                elif form == "strided":
+                    # A transposed view: non-contiguous input and output.
+                    src = x.t().contiguous().t()
+                    dst = torch.zeros(3, SIZE * n, dtype=dtype).t()
+                    dist.all_to_all_single(dst, src)
+                    got = dst
+                else:
+                    call(dist.all_to_all_single, form, got, x.clone())
+                check(f"all_to_all_single {dtype} n={n} {form}", got, want)
+            # The list form.
+            inputs = list(x.clone().chunk(SIZE))
+            out = [torch.zeros(n, 3, dtype=dtype) for _ in range(SIZE)]
+            dist.all_to_all(out, inputs)
+            for i, (o, w) in enumerate(zip(out, want.chunk(SIZE))):
+                check(f"all_to_all {dtype} n={n} block {i}", o, w)
+
+
+def test_send_recv():
+    if SIZE == 1:
+        return
+    right, left = (RANK + 1) % SIZE, (RANK - 1) % SIZE
+    for dtype in DTYPES:
+        for n in COUNTS:
+            mine = values(n, dtype, salt=11)
+            want = values(n, dtype, salt=11, rank=left)
+            # isend / irecv in a ring.
+            got = torch.zeros(n, dtype=dtype)
+            reqs = [dist.isend(mine, right, tag=5), dist.irecv(got, left, tag=5)]
+            for req in reqs:
+                req.wait()
+            check(f"isend/irecv {dtype} n={n}", got, want)
+            # Blocking send / recv: even ranks send first, into a strided tensor.
+            got = shaped(torch.zeros(n, dtype=dtype), "strided")
+            if RANK % 2 == 0:
+                dist.send(mine, right, tag=7)
+                dist.recv(got, left, tag=7)
+            else:
+                dist.recv(got, left, tag=7)
+                dist.send(mine, right, tag=7)
+            check(f"send/recv {dtype} n={n} strided", got, want)
+
+
+def test_barrier():
+    # Rank 0 arrives late: nobody may leave before it arrived.
+    for form in ("blocking", "async"):
+        arrived = time.time()
+        if RANK == 0:
+            time.sleep(0.2)
+            arrived = time.time()
+        call(dist.barrier, form)
+        left = time.time()
+        times = torch.tensor([arrived, left], dtype=torch.float64)
+        every = [torch.empty(2, dtype=torch.float64) for _ in range(SIZE)]
+        dist.all_gather(every, times, group=GLOO)
+        global checks
+        checks += 1
+        if min(t[1].item() for t in every) < every[0][0].item():
+            failures.append(f"rank {RANK} barrier {form}: a rank left before rank 0 arrived")
+
+
+def test_objects():
+    # The pickled-object helpers: all_gather and broadcast of uint8 and int64 tensors underneath.
+    global checks
+    mine = {"rank": RANK, "name": "x" * RANK}
+    gathered = [None] * SIZE
+    dist.all_gather_object(gathered, mine)
+    objects = [mine if RANK == SIZE - 1 else None]
+    dist.broadcast_object_list(objects, src=SIZE - 1)
+    checks += 2
+    if gathered != [{"rank": r, "name": "x" * r} for r in range(SIZE)]:
+        failures.append(f"rank {RANK} all_gather_object: {gathered}")
+    if objects != [{"rank": SIZE - 1, "name": "x" * (SIZE - 1)}]:
+        failures.append(f"rank {RANK} broadcast_object_list: {objects}")
+
+
+# ---------------------------------------------------------------- sub-groups
+
+def test_new_group():
+    # Groups of the odd ranks and of all ranks but 0 (new_group must be called by every rank).
+    for ranks in ([r for r in range(SIZE) if r % 2 == 1], list(range(1, SIZE))):
+        if not ranks:
+            continue
+        sub = dist.new_group(ranks, backend="collx")
+        ref = dist.new_group(ranks, backend="gloo")
+        if RANK not in ranks:
+            continue
+        for dtype in (torch.float32, torch.int64, torch.bfloat16):
+            for opname in ("SUM", "MAX"):
+                x = values(1000, dtype)
+                got = x.clone()
+                dist.all_reduce(got, OPS[opname], group=sub)
+                check(f"group {ranks} all_reduce {dtype} {opname}", got,
+                      gloo_all_reduce(x, opname, group=ref))
+            x = values(1000, dtype)
+            got = x.clone()
+            dist.broadcast(got, src=ranks[-1], group=sub)  # a global rank, as torch takes it
+            want = as_gloo(x)
+            dist.broadcast(want, src=ranks[-1], group=ref)
+            check(f"group {ranks} broadcast {dtype}", got, want.to(dtype))
+            out = [torch.zeros_like(x) for _ in ranks]
+            dist.all_gather(out, x, group=sub)
+            for r, (o, w) in enumerate(zip(out, gloo_all_gather(x, group=ref))):
+                check(f"group {ranks} all_gather {dtype} block {r}", o, w)
+
+
+# ---------------------------------------------------------------- errors
+
+def expect_error(name, fn, *words):
+    global checks
+    checks += 1
+    try:
+        fn()
+    except RuntimeError as e:
+        message = str(e)
+        if not all(w in message for w in ("collx",) + words):
+            failures.append(f"rank {RANK} {name}: error without {words}: {message}")
+        return
+    failures.append(f"rank {RANK} {name}: no error")
+
+
+def test_errors():
+    f = torch.ones(4)
+    expect_error("bool dtype", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)),
+                 "all_reduce", "dtype")
+    expect_error("int16 dtype", lambda: dist.broadcast(torch.ones(4, dtype=torch.int16), 0),
+                 "broadcast", "Short")
+    expect_error("BAND", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
+                                                 op=ReduceOp.BAND), "all_reduce", "BAND")
+    expect_error("AVG on int", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
+                                                       op=ReduceOp.AVG), "all_reduce", "AVG")
+    expect_error("list length", lambda: dist.all_gather([f.clone() for _ in range(SIZE + 1)], f),
+                 "all_gather", "tensors for a group of")
+    # torch's Python checks dtypes before the process group sees them: call the group itself.
+    group = dist.distributed_c10d._get_default_group()
+    expect_error("mixed dtypes", lambda: group.allgather(
+        [[torch.ones(4, dtype=torch.float64)] + [f.clone() for _ in range(SIZE - 1)]], [f]),
+        "all_gather", "Double")
+    expect_error("uneven blocks", lambda: dist.all_gather(
+        [torch.ones(5)] + [f.clone() for _ in range(SIZE - 1)], f), "all_gather", "equal size")
+    expect_error("wrong output size", lambda: dist.all_gather_into_tensor(torch.ones(4 * SIZE + 1), f),
+                 "all_gather_into_tensor", "elements")
+    expect_error("wrong input size", lambda: dist.reduce_scatter_tensor(f.clone(), torch.ones(3)),
+                 "reduce_scatter_tensor", "elements")
+    expect_error("bad root", lambda: dist.broadcast(f.clone(), src=SIZE), "broadcast")
+    expect_error("recv from any source", lambda: dist.recv(f.clone()), "any source")
+    expect_error("tag", lambda: dist.isend(f, (RANK + 1) % SIZE, tag=40000), "send", "tag")
+    if SIZE > 1:
+        uneven = [1] * (SIZE - 1) + [3]
+        expect_error("uneven all_to_all_single",
+                     lambda: dist.all_to_all_single(torch.ones(SIZE + 2), torch.ones(SIZE + 2),
+                                                    uneven, uneven), "all_to_all_single", "uneven")
+    # The process group still works after every refusal.
+    x = values(100, torch.float32)
+    got = x.clone()
+    dist.all_reduce(got)
+    check("all_reduce after the errors", got, gloo_all_reduce(x, "SUM"))
+
+
+TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
+         test_broadcast, test_all_gather, test_gather_scatter, test_all_to_all, test_send_recv,
+         test_barrier, test_objects, test_new_group, test_errors]
+
+if __name__ == "__main__":
+    selected = [t for t in TESTS if len(sys.argv) < 2 or t.__name__ in sys.argv[1:]]
+    for test in selected:
+        start = time.time()
+        test()
+        if RANK == 0:
+            print(f"{test.__name__}: {time.time() - start:.2f} s", flush=True)
+    total = torch.tensor([len(failures)])
+    dist.all_reduce(total, group=GLOO)
+    for line in failures[:50]:
+        print(line, flush=True)
+    if RANK == 0:
+        print(f"np={SIZE}: {checks} checks per rank, {int(total)} failures in all", flush=True)
+    dist.destroy_process_group()
+    sys.exit(1 if int(total) else 0)

@@ -1,0 +1,594 @@
+// The collectives of the collx process group: torch's tensors and options checked and mapped to
+// one collx call each, nonblocking, completed by CollxWork::wait().
+#include "process_group.hpp"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/StringUtil.h>
+
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace collx_torch {
+namespace {
+
+// Every refusal is a RuntimeError in Python that names the torch.distributed operation.
+template <class... Args>
+[[noreturn]] void refuse(const char* op, const Args&... args) {
+  throw std::runtime_error(c10::str("collx backend: ", op, ": ", args...));
+}
+
+collx::DataType data_type_of(const at::Tensor& t, const char* op) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return collx::DataType::float32;
+    case at::kDouble: return collx::DataType::float64;
+    case at::kHalf: return collx::DataType::float16;
+    case at::kBFloat16: return collx::DataType::bfloat16;
+    case at::kChar: return collx::DataType::int8;
+    case at::kByte: return collx::DataType::uint8;
+    case at::kInt: return collx::DataType::int32;
+    case at::kLong: return collx::DataType::int64;
+    default: break;
+  }
+  refuse(op, "tensors of dtype ", t.scalar_type(),
+         " are not supported (collx takes float32, float64, float16, bfloat16, int8, uint8, int32, "
+         "int64)");
+}
+
+const char* torch_op_name(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+collx::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const char* name) {
+  collx::ReduceOp result;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: result = collx::ReduceOp::sum; break;
+    case c10d::ReduceOp::AVG: result = collx::ReduceOp::avg; break;
+    case c10d::ReduceOp::PRODUCT: result = collx::ReduceOp::prod; break;
+    case c10d::ReduceOp::MIN: result = collx::ReduceOp::min; break;
+    case c10d::ReduceOp::MAX: result = collx::ReduceOp::max; break;
+    default:
+      refuse(name, "ReduceOp.", torch_op_name(op.op_),
+             " is not supported (collx reduces with SUM, AVG, PRODUCT, MIN and MAX)");
+  }
+  if (!collx::is_supported(data_type_of(t, name), result)) {
+    refuse(name, "ReduceOp.", torch_op_name(op.op_), " on ", t.scalar_type(),
+           " tensors is not supported (collx averages floating-point tensors only)");
+  }
+  return result;
+}
+
+void check_tensor(const at::Tensor& t, const char* op) {
+  if (!t.defined()) refuse(op, "undefined tensor");
+  if (!t.device().is_cpu()) {
+    refuse(op, "a tensor on ", t.device(),
+           ": this build of the collx backend takes CPU tensors only");
+  }
+  if (t.layout() != at::kStrided) refuse(op, "only dense (strided) tensors are supported");
+  data_type_of(t, op);
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) {
+  if (tensors.size() != 1) {
+    refuse(op, "takes one tensor per process, got ", tensors.size(),
+           " (the multi-GPU forms are not supported)");
+  }
+  check_tensor(tensors[0], op);
+  return tensors[0];
+}
+
+void check_same_kind(const at::Tensor& t, const at::Tensor& like, const char* op,
+                     const char* what) {
+  check_tensor(t, op);
+  if (t.scalar_type() != like.scalar_type()) {
+    refuse(op, what, " holds a ", t.scalar_type(), " tensor where ", like.scalar_type(),
+           " was expected");
+  }
+}
+
+// A list with one tensor per rank, each of `like`'s dtype and element count.
+void check_list(const std::vector<at::Tensor>& list, int ranks, const at::Tensor& like,
+                const char* op, const char* what) {
+  if (list.size() != static_cast<std::size_t>(ranks)) {
+    refuse(op, what, " has ", list.size(), " tensors for a group of ", ranks, " ranks");
+  }
+  for (const at::Tensor& t : list) {
+    check_same_kind(t, like, op, what);
+    if (t.numel() != like.numel()) {
+      refuse(op, what, " holds a tensor of ", t.numel(), " elements where ", like.numel(),
+             " were expected (collx moves blocks of equal size)");
+    }
+  }
+}
+
+// The root's list of one tensor per rank (gather_list, scatter_list), checked; null elsewhere,
+// where torch passes no list.
+const std::vector<at::Tensor>* root_list(const std::vector<std::vector<at::Tensor>>& lists,
+                                         bool is_root, int ranks, const at::Tensor& like,
+                                         const char* op, const char* what) {
+  if (!is_root) {
+    if (!lists.empty()) refuse(op, what, " is for the root rank only");
+    return nullptr;
+  }
+  if (lists.size() != 1) refuse(op, "the root takes one ", what, ", got ", lists.size());
+  check_list(lists[0], ranks, like, op, what);
+  return &lists[0];
+}
+
+void check_numel(const at::Tensor& t, int64_t expected, const char* op, const char* what) {
+  if (t.numel() != expected) {
+    refuse(op, what, " has ", t.numel(), " elements, ", expected, " expected");
+  }
+}
+
+int rank_arg(int64_t rank, const char* op, const char* what) {
+  if (rank < 0 || rank > std::numeric_limits<int>::max()) refuse(op, "invalid ", what, " ", rank);
+  return static_cast<int>(rank);
+}
+
+void check_tag(int tag, const char* op) {
+  if (tag < 0 || tag > collx::Communicator::kMaxTag)
+    refuse(op, "tag ", tag, " is outside collx's range 0..", collx::Communicator::kMaxTag);
+}
+
+// ---- contiguous buffers for collx, staged where the caller's tensors are not ----
+
+// A tensor collx only reads.
+at::Tensor read_buffer(const at::Tensor& t, Staging& s) {
+  at::Tensor c = t.contiguous();
+  s.keep_alive.push_back(c);
+  return c;
+}
+
+// A tensor collx only writes: a non-contiguous one gets a buffer copied back on completion.
+at::Tensor write_buffer(const at::Tensor& t, Staging& s) {
+  if (t.is_contiguous()) {
+    s.keep_alive.push_back(t);
+    return t;
+  }
+  at::Tensor c = at::empty(t.sizes(), t.options());
+  s.copy_back.emplace_back(t, c);
+  return c;
+}
+
+// An output collx writes while it reads `input`: staged where the two share memory, as torch
+// allows (an output that is the rank's own chunk of the input) and collx does not.
+at::Tensor write_buffer_apart(const at::Tensor& t, const at::Tensor& input, Staging& s) {
+  if (at::get_overlap_status(t, input) == at::MemOverlapStatus::No) return write_buffer(t, s);
+  at::Tensor c = at::empty(t.sizes(), t.options());
+  s.copy_back.emplace_back(t, c);
+  return c;
+}
+
+// A tensor collx reads and writes (in place).
+at::Tensor update_buffer(const at::Tensor& t, Staging& s) {
+  if (t.is_contiguous()) {
+    s.keep_alive.push_back(t);
+    return t;
+  }
+  at::Tensor c = t.contiguous();
+  s.copy_back.emplace_back(t, c);
+  return c;
+}
+
+// The list as the one block of memory it already is (contiguous tensors back to back in one
+// storage, as torch.chunk of a contiguous tensor makes them), or nothing.
+std::optional<at::Tensor> as_one_block(const std::vector<at::Tensor>& list) {
+  const at::Tensor& first = list.front();
+  const int64_t n = first.numel();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const at::Tensor& t = list[i];
+    if (!t.is_contiguous() || !t.storage().is_alias_of(first.storage()) ||
+        t.storage_offset() != first.storage_offset() + static_cast<int64_t>(i) * n) {
+      return std::nullopt;
+    }
+  }
+  return first.as_strided({n * static_cast<int64_t>(list.size())}, {1}, first.storage_offset());
+}
+
+// A list of equal tensors collx reads as one block.
+at::Tensor read_list(const std::vector<at::Tensor>& list, Staging& s) {
+  if (std::optional<at::Tensor> block = as_one_block(list)) {
+    s.keep_alive.push_back(*block);
+    return *block;
+  }
+  const int64_t n = list.front().numel();
+  at::Tensor flat = at::empty({n * static_cast<int64_t>(list.size())}, list.front().options());
+  for (std::size_t i = 0; i < list.size(); ++i)
+    flat.narrow(0, static_cast<int64_t>(i) * n, n).copy_(list[i].reshape({-1}));
+  s.keep_alive.push_back(flat);
+  return flat;
+}
+
+// A list of equal tensors collx writes as one block.
+at::Tensor write_list(const std::vector<at::Tensor>& list, Staging& s) {
+  if (std::optional<at::Tensor> block = as_one_block(list)) {
+    s.keep_alive.push_back(*block);
+    return *block;
+  }
+  const int64_t n = list.front().numel();
+  at::Tensor flat = at::empty({n * static_cast<int64_t>(list.size())}, list.front().options());
+  for (std::size_t i = 0; i < list.size(); ++i)
+    s.copy_back.emplace_back(list[i], flat.narrow(0, static_cast<int64_t>(i) * n, n).view(list[i].sizes()));
+  s.keep_alive.push_back(flat);
+  return flat;
+}
+
+// Elements per rank of all_to_all_single: dim 0 split equally (collx's alltoall moves blocks of
+// one size).
+int64_t alltoall_block(const at::Tensor& t, const std::vector<int64_t>& splits, int ranks,
+                       const char* op, const char* what) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  if (splits.empty()) {
+    if (rows % ranks != 0) {
+      refuse(op, what, " has ", rows, " rows, not divisible by the group's ", ranks, " ranks");
+    }
+  } else {
+    if (splits.size() != static_cast<std::size_t>(ranks)) {
+      refuse(op, what, " split sizes list ", splits.size(), " entries for ", ranks, " ranks");
+    }
+    for (int64_t split : splits) {
+      if (split * ranks != rows) {
+        refuse(op, "uneven ", what, " split sizes are not supported (collx's alltoall moves ",
+               "blocks of equal size: give ", rows / ranks, " rows to every rank)");
+      }
+    }
+  }
+  return rows == 0 ? 0 : t.numel() / rows * (rows / ranks);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- CollxWork
+
+CollxWork::CollxWork(int rank, c10d::OpType type, collx::Request request, Staging staging)
+    : c10d::Work(rank, type), request_(std::move(request)), staging_(std::move(staging)) {}
+
+void CollxWork::drive(bool block) {
+  {
+    std::lock_guard lock(mutex_);
+    if (completed_) return;
+  }
+  std::exception_ptr error;
+  try {
+    if (block) {
+      request_.wait();
+    } else if (!request_.test()) {
+      return;
+    }
+    for (auto& [caller, staged] : staging_.copy_back)
+      caller.copy_(staged);
+  } catch (const collx::Error& e) {
+    error = std::make_exception_ptr(std::runtime_error(std::string("collx backend: ") + e.what()));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  staging_.copy_back.clear();
+  staging_.keep_alive.clear();
+  finish(error);
+}
+
+bool CollxWork::isCompleted() {
+  drive(false);
+  return c10d::Work::isCompleted();
+}
+
+bool CollxWork::wait(std::chrono::milliseconds /*timeout*/) {
+  drive(true);
+  std::lock_guard lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+std::vector<at::Tensor> CollxWork::result() {
+  return staging_.outputs;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CollxWork::getFuture() {
+  drive(true);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex_);
+      error = exception_;
+    }
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(staging_.outputs));
+    }
+  }
+  return future_;
+}
+
+// ---------------------------------------------------------------- ProcessGroupCollx
+
+ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
+    : BackendBase(comm->rank(), comm->size()), comm_(std::move(comm)) {
+  host_.memory = collx::MemoryKind::host;
+}
+
+template <class Start>
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, const char* op,
+                                                         Staging staging, Start&& start) {
+  collx::Request request;
+  try {
+    request = start();
+  } catch (const collx::Error& e) {
+    refuse(op, e.what());
+  }
+  return c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(request),
+                                        std::move(staging));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  const char* op = "broadcast";
+  const at::Tensor& t = single(tensors, op);
+  if (opts.rootTensor != 0) refuse(op, "rootTensor must be 0 (one tensor per process)");
+  const int root = rank_arg(opts.rootRank, op, "src");
+  Staging s;
+  s.outputs = {t};
+  at::Tensor buf = update_buffer(t, s);
+  return launch(c10d::OpType::BROADCAST, op, std::move(s), [&] {
+    return comm_->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root, host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  const char* op = "all_reduce";
+  const at::Tensor& t = single(tensors, op);
+  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, t, op);
+  Staging s;
+  s.outputs = {t};
+  at::Tensor buf = update_buffer(t, s);
+  return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [&] {
+    return comm_->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop,
+                             host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const char* op = "all_reduce_coalesced";
+  if (tensors.empty()) refuse(op, "no tensors");
+  int64_t total = 0;
+  for (const at::Tensor& t : tensors) {
+    check_same_kind(t, tensors.front(), op, "the tensor list");
+    total += t.numel();
+  }
+  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, tensors.front(), op);
+  // One allreduce over the tensors laid end to end.
+  Staging s;
+  s.outputs = tensors;
+  at::Tensor flat = at::empty({total}, tensors.front().options());
+  int64_t offset = 0;
+  for (const at::Tensor& t : tensors) {
+    at::Tensor piece = flat.narrow(0, offset, t.numel());
+    piece.copy_(t.reshape({-1}));
+    s.copy_back.emplace_back(t, piece.view(t.sizes()));
+    offset += t.numel();
+  }
+  s.keep_alive.push_back(flat);
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [&] {
+    return comm_->iallreduce(flat.data_ptr(), flat.data_ptr(), total,
+                             data_type_of(tensors.front(), op), rop, host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+  const char* op = "reduce";
+  const at::Tensor& t = single(tensors, op);
+  if (opts.rootTensor != 0) refuse(op, "rootTensor must be 0 (one tensor per process)");
+  const int root = rank_arg(opts.rootRank, op, "dst");
+  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, t, op);
+  Staging s;
+  s.outputs = {t};
+  // Only the root's tensor is written (in place); the others are only read.
+  at::Tensor buf = comm_->rank() == root ? update_buffer(t, s) : read_buffer(t, s);
+  return launch(c10d::OpType::REDUCE, op, std::move(s), [&] {
+    return comm_->ireduce(buf.data_ptr(), comm_->rank() == root ? buf.data_ptr() : nullptr,
+                          buf.numel(), data_type_of(t, op), rop, root, host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "all_gather";
+  const at::Tensor& in = single(inputs, op);
+  if (outputs.size() != 1) refuse(op, "takes one output list per process, got ", outputs.size());
+  check_list(outputs[0], comm_->size(), in, op, "the output list");
+  Staging s;
+  s.outputs = outputs[0];
+  at::Tensor src = read_buffer(in, s);
+  at::Tensor dst = write_list(outputs[0], s);
+  return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
+    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
+                             host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "all_gather_into_tensor";
+  check_tensor(input, op);
+  check_same_kind(output, input, op, "the output tensor");
+  check_numel(output, input.numel() * comm_->size(), op, "the output tensor");
+  Staging s;
+  s.outputs = {output};
+  at::Tensor src = read_buffer(input, s);
+  at::Tensor dst = write_buffer(output, s);
+  return launch(c10d::OpType::_ALLGATHER_BASE, op, std::move(s), [&] {
+    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(input, op),
+                             host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const char* op = "gather";
+  const at::Tensor& in = single(inputs, op);
+  const int root = rank_arg(opts.rootRank, op, "dst");
+  const bool is_root = comm_->rank() == root;
+  Staging s;
+  at::Tensor dst;
+  if (const auto* list = root_list(outputs, is_root, comm_->size(), in, op, "gather_list")) {
+    s.outputs = *list;
+    dst = write_list(*list, s);
+  }
+  at::Tensor src = read_buffer(in, s);
+  return launch(c10d::OpType::GATHER, op, std::move(s), [&] {
+    return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
+                          data_type_of(in, op), root, host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const char* op = "scatter";
+  const at::Tensor& out = single(outputs, op);
+  const int root = rank_arg(opts.rootRank, op, "src");
+  const bool is_root = comm_->rank() == root;
+  Staging s;
+  s.outputs = {out};
+  at::Tensor src;
+  if (const auto* list = root_list(inputs, is_root, comm_->size(), out, op, "scatter_list")) {
+    src = read_list(*list, s);
+  }
+  at::Tensor dst = write_buffer(out, s);
+  return launch(c10d::OpType::SCATTER, op, std::move(s), [&] {
+    return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
+                           data_type_of(out, op), root, host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter";
+  const at::Tensor& out = single(outputs, op);
+  if (inputs.size() != 1) refuse(op, "takes one input list per process, got ", inputs.size());
+  check_list(inputs[0], comm_->size(), out, op, "the input list");
+  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, out, op);
+  Staging s;
+  s.outputs = {out};
+  at::Tensor src = read_list(inputs[0], s);
+  at::Tensor dst = write_buffer_apart(out, src, s);
+  return launch(c10d::OpType::REDUCE_SCATTER, op, std::move(s), [&] {
+    return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                  data_type_of(out, op), rop, host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor";
+  check_tensor(output, op);
+  check_same_kind(input, output, op, "the input tensor");
+  check_numel(input, output.numel() * comm_->size(), op, "the input tensor");
+  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, output, op);
+  Staging s;
+  s.outputs = {output};
+  at::Tensor src = read_buffer(input, s);
+  at::Tensor dst = write_buffer_apart(output, src, s);
+  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s), [&] {
+    return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                  data_type_of(output, op), rop, host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& /*opts*/) {
+  const char* op = "all_to_all_single";
+  check_tensor(input, op);
+  check_same_kind(output, input, op, "the output tensor");
+  check_numel(output, input.numel(), op, "the output tensor");
+  const int64_t block = alltoall_block(input, input_split_sizes, comm_->size(), op, "input");
+  alltoall_block(output, output_split_sizes, comm_->size(), op, "output");
+  Staging s;
+  s.outputs = {output};
+  at::Tensor src = read_buffer(input, s);
+  at::Tensor dst = write_buffer_apart(output, src, s);
+  return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s), [&] {
+    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block, data_type_of(input, op), host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllToAllOptions& /*opts*/) {
+  const char* op = "all_to_all";
+  if (inputs.empty()) refuse(op, "empty input list");
+  check_list(inputs, comm_->size(), inputs.front(), op, "the input list");
+  check_list(outputs, comm_->size(), inputs.front(), op, "the output list");
+  Staging s;
+  s.outputs = outputs;
+  at::Tensor dst = write_list(outputs, s);
+  at::Tensor src = read_list(inputs, s);
+  // Lists that share memory: the input read from a copy.
+  if (at::get_overlap_status(dst, src) != at::MemOverlapStatus::No) {
+    src = src.clone();
+    s.keep_alive.push_back(src);
+  }
+  return launch(c10d::OpType::ALLTOALL, op, std::move(s), [&] {
+    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
+                            data_type_of(inputs.front(), op), host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& tensors,
+                                                       int dst_rank, int tag) {
+  const char* op = "send";
+  const at::Tensor& t = single(tensors, op);
+  check_tag(tag, op);
+  Staging s;
+  at::Tensor src = read_buffer(t, s);
+  return launch(c10d::OpType::SEND, op, std::move(s), [&] {
+    return comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& tensors,
+                                                       int src_rank, int tag) {
+  const char* op = "recv";
+  const at::Tensor& t = single(tensors, op);
+  check_tag(tag, op);
+  Staging s;
+  s.outputs = {t};
+  at::Tensor dst = write_buffer(t, s);
+  return launch(c10d::OpType::RECV, op, std::move(s), [&] {
+    return comm_->irecv(dst.data_ptr(), dst.numel(), data_type_of(t, op), src_rank, tag);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(std::vector<at::Tensor>& /*tensors*/,
+                                                                int /*tag*/) {
+  refuse("recv", "a receive from any source (src=None) is not supported: collx receives from a "
+                 "named rank");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
+  return launch(c10d::OpType::BARRIER, "barrier", Staging{}, [&] { return comm_->ibarrier(host_); });
+}
+
+}  // namespace collx_torch
