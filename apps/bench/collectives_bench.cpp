@@ -6,6 +6,7 @@
 // call gets the device buffers where it is CUDA-aware; elsewhere it runs on host memory with the
 // copies a user of such an MPI writes around it (inputs to the host before, results back after),
 // and those copies count in its time.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -26,7 +27,62 @@ class BenchBase : public CollectiveBench {
  public:
   explicit BenchBase(Communicator& comm) : comm_(comm), p_(comm.size()), me_(comm.rank()) {}
 
+  void prepare(const Params& params, std::size_t count) final {
+    fill(params, count);
+    copy_.resize(params.memcpy_row ? memcpy_bytes() : 0);
+    if (params.memcpy_row) {
+      std::memset(copy_.data(), 0, copy_.size());
+      copy_.to_device();
+    }
+    sets_ = 1;
+    set_ = 0;
+    const std::size_t set_bytes = Buffer::stride_for(send_.size()) +
+                                  Buffer::stride_for(recv_.size()) +
+                                  (params.memcpy_row ? Buffer::stride_for(copy_.size()) : 0);
+    // --cold: enough sets that together they exceed the pool (twice the last-level cache), at
+    // least two (no call on the set of the call before). Nothing to spread without data.
+    if (params.cold_pool_bytes > 0 && send_.size() + recv_.size() > 0) {
+      sets_ = std::max<std::size_t>(2, params.cold_pool_bytes / set_bytes + 1);
+      for (Buffer* b : {&send_, &recv_, &copy_}) {
+        if (b != &copy_ || params.memcpy_row) b->make_slots(sets_);
+      }
+    }
+  }
+  void next_buffers() final {
+    if (sets_ == 1) return;
+    set_ = (set_ + 1) % sets_;
+    for (Buffer* b : {&send_, &recv_, &copy_})
+      b->select(set_);
+  }
+  std::size_t buffer_sets() const final { return sets_; }
+  std::size_t pool_bytes() const final {
+    return send_.capacity() + recv_.capacity() + copy_.capacity();
+  }
+  // The result buffer's bytes (the root's size on every rank for the rooted ones).
+  std::size_t memcpy_bytes() const override { return recv_.size(); }
+  void run_memcpy() final {
+    const std::size_t n = memcpy_bytes();
+    if (n == 0) return;
+    if (Buffer::on_device()) {
+      copy_on_device(copy_.arg(), recv_.arg(), n);
+    } else {
+      std::memcpy(copy_.data(), recv_.data(), n);
+    }
+  }
+  std::size_t check_memcpy() final {
+    const std::size_t n = memcpy_bytes();
+    if (n == 0) return 0;
+    std::memset(copy_.data(), 0xA5, n);
+    copy_.to_device();
+    run_memcpy();
+    copy_.to_host();
+    recv_.to_host();
+    return count_wrong(copy_.data(), recv_.data(), n, 1);
+  }
+
  protected:
+  // Allocates and fills send_, recv_ and expected_ for `count` elements (prepare() does the rest).
+  virtual void fill(const Params& params, std::size_t count) = 0;
   std::size_t elem() const { return size_of(params_.type); }
   Options with(Algorithm a) const {
     Options o;
@@ -72,6 +128,9 @@ class BenchBase : public CollectiveBench {
   Buffer send_;
   Buffer recv_;
   Buffer expected_;
+  Buffer copy_;           // the memcpy row's destination
+  std::size_t sets_ = 1;  // --cold: buffer sets in the pool, and the one in use
+  std::size_t set_ = 0;
 };
 
 // nccl-tests' per-rank count for the collectives whose size is the whole gathered buffer.
@@ -89,7 +148,7 @@ class AllreduceBench final : public BenchBase {
   std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
   std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     send_.resize(count * elem());
@@ -146,7 +205,7 @@ class BroadcastBench final : public BenchBase {
   std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
   std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     recv_.resize(count * elem());
@@ -182,7 +241,7 @@ class ReduceBench final : public BenchBase {
   std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
   std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     send_.resize(count * elem());
@@ -228,7 +287,7 @@ class AllgatherBench final : public BenchBase {
     return count * elem() * static_cast<std::size_t>(n);
   }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     const std::size_t block = count * elem();
@@ -278,8 +337,10 @@ class ReduceScatterBench final : public BenchBase {
   std::size_t bytes_for(std::size_t count, int n) const override {
     return count * elem() * static_cast<std::size_t>(n);
   }
+  // recv_ holds the whole input for the in-place form; the result is this rank's block.
+  std::size_t memcpy_bytes() const override { return count_ * elem(); }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     const std::size_t total = count * static_cast<std::size_t>(p_);
@@ -335,7 +396,7 @@ class GatherBench final : public BenchBase {
     return count * elem() * static_cast<std::size_t>(n);
   }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     const std::size_t block = count * elem();
@@ -408,7 +469,7 @@ class AlltoallBench final : public BenchBase {
     return count * elem() * static_cast<std::size_t>(n);
   }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     const std::size_t block = count * elem();
@@ -459,7 +520,7 @@ class SendrecvBench final : public BenchBase {
   std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
   std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
 
-  void prepare(const Params& params, std::size_t count) override {
+  void fill(const Params& params, std::size_t count) override {
     params_ = params;
     count_ = count;
     send_.resize(count * elem());
@@ -499,7 +560,7 @@ class BarrierBench final : public BenchBase {
   bool rooted() const override { return false; }
   std::size_t count_for(std::size_t, std::size_t, int) const override { return 0; }
   std::size_t bytes_for(std::size_t, int) const override { return 0; }
-  void prepare(const Params& params, std::size_t) override { params_ = params; }
+  void fill(const Params& params, std::size_t) override { params_ = params; }
   void run(Algorithm a) override { comm_.barrier(with(a)); }
   void run_mpi() override { MPI_Barrier(comm_.mpi_comm()); }
   std::size_t check(bool mpi, Algorithm a) override {
