@@ -1,5 +1,7 @@
 // One collective as collx-bench measures it: buffers for a size, a collx run per algorithm,
-// the MPI library's own call, the exact check, and nccl-tests' bus bandwidth factor.
+// the MPI library's own call, the memcpy reference, the exact check, and nccl-tests' bus
+// bandwidth factor. One implementation, made from each collective's descriptor
+// (collectives_bench.cpp).
 #pragma once
 
 #include <mpi.h>
