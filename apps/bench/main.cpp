@@ -236,9 +236,8 @@ void write_tuning(const std::string& path, Collective collective, int nranks,
   collx::detail::save_tuning_file(path, table);
 }
 
-int run(int argc, char** argv, int rank, int nranks) {
-  CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
-  Settings s;
+// collx-bench's command line.
+void add_options(CLI::App& app, Settings& s) {
   app.add_option("collective", s.collective_name,
                  "allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall "
                  "sendrecv barrier")
@@ -307,6 +306,98 @@ int run(int argc, char** argv, int rank, int nranks) {
                  "also measure the nonblocking form with this many ms of computation between "
                  "start and wait; prints the share of the call hidden behind it (allreduce)")
       ->check(CLI::Range(0.0, 10000.0));
+}
+
+// One call of a row. Every call first moves to the next set of buffers (--cold; a no-op with
+// one set).
+void call_once(const Row& row) {
+  auto& b = *row.runner->bench;
+  b.next_buffers();
+  if (row.column.memcpy) {
+    b.run_memcpy();
+  } else if (row.column.mpi) {
+    b.run_mpi();
+  } else {
+    b.run(row.column.algorithm);
+  }
+}
+
+// Warm-up calls, then `rounds` rounds of `per_round` timed calls of every row: a round's time per
+// row (the slowest rank's mean per call), by row key.
+std::map<std::string, std::vector<double>> time_rows(const std::vector<Row>& table, int warmup,
+                                                     int rounds, int per_round) {
+  for (const auto& row : table) {
+    for (int i = 0; i < warmup; ++i)
+      call_once(row);
+  }
+  std::map<std::string, std::vector<double>> samples;
+  for (int round = 0; round < rounds; ++round) {
+    // Each round runs the rows in another order (the same on every rank: a fixed seed per
+    // round), so no row always follows the same one: a slow row leaves the caches cold for
+    // whichever row comes next.
+    std::vector<std::size_t> order(table.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    if (round > 0) std::shuffle(order.begin(), order.end(), std::mt19937(round));
+    for (std::size_t k : order) {
+      const auto& row = table[k];
+      // One untimed call first: the previous row left the caches and MPI's queues in its own
+      // state, and that switch is not part of this row's time.
+      call_once(row);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < per_round; ++i)
+        call_once(row);
+      double seconds = (MPI_Wtime() - t0) / per_round;
+      // The slowest rank's time is the collective's time.
+      MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      samples[row.key].push_back(seconds);
+    }
+  }
+  return samples;
+}
+
+// --overlap: start, compute, wait, `rounds` times per row; the computation alone too.
+struct Overlap {
+  std::map<std::string, std::vector<double>> samples;  // start to wait, by row key
+  double compute_seconds = 0;
+};
+Overlap time_overlap(const std::vector<Row>& table, int rounds, Computation& compute) {
+  Overlap result;
+  std::vector<double> alone;
+  for (int round = 0; round < rounds; ++round) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    compute();
+    alone.push_back(MPI_Wtime() - t0);
+    for (const auto& row : table) {
+      if (row.column.memcpy) continue;  // no nonblocking form
+      row.runner->bench->next_buffers();
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t1 = MPI_Wtime();
+      if (row.column.mpi) {
+        MPI_Request request;
+        row.runner->bench->start_mpi(&request);
+        compute();
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+      } else {
+        collx::Request request = row.runner->bench->start(row.column.algorithm);
+        compute();
+        request.wait();
+      }
+      double seconds = MPI_Wtime() - t1;
+      MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      result.samples[row.key].push_back(seconds);
+    }
+  }
+  result.compute_seconds = median(alone);
+  MPI_Allreduce(MPI_IN_PLACE, &result.compute_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return result;
+}
+
+int run(int argc, char** argv, int rank, int nranks) {
+  CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
+  Settings s;
+  add_options(app, s);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -476,51 +567,13 @@ int run(int argc, char** argv, int rank, int nranks) {
     for (auto& r : runners)
       r.bench->prepare(params, count);
     const std::size_t bytes = bench->bytes_for(count, nranks);  // nccl-tests' size column
-    // Every call first moves to the next set of buffers (--cold; a no-op with one set).
-    auto run_row = [](const Row& row) {
-      auto& b = *row.runner->bench;
-      b.next_buffers();
-      if (row.column.memcpy) {
-        b.run_memcpy();
-      } else if (row.column.mpi) {
-        b.run_mpi();
-      } else {
-        b.run(row.column.algorithm);
-      }
-    };
-    for (const auto& row : table) {
-      for (int i = 0; i < s.warmup; ++i)
-        run_row(row);
-    }
-    std::map<std::string, std::vector<double>> samples;
-    for (int round = 0; round < rounds; ++round) {
-      // Each round runs the rows in another order (the same on every rank: a fixed seed per
-      // round), so no row always follows the same one: a slow row leaves the caches cold for
-      // whichever row comes next.
-      std::vector<std::size_t> order(table.size());
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      if (round > 0) std::shuffle(order.begin(), order.end(), std::mt19937(round));
-      for (std::size_t k : order) {
-        const auto& row = table[k];
-        // One untimed call first: the previous row left the caches and MPI's queues in its own
-        // state, and that switch is not part of this row's time.
-        run_row(row);
-        MPI_Barrier(MPI_COMM_WORLD);
-        const double t0 = MPI_Wtime();
-        for (int i = 0; i < per_round; ++i)
-          run_row(row);
-        double seconds = (MPI_Wtime() - t0) / per_round;
-        // The slowest rank's time is the collective's time.
-        MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        samples[row.key].push_back(seconds);
-      }
-    }
+    const auto samples = time_rows(table, s.warmup, rounds, per_round);
     double mpi_seconds = 0;
     double memcpy_seconds = 0;
     double best_seconds = 0;
     Algorithm best_algorithm = Algorithm::automatic;
     for (const auto& row : table) {
-      const double t = median(samples[row.key]);
+      const double t = median(samples.at(row.key));
       if (row.column.mpi) mpi_seconds = t;
       if (row.column.memcpy) memcpy_seconds = t;
       if (row.column.collx() && row.column.algorithm != Algorithm::automatic &&
@@ -532,42 +585,12 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (best_algorithm != Algorithm::automatic) fastest.emplace_back(bytes, best_algorithm);
     // --overlap: start, compute, wait; the share of the call's own time that the computation
     // hid = (call + compute - total) / call.
-    std::map<std::string, std::vector<double>> overlapped;
-    double compute_seconds = 0;
     const bool overlap = s.overlap_ms > 0 && bench->supports_overlap();
-    if (overlap) {
-      std::vector<double> alone;
-      for (int round = 0; round < rounds; ++round) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        const double t0 = MPI_Wtime();
-        compute();
-        alone.push_back(MPI_Wtime() - t0);
-        for (const auto& row : table) {
-          if (row.column.memcpy) continue;  // no nonblocking form
-          row.runner->bench->next_buffers();
-          MPI_Barrier(MPI_COMM_WORLD);
-          const double t1 = MPI_Wtime();
-          if (row.column.mpi) {
-            MPI_Request request;
-            row.runner->bench->start_mpi(&request);
-            compute();
-            MPI_Wait(&request, MPI_STATUS_IGNORE);
-          } else {
-            collx::Request request = row.runner->bench->start(row.column.algorithm);
-            compute();
-            request.wait();
-          }
-          double seconds = MPI_Wtime() - t1;
-          MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          overlapped[row.key].push_back(seconds);
-        }
-      }
-      compute_seconds = median(alone);
-      MPI_Allreduce(MPI_IN_PLACE, &compute_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    }
+    const Overlap overlapped = overlap ? time_overlap(table, rounds, compute) : Overlap{};
+    const double compute_seconds = overlapped.compute_seconds;
     for (const auto& row : table) {
       const Column& c = row.column;
-      const double seconds = median(samples[row.key]);
+      const double seconds = median(samples.at(row.key));
       long long wrong = -1;
       if (s.check) {
         // The check's call, like the timed ones, on the next set of buffers; that set is checked.
@@ -601,7 +624,7 @@ int run(int argc, char** argv, int rank, int nranks) {
       double hidden = 0;
       double total = 0;
       if (overlap && !c.memcpy) {
-        total = median(overlapped[row.key]);
+        total = median(overlapped.samples.at(row.key));
         hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
       }
       if (rank == 0) {
