@@ -394,6 +394,65 @@ Overlap time_overlap(const std::vector<Row>& table, int rounds, Computation& com
   return result;
 }
 
+// One row's figures at one size, for the table and the JSON.
+struct Measured {
+  std::size_t bytes = 0;  // nccl-tests' size column
+  std::size_t count = 0;
+  std::string label;     // "auto(ring)@ucx"
+  std::string selected;  // auto's choice, "" for the other rows
+  double seconds = 0;
+  double algbw = 0;
+  double busbw = 0;
+  long long wrong = -1;
+  bool checked = false;
+  bool memcpy = false;  // the memcpy row
+  double vs_mpi = 0;
+  bool has_vs_mpi = false;
+  double x_memcpy = 0;
+  bool has_x_memcpy = false;
+  bool overlap = false;  // --overlap figures
+  double total = 0;
+  double hidden = 0;
+  double compute_seconds = 0;
+};
+
+void print_row(const Measured& m, const Settings& s, const collx::bench::CollectiveBench& bench,
+               int algo_width) {
+  char x_text[32] = "";
+  if (m.has_x_memcpy) std::snprintf(x_text, sizeof x_text, "%.2f", m.x_memcpy);
+  std::printf("  %12zu %12zu %9s %6s %5d %*s %11.2f %11.3f %11.3f %7s %7s %8s", m.bytes, m.count,
+              s.type.c_str(), bench.reduces() ? s.op.c_str() : "none", bench.rooted() ? s.root : -1,
+              algo_width, m.label.c_str(), m.seconds * 1e6, m.algbw, m.busbw,
+              m.checked ? std::to_string(m.wrong).c_str() : "n/a",
+              m.has_vs_mpi ? (std::to_string(m.vs_mpi).substr(0, 5)).c_str() : "", x_text);
+  if (m.overlap) std::printf("  %6.1f%% %10.1f", m.hidden * 100, m.total * 1e6);
+  std::printf("\n");
+}
+
+nlohmann::json to_json(const Measured& m, const std::string& key, const Settings& s,
+                       const collx::bench::CollectiveBench& bench) {
+  nlohmann::json row = {{"size_bytes", m.bytes},
+                        {"count", m.count},
+                        {"type", s.type},
+                        {"op", bench.reduces() ? s.op : "none"},
+                        {"root", bench.rooted() ? s.root : -1},
+                        {"algo", key},
+                        {"time_us", m.seconds * 1e6},
+                        {"algbw_gbps", m.algbw},
+                        {"busbw_gbps", m.busbw},
+                        {"wrong", m.wrong}};
+  if (!m.selected.empty()) row["selected"] = m.selected;
+  if (m.has_vs_mpi) row["vs_mpi"] = m.vs_mpi;
+  if (m.has_x_memcpy) row["x_memcpy"] = m.x_memcpy;
+  if (m.memcpy) row["memcpy_bytes"] = bench.memcpy_bytes();
+  if (m.overlap) {
+    row["overlap_compute_us"] = m.compute_seconds * 1e6;
+    row["overlap_total_us"] = m.total * 1e6;
+    row["hidden_fraction"] = m.hidden;
+  }
+  return row;
+}
+
 int run(int argc, char** argv, int rank, int nranks) {
   CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
   Settings s;
@@ -627,38 +686,13 @@ int run(int argc, char** argv, int rank, int nranks) {
         total = median(overlapped.samples.at(row.key));
         hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
       }
-      if (rank == 0) {
-        char x_text[32] = "";
-        if (has_x_memcpy) std::snprintf(x_text, sizeof x_text, "%.2f", x_memcpy);
-        std::printf("  %12zu %12zu %9s %6s %5d %*s %11.2f %11.3f %11.3f %7s %7s %8s", bytes,
-                    count, s.type.c_str(), bench->reduces() ? s.op.c_str() : "none",
-                    bench->rooted() ? s.root : -1, algo_width, label.c_str(), seconds * 1e6, algbw,
-                    busbw, s.check ? std::to_string(wrong).c_str() : "n/a",
-                    mpi_seconds > 0 ? (std::to_string(vs_mpi).substr(0, 5)).c_str() : "", x_text);
-        if (overlap && !c.memcpy) std::printf("  %6.1f%% %10.1f", hidden * 100, total * 1e6);
-        std::printf("\n");
-      }
-      nlohmann::json json_row = {{"size_bytes", bytes},
-                                 {"count", count},
-                                 {"type", s.type},
-                                 {"op", bench->reduces() ? s.op : "none"},
-                                 {"root", bench->rooted() ? s.root : -1},
-                                 {"algo", row.key},
-                                 {"time_us", seconds * 1e6},
-                                 {"algbw_gbps", algbw},
-                                 {"busbw_gbps", busbw},
-                                 {"wrong", wrong}};
-      if (!selected.empty()) json_row["selected"] = selected;
-      if (mpi_seconds > 0) json_row["vs_mpi"] = vs_mpi;
-      if (has_x_memcpy) json_row["x_memcpy"] = x_memcpy;
-      if (c.memcpy) json_row["memcpy_bytes"] = bench->memcpy_bytes();
+      Measured m{bytes,  count,  label,         selected, seconds, algbw,
+                 busbw,  wrong,  s.check != 0,  c.memcpy, vs_mpi,  mpi_seconds > 0,
+                 x_memcpy, has_x_memcpy, overlap && !c.memcpy, total, hidden, compute_seconds};
+      if (rank == 0) print_row(m, s, *bench, algo_width);
+      nlohmann::json json_row = to_json(m, row.key, s, *bench);
       if (s.cold) json_row["buffer_sets"] = row.runner->bench->buffer_sets();
       if (c.collx() && !row.runner->transport.empty()) json_row["transport"] = row.runner->transport;
-      if (overlap && !c.memcpy) {
-        json_row["overlap_compute_us"] = compute_seconds * 1e6;
-        json_row["overlap_total_us"] = total * 1e6;
-        json_row["hidden_fraction"] = hidden;
-      }
       rows.push_back(json_row);
     }
     if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
