@@ -453,6 +453,41 @@ nlohmann::json to_json(const Measured& m, const std::string& key, const Settings
   return row;
 }
 
+// --transport's list, each once, into `transports`; "" or why not.
+std::string parse_transports(const std::string& list_text, std::vector<std::string>& transports) {
+  std::stringstream list(list_text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    if (item.empty()) continue;
+    const auto& offered = collx::build_info().transports;
+    if (item != "mpi" && item != "ucx") return "unknown transport \"" + item + "\"";
+    if (std::find(offered.begin(), offered.end(), item) == offered.end()) {
+      return "--transport " + item + ": this build of collx has no " + item +
+             " transport (configure with -DCOLLX_UCX=ON where libucx-dev is installed)";
+    }
+    if (std::find(transports.begin(), transports.end(), item) == transports.end()) {
+      transports.push_back(item);
+    }
+  }
+  return "";
+}
+
+// The rows: every collx column on every runner; the MPI library's own call and the memcpy
+// reference once (on the first runner's buffers).
+std::vector<Row> make_table(const std::vector<Column>& columns, std::vector<Runner>& runners) {
+  std::vector<Row> table;
+  for (const auto& c : columns) {
+    if (!c.collx()) {
+      table.push_back({c.name, c, &runners.front()});
+      continue;
+    }
+    for (auto& r : runners) {
+      table.push_back({r.transport.empty() ? c.name : c.name + "@" + r.transport, c, &r});
+    }
+  }
+  return table;
+}
+
 int run(int argc, char** argv, int rank, int nranks) {
   CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
   Settings s;
@@ -502,21 +537,8 @@ int run(int argc, char** argv, int rank, int nranks) {
     collx::bench::Buffer::use_device_memory(true);
   }
   std::vector<std::string> transports;
-  {
-    std::stringstream list(s.transports);
-    std::string item;
-    while (std::getline(list, item, ',')) {
-      if (item.empty()) continue;
-      const auto& offered = collx::build_info().transports;
-      if (item != "mpi" && item != "ucx") return fail("unknown transport \"" + item + "\"");
-      if (std::find(offered.begin(), offered.end(), item) == offered.end()) {
-        return fail("--transport " + item + ": this build of collx has no " + item +
-                    " transport (configure with -DCOLLX_UCX=ON where libucx-dev is installed)");
-      }
-      if (std::find(transports.begin(), transports.end(), item) == transports.end()) {
-        transports.push_back(item);
-      }
-    }
+  if (const std::string why = parse_transports(s.transports, transports); !why.empty()) {
+    return fail(why);
   }
   if (transports.size() > 1 && !s.tune_path.empty()) {
     return fail("--save-tuning takes one transport");
@@ -568,18 +590,7 @@ int run(int argc, char** argv, int rank, int nranks) {
   for (int i = 0; i < argc; ++i)
     command += (i ? " " : "") + std::string(argv[i]);
   const std::string mpi_library = collx::mpi_library_version();
-  // The rows: every collx column on every runner; the MPI library's own call and the memcpy
-  // reference once.
-  std::vector<Row> table;
-  for (const auto& c : columns) {
-    if (!c.collx()) {
-      table.push_back({c.name, c, &runners.front()});
-      continue;
-    }
-    for (auto& r : runners) {
-      table.push_back({r.transport.empty() ? c.name : c.name + "@" + r.transport, c, &r});
-    }
-  }
+  const std::vector<Row> table = make_table(columns, runners);
   std::string memory_line = s.memory;
   if (device) {
     memory_line += " (" + collx::bench::device_name() + "; collx: " +
