@@ -36,7 +36,7 @@ def main():
     for path in args.files:
         doc = json.load(open(path))
         for row in doc["rows"]:
-            if row["algo"] in ("mpi",) or row["algo"].startswith("auto"):
+            if row["algo"] in ("mpi", "memcpy") or row["algo"].startswith("auto"):
                 continue
             times[(doc["collective"], doc["nranks"], row["size_bytes"], row["algo"])].append(
                 row["time_us"])

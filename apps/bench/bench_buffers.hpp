@@ -2,6 +2,7 @@
 // helpers shared by the collectives.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -31,24 +32,46 @@ class Buffer {
   static bool on_device() { return device_memory(); }
 
   // Grows (never shrinks) to `bytes`; new memory is written once so the timed loop never
-  // takes a first-touch page fault.
+  // takes a first-touch page fault. Back to one slot (see make_slots).
   void resize(std::size_t bytes) {
     size_ = bytes;
+    slot_ = 0;
+    slots_ = 1;
+    stride_ = 0;
     if (bytes <= capacity_) return;
-    std::free(data_);
-    capacity_ = (bytes + 4095) / 4096 * 4096;
-    data_ = static_cast<std::byte*>(std::aligned_alloc(4096, capacity_));
-    if (data_ == nullptr) throw std::bad_alloc();
-    std::memset(data_, 0, capacity_);
-    if (on_device()) {
-      device_free(device_);
-      device_ = static_cast<std::byte*>(device_allocate(capacity_));
-    }
+    allocate(bytes);
   }
-  std::byte* data() { return data_; }
+  // --cold: `slots` copies of the buffer side by side in one allocation, each stride_for() bytes
+  // (the size rounded up to a cache line, or to a page from 4 KiB up), every one holding what
+  // slot 0 holds now; select() picks the one data() and arg() return. Host memory only.
+  static std::size_t stride_for(std::size_t bytes) {
+    const std::size_t unit = bytes >= 4096 ? 4096 : 64;
+    return std::max<std::size_t>(unit, (bytes + unit - 1) / unit * unit);
+  }
+  void make_slots(std::size_t slots) {
+    if (device_ != nullptr) throw std::runtime_error("--cold takes host buffers only");
+    const std::size_t stride = stride_for(size_);
+    std::byte* old = data_;
+    data_ = nullptr;
+    capacity_ = 0;
+    allocate(stride * slots, /*zero=*/false);
+    for (std::size_t i = 0; i < slots; ++i) {
+      if (size_ > 0) std::memcpy(data_ + i * stride, old, size_);
+    }
+    std::free(old);
+    slots_ = slots;
+    stride_ = stride;
+    slot_ = 0;
+  }
+  void select(std::size_t slot) { slot_ = slot % slots_; }
+  std::size_t slots() const { return slots_; }
+  // What the slots of this buffer take (its allocation).
+  std::size_t capacity() const { return capacity_; }
+
+  std::byte* data() { return data_ + slot_ * stride_; }
   std::size_t size() const { return size_; }
   // What the collectives work on: the device copy with -m device, else the host memory.
-  std::byte* arg() { return device_ != nullptr ? device_ : data_; }
+  std::byte* arg() { return device_ != nullptr ? device_ : data(); }
   // Host -> device and back (no-ops without a device copy).
   void to_device() {
     if (device_ != nullptr && size_ > 0) copy_to_device(device_, data_, size_);
@@ -58,6 +81,17 @@ class Buffer {
   }
 
  private:
+  void allocate(std::size_t bytes, bool zero = true) {
+    std::free(data_);
+    capacity_ = (bytes + 4095) / 4096 * 4096;
+    data_ = static_cast<std::byte*>(std::aligned_alloc(4096, capacity_));
+    if (data_ == nullptr) throw std::bad_alloc();
+    if (zero) std::memset(data_, 0, capacity_);
+    if (on_device()) {
+      device_free(device_);
+      device_ = static_cast<std::byte*>(device_allocate(capacity_));
+    }
+  }
   static bool& device_memory() {
     static bool on = false;
     return on;
@@ -66,6 +100,9 @@ class Buffer {
   std::byte* device_ = nullptr;
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
+  std::size_t slots_ = 1;
+  std::size_t slot_ = 0;
+  std::size_t stride_ = 0;
 };
 
 // MPI takes int counts; the mpi rows refuse sizes they cannot express rather than truncate.

@@ -53,6 +53,10 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to the host)");
 }
 
+void copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (on the device)");
+}
+
 std::string device_name() {
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
@@ -81,6 +85,9 @@ void copy_to_device(void*, const void*, std::size_t) {
   no_cuda();
 }
 void copy_to_host(void*, const void*, std::size_t) {
+  no_cuda();
+}
+void copy_on_device(void*, const void*, std::size_t) {
   no_cuda();
 }
 std::string device_name() {

@@ -14,6 +14,7 @@ void* device_allocate(std::size_t bytes);
 void device_free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void copy_to_host(void* dst, const void* src, std::size_t bytes);
+void copy_on_device(void* dst, const void* src, std::size_t bytes);
 // The name of this rank's device ("NVIDIA H100 80GB HBM3"), for the header.
 std::string device_name();
 

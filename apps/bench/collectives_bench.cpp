@@ -1,11 +1,17 @@
 // The collectives as collx-bench runs them: nccl-tests' sizes and bus factors, inputs with a
 // known result, collx's call and the MPI library's own on the same buffers.
 //
+// One descriptor per collective (a table row, below) says what differs: the bus factor, whether it
+// reduces and is rooted, how big its buffers are, how its inputs and expected result are made, how
+// a checked call must find its result buffer, and its collx and MPI calls. Everything else (the
+// buffers, --cold's sets, the memcpy row, the exact check) is one class, DescribedBench.
+//
 // With -m device the buffers the calls get are device memory (Buffer::arg()); inputs are made
 // and results checked in the host copies, moved across around each check. The MPI library's
 // call gets the device buffers where it is CUDA-aware; elsewhere it runs on host memory with the
 // copies a user of such an MPI writes around it (inputs to the host before, results back after),
 // and those copies count in its time.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -20,521 +26,585 @@ namespace collx::bench {
 
 namespace {
 
-// Buffers and the bookkeeping every collective shares. `count` is the per-call count the
-// collective takes (per rank for the gathering ones).
-class BenchBase : public CollectiveBench {
- public:
-  explicit BenchBase(Communicator& comm) : comm_(comm), p_(comm.size()), me_(comm.rank()) {}
+// How many elements a buffer holds: none, one block (`count`, the count the collective is called
+// with) or a block per rank (count x nranks).
+enum class Extent { none, block, all };
 
- protected:
-  std::size_t elem() const { return size_of(params_.type); }
+// What every collective's hooks work on: the communicator, the run's parameters, the buffers.
+struct State {
+  explicit State(Communicator& c) : comm(c), p(c.size()), me(c.rank()) {}
+
+  std::size_t elem() const { return size_of(params.type); }
+  std::size_t elements(Extent e) const {
+    return e == Extent::none ? 0 : e == Extent::block ? count : count * static_cast<std::size_t>(p);
+  }
+  std::size_t block_bytes() const { return count * elem(); }
+  bool root() const { return me == params.root; }
+  int next() const { return (me + 1) % p; }
+  int previous() const { return (me + p - 1) % p; }
   Options with(Algorithm a) const {
     Options o;
     o.algorithm = a;
-    o.chunk_bytes = params_.chunk_bytes;
-    o.pipeline_depth = params_.pipeline_depth;
+    o.chunk_bytes = params.chunk_bytes;
+    o.pipeline_depth = params.pipeline_depth;
     return o;
   }
-  void fill_pattern(Buffer& b, int rank, std::size_t count, std::size_t first = 0) const {
-    verify::fill_pattern(b.data(), params_.type, rank, count, first);
+  // The in-place form's send argument is the result buffer (MPI_IN_PLACE for MPI).
+  Buffer& source() { return params.in_place ? recv : send; }
+
+  // Inputs and results with a known value (exact_data.hpp).
+  void input(Buffer& b, std::size_t n) {
+    verify::fill_input(b.data(), params.type, params.op, me, p, n);
   }
-  // Wrong elements of `result` against `expected` (both `count` elements).
-  std::size_t wrong(const std::byte* result, const std::byte* expected, std::size_t count) const {
-    return count_wrong(result, expected, count * elem(), elem());
+  void pattern(std::byte* at, int rank, std::size_t n, std::size_t first = 0) const {
+    verify::fill_pattern(at, params.type, rank, n, first);
   }
-  MPI_Datatype mpi_datatype() const { return mpi_type(params_.type); }
-  MPI_Op mpi_reduce_op() const { return mpi_op(params_.type, params_.op); }
+  void reduced(std::size_t first = 0) {
+    verify::fill_expected(expected.data(), params.type, params.op, p, count, first);
+  }
+  // Every block r of `expected` holds rank r's pattern (from element `first` on).
+  void blocks_of_every_rank(std::size_t first = 0) {
+    for (int r = 0; r < p; ++r)
+      pattern(expected.data() + r * block_bytes(), r, count, first);
+  }
+  void copy_into(Buffer& to, Buffer& from, std::size_t n) {
+    std::memcpy(to.data(), from.data(), n * elem());
+  }
+  // What a checked call's result buffer holds where it must be overwritten.
+  void poison(std::size_t n) { std::memset(recv.data(), 0xA5, n * elem()); }
 
   // The MPI library's view of a buffer: the device copy where MPI takes device memory, else the
   // host memory, staged by hand (mpi_in before the call, mpi_out after).
+  MPI_Datatype mpi_datatype() const { return mpi_type(params.type); }
+  MPI_Op mpi_reduce_op() const { return mpi_op(params.type, params.op); }
+  MPI_Comm mpi_comm() const { return comm.mpi_comm(); }
+  int mpi_count() const { return checked_int(count); }
   bool mpi_takes_device() const {
     return Buffer::on_device() && detail::cuda_awareness().mpi_direct();
   }
   bool mpi_staged() const { return Buffer::on_device() && !mpi_takes_device(); }
-  std::byte* mpi(Buffer& b) const { return mpi_takes_device() ? b.arg() : b.data(); }
+  void* mpi(Buffer& b) const { return mpi_takes_device() ? b.arg() : b.data(); }
+  // The send argument of an MPI call with an in-place form.
+  void* mpi_source() { return params.in_place ? MPI_IN_PLACE : mpi(send); }
   void mpi_in(Buffer& b) const {
     if (mpi_staged()) b.to_host();
   }
   void mpi_out(Buffer& b) const {
     if (mpi_staged()) b.to_device();
   }
-  // avg after an MPI sum: divided where the data is.
-  void mpi_average(Buffer& b, std::size_t count) const {
+  // avg has no MPI op: a sum, then the division where the data is (what an MPI user writes).
+  void mpi_average(Buffer& b) const {
+    if (params.op != ReduceOp::avg) return;
     if (mpi_takes_device()) b.to_host();
-    mpi_finish_average(b.data(), params_.type, count, p_);
+    mpi_finish_average(b.data(), params.type, count, p);
     if (mpi_takes_device()) b.to_device();
   }
-  Communicator& comm_;
-  int p_;
-  int me_;
-  Params params_;
-  std::size_t count_ = 0;
-  Buffer send_;
-  Buffer recv_;
-  Buffer expected_;
+
+  Communicator& comm;
+  int p;
+  int me;
+  Params params;
+  std::size_t count = 0;
+  Buffer send;
+  Buffer recv;
+  Buffer expected;
+  Buffer copy;  // the memcpy row's destination
 };
 
-// nccl-tests' per-rank count for the collectives whose size is the whole gathered buffer.
-std::size_t per_rank(std::size_t bytes, std::size_t elem, int p) {
-  return bytes / elem / static_cast<std::size_t>(p);
-}
+double two_steps(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }  // allreduce
+double one_step(int n) { return n > 1 ? (n - 1.0) / n : 0.0; }       // the gathering ones
+double whole(int) { return 1.0; }                                     // broadcast, reduce, sendrecv
+double nothing(int) { return 0.0; }                                   // barrier
 
-class AllreduceBench final : public BenchBase {
- public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::allreduce; }
-  double bus_factor(int n) const override { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }
-  bool reduces() const override { return true; }
-  bool rooted() const override { return false; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
-  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
-
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    send_.resize(count * elem());
-    recv_.resize(count * elem());
-    expected_.resize(count * elem());
-    verify::fill_input(send_.data(), params.type, params.op, me_, p_, count);
-    std::memcpy(recv_.data(), send_.data(), count * elem());
-    verify::fill_expected(expected_.data(), params.type, params.op, p_, count);
-    send_.to_device();
-    recv_.to_device();
-  }
-  void run(Algorithm a) override {
-    comm_.allreduce(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_, params_.type,
-                    params_.op, with(a));
-  }
-  void run_mpi() override {
-    mpi_in(params_.in_place ? recv_ : send_);
-    MPI_Allreduce(params_.in_place ? MPI_IN_PLACE : mpi(send_), mpi(recv_), checked_int(count_),
-                  mpi_datatype(), mpi_reduce_op(), comm_.mpi_comm());
-    if (params_.op == ReduceOp::avg) mpi_average(recv_, count_);
-    mpi_out(recv_);
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    if (params_.in_place) {
-      verify::fill_input(recv_.data(), params_.type, params_.op, me_, p_, count_);
-    } else {
-      std::memset(recv_.data(), 0xA5, count_ * elem());
-    }
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    return wrong(recv_.data(), expected_.data(), count_);
-  }
-  bool supports_overlap() const override {
-    return params_.op != ReduceOp::avg && !Buffer::on_device();
-  }
-  Request start(Algorithm a) override {
-    return comm_.iallreduce(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_,
-                            params_.type, params_.op, with(a));
-  }
-  void start_mpi(MPI_Request* request) override {
-    MPI_Iallreduce(params_.in_place ? MPI_IN_PLACE : send_.data(), recv_.data(),
-                   checked_int(count_), mpi_datatype(), mpi_reduce_op(), comm_.mpi_comm(), request);
-  }
+// One collective, as the table below lists them.
+struct Descriptor {
+  Collective collective;
+  double (*bus_factor)(int nranks);  // nccl-tests' busbw = algbw * factor
+  bool reduces;                      // prints the redop
+  bool rooted;                       // prints the root
+  // What the size column counts: one block (count = bytes / element) or the whole gathered or
+  // scattered buffer (count = bytes / element / nranks, per rank as nccl-tests); none: barrier.
+  Extent size;
+  Extent send, recv;  // the buffers' sizes
+  Extent result;      // the elements a rank checks in recv (and the memcpy row copies)
+  bool checked_at_root_only;
+  // Inputs in send, the result in expected, recv's first contents (both host copies).
+  void (*fill)(State&);
+  // Before a checked call: recv as the call must find it. nullptr: the result poisoned.
+  void (*reset)(State&);
+  void (*run)(State&, Algorithm);
+  void (*run_mpi)(State&);
+  // The nonblocking forms, for --overlap; nullptr where not offered.
+  Request (*start)(State&, Algorithm) = nullptr;
+  void (*start_mpi)(State&, MPI_Request*) = nullptr;
 };
 
-class BroadcastBench final : public BenchBase {
- public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::broadcast; }
-  double bus_factor(int) const override { return 1.0; }
-  bool reduces() const override { return false; }
-  bool rooted() const override { return true; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
-  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
-
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    recv_.resize(count * elem());
-    expected_.resize(count * elem());
-    fill_pattern(expected_, params.root, count);
-    std::memcpy(recv_.data(), expected_.data(), count * elem());
-    recv_.to_device();
-  }
-  void run(Algorithm a) override {
-    comm_.broadcast(recv_.arg(), count_, params_.type, params_.root, with(a));
-  }
-  void run_mpi() override {
-    if (me_ == params_.root) mpi_in(recv_);
-    MPI_Bcast(mpi(recv_), checked_int(count_), mpi_datatype(), params_.root, comm_.mpi_comm());
-    if (me_ != params_.root) mpi_out(recv_);
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    if (me_ != params_.root) std::memset(recv_.data(), 0xA5, count_ * elem());
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    return wrong(recv_.data(), expected_.data(), count_);
-  }
+const Descriptor kAllreduce{
+    .collective = Collective::allreduce,
+    .bus_factor = two_steps,
+    .reduces = true,
+    .rooted = false,
+    .size = Extent::block,
+    .send = Extent::block,
+    .recv = Extent::block,
+    .result = Extent::block,
+    .checked_at_root_only = false,
+    .fill =
+        [](State& s) {
+          s.input(s.send, s.count);
+          s.copy_into(s.recv, s.send, s.count);
+          s.reduced();
+        },
+    .reset =
+        [](State& s) {
+          if (s.params.in_place) {
+            s.input(s.recv, s.count);
+          } else {
+            s.poison(s.count);
+          }
+        },
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.allreduce(s.source().arg(), s.recv.arg(), s.count, s.params.type, s.params.op,
+                           s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          s.mpi_in(s.source());
+          MPI_Allreduce(s.mpi_source(), s.mpi(s.recv), s.mpi_count(), s.mpi_datatype(),
+                        s.mpi_reduce_op(), s.mpi_comm());
+          s.mpi_average(s.recv);
+          s.mpi_out(s.recv);
+        },
+    .start =
+        [](State& s, Algorithm a) {
+          return s.comm.iallreduce(s.source().arg(), s.recv.arg(), s.count, s.params.type,
+                                   s.params.op, s.with(a));
+        },
+    .start_mpi =
+        [](State& s, MPI_Request* request) {
+          MPI_Iallreduce(s.params.in_place ? MPI_IN_PLACE : s.send.data(), s.recv.data(),
+                         s.mpi_count(), s.mpi_datatype(), s.mpi_reduce_op(), s.mpi_comm(),
+                         request);
+        },
 };
 
-class ReduceBench final : public BenchBase {
- public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::reduce; }
-  double bus_factor(int) const override { return 1.0; }
-  bool reduces() const override { return true; }
-  bool rooted() const override { return true; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
-  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
-
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    send_.resize(count * elem());
-    recv_.resize(count * elem());
-    expected_.resize(count * elem());
-    verify::fill_input(send_.data(), params.type, params.op, me_, p_, count);
-    verify::fill_expected(expected_.data(), params.type, params.op, p_, count);
-    send_.to_device();
-    recv_.to_device();
-  }
-  void run(Algorithm a) override {
-    comm_.reduce(send_.arg(), recv_.arg(), count_, params_.type, params_.op, params_.root, with(a));
-  }
-  void run_mpi() override {
-    mpi_in(send_);
-    MPI_Reduce(mpi(send_), mpi(recv_), checked_int(count_), mpi_datatype(), mpi_reduce_op(),
-               params_.root, comm_.mpi_comm());
-    if (me_ == params_.root) {
-      if (params_.op == ReduceOp::avg) mpi_average(recv_, count_);
-      mpi_out(recv_);
-    }
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    std::memset(recv_.data(), 0xA5, count_ * elem());
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    return me_ == params_.root ? wrong(recv_.data(), expected_.data(), count_) : 0;
-  }
+// Broadcast is always in place: the root's recv holds the data.
+const Descriptor kBroadcast{
+    .collective = Collective::broadcast,
+    .bus_factor = whole,
+    .reduces = false,
+    .rooted = true,
+    .size = Extent::block,
+    .send = Extent::none,
+    .recv = Extent::block,
+    .result = Extent::block,
+    .checked_at_root_only = false,
+    .fill =
+        [](State& s) {
+          s.pattern(s.expected.data(), s.params.root, s.count);
+          s.copy_into(s.recv, s.expected, s.count);
+        },
+    .reset =
+        [](State& s) {
+          if (!s.root()) s.poison(s.count);
+        },
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.broadcast(s.recv.arg(), s.count, s.params.type, s.params.root, s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          if (s.root()) s.mpi_in(s.recv);
+          MPI_Bcast(s.mpi(s.recv), s.mpi_count(), s.mpi_datatype(), s.params.root, s.mpi_comm());
+          if (!s.root()) s.mpi_out(s.recv);
+        },
 };
 
-class AllgatherBench final : public BenchBase {
- public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::allgather; }
-  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
-  bool reduces() const override { return false; }
-  bool rooted() const override { return false; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
-    return per_rank(bytes, e, n);
-  }
-  std::size_t bytes_for(std::size_t count, int n) const override {
-    return count * elem() * static_cast<std::size_t>(n);
-  }
-
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    const std::size_t block = count * elem();
-    send_.resize(block);
-    recv_.resize(block * p_);
-    expected_.resize(block * p_);
-    fill_pattern(send_, me_, count);
-    for (int r = 0; r < p_; ++r) {
-      verify::fill_pattern(expected_.data() + r * block, params.type, r, count);
-    }
-    std::memcpy(recv_.data(), expected_.data(), block * p_);
-    send_.to_device();
-    recv_.to_device();
-  }
-  std::size_t own() const { return static_cast<std::size_t>(me_) * count_ * elem(); }
-  void run(Algorithm a) override {
-    comm_.allgather(params_.in_place ? recv_.arg() + own() : send_.arg(), recv_.arg(), count_,
-                    params_.type, with(a));
-  }
-  void run_mpi() override {
-    const int n = checked_int(count_);
-    mpi_in(params_.in_place ? recv_ : send_);
-    MPI_Allgather(params_.in_place ? MPI_IN_PLACE : mpi(send_), n, mpi_datatype(), mpi(recv_), n,
-                  mpi_datatype(), comm_.mpi_comm());
-    mpi_out(recv_);
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    std::memset(recv_.data(), 0xA5, count_ * elem() * p_);
-    if (params_.in_place) std::memcpy(recv_.data() + own(), send_.data(), count_ * elem());
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    return wrong(recv_.data(), expected_.data(), count_ * p_);
-  }
+const Descriptor kReduce{
+    .collective = Collective::reduce,
+    .bus_factor = whole,
+    .reduces = true,
+    .rooted = true,
+    .size = Extent::block,
+    .send = Extent::block,
+    .recv = Extent::block,
+    .result = Extent::block,
+    .checked_at_root_only = true,
+    .fill =
+        [](State& s) {
+          s.input(s.send, s.count);
+          s.reduced();
+        },
+    .reset = nullptr,
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.reduce(s.send.arg(), s.recv.arg(), s.count, s.params.type, s.params.op,
+                        s.params.root, s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          s.mpi_in(s.send);
+          MPI_Reduce(s.mpi(s.send), s.mpi(s.recv), s.mpi_count(), s.mpi_datatype(),
+                     s.mpi_reduce_op(), s.params.root, s.mpi_comm());
+          if (s.root()) {
+            s.mpi_average(s.recv);
+            s.mpi_out(s.recv);
+          }
+        },
 };
 
-class ReduceScatterBench final : public BenchBase {
- public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::reduce_scatter; }
-  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
-  bool reduces() const override { return true; }
-  bool rooted() const override { return false; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
-    return per_rank(bytes, e, n);
-  }
-  std::size_t bytes_for(std::size_t count, int n) const override {
-    return count * elem() * static_cast<std::size_t>(n);
-  }
-
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    const std::size_t total = count * static_cast<std::size_t>(p_);
-    send_.resize(total * elem());
-    recv_.resize(total * elem());
-    expected_.resize(count * elem());
-    verify::fill_input(send_.data(), params.type, params.op, me_, p_, total);
-    std::memcpy(recv_.data(), send_.data(), total * elem());
-    verify::fill_expected(expected_.data(), params.type, params.op, p_, count,
-                          static_cast<std::size_t>(me_) * count);
-    send_.to_device();
-    recv_.to_device();
-  }
-  void run(Algorithm a) override {
-    comm_.reduce_scatter(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_,
-                         params_.type, params_.op, with(a));
-  }
-  void run_mpi() override {
-    mpi_in(params_.in_place ? recv_ : send_);
-    MPI_Reduce_scatter_block(params_.in_place ? MPI_IN_PLACE : mpi(send_), mpi(recv_),
-                             checked_int(count_), mpi_datatype(), mpi_reduce_op(),
-                             comm_.mpi_comm());
-    if (params_.op == ReduceOp::avg) mpi_average(recv_, count_);
-    mpi_out(recv_);
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    if (params_.in_place) {
-      verify::fill_input(recv_.data(), params_.type, params_.op, me_, p_,
-                         count_ * static_cast<std::size_t>(p_));
-    } else {
-      std::memset(recv_.data(), 0xA5, count_ * elem());
-    }
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    return wrong(recv_.data(), expected_.data(), count_);
-  }
+const Descriptor kAllgather{
+    .collective = Collective::allgather,
+    .bus_factor = one_step,
+    .reduces = false,
+    .rooted = false,
+    .size = Extent::all,
+    .send = Extent::block,
+    .recv = Extent::all,
+    .result = Extent::all,
+    .checked_at_root_only = false,
+    .fill =
+        [](State& s) {
+          s.pattern(s.send.data(), s.me, s.count);
+          s.blocks_of_every_rank();
+          s.copy_into(s.recv, s.expected, s.elements(Extent::all));
+        },
+    .reset =
+        [](State& s) {
+          s.poison(s.elements(Extent::all));
+          if (s.params.in_place) {
+            std::memcpy(s.recv.data() + s.me * s.block_bytes(), s.send.data(), s.block_bytes());
+          }
+        },
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.allgather(
+              s.params.in_place ? s.recv.arg() + s.me * s.block_bytes() : s.send.arg(),
+              s.recv.arg(), s.count, s.params.type, s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          s.mpi_in(s.source());
+          MPI_Allgather(s.mpi_source(), s.mpi_count(), s.mpi_datatype(), s.mpi(s.recv),
+                        s.mpi_count(), s.mpi_datatype(), s.mpi_comm());
+          s.mpi_out(s.recv);
+        },
 };
 
-class GatherBench final : public BenchBase {
- public:
-  GatherBench(Communicator& comm, bool scatter) : BenchBase(comm), scatter_(scatter) {}
-  Collective collective() const override {
-    return scatter_ ? Collective::scatter : Collective::gather;
-  }
-  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
-  bool reduces() const override { return false; }
-  bool rooted() const override { return true; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
-    return per_rank(bytes, e, n);
-  }
-  std::size_t bytes_for(std::size_t count, int n) const override {
-    return count * elem() * static_cast<std::size_t>(n);
-  }
-
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    const std::size_t block = count * elem();
-    if (scatter_) {
-      send_.resize(block * p_);  // the root's blocks
-      recv_.resize(block);
-      expected_.resize(block);
-      fill_pattern(send_, params.root, count * p_);
-      verify::fill_pattern(expected_.data(), params.type, params.root, count,
-                           static_cast<std::size_t>(me_) * count);
-    } else {
-      send_.resize(block);
-      recv_.resize(block * p_);
-      expected_.resize(block * p_);
-      fill_pattern(send_, me_, count);
-      for (int r = 0; r < p_; ++r) {
-        verify::fill_pattern(expected_.data() + r * block, params.type, r, count);
-      }
-    }
-    send_.to_device();
-    recv_.to_device();
-  }
-  void run(Algorithm a) override {
-    if (scatter_) {
-      comm_.scatter(send_.arg(), recv_.arg(), count_, params_.type, params_.root, with(a));
-    } else {
-      comm_.gather(send_.arg(), recv_.arg(), count_, params_.type, params_.root, with(a));
-    }
-  }
-  void run_mpi() override {
-    const int n = checked_int(count_);
-    const bool root = me_ == params_.root;
-    if (scatter_) {
-      if (root) mpi_in(send_);
-      MPI_Scatter(mpi(send_), n, mpi_datatype(), mpi(recv_), n, mpi_datatype(), params_.root,
-                  comm_.mpi_comm());
-      mpi_out(recv_);
-    } else {
-      mpi_in(send_);
-      MPI_Gather(mpi(send_), n, mpi_datatype(), mpi(recv_), n, mpi_datatype(), params_.root,
-                 comm_.mpi_comm());
-      if (root) mpi_out(recv_);
-    }
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    const std::size_t out_count = scatter_ ? count_ : count_ * p_;
-    std::memset(recv_.data(), 0xA5, out_count * elem());
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    if (!scatter_ && me_ != params_.root) return 0;
-    return wrong(recv_.data(), expected_.data(), out_count);
-  }
-
- private:
-  bool scatter_;
+// recv holds the whole input for the in-place form; the result is this rank's block.
+const Descriptor kReduceScatter{
+    .collective = Collective::reduce_scatter,
+    .bus_factor = one_step,
+    .reduces = true,
+    .rooted = false,
+    .size = Extent::all,
+    .send = Extent::all,
+    .recv = Extent::all,
+    .result = Extent::block,
+    .checked_at_root_only = false,
+    .fill =
+        [](State& s) {
+          s.input(s.send, s.elements(Extent::all));
+          s.copy_into(s.recv, s.send, s.elements(Extent::all));
+          s.reduced(static_cast<std::size_t>(s.me) * s.count);
+        },
+    .reset =
+        [](State& s) {
+          if (s.params.in_place) {
+            s.input(s.recv, s.elements(Extent::all));
+          } else {
+            s.poison(s.count);
+          }
+        },
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.reduce_scatter(s.source().arg(), s.recv.arg(), s.count, s.params.type,
+                                s.params.op, s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          s.mpi_in(s.source());
+          MPI_Reduce_scatter_block(s.mpi_source(), s.mpi(s.recv), s.mpi_count(), s.mpi_datatype(),
+                                   s.mpi_reduce_op(), s.mpi_comm());
+          s.mpi_average(s.recv);
+          s.mpi_out(s.recv);
+        },
 };
 
-class AlltoallBench final : public BenchBase {
- public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::alltoall; }
-  double bus_factor(int n) const override { return n > 1 ? (n - 1.0) / n : 0.0; }
-  bool reduces() const override { return false; }
-  bool rooted() const override { return false; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
-    return per_rank(bytes, e, n);
-  }
-  std::size_t bytes_for(std::size_t count, int n) const override {
-    return count * elem() * static_cast<std::size_t>(n);
-  }
+// Every rank's recv is the root's size (what the memcpy row copies); the root's is checked.
+const Descriptor kGather{
+    .collective = Collective::gather,
+    .bus_factor = one_step,
+    .reduces = false,
+    .rooted = true,
+    .size = Extent::all,
+    .send = Extent::block,
+    .recv = Extent::all,
+    .result = Extent::all,
+    .checked_at_root_only = true,
+    .fill =
+        [](State& s) {
+          s.pattern(s.send.data(), s.me, s.count);
+          s.blocks_of_every_rank();
+        },
+    .reset = nullptr,
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.gather(s.send.arg(), s.recv.arg(), s.count, s.params.type, s.params.root,
+                        s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          s.mpi_in(s.send);
+          MPI_Gather(s.mpi(s.send), s.mpi_count(), s.mpi_datatype(), s.mpi(s.recv), s.mpi_count(),
+                     s.mpi_datatype(), s.params.root, s.mpi_comm());
+          if (s.root()) s.mpi_out(s.recv);
+        },
+};
 
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    const std::size_t block = count * elem();
-    send_.resize(block * p_);
-    recv_.resize(block * p_);
-    expected_.resize(block * p_);
-    fill_pattern(send_, me_, count * p_);  // block j holds elements j*count ..
-    for (int i = 0; i < p_; ++i) {
-      verify::fill_pattern(expected_.data() + i * block, params.type, i, count,
-                           static_cast<std::size_t>(me_) * count);
-    }
-    std::memcpy(recv_.data(), send_.data(), block * p_);
-    send_.to_device();
-    recv_.to_device();
-  }
-  void run(Algorithm a) override {
-    comm_.alltoall(params_.in_place ? recv_.arg() : send_.arg(), recv_.arg(), count_, params_.type,
-                   with(a));
-  }
-  void run_mpi() override {
-    const int n = checked_int(count_);
-    mpi_in(params_.in_place ? recv_ : send_);
-    MPI_Alltoall(params_.in_place ? MPI_IN_PLACE : mpi(send_), n, mpi_datatype(), mpi(recv_), n,
-                 mpi_datatype(), comm_.mpi_comm());
-    mpi_out(recv_);
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    if (params_.in_place) {
-      std::memcpy(recv_.data(), send_.data(), count_ * elem() * p_);
-    } else {
-      std::memset(recv_.data(), 0xA5, count_ * elem() * p_);
-    }
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    return wrong(recv_.data(), expected_.data(), count_ * p_);
-  }
+// send holds the root's blocks on every rank.
+const Descriptor kScatter{
+    .collective = Collective::scatter,
+    .bus_factor = one_step,
+    .reduces = false,
+    .rooted = true,
+    .size = Extent::all,
+    .send = Extent::all,
+    .recv = Extent::block,
+    .result = Extent::block,
+    .checked_at_root_only = false,
+    .fill =
+        [](State& s) {
+          s.pattern(s.send.data(), s.params.root, s.elements(Extent::all));
+          s.pattern(s.expected.data(), s.params.root, s.count,
+                    static_cast<std::size_t>(s.me) * s.count);
+        },
+    .reset = nullptr,
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.scatter(s.send.arg(), s.recv.arg(), s.count, s.params.type, s.params.root,
+                         s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          if (s.root()) s.mpi_in(s.send);
+          MPI_Scatter(s.mpi(s.send), s.mpi_count(), s.mpi_datatype(), s.mpi(s.recv),
+                      s.mpi_count(), s.mpi_datatype(), s.params.root, s.mpi_comm());
+          s.mpi_out(s.recv);
+        },
+};
+
+// Block j of a rank's send holds its pattern's elements j*count...
+const Descriptor kAlltoall{
+    .collective = Collective::alltoall,
+    .bus_factor = one_step,
+    .reduces = false,
+    .rooted = false,
+    .size = Extent::all,
+    .send = Extent::all,
+    .recv = Extent::all,
+    .result = Extent::all,
+    .checked_at_root_only = false,
+    .fill =
+        [](State& s) {
+          s.pattern(s.send.data(), s.me, s.elements(Extent::all));
+          s.blocks_of_every_rank(static_cast<std::size_t>(s.me) * s.count);
+          s.copy_into(s.recv, s.send, s.elements(Extent::all));
+        },
+    .reset =
+        [](State& s) {
+          if (s.params.in_place) {
+            s.copy_into(s.recv, s.send, s.elements(Extent::all));
+          } else {
+            s.poison(s.elements(Extent::all));
+          }
+        },
+    .run =
+        [](State& s, Algorithm a) {
+          s.comm.alltoall(s.source().arg(), s.recv.arg(), s.count, s.params.type, s.with(a));
+        },
+    .run_mpi =
+        [](State& s) {
+          s.mpi_in(s.source());
+          MPI_Alltoall(s.mpi_source(), s.mpi_count(), s.mpi_datatype(), s.mpi(s.recv),
+                       s.mpi_count(), s.mpi_datatype(), s.mpi_comm());
+          s.mpi_out(s.recv);
+        },
 };
 
 // Every rank sends to the next and receives from the previous (nccl-tests' sendrecv).
-class SendrecvBench final : public BenchBase {
- public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::sendrecv; }
-  double bus_factor(int) const override { return 1.0; }
-  bool reduces() const override { return false; }
-  bool rooted() const override { return false; }
-  std::size_t count_for(std::size_t bytes, std::size_t e, int) const override { return bytes / e; }
-  std::size_t bytes_for(std::size_t count, int) const override { return count * elem(); }
-
-  void prepare(const Params& params, std::size_t count) override {
-    params_ = params;
-    count_ = count;
-    send_.resize(count * elem());
-    recv_.resize(count * elem());
-    expected_.resize(count * elem());
-    fill_pattern(send_, me_, count);
-    fill_pattern(expected_, (me_ + p_ - 1) % p_, count);
-    send_.to_device();
-    recv_.to_device();
-  }
-  void run(Algorithm) override {
-    comm_.sendrecv(send_.arg(), count_, (me_ + 1) % p_, recv_.arg(), count_, (me_ + p_ - 1) % p_,
-                   params_.type, 0);
-  }
-  void run_mpi() override {
-    const int n = checked_int(count_);
-    mpi_in(send_);
-    MPI_Sendrecv(mpi(send_), n, mpi_datatype(), (me_ + 1) % p_, 0, mpi(recv_), n, mpi_datatype(),
-                 (me_ + p_ - 1) % p_, 0, comm_.mpi_comm(), MPI_STATUS_IGNORE);
-    mpi_out(recv_);
-  }
-  std::size_t check(bool mpi, Algorithm a) override {
-    std::memset(recv_.data(), 0xA5, count_ * elem());
-    recv_.to_device();
-    mpi ? run_mpi() : run(a);
-    recv_.to_host();
-    return wrong(recv_.data(), expected_.data(), count_);
-  }
+const Descriptor kSendrecv{
+    .collective = Collective::sendrecv,
+    .bus_factor = whole,
+    .reduces = false,
+    .rooted = false,
+    .size = Extent::block,
+    .send = Extent::block,
+    .recv = Extent::block,
+    .result = Extent::block,
+    .checked_at_root_only = false,
+    .fill =
+        [](State& s) {
+          s.pattern(s.send.data(), s.me, s.count);
+          s.pattern(s.expected.data(), s.previous(), s.count);
+        },
+    .reset = nullptr,
+    .run =
+        [](State& s, Algorithm) {
+          s.comm.sendrecv(s.send.arg(), s.count, s.next(), s.recv.arg(), s.count, s.previous(),
+                          s.params.type, 0);
+        },
+    .run_mpi =
+        [](State& s) {
+          s.mpi_in(s.send);
+          MPI_Sendrecv(s.mpi(s.send), s.mpi_count(), s.mpi_datatype(), s.next(), 0, s.mpi(s.recv),
+                       s.mpi_count(), s.mpi_datatype(), s.previous(), 0, s.mpi_comm(),
+                       MPI_STATUS_IGNORE);
+          s.mpi_out(s.recv);
+        },
 };
 
-class BarrierBench final : public BenchBase {
+const Descriptor kBarrier{
+    .collective = Collective::barrier,
+    .bus_factor = nothing,
+    .reduces = false,
+    .rooted = false,
+    .size = Extent::none,
+    .send = Extent::none,
+    .recv = Extent::none,
+    .result = Extent::none,
+    .checked_at_root_only = false,
+    .fill = [](State&) {},
+    .reset = nullptr,
+    .run = [](State& s, Algorithm a) { s.comm.barrier(s.with(a)); },
+    .run_mpi = [](State& s) { MPI_Barrier(s.mpi_comm()); },
+};
+
+const Descriptor* const kDescriptors[] = {&kAllreduce, &kBroadcast,     &kReduce,
+                                          &kAllgather, &kReduceScatter, &kGather,
+                                          &kScatter,   &kAlltoall,      &kSendrecv,
+                                          &kBarrier};
+
+// A collective's benchmark from its descriptor: the buffers, --cold's sets, the memcpy row and
+// the exact check are the same for all.
+class DescribedBench final : public CollectiveBench {
  public:
-  using BenchBase::BenchBase;
-  Collective collective() const override { return Collective::barrier; }
-  double bus_factor(int) const override { return 0.0; }
-  bool reduces() const override { return false; }
-  bool rooted() const override { return false; }
-  std::size_t count_for(std::size_t, std::size_t, int) const override { return 0; }
-  std::size_t bytes_for(std::size_t, int) const override { return 0; }
-  void prepare(const Params& params, std::size_t) override { params_ = params; }
-  void run(Algorithm a) override { comm_.barrier(with(a)); }
-  void run_mpi() override { MPI_Barrier(comm_.mpi_comm()); }
-  std::size_t check(bool mpi, Algorithm a) override {
-    mpi ? run_mpi() : run(a);
-    return 0;
+  DescribedBench(const Descriptor& d, Communicator& comm) : d_(d), s_(comm) {}
+
+  Collective collective() const override { return d_.collective; }
+  double bus_factor(int n) const override { return d_.bus_factor(n); }
+  bool reduces() const override { return d_.reduces; }
+  bool rooted() const override { return d_.rooted; }
+  std::size_t count_for(std::size_t bytes, std::size_t e, int n) const override {
+    if (d_.size == Extent::none) return 0;
+    return d_.size == Extent::block ? bytes / e : bytes / e / static_cast<std::size_t>(n);
   }
+  std::size_t bytes_for(std::size_t count, int n) const override {
+    if (d_.size == Extent::none) return 0;
+    return count * s_.elem() * (d_.size == Extent::block ? 1 : static_cast<std::size_t>(n));
+  }
+
+  void prepare(const Params& params, std::size_t count) override {
+    s_.params = params;
+    s_.count = count;
+    s_.send.resize(s_.elements(d_.send) * s_.elem());
+    s_.recv.resize(s_.elements(d_.recv) * s_.elem());
+    s_.expected.resize(s_.elements(d_.result) * s_.elem());
+    d_.fill(s_);
+    s_.send.to_device();
+    s_.recv.to_device();
+    s_.copy.resize(params.memcpy_row ? memcpy_bytes() : 0);
+    if (params.memcpy_row) {
+      std::memset(s_.copy.data(), 0, s_.copy.size());
+      s_.copy.to_device();
+    }
+    sets_ = 1;
+    set_ = 0;
+    const std::size_t set_bytes = Buffer::stride_for(s_.send.size()) +
+                                  Buffer::stride_for(s_.recv.size()) +
+                                  (params.memcpy_row ? Buffer::stride_for(s_.copy.size()) : 0);
+    // --cold: enough sets that together they exceed the pool (twice the last-level cache), at
+    // least two (no call on the set of the call before). Nothing to spread without data.
+    if (params.cold_pool_bytes > 0 && s_.send.size() + s_.recv.size() > 0) {
+      sets_ = std::max<std::size_t>(2, params.cold_pool_bytes / set_bytes + 1);
+      s_.send.make_slots(sets_);
+      s_.recv.make_slots(sets_);
+      if (params.memcpy_row) s_.copy.make_slots(sets_);
+    }
+  }
+  void next_buffers() override {
+    if (sets_ == 1) return;
+    set_ = (set_ + 1) % sets_;
+    for (Buffer* b : {&s_.send, &s_.recv, &s_.copy})
+      b->select(set_);
+  }
+  std::size_t buffer_sets() const override { return sets_; }
+  std::size_t pool_bytes() const override {
+    return s_.send.capacity() + s_.recv.capacity() + s_.copy.capacity();
+  }
+
+  void run(Algorithm a) override { d_.run(s_, a); }
+  void run_mpi() override { d_.run_mpi(s_); }
+  std::size_t check(bool mpi, Algorithm a) override {
+    const std::size_t n = s_.elements(d_.result);
+    if (d_.reset) {
+      d_.reset(s_);
+    } else {
+      s_.poison(n);
+    }
+    s_.recv.to_device();
+    mpi ? run_mpi() : run(a);
+    s_.recv.to_host();
+    if (n == 0 || (d_.checked_at_root_only && !s_.root())) return 0;
+    return count_wrong(s_.recv.data(), s_.expected.data(), n * s_.elem(), s_.elem());
+  }
+
+  // The result's bytes (the root's size on every rank for gather).
+  std::size_t memcpy_bytes() const override { return s_.elements(d_.result) * s_.elem(); }
+  void run_memcpy() override {
+    const std::size_t n = memcpy_bytes();
+    if (n == 0) return;
+    if (Buffer::on_device()) {
+      copy_on_device(s_.copy.arg(), s_.recv.arg(), n);
+    } else {
+      std::memcpy(s_.copy.data(), s_.recv.data(), n);
+    }
+  }
+  std::size_t check_memcpy() override {
+    const std::size_t n = memcpy_bytes();
+    if (n == 0) return 0;
+    std::memset(s_.copy.data(), 0xA5, n);
+    s_.copy.to_device();
+    run_memcpy();
+    s_.copy.to_host();
+    s_.recv.to_host();
+    return count_wrong(s_.copy.data(), s_.recv.data(), n, 1);
+  }
+
+  bool supports_overlap() const override {
+    return d_.start != nullptr && s_.params.op != ReduceOp::avg && !Buffer::on_device();
+  }
+  Request start(Algorithm a) override { return d_.start ? d_.start(s_, a) : Request{}; }
+  void start_mpi(MPI_Request* request) override {
+    *request = MPI_REQUEST_NULL;
+    if (d_.start_mpi) d_.start_mpi(s_, request);
+  }
+
+ private:
+  const Descriptor& d_;
+  State s_;
+  std::size_t sets_ = 1;  // --cold: buffer sets in the pool, and the one in use
+  std::size_t set_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<CollectiveBench> make_bench(Collective collective, Communicator& comm) {
-  switch (collective) {
-    case Collective::allreduce:
-      return std::make_unique<AllreduceBench>(comm);
-    case Collective::broadcast:
-      return std::make_unique<BroadcastBench>(comm);
-    case Collective::reduce:
-      return std::make_unique<ReduceBench>(comm);
-    case Collective::allgather:
-      return std::make_unique<AllgatherBench>(comm);
-    case Collective::reduce_scatter:
-      return std::make_unique<ReduceScatterBench>(comm);
-    case Collective::gather:
-      return std::make_unique<GatherBench>(comm, false);
-    case Collective::scatter:
-      return std::make_unique<GatherBench>(comm, true);
-    case Collective::alltoall:
-      return std::make_unique<AlltoallBench>(comm);
-    case Collective::sendrecv:
-      return std::make_unique<SendrecvBench>(comm);
-    case Collective::barrier:
-      return std::make_unique<BarrierBench>(comm);
-    default:
-      return nullptr;
+  for (const Descriptor* d : kDescriptors) {
+    if (d->collective == collective) return std::make_unique<DescribedBench>(*d, comm);
   }
+  return nullptr;
 }
 
 }  // namespace collx::bench

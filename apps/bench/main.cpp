@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "bench_buffers.hpp"
 #include "bench_collective.hpp"
 #include "bench_device.hpp"
@@ -29,11 +31,14 @@ namespace {
 using collx::Algorithm;
 using collx::Collective;
 
-// An algorithm column: a collx algorithm (automatic for auto) or the MPI library's call.
+// An algorithm column: a collx algorithm (automatic for auto), the MPI library's call, or the
+// memcpy reference (one local copy of the result buffer: the memory-bandwidth limit).
 struct Column {
   std::string name;
   bool mpi = false;
   Algorithm algorithm = Algorithm::automatic;
+  bool memcpy = false;
+  bool collx() const { return !mpi && !memcpy; }
 };
 
 // A communicator the collx rows run on: the default one, or one per --transport.
@@ -78,10 +83,15 @@ std::vector<Column> parse_columns(const std::string& list, Collective collective
       }
       columns.push_back({"auto", false, Algorithm::automatic});
       columns.push_back({"mpi", true, Algorithm::automatic});
+      columns.push_back({"memcpy", false, Algorithm::automatic, true});
       continue;
     }
     if (item == "mpi") {
       columns.push_back({"mpi", true, Algorithm::automatic});
+      continue;
+    }
+    if (item == "memcpy") {
+      columns.push_back({"memcpy", false, Algorithm::automatic, true});
       continue;
     }
     const auto algorithm = collx::parse_algorithm(item);
@@ -133,7 +143,46 @@ struct Settings {
   std::string tune_path;
   std::string memory = "host";
   std::string transports;
+  bool cold = false;
+  std::string llc;
 };
+
+// The last-level cache of this rank's core, for --cold: sysconf's figure, else the highest
+// level sysfs lists for cpu0, else 32 MiB; with where the figure came from.
+struct CacheSize {
+  std::size_t bytes = 0;
+  std::string source;
+};
+CacheSize last_level_cache() {
+  const long reported = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (reported > 0) return {static_cast<std::size_t>(reported), "sysconf"};
+  CacheSize best;
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level");
+    std::ifstream size_file(dir + "size");
+    std::ifstream type_file(dir + "type");
+    int level = 0;
+    std::string size_text;
+    std::string type;
+    if (!(level_file >> level) || !(size_file >> size_text)) continue;
+    type_file >> type;
+    if (type == "Instruction" || level < best_level) continue;
+    const auto bytes = parse_size(size_text);
+    if (!bytes || *bytes == 0) continue;
+    best = {*bytes, "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i)};
+    best_level = level;
+  }
+  if (best.bytes > 0) return best;
+  return {std::size_t{32} << 20, "not reported; assumed"};
+}
+
+std::string mib(std::size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
 
 // Fixed work (a dot product over a cache-resident array) calibrated to take about `ms`
 // milliseconds on an idle core. Fixed work, not fixed time: a progress thread that steals
@@ -187,9 +236,8 @@ void write_tuning(const std::string& path, Collective collective, int nranks,
   collx::detail::save_tuning_file(path, table);
 }
 
-int run(int argc, char** argv, int rank, int nranks) {
-  CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
-  Settings s;
+// collx-bench's command line.
+void add_options(CLI::App& app, Settings& s) {
   app.add_option("collective", s.collective_name,
                  "allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall "
                  "sendrecv barrier")
@@ -206,7 +254,9 @@ int run(int argc, char** argv, int rank, int nranks) {
       ->capture_default_str();
   app.add_option("-o,--op", s.op, "sum prod min max avg")->capture_default_str();
   app.add_option("-a,--algos", s.algos,
-                 "comma-separated algorithms, auto, mpi (the MPI library's own call) or all")
+                 "comma-separated algorithms, auto, mpi (the MPI library's own call), memcpy "
+                 "(one local copy of the result buffer: the memory-bandwidth limit; x_memcpy is "
+                 "each row's time over its time) or all (every algorithm, auto, mpi, memcpy)")
       ->capture_default_str();
   app.add_option("-n,--iters", s.iters, "timed iterations per size and algorithm")
       ->capture_default_str()
@@ -243,10 +293,205 @@ int run(int argc, char** argv, int rank, int nranks) {
   app.add_option("--transport", s.transports,
                  "mpi, ucx or a list (mpi,ucx): the collx rows once per transport, each on a "
                  "communicator of its own (default: COLLX_TRANSPORT's)");
+  app.add_flag("--cold", s.cold,
+               "every call on another set of buffers, from a pool of sets larger than twice the "
+               "last-level cache, so no call finds its data in cache (host memory only). Memory "
+               "per rank: about 2 x LLC + one set, at least two sets (e.g. 2 x 192 MiB for a "
+               "64 MiB allreduce with the memcpy row); with one set (without --cold) the "
+               "buffers of the largest size");
+  app.add_option("--llc", s.llc,
+                 "--cold: the last-level cache size to assume (K/M/G suffixes) instead of the "
+                 "one detected (sysconf, sysfs, else 32M)");
   app.add_option("--overlap", s.overlap_ms,
                  "also measure the nonblocking form with this many ms of computation between "
                  "start and wait; prints the share of the call hidden behind it (allreduce)")
       ->check(CLI::Range(0.0, 10000.0));
+}
+
+// One call of a row. Every call first moves to the next set of buffers (--cold; a no-op with
+// one set).
+void call_once(const Row& row) {
+  auto& b = *row.runner->bench;
+  b.next_buffers();
+  if (row.column.memcpy) {
+    b.run_memcpy();
+  } else if (row.column.mpi) {
+    b.run_mpi();
+  } else {
+    b.run(row.column.algorithm);
+  }
+}
+
+// Warm-up calls, then `rounds` rounds of `per_round` timed calls of every row: a round's time per
+// row (the slowest rank's mean per call), by row key.
+std::map<std::string, std::vector<double>> time_rows(const std::vector<Row>& table, int warmup,
+                                                     int rounds, int per_round) {
+  for (const auto& row : table) {
+    for (int i = 0; i < warmup; ++i)
+      call_once(row);
+  }
+  std::map<std::string, std::vector<double>> samples;
+  for (int round = 0; round < rounds; ++round) {
+    // Each round runs the rows in another order (the same on every rank: a fixed seed per
+    // round), so no row always follows the same one: a slow row leaves the caches cold for
+    // whichever row comes next.
+    std::vector<std::size_t> order(table.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    if (round > 0) std::shuffle(order.begin(), order.end(), std::mt19937(round));
+    for (std::size_t k : order) {
+      const auto& row = table[k];
+      // One untimed call first: the previous row left the caches and MPI's queues in its own
+      // state, and that switch is not part of this row's time.
+      call_once(row);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < per_round; ++i)
+        call_once(row);
+      double seconds = (MPI_Wtime() - t0) / per_round;
+      // The slowest rank's time is the collective's time.
+      MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      samples[row.key].push_back(seconds);
+    }
+  }
+  return samples;
+}
+
+// --overlap: start, compute, wait, `rounds` times per row; the computation alone too.
+struct Overlap {
+  std::map<std::string, std::vector<double>> samples;  // start to wait, by row key
+  double compute_seconds = 0;
+};
+Overlap time_overlap(const std::vector<Row>& table, int rounds, Computation& compute) {
+  Overlap result;
+  std::vector<double> alone;
+  for (int round = 0; round < rounds; ++round) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    compute();
+    alone.push_back(MPI_Wtime() - t0);
+    for (const auto& row : table) {
+      if (row.column.memcpy) continue;  // no nonblocking form
+      row.runner->bench->next_buffers();
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t1 = MPI_Wtime();
+      if (row.column.mpi) {
+        MPI_Request request;
+        row.runner->bench->start_mpi(&request);
+        compute();
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+      } else {
+        collx::Request request = row.runner->bench->start(row.column.algorithm);
+        compute();
+        request.wait();
+      }
+      double seconds = MPI_Wtime() - t1;
+      MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      result.samples[row.key].push_back(seconds);
+    }
+  }
+  result.compute_seconds = median(alone);
+  MPI_Allreduce(MPI_IN_PLACE, &result.compute_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return result;
+}
+
+// One row's figures at one size, for the table and the JSON.
+struct Measured {
+  std::size_t bytes = 0;  // nccl-tests' size column
+  std::size_t count = 0;
+  std::string label;     // "auto(ring)@ucx"
+  std::string selected;  // auto's choice, "" for the other rows
+  double seconds = 0;
+  double algbw = 0;
+  double busbw = 0;
+  long long wrong = -1;
+  bool checked = false;
+  bool memcpy = false;  // the memcpy row
+  double vs_mpi = 0;
+  bool has_vs_mpi = false;
+  double x_memcpy = 0;
+  bool has_x_memcpy = false;
+  bool overlap = false;  // --overlap figures
+  double total = 0;
+  double hidden = 0;
+  double compute_seconds = 0;
+};
+
+void print_row(const Measured& m, const Settings& s, const collx::bench::CollectiveBench& bench,
+               int algo_width) {
+  char x_text[32] = "";
+  if (m.has_x_memcpy) std::snprintf(x_text, sizeof x_text, "%.2f", m.x_memcpy);
+  std::printf("  %12zu %12zu %9s %6s %5d %*s %11.2f %11.3f %11.3f %7s %7s %8s", m.bytes, m.count,
+              s.type.c_str(), bench.reduces() ? s.op.c_str() : "none", bench.rooted() ? s.root : -1,
+              algo_width, m.label.c_str(), m.seconds * 1e6, m.algbw, m.busbw,
+              m.checked ? std::to_string(m.wrong).c_str() : "n/a",
+              m.has_vs_mpi ? (std::to_string(m.vs_mpi).substr(0, 5)).c_str() : "", x_text);
+  if (m.overlap) std::printf("  %6.1f%% %10.1f", m.hidden * 100, m.total * 1e6);
+  std::printf("\n");
+}
+
+nlohmann::json to_json(const Measured& m, const std::string& key, const Settings& s,
+                       const collx::bench::CollectiveBench& bench) {
+  nlohmann::json row = {{"size_bytes", m.bytes},
+                        {"count", m.count},
+                        {"type", s.type},
+                        {"op", bench.reduces() ? s.op : "none"},
+                        {"root", bench.rooted() ? s.root : -1},
+                        {"algo", key},
+                        {"time_us", m.seconds * 1e6},
+                        {"algbw_gbps", m.algbw},
+                        {"busbw_gbps", m.busbw},
+                        {"wrong", m.wrong}};
+  if (!m.selected.empty()) row["selected"] = m.selected;
+  if (m.has_vs_mpi) row["vs_mpi"] = m.vs_mpi;
+  if (m.has_x_memcpy) row["x_memcpy"] = m.x_memcpy;
+  if (m.memcpy) row["memcpy_bytes"] = bench.memcpy_bytes();
+  if (m.overlap) {
+    row["overlap_compute_us"] = m.compute_seconds * 1e6;
+    row["overlap_total_us"] = m.total * 1e6;
+    row["hidden_fraction"] = m.hidden;
+  }
+  return row;
+}
+
+// --transport's list, each once, into `transports`; "" or why not.
+std::string parse_transports(const std::string& list_text, std::vector<std::string>& transports) {
+  std::stringstream list(list_text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    if (item.empty()) continue;
+    const auto& offered = collx::build_info().transports;
+    if (item != "mpi" && item != "ucx") return "unknown transport \"" + item + "\"";
+    if (std::find(offered.begin(), offered.end(), item) == offered.end()) {
+      return "--transport " + item + ": this build of collx has no " + item +
+             " transport (configure with -DCOLLX_UCX=ON where libucx-dev is installed)";
+    }
+    if (std::find(transports.begin(), transports.end(), item) == transports.end()) {
+      transports.push_back(item);
+    }
+  }
+  return "";
+}
+
+// The rows: every collx column on every runner; the MPI library's own call and the memcpy
+// reference once (on the first runner's buffers).
+std::vector<Row> make_table(const std::vector<Column>& columns, std::vector<Runner>& runners) {
+  std::vector<Row> table;
+  for (const auto& c : columns) {
+    if (!c.collx()) {
+      table.push_back({c.name, c, &runners.front()});
+      continue;
+    }
+    for (auto& r : runners) {
+      table.push_back({r.transport.empty() ? c.name : c.name + "@" + r.transport, c, &r});
+    }
+  }
+  return table;
+}
+
+int run(int argc, char** argv, int rank, int nranks) {
+  CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
+  Settings s;
+  add_options(app, s);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -288,24 +533,12 @@ int run(int argc, char** argv, int rank, int nranks) {
     }
     if (first_failing < nranks) return 2;
     if (s.overlap_ms > 0) return fail("--overlap measures host buffers only (not with -m device)");
+    if (s.cold) return fail("--cold takes host buffers only (not with -m device)");
     collx::bench::Buffer::use_device_memory(true);
   }
   std::vector<std::string> transports;
-  {
-    std::stringstream list(s.transports);
-    std::string item;
-    while (std::getline(list, item, ',')) {
-      if (item.empty()) continue;
-      const auto& offered = collx::build_info().transports;
-      if (item != "mpi" && item != "ucx") return fail("unknown transport \"" + item + "\"");
-      if (std::find(offered.begin(), offered.end(), item) == offered.end()) {
-        return fail("--transport " + item + ": this build of collx has no " + item +
-                    " transport (configure with -DCOLLX_UCX=ON where libucx-dev is installed)");
-      }
-      if (std::find(transports.begin(), transports.end(), item) == transports.end()) {
-        transports.push_back(item);
-      }
-    }
+  if (const std::string why = parse_transports(s.transports, transports); !why.empty()) {
+    return fail(why);
   }
   if (transports.size() > 1 && !s.tune_path.empty()) {
     return fail("--save-tuning takes one transport");
@@ -337,7 +570,19 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (!parsed || *parsed == 0) return fail("bad --chunk " + s.chunk);
     chunk_bytes = *parsed;
   }
-  const collx::bench::Params params{*type, *op, s.root, s.in_place, chunk_bytes, s.depth};
+  CacheSize llc;
+  if (s.cold) {
+    llc = last_level_cache();
+    if (!s.llc.empty()) {
+      const auto given = parse_size(s.llc);
+      if (!given || *given == 0) return fail("bad --llc " + s.llc);
+      llc = {*given, "--llc"};
+    }
+  }
+  const bool memcpy_row = std::any_of(columns.begin(), columns.end(),
+                                      [](const Column& c) { return c.memcpy; });
+  const collx::bench::Params params{*type,       *op,        s.root,        s.in_place,
+                                    chunk_bytes, s.depth,   memcpy_row,    2 * llc.bytes};
   Computation compute(s.overlap_ms);
   const std::size_t element = collx::size_of(*type);
 
@@ -345,17 +590,7 @@ int run(int argc, char** argv, int rank, int nranks) {
   for (int i = 0; i < argc; ++i)
     command += (i ? " " : "") + std::string(argv[i]);
   const std::string mpi_library = collx::mpi_library_version();
-  // The rows: every collx column on every runner, then the MPI library's own call.
-  std::vector<Row> table;
-  for (const auto& c : columns) {
-    if (c.mpi) {
-      table.push_back({c.name, c, &runners.front()});
-      continue;
-    }
-    for (auto& r : runners) {
-      table.push_back({r.transport.empty() ? c.name : c.name + "@" + r.transport, c, &r});
-    }
-  }
+  const std::vector<Row> table = make_table(columns, runners);
   std::string memory_line = s.memory;
   if (device) {
     memory_line += " (" + collx::bench::device_name() + "; collx: " +
@@ -379,10 +614,16 @@ int run(int argc, char** argv, int rank, int nranks) {
     std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n",
                 s.collective_name.c_str(), nranks, collx::build_info().version.c_str(),
                 collx::build_info().host_kernels.c_str(), mpi_library.c_str(), command.c_str());
-    std::printf("# memory: %s  transport: %s\n#\n", memory_line.c_str(), transport_line.c_str());
-    std::printf("# %12s %12s %9s %6s %5s %*s %11s %11s %11s %7s %7s%s\n", "size(B)", "count",
-                "type", "redop", "root", algo_width, "algo", "time(us)", "algbw(GB/s)",
-                "busbw(GB/s)", "#wrong", "vs_mpi", s.overlap_ms > 0 ? "  hidden  total(us)" : "");
+    std::printf("# memory: %s  transport: %s\n", memory_line.c_str(), transport_line.c_str());
+    if (s.cold) {
+      std::printf("# cold: last-level cache %s (%s); every call on the next of a pool of buffer "
+                  "sets > %s per rank\n",
+                  mib(llc.bytes).c_str(), llc.source.c_str(), mib(2 * llc.bytes).c_str());
+    }
+    std::printf("#\n# %12s %12s %9s %6s %5s %*s %11s %11s %11s %7s %7s %8s%s\n", "size(B)",
+                "count", "type", "redop", "root", algo_width, "algo", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)", "#wrong", "vs_mpi", "x_memcpy",
+                s.overlap_ms > 0 ? "  hidden  total(us)" : "");
   }
 
   nlohmann::json rows = nlohmann::json::array();
@@ -396,43 +637,16 @@ int run(int argc, char** argv, int rank, int nranks) {
     for (auto& r : runners)
       r.bench->prepare(params, count);
     const std::size_t bytes = bench->bytes_for(count, nranks);  // nccl-tests' size column
-    auto run_row = [](const Row& row) {
-      row.column.mpi ? row.runner->bench->run_mpi() : row.runner->bench->run(row.column.algorithm);
-    };
-    for (const auto& row : table) {
-      for (int i = 0; i < s.warmup; ++i)
-        run_row(row);
-    }
-    std::map<std::string, std::vector<double>> samples;
-    for (int round = 0; round < rounds; ++round) {
-      // Each round runs the rows in another order (the same on every rank: a fixed seed per
-      // round), so no row always follows the same one: a slow row leaves the caches cold for
-      // whichever row comes next.
-      std::vector<std::size_t> order(table.size());
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      if (round > 0) std::shuffle(order.begin(), order.end(), std::mt19937(round));
-      for (std::size_t k : order) {
-        const auto& row = table[k];
-        // One untimed call first: the previous row left the caches and MPI's queues in its own
-        // state, and that switch is not part of this row's time.
-        run_row(row);
-        MPI_Barrier(MPI_COMM_WORLD);
-        const double t0 = MPI_Wtime();
-        for (int i = 0; i < per_round; ++i)
-          run_row(row);
-        double seconds = (MPI_Wtime() - t0) / per_round;
-        // The slowest rank's time is the collective's time.
-        MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        samples[row.key].push_back(seconds);
-      }
-    }
+    const auto samples = time_rows(table, s.warmup, rounds, per_round);
     double mpi_seconds = 0;
+    double memcpy_seconds = 0;
     double best_seconds = 0;
     Algorithm best_algorithm = Algorithm::automatic;
     for (const auto& row : table) {
-      const double t = median(samples[row.key]);
+      const double t = median(samples.at(row.key));
       if (row.column.mpi) mpi_seconds = t;
-      if (!row.column.mpi && row.column.algorithm != Algorithm::automatic &&
+      if (row.column.memcpy) memcpy_seconds = t;
+      if (row.column.collx() && row.column.algorithm != Algorithm::automatic &&
           (best_seconds == 0 || t < best_seconds)) {
         best_seconds = t;
         best_algorithm = row.column.algorithm;
@@ -441,54 +655,34 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (best_algorithm != Algorithm::automatic) fastest.emplace_back(bytes, best_algorithm);
     // --overlap: start, compute, wait; the share of the call's own time that the computation
     // hid = (call + compute - total) / call.
-    std::map<std::string, std::vector<double>> overlapped;
-    double compute_seconds = 0;
     const bool overlap = s.overlap_ms > 0 && bench->supports_overlap();
-    if (overlap) {
-      std::vector<double> alone;
-      for (int round = 0; round < rounds; ++round) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        const double t0 = MPI_Wtime();
-        compute();
-        alone.push_back(MPI_Wtime() - t0);
-        for (const auto& row : table) {
-          MPI_Barrier(MPI_COMM_WORLD);
-          const double t1 = MPI_Wtime();
-          if (row.column.mpi) {
-            MPI_Request request;
-            row.runner->bench->start_mpi(&request);
-            compute();
-            MPI_Wait(&request, MPI_STATUS_IGNORE);
-          } else {
-            collx::Request request = row.runner->bench->start(row.column.algorithm);
-            compute();
-            request.wait();
-          }
-          double seconds = MPI_Wtime() - t1;
-          MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-          overlapped[row.key].push_back(seconds);
-        }
-      }
-      compute_seconds = median(alone);
-      MPI_Allreduce(MPI_IN_PLACE, &compute_seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    }
+    const Overlap overlapped = overlap ? time_overlap(table, rounds, compute) : Overlap{};
+    const double compute_seconds = overlapped.compute_seconds;
     for (const auto& row : table) {
       const Column& c = row.column;
-      const double seconds = median(samples[row.key]);
+      const double seconds = median(samples.at(row.key));
       long long wrong = -1;
       if (s.check) {
-        unsigned long long mine = row.runner->bench->check(c.mpi, c.algorithm);
+        // The check's call, like the timed ones, on the next set of buffers; that set is checked.
+        row.runner->bench->next_buffers();
+        unsigned long long mine = c.memcpy ? row.runner->bench->check_memcpy()
+                                           : row.runner->bench->check(c.mpi, c.algorithm);
         unsigned long long all = 0;
         MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
         wrong = static_cast<long long>(all);
         total_wrong += all;
       }
-      const double algbw = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
-      const double busbw = algbw * bench->bus_factor(nranks);
+      // The memcpy row's bandwidth is its copy's: the bytes it copies per second (both columns).
+      const double moved = static_cast<double>(c.memcpy ? bench->memcpy_bytes() : bytes);
+      const double algbw = seconds > 0 ? moved / seconds / 1e9 : 0;
+      const double busbw = algbw * (c.memcpy ? 1.0 : bench->bus_factor(nranks));
       const double vs_mpi = mpi_seconds > 0 && seconds > 0 ? mpi_seconds / seconds : 0;
+      // Time over the memcpy row's: how far from touching the result once (none without bytes).
+      const bool has_x_memcpy = memcpy_seconds > 0 && bench->memcpy_bytes() > 0;
+      const double x_memcpy = has_x_memcpy ? seconds / memcpy_seconds : 0;
       std::string label = c.name;
       std::string selected;
-      if (!c.mpi && c.algorithm == Algorithm::automatic) {
+      if (c.collx() && c.algorithm == Algorithm::automatic) {
         // The shared-memory rows count for host buffers on a communicator with a segment.
         const bool shared =
             !device && (row.runner->comm ? *row.runner->comm : comm).shared_memory();
@@ -496,40 +690,20 @@ int run(int argc, char** argv, int rank, int nranks) {
             collx::to_string(collx::auto_algorithm(*collective, bytes, nranks, shared)));
         label += "(" + selected + ")";
       }
-      if (!c.mpi && !row.runner->transport.empty()) label += "@" + row.runner->transport;
+      if (c.collx() && !row.runner->transport.empty()) label += "@" + row.runner->transport;
       double hidden = 0;
       double total = 0;
-      if (overlap) {
-        total = median(overlapped[row.key]);
+      if (overlap && !c.memcpy) {
+        total = median(overlapped.samples.at(row.key));
         hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
       }
-      if (rank == 0) {
-        std::printf("  %12zu %12zu %9s %6s %5d %*s %11.2f %11.3f %11.3f %7s %7s", bytes, count,
-                    s.type.c_str(), bench->reduces() ? s.op.c_str() : "none",
-                    bench->rooted() ? s.root : -1, algo_width, label.c_str(), seconds * 1e6, algbw,
-                    busbw, s.check ? std::to_string(wrong).c_str() : "n/a",
-                    mpi_seconds > 0 ? (std::to_string(vs_mpi).substr(0, 5)).c_str() : "");
-        if (overlap) std::printf("  %6.1f%% %10.1f", hidden * 100, total * 1e6);
-        std::printf("\n");
-      }
-      nlohmann::json json_row = {{"size_bytes", bytes},
-                                 {"count", count},
-                                 {"type", s.type},
-                                 {"op", bench->reduces() ? s.op : "none"},
-                                 {"root", bench->rooted() ? s.root : -1},
-                                 {"algo", row.key},
-                                 {"time_us", seconds * 1e6},
-                                 {"algbw_gbps", algbw},
-                                 {"busbw_gbps", busbw},
-                                 {"wrong", wrong}};
-      if (!selected.empty()) json_row["selected"] = selected;
-      if (mpi_seconds > 0) json_row["vs_mpi"] = vs_mpi;
-      if (!c.mpi && !row.runner->transport.empty()) json_row["transport"] = row.runner->transport;
-      if (overlap) {
-        json_row["overlap_compute_us"] = compute_seconds * 1e6;
-        json_row["overlap_total_us"] = total * 1e6;
-        json_row["hidden_fraction"] = hidden;
-      }
+      Measured m{bytes,  count,  label,         selected, seconds, algbw,
+                 busbw,  wrong,  s.check != 0,  c.memcpy, vs_mpi,  mpi_seconds > 0,
+                 x_memcpy, has_x_memcpy, overlap && !c.memcpy, total, hidden, compute_seconds};
+      if (rank == 0) print_row(m, s, *bench, algo_width);
+      nlohmann::json json_row = to_json(m, row.key, s, *bench);
+      if (s.cold) json_row["buffer_sets"] = row.runner->bench->buffer_sets();
+      if (c.collx() && !row.runner->transport.empty()) json_row["transport"] = row.runner->transport;
       rows.push_back(json_row);
     }
     if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
@@ -545,14 +719,19 @@ int run(int argc, char** argv, int rank, int nranks) {
   if (rank == 0) {
     std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
     if (!s.json_path.empty()) {
-      const nlohmann::json doc = {{"collective", s.collective_name},
-                                  {"nranks", nranks},
-                                  {"mpi_library", mpi_library},
-                                  {"collx_version", collx::build_info().version},
-                                  {"memory", s.memory},
-                                  {"transport", transport_line},
-                                  {"command", command},
-                                  {"rows", rows}};
+      nlohmann::json doc = {{"collective", s.collective_name},
+                            {"nranks", nranks},
+                            {"mpi_library", mpi_library},
+                            {"collx_version", collx::build_info().version},
+                            {"memory", s.memory},
+                            {"transport", transport_line},
+                            {"command", command},
+                            {"cold", s.cold},
+                            {"rows", rows}};
+      if (s.cold) {
+        doc["llc_bytes"] = llc.bytes;
+        doc["llc_source"] = llc.source;
+      }
       std::ofstream out(s.json_path);
       out << doc.dump(2) << "\n";
       if (!out) {

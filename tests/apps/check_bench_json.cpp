@@ -1,6 +1,10 @@
 // Checks a collx-bench --json file: the documented keys, one row per (size, algorithm), every
-// row with #wrong 0, and an mpi row at every size.
+// row with #wrong 0, and an mpi row at every size. With --memcpy: a memcpy row at every size and
+// every row's x_memcpy (its time over the memcpy row's). With --cold: the run says so, the
+// last-level cache it assumed, and every row ran on two buffer sets at least.
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -8,13 +12,28 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s FILE COLLECTIVE NRANKS\n", argv[0]);
+  bool want_memcpy = false;
+  bool want_cold = false;
+  int positional = 0;
+  const char* args[3] = {nullptr, nullptr, nullptr};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--memcpy") == 0) {
+      want_memcpy = true;
+    } else if (std::strcmp(argv[i], "--cold") == 0) {
+      want_cold = true;
+    } else if (positional < 3) {
+      args[positional++] = argv[i];
+    } else {
+      positional = 4;
+    }
+  }
+  if (positional != 3) {
+    std::fprintf(stderr, "usage: %s FILE COLLECTIVE NRANKS [--memcpy] [--cold]\n", argv[0]);
     return 2;
   }
-  std::ifstream in(argv[1]);
+  std::ifstream in(args[0]);
   if (!in) {
-    std::fprintf(stderr, "cannot read %s\n", argv[1]);
+    std::fprintf(stderr, "cannot read %s\n", args[0]);
     return 1;
   }
   const nlohmann::json doc = nlohmann::json::parse(in);
@@ -27,9 +46,16 @@ int main(int argc, char** argv) {
     if (!doc.contains(key)) fail(std::string("missing key ") + key);
   }
   if (failures) return 1;
-  if (doc["collective"] != argv[2]) fail("collective is " + doc["collective"].dump());
-  if (doc["nranks"] != std::stoi(argv[3])) fail("nranks is " + doc["nranks"].dump());
+  if (doc["collective"] != args[1]) fail("collective is " + doc["collective"].dump());
+  if (doc["nranks"] != std::stoi(args[2])) fail("nranks is " + doc["nranks"].dump());
+  if (want_cold) {
+    if (doc.value("cold", false) != true) fail("the run was not --cold");
+    if (!doc.contains("llc_bytes") || !(doc["llc_bytes"].get<double>() > 0)) {
+      fail("--cold run without llc_bytes");
+    }
+  }
   std::map<long long, std::set<std::string>> algos_by_size;
+  std::map<long long, double> memcpy_us;
   for (const auto& row : doc["rows"]) {
     for (const char* key : {"size_bytes", "count", "type", "op", "root", "algo", "time_us",
                             "algbw_gbps", "busbw_gbps", "wrong"}) {
@@ -37,13 +63,39 @@ int main(int argc, char** argv) {
     }
     if (row["wrong"] != 0) fail("wrong elements: " + row.dump());
     if (!(row["time_us"].get<double>() > 0)) fail("no time: " + row.dump());
-    algos_by_size[row["size_bytes"].get<long long>()].insert(row["algo"].get<std::string>());
+    const long long size = row["size_bytes"].get<long long>();
+    algos_by_size[size].insert(row["algo"].get<std::string>());
+    if (row["algo"] == "memcpy") {
+      memcpy_us[size] = row["time_us"].get<double>();
+      if (!row.contains("memcpy_bytes")) fail("memcpy row without memcpy_bytes: " + row.dump());
+    }
+    if (want_cold && !(row.contains("buffer_sets") && row["buffer_sets"].get<long long>() >= 2)) {
+      fail("--cold row without two buffer sets at least: " + row.dump());
+    }
+  }
+  if (want_memcpy) {
+    // Every row's x_memcpy is its time over its size's memcpy row's time.
+    for (const auto& row : doc["rows"]) {
+      const long long size = row["size_bytes"].get<long long>();
+      if (!memcpy_us.count(size)) continue;  // reported below
+      if (!row.contains("x_memcpy")) {
+        fail("row without x_memcpy: " + row.dump());
+        continue;
+      }
+      const double expected = row["time_us"].get<double>() / memcpy_us[size];
+      if (std::fabs(row["x_memcpy"].get<double>() - expected) > 1e-6 * expected) {
+        fail("x_memcpy is not time_us over the memcpy row's: " + row.dump());
+      }
+    }
   }
   if (algos_by_size.empty()) fail("no rows");
   const auto& first = algos_by_size.begin()->second;
   for (const auto& [size, algos] : algos_by_size) {
     if (algos != first) fail("size " + std::to_string(size) + " has other algorithms");
     if (!algos.count("mpi")) fail("size " + std::to_string(size) + " has no mpi row");
+    if (want_memcpy && !algos.count("memcpy")) {
+      fail("size " + std::to_string(size) + " has no memcpy row");
+    }
   }
   if (failures == 0)
     std::printf("ok: %zu sizes x %zu algorithms\n", algos_by_size.size(), first.size());
