@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "recursive.hpp"
+
 namespace collx::model {
 
 namespace {
@@ -12,9 +14,7 @@ namespace {
 double log2_ceil(int p) {
   return p <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(p)));
 }
-int floor_pow2(int p) {
-  return static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
-}
+using patterns::floor_pow2;
 
 // The non-power-of-two fold: the extra ranks hand their whole buffer to a proxy before the core
 // phase (one message, a reduction when reducing) and get the result back after.

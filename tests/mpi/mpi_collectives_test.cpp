@@ -428,6 +428,15 @@ TEST_F(MpiCollectives, SubCommunicatorsBesideTheirParent) {
   } else {
     EXPECT_THROW(comm.create_group(group), collx::Error);  // not listed: rejected locally
   }
+  // A rank listed twice: an error on every rank that calls, listed or not, and nobody waits.
+  const std::vector<int> twice{0, 0};
+  try {
+    (void)comm.create_group(twice);
+    ADD_FAILURE() << "create_group({0, 0}) accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("listed twice"), std::string::npos) << e.what();
+  }
   comm.barrier();
 }
 

@@ -1,5 +1,6 @@
 // The public collectives: argument checks, then the algorithm chosen and run (blocking or
 // nonblocking) through run_collective.
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -532,6 +533,12 @@ Communicator Communicator::create_group(std::span<const int> ranks) const {
     }
     member = member || r == rank();
   }
+  // Checked on every rank that calls, before anything collective: a list with a rank twice
+  // is an error wherever it is seen (MPI_Group_incl would leave the listed ranks waiting).
+  std::vector<int> sorted(ranks.begin(), ranks.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+    fail("ranks: " + std::to_string(*twice) + " is listed twice");
   if (!member) fail("ranks: this rank is not listed (only the listed ranks call create_group)");
   MPI_Group parent_group = MPI_GROUP_NULL;
   MPI_Group group = MPI_GROUP_NULL;

@@ -8,16 +8,30 @@
 
 namespace collx::detail {
 
-void throw_mpi_error(int rc, const char* what, int rank) {
+namespace {
+
+std::string error_string(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
-  throw Error(
-      ErrorCode::mpi, "", rank,
-      std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+  return std::string(text, static_cast<std::size_t>(length));
 }
 
-namespace {
+// A batch call that returned MPI_ERR_IN_STATUS: the message names each failed request and
+// MPI's reason for it (the status's error), not only that one of them failed.
+[[noreturn]] void throw_in_status(const char* what, int rank, Transfer* const* owners,
+                                  const MPI_Status* statuses, int n) {
+  std::string message = std::string(what) + " failed:";
+  for (int i = 0; i < n; ++i) {
+    const int rc = statuses[i].MPI_ERROR;
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
+    message += std::string(" [") + (owners[i]->is_send ? "send of " : "recv of ") +
+               std::to_string(owners[i]->bytes) + " B " +
+               (owners[i]->is_send ? "to" : "from") + " rank " + std::to_string(owners[i]->peer) +
+               ": " + error_string(rc) + "]";
+  }
+  throw Error(ErrorCode::mpi, "", rank, message);
+}
 
 // MPI counts are int: a message above INT_MAX bytes travels as one element of a derived type
 // made of 1 GiB pieces and a remainder, so nothing is truncated and it stays one request.
@@ -51,6 +65,10 @@ class LargeMessageType {
 constexpr int kMaxBatch = 16;
 
 }  // namespace
+
+void throw_mpi_error(int rc, const char* what, int rank) {
+  throw Error(ErrorCode::mpi, "", rank, std::string(what) + " failed: " + error_string(rc));
+}
 
 bool MpiTransport::supports_device_memory() const {
   return cuda_awareness().mpi_direct();
@@ -116,7 +134,11 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
   int n = 0;
   auto flush = [&]() {
     if (n == 0) return;
-    check_mpi(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE), "MPI_Waitall", rank_);
+    MPI_Status statuses[kMaxBatch];
+    const int rc = MPI_Waitall(n, requests, statuses);
+    if (rc == MPI_ERR_IN_STATUS) [[unlikely]]
+      throw_in_status("MPI_Waitall", rank_, owners, statuses, n);
+    check_mpi(rc, "MPI_Waitall", rank_);
     for (int i = 0; i < n; ++i) {
       owners[i]->mpi_request = MPI_REQUEST_NULL;
       owners[i]->state = Transfer::State::done;
@@ -141,7 +163,11 @@ bool MpiTransport::test_all(std::span<Transfer* const> ts) {
   auto flush = [&]() {
     if (n == 0) return;
     int flag = 0;
-    check_mpi(MPI_Testall(n, requests, &flag, MPI_STATUSES_IGNORE), "MPI_Testall", rank_);
+    MPI_Status statuses[kMaxBatch];
+    const int rc = MPI_Testall(n, requests, &flag, statuses);
+    if (rc == MPI_ERR_IN_STATUS) [[unlikely]]
+      throw_in_status("MPI_Testall", rank_, owners, statuses, n);
+    check_mpi(rc, "MPI_Testall", rank_);
     if (flag) {
       for (int i = 0; i < n; ++i) {
         owners[i]->mpi_request = MPI_REQUEST_NULL;
