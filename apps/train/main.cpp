@@ -1,5 +1,5 @@
-// collx-train: a data-parallel MLP trainer on collx's collectives. Launch it with mpirun or srun;
-// rank 0 prints, the other ranks print only errors.
+// collx-train: an MLP trainer on collx's collectives (--parallel dp, fsdp, pipeline, tensor).
+// Launch it with mpirun or srun; rank 0 prints, the other ranks print only errors.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -46,25 +46,36 @@ void agree(collx::Communicator& comm, const std::string& local_error) {
                         : message + " (reported by rank " + std::to_string(first) + ")"};
 }
 
+// The widest hidden layer --hidden accepts: far beyond what trains on a CPU, far below a width
+// whose allocation would fail (or silently swap) before the first step.
+constexpr unsigned long long kMaxHiddenWidth = 1ull << 16;
+
 std::vector<std::size_t> parse_hidden(const std::string& text) {
+  auto fail = [&](const std::string& why) {
+    throw CLI::ValidationError("--hidden", "\"" + text + "\" " + why);
+  };
+  if (text.empty()) fail("gives no layer: a comma-separated list of widths, e.g. 512,256");
   std::vector<std::size_t> sizes;
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) {
-    std::size_t used = 0;
+    // Digits only: stoull would take "-5" as 2^64 - 5 and " 5" with its space.
+    const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;
     unsigned long long value = 0;
     try {
-      value = std::stoull(item, &used);
-    } catch (...) {
-      used = 0;
+      value = digits ? std::stoull(item) : 0;
+    } catch (const std::out_of_range&) {
+      value = kMaxHiddenWidth + 1;
     }
-    if (item.empty() || used != item.size() || value == 0) {
-      throw CLI::ValidationError("--hidden", "\"" + text +
-                                                 "\" is not a comma-separated list of layer "
-                                                 "widths, e.g. 512,256");
+    if (!digits || value == 0) {
+      fail("is not a comma-separated list of positive layer widths, e.g. 512,256");
+    }
+    if (value > kMaxHiddenWidth) {
+      fail("has a layer wider than " + std::to_string(kMaxHiddenWidth) + " units");
     }
     sizes.push_back(value);
   }
+  if (text.back() == ',') fail("ends with a comma");
   return sizes;
 }
 
@@ -89,11 +100,12 @@ struct Cli {
 // Parses argv into `cli`; returns an exit status when the program should stop (help, error).
 std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
   CLI::App app{
-      "collx-train: data-parallel MLP training on collx collectives (Fashion-MNIST by "
-      "default; launch with mpirun or srun)"};
+      "collx-train: MLP training on collx collectives, data, fully sharded, pipeline or tensor "
+      "parallel (Fashion-MNIST by default; launch with mpirun or srun)"};
   auto& c = cli.config;
   std::string hidden = "512,256", dtype = "float32", device = "cpu", optimizer = "adamw";
-  std::string schedule = "cosine", algo = "auto";
+  std::string schedule = "cosine", algo = "auto", parallel = "dp", pipeline_schedule = "1f1b";
+  std::string compress = "none";
   // The default directory: $COLLX_TRAIN_DATA (a site's copy), else the Debian package's. Only
   // the default falls back to the synthetic set; a directory given with --data must hold the
   // files.
@@ -110,6 +122,30 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
       ->capture_default_str();
   app.add_option("--train-limit", cli.data.train_limit,
                  "train on the first N samples only (0: all)")
+      ->capture_default_str();
+  app.add_option("--parallel", parallel,
+                 "strategy: dp (data parallel), fsdp (fully sharded, ZeRO-3), pipeline (stages "
+                 "on consecutive ranks, micro-batches), tensor (Megatron column/row split)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dp", "fsdp", "pipeline", "tensor"}));
+  app.add_option("--replicas", c.replicas,
+                 "pipeline and tensor: data-parallel replicas of the model, each on ranks / "
+                 "replicas consecutive ranks (4 ranks, --replicas 2: 2 replicas x 2 stages)")
+      ->capture_default_str();
+  app.add_option("--pipeline-schedule", pipeline_schedule, "gpipe or 1f1b")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  app.add_option("--micro-batches", c.micro_batches,
+                 "pipeline: micro-batches per step in each replica")
+      ->capture_default_str();
+  app.add_option("--compress", compress,
+                 "dp gradient compression hook: none, bf16, fp16 (16-bit allreduce) or powersgd")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "bf16", "fp16", "powersgd"}));
+  app.add_option("--powersgd-rank", c.powersgd_rank, "rank of PowerSGD's factors")
+      ->capture_default_str();
+  app.add_option("--powersgd-warmup", c.powersgd_warmup,
+                 "steps of plain allreduce before PowerSGD starts")
       ->capture_default_str();
   app.add_option("--hidden", hidden, "hidden layer widths")->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")
@@ -212,6 +248,16 @@ std::optional<int> parse(int argc, char** argv, int rank, Cli& cli) {
                : schedule == "constant" ? Schedule::constant
                                         : Schedule::cosine;
   c.overlap = !no_overlap;
+  c.parallel = parallel == "fsdp"       ? Parallel::fsdp
+               : parallel == "pipeline" ? Parallel::pipeline
+               : parallel == "tensor"   ? Parallel::tensor
+                                        : Parallel::dp;
+  c.pipeline_schedule =
+      pipeline_schedule == "gpipe" ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
+  c.compression = compress == "bf16"       ? Compression::bf16
+                  : compress == "fp16"     ? Compression::fp16
+                  : compress == "powersgd" ? Compression::powersgd
+                                           : Compression::none;
   return std::nullopt;
 }
 

@@ -197,7 +197,7 @@ TEST_F(TrainMpi, DistributedEvaluationIsExact) {
   single_config.resume_path = path;
   auto single = make_trainer(single_config, self, small_data());
   single->initialize();
-  EXPECT_EQ(single->local_checksum(), trainer->local_checksum());
+  EXPECT_EQ(single->agreed_checksum(), trainer->agreed_checksum());
   const EvalResult reference = single->evaluate(small_data().test);
   EXPECT_EQ(distributed.samples, 101u) << "every test sample once";
   EXPECT_EQ(reference.samples, 101u);
