@@ -83,8 +83,8 @@ void validate_numbers(const TrainConfig& c) {
     fail("bucket sizes (--bucket-mb, --first-bucket-mb) must be positive and at most " +
          std::to_string(static_cast<int>(kMaxBucketMb)) + " MiB");
   }
-  if (!(c.warmup_epochs >= 0) || !std::isfinite(c.warmup_epochs)) {
-    fail("--warmup-epochs must be a number, not negative");
+  if (!(c.warmup_epochs >= 0) || !(c.warmup_epochs <= c.epochs)) {
+    fail("--warmup-epochs must be between 0 and --epochs");
   }
   const OptimizerSettings& o = c.optimizer;
   if (!(o.momentum >= 0 && o.momentum < 1)) fail("--momentum must be in [0, 1)");
@@ -95,7 +95,8 @@ void validate_numbers(const TrainConfig& c) {
   if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay)) {
     fail("--weight-decay must be a number, not negative");
   }
-  if (c.checkpoint_every < 0 || c.stop_after < 0) fail("step counts must not be negative");
+  if (c.checkpoint_every < 0) fail("--checkpoint-every must not be negative");
+  if (c.stop_after < 0) fail("--stop-after must not be negative");
   if (c.checkpoint_every > 0 && c.checkpoint_path.empty()) {
     fail("--checkpoint-every needs --checkpoint PATH");
   }
@@ -238,9 +239,18 @@ MemoryUse largest_memory(const TrainerBase& trainer, Communicator& comm) {
 
 }  // namespace
 
-std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& config, Communicator& comm,
+std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& requested, Communicator& comm,
                                           const DataSplit& data) {
-  validate(config, comm.size());
+  validate(requested, comm.size());
+  if (requested.batch > data.train.rows) {
+    throw std::invalid_argument("--batch " + std::to_string(requested.batch) +
+                                " is larger than the training set (" +
+                                std::to_string(data.train.rows) +
+                                " samples): lower --batch, or train on more samples (--train-limit, --synthetic-train)");
+  }
+  // An evaluation pass needs no more rows than the test set has (its buffers are that large).
+  TrainConfig config = requested;
+  config.eval_rows = std::min(config.eval_rows, std::max<std::size_t>(data.test.rows, 1));
   if (config.dtype == DataType::float64) return make_strategy<double>(config, comm, data);
   return make_strategy<float>(config, comm, data);
 }
