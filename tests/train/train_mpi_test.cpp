@@ -28,16 +28,6 @@ using namespace collx::train::testing;
 using collx::testing::all_ranks;
 using collx::testing::identical_on_all_ranks;
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 TrainRun train_single_process(const TrainConfig& config, int steps) {
   collx::Communicator self(MPI_COMM_SELF);

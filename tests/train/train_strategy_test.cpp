@@ -34,16 +34,6 @@ using namespace collx::train;
 using namespace collx::train::testing;
 using collx::testing::all_ranks;
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 // Four layers (784-24-16-12-10): a pipeline of up to 4 stages, two tensor-parallel pairs.
 TrainConfig strategy_config(Parallel parallel) {

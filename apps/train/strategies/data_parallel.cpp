@@ -184,19 +184,13 @@ class DataParallel final : public TrainerCore<T> {
     // Contiguous, disjoint slices: every sample counted once whatever the rank count.
     const Range mine =
         split_evenly(data.rows, static_cast<std::size_t>(nranks_), static_cast<std::size_t>(rank_));
-    double loss = 0, correct = 0;
-    std::vector<std::uint32_t> rows(config_.eval_rows);
-    for (std::size_t begin = mine.begin; begin < mine.end; begin += config_.eval_rows) {
-      const std::size_t n = std::min(config_.eval_rows, mine.end - begin);
-      for (std::size_t i = 0; i < n; ++i)
-        rows[i] = static_cast<std::uint32_t>(begin + i);
-      this->load_rows(data, rows.data(), n, inputs_.data());
+    const mlp::LossSums sums = this->evaluate_passes(mine, [&](const std::uint32_t* rows,
+                                                                std::size_t n) {
+      this->load_rows(data, rows, n, inputs_.data());
       mlp_.forward(params_.data(), inputs_.data(), n);
-      const mlp::LossSums s = mlp_.loss(this->labels_.data(), false, T(0));
-      loss += s.loss_sum;
-      correct += static_cast<double>(s.correct);
-    }
-    return this->agree_evaluation(loss, correct, static_cast<double>(mine.size()));
+      return mlp_.loss(this->labels_.data(), false, T(0));
+    });
+    return this->agree_evaluation(sums, static_cast<double>(mine.size()));
   }
 
   std::string layout_description() const override {

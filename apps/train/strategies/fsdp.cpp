@@ -109,7 +109,7 @@ class Fsdp final : public PartitionedTrainer<T>, private LayerHooks<T> {
     // Every rank runs the same number of passes: each pass gathers every layer.
     const std::size_t most = (data.rows + static_cast<std::size_t>(nranks_) - 1) /
                              static_cast<std::size_t>(nranks_);
-    double loss = 0, correct = 0;
+    mlp::LossSums sums;
     std::vector<std::uint32_t> rows(config_.eval_rows);
     for (std::size_t done = 0; done < std::max<std::size_t>(most, 1); done += config_.eval_rows) {
       const std::size_t begin = std::min(mine.begin + done, mine.end);
@@ -122,10 +122,10 @@ class Fsdp final : public PartitionedTrainer<T>, private LayerHooks<T> {
       if (n == 0) continue;
       const mlp::LossSums s = backend_->softmax_cross_entropy(
           stack_.output(), this->labels_.data(), n, shape_.sizes.back(), T(0), nullptr);
-      loss += s.loss_sum;
-      correct += static_cast<double>(s.correct);
+      sums.loss_sum += s.loss_sum;
+      sums.correct += s.correct;
     }
-    return this->agree_evaluation(loss, correct, static_cast<double>(mine.size()));
+    return this->agree_evaluation(sums, static_cast<double>(mine.size()));
   }
 
   std::string layout_description() const override {

@@ -159,34 +159,27 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     // The replicas split the test set; the stages pass each chunk along; the last counts.
     const Range mine = split_evenly(data.rows, static_cast<std::size_t>(replicas_),
                                     static_cast<std::size_t>(replica_));
-    double loss = 0, correct = 0;
-    std::vector<std::uint32_t> rows(config_.eval_rows);
     Slot& slot = slots_[0];
-    for (std::size_t begin_row = mine.begin; begin_row < mine.end;
-         begin_row += config_.eval_rows) {
-      const std::size_t n = std::min(config_.eval_rows, mine.end - begin_row);
-      for (std::size_t i = 0; i < n; ++i)
-        rows[i] = static_cast<std::uint32_t>(begin_row + i);
+    const mlp::LossSums sums = this->evaluate_passes(mine, [&](const std::uint32_t* rows,
+                                                                std::size_t n) {
       if (stage_ == 0) {
-        this->load_rows(data, rows.data(), n, slot.inputs.data());
+        this->load_rows(data, rows, n, slot.inputs.data());
       } else {
-        group_.recv(slot.inputs.data(), n * shape_.sizes[begin()], type_,
-                    group_rank_ - 1, kEvalTag);
+        group_.recv(slot.inputs.data(), n * shape_.sizes[begin()], type_, group_rank_ - 1,
+                    kEvalTag);
       }
       slot.stack->forward(slot.inputs.data(), n, *this);
       if (!last_stage()) {
         group_.send(slot.stack->output(), n * shape_.sizes[end()], type_, group_rank_ + 1,
                     kEvalTag);
-        continue;
+        return mlp::LossSums{};
       }
-      if (stage_ != 0) this->load_labels(data, rows.data(), n);
-      const mlp::LossSums s = backend_->softmax_cross_entropy(
-          slot.stack->output(), this->labels_.data(), n, shape_.sizes.back(), T(0), nullptr);
-      loss += s.loss_sum;
-      correct += static_cast<double>(s.correct);
-    }
+      if (stage_ != 0) this->load_labels(data, rows, n);
+      return backend_->softmax_cross_entropy(slot.stack->output(), this->labels_.data(), n,
+                                             shape_.sizes.back(), T(0), nullptr);
+    });
     const bool counts = last_stage();
-    return this->agree_evaluation(loss, correct, counts ? static_cast<double>(mine.size()) : 0.0);
+    return this->agree_evaluation(sums, counts ? static_cast<double>(mine.size()) : 0.0);
   }
 
   std::string layout_description() const override {

@@ -105,21 +105,15 @@ class TensorParallel final : public PartitionedTrainer<T>, private LayerHooks<T>
   EvalResult evaluate(const Dataset& data) override {
     const Range mine = split_evenly(data.rows, static_cast<std::size_t>(replicas_),
                                     static_cast<std::size_t>(replica_));
-    double loss = 0, correct = 0;
-    std::vector<std::uint32_t> rows(config_.eval_rows);
-    for (std::size_t begin = mine.begin; begin < mine.end; begin += config_.eval_rows) {
-      const std::size_t n = std::min(config_.eval_rows, mine.end - begin);
-      for (std::size_t i = 0; i < n; ++i)
-        rows[i] = static_cast<std::uint32_t>(begin + i);
-      this->load_rows(data, rows.data(), n, inputs_.data());
+    const mlp::LossSums sums = this->evaluate_passes(mine, [&](const std::uint32_t* rows,
+                                                                std::size_t n) {
+      this->load_rows(data, rows, n, inputs_.data());
       stack_->forward(inputs_.data(), n, *this);
-      const mlp::LossSums s = backend_->softmax_cross_entropy(
-          stack_->output(), this->labels_.data(), n, shape_.sizes.back(), T(0), nullptr);
-      loss += s.loss_sum;
-      correct += static_cast<double>(s.correct);
-    }
+      return backend_->softmax_cross_entropy(stack_->output(), this->labels_.data(), n,
+                                             shape_.sizes.back(), T(0), nullptr);
+    });
     const bool counts = group_rank_ == 0;
-    return this->agree_evaluation(counts ? loss : 0.0, counts ? correct : 0.0,
+    return this->agree_evaluation(counts ? sums : mlp::LossSums{},
                                   counts ? static_cast<double>(mine.size()) : 0.0);
   }
 

@@ -108,9 +108,9 @@ void TrainerCore<T>::finish_step(StepResult& result, Range global, double loss_s
 }
 
 template <class T>
-EvalResult TrainerCore<T>::agree_evaluation(double loss_sum, double correct, double samples) {
+EvalResult TrainerCore<T>::agree_evaluation(const mlp::LossSums& local, double samples) {
   // Counts below 2^53 are exact in float64.
-  double sums[3] = {loss_sum, correct, samples};
+  double sums[3] = {local.loss_sum, static_cast<double>(local.correct), samples};
   comm_.allreduce(in_place, sums, 3, DataType::float64, ReduceOp::sum);
   EvalResult result;
   result.samples = static_cast<std::size_t>(sums[2]);

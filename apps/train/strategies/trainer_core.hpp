@@ -6,6 +6,7 @@
 // whole model (export_state / import_state).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -94,8 +95,24 @@ class TrainerCore : public TrainerBase {
   // Advances the sampler and fills the result's common fields.
   void finish_step(StepResult& result, Range global, double loss_sum, double lr,
                    Clock::time_point start);
+  // Calls pass(rows, n) for consecutive passes of at most config_.eval_rows rows of `range` (row
+  // indices of the data set), and sums the loss sums the passes return.
+  template <class Pass>
+  mlp::LossSums evaluate_passes(Range range, Pass pass) {
+    mlp::LossSums total;
+    std::vector<std::uint32_t> rows(config_.eval_rows);
+    for (std::size_t begin = range.begin; begin < range.end; begin += config_.eval_rows) {
+      const std::size_t n = std::min(config_.eval_rows, range.end - begin);
+      for (std::size_t i = 0; i < n; ++i)
+        rows[i] = static_cast<std::uint32_t>(begin + i);
+      const mlp::LossSums sums = pass(rows.data(), n);
+      total.loss_sum += sums.loss_sum;
+      total.correct += sums.correct;
+    }
+    return total;
+  }
   // Loss sum, correct, samples summed over every rank (each rank adds what it alone counts).
-  EvalResult agree_evaluation(double loss_sum, double correct, double samples);
+  EvalResult agree_evaluation(const mlp::LossSums& sums, double samples);
   // The optimizer over a strategy's own buffer (one rank's pieces).
   Optimizer<T> make_optimizer(std::vector<Segment> segments, std::size_t count) {
     return Optimizer<T>(*backend_, config_.optimizer, std::move(segments), count);
