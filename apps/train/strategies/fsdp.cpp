@@ -91,15 +91,7 @@ class Fsdp final : public PartitionedTrainer<T>, private LayerHooks<T> {
         if (r.valid()) r.wait();
     }
     result.backward_seconds = seconds_since(start) - clock_.seconds() - result.forward_seconds;
-    const double lr = this->schedule_.at(this->step_);
-    const auto update_start = Clock::now();
-    this->update(lr);
-    result.update_seconds = seconds_since(update_start);
-    const double loss = this->agree_loss(loss_local, true);
-    bytes_ += allreduce_bus_bytes(sizeof(double), nranks_);
-    this->finish_step(result, global, loss, lr, start);
-    result.comm_seconds = clock_.seconds();
-    result.comm_bytes = bytes_;
+    this->finish_partitioned_step(result, global, loss_local, true, bytes_, start);
     return result;
   }
 

@@ -70,23 +70,27 @@ void PartitionedTrainer<T>::import_state(const std::vector<T>& params,
 }
 
 template <class T>
-double PartitionedTrainer<T>::update(double lr) {
-  double bytes = 0;
+void PartitionedTrainer<T>::finish_partitioned_step(StepResult& result, Range global,
+                                                    double loss_local, bool count, double bytes,
+                                                    Clock::time_point start) {
+  const double lr = this->schedule_.at(this->step_);
+  const auto update_start = Clock::now();
   if (across_) {
     CommClock::Scope timed(clock_);
     across_->allreduce(in_place, grads_.data(), grads_.size(), this->type_, ReduceOp::sum);
-    bytes = allreduce_bus_bytes(static_cast<double>(grads_.size() * sizeof(T)), replicas_);
+    bytes += allreduce_bus_bytes(static_cast<double>(grads_.size() * sizeof(T)), replicas_);
   }
   optimizer_->update(params_.data(), 0, params_.size(), grads_.data(), 0, lr, this->step_ + 1);
-  return bytes;
-}
-
-template <class T>
-double PartitionedTrainer<T>::agree_loss(double local, bool count) {
-  double sum = count ? local : 0.0;
-  CommClock::Scope timed(clock_);
-  this->comm_.allreduce(in_place, &sum, 1, DataType::float64, ReduceOp::sum);
-  return sum;
+  result.update_seconds = seconds_since(update_start);
+  double loss = count ? loss_local : 0.0;
+  {
+    CommClock::Scope timed(clock_);
+    this->comm_.allreduce(in_place, &loss, 1, DataType::float64, ReduceOp::sum);
+  }
+  bytes += allreduce_bus_bytes(sizeof(double), this->nranks_);
+  this->finish_step(result, global, loss, lr, start);
+  result.comm_seconds = clock_.seconds();
+  result.comm_bytes = bytes;
 }
 
 template <class T>

@@ -59,11 +59,11 @@ class PartitionedTrainer : public TrainerCore<T> {
   void import_state(const std::vector<T>& params,
                     const std::vector<std::vector<T>>& states) override;
 
-  // After the backward pass: sums the gradients over the replicas (hybrid), then updates this
-  // rank's buffer. Returns the bus bytes of the replicas' allreduce.
-  double update(double lr);
-  // The loss sum over the world, from the ranks that `count` it (one per replica).
-  double agree_loss(double local, bool count);
+  // After the backward pass: sums the gradients over the replicas (hybrid), updates this
+  // rank's buffer, agrees on the loss (summed over the ranks that `count` it, one per
+  // replica) and completes the result. bytes: the step's bus bytes so far.
+  void finish_partitioned_step(StepResult& result, Range global, double loss_local, bool count,
+                               double bytes, Clock::time_point start);
   // "2 replicas x 2 stages": the hybrid's arithmetic, empty without replicas.
   std::string replica_text(const std::string& unit) const;
 

@@ -143,15 +143,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     result.forward_seconds = forward_seconds_;
     result.backward_seconds = compute - forward_seconds_;
     forward_seconds_ = 0;
-    const double lr = this->schedule_.at(this->step_);
-    const auto update_start = Clock::now();
-    bytes_ += this->update(lr);
-    result.update_seconds = seconds_since(update_start);
-    const double loss = this->agree_loss(loss_local_, last_stage());
-    bytes_ += allreduce_bus_bytes(sizeof(double), this->nranks_);
-    this->finish_step(result, global, loss, lr, start);
-    result.comm_seconds = clock_.seconds();
-    result.comm_bytes = bytes_;
+    this->finish_partitioned_step(result, global, loss_local_, last_stage(), bytes_, start);
     return result;
   }
 

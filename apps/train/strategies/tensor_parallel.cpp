@@ -90,15 +90,7 @@ class TensorParallel final : public PartitionedTrainer<T>, private LayerHooks<T>
     result.forward_seconds = seconds_since(start) - clock_.seconds();
     stack_->backward(*this, false, nullptr, false);
     result.backward_seconds = seconds_since(start) - clock_.seconds() - result.forward_seconds;
-    const double lr = this->schedule_.at(this->step_);
-    const auto update_start = Clock::now();
-    bytes_ += this->update(lr);
-    result.update_seconds = seconds_since(update_start);
-    const double loss = this->agree_loss(loss_local, group_rank_ == 0);
-    bytes_ += allreduce_bus_bytes(sizeof(double), this->nranks_);
-    this->finish_step(result, global, loss, lr, start);
-    result.comm_seconds = clock_.seconds();
-    result.comm_bytes = bytes_;
+    this->finish_partitioned_step(result, global, loss_local, group_rank_ == 0, bytes_, start);
     return result;
   }
 
