@@ -74,6 +74,13 @@ class Mlp {
   const ModelShape& shape() const { return shape_; }
   const ParameterLayout& layout() const { return layout_; }
   std::size_t max_rows() const { return max_rows_; }
+  // Elements of the activations and their gradients' buffers.
+  std::size_t activation_elements() const {
+    std::size_t n = grad_a_.size() + grad_b_.size();
+    for (const auto& a : activations_)
+      n += a.size();
+    return n;
+  }
 
   // inputs: rows x sizes[0] (backend memory). Keeps the activations for backward().
   void forward(const T* params, const T* inputs, std::size_t rows);

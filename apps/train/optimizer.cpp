@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 namespace collx::train {
 
@@ -25,9 +26,14 @@ std::string_view to_string(Schedule schedule) {
 template <class T>
 Optimizer<T>::Optimizer(mlp::Backend<T>& backend, OptimizerSettings settings,
                         const ParameterLayout& layout, std::size_t state_count)
+    : Optimizer(backend, settings, layout.segments(), state_count) {}
+
+template <class T>
+Optimizer<T>::Optimizer(mlp::Backend<T>& backend, OptimizerSettings settings,
+                        std::vector<Segment> segments, std::size_t state_count)
     : backend_(backend),
       settings_(settings),
-      segments_(layout.segments()),
+      segments_(std::move(segments)),
       state_count_(state_count) {
   for (std::size_t a = 0; a < state_arrays(settings_.kind); ++a)
     state_.emplace_back(backend_, state_count_);

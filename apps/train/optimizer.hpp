@@ -36,6 +36,9 @@ class Optimizer {
   // State for `state_count` parameters: all of them, or one rank's shard.
   Optimizer(mlp::Backend<T>& backend, OptimizerSettings settings, const ParameterLayout& layout,
             std::size_t state_count);
+  // Over a buffer of its own tensors: `segments` say where weights (decayed) and biases lie.
+  Optimizer(mlp::Backend<T>& backend, OptimizerSettings settings, std::vector<Segment> segments,
+            std::size_t state_count);
 
   const OptimizerSettings& settings() const { return settings_; }
   std::size_t state_count() const { return state_count_; }

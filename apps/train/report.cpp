@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <nlohmann/json.hpp>
 
 #include "checksum.hpp"
@@ -11,19 +13,46 @@ namespace collx::train {
 
 namespace {
 
-// Open MPI hands every rank a pseudo-terminal as stdout, whatever mpirun's own stdout is (to
-// get line-buffered output), so isatty() alone says "terminal" even for `mpirun ... > log`.
-// Under Open MPI, the launcher that forwards rank 0's output (its parent, mpirun or orted)
-// is asked instead: is its stdout a terminal?
-bool stdout_is_terminal() {
-  if (!::isatty(STDOUT_FILENO)) return false;
-  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return true;
+// Where a file descriptor of process `pid` points ("/dev/pts/3", "pipe:[1234]", a path), or "".
+std::string fd_target(const std::string& pid, int fd) {
   char target[256] = {};
-  const std::string link = "/proc/" + std::to_string(::getppid()) + "/fd/1";
+  const std::string link = "/proc/" + pid + "/fd/" + std::to_string(fd);
   const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
-  if (n <= 0) return false;
-  const std::string path(target, static_cast<std::size_t>(n));
+  return n > 0 ? std::string(target, static_cast<std::size_t>(n)) : std::string();
+}
+
+bool is_terminal_path(const std::string& path) {
   return path.starts_with("/dev/pts/") || path.starts_with("/dev/tty");
+}
+
+// Whether process `pid` holds an open descriptor that `matches`.
+bool holds_descriptor(const std::string& pid, auto matches) {
+  std::error_code error;
+  std::filesystem::directory_iterator it("/proc/" + pid + "/fd", error), end;
+  for (; !error && it != end; it.increment(error)) {
+    if (matches(fd_target(pid, std::atoi(it->path().filename().c_str())))) return true;
+  }
+  return false;
+}
+
+// Whether rank 0's output reaches a terminal, for any launcher and no launcher-specific variable.
+// MPI launchers forward a rank's output: Open MPI gives the rank a pseudo-terminal whose master
+// its parent (mpirun or orted) holds, whatever mpirun's own stdout is; MPICH's hydra proxy
+// reads a pipe. Either way the parent forwards what the rank writes, so the question goes to
+// the parent's stdout. A pipe the parent does not hold (`collx-train | tee log`) or a file is
+// not a terminal; a terminal the parent does not forward from is the user's.
+bool stdout_is_terminal() {
+  const std::string mine = fd_target("self", STDOUT_FILENO);
+  const std::string parent = std::to_string(::getppid());
+  const bool pipe = mine.starts_with("pipe:");
+  if (!pipe && !::isatty(STDOUT_FILENO)) return false;
+  const bool forwarded =
+      pipe ? holds_descriptor(parent, [&](const std::string& t) { return t == mine; })
+           : holds_descriptor(parent, [](const std::string& t) {
+               return t == "/dev/ptmx" || t == "/dev/pts/ptmx";
+             });
+  if (!forwarded) return !pipe;
+  return is_terminal_path(fd_target(parent, STDOUT_FILENO));
 }
 
 std::string format(const char* pattern, auto... values) {
@@ -44,8 +73,6 @@ void Reporter::on_start(const TrainerBase& t) {
   epoch_start_ = std::chrono::steady_clock::now();
   if (!print_) return;
   const LrSchedule& lr = t.schedule();
-  const auto& buckets = t.buckets();
-  const std::size_t per_rank = config_.batch / static_cast<std::size_t>(nranks_);
   std::printf("collx-train: %d rank%s, %s, collx %s, %s\n", nranks_, nranks_ == 1 ? "" : "s",
               t.backend_description().c_str(), build_info().version.c_str(),
               mpi_library_version().c_str());
@@ -70,27 +97,30 @@ void Reporter::on_start(const TrainerBase& t) {
       optimizer.c_str(), lr.peak(), config_.lr, config_.batch, config_.lr_reference_batch,
       static_cast<long long>(lr.warmup_steps), std::string(to_string(lr.schedule)).c_str(),
       o.weight_decay);
+  // dp and fsdp cut each batch over the ranks; pipeline and tensor over the replicas.
+  const bool per_rank = config_.parallel == Parallel::dp || config_.parallel == Parallel::fsdp;
+  const int parts = per_rank ? nranks_ : config_.replicas;
+  const std::size_t micro =
+      config_.parallel == Parallel::pipeline ? config_.micro_batches : config_.accum;
   std::printf(
-      "steps:     global batch %zu = %d rank%s x %zu%s (%zu micro-batch%s each), %zu steps "
+      "steps:     global batch %zu = %d %s%s x %zu%s (%zu micro-batch%s each), %zu steps "
       "per epoch, %d epochs%s\n",
-      config_.batch, nranks_, nranks_ == 1 ? "" : "s", per_rank,
-      config_.batch % static_cast<std::size_t>(nranks_) ? "+" : "", config_.accum,
-      config_.accum == 1 ? "" : "es", t.steps_per_epoch(), config_.epochs,
+      config_.batch, parts, per_rank ? "rank" : "replica", parts == 1 ? "" : "s",
+      config_.batch / static_cast<std::size_t>(parts),
+      config_.batch % static_cast<std::size_t>(parts) ? "+" : "", micro, micro == 1 ? "" : "es",
+      t.steps_per_epoch(), config_.epochs,
       t.step() > 0 ? format(", resumed at step %lld", static_cast<long long>(t.step())).c_str()
                    : "");
+  std::printf("%s\n", t.layout_description().c_str());
+  const MemoryUse m = t.memory();
   const double mib = 1024.0 * 1024.0;
-  const double first_mib =
-      static_cast<double>(buckets.front().size() * size_of(config_.dtype)) / mib;
-  const std::string bucket_text = buckets.size() == 1
-                                      ? format("1 bucket of %.2f MiB", first_mib)
-                                      : format("%zu buckets (%.2f MiB first, then up to %g MiB)",
-                                               buckets.size(), first_mib, config_.bucket_mb);
   std::printf(
-      "gradients: %s, %s, %s algorithm, %s\n", bucket_text.c_str(),
-      config_.shard ? "reduce_scatter + sharded update + allgather (ZeRO-1)" : "allreduce sum",
-      std::string(config_.algorithm == Algorithm::automatic ? "auto" : to_string(config_.algorithm))
-          .c_str(),
-      config_.overlap ? "overlapped with the backward pass" : "after the backward pass");
+      "memory:    rank 0 holds %.2f MiB: parameters %.2f, gradients %.2f, optimizer %.2f "
+      "(model state %.2f), activations %.2f, gathered layers %.2f\n",
+      static_cast<double>(m.total()) / mib, static_cast<double>(m.parameters) / mib,
+      static_cast<double>(m.gradients) / mib, static_cast<double>(m.optimizer) / mib,
+      static_cast<double>(m.model_state()) / mib, static_cast<double>(m.activations) / mib,
+      static_cast<double>(m.working) / mib);
   std::fflush(stdout);
 }
 
@@ -133,9 +163,13 @@ void Reporter::on_epoch(const EpochReport& r) {
     clear_progress();
     std::printf(
         "epoch %3lld/%d  train_loss %.4f  test_loss %.4f  test_acc %.4f  samples/s %7.0f  "
-        "comm_exposed %4.1f%%  compute %.2f s  comm %.3f s  wall %.1f s\n",
+        "comm_exposed %4.1f%%  compute %.2f s  comm %.3f s  %.2f MB/step%s  wall %.1f s\n",
         static_cast<long long>(r.epoch), r.epochs, r.train_loss, r.test.loss, r.test.accuracy,
         r.samples_per_s, 100.0 * r.comm_exposed_fraction, r.compute_seconds, r.comm_seconds,
+        r.comm_bytes_per_step / 1e6,
+        config_.parallel == Parallel::pipeline
+            ? format("  bubble %.1f%%", 100.0 * r.bubble_fraction).c_str()
+            : "",
         r.wall_seconds);
     std::fflush(stdout);
   }
@@ -151,6 +185,10 @@ void Reporter::on_epoch(const EpochReport& r) {
                                  {"backward_s", r.backward_seconds},
                                  {"update_s", r.update_seconds},
                                  {"comm_s", r.comm_seconds},
+                                 {"comm_bytes_per_step", r.comm_bytes_per_step},
+                                 {"bubble_fraction", r.bubble_fraction},
+                                 {"memory_model_state_max", r.memory_max.model_state()},
+                                 {"memory_total_max", r.memory_max.total()},
                                  {"train_s", r.train_seconds},
                                  {"eval_s", r.eval_seconds},
                                  {"wall_s", r.wall_seconds}};

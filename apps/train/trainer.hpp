@@ -1,10 +1,11 @@
-// collx-train's training loop: data-parallel SGD/AdamW on an MLP over a collx::Communicator.
+// collx-train's training loop and what a parallelism strategy offers it: the configuration,
+// TrainerBase (one step, evaluation, checkpoints, whatever the strategy), and run_training.
 //
-// Every rank holds the whole model. A step: each rank runs forward and backward on its slice of
-// the global batch (in --accum micro-batches), with the loss divided by the global batch; the
-// gradient buckets are summed across ranks while the backward pass goes on; then every rank
-// applies the same update (or, --shard, updates its block of every bucket and the blocks are
-// allgathered), so the weights stay bitwise identical on every rank.
+// The strategies live in strategies/, one file each: data_parallel.cpp (every rank holds the
+// whole model, gradients allreduced while the backward pass goes on, --shard: ZeRO-1, the
+// --compress hooks), fsdp.cpp (ZeRO-3), pipeline.cpp (GPipe, 1F1B), tensor_parallel.cpp
+// (Megatron). Each computes what one process computes on the whole global batch, with the loss
+// divided by the global batch; only the order of some sums differs.
 #pragma once
 
 #include <chrono>
@@ -25,7 +26,25 @@
 
 namespace collx::train {
 
+enum class Parallel { dp, fsdp, pipeline, tensor };
+std::string_view to_string(Parallel parallel);
+enum class PipelineSchedule { gpipe, one_f_one_b };
+std::string_view to_string(PipelineSchedule schedule);
+// Gradient compression on the data-parallel allreduce (comm hooks).
+enum class Compression { none, bf16, fp16, powersgd };
+std::string_view to_string(Compression compression);
+
 struct TrainConfig {
+  Parallel parallel = Parallel::dp;
+  // Pipeline and tensor parallel: data-parallel replicas of the model, each on
+  // ranks / replicas consecutive ranks (the hybrid layout: 4 ranks, 2 replicas = 2 replicas of a
+  // 2-stage pipeline). 1: one replica over all ranks.
+  int replicas = 1;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
+  std::size_t micro_batches = 4;  // pipeline: micro-batches per step in each replica
+  Compression compression = Compression::none;
+  std::size_t powersgd_rank = 8;  // rank 4 lost more accuracy than 0.5 points (docs/TRAINING.md)
+  std::int64_t powersgd_warmup = 10;  // steps of plain allreduce before PowerSGD starts
   std::vector<std::size_t> hidden = {512, 256};
   DataType dtype = DataType::float32;
   mlp::Device device = mlp::Device::cpu;
@@ -66,6 +85,22 @@ struct StepResult {
   double forward_seconds = 0;
   double backward_seconds = 0;
   double update_seconds = 0;
+  // Bytes this rank moved through collectives and sends in the step, counted as nccl-tests'
+  // bus bytes (allreduce 2(p-1)/p x size, allgather and reduce_scatter (p-1)/p x the whole,
+  // send 1 x size): what any algorithm must move, whichever collx picks.
+  double comm_bytes = 0;
+  double bubble_seconds = 0;  // pipeline: time a stage waited for its neighbours
+};
+
+// Bytes one rank holds for training, by kind.
+struct MemoryUse {
+  std::size_t parameters = 0;   // persistent parameters (a shard for FSDP)
+  std::size_t gradients = 0;    // persistent gradient buffers
+  std::size_t optimizer = 0;    // optimizer state
+  std::size_t activations = 0;  // activations and their gradients, inputs
+  std::size_t working = 0;      // FSDP: gathered layers and their gradients, live one step
+  std::size_t model_state() const { return parameters + gradients + optimizer; }
+  std::size_t total() const { return model_state() + activations + working; }
 };
 
 struct EvalResult {
@@ -84,14 +119,14 @@ class TrainerBase {
   virtual void initialize() = 0;
   virtual StepResult train_step() = 0;
   virtual EvalResult evaluate(const Dataset& data) = 0;
-  // Collective: rank 0 writes the checkpoint.
+  // Collective: rank 0 writes the checkpoint (the whole model and optimizer state, unsharded,
+  // so that any strategy at any rank count can resume from it).
   virtual void save_checkpoint(const std::string& path) = 0;
-  // Checksum of this rank's parameters.
-  virtual std::uint64_t local_checksum() const = 0;
-  // Collective: the checksum, after checking that every rank has the same.
+  // Collective: the checksum of the whole model, after checking that every rank holds the same
+  // (data parallel: every replica; the other strategies: the gathered model).
   virtual std::uint64_t agreed_checksum() = 0;
-  // The parameters (host copy, as doubles).
-  virtual std::vector<double> parameters() const = 0;
+  // Collective: the whole model's parameters (host copy, as doubles), on every rank.
+  virtual std::vector<double> parameters() = 0;
 
   virtual std::int64_t step() const = 0;
   virtual std::int64_t epoch() const = 0;
@@ -105,9 +140,12 @@ class TrainerBase {
   virtual void next_epoch() = 0;
 
   virtual std::size_t parameter_count() const = 0;
-  virtual const std::vector<Bucket>& buckets() const = 0;
   virtual const LrSchedule& schedule() const = 0;
   virtual std::string backend_description() const = 0;
+  // For the header: which rank holds what, and the collectives of one step (lines, no newline
+  // at the end).
+  virtual std::string layout_description() const = 0;
+  virtual MemoryUse memory() const = 0;
 };
 
 std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& config, Communicator& comm,
@@ -126,6 +164,9 @@ struct EpochReport {
   double forward_seconds = 0;  // compute_seconds by phase (means over ranks)
   double backward_seconds = 0;
   double update_seconds = 0;
+  double comm_bytes_per_step = 0;  // mean over ranks and steps
+  double bubble_fraction = 0;      // pipeline: mean over ranks of waiting / step time
+  MemoryUse memory_max;            // each kind's largest over the ranks
   double samples_per_s = 0;
   double comm_exposed_fraction = 0;
   double eval_seconds = 0;

@@ -28,16 +28,6 @@ using namespace collx::train::testing;
 using collx::testing::all_ranks;
 using collx::testing::identical_on_all_ranks;
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 TrainRun train_single_process(const TrainConfig& config, int steps) {
   collx::Communicator self(MPI_COMM_SELF);
@@ -197,7 +187,7 @@ TEST_F(TrainMpi, DistributedEvaluationIsExact) {
   single_config.resume_path = path;
   auto single = make_trainer(single_config, self, small_data());
   single->initialize();
-  EXPECT_EQ(single->local_checksum(), trainer->local_checksum());
+  EXPECT_EQ(single->agreed_checksum(), trainer->agreed_checksum());
   const EvalResult reference = single->evaluate(small_data().test);
   EXPECT_EQ(distributed.samples, 101u) << "every test sample once";
   EXPECT_EQ(reference.samples, 101u);

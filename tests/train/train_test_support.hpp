@@ -2,6 +2,8 @@
 // model configuration, and training a few steps on a communicator.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstring>
 #include <vector>
 
@@ -9,6 +11,17 @@
 #include "trainer.hpp"
 
 namespace collx::train::testing {
+
+inline int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
 
 // Small enough for seconds at np = 4 on two cores; 101 test samples divide by none of 2, 3, 4.
 inline const DataSplit& small_data() {
