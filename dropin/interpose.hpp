@@ -93,6 +93,7 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective
     count(call, Mode::blocking, false, reason);
     return pass();
   }
+  count(call, Mode::blocking, true, nullptr);  // before collx's own lines (COLLX_DEBUG)
   try {
     InsideCollx guard;
     if constexpr (Mode::blocking)
@@ -102,7 +103,6 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective
   } catch (...) {
     return raise_error(comm);
   }
-  count(call, Mode::blocking, true, nullptr);
   return MPI_SUCCESS;
 }
 
