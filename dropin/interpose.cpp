@@ -90,12 +90,29 @@ int thread_level() {
 
 // One added MPI error code per error class, its string replaced by the latest collx message
 // (MPI_Add_error_string replaces a string set before): MPI_Error_string names collx's reason.
+// MPICH gives a code added to a predefined class its generic message instead; there the code
+// goes to a class of collx's own ("collx: <predefined class's message>").
 int error_code_for(int error_class, const char* message) {
   static std::mutex mutex;
   static std::array<int, 64> codes{};
   std::lock_guard lock(mutex);
   int& code = codes.at(static_cast<std::size_t>(error_class) % codes.size());
-  if (code == 0 && PMPI_Add_error_code(error_class, &code) != MPI_SUCCESS) return error_class;
+  if (code == 0) {
+    if (PMPI_Add_error_code(error_class, &code) != MPI_SUCCESS) return error_class;
+    PMPI_Add_error_string(code, message);
+    char seen[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    PMPI_Error_string(code, seen, &length);
+    if (std::strcmp(seen, message) != 0) {
+      int own_class = 0;
+      if (PMPI_Add_error_class(&own_class) != MPI_SUCCESS ||
+          PMPI_Add_error_code(own_class, &code) != MPI_SUCCESS)
+        return error_class;
+      char predefined[MPI_MAX_ERROR_STRING];
+      PMPI_Error_string(error_class, predefined, &length);
+      PMPI_Add_error_string(own_class, (std::string("collx: ") + predefined).c_str());
+    }
+  }
   PMPI_Add_error_string(code, message);
   return code;
 }

@@ -20,6 +20,8 @@ typedef struct {
 static Type types[32];
 static int type_count;
 static int cases, different, world_rank;
+static int mpich;        /* the MPI library is MPICH */
+static int expect_collx; /* DROPIN_EXPECT_COLLX=1: libcollx_mpi takes the calls */
 
 static void add_type(MPI_Datatype t, size_t size, int kind, const char* name) {
   types[type_count++] = (Type){t, size, kind, name};
@@ -102,10 +104,15 @@ static void reductions(MPI_Comm comm, const char* cname, size_t n) {
         compare("MPI_Reduce", detail, got, want, bytes);
         memcpy(got, send, bytes);
         memcpy(want, send, bytes);
-        const void* in = rank == root ? MPI_IN_PLACE : send;
-        MPI_Reduce(in, got, c, t->type, op, root, comm);
-        PMPI_Reduce(in, want, c, t->type, op, root, comm);
-        compare("MPI_Reduce in place", detail, got, want, bytes);
+        /* The reference is the out-of-place reduction (the same result): MPICH 4.0.2 crashes in
+         * MPI_Reduce with MPI_IN_PLACE at a root other than 0 above 2 KiB (its
+         * reduce_scatter_gather path), so where the call reaches MPICH that form is left out. */
+        if (!(mpich && !expect_collx && root != 0 && bytes > 2048)) {
+          const void* in = rank == root ? MPI_IN_PLACE : send;
+          MPI_Reduce(in, got, c, t->type, op, root, comm);
+          PMPI_Reduce(send, want, c, t->type, op, root, comm);
+          compare("MPI_Reduce in place", detail, got, want, bytes);
+        }
       }
       memset(got, 0xA5, all);
       memset(want, 0xA5, all);
@@ -374,9 +381,10 @@ static void errors(MPI_Comm world, int expect_collx) {
   MPI_Error_class(MPI_Bcast(buf, 1, MPI_INT, p, comm), &cls_got);
   MPI_Error_class(PMPI_Bcast(buf, 1, MPI_INT, p, comm), &cls_want);
   compare("MPI_Bcast bad root error class", "", &cls_got, &cls_want, sizeof cls_got);
-  MPI_Error_class(MPI_Allreduce(buf, buf + 4, -1, MPI_INT, MPI_SUM, comm), &cls_got);
-  MPI_Error_class(PMPI_Allreduce(buf, buf + 4, -1, MPI_INT, MPI_SUM, comm), &cls_want);
-  compare("MPI_Allreduce negative count error class", "", &cls_got, &cls_want, sizeof cls_got);
+  /* MPI_OP_NULL (not a negative count: MPICH 4.0.2 writes past the buffers on count -1). */
+  MPI_Error_class(MPI_Allreduce(buf, buf + 4, 2, MPI_INT, MPI_OP_NULL, comm), &cls_got);
+  MPI_Error_class(PMPI_Allreduce(buf, buf + 4, 2, MPI_INT, MPI_OP_NULL, comm), &cls_want);
+  compare("MPI_Allreduce MPI_OP_NULL error class", "", &cls_got, &cls_want, sizeof cls_got);
   if (expect_collx) {
     int rc = MPI_Allreduce(buf, buf + 1, 4, MPI_INT, MPI_SUM, comm); /* overlapping */
     char message[MPI_MAX_ERROR_STRING];
@@ -384,7 +392,12 @@ static void errors(MPI_Comm world, int expect_collx) {
     MPI_Error_class(rc, &cls_got);
     MPI_Error_string(rc, message, &length);
     ++cases;
-    if (rc == MPI_SUCCESS || cls_got != MPI_ERR_ARG || !strstr(message, "collx")) {
+    /* MPI_ERR_ARG, or (MPICH, which shows no string of a code added to a predefined class)
+     * a class of collx's own. */
+    char class_message[MPI_MAX_ERROR_STRING];
+    MPI_Error_string(cls_got, class_message, &length);
+    int class_ok = cls_got == MPI_ERR_ARG || strstr(class_message, "collx") != NULL;
+    if (rc == MPI_SUCCESS || !class_ok || !strstr(message, "collx")) {
       ++different;
       fprintf(stderr, "rank %d: DIFFERENT overlapping buffers: rc %d class %d \"%s\"\n", world_rank,
               rc, cls_got, message);
@@ -419,6 +432,12 @@ static void large(MPI_Comm comm) {
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  char library[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(library, &length);
+  mpich = strstr(library, "MPICH") != NULL;
+  const char* expect = getenv("DROPIN_EXPECT_COLLX");
+  expect_collx = expect && strcmp(expect, "1") == 0;
   add_type(MPI_INT8_T, 1, 0, "int8_t");
   add_type(MPI_SIGNED_CHAR, 1, 0, "signed char");
   add_type(MPI_UINT8_T, 1, 1, "uint8_t");
@@ -451,8 +470,7 @@ int main(int argc, char** argv) {
     pass_through(comms[ci], comm_names[ci]);
   }
   MPI_Comm_free(&half);
-  const char* expect = getenv("DROPIN_EXPECT_COLLX");
-  errors(MPI_COMM_WORLD, expect && strcmp(expect, "1") == 0);
+  errors(MPI_COMM_WORLD, expect_collx);
   if (argc > 1 && strcmp(argv[1], "--large") == 0) large(MPI_COMM_WORLD);
   /* `dup` is left for MPI_Finalize to release (collx's state with it). */
   int total = 0;
