@@ -1,6 +1,7 @@
 // The intercepted MPI collectives, blocking and nonblocking: each decides whether collx takes
 // the call as it is (from arguments MPI requires to agree across ranks, so every rank decides
 // alike), then runs it on collx or passes it to the PMPI_ function unchanged.
+#include <optional>
 #include <vector>
 
 #include "interpose.hpp"
@@ -53,6 +54,43 @@ const void* source(const void* sendbuf, void* recvbuf) {
 
 std::size_t to_size(int count) {
   return static_cast<std::size_t>(count);
+}
+
+// The block length of a data-movement call in which every rank sends and receives (allgather,
+// alltoall), or nothing with the reason.
+struct Blocks {
+  std::optional<std::size_t> block;
+  PassReason reason = nullptr;
+};
+Blocks every_rank_blocks(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                         int recvcount, MPI_Datatype recvtype) {
+  Blocks b{contiguous_bytes(recvtype, recvcount), nullptr};
+  b.reason = b.block ? argument_reason(recvcount, recvbuf) : kNotContiguous;
+  if (!b.reason && sendbuf != MPI_IN_PLACE && contiguous_bytes(sendtype, sendcount) != b.block)
+    b.reason = kBlocksDiffer;
+  return b;
+}
+
+// The same for a rooted call (gather, scatter): `local` is the side every rank has (gather's
+// send, scatter's receive), the root side is significant at the root only and alone says the
+// length at a root that passes MPI_IN_PLACE for its local side.
+struct RootedBlocks : Blocks {
+  bool in_place = false;
+};
+RootedBlocks rooted_blocks(int root, MPI_Comm comm, const void* local_buffer, int local_count,
+                           MPI_Datatype local_type, const void* root_buffer, int root_count,
+                           MPI_Datatype root_type) {
+  RootedBlocks b;
+  b.reason = root_reason(root, comm);
+  const bool at_root = !b.reason && comm_rank(comm) == root;
+  b.in_place = at_root && local_buffer == MPI_IN_PLACE;
+  b.block =
+      at_root ? contiguous_bytes(root_type, root_count) : contiguous_bytes(local_type, local_count);
+  if (!b.reason && !b.block) b.reason = kNotContiguous;
+  if (!b.reason && at_root && !b.in_place && contiguous_bytes(local_type, local_count) != b.block)
+    b.reason = kBlocksDiffer;
+  if (!b.reason && at_root) b.reason = argument_reason(root_count, root_buffer);
+  return b;
 }
 
 // ---- one function per collective, for both forms (Mode: Blocking or Nonblocking) ----
@@ -126,10 +164,8 @@ int bcast(Mode mode, void* buffer, int count, MPI_Datatype datatype, int root, M
 template <class Mode>
 int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
               int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const auto block = contiguous_bytes(recvtype, recvcount);
-  PassReason reason = block ? argument_reason(recvcount, recvbuf) : kNotContiguous;
-  if (!reason && sendbuf != MPI_IN_PLACE && contiguous_bytes(sendtype, sendcount) != block)
-    reason = kBlocksDiffer;
+  const auto [block, reason] =
+      every_rank_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   return intercept(
       mode, Call::allgather, comm, reason,
       [&](collx::Communicator& c) {
@@ -213,19 +249,12 @@ int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recv
 template <class Mode>
 int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  PassReason reason = root_reason(root, comm);
-  const bool at_root = !reason && comm_rank(comm) == root;
-  // The block length from what is significant on this rank: the send side everywhere but at an
-  // in-place root, whose receive side says it.
-  const bool in_place = at_root && sendbuf == MPI_IN_PLACE;
-  const auto block =
-      in_place ? contiguous_bytes(recvtype, recvcount) : contiguous_bytes(sendtype, sendcount);
-  if (!reason && !block) reason = kNotContiguous;
-  if (!reason && at_root && !in_place && contiguous_bytes(recvtype, recvcount) != block)
-    reason = kBlocksDiffer;
-  if (!reason && at_root) reason = argument_reason(recvcount, recvbuf);
+  const auto b =
+      rooted_blocks(root, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  const auto block = b.block;
+  const bool in_place = b.in_place;
   return intercept(
-      mode, Call::gather, comm, reason,
+      mode, Call::gather, comm, b.reason,
       [&](collx::Communicator& c) {
         const void* in = in_place ? static_cast<char*>(recvbuf) + *block * to_size(root) : sendbuf;
         if constexpr (Mode::blocking)
@@ -246,17 +275,12 @@ int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
 template <class Mode>
 int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
             int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  PassReason reason = root_reason(root, comm);
-  const bool at_root = !reason && comm_rank(comm) == root;
-  const bool in_place = at_root && recvbuf == MPI_IN_PLACE;
-  const auto block =
-      at_root ? contiguous_bytes(sendtype, sendcount) : contiguous_bytes(recvtype, recvcount);
-  if (!reason && !block) reason = kNotContiguous;
-  if (!reason && at_root && !in_place && contiguous_bytes(recvtype, recvcount) != block)
-    reason = kBlocksDiffer;
-  if (!reason && at_root) reason = argument_reason(sendcount, sendbuf);
+  const auto b =
+      rooted_blocks(root, comm, recvbuf, recvcount, recvtype, sendbuf, sendcount, sendtype);
+  const auto block = b.block;
+  const bool in_place = b.in_place;
   return intercept(
-      mode, Call::scatter, comm, reason,
+      mode, Call::scatter, comm, b.reason,
       [&](collx::Communicator& c) {
         void* out = in_place ? nullptr : recvbuf;
         if constexpr (Mode::blocking)
@@ -277,10 +301,8 @@ int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype
 template <class Mode>
 int alltoall(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const auto block = contiguous_bytes(recvtype, recvcount);
-  PassReason reason = block ? argument_reason(recvcount, recvbuf) : kNotContiguous;
-  if (!reason && sendbuf != MPI_IN_PLACE && contiguous_bytes(sendtype, sendcount) != block)
-    reason = kBlocksDiffer;
+  const auto [block, reason] =
+      every_rank_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   return intercept(
       mode, Call::alltoall, comm, reason,
       [&](collx::Communicator& c) {
