@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: install, build, then every unit, simulated-rank and mpirun test.
 # COLLX_MPI=openmpi or COLLX_MPI=mpich: the whole suite on that MPI only. Unset: the whole suite
-# on Open MPI, then the MPI tests on MPICH (static libraries, in BUILD_DIR-mpich): the
+# on Open MPI, then the MPI tests on MPICH (static libraries, in BUILD_DIR-mpich-static): the
 # collectives and allreduce suites at 2-5 ranks (every collective and algorithm), the drop-in
 # and the installed package. Arguments go to ctest (both runs).
 both_mpis=0
@@ -14,7 +14,7 @@ status=0
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" "$@") || status=$?
 [ $both_mpis -eq 1 ] || exit $status
 
-collx_choose_mpi mpich "$BUILD_DIR-mpich"
+collx_choose_mpi mpich "$BUILD_DIR-mpich-static"
 collx_build -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF
 collx_mpi_env
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" \
