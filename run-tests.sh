@@ -3,7 +3,7 @@
 # COLLX_MPI=openmpi or COLLX_MPI=mpich: the whole suite on that MPI only. Unset: the whole suite
 # on Open MPI, then the MPI tests on MPICH (static libraries, in BUILD_DIR-mpich-static): the
 # collectives and allreduce suites at 2-5 ranks (every collective and algorithm), the drop-in
-# and the installed package. Arguments go to ctest (both runs).
+# at 2 and 3 ranks (C, preloaded, disabled) and 1 and 3 (Fortran), and the installed package. Arguments go to ctest (both runs).
 both_mpis=0
 [ -z "${COLLX_MPI:-}" ] && both_mpis=1
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
@@ -18,6 +18,7 @@ collx_choose_mpi mpich "$BUILD_DIR-mpich-static"
 collx_build -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF
 collx_mpi_env
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" \
-  -R '^((mpi_allreduce|mpi_collectives|dropin)_np[2-5]|dropin_.*_np[0-9]|package_.*)$' "$@") ||
+  -R '^((mpi_allreduce|mpi_collectives)_np[2-5]|dropin_np[23]|dropin_(fortran|preload|disabled).*|package_.*)$' \
+  "$@") ||
   status=$?
 exit $status
