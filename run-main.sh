@@ -5,4 +5,4 @@ source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
 collx_install_packages
 collx_build
 collx_mpi_env
-exec mpirun -np 2 --oversubscribe "$BUILD_DIR/apps/train/collx-train" "$@"
+collx_mpirun 2 "$BUILD_DIR/apps/train/collx-train" "$@"

@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
 # The whole test suite: install, build, then every unit, simulated-rank and mpirun test.
+# COLLX_MPI=openmpi or COLLX_MPI=mpich: the whole suite on that MPI only. Unset: the whole suite
+# on Open MPI, then the MPI tests on MPICH (static libraries, in BUILD_DIR-mpich-static): the
+# collectives and allreduce suites at 2-5 ranks (every collective and algorithm), the drop-in
+# at 2 and 3 ranks (C, preloaded, disabled) and 1 and 3 (Fortran), and the installed package. Arguments go to ctest (both runs).
+both_mpis=0
+[ -z "${COLLX_MPI:-}" ] && both_mpis=1
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
 collx_install_packages
 collx_build
 collx_mpi_env
-cd "$BUILD_DIR"
-exec ctest --output-on-failure -j "$(nproc)" "$@"
+status=0
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" "$@") || status=$?
+[ $both_mpis -eq 1 ] || exit $status
+
+collx_choose_mpi mpich "$BUILD_DIR-mpich-static"
+collx_build -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF
+collx_mpi_env
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" \
+  -R '^((mpi_allreduce|mpi_collectives)_np[2-5]|dropin_np[23]|dropin_(fortran|preload|disabled).*|package_.*)$' \
+  "$@") ||
+  status=$?
+exit $status

@@ -2,12 +2,36 @@
 set -euo pipefail
 
 COLLX_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${COLLX_BUILD_DIR:-$COLLX_ROOT/build}"
+
+# The MPI, chosen once for the build, the tests and every script: COLLX_MPI=openmpi (default)
+# or mpich. Each has a build folder of its own (COLLX_BUILD_DIR overrides it), its launcher
+# (COLLX_MPIEXEC) and the flags that let it run more ranks than cores (COLLX_MPIEXEC_FLAGS).
+# collx_choose_mpi NAME [BUILD_DIR]: sets COLLX_MPI, BUILD_DIR and COLLX_MPIEXEC_FLAGS.
+collx_choose_mpi() {
+  COLLX_MPI="$1"
+  case "$COLLX_MPI" in
+    openmpi)
+      BUILD_DIR="${2:-${COLLX_BUILD_DIR:-$COLLX_ROOT/build}}"
+      COLLX_MPIEXEC_FLAGS=(--oversubscribe)
+      ;;
+    mpich)
+      BUILD_DIR="${2:-${COLLX_BUILD_DIR:-$COLLX_ROOT/build-mpich}}"
+      COLLX_MPIEXEC_FLAGS=()  # hydra places any number of ranks
+      ;;
+    *)
+      echo "collx: COLLX_MPI=$COLLX_MPI: use openmpi or mpich" >&2
+      exit 2
+      ;;
+  esac
+}
+collx_choose_mpi "${COLLX_MPI:-openmpi}"
 
 # Debian packages the build, the tests and the apps use.
 COLLX_PACKAGES=(
   build-essential cmake pkg-config
   openmpi-bin libopenmpi-dev libucx-dev
+  mpich libmpich-dev            # the second MPI (COLLX_MPI=mpich; ./run-tests.sh runs both)
+  gfortran                      # the drop-in's Fortran tests (mpif.h, use mpi)
   libgtest-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)
@@ -30,17 +54,30 @@ collx_install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# collx_build [CMAKE OPTIONS...]: configures for COLLX_MPI (cmake/mpi_choice.cmake) and builds.
 collx_build() {
-  cmake -S "$COLLX_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+  cmake -S "$COLLX_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" "$@"
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 
-# Open MPI refuses root unless told; CI and fresh machines run as root.
+# The launcher and the environment of the chosen MPI (after collx_install_packages).
 collx_mpi_env() {
-  if [ "$(id -u)" -eq 0 ]; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # Debian names both MPIs' programs by suffix; elsewhere (modules, Cray) the mpiexec on PATH.
+  COLLX_MPIEXEC="$(command -v "mpiexec.$COLLX_MPI" || command -v mpiexec || echo mpiexec)"
+  if [ "$COLLX_MPI" = openmpi ]; then
+    # Open MPI refuses root unless told; CI and fresh machines run as root.
+    if [ "$(id -u)" -eq 0 ]; then
+      export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    fi
+    # Debian's Open MPI 4.1.4 computes int8/uint8 MPI_SUM with saturating AVX adds: the `mpi`
+    # reference rows need its plain C reduction.
+    export OMPI_MCA_op='^avx'
   fi
-  # Debian's Open MPI 4.1.4 computes int8/uint8 MPI_SUM with saturating AVX adds: the `mpi`
-  # reference rows need its plain C reduction.
-  export OMPI_MCA_op='^avx'
+}
+
+# collx_mpirun NP COMMAND...: COMMAND on NP ranks of this machine with the chosen MPI.
+collx_mpirun() {
+  local np="$1"
+  shift
+  "$COLLX_MPIEXEC" -n "$np" "${COLLX_MPIEXEC_FLAGS[@]}" "$@"
 }

@@ -41,7 +41,7 @@ for r in $(seq 1 "$runs"); do
   for c in "${collectives[@]}"; do
     for np in $nps; do
       json="$out/${c}_np${np}_r${r}.json"
-      mpirun -np "$np" --oversubscribe "$bench" "$c" -a "$algos" "${iters[@]}" -c 1 \
+      collx_mpirun "$np" "$bench" "$c" -a "$algos" "${iters[@]}" -c 1 \
         "${bench_options[@]}" --json "$json" >"$out/${c}_np${np}_r${r}.txt"
       grep -q "Out of bounds values : 0 OK" "$out/${c}_np${np}_r${r}.txt" ||
         { echo "perf-sweep: wrong results in $out/${c}_np${np}_r${r}.txt" >&2; exit 1; }
@@ -57,7 +57,7 @@ for c in "${collectives[@]}"; do
     echo
     echo "### $c, np=$np"
     echo
-    echo "\`mpirun -np $np --oversubscribe collx-bench $c -a $algos ${iters[*]} -c 1 ${bench_options[*]}\`," \
+    echo "\`$(basename "$COLLX_MPIEXEC") -n $np ${COLLX_MPIEXEC_FLAGS[*]} collx-bench $c -a $algos ${iters[*]} -c 1 ${bench_options[*]}\`," \
       "$runs runs; times in us (median), ratios = mpi time / collx time (median of the per-run ratios)."
     echo
     python3 "$COLLX_ROOT/scripts/bench_summary.py" --markdown "${files[@]}" | tail -n +2

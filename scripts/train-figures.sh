@@ -23,8 +23,8 @@ run() {
   local name=$1 np=$2
   shift 2
   echo "$name r$r $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/loadavg.txt"
-  echo "+ mpirun -np $np $train --no-progress $* --log-json $out/${name}_r$r.json"
-  mpirun -np "$np" "$train" --no-progress "$@" --log-json "$out/${name}_r$r.json" </dev/null
+  echo "+ $COLLX_MPIEXEC -n $np ${COLLX_MPIEXEC_FLAGS[*]} $train --no-progress $* --log-json $out/${name}_r$r.json"
+  collx_mpirun "$np" "$train" --no-progress "$@" --log-json "$out/${name}_r$r.json" </dev/null
 }
 
 for ((r = 1; r <= runs; r++)); do

@@ -11,8 +11,9 @@
 #   COLLX_RESULTS_DIR where the job writes (default: $SLURM_SUBMIT_DIR/results/$SLURM_JOB_ID)
 set -euo pipefail
 
-# scripts/common.sh: BUILD_DIR (COLLX_BUILD_DIR or $COLLX_ROOT/build) and collx_mpi_env (the
-# Open MPI variables for root, OMPI_MCA_op=^avx for exact mpi reference rows).
+# scripts/common.sh: the MPI (COLLX_MPI=openmpi or mpich), BUILD_DIR (COLLX_BUILD_DIR, else
+# build/ or build-mpich/) and collx_mpi_env (COLLX_MPIEXEC, the launcher of that MPI; for Open
+# MPI its variables for root and OMPI_MCA_op=^avx for exact mpi reference rows).
 # shellcheck source=../scripts/common.sh
 source "$COLLX_ROOT/scripts/common.sh"
 
@@ -88,7 +89,8 @@ collx_pick_launcher() {
     *) collx_die "COLLX_LAUNCHER=$want: use auto, srun or mpirun" ;;
   esac
   if [ "$LAUNCHER" = mpirun ]; then
-    command -v mpirun >/dev/null || collx_die "mpirun is not on PATH (load your MPI module)"
+    command -v "$COLLX_MPIEXEC" >/dev/null ||
+      collx_die "$COLLX_MPIEXEC is not on PATH (load your MPI module, or set COLLX_MPI)"
   fi
 }
 
@@ -99,8 +101,9 @@ collx_launch() {
     # One job step; a rank that fails takes the others down instead of leaving them waiting.
     collx_run srun --mpi=pmix --ntasks="$np" --kill-on-bad-exit=1 "$@"
   else
-    # Inside an allocation Open MPI's mpirun takes its hosts and slots from Slurm.
-    collx_run mpirun -np "$np" "$@"
+    # Inside an allocation the mpiexec of Open MPI and MPICH (hydra) takes its hosts and slots
+    # from Slurm.
+    collx_run "$COLLX_MPIEXEC" -n "$np" "$@"
   fi
 }
 
