@@ -15,7 +15,8 @@ status=0
 [ $both_mpis -eq 1 ] || exit $status
 
 collx_choose_mpi mpich "$BUILD_DIR-mpich-static"
-collx_build -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF
+# No CUDA kernels and no torch module a second time: this pass is about the MPI.
+collx_build -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF -DCOLLX_CUDA=OFF -DCOLLX_TORCH=OFF
 collx_mpi_env
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" \
   -R '^((mpi_allreduce|mpi_collectives)_np[2-5]|dropin_np[23]|dropin_(fortran|preload|disabled).*|package_.*)$' \
