@@ -112,7 +112,10 @@ TEST_P(SimCollectives, Reduce) {
               world.run(info_for(Collective::reduce, a, pl), [&](Operation& op, int r) {
                 const std::byte* s = in_place && r == root ? recv[r].data() : send[r].data();
                 return reduce_task(
-                    op, {s, recv[r].data(), count, Reduction::make(type, rop, p), root, {}, Algorithm::ring}, a);
+                    op,
+                    {s, recv[r].data(), count, Reduction::make(type, rop, p), root, {},
+                     Algorithm::ring},
+                    a);
               });
               Bytes expected(bytes);
               collx::verify::fill_expected(expected.data(), type, rop, p, count);
@@ -230,7 +233,8 @@ TEST_P(SimCollectives, GatherAndScatter) {
           gather_world.run(
               info_for(Collective::gather, a, kPipelines[0]), [&](Operation& op, int r) {
                 const std::byte* s = in_place && r == root ? nullptr : send[r].data();
-                return gather_task(op, {s, recv[r].data(), equal_offsets(count, p), 4, root, {}}, a);
+                return gather_task(op, {s, recv[r].data(), equal_offsets(count, p), 4, root, {}},
+                                   a);
               });
           Bytes expected;
           for (int r = 0; r < p; ++r) {
@@ -437,7 +441,8 @@ void calls_in_sequence_on_one_segment() {
                       return reduce_task(
                           op,
                           {s, reinterpret_cast<std::byte*>(recv.data()), count,
-                           Reduction::make(DataType::int32, ReduceOp::sum, p), root, {}, Algorithm::ring},
+                           Reduction::make(DataType::int32, ReduceOp::sum, p), root, {},
+                           Algorithm::ring},
                           Algorithm::shared_memory);
                     });
           ASSERT_EQ(recv, expected) << where << " reduce root " << root;

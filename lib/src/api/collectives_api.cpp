@@ -388,7 +388,8 @@ Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t
 void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                   DataType type, ReduceOp op, const Options& options) {
   state();
-  detail::reduce_scatter_impl(state_, sendbuf, recvbuf, detail::block_offsets(rank(), count, size(), type),
+  detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
+                              detail::block_offsets(rank(), count, size(), type),
                               type, op, options, true, Collective::reduce_scatter);
 }
 Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,

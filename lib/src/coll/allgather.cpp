@@ -34,7 +34,8 @@ Task allgather_ring(Operation& op, AllgatherArgs a) {
     const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(op.rank()) * elem;
     Transfer send;
     Transfer recv;
-    op.recv(recv, a.recv + blocks.offset(peer) * elem, blocks.length(peer) * elem, peer, a.phases[0]);
+    op.recv(recv, a.recv + blocks.offset(peer) * elem, blocks.length(peer) * elem, peer,
+            a.phases[0]);
     op.send(send, own, blocks.length(op.rank()) * elem, peer, a.phases[0]);
     place_own_block(op, a, blocks);
     co_await op.wait(send, recv);

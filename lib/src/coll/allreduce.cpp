@@ -151,8 +151,8 @@ Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
 // Binomial reduce to rank 0, then binomial broadcast: the classic latency-oriented tree.
 Task allreduce_binomial(Operation& op, AllreduceArgs a) {
   if (trivial(op, a)) co_return;
-  const ReduceArgs reduce{a.send,      a.recv, a.count, a.reduction, 0,
-                          a.phases.part("reduce", 0, 2), Algorithm::ring};
+  const ReduceArgs reduce{a.send, a.recv, a.count, a.reduction, 0, a.phases.part("reduce", 0, 2),
+                          Algorithm::ring};
   co_await reduce_task(op, reduce, Algorithm::binomial_tree);
   const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
                                 a.phases.part("broadcast", 2, 2)};

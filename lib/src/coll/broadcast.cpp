@@ -139,9 +139,9 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
                             .phases = a.phases.part("allgather ring", 1, 2)});
 }
 
-
 // One segment: receive it whole, then forward it to each child in the operation path's order.
-bool tree_broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a, const TreePlace& place) {
+bool tree_broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a,
+                        const TreePlace& place) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes > kLatencyPathBytes) return false;
   if (bytes == 0 || t.size() == 1) return true;

@@ -1,7 +1,8 @@
 // The collectives' algorithm tasks, callable on any transport (the library's entry points and
 // the in-process simulator both run these). The dispatchers take their arguments by reference
-// and the coroutine they start copies them into its frame; an algorithm may use the tag phases
-// [phase, phase + 3] of its operation.
+// and the coroutine they start copies them into its frame; an algorithm posts messages only on
+// the tag phases of its `phases` share (exec/operation.hpp, Phases), and hands the parts of a
+// composite algorithm shares of their own.
 //
 // GCC 12 destroys a non-trivially-destructible temporary twice when it appears inside a
 // co_await expression: in coroutines, pass such arguments as named locals (by reference to the
