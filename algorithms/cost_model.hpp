@@ -36,9 +36,43 @@ struct Cost {
   }
 };
 
-// Cost of `algorithm` for `collective` on p ranks; `bytes` is the size as collx-bench counts it
-// (the whole buffer; for gathering collectives the whole gathered buffer). nullopt if the
-// collective has no such algorithm.
+// The rank count and size a cost is asked for, with the quantities every formula uses.
+struct Shape {
+  double p = 1;        // ranks
+  double n = 0;        // bytes, as collx-bench counts them (for gathering collectives the whole
+                       // gathered buffer)
+  double segment = 0;  // the pipelined algorithms' segment size
+  double lg = 0;       // ceil(log2 p)
+  double core = 1;     // the largest power of two <= p (the fold's core)
+  double lg_core = 0;  // log2 core
+  static Shape of(int p, double n, std::size_t segment_bytes);
+};
+
+// The model of one algorithm: its cost on the critical path and its steps in words
+// (docs/ALGORITHMS.md). Each registry row (lib/src/coll/registry.hpp) points at its entry.
+struct Entry {
+  Cost (*cost)(const Shape&) = nullptr;
+  const char* description = "";
+};
+
+// The entries, one per (collective, algorithm).
+extern const Entry allreduce_ring, allreduce_recursive_doubling, allreduce_rabenseifner,
+    allreduce_binomial_tree, allreduce_double_binary_tree;
+extern const Entry broadcast_binomial_tree, broadcast_pipelined_chain, broadcast_scatter_allgather,
+    broadcast_shared_memory;
+extern const Entry reduce_binomial_tree, reduce_rabenseifner, reduce_shared_memory;
+extern const Entry allgather_ring, allgather_recursive_doubling, allgather_bruck,
+    allgather_shared_memory;
+extern const Entry reduce_scatter_ring, reduce_scatter_recursive_halving;
+extern const Entry gather_binomial_tree, gather_linear, scatter_binomial_tree, scatter_linear;
+extern const Entry alltoall_pairwise, alltoall_bruck;
+extern const Entry barrier_dissemination, sendrecv_direct;
+
+// What follows reads the entries through the algorithm registry (implemented beside it, in
+// lib/src/coll/registry.cpp).
+
+// Cost of `algorithm` for `collective` on p ranks; nullopt if the collective has no such
+// algorithm.
 std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
                          std::size_t segment_bytes);
 
@@ -54,7 +88,8 @@ struct Crossover {
 std::vector<Crossover> crossovers(Collective collective, int p, const Machine& machine,
                                   double max_bytes);
 
-// A text description of the algorithm as steps and bytes (docs/ALGORITHMS.md is built from it).
+// A text description of the algorithm as steps and bytes (docs/ALGORITHMS.md is built from it);
+// empty if the collective has no such algorithm.
 std::string describe(Collective collective, Algorithm algorithm);
 
 }  // namespace collx::model

@@ -171,13 +171,13 @@ Task checked(Operation& op, CallSignature signature, Task body) {
   std::uint64_t mine[2] = {h, ~h};
   std::uint64_t all[2] = {0, 0};
   // These two words are host memory, whatever the call's buffers are.
-  op.set_host_scope(true);
+  op.use_host_path(true);
   const AllreduceArgs words{reinterpret_cast<const std::byte*>(mine),
                             reinterpret_cast<std::byte*>(all), 2,
                             Reduction::make(DataType::uint64, ReduceOp::max, op.size()),
                             Phases::check()};
   co_await allreduce_task(op, words, Algorithm::recursive_doubling);
-  op.set_host_scope(false);
+  op.use_host_path(false);
   if (all[0] != ~all[1]) {
     throw Error(ErrorCode::mismatch, to_string(signature.collective), op.rank(),
                 "COLLX_CHECK: the ranks did not all make the same call (this rank: " +

@@ -3,10 +3,10 @@
 #include <cstring>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
+#include "registry.hpp"
 #include "ring.hpp"
 
 namespace collx::detail {
@@ -151,11 +151,12 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
 
 std::span<const AlgorithmRow> allgather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allgather>(Algorithm::ring, allgather_ring),
-      row<Collective::allgather>(Algorithm::recursive_doubling, allgather_recursive_doubling),
-      row<Collective::allgather>(Algorithm::bruck, allgather_bruck),
-      row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory, nullptr,
-                                 Algorithm::ring),
+      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring),
+      row<Collective::allgather>(Algorithm::recursive_doubling, allgather_recursive_doubling,
+                                 model::allgather_recursive_doubling),
+      row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck),
+      row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory,
+                                 model::allgather_shared_memory, nullptr, Algorithm::ring),
   };
   return rows;
 }

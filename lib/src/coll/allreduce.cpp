@@ -5,10 +5,10 @@
 #include <bit>
 #include "blocks.hpp"
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
+#include "registry.hpp"
 #include "ring.hpp"
 #include "tree.hpp"
 
@@ -151,8 +151,8 @@ Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
 // Binomial reduce to rank 0, then binomial broadcast: the classic latency-oriented tree.
 Task allreduce_binomial(Operation& op, AllreduceArgs a) {
   if (trivial(op, a)) co_return;
-  const ReduceArgs reduce{a.send, a.recv, a.count, a.reduction, 0, a.phases.part("reduce", 0, 2),
-                          Algorithm::ring};
+  const ReduceArgs reduce{
+      a.send, a.recv, a.count, a.reduction, 0, a.phases.part("reduce", 0, 2), Algorithm::ring};
   co_await reduce_task(op, reduce, Algorithm::binomial_tree);
   const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
                                 a.phases.part("broadcast", 2, 2)};
@@ -258,7 +258,6 @@ Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
     co_await op.wait(t);
 }
 
-
 // ---- the latency-bound path (see run_collective) ----
 // A blocking recursive doubling of at most kLatencyPathBytes, run straight through the
 // transport with no coroutine or Operation: at 8 bytes the call must cost barely more than its
@@ -304,12 +303,16 @@ bool allreduce_recursive_doubling_now(Transport& t, int tag_base, const Allreduc
 
 std::span<const AlgorithmRow> allreduce_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allreduce>(Algorithm::ring, allreduce_ring),
+      row<Collective::allreduce>(Algorithm::ring, allreduce_ring, model::allreduce_ring),
       row<Collective::allreduce>(Algorithm::recursive_doubling, allreduce_recursive_doubling,
+                                 model::allreduce_recursive_doubling,
                                  allreduce_recursive_doubling_now),
-      row<Collective::allreduce>(Algorithm::rabenseifner, allreduce_rabenseifner),
-      row<Collective::allreduce>(Algorithm::binomial_tree, allreduce_binomial),
-      row<Collective::allreduce>(Algorithm::double_binary_tree, allreduce_double_binary_tree),
+      row<Collective::allreduce>(Algorithm::rabenseifner, allreduce_rabenseifner,
+                                 model::allreduce_rabenseifner),
+      row<Collective::allreduce>(Algorithm::binomial_tree, allreduce_binomial,
+                                 model::allreduce_binomial_tree),
+      row<Collective::allreduce>(Algorithm::double_binary_tree, allreduce_double_binary_tree,
+                                 model::allreduce_double_binary_tree),
   };
   return rows;
 }

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
+#include "registry.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -96,8 +96,8 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
 
 std::span<const AlgorithmRow> alltoall_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise),
-      row<Collective::alltoall>(Algorithm::bruck, alltoall_bruck),
+      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise, model::alltoall_pairwise),
+      row<Collective::alltoall>(Algorithm::bruck, alltoall_bruck, model::alltoall_bruck),
   };
   return rows;
 }

@@ -1,7 +1,7 @@
 // Barrier (dissemination) and point-to-point (direct).
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
+#include "registry.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -39,7 +39,7 @@ bool barrier_dissemination_now(Transport& t, int tag_base, const BarrierArgs& a)
 std::span<const AlgorithmRow> barrier_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::barrier>(Algorithm::dissemination, barrier_dissemination,
-                               barrier_dissemination_now),
+                               model::barrier_dissemination, barrier_dissemination_now),
   };
   return rows;
 }
@@ -54,7 +54,7 @@ Task point_to_point_task(Operation& op, PointToPointArgs a) {
 
 std::span<const AlgorithmRow> sendrecv_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::sendrecv>(Algorithm::direct, point_to_point_task),
+      row<Collective::sendrecv>(Algorithm::direct, point_to_point_task, model::sendrecv_direct),
   };
   return rows;
 }

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
+#include "registry.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -165,11 +165,13 @@ bool broadcast_chain_now(Transport& t, int tag_base, const BroadcastArgs& a) {
 std::span<const AlgorithmRow> broadcast_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::broadcast>(Algorithm::binomial_tree, broadcast_binomial,
-                                 broadcast_binomial_now),
-      row<Collective::broadcast>(Algorithm::pipelined_chain, broadcast_chain, broadcast_chain_now),
-      row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather),
-      row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory, nullptr,
-                                 Algorithm::binomial_tree),
+                                 model::broadcast_binomial_tree, broadcast_binomial_now),
+      row<Collective::broadcast>(Algorithm::pipelined_chain, broadcast_chain,
+                                 model::broadcast_pipelined_chain, broadcast_chain_now),
+      row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather,
+                                 model::broadcast_scatter_allgather),
+      row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,
+                                 model::broadcast_shared_memory, nullptr, Algorithm::binomial_tree),
   };
   return rows;
 }

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
+#include "registry.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -184,16 +184,18 @@ Task scatter_linear(Operation& op, ScatterArgs a) {
 
 std::span<const AlgorithmRow> gather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::gather>(Algorithm::binomial_tree, gather_binomial),
-      row<Collective::gather>(Algorithm::linear, gather_linear),
+      row<Collective::gather>(Algorithm::binomial_tree, gather_binomial,
+                              model::gather_binomial_tree),
+      row<Collective::gather>(Algorithm::linear, gather_linear, model::gather_linear),
   };
   return rows;
 }
 
 std::span<const AlgorithmRow> scatter_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::scatter>(Algorithm::binomial_tree, scatter_binomial),
-      row<Collective::scatter>(Algorithm::linear, scatter_linear),
+      row<Collective::scatter>(Algorithm::binomial_tree, scatter_binomial,
+                               model::scatter_binomial_tree),
+      row<Collective::scatter>(Algorithm::linear, scatter_linear, model::scatter_linear),
   };
   return rows;
 }

@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
+#include "registry.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -73,8 +73,8 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   // The reduce-scatter half runs the algorithm the caller chose for it (ring or recursive
   // halving): both leave block r on rank r.
   co_await reduce_scatter_task(op, scatter, a.scatter_algorithm);
-  const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root,
-                          a.phases.part("gather", 2, 1)};
+  const GatherArgs gather{block.data(), a.recv, offsets,
+                          elem,         a.root, a.phases.part("gather", 2, 1)};
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }
 
@@ -117,10 +117,12 @@ bool reduce_binomial_now(Transport& t, int tag_base, const ReduceArgs& a) {
 
 std::span<const AlgorithmRow> reduce_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::reduce>(Algorithm::binomial_tree, reduce_binomial, reduce_binomial_now),
-      row<Collective::reduce>(Algorithm::rabenseifner, reduce_rabenseifner),
-      row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory, nullptr,
-                              Algorithm::binomial_tree),
+      row<Collective::reduce>(Algorithm::binomial_tree, reduce_binomial,
+                              model::reduce_binomial_tree, reduce_binomial_now),
+      row<Collective::reduce>(Algorithm::rabenseifner, reduce_rabenseifner,
+                              model::reduce_rabenseifner),
+      row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory,
+                              model::reduce_shared_memory, nullptr, Algorithm::binomial_tree),
   };
   return rows;
 }

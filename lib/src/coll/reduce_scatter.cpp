@@ -3,10 +3,10 @@
 #include <cstring>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
+#include "registry.hpp"
 #include "ring.hpp"
 
 namespace collx::detail {
@@ -157,9 +157,11 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
 
 std::span<const AlgorithmRow> reduce_scatter_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::reduce_scatter>(Algorithm::ring, reduce_scatter_ring),
+      row<Collective::reduce_scatter>(Algorithm::ring, reduce_scatter_ring,
+                                      model::reduce_scatter_ring),
       row<Collective::reduce_scatter>(Algorithm::recursive_halving,
-                                      reduce_scatter_recursive_halving),
+                                      reduce_scatter_recursive_halving,
+                                      model::reduce_scatter_recursive_halving),
   };
   return rows;
 }

@@ -20,9 +20,9 @@ const Index& index() {
   static const Index built = [] {
     Index i;
     using Rows = std::span<const AlgorithmRow> (*)();
-    for (Rows rows : {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows,
-                      reduce_scatter_rows, gather_rows, scatter_rows, alltoall_rows, barrier_rows,
-                      sendrecv_rows}) {
+    for (Rows rows :
+         {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows, reduce_scatter_rows,
+          gather_rows, scatter_rows, alltoall_rows, barrier_rows, sendrecv_rows}) {
       for (const AlgorithmRow& r : rows()) {
         i.rows.push_back(r);
         i.at[static_cast<std::size_t>(r.collective)][static_cast<std::size_t>(r.algorithm)] =
@@ -88,3 +88,20 @@ Task barrier_task(Operation& op, const BarrierArgs& args, Algorithm algorithm) {
 }
 
 }  // namespace collx::detail
+
+namespace collx::model {
+
+std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
+                         std::size_t segment_bytes) {
+  const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
+  if (row == nullptr) return std::nullopt;
+  if (p <= 1) return Cost{};
+  return row->cost_model->cost(Shape::of(p, bytes, segment_bytes));
+}
+
+std::string describe(Collective collective, Algorithm algorithm) {
+  const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
+  return row == nullptr ? std::string() : std::string(row->cost_model->description);
+}
+
+}  // namespace collx::model

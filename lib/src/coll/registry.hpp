@@ -1,18 +1,22 @@
 // The algorithm registry: one row per (collective, algorithm) that collx implements. A row
-// names the schedule (the coroutine that runs the algorithm on an Operation), its blocking form
-// where the latency path has one, and, for rows that need the shared segment, the algorithm
-// that runs instead where there is none. The rows of a collective stand in the file of its
+// names the schedule (the coroutine that runs the algorithm on an Operation), its model (cost
+// and description, algorithms/cost_model.hpp), its blocking form where the latency path has
+// one, and, for rows that need the shared segment, the algorithm that runs instead where there
+// is none. The rows of a collective stand in the file of its
 // schedules (allreduce_rows() in allreduce.cpp, ...), the first row being the fallback when no
 // selection rule matches; everything else (Algorithm lists, COLLX_ALGO parsing, the selector's
-// checks, collx-info, collx-bench -a all, the simulated-rank suite) reads them from here.
+// checks, the cost model, collx-info, collx-bench -a all, the simulated-rank suite) reads them
+// from here.
 //
-// Adding an algorithm: its schedule and one row in its collective's file (and, for a new name,
-// one line in COLLX_ALGORITHM_LIST, collx/algorithm.hpp). docs/ARCHITECTURE.md walks through it.
+// Adding an algorithm: its schedule and one row in its collective's file, with its model entry
+// (and, for a new name, one line in COLLX_ALGORITHM_LIST, collx/algorithm.hpp).
+// docs/ARCHITECTURE.md walks through it.
 #pragma once
 
 #include <span>
 
 #include "collectives.hpp"
+#include "cost_model.hpp"
 
 namespace collx::detail {
 
@@ -76,6 +80,9 @@ struct AlgorithmRow {
   Collective collective = Collective::allreduce;
   Algorithm algorithm = Algorithm::automatic;
   Erased schedule = nullptr;
+  // Its model (algorithms/cost_model.hpp): the cost the selector's tables and collx-model
+  // weigh, and the steps in words that collx-info and docs/ALGORITHMS.md show.
+  const model::Entry* cost_model = nullptr;
   Erased blocking = nullptr;
   // Rows that run through the shared segment: the algorithm that runs where the operation
   // cannot use one (ranks on several nodes, device buffers). automatic: needs none.
@@ -84,11 +91,15 @@ struct AlgorithmRow {
 
 // A row, type-checked against the collective's argument struct.
 template <Collective C>
-AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule,
+AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule, const model::Entry& cost_model,
                  BlockingForm<ArgsOf<C>> blocking = nullptr,
                  Algorithm without_segment = Algorithm::automatic) {
-  return {C, algorithm, reinterpret_cast<AlgorithmRow::Erased>(schedule),
-          reinterpret_cast<AlgorithmRow::Erased>(blocking), without_segment};
+  return {C,
+          algorithm,
+          reinterpret_cast<AlgorithmRow::Erased>(schedule),
+          &cost_model,
+          reinterpret_cast<AlgorithmRow::Erased>(blocking),
+          without_segment};
 }
 
 // Each collective's rows, defined beside its schedules.

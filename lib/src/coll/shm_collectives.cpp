@@ -66,8 +66,9 @@ Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_
   if (sequence < ring) co_return;
   for (int reader = 0; reader < op.size(); ++reader) {
     if (reader == producer) continue;
-    co_await op.until(arena, arena.consumed(reader, producer), sequence + 1 - ring, reader,
-                      "ring room from");
+    const CounterReached room(arena, arena.consumed(reader, producer), sequence + 1 - ring, reader,
+                              "ring room from");
+    co_await op.until(room);
   }
 }
 
@@ -133,8 +134,9 @@ Task publish_direct(Operation& op, SharedArena& arena, std::uint64_t sequence,
 Task wait_for_readers(Operation& op, SharedArena& arena, std::uint64_t sequence) {
   for (int reader = 0; reader < op.size(); ++reader) {
     if (reader == op.rank()) continue;
-    co_await op.until(arena, arena.consumed(reader, op.rank()), sequence + 1, reader,
-                      "a direct read by");
+    const CounterReached read(arena, arena.consumed(reader, op.rank()), sequence + 1, reader,
+                              "a direct read by");
+    co_await op.until(read);
   }
 }
 
@@ -143,7 +145,9 @@ Task wait_for_readers(Operation& op, SharedArena& arena, std::uint64_t sequence)
 // the producer's memory; `direct` then says so.
 Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
           std::byte* target, std::size_t bytes, kernels::CopyFn copy, bool* direct = nullptr) {
-  co_await op.until(arena, arena.published(producer), sequence + 1, producer, "a chunk from");
+  const CounterReached published(arena, arena.published(producer), sequence + 1, producer,
+                                 "a chunk from");
+  co_await op.until(published);
   const SharedArena::PieceDescriptor& d = arena.descriptor(producer, sequence);
   const std::uint64_t address = d.address.load(std::memory_order_relaxed);
   if (address == 0) {
@@ -197,8 +201,9 @@ bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size
 
 namespace {
 Task wait_turn_then(Operation& op, SharedArena& arena, std::uint64_t ticket, Task body) {
-  co_await op.until(arena, arena.turn(op.rank()), ticket, op.rank(),
-                    "an earlier shared-memory operation on");
+  const CounterReached turn(arena, arena.turn(op.rank()), ticket, op.rank(),
+                            "an earlier shared-memory operation on");
+  co_await op.until(turn);
   std::exception_ptr error;
   try {
     co_await std::move(body);
@@ -347,7 +352,8 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
       const std::uint64_t sequence = base[static_cast<std::size_t>(r)] + k;
-      co_await op.until(arena, arena.published(r), sequence + 1, r, "a chunk from");
+      const CounterReached published(arena, arena.published(r), sequence + 1, r, "a chunk from");
+      co_await op.until(published);
       a.reduction.combine(out, accumulated, arena.chunk(r, sequence), elems, step == p - 1);
       accumulated = out;
       arena.advance(arena.consumed(me, r), sequence + 1);

@@ -8,7 +8,6 @@
 
 #include "collx/error.hpp"
 #include "config.hpp"
-#include "shm_arena.hpp"
 
 namespace collx::detail {
 
@@ -46,13 +45,15 @@ void free_frame(void* frame, std::size_t bytes) noexcept {
 }
 
 Operation::Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive,
-                     std::unique_ptr<DeviceCall> device)
+                     std::unique_ptr<DataPath> path)
     : transport_(transport),
       info_(info),
       rank_(transport.rank()),
       size_(transport.size()),
       keepalive_(std::move(keepalive)),
-      device_(std::move(device)) {}
+      host_path_(transport),
+      call_path_(std::move(path)),
+      path_(&call_path()) {}
 
 Operation::~Operation() {
   // Not finished means abandoned after an error with messages possibly still pending: keep
@@ -75,10 +76,10 @@ void Operation::resume() {
   h.resume();
   if (!task_.done()) return;
   error_ = task_.handle().promise().error;
-  if (device_ != nullptr && !error_) {
-    // The algorithm is done; its last device work may not be.
+  if (!error_) {
+    // The algorithm is done; the work of its data path (a device's) may not be.
     try {
-      if (!device_->finish()) {
+      if (!call_path().finish()) {
         finishing_ = true;
         return;
       }
@@ -94,16 +95,12 @@ void Operation::suspend_on(std::coroutine_handle<> h, std::span<Transfer* const>
   waiting_ = waiting;
 }
 
-void Operation::suspend_on_counter(std::coroutine_handle<> h, const CounterAwaiter& awaiter) {
+void Operation::suspend_on_condition(std::coroutine_handle<> h, const WaitCondition& condition) {
   resume_point_ = h;
-  watched_ = &awaiter.counter;
-  watched_arena_ = &awaiter.arena;
-  watched_target_ = awaiter.target;
-  watched_peer_ = awaiter.peer;
-  watched_what_ = awaiter.what;
+  watched_ = &condition;
 }
 
-bool Operation::wait_in_place(const CounterAwaiter& awaiter) {
+bool Operation::wait_in_place(const WaitCondition& condition) {
   if (!exclusive_) return false;
   // In slices, with a pass of the transport's progress engine between them: a peer may be
   // waiting for this rank's MPI progress (the acknowledgment of a rendezvous it sent before)
@@ -112,15 +109,15 @@ bool Operation::wait_in_place(const CounterAwaiter& awaiter) {
   // producer's wake-up, not a timeout: waking every 200 us made a 1 MiB reduce at np=4 on two
   // cores five times slower (docs/PERFORMANCE.md). Long waits back off to 16 ms slices.
   auto slice = std::chrono::microseconds(1000);
-  while (!awaiter.arena.wait_for(awaiter.counter, awaiter.target, slice)) {
+  while (!condition.wait_for(slice)) {
     transport_.progress();
     slice = std::min(slice * 2, std::chrono::microseconds(16000));
   }
   return true;
 }
 
-void Operation::wait_on_counter_for(std::chrono::microseconds limit) {
-  if (watched_ != nullptr) watched_arena_->wait_for(*watched_, watched_target_, limit);
+void Operation::wait_on_condition_for(std::chrono::microseconds limit) {
+  if (watched_ != nullptr) watched_->wait_for(limit);
 }
 
 bool Operation::progress() {
@@ -129,20 +126,18 @@ bool Operation::progress() {
   // thrown inside the algorithm.
   try {
     if (finishing_) {
-      if (!device_->finish()) return false;
+      if (!call_path().finish()) return false;
       finishing_ = false;
       done_ = true;
       return true;
     }
     if (watched_ != nullptr) {
-      if (watched_->load(std::memory_order_acquire) < watched_target_) {
+      if (!watched_->met()) {
         transport_.progress();  // see wait_in_place
         return false;
       }
     } else {
-      const bool ready =
-          device_ != nullptr ? device_->test_all(waiting_) : transport_.test_all(waiting_);
-      if (!ready) return false;
+      if (!on_path([&](auto& path) { return path.test_all(waiting_); })) return false;
     }
   } catch (...) {
     done_ = true;
@@ -194,49 +189,31 @@ void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, in
   t.is_send = true;
   t.peer = peer;
   t.bytes = bytes;
-  if (device_memory()) [[unlikely]] {
-    device_->send(t, buf, bytes, peer, tag);
-    return;
-  }
-  transport_.isend(t, buf, bytes, peer, tag);
+  on_path([&](auto& path) { path.send(t, buf, bytes, peer, tag); });
 }
 
 void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
   t.is_send = false;
   t.peer = peer;
   t.bytes = bytes;
-  if (device_memory()) [[unlikely]] {
-    // The collectives' receives (recv()) have the length of the message; point-to-point
-    // receives (here directly) may be longer.
-    device_->recv(t, buf, bytes, peer, tag, info_.collective != Collective::sendrecv);
-    return;
-  }
-  transport_.irecv(t, buf, bytes, peer, tag);
+  // The collectives' receives (recv()) have the length of the message; point-to-point
+  // receives (here directly) may be longer.
+  const bool exact_length = info_.collective != Collective::sendrecv;
+  on_path([&](auto& path) { path.recv(t, buf, bytes, peer, tag, exact_length); });
 }
 
 void Operation::copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
-  if (device_memory()) [[unlikely]] {
-    device_->copy(dst, src, bytes);
-    return;
-  }
-  std::memcpy(dst, src, bytes);
+  on_path([&](auto& path) { path.copy(dst, src, bytes); });
 }
 
 void Operation::move(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
-  if (device_memory()) [[unlikely]] {
-    device_->copy(dst, src, bytes);
-    return;
-  }
-  std::memmove(dst, src, bytes);
+  on_path([&](auto& path) { path.move(dst, src, bytes); });
 }
 
 std::string Operation::waiting_description() const {
-  if (watched_ != nullptr) {
-    return std::string(watched_what_) + " rank " + std::to_string(watched_peer_) +
-           " (shared memory)";
-  }
+  if (watched_ != nullptr) return watched_->describe();
   std::string out;
   for (const Transfer* t : waiting_) {
     if (!t->pending()) continue;
@@ -337,7 +314,7 @@ void Engine::wait(Operation& op) {
   std::uint64_t polls = 0;
   while (!op.done()) {
     progress_all();
-    if (!op.done() && active_.size() == 1) op.wait_on_counter_for(std::chrono::milliseconds(1));
+    if (!op.done() && active_.size() == 1) op.wait_on_condition_for(std::chrono::milliseconds(1));
     if (timeout > 0 && (++polls & 1023) == 0) {
       const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
       if (waited.count() > timeout && !op.done()) {
@@ -401,8 +378,7 @@ Phases Phases::check() {
 
 void Phases::outside(int i) const {
   throw Error(ErrorCode::internal, name_, -1,
-              "tag phase " + std::to_string(i) + " asked of " + std::to_string(count_) +
-                  " phases");
+              "tag phase " + std::to_string(i) + " asked of " + std::to_string(count_) + " phases");
 }
 
 }  // namespace collx::detail

@@ -18,17 +18,17 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collx/algorithm.hpp"
-#include "device_call.hpp"
+#include "data_path.hpp"
 #include "scratch.hpp"
 #include "task.hpp"
 #include "transport.hpp"
+#include "wait_condition.hpp"
 
 namespace collx::detail {
-
-class SharedArena;
 
 struct OpInfo {
   Collective collective = Collective::allreduce;
@@ -92,10 +92,11 @@ inline constexpr std::size_t kLatencyPathBytes = 1024;
 
 class Operation {
  public:
-  // `device`: the call's buffers are device memory; every message, copy, reduction and scratch
-  // buffer of the algorithm then goes through it (see device_call.hpp).
+  // `path`: how the call's bytes move when they are not host memory (a device call, see
+  // device_call.hpp); every message, copy and scratch buffer of the algorithm goes through it.
+  // Null: host memory, straight through `transport`.
   Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive = {},
-            std::unique_ptr<DeviceCall> device = nullptr);
+            std::unique_ptr<DataPath> path = nullptr);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -125,13 +126,14 @@ class Operation {
   void send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
   void recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag);
 
-  // The memory the algorithm works on: true when its buffers (and scratch) are device memory,
-  // which the host must not touch (no memcpy, no stack buffers).
-  bool device_memory() const { return device_ != nullptr && !host_scope_; }
-  // Within a device call, a stretch that works on host memory (COLLX_CHECK's signature words).
-  void set_host_scope(bool host) { host_scope_ = host; }
+  // The memory the algorithm works on: true when the host must not touch its buffers and
+  // scratch (no memcpy, no stack buffers): device memory.
+  bool device_memory() const { return !path_->host_accessible(); }
+  // Within a call on other memory, a stretch that works on host memory (COLLX_CHECK's signature
+  // words): its messages and copies take the host path until use_host_path(false).
+  void use_host_path(bool host) { path_ = host ? &host_path_ : &call_path(); }
   // "host", or the device call's "direct" / "staged".
-  std::string_view memory_mode() const { return device_ ? device_->mode() : "host"; }
+  std::string_view memory_mode() const { return call_path().mode(); }
   // dst <- src, non-overlapping (copy) or possibly overlapping (move), in the call's memory.
   void copy(void* dst, const void* src, std::size_t bytes);
   void move(void* dst, const void* src, std::size_t bytes);
@@ -141,32 +143,19 @@ class Operation {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
-  // co_await until(arena, counter, target, peer, what): suspends until `counter` (a counter of
-  // the shared segment `arena` that another rank advances, see shm_arena.hpp) reaches
-  // `target`. `peer` and `what` ("a chunk from", "ring room from") name what is awaited in a
-  // timeout message. An exclusive operation waits in place (SharedArena::wait).
-  struct CounterAwaiter {
+  // co_await until(condition): suspends until `condition` (for example a shared-memory counter
+  // another rank advances, see shm_arena.hpp) is met. The condition must outlive the wait (a
+  // temporary in the co_await expression does). An exclusive operation waits in place.
+  struct ConditionAwaiter {
     Operation& op;
-    const SharedArena& arena;
-    const std::atomic<std::uint64_t>& counter;
-    std::uint64_t target;
-    int peer;
-    const char* what;
-    bool await_ready() {
-      return counter.load(std::memory_order_acquire) >= target || op.wait_in_place(*this);
-    }
-    void await_suspend(std::coroutine_handle<> h) { op.suspend_on_counter(h, *this); }
+    const WaitCondition& condition;
+    bool await_ready() { return condition.met() || op.wait_in_place(condition); }
+    void await_suspend(std::coroutine_handle<> h) { op.suspend_on_condition(h, condition); }
     void await_resume() const noexcept {}
   };
-  CounterAwaiter until(const SharedArena& arena, const std::atomic<std::uint64_t>& counter,
-                       std::uint64_t target, int peer, const char* what) {
-    return {*this, arena, counter, target, peer, what};
-  }
+  ConditionAwaiter until(const WaitCondition& condition) { return {*this, condition}; }
 
-  ScratchBuffer scratch(std::size_t bytes) {
-    if (device_memory()) return device_->scratch(bytes);
-    return ScratchPool::global().acquire(bytes);
-  }
+  ScratchBuffer scratch(std::size_t bytes) { return path_->scratch(bytes); }
 
   // "recv of 4096 B from rank 3" for the timeout message.
   std::string waiting_description() const;
@@ -175,24 +164,19 @@ class Operation {
   // here); otherwise the awaiter suspends with suspend_on and progress() resumes `h` once they
   // are. `waiting` must stay valid while suspended (it lives in the awaiter).
   bool ready(std::span<Transfer* const> transfers) {
-    if (device_ != nullptr) [[unlikely]] {
-      if (!exclusive_) return device_->test_all(transfers);
-      device_->wait_all(transfers);
+    return on_path([&](auto& path) {
+      if (!exclusive_) return path.test_all(transfers);
+      path.wait_all(transfers);
       return true;
-    }
-    if (exclusive_) {
-      transport_.wait_all(transfers);
-      return true;
-    }
-    return transport_.test_all(transfers);
+    });
   }
   void suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting);
-  void suspend_on_counter(std::coroutine_handle<> h, const CounterAwaiter& awaiter);
-  // For an exclusive operation: waits for the counter here and returns true; else false.
-  bool wait_in_place(const CounterAwaiter& awaiter);
-  // Suspended on a shared-memory counter: waits for it up to `limit` (the engine's wait, with
-  // only this operation in flight, so an oversubscribed rank sleeps instead of polling).
-  void wait_on_counter_for(std::chrono::microseconds limit);
+  void suspend_on_condition(std::coroutine_handle<> h, const WaitCondition& condition);
+  // For an exclusive operation: waits for the condition here and returns true; else false.
+  bool wait_in_place(const WaitCondition& condition);
+  // Suspended on a condition: waits for it up to `limit` (the engine's wait, with only this
+  // operation in flight, so an oversubscribed rank sleeps instead of polling).
+  void wait_on_condition_for(std::chrono::microseconds limit);
 
  private:
   template <std::size_t N>
@@ -204,27 +188,37 @@ class Operation {
     void await_resume() const noexcept {}
   };
   void resume();
+  DataPath& call_path() { return call_path_ ? *call_path_ : static_cast<DataPath&>(host_path_); }
+  // Calls f(path) with the path in use; on the host path as the final HostPath, so that the
+  // common case is direct calls to the transport rather than a second indirection.
+  template <class F>
+  auto on_path(F&& f) -> decltype(f(std::declval<HostPath&>())) {
+    if (path_ == &host_path_) [[likely]]
+      return f(host_path_);
+    return f(*path_);
+  }
+  const DataPath& call_path() const {
+    return call_path_ ? *call_path_ : static_cast<const DataPath&>(host_path_);
+  }
 
   Transport& transport_;
   OpInfo info_;
   int rank_;
   int size_;
   std::shared_ptr<void> keepalive_;
+  HostPath host_path_;
   // Before task_: the coroutine frame (which may hold device scratch and the call's reduction)
   // goes first.
-  std::unique_ptr<DeviceCall> device_;
-  bool host_scope_ = false;
-  // The algorithm has finished; the call's device work has not yet (nonblocking device calls).
+  std::unique_ptr<DataPath> call_path_;
+  // What the algorithm's verbs go through now: call_path(), or host_path_ (use_host_path).
+  DataPath* path_;
+  // The algorithm has finished; the call's data path has not yet (device work still running).
   bool finishing_ = false;
   Task task_;
   std::coroutine_handle<> resume_point_;
   std::span<Transfer* const> waiting_;
-  // Or a shared-memory counter it waits on (see until()).
-  const std::atomic<std::uint64_t>* watched_ = nullptr;
-  const SharedArena* watched_arena_ = nullptr;
-  std::uint64_t watched_target_ = 0;
-  int watched_peer_ = -1;
-  const char* watched_what_ = "";
+  // Or the condition it waits on (see until()).
+  const WaitCondition* watched_ = nullptr;
   bool done_ = false;
   // A blocking operation that is the only one in flight in the process (and has no timeout to
   // watch) waits for its messages in the transport directly: no suspension, no engine loop.

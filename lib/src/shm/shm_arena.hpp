@@ -26,8 +26,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ring_stores.hpp"
+#include "wait_condition.hpp"
 
 namespace collx::detail {
 
@@ -159,6 +161,30 @@ class SharedArena {
     RingStores stores;
   };
   std::unique_ptr<Turn[]> turns_;
+};
+
+// What a shared-memory algorithm waits for (Operation::until): `counter` of `arena`, which
+// another rank advances, has reached `target`. `peer` and `what` ("a chunk from", "ring room
+// from") name it in a timeout message.
+class CounterReached final : public WaitCondition {
+ public:
+  CounterReached(const SharedArena& arena, const SharedArena::Counter& counter,
+                 std::uint64_t target, int peer, const char* what)
+      : arena_(arena), counter_(counter), target_(target), peer_(peer), what_(what) {}
+  bool met() const override { return counter_.load(std::memory_order_acquire) >= target_; }
+  bool wait_for(std::chrono::microseconds limit) const override {
+    return arena_.wait_for(counter_, target_, limit);
+  }
+  std::string describe() const override {
+    return std::string(what_) + " rank " + std::to_string(peer_) + " (shared memory)";
+  }
+
+ private:
+  const SharedArena& arena_;
+  const SharedArena::Counter& counter_;
+  std::uint64_t target_;
+  int peer_;
+  const char* what_;
 };
 
 }  // namespace collx::detail

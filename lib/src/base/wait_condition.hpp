@@ -1,0 +1,27 @@
+// WaitCondition: something other than a posted message that an algorithm may wait for (a
+// counter another rank advances in a shared segment, for example).
+//
+// The executor waits on it without knowing what it is: it asks whether it is met, lets it
+// block for a while (the condition knows how to sleep until it may be met), and names it in a
+// timeout message. The layer that owns the state provides the condition (shm/ for the shared
+// segment's counters).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace collx::detail {
+
+class WaitCondition {
+ public:
+  virtual bool met() const = 0;
+  // Blocks up to `limit` or until the condition is met; true when it is.
+  virtual bool wait_for(std::chrono::microseconds limit) const = 0;
+  // "a chunk from rank 3 (shared memory)", for the timeout message.
+  virtual std::string describe() const = 0;
+
+ protected:
+  ~WaitCondition() = default;
+};
+
+}  // namespace collx::detail
