@@ -26,18 +26,18 @@ namespace collx::detail {
 namespace {
 
 // Pieces are whole ring entries. Handing a piece to another core costs far more here than a
-// counter store (the counter's line moves between the cores, the reader may have to wake up),
-// and a broadcast of
-// 1 MiB at two ranks took 120 us in 32 KiB pieces, 88 us in 64 KiB and 29-31 us in 256-512 KiB
-// pieces (against 79 us for MPI_Bcast; docs/PERFORMANCE.md). So the fewer handoffs the better,
-// as long as a few pieces are in flight for the largest messages.
+// counter store (the counter's line moves between the cores, the reader may have to wake up):
+// a broadcast of 1 MiB in 32 KiB pieces was several times slower than in 256-512 KiB pieces
+// (docs/PERFORMANCE.md, "Shared memory: broadcast, allgather and reduce"). So the fewer handoffs
+// the better, as long as a few pieces are in flight for the largest messages.
 std::size_t piece_bytes(const SharedArena& arena) {
   return arena.chunk_bytes();
 }
 
 // Outputs of more than this many bytes are written with streaming stores (no read of each
 // destination line first): they do not stay in the caches anyway, and the copy out of the ring
-// is then bound by memory writes (docs/PERFORMANCE.md, "Shared memory").
+// is then bound by memory writes (docs/PERFORMANCE.md, "Shared memory: broadcast, allgather and
+// reduce").
 constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
 
 bool streams_output(std::size_t output_bytes) {
@@ -76,8 +76,8 @@ Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_
 // of stores the rank's RingStores choose. With `also`, the piece goes to `also` as well (the
 // allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
 // stores they go block by block, so that `source` is read once and the second copy reads what
-// the first just brought into the L1 cache (allgather 4M at two ranks: 137-141 us against
-// 156-178 us for a second pass over `source`); streaming stores are not cut up so, since each
+// the first just brought into the L1 cache (faster than a second pass over `source`,
+// docs/PERFORMANCE.md, "Shared memory"); streaming stores are not cut up so, since each
 // call ends with a fence that waits for them to reach memory.
 Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const std::byte* source,
              std::size_t bytes, std::byte* also = nullptr, bool also_streams = false) {
@@ -102,7 +102,7 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
     if (also != nullptr) copy_with(also_streams)(also, source, bytes);
   }
   if (timed && stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
-      config().debug >= DebugLevel::info) {
+      arena.log_store_changes()) {
     std::fprintf(stderr,
                  "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
                  "streaming %.0f ns/KiB)\n",
@@ -173,9 +173,8 @@ Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequenc
 // Allgather blocks of at least this many bytes are read directly from their producer while its
 // plain stores are slow, up to outputs of kDirectMaxOutputBytes: there the kernel's copy of
 // the producer's buffer (what MPI's single-copy path does) beats streaming stores into the
-// ring and a copy out of memory (1 MiB at two ranks: 70-78 us with streaming stores, 52-56 us
-// for MPI_Allgather and for direct reads), while above it streaming wins (16 MiB in the slow
-// state: 995-1025 us, MPI 1398-1668 us; docs/PERFORMANCE.md, "The slow state").
+// ring and a copy out of memory, while above it streaming wins (the sizes where each wins, on
+// the machine they were measured on: docs/PERFORMANCE.md, "The slow state").
 constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
 constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 
@@ -183,7 +182,7 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 // readers as a pointer this time.
 bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output) {
   if (!arena.direct_reads() || block == 0) return false;
-  const std::optional<bool> forced = config().shm_direct;
+  const std::optional<bool> forced = arena.direct_reads_forced();
   if (forced.has_value()) return *forced;
   if (block < kDirectMinBlockBytes || output > kDirectMaxOutputBytes) return false;
   RingStores& stores = arena.ring_stores(me);

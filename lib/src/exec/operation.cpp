@@ -106,8 +106,8 @@ bool Operation::wait_in_place(const WaitCondition& condition) {
   // waiting for this rank's MPI progress (the acknowledgment of a rendezvous it sent before)
   // before it can move the counter; without it the two ranks wait for each other for ever.
   // The first slice (1 ms) outlasts an ordinary handoff, so a wait normally ends with the
-  // producer's wake-up, not a timeout: waking every 200 us made a 1 MiB reduce at np=4 on two
-  // cores five times slower (docs/PERFORMANCE.md). Long waits back off to 16 ms slices.
+  // producer's wake-up, not a timeout: waking more often made an oversubscribed reduce several
+  // times slower (docs/PERFORMANCE.md). Long waits back off to 16 ms slices.
   auto slice = std::chrono::microseconds(1000);
   while (!condition.wait_for(slice)) {
     transport_.progress();

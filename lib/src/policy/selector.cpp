@@ -11,11 +11,9 @@ namespace collx::detail {
 namespace {
 
 // Allreduce rows from collx-bench sweeps (8 B .. 64 MiB by factors of 2, every algorithm,
-// median of 3 runs) on the development machine: 2-core AMD EPYC, Debian's Open MPI 4.1.4 over
-// shared memory, ranks 3 and up oversubscribed. The sweep and its result are in
-// docs/PERFORMANCE.md. The edges follow Open MPI's 4 KiB eager limit: a 4 KiB exchange is a
-// rendezvous, so at 4 KiB the algorithms that send halves or p-ths win.
-// The last row of each rank range catches every larger size.
+// median of 3 runs); the machine, the sweep and its result are in docs/PERFORMANCE.md. The edges
+// follow Open MPI's 4 KiB eager limit: a 4 KiB exchange is a rendezvous, so at 4 KiB the algorithms
+// that send halves or p-ths win. The last row of each rank range catches every larger size.
 constexpr SelectionRule kBuiltinRules[] = {
     // 1-2 ranks
     {Collective::allreduce, 1, 2, 2 << 10, Algorithm::recursive_doubling},

@@ -3,12 +3,12 @@
 //
 // Why: a plain store to a line that another core holds in its cache must first take the line
 // from that core. Usually that is cheap, and plain stores are the fastest way into the ring
-// (the reader then finds the piece in cache). On this 2-vCPU VM it sometimes is not (the host's
-// placement of the vCPUs, we guess; it cannot be seen from inside): then every ring entry a reader
-// has copied out costs ~26 ns per line to write again, 12-15x the plain time (213 us instead of 15
-// us per 512 KiB piece), while streaming stores, which need no line first, still take 18 us and the
-// reader's copy from memory 20 us (docs/PERFORMANCE.md, "The slow state"). Which state the machine
-// is in changes every few seconds and cannot be asked, so the producer times its copies and keeps
+// (the reader then finds the piece in cache). On some machines it sometimes is not (the host's
+// placement of the vCPUs of a VM, we guess; it cannot be seen from inside): then every ring entry
+// a reader has copied out is many times slower to write again, while streaming stores, which need
+// no line first, stay fast (the figures of one VM: docs/PERFORMANCE.md, "The slow state"). Which
+// state the machine is in changes every few seconds and cannot be asked, so the producer times its
+// copies and keeps
 // the faster kind: the best of each kind's last few times (a preempted copy only looks slower),
 // plain unless it takes several times as long as streaming (the readers pay for streaming with a
 // copy from memory, and for a few pieces after new buffers are first touched plain copies run 3-10x

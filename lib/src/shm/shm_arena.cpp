@@ -173,6 +173,12 @@ SharedArena::~SharedArena() {
   }
 }
 
+void SharedArena::take_settings() {
+  const Config& c = config();
+  direct_forced_ = c.shm_direct;
+  log_store_changes_ = c.debug >= DebugLevel::info;
+}
+
 std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t chunk_bytes,
                                                        int chunks, RingStorePolicy stores) {
   const std::size_t bytes = segment_bytes(nranks, chunk_bytes, chunks);
@@ -184,6 +190,7 @@ std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t c
   for (int r = 0; r < nranks; ++r)
     arena->describe_process(r);
   arena->direct_reads_ = config().shm_direct != false && arena->can_read_directly_from(0);
+  arena->take_settings();
   return arena;
 }
 
@@ -231,6 +238,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, true, size, chunk_bytes, chunks, config().shm_stores));
   arena->oversubscribed_ = node_oversubscribed(size);
+  arena->take_settings();
   if (config().shm_direct != false) {
     // Direct reads need every rank able to read every other's memory (same user, and ptrace
     // allowed: Yama's ptrace_scope or a container may forbid it); trying one peer each is

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ring_stores.hpp"
@@ -96,6 +97,11 @@ class SharedArena {
   }
   // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
   bool direct_reads() const { return direct_reads_; }
+  // COLLX_SHM_DIRECT as it was when the segment was made: set, direct reads are always (true)
+  // or never (false) used; unset, the schedules decide from the stores' timings.
+  std::optional<bool> direct_reads_forced() const { return direct_forced_; }
+  // COLLX_DEBUG=INFO when the segment was made: the ring stores' changes of kind are logged.
+  bool log_store_changes() const { return log_store_changes_; }
   // Copies `bytes` at `address` in `producer`'s memory to `target`; 0, or the errno.
   int read_direct(int producer, std::byte* target, std::uint64_t address, std::size_t bytes);
 
@@ -152,7 +158,11 @@ class SharedArena {
   int chunks_;
   std::byte* data_;
   bool oversubscribed_ = false;  // more ranks on this node than cores (set at creation)
+  // The settings of the environment the schedules on this segment follow (read once).
+  void take_settings();
   bool direct_reads_ = false;    // set at creation
+  std::optional<bool> direct_forced_;
+  bool log_store_changes_ = false;
   // Laid out like a segment counter (its sleepers beside it), so wait() and advance() serve it.
   struct alignas(64) Turn {
     Counter value{0};
