@@ -54,9 +54,9 @@ class BlockLayout {
 
 // A block of `length` elements moved in `segments` pieces of near-equal length (the same rule
 // as BlockLayout, so the pieces of one block are known to both ends without negotiation).
-inline int segment_count(std::size_t length_bytes, std::size_t chunk_bytes) {
-  if (chunk_bytes == 0 || length_bytes <= chunk_bytes) return 1;
-  return static_cast<int>((length_bytes + chunk_bytes - 1) / chunk_bytes);
+inline int segment_count(std::size_t length_bytes, std::size_t segment_bytes) {
+  if (segment_bytes == 0 || length_bytes <= segment_bytes) return 1;
+  return static_cast<int>((length_bytes + segment_bytes - 1) / segment_bytes);
 }
 
 }  // namespace collx::patterns

@@ -40,7 +40,7 @@ Cost pipeline(double stages, double bytes, double segment, double per_byte_reduc
   return {steps, steps * seg, steps * seg * per_byte_reduced, 0};
 }
 
-// Through a shared segment, in pieces: the producer copies a piece in while the readers copy
+// Through a shared arena, in pieces: the producer copies a piece in while the readers copy
 // the previous one out, so a reader's path is one piece in plus every byte out, with a counter
 // handshake per piece.
 Cost shared_pipeline(double bytes, double segment) {

@@ -19,9 +19,9 @@ struct Params {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   bool in_place = false;
-  std::size_t chunk_bytes = 0;  // 0: the library's choice
-  int pipeline_depth = 0;       // 0: the library's choice
-  bool memcpy_row = false;      // a buffer for the memcpy row's copy
+  std::size_t segment_bytes = 0;  // 0: the library's choice
+  int pipeline_depth = 0;         // 0: the library's choice
+  bool memcpy_row = false;        // a buffer for the memcpy row's copy
   // --cold: this many bytes (twice the last-level cache) at least in the pool of buffer sets,
   // one set per call in turn; 0: one set, used by every call.
   std::size_t cold_pool_bytes = 0;

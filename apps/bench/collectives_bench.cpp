@@ -45,7 +45,7 @@ struct State {
   Options with(Algorithm a) const {
     Options o;
     o.algorithm = a;
-    o.chunk_bytes = params.chunk_bytes;
+    o.segment_bytes = params.segment_bytes;
     o.pipeline_depth = params.pipeline_depth;
     return o;
   }
@@ -111,10 +111,18 @@ struct State {
   Buffer copy;  // the memcpy row's destination
 };
 
-double two_steps(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }  // allreduce
-double one_step(int n) { return n > 1 ? (n - 1.0) / n : 0.0; }       // the gathering ones
-double whole(int) { return 1.0; }                                     // broadcast, reduce, sendrecv
-double nothing(int) { return 0.0; }                                   // barrier
+double two_steps(int n) {
+  return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+}  // allreduce
+double one_step(int n) {
+  return n > 1 ? (n - 1.0) / n : 0.0;
+}  // the gathering ones
+double whole(int) {
+  return 1.0;
+}  // broadcast, reduce, sendrecv
+double nothing(int) {
+  return 0.0;
+}  // barrier
 
 // One collective, as the table below lists them.
 struct Descriptor {
@@ -184,8 +192,7 @@ const Descriptor kAllreduce{
     .start_mpi =
         [](State& s, MPI_Request* request) {
           MPI_Iallreduce(s.params.in_place ? MPI_IN_PLACE : s.send.data(), s.recv.data(),
-                         s.mpi_count(), s.mpi_datatype(), s.mpi_reduce_op(), s.mpi_comm(),
-                         request);
+                         s.mpi_count(), s.mpi_datatype(), s.mpi_reduce_op(), s.mpi_comm(), request);
         },
 };
 
@@ -279,9 +286,8 @@ const Descriptor kAllgather{
         },
     .run =
         [](State& s, Algorithm a) {
-          s.comm.allgather(
-              s.params.in_place ? s.recv.arg() + s.me * s.block_bytes() : s.send.arg(),
-              s.recv.arg(), s.count, s.params.type, s.with(a));
+          s.comm.allgather(s.params.in_place ? s.recv.arg() + s.me * s.block_bytes() : s.send.arg(),
+                           s.recv.arg(), s.count, s.params.type, s.with(a));
         },
     .run_mpi =
         [](State& s) {
@@ -319,8 +325,8 @@ const Descriptor kReduceScatter{
         },
     .run =
         [](State& s, Algorithm a) {
-          s.comm.reduce_scatter(s.source().arg(), s.recv.arg(), s.count, s.params.type,
-                                s.params.op, s.with(a));
+          s.comm.reduce_scatter(s.source().arg(), s.recv.arg(), s.count, s.params.type, s.params.op,
+                                s.with(a));
         },
     .run_mpi =
         [](State& s) {
@@ -389,8 +395,8 @@ const Descriptor kScatter{
     .run_mpi =
         [](State& s) {
           if (s.root()) s.mpi_in(s.send);
-          MPI_Scatter(s.mpi(s.send), s.mpi_count(), s.mpi_datatype(), s.mpi(s.recv),
-                      s.mpi_count(), s.mpi_datatype(), s.params.root, s.mpi_comm());
+          MPI_Scatter(s.mpi(s.send), s.mpi_count(), s.mpi_datatype(), s.mpi(s.recv), s.mpi_count(),
+                      s.mpi_datatype(), s.params.root, s.mpi_comm());
           s.mpi_out(s.recv);
         },
 };
@@ -481,10 +487,9 @@ const Descriptor kBarrier{
     .run_mpi = [](State& s) { MPI_Barrier(s.mpi_comm()); },
 };
 
-const Descriptor* const kDescriptors[] = {&kAllreduce, &kBroadcast,     &kReduce,
-                                          &kAllgather, &kReduceScatter, &kGather,
-                                          &kScatter,   &kAlltoall,      &kSendrecv,
-                                          &kBarrier};
+const Descriptor* const kDescriptors[] = {&kAllreduce,     &kBroadcast, &kReduce,  &kAllgather,
+                                          &kReduceScatter, &kGather,    &kScatter, &kAlltoall,
+                                          &kSendrecv,      &kBarrier};
 
 // A collective's benchmark from its descriptor: the buffers, --cold's sets, the memcpy row and
 // the exact check are the same for all.

@@ -218,7 +218,7 @@ class Computation {
 // and merges them into the tuning file.
 void write_tuning(const std::string& path, Collective collective, int nranks,
                   const std::vector<std::pair<std::size_t, Algorithm>>& fastest,
-                  std::size_t chunk_bytes, int depth, const std::string& mpi_library) {
+                  std::size_t segment_bytes, int depth, const std::string& mpi_library) {
   collx::detail::TuningTable table;
   if (std::ifstream(path).good()) table = collx::detail::load_tuning_file(path);
   std::vector<collx::detail::SelectionRule> rules;
@@ -229,7 +229,7 @@ void write_tuning(const std::string& path, Collective collective, int nranks,
                      fastest[i].second});
   }
   collx::detail::replace_rules(table, collective, nranks, rules);
-  if (chunk_bytes) table.chunk_bytes = chunk_bytes;
+  if (segment_bytes) table.segment_bytes = segment_bytes;
   if (depth) table.pipeline_depth = depth;
   if (table.machine.empty())
     table.machine = "measured by collx-bench --save-tuning; " + mpi_library;
@@ -564,11 +564,11 @@ int run(int argc, char** argv, int rank, int nranks) {
   if (bench->reduces() && !collx::is_supported(*type, *op)) {
     return fail(s.op + " is not defined for " + s.type);
   }
-  std::size_t chunk_bytes = 0;
+  std::size_t segment_bytes = 0;
   if (!s.chunk.empty()) {
     const auto parsed = parse_size(s.chunk);
     if (!parsed || *parsed == 0) return fail("bad --chunk " + s.chunk);
-    chunk_bytes = *parsed;
+    segment_bytes = *parsed;
   }
   CacheSize llc;
   if (s.cold) {
@@ -579,10 +579,10 @@ int run(int argc, char** argv, int rank, int nranks) {
       llc = {*given, "--llc"};
     }
   }
-  const bool memcpy_row = std::any_of(columns.begin(), columns.end(),
-                                      [](const Column& c) { return c.memcpy; });
-  const collx::bench::Params params{*type,       *op,        s.root,        s.in_place,
-                                    chunk_bytes, s.depth,   memcpy_row,    2 * llc.bytes};
+  const bool memcpy_row =
+      std::any_of(columns.begin(), columns.end(), [](const Column& c) { return c.memcpy; });
+  const collx::bench::Params params{*type,         *op,     s.root,     s.in_place,
+                                    segment_bytes, s.depth, memcpy_row, 2 * llc.bytes};
   Computation compute(s.overlap_ms);
   const std::size_t element = collx::size_of(*type);
 
@@ -616,12 +616,13 @@ int run(int argc, char** argv, int rank, int nranks) {
                 collx::build_info().host_kernels.c_str(), mpi_library.c_str(), command.c_str());
     std::printf("# memory: %s  transport: %s\n", memory_line.c_str(), transport_line.c_str());
     if (s.cold) {
-      std::printf("# cold: last-level cache %s (%s); every call on the next of a pool of buffer "
-                  "sets > %s per rank\n",
-                  mib(llc.bytes).c_str(), llc.source.c_str(), mib(2 * llc.bytes).c_str());
+      std::printf(
+          "# cold: last-level cache %s (%s); every call on the next of a pool of buffer "
+          "sets > %s per rank\n",
+          mib(llc.bytes).c_str(), llc.source.c_str(), mib(2 * llc.bytes).c_str());
     }
-    std::printf("#\n# %12s %12s %9s %6s %5s %*s %11s %11s %11s %7s %7s %8s%s\n", "size(B)",
-                "count", "type", "redop", "root", algo_width, "algo", "time(us)", "algbw(GB/s)",
+    std::printf("#\n# %12s %12s %9s %6s %5s %*s %11s %11s %11s %7s %7s %8s%s\n", "size(B)", "count",
+                "type", "redop", "root", algo_width, "algo", "time(us)", "algbw(GB/s)",
                 "busbw(GB/s)", "#wrong", "vs_mpi", "x_memcpy",
                 s.overlap_ms > 0 ? "  hidden  total(us)" : "");
   }
@@ -697,13 +698,15 @@ int run(int argc, char** argv, int rank, int nranks) {
         total = median(overlapped.samples.at(row.key));
         hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
       }
-      Measured m{bytes,  count,  label,         selected, seconds, algbw,
-                 busbw,  wrong,  s.check != 0,  c.memcpy, vs_mpi,  mpi_seconds > 0,
-                 x_memcpy, has_x_memcpy, overlap && !c.memcpy, total, hidden, compute_seconds};
+      Measured m{bytes,  count,           label,          selected,     seconds,
+                 algbw,  busbw,           wrong,          s.check != 0, c.memcpy,
+                 vs_mpi, mpi_seconds > 0, x_memcpy,       has_x_memcpy, overlap && !c.memcpy,
+                 total,  hidden,          compute_seconds};
       if (rank == 0) print_row(m, s, *bench, algo_width);
       nlohmann::json json_row = to_json(m, row.key, s, *bench);
       if (s.cold) json_row["buffer_sets"] = row.runner->bench->buffer_sets();
-      if (c.collx() && !row.runner->transport.empty()) json_row["transport"] = row.runner->transport;
+      if (c.collx() && !row.runner->transport.empty())
+        json_row["transport"] = row.runner->transport;
       rows.push_back(json_row);
     }
     if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
@@ -712,7 +715,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     return fail("--save-tuning needs at least one collx algorithm in -a");
   }
   if (rank == 0 && !s.tune_path.empty()) {
-    write_tuning(s.tune_path, *collective, nranks, fastest, chunk_bytes, s.depth, mpi_library);
+    write_tuning(s.tune_path, *collective, nranks, fastest, segment_bytes, s.depth, mpi_library);
     std::printf("# tuning: %zu sizes written to %s for %s on %d ranks\n", fastest.size(),
                 s.tune_path.c_str(), s.collective_name.c_str(), nranks);
   }

@@ -1,5 +1,5 @@
 // Every collective on device memory against the same call on host memory, bit for bit: each
-// algorithm, several types and ops, counts 0, 1, odd and many segments (small chunks), roots,
+// algorithm, several types and ops, counts 0, 1, odd and many segments (small segments), roots,
 // in-place forms; nonblocking calls in flight together with host calls; the stream-ordered form
 // (blocking and nonblocking) behind and ahead of work on the caller's stream; point-to-point;
 // mixed host/device arguments rejected; COLLX_CHECK with device buffers.
@@ -69,7 +69,7 @@ std::vector<collx::Options> option_sets(Algorithm a) {
   collx::Options plain;
   plain.algorithm = a;
   collx::Options segmented = plain;
-  segmented.chunk_bytes = 1024;
+  segmented.segment_bytes = 1024;
   segmented.pipeline_depth = 3;
   return {plain, segmented};
 }
@@ -84,7 +84,7 @@ std::string label(Collective c, const collx::Options& o, DataType t, std::size_t
                   int root = -1, bool in_place = false) {
   return std::string(collx::to_string(c)) + "/" + std::string(collx::to_string(o.algorithm)) + " " +
          std::string(collx::to_string(t)) + " count=" + std::to_string(count) +
-         " chunk=" + std::to_string(o.chunk_bytes) +
+         " segment=" + std::to_string(o.segment_bytes) +
          (root >= 0 ? " root=" + std::to_string(root) : "") + (in_place ? " in-place" : "");
 }
 
@@ -353,7 +353,7 @@ TEST_F(MpiDevice, NonblockingDeviceAndHostCallsInFlightTogether) {
                            reinterpret_cast<const std::byte*>(rs.data() + n * p)));
   DeviceBytes dev_rs_out(n * 8);
   collx::Options small;
-  small.chunk_bytes = 2048;
+  small.segment_bytes = 2048;
   std::vector<collx::Request> reqs;
   reqs.push_back(comm.iallreduce(dev_ar.get(), dev_ar.get(), n, DataType::float32, ReduceOp::sum));
   reqs.push_back(
@@ -395,7 +395,7 @@ TEST_F(MpiDevice, StreamOrderedBlockingAndNonblocking) {
         device.upload_async(buf.get(), c.input.data(), c.input.size(), stream);
         collx::Options o;
         o.algorithm = a;
-        o.chunk_bytes = 1024;
+        o.segment_bytes = 1024;
         o.stream = stream;
         if (blocking) {
           comm.allreduce(buf.get(), buf.get(), count, DataType::float32, ReduceOp::sum, o);
@@ -428,7 +428,7 @@ TEST_F(MpiDevice, CommunicatorsShareThePoolsSafely) {
     DeviceBytes b1(c1.input);
     DeviceBytes b2(c2.input);
     collx::Options o;
-    o.chunk_bytes = 512;
+    o.segment_bytes = 512;
     o.algorithm = round % 2 ? Algorithm::ring : Algorithm::rabenseifner;
     collx::Request r1 =
         comm.iallreduce(b1.get(), b1.get(), count, DataType::float32, ReduceOp::sum, o);

@@ -21,7 +21,7 @@ TEST(MpiProgress, NonblockingAllreduceMovesOnlyWithTheProgressThread) {
   std::vector<float> data(1 << 20, 1.0f);
   collx::Options options;
   options.algorithm = collx::Algorithm::ring;
-  options.chunk_bytes = 64 << 10;  // dozens of segments: dozens of progress rounds
+  options.segment_bytes = 64 << 10;  // dozens of segments: dozens of progress rounds
   collx::Request request = comm.iallreduce(data.data(), data.data(), data.size(),
                                            collx::DataType::float32, collx::ReduceOp::sum, options);
   EXPECT_EQ(collx::detail::Engine::instance().progress_thread_running(), threaded);

@@ -105,7 +105,7 @@ TEST_F(UcxConfig, InterleavedOperationsOnTwoCommunicatorsDoNotCrossMatch) {
   for (int round = 0; round < 6; ++round) {
     collx::Options options;
     options.algorithm = algorithms[round % 3];
-    options.chunk_bytes = 4096;  // many segments in flight: many messages with equal tags
+    options.segment_bytes = 4096;  // many segments in flight: many messages with equal tags
     const std::size_t count = round % 2 ? 70001 : 37;
     std::vector<double> a(count, r + 1);           // world: sum of (r + 1)
     std::vector<double> b(count, 1000 * (r + 1));  // reversed: the same shape, other values

@@ -22,7 +22,7 @@ using collx::detail::Reduction;
 using collx::testing::SimWorld;
 
 struct Pipeline {
-  std::size_t chunk_bytes;
+  std::size_t segment_bytes;
   int depth;
 };
 
@@ -39,11 +39,14 @@ std::vector<std::vector<std::byte>> run_allreduce(
   info.collective = collx::Collective::allreduce;
   info.algorithm = algorithm;
   info.tag_base = 1;
-  info.chunk_bytes = pipeline.chunk_bytes;
+  info.segment_bytes = pipeline.segment_bytes;
   info.pipeline_depth = pipeline.depth;
   world.run(info, [&](collx::detail::Operation& o, int r) {
-    AllreduceArgs args{in_place ? recv[r].data() : send[r].data(), recv[r].data(), count,
-                       Reduction::make(type, op, p), {}};
+    AllreduceArgs args{in_place ? recv[r].data() : send[r].data(),
+                       recv[r].data(),
+                       count,
+                       Reduction::make(type, op, p),
+                       {}};
     return collx::detail::allreduce_task(o, args, algorithm);
   });
   return recv;
@@ -88,7 +91,7 @@ std::string label(int p, Algorithm a, DataType t, ReduceOp o, std::size_t count,
   return "p=" + std::to_string(p) + " " + std::string(collx::to_string(a)) + " " +
          std::string(collx::to_string(t)) + " " + std::string(collx::to_string(o)) +
          " count=" + std::to_string(count) + (in_place ? " in-place" : "") +
-         " chunk=" + std::to_string(pl.chunk_bytes) + " depth=" + std::to_string(pl.depth);
+         " segment=" + std::to_string(pl.segment_bytes) + " depth=" + std::to_string(pl.depth);
 }
 
 class SimAllreduce : public ::testing::TestWithParam<int> {};

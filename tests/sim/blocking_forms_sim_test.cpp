@@ -88,7 +88,7 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
     info.collective = row.collective;
     info.algorithm = row.algorithm;
     info.tag_base = kTagBase;
-    info.chunk_bytes = 64 << 10;  // one segment, as the latency path assumes
+    info.segment_bytes = 64 << 10;  // one segment, as the latency path assumes
     info.pipeline_depth = 4;
     world.run(info, [&](Operation& op, int r) -> Task {
       switch (row.collective) {
@@ -132,8 +132,8 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
         for (int root : roots) {
           const std::string what = std::string(collx::to_string(row.collective)) + "/" +
                                    std::string(collx::to_string(row.algorithm)) +
-                                   " p=" + std::to_string(p) + " count=" +
-                                   std::to_string(count) + " root=" + std::to_string(root) +
+                                   " p=" + std::to_string(p) + " count=" + std::to_string(count) +
+                                   " root=" + std::to_string(root) +
                                    " op=" + std::string(collx::to_string(rop));
           const Outcome schedule = run_form(row, p, count, root, rop, false);
           const Outcome blocking = run_form(row, p, count, root, rop, true);

@@ -26,7 +26,7 @@ using collx::testing::SimWorld;
 using Bytes = std::vector<std::byte>;
 
 struct Pipeline {
-  std::size_t chunk_bytes;
+  std::size_t segment_bytes;
   int depth;
 };
 const Pipeline kPipelines[] = {{256 << 10, 4}, {64, 3}};
@@ -36,7 +36,7 @@ OpInfo info_for(Collective c, Algorithm a, Pipeline pl) {
   info.collective = c;
   info.algorithm = a;
   info.tag_base = 1;
-  info.chunk_bytes = pl.chunk_bytes;
+  info.segment_bytes = pl.segment_bytes;
   info.pipeline_depth = pl.depth;
   return info;
 }
@@ -52,7 +52,7 @@ std::string what(Collective c, Algorithm a, int p, DataType t, std::size_t count
   return std::string(collx::to_string(c)) + "/" + std::string(collx::to_string(a)) +
          " p=" + std::to_string(p) + " " + std::string(collx::to_string(t)) +
          " count=" + std::to_string(count) + " root=" + std::to_string(root) +
-         (in_place ? " in-place" : "") + " chunk=" + std::to_string(pl.chunk_bytes);
+         (in_place ? " in-place" : "") + " segment=" + std::to_string(pl.segment_bytes);
 }
 
 std::vector<int> roots_for(int p) {
@@ -111,11 +111,15 @@ TEST_P(SimCollectives, Reduce) {
               SimWorld world(p);
               world.run(info_for(Collective::reduce, a, pl), [&](Operation& op, int r) {
                 const std::byte* s = in_place && r == root ? recv[r].data() : send[r].data();
-                return reduce_task(
-                    op,
-                    {s, recv[r].data(), count, Reduction::make(type, rop, p), root, {},
-                     Algorithm::ring},
-                    a);
+                return reduce_task(op,
+                                   {s,
+                                    recv[r].data(),
+                                    count,
+                                    Reduction::make(type, rop, p),
+                                    root,
+                                    {},
+                                    Algorithm::ring},
+                                   a);
               });
               Bytes expected(bytes);
               collx::verify::fill_expected(expected.data(), type, rop, p, count);
@@ -146,8 +150,11 @@ TEST_P(SimCollectives, Allgather) {
           SimWorld world(p);
           world.run(info_for(Collective::allgather, a, pl), [&](Operation& op, int r) {
             return allgather_task(op,
-                                  {in_place ? nullptr : send[r].data(), recv[r].data(),
-                                   equal_offsets(count, p), 8, {}},
+                                  {in_place ? nullptr : send[r].data(),
+                                   recv[r].data(),
+                                   equal_offsets(count, p),
+                                   8,
+                                   {}},
                                   a);
           });
           Bytes expected;
@@ -230,12 +237,11 @@ TEST_P(SimCollectives, GatherAndScatter) {
           if (in_place && block > 0)
             std::memcpy(recv[root].data() + root * block, send[root].data(), block);
           SimWorld gather_world(p);
-          gather_world.run(
-              info_for(Collective::gather, a, kPipelines[0]), [&](Operation& op, int r) {
-                const std::byte* s = in_place && r == root ? nullptr : send[r].data();
-                return gather_task(op, {s, recv[r].data(), equal_offsets(count, p), 4, root, {}},
-                                   a);
-              });
+          gather_world.run(info_for(Collective::gather, a, kPipelines[0]), [&](Operation& op,
+                                                                               int r) {
+            const std::byte* s = in_place && r == root ? nullptr : send[r].data();
+            return gather_task(op, {s, recv[r].data(), equal_offsets(count, p), 4, root, {}}, a);
+          });
           Bytes expected;
           for (int r = 0; r < p; ++r) {
             const Bytes b = pattern(type, r, count);
@@ -372,8 +378,11 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
       SimWorld world(p);
       world.run(info_for(Collective::reduce_scatter, a, {64 << 10, 4}), [&](Operation& op, int r) {
         return reduce_scatter_task(op,
-                                   {send[r].data(), recv[r].data(), equal_offsets(count, p),
-                                    Reduction::make(DataType::float32, ReduceOp::sum, p), {}},
+                                   {send[r].data(),
+                                    recv[r].data(),
+                                    equal_offsets(count, p),
+                                    Reduction::make(DataType::float32, ReduceOp::sum, p),
+                                    {}},
                                    a);
       });
       for (int r = 0; r < p; ++r) {
@@ -438,12 +447,15 @@ void calls_in_sequence_on_one_segment() {
                     [&](Operation& op, int r) {
                       const auto* s = reinterpret_cast<const std::byte*>(
                           r == root && in_place ? recv.data() : send[r].data());
-                      return reduce_task(
-                          op,
-                          {s, reinterpret_cast<std::byte*>(recv.data()), count,
-                           Reduction::make(DataType::int32, ReduceOp::sum, p), root, {},
-                           Algorithm::ring},
-                          Algorithm::shared_memory);
+                      return reduce_task(op,
+                                         {s,
+                                          reinterpret_cast<std::byte*>(recv.data()),
+                                          count,
+                                          Reduction::make(DataType::int32, ReduceOp::sum, p),
+                                          root,
+                                          {},
+                                          Algorithm::ring},
+                                         Algorithm::shared_memory);
                     });
           ASSERT_EQ(recv, expected) << where << " reduce root " << root;
           continue;

@@ -54,9 +54,9 @@ void SimTransport::wait_all(std::span<detail::Transfer* const> ts) {
   }
 }
 
-SimWorld::SimWorld(int nranks, std::size_t shm_chunk_bytes, int shm_chunks) {
-  if (shm_chunks > 0 && nranks > 1) {
-    arena_ = detail::SharedArena::create_local(nranks, shm_chunk_bytes, shm_chunks);
+SimWorld::SimWorld(int nranks, std::size_t shm_slot_bytes, int shm_slots) {
+  if (shm_slots > 0 && nranks > 1) {
+    arena_ = detail::SharedArena::create_local(nranks, shm_slot_bytes, shm_slots);
   }
   for (int r = 0; r < nranks; ++r) {
     transports_.push_back(std::make_unique<SimTransport>(*this, r));

@@ -9,8 +9,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -43,10 +43,10 @@ class SimTransport final : public detail::Transport {
 
 class SimWorld {
  public:
-  // The ranks share an in-process SharedArena of `shm_chunks` entries of `shm_chunk_bytes`
-  // (small, so the shared_memory algorithms cut even small buffers into pieces and wrap their
+  // The ranks share an in-process SharedArena of `shm_slots` entries of `shm_slot_bytes`
+  // (small, so the shared_memory algorithms cut even small buffers into slots and wrap their
   // rings); 0 entries: no arena, as for ranks on different nodes.
-  explicit SimWorld(int nranks, std::size_t shm_chunk_bytes = 512, int shm_chunks = 3);
+  explicit SimWorld(int nranks, std::size_t shm_slot_bytes = 512, int shm_slots = 3);
   int size() const { return static_cast<int>(transports_.size()); }
   SimTransport& transport(int rank) { return *transports_[static_cast<std::size_t>(rank)]; }
 
@@ -75,7 +75,7 @@ class SimWorld {
   void clear_postings();
 
   std::uint64_t messages_matched() const { return matched_; }
-  // The ranks' shared segment (null without one).
+  // The ranks' shared arena (null without one).
   detail::SharedArena* shared_arena() const { return arena_.get(); }
   std::uint64_t bytes_moved() const { return bytes_; }
 

@@ -58,7 +58,7 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   EXPECT_TRUE(c.progress_thread);
   EXPECT_EQ(c.progress_interval_us, 25);
   EXPECT_EQ(c.algorithm[static_cast<int>(Collective::allreduce)], Algorithm::recursive_doubling);
-  EXPECT_EQ(c.chunk_bytes, 128u << 10);
+  EXPECT_EQ(c.segment_bytes, 128u << 10);
   EXPECT_EQ(c.pipeline_depth, 3);
   EXPECT_DOUBLE_EQ(c.timeout_seconds, 2.5);
   EXPECT_EQ(c.debug, DebugLevel::info);
@@ -82,9 +82,39 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
     unsetenv(v);
   }
   const Config defaults = config_from_environment();
-  EXPECT_EQ(defaults.chunk_bytes, 0u);
+  EXPECT_EQ(defaults.segment_bytes, 0u);
   EXPECT_FALSE(defaults.check);
   EXPECT_FALSE(defaults.progress_thread);
+}
+
+// The sizes have one name each (segment: the pipeline's; slot: the shared ring's); the old names
+// are still read where the new one is unset, and an error names the variable that was read.
+TEST(Config, SizeVariablesTakeTheirOldNamesAsAliases) {
+  for (const char* v : {"COLLX_SEGMENT_BYTES", "COLLX_CHUNK_BYTES", "COLLX_SHM_SLOT_BYTES",
+                        "COLLX_SHM_CHUNK_BYTES"}) {
+    unsetenv(v);
+  }
+  setenv("COLLX_SEGMENT_BYTES", "64K", 1);
+  setenv("COLLX_CHUNK_BYTES", "1M", 1);
+  setenv("COLLX_SHM_SLOT_BYTES", "128K", 1);
+  setenv("COLLX_SHM_CHUNK_BYTES", "2M", 1);
+  Config c = config_from_environment();
+  EXPECT_EQ(c.segment_bytes, 64u << 10) << "the new name wins over the old";
+  EXPECT_EQ(c.shm_slot_bytes, 128u << 10);
+  unsetenv("COLLX_SEGMENT_BYTES");
+  unsetenv("COLLX_SHM_SLOT_BYTES");
+  c = config_from_environment();
+  EXPECT_EQ(c.segment_bytes, 1u << 20);
+  EXPECT_EQ(c.shm_slot_bytes, 2u << 20);
+  setenv("COLLX_SHM_CHUNK_BYTES", "1K", 1);
+  try {
+    config_from_environment();
+    FAIL() << "a 1 KiB slot accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("COLLX_SHM_CHUNK_BYTES"), std::string::npos) << e.what();
+  }
+  unsetenv("COLLX_CHUNK_BYTES");
+  unsetenv("COLLX_SHM_CHUNK_BYTES");
 }
 
 TEST(Config, TransportIsMpiByDefaultAndUcxOnRequest) {

@@ -16,12 +16,12 @@ using std::chrono::microseconds;
 
 constexpr std::size_t kPiece = std::size_t{512} << 10;
 
-// Writes `pieces` pieces the way `stores` says, each taking `plain` or `streaming`; returns
+// Writes `slots` slots the way `stores` says, each taking `plain` or `streaming`; returns
 // how many were written with streaming stores.
-int write(RingStores& stores, int pieces, microseconds plain, microseconds streaming,
+int write(RingStores& stores, int slots, microseconds plain, microseconds streaming,
           std::size_t bytes = kPiece) {
   int streamed = 0;
-  for (int i = 0; i < pieces; ++i) {
+  for (int i = 0; i < slots; ++i) {
     const Kind kind = stores.next(bytes);
     streamed += kind == Kind::streaming ? 1 : 0;
     stores.record(kind, bytes, kind == Kind::plain ? plain : streaming);
@@ -43,7 +43,7 @@ TEST(RingStores, SwitchesToStreamingWhenPlainStoresTurnSlowAndBack) {
   RingStores stores;
   write(stores, 100, microseconds(15), microseconds(19));
   ASSERT_EQ(stores.current(), Kind::plain);
-  // The slow state: plain 213 us a piece, streaming 18 us. Within a few pieces the producer
+  // The slow state: plain 213 us a slot, streaming 18 us. Within a few slots the producer
   // writes with streaming stores, and tries plain rarely.
   write(stores, 8, microseconds(213), microseconds(18));
   EXPECT_EQ(stores.current(), Kind::streaming);
@@ -84,7 +84,7 @@ TEST(RingStores, SmallPiecesFollowTheLargeOnesWithoutBeingTimed) {
   RingStores stores;
   write(stores, 10, microseconds(213), microseconds(18));
   ASSERT_EQ(stores.current(), Kind::streaming);
-  // Small pieces, however fast plain stores look for them, neither try nor change the kind.
+  // Small slots, however fast plain stores look for them, neither try nor change the kind.
   const std::size_t small = RingStores::kTimedBytes - 64;
   EXPECT_FALSE(stores.timed(small));
   EXPECT_TRUE(stores.timed(kPiece));
@@ -96,7 +96,7 @@ TEST(RingStores, PiecesThatGoAnotherWayStillLeadToTrials) {
   RingStores stores;
   write(stores, 10, microseconds(213), microseconds(18));
   ASSERT_EQ(stores.current(), Kind::streaming);
-  // While streaming is chosen, pieces handed over directly are counted, and plain stores are
+  // While streaming is chosen, slots handed over directly are counted, and plain stores are
   // still due for a trial within the longest interval.
   int untimed = 0;
   while (stores.next(kPiece) == Kind::streaming && untimed < 2000) {

@@ -25,7 +25,7 @@ TEST(Tuning, SaveLoadRoundTripAndMerge) {
   const std::string path = temp_path("tuning_roundtrip.json");
   TuningTable t;
   t.machine = "test";
-  t.chunk_bytes = 128 << 10;
+  t.segment_bytes = 128 << 10;
   t.pipeline_depth = 3;
   replace_rules(t, Collective::allreduce, 2,
                 {{Collective::allreduce, 2, 2, 4096, Algorithm::recursive_doubling},
@@ -35,7 +35,7 @@ TEST(Tuning, SaveLoadRoundTripAndMerge) {
   save_tuning_file(path, t);
   TuningTable back = load_tuning_file(path);
   EXPECT_EQ(back.machine, "test");
-  EXPECT_EQ(back.chunk_bytes, 128u << 10);
+  EXPECT_EQ(back.segment_bytes, 128u << 10);
   EXPECT_EQ(back.pipeline_depth, 3);
   ASSERT_EQ(back.rules.size(), 3u);
   EXPECT_EQ(back.rules[1].max_bytes, kAnySize);

@@ -19,7 +19,7 @@ struct Options {
   // Algorithm::automatic lets COLLX_ALGO, then the tuning table, decide.
   Algorithm algorithm = Algorithm::automatic;
   // Segment size for pipelined algorithms; 0 takes COLLX_CHUNK_BYTES or the tuned default.
-  std::size_t chunk_bytes = 0;
+  std::size_t segment_bytes = 0;
   // Segments in flight for pipelined algorithms; 0 takes COLLX_PIPELINE_DEPTH or the default.
   int pipeline_depth = 0;
   // Where the buffers live. Every buffer of one call is in the same kind of memory (a call that

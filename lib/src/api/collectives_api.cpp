@@ -5,11 +5,11 @@
 #include <numeric>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
 #include "comm_state.hpp"
 #include "memory.hpp"
+#include "registry.hpp"
 #include "transport_mpi.hpp"
 #include "validate.hpp"
 
@@ -55,8 +55,11 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   CallMemory memory =
       call_memory(*s, Collective::allreduce, options,
                   {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
-  const AllreduceArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count,
-                           Reduction::make(type, reduce_op, s->size, memory.reducer()), {}};
+  const AllreduceArgs args{bytes_of(sendbuf),
+                           bytes_of(recvbuf),
+                           count,
+                           Reduction::make(type, reduce_op, s->size, memory.reducer()),
+                           {}};
   return run_collective(
       s, Collective::allreduce, bytes, options,
       signature(Collective::allreduce, count, static_cast<int>(type), static_cast<int>(reduce_op)),
@@ -105,10 +108,12 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       {{sendbuf, bytes, "sendbuf"}, {s->rank == root ? recvbuf : nullptr, bytes, "recvbuf"}},
       blocking);
   ReduceArgs args{bytes_of(sendbuf),
-                        bytes_of(recvbuf),
-                        count,
-                        Reduction::make(type, reduce_op, s->size, memory.reducer()),
-                        root, {}, Algorithm::ring};
+                  bytes_of(recvbuf),
+                  count,
+                  Reduction::make(type, reduce_op, s->size, memory.reducer()),
+                  root,
+                  {},
+                  Algorithm::ring};
   return run_collective(
       s, Collective::reduce, bytes, options,
       signature(Collective::reduce, count, static_cast<int>(type), static_cast<int>(reduce_op),
@@ -140,8 +145,11 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
-  const AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf), bytes_of(recvbuf),
-                           equal_offsets(count, s->size), size_of(type), {}};
+  const AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf),
+                           bytes_of(recvbuf),
+                           equal_offsets(count, s->size),
+                           size_of(type),
+                           {}};
   return run_collective(
       s, Collective::allgather, total, options,
       signature(Collective::allgather, count, static_cast<int>(type)), blocking,
@@ -170,8 +178,11 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   }
   CallMemory memory = call_memory(
       *s, collective, options, {{sendbuf, total, "sendbuf"}, {recvbuf, mine, "recvbuf"}}, blocking);
-  const ReduceScatterArgs args{bytes_of(sendbuf), bytes_of(recvbuf), std::move(offsets),
-                               Reduction::make(type, reduce_op, s->size, memory.reducer()), {}};
+  const ReduceScatterArgs args{bytes_of(sendbuf),
+                               bytes_of(recvbuf),
+                               std::move(offsets),
+                               Reduction::make(type, reduce_op, s->size, memory.reducer()),
+                               {}};
   return run_collective(
       s, collective, total, options,
       signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
@@ -205,7 +216,8 @@ Request gather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                         bytes_of(recvbuf),
                         equal_offsets(count, s->size),
                         size_of(type),
-                        root, {}};
+                        root,
+                        {}};
   return run_collective(
       s, Collective::gather, total, options,
       signature(Collective::gather, count, static_cast<int>(type), -1, root), blocking,
@@ -237,9 +249,10 @@ Request scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, v
                                   blocking);
   const ScatterArgs args{bytes_of(sendbuf),
                          in_place ? nullptr : bytes_of(recvbuf),
-                        equal_offsets(count, s->size),
-                        size_of(type),
-                        root, {}};
+                         equal_offsets(count, s->size),
+                         size_of(type),
+                         root,
+                         {}};
   return run_collective(
       s, Collective::scatter, total, options,
       signature(Collective::scatter, count, static_cast<int>(type), -1, root), blocking,
@@ -299,7 +312,7 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const PointToPo
   info.collective = Collective::sendrecv;
   info.algorithm = Algorithm::direct;
   info.tag_base = 0;
-  info.chunk_bytes = 1;
+  info.segment_bytes = 1;
   info.pipeline_depth = 1;
   if (blocking) {
     Operation op(*s->p2p_transport, info, {}, std::move(memory.device));
@@ -389,8 +402,8 @@ void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_
                                   DataType type, ReduceOp op, const Options& options) {
   state();
   detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                              detail::block_offsets(rank(), count, size(), type),
-                              type, op, options, true, Collective::reduce_scatter);
+                              detail::block_offsets(rank(), count, size(), type), type, op, options,
+                              true, Collective::reduce_scatter);
 }
 Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                       DataType type, ReduceOp op, const Options& options) {

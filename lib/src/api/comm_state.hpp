@@ -98,8 +98,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                         device == nullptr && state->transport->shared_arena() != nullptr);
   const OpInfo info = state->next_op(collective, algorithm, options);
   if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
-    if (blocking && device == nullptr && bytes <= kLatencyPathBytes && bytes <= info.chunk_bytes &&
-        can_run_in_place()) {
+    if (blocking && device == nullptr && bytes <= kLatencyPathBytes &&
+        bytes <= info.segment_bytes && can_run_in_place()) {
       try {
         if (now(*state->transport, info.tag_base, algorithm)) return {};
       } catch (...) {

@@ -114,10 +114,10 @@ OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Opti
   // Per call, then COLLX_CHUNK_BYTES / COLLX_PIPELINE_DEPTH, then the tuning file, then the
   // defaults.
   const TuningTable* tuned = active_tuning();
-  info.chunk_bytes = options.chunk_bytes           ? options.chunk_bytes
-                     : c.chunk_bytes               ? c.chunk_bytes
-                     : tuned && tuned->chunk_bytes ? tuned->chunk_bytes
-                                                   : kDefaultChunkBytes;
+  info.segment_bytes = options.segment_bytes           ? options.segment_bytes
+                       : c.segment_bytes               ? c.segment_bytes
+                       : tuned && tuned->segment_bytes ? tuned->segment_bytes
+                                                       : kDefaultChunkBytes;
   info.pipeline_depth = options.pipeline_depth > 0       ? options.pipeline_depth
                         : c.pipeline_depth > 0           ? c.pipeline_depth
                         : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
@@ -172,10 +172,9 @@ Task checked(Operation& op, CallSignature signature, Task body) {
   std::uint64_t all[2] = {0, 0};
   // These two words are host memory, whatever the call's buffers are.
   op.use_host_path(true);
-  const AllreduceArgs words{reinterpret_cast<const std::byte*>(mine),
-                            reinterpret_cast<std::byte*>(all), 2,
-                            Reduction::make(DataType::uint64, ReduceOp::max, op.size()),
-                            Phases::check()};
+  const AllreduceArgs words{
+      reinterpret_cast<const std::byte*>(mine), reinterpret_cast<std::byte*>(all), 2,
+      Reduction::make(DataType::uint64, ReduceOp::max, op.size()), Phases::check()};
   co_await allreduce_task(op, words, Algorithm::recursive_doubling);
   op.use_host_path(false);
   if (all[0] != ~all[1]) {
@@ -192,9 +191,10 @@ Task checked(Operation& op, CallSignature signature, Task body) {
 Task prepare(Operation& op, const CallSignature& signature, Task body) {
   const Config& c = config();
   if (c.debug >= DebugLevel::info) {
-    std::fprintf(stderr, "collx INFO rank %d: %s #%" PRIu64 " algo=%s chunk=%zu depth=%d mem=%s\n",
+    std::fprintf(stderr,
+                 "collx INFO rank %d: %s #%" PRIu64 " algo=%s segment=%zu depth=%d mem=%s\n",
                  op.rank(), signature.describe().c_str(), op.info().sequence,
-                 std::string(to_string(op.info().algorithm)).c_str(), op.chunk_bytes(),
+                 std::string(to_string(op.info().algorithm)).c_str(), op.segment_bytes(),
                  op.pipeline_depth(), std::string(op.memory_mode()).c_str());
   }
   if (!c.check) return body;

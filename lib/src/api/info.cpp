@@ -100,7 +100,8 @@ std::string selection_table() {
     out += "tuning file " + detail::config().tuning_file +
            (tuned->machine.empty() ? "" : " (" + tuned->machine + ")") + ", first:\n" +
            detail::describe_rules(tuned->rules);
-    if (tuned->chunk_bytes) out += "  chunk_bytes " + std::to_string(tuned->chunk_bytes) + "\n";
+    if (tuned->segment_bytes)
+      out += "  segment_bytes " + std::to_string(tuned->segment_bytes) + "\n";
     if (tuned->pipeline_depth) {
       out += "  pipeline_depth " + std::to_string(tuned->pipeline_depth) + "\n";
     }

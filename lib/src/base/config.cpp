@@ -27,6 +27,15 @@ const char* env(const char* name) {
   return (value != nullptr && *value != '\0') ? value : nullptr;
 }
 
+// A variable under its name or, where that is unset, under its old name (an alias the README
+// lists); `used` is the one read, for the error message.
+const char* env_or_alias(const char* name, const char* alias, const char*& used) {
+  used = name;
+  if (const char* v = env(name)) return v;
+  used = alias;
+  return env(alias);
+}
+
 [[noreturn]] void bad_value(const char* name, std::string_view value, std::string_view why) {
   throw Error(ErrorCode::config, "", -1,
               std::string(name) + "=\"" + std::string(value) + "\": " + std::string(why));
@@ -111,10 +120,11 @@ Config config_from_environment() {
   if (const char* v = env("COLLX_ALGO")) {
     if (auto err = parse_algorithm_overrides(v, c.algorithm)) bad_value("COLLX_ALGO", v, *err);
   }
-  if (const char* v = env("COLLX_CHUNK_BYTES")) {
+  const char* used = nullptr;
+  if (const char* v = env_or_alias("COLLX_SEGMENT_BYTES", "COLLX_CHUNK_BYTES", used)) {
     const auto bytes = parse_byte_size(v);
-    if (!bytes || *bytes == 0) bad_value("COLLX_CHUNK_BYTES", v, "expected a positive size");
-    c.chunk_bytes = *bytes;
+    if (!bytes || *bytes == 0) bad_value(used, v, "expected a positive size");
+    c.segment_bytes = *bytes;
   }
   if (const char* v = env("COLLX_PIPELINE_DEPTH")) {
     int depth = 0;
@@ -187,12 +197,12 @@ Config config_from_environment() {
     if (s != "0" && s != "1") bad_value("COLLX_SHM", v, "expected 0 or 1");
     c.shared_memory = s == "1";
   }
-  if (const char* v = env("COLLX_SHM_CHUNK_BYTES")) {
+  if (const char* v = env_or_alias("COLLX_SHM_SLOT_BYTES", "COLLX_SHM_CHUNK_BYTES", used)) {
     const auto bytes = parse_byte_size(trim(v));
     if (!bytes || *bytes < 4096 || *bytes > (std::size_t{64} << 20)) {
-      bad_value("COLLX_SHM_CHUNK_BYTES", v, "expected a size from 4K to 64M");
+      bad_value(used, v, "expected a size from 4K to 64M");
     }
-    c.shm_chunk_bytes = *bytes;
+    c.shm_slot_bytes = *bytes;
   }
   if (const char* v = env("COLLX_SHM_DIRECT")) {
     const std::string_view s = trim(v);

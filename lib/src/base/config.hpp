@@ -25,7 +25,7 @@ struct Config {
   // COLLX_ALGO="allreduce:ring;broadcast:binomial_tree": forced algorithm per collective.
   std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};
   // COLLX_CHUNK_BYTES (accepts K/M/G suffixes): segment size of pipelined algorithms; 0 = tuned.
-  std::size_t chunk_bytes = 0;
+  std::size_t segment_bytes = 0;
   // COLLX_PIPELINE_DEPTH: segments in flight; 0 = tuned.
   int pipeline_depth = 0;
   // COLLX_TIMEOUT: seconds a wait may last before it becomes an error; 0 = forever.
@@ -47,12 +47,12 @@ struct Config {
   // device buffers are staged through pinned host memory (0); unset: what the MPI library
   // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
   std::optional<bool> cuda_aware;
-  // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory segment
-  // for the shared_memory algorithms (default 1); COLLX_SHM_CHUNK_BYTES: its chunk size;
-  // COLLX_SHM_STORES=auto|plain|streaming: how producers write into their rings (default auto:
-  // chosen from measured copy times, ring_stores.hpp).
+  // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory arena
+  // for the shared_memory algorithms (default 1); COLLX_SHM_SLOT_BYTES (old name
+  // COLLX_SHM_CHUNK_BYTES): its slot size; COLLX_SHM_STORES=auto|plain|streaming: how producers
+  // write into their rings (default auto: chosen from measured copy times, ring_stores.hpp).
   bool shared_memory = true;
-  std::size_t shm_chunk_bytes = 0;
+  std::size_t shm_slot_bytes = 0;
   RingStorePolicy shm_stores = RingStorePolicy::automatic;
   // COLLX_SHM_DIRECT=0|1: whether a shared-memory allgather's readers may copy a producer's
   // block straight from its buffer (process_vm_readv) instead of through its ring: 1 always

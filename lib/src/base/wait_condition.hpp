@@ -1,5 +1,5 @@
 // WaitCondition: something other than a posted message that an algorithm may wait for (a
-// counter another rank advances in a shared segment, for example).
+// counter another rank advances in a shared arena, for example).
 //
 // The executor waits on it without knowing what it is: it asks whether it is met, lets it
 // block for a while (the condition knows how to sleep until it may be met), and names it in a
@@ -17,7 +17,7 @@ class WaitCondition {
   virtual bool met() const = 0;
   // Blocks up to `limit` or until the condition is met; true when it is.
   virtual bool wait_for(std::chrono::microseconds limit) const = 0;
-  // "a chunk from rank 3 (shared memory)", for the timeout message.
+  // "a slot from rank 3 (shared memory)", for the timeout message.
   virtual std::string describe() const = 0;
 
  protected:

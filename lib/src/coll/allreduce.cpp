@@ -176,7 +176,7 @@ Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
     patterns::BlockLayout segments;
     int real(int vrank) const { return mirrored ? patterns::mirror(vrank, tree.size) : vrank; }
   };
-  const int nseg = patterns::segment_count(halves.length(0) * elem, op.chunk_bytes());
+  const int nseg = patterns::segment_count(halves.length(0) * elem, op.segment_bytes());
   const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
   const int rank = op.rank();
   Lane lanes[2] = {

@@ -25,7 +25,7 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
   if (bytes == 0) co_return;
   // Segments only pay where some rank forwards what it receives; with two ranks one message
   // saves the per-segment handshakes.
-  const int nseg = op.size() == 2 ? 1 : segment_count(bytes, op.chunk_bytes());
+  const int nseg = op.size() == 2 ? 1 : segment_count(bytes, op.segment_bytes());
   const BlockLayout segments{a.count, nseg};
   const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
   const std::size_t fanout = children.size();

@@ -22,7 +22,7 @@ ExchangeReduceAwaiter::ExchangeReduceAwaiter(Operation& op, const ExchangeReduce
   // whichever path it takes) applies, so both ends agree on the messages.
   const std::size_t recv_bytes = args.recv_elems * elem;
   // The inline buffer is host memory: a call on device memory always takes the pipelined path.
-  small_ = args.send_elems * elem <= op.chunk_bytes() && recv_bytes <= op.chunk_bytes() &&
+  small_ = args.send_elems * elem <= op.segment_bytes() && recv_bytes <= op.segment_bytes() &&
            recv_bytes <= kInlineBytes && !op.device_memory();
 }
 
@@ -67,8 +67,8 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
     throw Error(ErrorCode::internal, "", op.rank(), "exchange_reduce: aliased regions differ");
   }
   alignas(64) std::byte small[kInlineScratchBytes];
-  const int send_segments = segment_count(send_bytes, op.chunk_bytes());
-  const int recv_segments = segment_count(recv_bytes, op.chunk_bytes());
+  const int send_segments = segment_count(send_bytes, op.segment_bytes());
+  const int recv_segments = segment_count(recv_bytes, op.segment_bytes());
   const BlockLayout send_layout{a.send_elems, send_segments};
   const BlockLayout recv_layout{a.recv_elems, recv_segments};
   const int depth = std::max(1, op.pipeline_depth());
@@ -114,9 +114,9 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
 }
 
 std::size_t ring_partial_bytes(const BlockLayout& layout, std::size_t elem,
-                               std::size_t chunk_bytes) {
+                               std::size_t segment_bytes) {
   const std::size_t longest = layout.max_length();
-  const int nseg = segment_count(longest * elem, chunk_bytes);
+  const int nseg = segment_count(longest * elem, segment_bytes);
   return 2 * static_cast<std::size_t>(nseg) * BlockLayout{longest, nseg}.length(0) * elem;
 }
 
@@ -129,7 +129,7 @@ Task ring_stream(Operation& op, RingStream a) {
   // Every block is cut into the same number of segments (from the longest block), so both ends
   // of each message derive its length alone.
   const std::size_t longest = a.layout.max_length();
-  const int nseg = segment_count(longest * elem, op.chunk_bytes());
+  const int nseg = segment_count(longest * elem, op.segment_bytes());
   const int units = (a.end_step - a.first_step) * nseg;
   // At most one step ahead: a receive for step t+1 is then posted only after the segment it
   // overwrites was forwarded, and a reduce never writes where a receive is pending.

@@ -105,6 +105,6 @@ struct RingStream {
 Task ring_stream(Operation& op, RingStream args);
 // Size of RingStream::partial for a layout: two step-parities of one slot per segment.
 std::size_t ring_partial_bytes(const patterns::BlockLayout& layout, std::size_t element_size,
-                               std::size_t chunk_bytes);
+                               std::size_t segment_bytes);
 
 }  // namespace collx::detail

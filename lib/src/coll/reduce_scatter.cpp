@@ -58,7 +58,7 @@ Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
   } else if (blocks.count() > 0) {
     // Intermediate sums live in two block-sized buffers; the owned block is finished in place.
     ScratchBuffer partial = op.scratch(
-        p > 2 ? ring_partial_bytes(blocks, a.reduction.element_size, op.chunk_bytes()) : 0);
+        p > 2 ? ring_partial_bytes(blocks, a.reduction.element_size, op.segment_bytes()) : 0);
     co_await ring_stream(op, {.ring = {op.rank(), p, 0},
                               .layout = blocks,
                               .input = a.send,

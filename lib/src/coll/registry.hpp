@@ -1,7 +1,7 @@
 // The algorithm registry: one row per (collective, algorithm) that collx implements. A row
 // names the schedule (the coroutine that runs the algorithm on an Operation), its model (cost
 // and description, algorithms/cost_model.hpp), its blocking form where the latency path has
-// one, and, for rows that need the shared segment, the algorithm that runs instead where there
+// one, and, for rows that need the shared arena, the algorithm that runs instead where there
 // is none. The rows of a collective stand in the file of its
 // schedules (allreduce_rows() in allreduce.cpp, ...), the first row being the fallback when no
 // selection rule matches; everything else (Algorithm lists, COLLX_ALGO parsing, the selector's
@@ -84,7 +84,7 @@ struct AlgorithmRow {
   // weigh, and the steps in words that collx-info and docs/ALGORITHMS.md show.
   const model::Entry* cost_model = nullptr;
   Erased blocking = nullptr;
-  // Rows that run through the shared segment: the algorithm that runs where the operation
+  // Rows that run through the shared arena: the algorithm that runs where the operation
   // cannot use one (ranks on several nodes, device buffers). automatic: needs none.
   Algorithm without_segment = Algorithm::automatic;
 };

@@ -1,9 +1,9 @@
 // The shared-memory algorithms: broadcast and allgather through the communicator's
 // SharedArena (shm_arena.hpp), for ranks on one node with host buffers.
 //
-// A producer cuts its bytes into pieces, copies each into the next entry of its ring and
+// A producer cuts its bytes into slots, copies each into the next entry of its ring and
 // publishes it (a release store of its count); every other rank waits for the count, copies the
-// piece out and says so in its own counter, which frees the ring entry once every reader has.
+// slot out and says so in its own counter, which frees the ring slot once every reader has.
 // All copies are memcpy, the producer's and the readers' run at the same time, and no byte goes
 // through the MPI library.
 #include <algorithm>
@@ -25,13 +25,13 @@ namespace collx::detail {
 
 namespace {
 
-// Pieces are whole ring entries. Handing a piece to another core costs far more here than a
+// Slots are whole ring slots. Handing a slot to another core costs far more here than a
 // counter store (the counter's line moves between the cores, the reader may have to wake up):
-// a broadcast of 1 MiB in 32 KiB pieces was several times slower than in 256-512 KiB pieces
+// a broadcast of 1 MiB in 32 KiB slots was several times slower than in 256-512 KiB slots
 // (docs/PERFORMANCE.md, "Shared memory: broadcast, allgather and reduce"). So the fewer handoffs
-// the better, as long as a few pieces are in flight for the largest messages.
-std::size_t piece_bytes(const SharedArena& arena) {
-  return arena.chunk_bytes();
+// the better, as long as a few slots are in flight for the largest messages.
+std::size_t slot_payload_bytes(const SharedArena& arena) {
+  return arena.slot_bytes();
 }
 
 // Outputs of more than this many bytes are written with streaming stores (no read of each
@@ -50,19 +50,19 @@ kernels::CopyFn copy_with(bool streaming) {
                    : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
 }
 
-// How pieces are copied out of a ring into an output of `output_bytes`.
+// How slots are copied out of a ring into an output of `output_bytes`.
 kernels::CopyFn copy_for_output(std::size_t output_bytes) {
   return copy_with(streams_output(output_bytes));
 }
 
-std::size_t pieces_of(std::size_t bytes, std::size_t piece) {
-  return (bytes + piece - 1) / piece;
+std::size_t pieces_of(std::size_t bytes, std::size_t slot) {
+  return (bytes + slot - 1) / slot;
 }
 
-// Waits until every other rank has copied out chunk `sequence - chunks` of `producer`'s ring,
-// so that the entry chunk `sequence` goes into is free.
+// Waits until every other rank has copied out slot `sequence - slots` of `producer`'s ring,
+// so that the entry slot `sequence` goes into is free.
 Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence) {
-  const auto ring = static_cast<std::uint64_t>(arena.chunks());
+  const auto ring = static_cast<std::uint64_t>(arena.slots());
   if (sequence < ring) co_return;
   for (int reader = 0; reader < op.size(); ++reader) {
     if (reader == producer) continue;
@@ -72,8 +72,8 @@ Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_
   }
 }
 
-// Publishes piece `sequence` of this rank's ring: `bytes` from `source`, written with the kind
-// of stores the rank's RingStores choose. With `also`, the piece goes to `also` as well (the
+// Publishes slot `sequence` of this rank's ring: `bytes` from `source`, written with the kind
+// of stores the rank's RingStores choose. With `also`, the slot goes to `also` as well (the
 // allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
 // stores they go block by block, so that `source` is read once and the second copy reads what
 // the first just brought into the L1 cache (faster than a second pass over `source`,
@@ -89,7 +89,7 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
   const bool timed = stores.timed(bytes);
   const auto start =
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  std::byte* entry = arena.chunk(me, sequence);
+  std::byte* entry = arena.slot(me, sequence);
   if (also != nullptr && !streaming && !also_streams) {
     constexpr std::size_t kBlock = std::size_t{8} << 10;
     for (std::size_t i = 0; i < bytes; i += kBlock) {
@@ -117,20 +117,20 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
   arena.advance(arena.published(me), sequence + 1);
 }
 
-// Publishes piece `sequence` of this rank's ring as a pointer: its readers copy `bytes` at
+// Publishes slot `sequence` of this rank's ring as a pointer: its readers copy `bytes` at
 // `source` straight from this process (SharedArena::read_direct). `source` must stay as it is
 // until they all have (wait_for_readers).
 Task publish_direct(Operation& op, SharedArena& arena, std::uint64_t sequence,
                     const std::byte* source, std::size_t bytes) {
   const int me = op.rank();
   co_await wait_for_room(op, arena, me, sequence);
-  SharedArena::PieceDescriptor& d = arena.descriptor(me, sequence);
+  SharedArena::SlotDescriptor& d = arena.descriptor(me, sequence);
   d.address.store(reinterpret_cast<std::uint64_t>(source), std::memory_order_relaxed);
   d.bytes.store(bytes, std::memory_order_relaxed);
   arena.advance(arena.published(me), sequence + 1);
 }
 
-// Waits until every other rank has taken piece `sequence` of this rank's ring.
+// Waits until every other rank has taken slot `sequence` of this rank's ring.
 Task wait_for_readers(Operation& op, SharedArena& arena, std::uint64_t sequence) {
   for (int reader = 0; reader < op.size(); ++reader) {
     if (reader == op.rank()) continue;
@@ -140,18 +140,18 @@ Task wait_for_readers(Operation& op, SharedArena& arena, std::uint64_t sequence)
   }
 }
 
-// Copies piece `sequence` of `producer`'s ring to `target` once it is published: `bytes` from
-// the ring entry, or, where the producer published a pointer (publish_direct), its bytes from
+// Copies slot `sequence` of `producer`'s ring to `target` once it is published: `bytes` from
+// the ring slot, or, where the producer published a pointer (publish_direct), its bytes from
 // the producer's memory; `direct` then says so.
 Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
           std::byte* target, std::size_t bytes, kernels::CopyFn copy, bool* direct = nullptr) {
   const CounterReached published(arena, arena.published(producer), sequence + 1, producer,
-                                 "a chunk from");
+                                 "a slot from");
   co_await op.until(published);
-  const SharedArena::PieceDescriptor& d = arena.descriptor(producer, sequence);
+  const SharedArena::SlotDescriptor& d = arena.descriptor(producer, sequence);
   const std::uint64_t address = d.address.load(std::memory_order_relaxed);
   if (address == 0) {
-    copy(target, arena.chunk(producer, sequence), bytes);
+    copy(target, arena.slot(producer, sequence), bytes);
   } else {
     if (direct == nullptr) {
       throw Error(ErrorCode::internal, "", op.rank(),
@@ -189,7 +189,7 @@ bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size
   // Only while streaming is the choice and no trial of either kind is due (a trial goes
   // through the ring, where it is timed).
   if (stores.current() != RingStores::Kind::streaming ||
-      stores.next(std::min(block, arena.chunk_bytes())) != RingStores::Kind::streaming) {
+      stores.next(std::min(block, arena.slot_bytes())) != RingStores::Kind::streaming) {
     return false;
   }
   stores.count_untimed();
@@ -230,8 +230,8 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.transport().shared_arena();
-  const std::size_t piece = piece_bytes(arena);
-  const std::size_t n = pieces_of(bytes, piece);
+  const std::size_t slot = slot_payload_bytes(arena);
+  const std::size_t n = pieces_of(bytes, slot);
   const int me = op.rank();
   const kernels::CopyFn copy = copy_for_output(bytes);
   // Every rank other than the root has consumed exactly what the root published so far.
@@ -239,8 +239,8 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
                                  ? arena.published(me).load(std::memory_order_relaxed)
                                  : arena.consumed(me, a.root).load(std::memory_order_relaxed);
   for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t offset = k * piece;
-    const std::size_t length = std::min(piece, bytes - offset);
+    const std::size_t offset = k * slot;
+    const std::size_t length = std::min(slot, bytes - offset);
     if (me == a.root) {
       co_await publish(op, arena, base + k, a.buffer + offset, length);
     } else {
@@ -266,8 +266,8 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
     co_return;
   }
   SharedArena& arena = *op.transport().shared_arena();
-  const std::size_t piece = piece_bytes(arena);
-  const std::size_t rounds = pieces_of(largest, piece);
+  const std::size_t slot = slot_payload_bytes(arena);
+  const std::size_t rounds = pieces_of(largest, slot);
   const std::byte* own = a.send != nullptr ? a.send : block(me);
   const bool copy_own = own != block(me);
   const std::size_t total_bytes = a.offsets.back() * elem;
@@ -279,7 +279,7 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
                                             ? arena.published(me).load(std::memory_order_relaxed)
                                             : arena.consumed(me, r).load(std::memory_order_relaxed);
   }
-  // Round k: publish the own piece k, then take piece k of every other rank, starting with the
+  // Round k: publish the own slot k, then take slot k of every other rank, starting with the
   // next rank so that the ranks do not all read one producer at once. A rank that hands its
   // block over directly publishes it whole in round 0; its readers take it whole then.
   const bool direct = hand_over_directly(arena, me, block_bytes(me), total_bytes);
@@ -289,9 +289,9 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
   }
   std::vector<char> taken_whole(static_cast<std::size_t>(p), 0);
   for (std::size_t k = 0; k < rounds; ++k) {
-    const std::size_t offset = k * piece;
+    const std::size_t offset = k * slot;
     if (!direct && offset < block_bytes(me)) {
-      const std::size_t length = std::min(piece, block_bytes(me) - offset);
+      const std::size_t length = std::min(slot, block_bytes(me) - offset);
       co_await publish(op, arena, base[static_cast<std::size_t>(me)] + k, own + offset, length,
                        copy_own ? block(me) + offset : nullptr, streams_output(total_bytes));
     }
@@ -299,7 +299,7 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
       const int r = (me + step) % p;
       const auto ri = static_cast<std::size_t>(r);
       if (offset >= block_bytes(r) || taken_whole[ri] != 0) continue;
-      const std::size_t length = std::min(piece, block_bytes(r) - offset);
+      const std::size_t length = std::min(slot, block_bytes(r) - offset);
       bool whole = false;
       co_await take(op, arena, r, base[ri] + k, block(r) + offset, length, copy, &whole);
       taken_whole[ri] = whole ? 1 : 0;
@@ -315,9 +315,9 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
   const std::size_t bytes = a.count * elem;
   if (bytes == 0) co_return;
   SharedArena& arena = *op.transport().shared_arena();
-  // Whole elements per piece (every element size divides a ring entry of whole KiB).
-  const std::size_t piece = piece_bytes(arena) / elem * elem;
-  const std::size_t n = pieces_of(bytes, piece);
+  // Whole elements per slot (every element size divides a ring slot of whole KiB).
+  const std::size_t slot = slot_payload_bytes(arena) / elem * elem;
+  const std::size_t n = pieces_of(bytes, slot);
   if (me != a.root) {
     // Only the root reads what the other ranks publish: this rank has nothing to take from
     // them, and says so up front, so that their rings never wait for it.
@@ -328,15 +328,15 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
     }
     const std::uint64_t base = arena.published(me).load(std::memory_order_relaxed);
     for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t offset = k * piece;
-      co_await publish(op, arena, base + k, a.send + offset, std::min(piece, bytes - offset));
+      const std::size_t offset = k * slot;
+      co_await publish(op, arena, base + k, a.send + offset, std::min(slot, bytes - offset));
     }
     co_return;
   }
-  // The root combines piece k of every rank into its output, starting from its own (so an
-  // in-place root reads its piece before overwriting it), then the others from root + 1 on;
-  // the last step fuses the avg division. p-1 passes over a piece that stays in cache, each
-  // ring entry handed back as soon as it is combined.
+  // The root combines slot k of every rank into its output, starting from its own (so an
+  // in-place root reads its slot before overwriting it), then the others from root + 1 on;
+  // the last step fuses the avg division. p-1 passes over a slot that stays in cache, each
+  // ring slot handed back as soon as it is combined.
   std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
     if (r != me) {
@@ -344,16 +344,16 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
     }
   }
   for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t offset = k * piece;
-    const std::size_t elems = std::min(piece, bytes - offset) / elem;
+    const std::size_t offset = k * slot;
+    const std::size_t elems = std::min(slot, bytes - offset) / elem;
     std::byte* out = a.recv + offset;
     const std::byte* accumulated = a.send + offset;
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
       const std::uint64_t sequence = base[static_cast<std::size_t>(r)] + k;
-      const CounterReached published(arena, arena.published(r), sequence + 1, r, "a chunk from");
+      const CounterReached published(arena, arena.published(r), sequence + 1, r, "a slot from");
       co_await op.until(published);
-      a.reduction.combine(out, accumulated, arena.chunk(r, sequence), elems, step == p - 1);
+      a.reduction.combine(out, accumulated, arena.slot(r, sequence), elems, step == p - 1);
       accumulated = out;
       arena.advance(arena.consumed(me, r), sequence + 1);
     }

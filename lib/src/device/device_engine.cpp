@@ -322,7 +322,7 @@ DeviceEngine::DeviceEngine(std::shared_ptr<DeviceApi> api, int device, bool dire
 
 DeviceEngine::~DeviceEngine() {
   // Messages still queued or on the wire belong to abandoned operations (after an error or a
-  // timeout): their pinned segments may still be written by the transport, so they stay.
+  // timeout): their staging buffers may still be written by the transport, so they stay.
   for (auto& s : streams_)
     api_->destroy_stream(s);
 }
@@ -370,7 +370,7 @@ void DeviceEngine::stream_after(int lane, const Access& access) {
     api_->wait(stream(lane), e->event);
 }
 
-// Device -> the message's pinned segment on the d2h stream, after the device work on those
+// Device -> the message's staging buffer on the d2h stream, after the device work on those
 // bytes; the message reaches the transport only once this copy's event has completed.
 void DeviceEngine::copy_to_pinned(Message& m, const void* buf, std::size_t bytes,
                                   const Access& reading) {
@@ -397,7 +397,7 @@ void DeviceEngine::send(Transport& inner, Transfer& t, const void* buf, std::siz
   if (m->staged) {
     if (bytes > 0) {
       // Device -> pinned on the d2h stream, after the work that wrote these bytes; the pinned
-      // segment goes to the transport once the copy is done.
+      // staging buffer goes to the transport once the copy is done.
       m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
       copy_to_pinned(*m, buf, bytes, reading);
     }
@@ -428,8 +428,8 @@ void DeviceEngine::recv(Transport& inner, Transfer& t, void* buf, std::size_t by
     if (bytes > 0) {
       m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
       if (!exact_length) {
-        // A shorter message must leave the rest of the buffer as it was: the segment starts as
-        // a copy of it, and all of it goes back.
+        // A shorter message must leave the rest of the buffer as it was: the staging buffer starts
+        // as a copy of it, and all of it goes back.
         const Access reading{{ByteRange::of(buf, bytes), {}}, {}};
         copy_to_pinned(*m, buf, bytes, reading);
       }

@@ -12,10 +12,11 @@
 // posted (MPI's matching order).
 //
 // Staged (the transport takes host memory only):
-//   send  d2h stream: device -> pinned segment (after the work that wrote it), then the pinned
-//         segment goes to the transport once its copy is done. The algorithms keep several
-//         segments in flight, so the copy of segment k+1 runs while segment k is on the wire.
-//   recv  straight into a pinned segment; when it has arrived, h2d stream: pinned -> device
+//   send  d2h stream: device -> staging buffer (after the work that wrote it), then the pinned
+//         staging buffer goes to the transport once its copy is done. The algorithms keep several
+//         staging buffers in flight, so the copy of message k+1 runs while message k is on the
+//         wire.
+//   recv  straight into a staging buffer; when it has arrived, h2d stream: pinned -> device
 //         (after the device work that still reads or writes there), and the receive counts as
 //         done at once: whatever reads the bytes next (a reduction, a copy, a forwarding send)
 //         is ordered after that copy through the ledger.

@@ -35,7 +35,7 @@ struct OpInfo {
   Algorithm algorithm = Algorithm::automatic;
   std::uint64_t sequence = 0;  // per communicator, the same on every rank
   int tag_base = 0;            // distinct for operations that may be in flight together
-  std::size_t chunk_bytes = 0;
+  std::size_t segment_bytes = 0;
   int pipeline_depth = 1;
 };
 
@@ -114,7 +114,7 @@ class Operation {
   Transport& transport() { return transport_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
-  std::size_t chunk_bytes() const { return info_.chunk_bytes; }
+  std::size_t segment_bytes() const { return info_.segment_bytes; }
   int pipeline_depth() const { return info_.pipeline_depth; }
 
   // Post messages. A zero-byte message is not sent at all: both ends derive the same length

@@ -53,7 +53,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     // scripts/selector_rows.py, tables in docs/PERFORMANCE.md). Rows measured at 4 ranks serve
     // 3 ranks and up; gather and scatter go back to the binomial tree from 9 ranks, where the
     // root's p-1 messages of the linear form cost more than log p (docs/ALGORITHMS.md).
-    // Rows naming shared_memory count only where the communicator has a shared segment (all
+    // Rows naming shared_memory count only where the communicator has a shared arena (all
     // ranks on one node, host buffers; see select_from); elsewhere the next matching row
     // decides. Broadcast, reduce and allgather rows: scripts/selector_rows.py over the
     // shared-memory sweep of docs/PERFORMANCE.md ("Shared memory"), 5 interleaved runs, medians;

@@ -31,7 +31,8 @@ TuningTable load_tuning_file(const std::string& path) {
   TuningTable table;
   try {
     table.machine = doc.value("machine", "");
-    table.chunk_bytes = doc.value("chunk_bytes", std::size_t{0});
+    // "chunk_bytes": the key's old name, still read from files written before.
+    table.segment_bytes = doc.value("segment_bytes", doc.value("chunk_bytes", std::size_t{0}));
     table.pipeline_depth = doc.value("pipeline_depth", 0);
     for (const auto& row : doc.at("rules")) {
       const auto collective = parse_collective(row.at("collective").get<std::string>());
@@ -68,7 +69,7 @@ void save_tuning_file(const std::string& path, const TuningTable& table) {
                      {"algorithm", std::string(to_string(r.algorithm))}});
   }
   const nlohmann::json doc = {{"machine", table.machine},
-                              {"chunk_bytes", table.chunk_bytes},
+                              {"segment_bytes", table.segment_bytes},
                               {"pipeline_depth", table.pipeline_depth},
                               {"rules", rules}};
   // Temporary file, then rename: a reader never sees half a table.

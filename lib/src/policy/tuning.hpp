@@ -13,9 +13,9 @@ namespace collx::detail {
 
 struct TuningTable {
   std::vector<SelectionRule> rules;
-  std::size_t chunk_bytes = 0;  // 0: not tuned
-  int pipeline_depth = 0;       // 0: not tuned
-  std::string machine;          // free text: where it was measured
+  std::size_t segment_bytes = 0;  // 0: not tuned
+  int pipeline_depth = 0;         // 0: not tuned
+  std::string machine;            // free text: where it was measured
 };
 
 // Throws collx::Error(ErrorCode::config) naming the file and the problem.

@@ -1,18 +1,18 @@
-// RingStores: how a producer writes its pieces into its shared-memory ring — plain stores or
+// RingStores: how a producer writes its slots into its shared-memory ring — plain stores or
 // streaming (non-temporal) stores — chosen from the copy times it measures as it goes.
 //
 // Why: a plain store to a line that another core holds in its cache must first take the line
 // from that core. Usually that is cheap, and plain stores are the fastest way into the ring
-// (the reader then finds the piece in cache). On some machines it sometimes is not (the host's
-// placement of the vCPUs of a VM, we guess; it cannot be seen from inside): then every ring entry
+// (the reader then finds the slot in cache). On some machines it sometimes is not (the host's
+// placement of the vCPUs of a VM, we guess; it cannot be seen from inside): then every ring slot
 // a reader has copied out is many times slower to write again, while streaming stores, which need
 // no line first, stay fast (the figures of one VM: docs/PERFORMANCE.md, "The slow state"). Which
 // state the machine is in changes every few seconds and cannot be asked, so the producer times its
 // copies and keeps
 // the faster kind: the best of each kind's last few times (a preempted copy only looks slower),
 // plain unless it takes several times as long as streaming (the readers pay for streaming with a
-// copy from memory, and for a few pieces after new buffers are first touched plain copies run 3-10x
-// slower for no lasting reason), and now and then one piece the other way to notice a change, less
+// copy from memory, and for a few slots after new buffers are first touched plain copies run 3-10x
+// slower for no lasting reason), and now and then one slot the other way to notice a change, less
 // often the longer the choice holds.
 #pragma once
 
@@ -31,13 +31,13 @@ class RingStores {
  public:
   enum class Kind { plain, streaming };
 
-  // Pieces smaller than this are neither timed nor used to try the other kind: their copy is
-  // too short to time well; they are written the way the larger pieces last found faster.
+  // Slots smaller than this are neither timed nor used to try the other kind: their copy is
+  // too short to time well; they are written the way the larger slots last found faster.
   static constexpr std::size_t kTimedBytes = std::size_t{64} << 10;
   // Plain stores are kept unless they take this many times as long as streaming ones.
   static constexpr double kPlainPreference = 4;
-  // The other kind is first tried at the second timed piece (so a process that starts in the
-  // slow state leaves it at once), after a change of kind this many pieces later, then twice
+  // The other kind is first tried at the second timed slot (so a process that starts in the
+  // slow state leaves it at once), after a change of kind this many slots later, then twice
   // as many each time the choice holds, up to the maximum.
   static constexpr std::uint64_t kFirstTrial = 1;
   static constexpr std::uint64_t kTrialInterval = 8;
@@ -45,7 +45,7 @@ class RingStores {
 
   explicit RingStores(RingStorePolicy policy = RingStorePolicy::automatic) : policy_(policy) {}
 
-  // The kind for the next piece of `bytes`.
+  // The kind for the next slot of `bytes`.
   Kind next(std::size_t bytes) const {
     if (policy_ == RingStorePolicy::plain) return Kind::plain;
     if (policy_ == RingStorePolicy::streaming) return Kind::streaming;
@@ -53,7 +53,7 @@ class RingStores {
     return current_;
   }
 
-  // Whether a piece of `bytes` is to be timed (and given to record()).
+  // Whether a slot of `bytes` is to be timed (and given to record()).
   bool timed(std::size_t bytes) const {
     return policy_ == RingStorePolicy::automatic && bytes >= kTimedBytes;
   }
@@ -76,10 +76,10 @@ class RingStores {
   }
 
   // The estimate behind the choice: the best recent time of `kind` per KiB (infinity before
-  // its first timed piece).
+  // its first timed slot).
   double best_ns_per_kib(Kind kind) const { return times(kind).best() * 1024; }
 
-  // A timed-size piece that went another way (a direct read) while streaming was chosen: it
+  // A timed-size slot that went another way (a direct read) while streaming was chosen: it
   // counts toward the next trial, so plain stores are still tried now and then.
   void count_untimed() {
     if (policy_ == RingStorePolicy::automatic) ++timed_;

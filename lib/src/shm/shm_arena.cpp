@@ -31,7 +31,7 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 }
 
 // Maps `bytes` of the shared-memory object `name`; nullptr on failure.
-std::byte* map_segment(const char* name, std::size_t bytes, bool create) {
+std::byte* map_arena(const char* name, std::size_t bytes, bool create) {
   const int fd =
       create ? shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600) : shm_open(name, O_RDWR, 0);
   if (fd < 0) return nullptr;
@@ -135,31 +135,31 @@ bool SharedArena::can_read_directly_from(int peer) {
   const ProcessLine& theirs = process_line(peer);
   ProcessLine read{};
   const std::uint64_t at =
-      theirs.segment_address +
+      theirs.arena_address +
       static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(&process_line(peer)) - base_);
   return read_direct(peer, reinterpret_cast<std::byte*>(&read), at, sizeof read) == 0 &&
-         read.pid == theirs.pid && read.segment_address == theirs.segment_address;
+         read.pid == theirs.pid && read.arena_address == theirs.arena_address;
 }
 
-std::size_t SharedArena::header_bytes(int nranks, int chunks) {
-  const int lines = first_descriptor_line(nranks) + nranks * chunks;
+std::size_t SharedArena::header_bytes(int nranks, int slots) {
+  const int lines = first_descriptor_line(nranks) + nranks * slots;
   return round_up(static_cast<std::size_t>(lines) * kLine, kPage);
 }
 
-std::size_t SharedArena::segment_bytes(int nranks, std::size_t chunk_bytes, int chunks) {
-  return header_bytes(nranks, chunks) +
-         static_cast<std::size_t>(nranks) * static_cast<std::size_t>(chunks) * chunk_bytes;
+std::size_t SharedArena::arena_bytes(int nranks, std::size_t slot_bytes, int slots) {
+  return header_bytes(nranks, slots) +
+         static_cast<std::size_t>(nranks) * static_cast<std::size_t>(slots) * slot_bytes;
 }
 
 SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks,
-                         std::size_t chunk_bytes, int chunks, RingStorePolicy stores)
+                         std::size_t slot_bytes, int slots, RingStorePolicy stores)
     : base_(base),
       bytes_(bytes),
       mapped_(mapped),
       nranks_(nranks),
-      chunk_bytes_(chunk_bytes),
-      chunks_(chunks),
-      data_(base + header_bytes(nranks, chunks)),
+      slot_bytes_(slot_bytes),
+      slots_(slots),
+      data_(base + header_bytes(nranks, slots)),
       turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {
   for (int r = 0; r < nranks; ++r)
     turns_[static_cast<std::size_t>(r)].stores = RingStores(stores);
@@ -179,13 +179,13 @@ void SharedArena::take_settings() {
   log_store_changes_ = c.debug >= DebugLevel::info;
 }
 
-std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t chunk_bytes,
-                                                       int chunks, RingStorePolicy stores) {
-  const std::size_t bytes = segment_bytes(nranks, chunk_bytes, chunks);
+std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t slot_bytes,
+                                                       int slots, RingStorePolicy stores) {
+  const std::size_t bytes = arena_bytes(nranks, slot_bytes, slots);
   auto* base = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kPage}));
-  std::memset(base, 0, header_bytes(nranks, chunks));
+  std::memset(base, 0, header_bytes(nranks, slots));
   std::shared_ptr<SharedArena> arena(
-      new SharedArena(base, bytes, false, nranks, chunk_bytes, chunks, stores));
+      new SharedArena(base, bytes, false, nranks, slot_bytes, slots, stores));
   initialize_counters(base, nranks + nranks * nranks);
   for (int r = 0; r < nranks; ++r)
     arena->describe_process(r);
@@ -203,10 +203,10 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   // node, so every rank reaches the same answer.
   if (size < 2 || !config().shared_memory || node_placement(comm).size != size) return nullptr;
 
-  const std::size_t chunk_bytes =
-      config().shm_chunk_bytes ? round_up(config().shm_chunk_bytes, kPage) : kDefaultChunkBytes;
-  const int chunks = kDefaultChunks;
-  const std::size_t bytes = segment_bytes(size, chunk_bytes, chunks);
+  const std::size_t slot_bytes =
+      config().shm_slot_bytes ? round_up(config().shm_slot_bytes, kPage) : kDefaultSlotBytes;
+  const int slots = kDefaultSlots;
+  const std::size_t bytes = arena_bytes(size, slot_bytes, slots);
   // Rank 0 creates the object under a name unique on the node (its pid and a per-process
   // count), the others map it by that name, and rank 0 unlinks it once every rank has it
   // mapped: nothing is left in /dev/shm even if the job dies later.
@@ -216,9 +216,9 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     static std::atomic<unsigned> created{0};
     std::snprintf(name, sizeof name, "/collx-%ld-%u", static_cast<long>(getpid()),
                   created.fetch_add(1));
-    base = map_segment(name, bytes, true);
+    base = map_arena(name, bytes, true);
     if (base != nullptr) {
-      std::memset(base, 0, header_bytes(size, chunks));
+      std::memset(base, 0, header_bytes(size, slots));
       initialize_counters(base, size + size * size);
     } else {
       shm_unlink(name);
@@ -226,7 +226,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     }
   }
   check_mpi(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm), "MPI_Bcast", rank);
-  if (rank != 0 && name[0] != '\0') base = map_segment(name, bytes, false);
+  if (rank != 0 && name[0] != '\0') base = map_arena(name, bytes, false);
   int mapped = base != nullptr ? 1 : 0;
   int everywhere = 0;
   check_mpi(MPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
@@ -236,7 +236,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     return nullptr;
   }
   std::shared_ptr<SharedArena> arena(
-      new SharedArena(base, bytes, true, size, chunk_bytes, chunks, config().shm_stores));
+      new SharedArena(base, bytes, true, size, slot_bytes, slots, config().shm_stores));
   arena->oversubscribed_ = node_oversubscribed(size);
   arena->take_settings();
   if (config().shm_direct != false) {
@@ -253,9 +253,9 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   }
   if (rank == 0 && config().debug >= DebugLevel::info) {
     std::fprintf(stderr,
-                 "collx INFO: shared segment for %d ranks, %d x %zu B ring entries per rank, "
+                 "collx INFO: shared arena for %d ranks, %d x %zu B ring slots per rank, "
                  "direct reads %s\n",
-                 size, chunks, chunk_bytes,
+                 size, slots, slot_bytes,
                  arena->direct_reads_ ? "possible"
                  : config().shm_direct == false
                      ? "off (COLLX_SHM_DIRECT=0)"

@@ -1,20 +1,20 @@
-// SharedArena: a memory segment that every rank of a communicator maps, when they all run on
+// SharedArena: memory that every rank of a communicator maps, when they all run on
 // one node. It carries the shared-memory algorithms (Algorithm::shared_memory).
 //
 // Why: on one node an MPI message is a copy the MPI library makes for us, and Open MPI's large
 // messages are one kernel CMA copy (process_vm_readv) that runs at a third of memcpy's speed
-// here and on one core. Through a mapped segment a producer copies each chunk in once, every
+// here and on one core. Through a mapped arena a producer copies each slot in once, every
 // reader copies it out at the same time, and all copies are plain memcpy: a broadcast at two
 // ranks costs one pipelined memcpy per side instead of one CMA copy on the receiver.
 //
-// Layout: every rank owns a ring of `chunks()` chunk buffers of `chunk_bytes()` each and a
-// `published` counter (chunks it has written, ever); every (reader, producer) pair has a
-// `consumed` counter (chunks of that producer the reader has copied out, ever). The protocol
-// the algorithms keep: every chunk a rank publishes is consumed by every other rank, so after
-// each operation consumed[r][j] == published[j] for all r != j, and an operation's chunk k of
-// producer j lives in ring entry (base + k) % chunks(), base being that shared count. Each
+// Layout: every rank owns a ring of `slots()` slots of `slot_bytes()` each and a `published`
+// counter (slots it has filled, ever); every (reader, producer) pair has a `consumed` counter
+// (slots of that producer the reader has copied out, ever). The protocol the algorithms keep:
+// every slot a rank publishes is consumed by every other rank, so after each operation
+// consumed[r][j] == published[j] for all r != j, and the k-th slot an operation of producer j
+// fills is ring slot (base + k) % slots(), base being that shared count. Each
 // counter has its own cache line; counters only grow, so they need no reset between calls.
-// Each ring entry also has a descriptor line: an entry whose descriptor holds an address
+// Each ring slot also has a descriptor line: a slot whose descriptor holds an address
 // carries no bytes; its readers copy them straight from that address in the producer's
 // memory (process_vm_readv, where the ranks may read each other's memory: direct_reads()).
 #pragma once
@@ -42,16 +42,16 @@ class SharedArena {
   // Ring geometry: 4 entries of 512 KiB per rank, 2 MiB (the entry size measured best for
   // broadcast and allgather at 2 and 4 ranks, docs/PERFORMANCE.md; COLLX_SHM_CHUNK_BYTES
   // overrides it).
-  static constexpr std::size_t kDefaultChunkBytes = std::size_t{512} << 10;
-  static constexpr int kDefaultChunks = 4;
+  static constexpr std::size_t kDefaultSlotBytes = std::size_t{512} << 10;
+  static constexpr int kDefaultSlots = 4;
 
-  // Collective over `comm`: maps one segment shared by every rank of `comm`. Null (on every
+  // Collective over `comm`: maps one arena shared by every rank of `comm`. Null (on every
   // rank alike) when the ranks span more than one node, `comm` has one rank, COLLX_SHM=0, or
-  // the segment cannot be created or mapped on some rank.
+  // the arena cannot be created or mapped on some rank.
   static std::shared_ptr<SharedArena> create(MPI_Comm comm);
   // A segment in this process's memory, for ranks simulated in one process (tests).
   static std::shared_ptr<SharedArena> create_local(
-      int nranks, std::size_t chunk_bytes = kDefaultChunkBytes, int chunks = kDefaultChunks,
+      int nranks, std::size_t slot_bytes = kDefaultSlotBytes, int slots = kDefaultSlots,
       RingStorePolicy stores = RingStorePolicy::automatic);
 
   ~SharedArena();
@@ -59,8 +59,8 @@ class SharedArena {
   SharedArena& operator=(const SharedArena&) = delete;
 
   int size() const { return nranks_; }
-  std::size_t chunk_bytes() const { return chunk_bytes_; }
-  int chunks() const { return chunks_; }
+  std::size_t slot_bytes() const { return slot_bytes_; }
+  int slots() const { return slots_; }
 
   // A counter moves forward only through advance(), which wakes a rank asleep in wait_for().
   void advance(Counter& c, std::uint64_t value);
@@ -71,7 +71,7 @@ class SharedArena {
   // transport progress (Operation::wait_in_place says why).
   bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
 
-  // Operations take turns on the segment (the protocol above holds for one at a time): on each
+  // Operations take turns on the arena (the protocol above holds for one at a time): on each
   // rank, an operation takes a ticket when it is started, in the order the collectives are
   // called (the same on every rank), waits until turn(rank) reaches it, and calls
   // end_turn(rank) when done. Kept in this process (per rank, for ranks simulated in one).
@@ -84,23 +84,23 @@ class SharedArena {
   // How `rank` writes into its ring (kept in this process, per rank).
   RingStores& ring_stores(int rank) { return turns_[rank].stores; }
 
-  // Where the bytes of a ring entry are when not in the entry: an address in the producer's
+  // Where the bytes of a ring slot are when not in the slot: an address in the producer's
   // memory (0: in the entry) and their length. Written before the entry is published.
-  struct PieceDescriptor {
+  struct SlotDescriptor {
     std::atomic<std::uint64_t> address;
     std::atomic<std::uint64_t> bytes;
   };
-  PieceDescriptor& descriptor(int producer, std::uint64_t sequence) {
-    return *reinterpret_cast<PieceDescriptor*>(
-        line(first_descriptor_line(nranks_) + producer * chunks_ +
-             static_cast<int>(sequence % static_cast<std::uint64_t>(chunks_))));
+  SlotDescriptor& descriptor(int producer, std::uint64_t sequence) {
+    return *reinterpret_cast<SlotDescriptor*>(
+        line(first_descriptor_line(nranks_) + producer * slots_ +
+             static_cast<int>(sequence % static_cast<std::uint64_t>(slots_))));
   }
   // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
   bool direct_reads() const { return direct_reads_; }
-  // COLLX_SHM_DIRECT as it was when the segment was made: set, direct reads are always (true)
+  // COLLX_SHM_DIRECT as it was when the arena was made: set, direct reads are always (true)
   // or never (false) used; unset, the schedules decide from the stores' timings.
   std::optional<bool> direct_reads_forced() const { return direct_forced_; }
-  // COLLX_DEBUG=INFO when the segment was made: the ring stores' changes of kind are logged.
+  // COLLX_DEBUG=INFO when the arena was made: the ring stores' changes of kind are logged.
   bool log_store_changes() const { return log_store_changes_; }
   // Copies `bytes` at `address` in `producer`'s memory to `target`; 0, or the errno.
   int read_direct(int producer, std::byte* target, std::uint64_t address, std::size_t bytes);
@@ -109,19 +109,19 @@ class SharedArena {
   Counter& consumed(int reader, int producer) {
     return *counter(nranks_ + reader * nranks_ + producer);
   }
-  // The ring entry that holds chunk number `sequence` (counted over all time) of `producer`.
-  std::byte* chunk(int producer, std::uint64_t sequence) {
-    return data_ + (static_cast<std::size_t>(producer) * static_cast<std::size_t>(chunks_) +
-                    static_cast<std::size_t>(sequence % static_cast<std::uint64_t>(chunks_))) *
-                       chunk_bytes_;
+  // The ring slot that `producer`'s fill number `sequence` (counted over all time) goes to.
+  std::byte* slot(int producer, std::uint64_t sequence) {
+    return data_ + (static_cast<std::size_t>(producer) * static_cast<std::size_t>(slots_) +
+                    static_cast<std::size_t>(sequence % static_cast<std::uint64_t>(slots_))) *
+                       slot_bytes_;
   }
 
   // Bytes of the whole segment for `nranks` ranks.
-  static std::size_t segment_bytes(int nranks, std::size_t chunk_bytes, int chunks);
+  static std::size_t arena_bytes(int nranks, std::size_t slot_bytes, int slots);
 
  private:
-  SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks, std::size_t chunk_bytes,
-              int chunks, RingStorePolicy stores);
+  SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks, std::size_t slot_bytes,
+              int slots, RingStorePolicy stores);
   // Each counter's cache line: the counter, then how many ranks sleep on it.
   static constexpr std::size_t kLine = 64;
   std::byte* line(int index) { return base_ + static_cast<std::size_t>(index) * kLine; }
@@ -130,19 +130,19 @@ class SharedArena {
   // segment), then the descriptors.
   struct ProcessLine {
     std::int64_t pid;
-    std::uint64_t segment_address;
+    std::uint64_t arena_address;
   };
   ProcessLine& process_line(int rank) {
     return *reinterpret_cast<ProcessLine*>(line(first_process_line(nranks_) + rank));
   }
   // The lines before the rings: p published and p*p consumed counters, p process lines, p *
-  // chunks descriptors; header_bytes() rounds them up to whole pages.
+  // slots descriptors; header_bytes() rounds them up to whole pages.
   static int first_process_line(int p) { return p + p * p; }
   static int first_descriptor_line(int p) { return first_process_line(p) + p; }
-  static std::size_t header_bytes(int nranks, int chunks);
+  static std::size_t header_bytes(int nranks, int slots);
   // Says where this rank is, for the others' direct reads.
   void describe_process(int rank);
-  // Whether this rank can read `peer`'s memory: reads peer's view of a line of the segment.
+  // Whether this rank can read `peer`'s memory: reads peer's view of a line of the arena.
   bool can_read_directly_from(int peer);
   static std::atomic<std::uint32_t>& sleepers(const Counter& c) {
     return *reinterpret_cast<std::atomic<std::uint32_t>*>(
@@ -154,16 +154,16 @@ class SharedArena {
   std::size_t bytes_;
   bool mapped_;  // munmap on destruction (else operator delete)
   int nranks_;
-  std::size_t chunk_bytes_;
-  int chunks_;
+  std::size_t slot_bytes_;
+  int slots_;
   std::byte* data_;
   bool oversubscribed_ = false;  // more ranks on this node than cores (set at creation)
-  // The settings of the environment the schedules on this segment follow (read once).
+  // The settings of the environment the schedules on this arena follow (read once).
   void take_settings();
-  bool direct_reads_ = false;    // set at creation
+  bool direct_reads_ = false;  // set at creation
   std::optional<bool> direct_forced_;
   bool log_store_changes_ = false;
-  // Laid out like a segment counter (its sleepers beside it), so wait() and advance() serve it.
+  // Laid out like an arena counter (its sleepers beside it), so wait() and advance() serve it.
   struct alignas(64) Turn {
     Counter value{0};
     std::atomic<std::uint32_t> sleepers{0};
@@ -174,7 +174,7 @@ class SharedArena {
 };
 
 // What a shared-memory algorithm waits for (Operation::until): `counter` of `arena`, which
-// another rank advances, has reached `target`. `peer` and `what` ("a chunk from", "ring room
+// another rank advances, has reached `target`. `peer` and `what` ("a slot from", "ring room
 // from") name it in a timeout message.
 class CounterReached final : public WaitCondition {
  public:
