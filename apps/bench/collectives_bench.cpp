@@ -18,7 +18,6 @@
 
 #include "bench_buffers.hpp"
 #include "bench_collective.hpp"
-#include "cuda_aware.hpp"
 #include "exact_data.hpp"
 #include "mpi_reference.hpp"
 
@@ -79,9 +78,7 @@ struct State {
   MPI_Op mpi_reduce_op() const { return mpi_op(params.type, params.op); }
   MPI_Comm mpi_comm() const { return comm.mpi_comm(); }
   int mpi_count() const { return checked_int(count); }
-  bool mpi_takes_device() const {
-    return Buffer::on_device() && detail::cuda_awareness().mpi_direct();
-  }
+  bool mpi_takes_device() const { return Buffer::on_device() && collx::mpi_takes_device_memory(); }
   bool mpi_staged() const { return Buffer::on_device() && !mpi_takes_device(); }
   void* mpi(Buffer& b) const { return mpi_takes_device() ? b.arg() : b.data(); }
   // The send argument of an MPI call with an in-place form.

@@ -22,9 +22,7 @@
 #include "bench_collective.hpp"
 #include "bench_device.hpp"
 #include "collx/collx.hpp"
-#include "cuda_aware.hpp"
 #include "mpi_reference.hpp"
-#include "tuning.hpp"
 
 namespace {
 
@@ -219,21 +217,20 @@ class Computation {
 void write_tuning(const std::string& path, Collective collective, int nranks,
                   const std::vector<std::pair<std::size_t, Algorithm>>& fastest,
                   std::size_t chunk_bytes, int depth, const std::string& mpi_library) {
-  collx::detail::TuningTable table;
-  if (std::ifstream(path).good()) table = collx::detail::load_tuning_file(path);
-  std::vector<collx::detail::SelectionRule> rules;
+  collx::TuningFile file;
+  if (std::ifstream(path).good()) file = collx::load_tuning_file(path);
+  std::vector<collx::TuningRule> rules;
   for (std::size_t i = 0; i < fastest.size(); ++i) {
     const bool last = i + 1 == fastest.size();
     if (!last && fastest[i + 1].second == fastest[i].second) continue;
-    rules.push_back({collective, nranks, nranks, last ? collx::detail::kAnySize : fastest[i].first,
+    rules.push_back({collective, nranks, nranks, last ? collx::kAnyBytes : fastest[i].first,
                      fastest[i].second});
   }
-  collx::detail::replace_rules(table, collective, nranks, rules);
-  if (chunk_bytes) table.chunk_bytes = chunk_bytes;
-  if (depth) table.pipeline_depth = depth;
-  if (table.machine.empty())
-    table.machine = "measured by collx-bench --save-tuning; " + mpi_library;
-  collx::detail::save_tuning_file(path, table);
+  collx::replace_tuning_rules(file, collective, nranks, rules);
+  if (chunk_bytes) file.chunk_bytes = chunk_bytes;
+  if (depth) file.pipeline_depth = depth;
+  if (file.machine.empty()) file.machine = "measured by collx-bench --save-tuning; " + mpi_library;
+  collx::save_tuning_file(path, file);
 }
 
 // collx-bench's command line.
@@ -593,15 +590,14 @@ int run(int argc, char** argv, int rank, int nranks) {
   const std::vector<Row> table = make_table(columns, runners);
   std::string memory_line = s.memory;
   if (device) {
-    memory_line += " (" + collx::bench::device_name() + "; collx: " +
-                   (collx::detail::cuda_awareness().mpi_direct() ? "MPI takes device buffers"
-                                                                 : "staged through pinned host "
-                                                                   "memory") +
-                   "; mpi row: " +
-                   (collx::detail::cuda_awareness().mpi_direct()
-                        ? "device buffers"
-                        : "host buffers with the copies to and from the device") +
-                   ")";
+    memory_line +=
+        " (" + collx::bench::device_name() + "; collx: " +
+        (collx::mpi_takes_device_memory() ? "MPI takes device buffers"
+                                          : "staged through pinned host memory") +
+        "; mpi row: " +
+        (collx::mpi_takes_device_memory() ? "device buffers"
+                                          : "host buffers with the copies to and from the device") +
+        ")";
   }
   std::string transport_line;
   for (const auto& r : runners) {
