@@ -22,9 +22,7 @@
 #include "bench_collective.hpp"
 #include "bench_device.hpp"
 #include "collx/collx.hpp"
-#include "cuda_aware.hpp"
 #include "mpi_reference.hpp"
-#include "tuning.hpp"
 
 namespace {
 
@@ -138,7 +136,7 @@ struct Settings {
   bool in_place = false;
   std::string json_path;
   double overlap_ms = 0;
-  std::string chunk;
+  std::string segment;
   int depth = 0;
   std::string tune_path;
   std::string memory = "host";
@@ -219,21 +217,20 @@ class Computation {
 void write_tuning(const std::string& path, Collective collective, int nranks,
                   const std::vector<std::pair<std::size_t, Algorithm>>& fastest,
                   std::size_t segment_bytes, int depth, const std::string& mpi_library) {
-  collx::detail::TuningTable table;
-  if (std::ifstream(path).good()) table = collx::detail::load_tuning_file(path);
-  std::vector<collx::detail::SelectionRule> rules;
+  collx::TuningFile file;
+  if (std::ifstream(path).good()) file = collx::load_tuning_file(path);
+  std::vector<collx::TuningRule> rules;
   for (std::size_t i = 0; i < fastest.size(); ++i) {
     const bool last = i + 1 == fastest.size();
     if (!last && fastest[i + 1].second == fastest[i].second) continue;
-    rules.push_back({collective, nranks, nranks, last ? collx::detail::kAnySize : fastest[i].first,
+    rules.push_back({collective, nranks, nranks, last ? collx::kAnyBytes : fastest[i].first,
                      fastest[i].second});
   }
-  collx::detail::replace_rules(table, collective, nranks, rules);
-  if (segment_bytes) table.segment_bytes = segment_bytes;
-  if (depth) table.pipeline_depth = depth;
-  if (table.machine.empty())
-    table.machine = "measured by collx-bench --save-tuning; " + mpi_library;
-  collx::detail::save_tuning_file(path, table);
+  collx::replace_tuning_rules(file, collective, nranks, rules);
+  if (segment_bytes) file.segment_bytes = segment_bytes;
+  if (depth) file.pipeline_depth = depth;
+  if (file.machine.empty()) file.machine = "measured by collx-bench --save-tuning; " + mpi_library;
+  collx::save_tuning_file(path, file);
 }
 
 // collx-bench's command line.
@@ -278,13 +275,14 @@ void add_options(CLI::App& app, Settings& s) {
                "in-place form (allreduce, allgather, reduce_scatter, alltoall; broadcast always "
                "is; ignored by the others)");
   app.add_option("--json", s.json_path, "write the results as JSON to this file");
-  app.add_option("--chunk", s.chunk, "segment size of the pipelined algorithms (K/M suffixes)");
+  app.add_option("--segment,--chunk", s.segment,
+                 "segment size of the pipelined algorithms (K/M suffixes; --chunk: old name)");
   app.add_option("--depth", s.depth, "segments in flight")->check(CLI::Range(1, 64));
   // Not "--tune": mpirun scans its whole command line for its own --tune option.
   app.add_option("--save-tuning", s.tune_path,
                  "write the fastest collx algorithm per size for this collective and rank count "
                  "into this tuning file (merged with what it holds; read back with "
-                 "COLLX_TUNING_FILE); --chunk/--depth given here are recorded too");
+                 "COLLX_TUNING_FILE); --segment/--depth given here are recorded too");
   app.add_option("-m,--memory", s.memory,
                  "host, or device: the buffers are CUDA device memory (cudaMalloc), every rank on "
                  "one of its node's GPUs")
@@ -488,6 +486,307 @@ std::vector<Row> make_table(const std::vector<Column>& columns, std::vector<Runn
   return table;
 }
 
+// What a run measures: the command line's values, parsed and checked.
+struct Plan {
+  Collective collective = Collective::allreduce;
+  collx::DataType type = collx::DataType::float32;
+  collx::ReduceOp op = collx::ReduceOp::sum;
+  std::size_t min_bytes = 0;
+  std::size_t max_bytes = 0;
+  std::vector<Column> columns;
+  bool device = false;                  // -m device
+  std::vector<std::string> transports;  // --transport's, each once; empty: the default one
+  std::size_t segment_bytes = 0;        // --segment; 0: the library's choice
+  CacheSize llc;                        // --cold: the last-level cache assumed
+  bool memcpy_row() const {
+    return std::any_of(columns.begin(), columns.end(), [](const Column& c) { return c.memcpy; });
+  }
+};
+
+// The checks that need no communicator, in `plan`; "" or why not (the same on every rank).
+std::string make_plan(const Settings& s, Plan& plan) {
+  const auto collective = collx::parse_collective(s.collective_name);
+  const auto type = collx::parse_datatype(s.type);
+  const auto op = collx::parse_reduce_op(s.op);
+  const auto min_bytes = parse_size(s.min_bytes);
+  const auto max_bytes = parse_size(s.max_bytes);
+  if (!collective) return "unknown collective \"" + s.collective_name + "\"";
+  if (!type) return "unknown datatype \"" + s.type + "\"";
+  if (!op) return "unknown op \"" + s.op + "\"";
+  if (!min_bytes || !max_bytes || *min_bytes > *max_bytes) {
+    return "bad size range -b " + s.min_bytes + " -e " + s.max_bytes;
+  }
+  plan.collective = *collective;
+  plan.type = *type;
+  plan.op = *op;
+  plan.min_bytes = *min_bytes;
+  plan.max_bytes = *max_bytes;
+  try {
+    plan.columns = parse_columns(s.algos, *collective);
+  } catch (const CLI::ValidationError& e) {
+    return e.what();
+  }
+  plan.device = s.memory == "device";
+  if (plan.device && s.overlap_ms > 0) {
+    return "--overlap measures host buffers only (not with -m device)";
+  }
+  if (plan.device && s.cold) return "--cold takes host buffers only (not with -m device)";
+  if (std::string why = parse_transports(s.transports, plan.transports); !why.empty()) return why;
+  if (plan.transports.size() > 1 && !s.tune_path.empty()) {
+    return "--save-tuning takes one transport";
+  }
+  if (!s.segment.empty()) {
+    const auto parsed = parse_size(s.segment);
+    if (!parsed || *parsed == 0) return "bad --segment " + s.segment;
+    plan.segment_bytes = *parsed;
+  }
+  if (s.cold) {
+    plan.llc = last_level_cache();
+    if (!s.llc.empty()) {
+      const auto given = parse_size(s.llc);
+      if (!given || *given == 0) return "bad --llc " + s.llc;
+      plan.llc = {*given, "--llc"};
+    }
+  }
+  return "";
+}
+
+// -m device: whether every rank has a device (collective); the lowest rank without one says why.
+bool device_on_every_rank(int rank, int nranks) {
+  const std::string why = collx::bench::device_memory_unavailable();
+  int first_failing = why.empty() ? nranks : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_failing == rank) {
+    std::fprintf(stderr, "collx-bench (rank %d): -m device: %s\n", rank, why.c_str());
+  }
+  return first_failing == nranks;
+}
+
+// A runner per --transport, each on a duplicate of `comm` moving its bytes that way; without
+// --transport one runner on `comm` itself.
+std::vector<Runner> make_runners(collx::Communicator& comm, const Plan& plan) {
+  std::vector<Runner> runners;
+  if (plan.transports.empty()) {
+    runners.push_back({"", nullptr, collx::bench::make_bench(plan.collective, comm)});
+    return runners;
+  }
+  for (const std::string& t : plan.transports) {
+    auto c = std::make_unique<collx::Communicator>(
+        comm.dup(t == "ucx" ? collx::TransportChoice::ucx : collx::TransportChoice::mpi));
+    auto b = collx::bench::make_bench(plan.collective, *c);
+    runners.push_back({t, std::move(c), std::move(b)});
+  }
+  return runners;
+}
+
+// The command line as given, for the header and the JSON.
+std::string command_line(int argc, char** argv) {
+  std::string command;
+  for (int i = 0; i < argc; ++i)
+    command += (i ? " " : "") + std::string(argv[i]);
+  return command;
+}
+
+// The transports of the collx rows, "mpi" or "mpi,ucx".
+std::string describe_transports(const collx::Communicator& comm,
+                                const std::vector<Runner>& runners) {
+  std::string line;
+  for (const auto& r : runners) {
+    line += (line.empty() ? "" : ",") +
+            std::string(r.transport.empty() ? comm.transport_name() : r.transport);
+  }
+  return line;
+}
+
+// One run, for the functions below: what it measures, on which communicators, and the rows.
+struct Run {
+  const Settings& s;
+  const Plan& plan;
+  int rank;
+  int nranks;
+  collx::Communicator& comm;
+  std::vector<Runner>& runners;
+  std::vector<Row> table;
+  collx::bench::Params params;
+  Computation compute;
+  std::string command;
+  std::string mpi_library;
+  std::string transport_line;  // the transports of the rows ("mpi", "mpi,ucx")
+  int algo_width;
+  int per_round;  // timed calls per round, and rounds
+  int rounds;
+
+  const collx::bench::CollectiveBench& bench() const { return *runners.front().bench; }
+};
+
+// The header's memory line: with -m device, the device and how collx and the mpi row move
+// device buffers.
+std::string memory_line(const Run& run) {
+  if (!run.plan.device) return run.s.memory;
+  const bool direct = collx::mpi_takes_device_memory();
+  return run.s.memory + " (" + collx::bench::device_name() +
+         "; collx: " + (direct ? "MPI takes device buffers" : "staged through pinned host memory") +
+         "; mpi row: " +
+         (direct ? "device buffers" : "host buffers with the copies to and from the device") + ")";
+}
+
+void print_header(const Run& run) {
+  const Settings& s = run.s;
+  std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n",
+              s.collective_name.c_str(), run.nranks, collx::build_info().version.c_str(),
+              collx::build_info().host_kernels.c_str(), run.mpi_library.c_str(),
+              run.command.c_str());
+  std::printf("# memory: %s  transport: %s\n", memory_line(run).c_str(),
+              run.transport_line.c_str());
+  if (s.cold) {
+    std::printf(
+        "# cold: last-level cache %s (%s); every call on the next of a pool of buffer "
+        "sets > %s per rank\n",
+        mib(run.plan.llc.bytes).c_str(), run.plan.llc.source.c_str(),
+        mib(2 * run.plan.llc.bytes).c_str());
+  }
+  std::printf("#\n# %12s %12s %9s %6s %5s %*s %11s %11s %11s %7s %7s %8s%s\n", "size(B)", "count",
+              "type", "redop", "root", run.algo_width, "algo", "time(us)", "algbw(GB/s)",
+              "busbw(GB/s)", "#wrong", "vs_mpi", "x_memcpy",
+              s.overlap_ms > 0 ? "  hidden  total(us)" : "");
+}
+
+// One size's medians: every row's, the mpi and memcpy rows' (0 without them), the fastest collx
+// algorithm's (automatic when no algorithm row ran), and --overlap's.
+struct SizeTimes {
+  std::map<std::string, double> seconds;  // by row key
+  double mpi = 0;
+  double memcpy = 0;
+  Algorithm fastest = Algorithm::automatic;
+  bool overlap = false;
+  Overlap overlapped;
+};
+
+SizeTimes time_size(Run& run) {
+  SizeTimes t;
+  const auto samples = time_rows(run.table, run.s.warmup, run.rounds, run.per_round);
+  double fastest_seconds = 0;
+  for (const auto& row : run.table) {
+    const double seconds = median(samples.at(row.key));
+    t.seconds[row.key] = seconds;
+    if (row.column.mpi) t.mpi = seconds;
+    if (row.column.memcpy) t.memcpy = seconds;
+    if (row.column.collx() && row.column.algorithm != Algorithm::automatic &&
+        (fastest_seconds == 0 || seconds < fastest_seconds)) {
+      fastest_seconds = seconds;
+      t.fastest = row.column.algorithm;
+    }
+  }
+  // --overlap: start, compute, wait; the share of the call's own time that the computation hid
+  // = (call + compute - total) / call.
+  t.overlap = run.s.overlap_ms > 0 && run.bench().supports_overlap();
+  if (t.overlap) t.overlapped = time_overlap(run.table, run.rounds, run.compute);
+  return t;
+}
+
+// A row's wrong elements over all ranks (its check's call, like the timed ones, on the next set
+// of buffers), -1 without -c.
+long long check_row(const Run& run, const Row& row) {
+  if (!run.s.check) return -1;
+  auto& bench = *row.runner->bench;
+  bench.next_buffers();
+  unsigned long long mine =
+      row.column.memcpy ? bench.check_memcpy() : bench.check(row.column.mpi, row.column.algorithm);
+  unsigned long long all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return static_cast<long long>(all);
+}
+
+Measured measure_row(const Run& run, const Row& row, const SizeTimes& t, std::size_t bytes,
+                     std::size_t count) {
+  const Column& c = row.column;
+  const auto& bench = run.bench();
+  Measured m;
+  m.bytes = bytes;
+  m.count = count;
+  m.seconds = t.seconds.at(row.key);
+  m.wrong = check_row(run, row);
+  m.checked = run.s.check != 0;
+  m.memcpy = c.memcpy;
+  // The memcpy row's bandwidth is its copy's: the bytes it copies per second (both columns).
+  const double moved = static_cast<double>(c.memcpy ? bench.memcpy_bytes() : bytes);
+  m.algbw = m.seconds > 0 ? moved / m.seconds / 1e9 : 0;
+  m.busbw = m.algbw * (c.memcpy ? 1.0 : bench.bus_factor(run.nranks));
+  m.has_vs_mpi = t.mpi > 0;
+  m.vs_mpi = t.mpi > 0 && m.seconds > 0 ? t.mpi / m.seconds : 0;
+  // Time over the memcpy row's: how far from touching the result once (none without bytes).
+  m.has_x_memcpy = t.memcpy > 0 && bench.memcpy_bytes() > 0;
+  m.x_memcpy = m.has_x_memcpy ? m.seconds / t.memcpy : 0;
+  m.label = c.name;
+  if (c.collx() && c.algorithm == Algorithm::automatic) {
+    // The shared-memory rows count for host buffers on a communicator with a segment.
+    const bool shared =
+        !run.plan.device && (row.runner->comm ? *row.runner->comm : run.comm).shared_memory();
+    m.selected = std::string(
+        collx::to_string(collx::auto_algorithm(run.plan.collective, bytes, run.nranks, shared)));
+    m.label += "(" + m.selected + ")";
+  }
+  if (c.collx() && !row.runner->transport.empty()) m.label += "@" + row.runner->transport;
+  if (t.overlap && !c.memcpy) {
+    m.overlap = true;
+    m.compute_seconds = t.overlapped.compute_seconds;
+    m.total = median(t.overlapped.samples.at(row.key));
+    m.hidden = std::clamp((m.seconds + m.compute_seconds - m.total) / m.seconds, 0.0, 1.0);
+  }
+  return m;
+}
+
+// The rows of one size, measured, printed (rank 0) and added to `json_rows`; the fastest collx
+// algorithm (not auto, not mpi) added to `fastest` for --save-tuning. Wrong elements found.
+unsigned long long measure_size(Run& run, std::size_t size, nlohmann::json& json_rows,
+                                std::vector<std::pair<std::size_t, Algorithm>>& fastest) {
+  const auto& bench = run.bench();
+  const std::size_t count = bench.count_for(size, collx::size_of(run.plan.type), run.nranks);
+  for (auto& r : run.runners)
+    r.bench->prepare(run.params, count);
+  const std::size_t bytes = bench.bytes_for(count, run.nranks);  // nccl-tests' size column
+  const SizeTimes t = time_size(run);
+  if (t.fastest != Algorithm::automatic) fastest.emplace_back(bytes, t.fastest);
+  unsigned long long wrong = 0;
+  for (const auto& row : run.table) {
+    const Measured m = measure_row(run, row, t, bytes, count);
+    if (m.wrong > 0) wrong += static_cast<unsigned long long>(m.wrong);
+    if (run.rank == 0) print_row(m, run.s, bench, run.algo_width);
+    nlohmann::json json_row = to_json(m, row.key, run.s, bench);
+    if (run.s.cold) json_row["buffer_sets"] = row.runner->bench->buffer_sets();
+    if (row.column.collx() && !row.runner->transport.empty()) {
+      json_row["transport"] = row.runner->transport;
+    }
+    json_rows.push_back(json_row);
+  }
+  return wrong;
+}
+
+// --json's document; false where it cannot be written.
+bool write_json(const Run& run, const nlohmann::json& rows) {
+  const Settings& s = run.s;
+  nlohmann::json doc = {{"collective", s.collective_name},
+                        {"nranks", run.nranks},
+                        {"mpi_library", run.mpi_library},
+                        {"collx_version", collx::build_info().version},
+                        {"memory", s.memory},
+                        {"transport", run.transport_line},
+                        {"command", run.command},
+                        {"cold", s.cold},
+                        {"rows", rows}};
+  if (s.cold) {
+    doc["llc_bytes"] = run.plan.llc.bytes;
+    doc["llc_source"] = run.plan.llc.source;
+  }
+  std::ofstream out(s.json_path);
+  out << doc.dump(2) << "\n";
+  if (!out) {
+    std::fprintf(stderr, "collx-bench: cannot write %s\n", s.json_path.c_str());
+    return false;
+  }
+  return true;
+}
+
 int run(int argc, char** argv, int rank, int nranks) {
   CLI::App app{"collx-bench: collx collectives against each other and the MPI library's own"};
   Settings s;
@@ -498,250 +797,67 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (rank != 0) return e.get_exit_code();
     return app.exit(e);
   }
-
-  const auto collective = collx::parse_collective(s.collective_name);
-  const auto type = collx::parse_datatype(s.type);
-  const auto op = collx::parse_reduce_op(s.op);
-  const auto min_bytes = parse_size(s.min_bytes);
-  const auto max_bytes = parse_size(s.max_bytes);
   auto fail = [&](const std::string& message) {
     if (rank == 0) std::fprintf(stderr, "collx-bench: %s\n", message.c_str());
     return 2;
   };
-  if (!collective) return fail("unknown collective \"" + s.collective_name + "\"");
-  if (!type) return fail("unknown datatype \"" + s.type + "\"");
-  if (!op) return fail("unknown op \"" + s.op + "\"");
-  if (!min_bytes || !max_bytes || *min_bytes > *max_bytes) {
-    return fail("bad size range -b " + s.min_bytes + " -e " + s.max_bytes);
-  }
-  std::vector<Column> columns;
-  try {
-    columns = parse_columns(s.algos, *collective);
-  } catch (const CLI::ValidationError& e) {
-    return fail(e.what());
-  }
-
+  Plan plan;
+  if (const std::string why = make_plan(s, plan); !why.empty()) return fail(why);
   // -m device: a device on every rank, or a clear error on all of them.
-  const bool device = s.memory == "device";
-  if (device) {
-    const std::string why = collx::bench::device_memory_unavailable();
-    // The lowest rank without a device says why (all ranks stop).
-    int first_failing = why.empty() ? nranks : rank;
-    MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first_failing == rank) {
-      std::fprintf(stderr, "collx-bench (rank %d): -m device: %s\n", rank, why.c_str());
-    }
-    if (first_failing < nranks) return 2;
-    if (s.overlap_ms > 0) return fail("--overlap measures host buffers only (not with -m device)");
-    if (s.cold) return fail("--cold takes host buffers only (not with -m device)");
+  if (plan.device) {
+    if (!device_on_every_rank(rank, nranks)) return 2;
     collx::bench::Buffer::use_device_memory(true);
-  }
-  std::vector<std::string> transports;
-  if (const std::string why = parse_transports(s.transports, transports); !why.empty()) {
-    return fail(why);
-  }
-  if (transports.size() > 1 && !s.tune_path.empty()) {
-    return fail("--save-tuning takes one transport");
   }
 
   collx::Communicator comm(MPI_COMM_WORLD);
-  std::vector<Runner> runners;
-  if (transports.empty()) {
-    runners.push_back({"", nullptr, collx::bench::make_bench(*collective, comm)});
-  } else {
-    for (const std::string& t : transports) {
-      auto c = std::make_unique<collx::Communicator>(
-          comm.dup(t == "ucx" ? collx::TransportChoice::ucx : collx::TransportChoice::mpi));
-      auto b = collx::bench::make_bench(*collective, *c);
-      runners.push_back({t, std::move(c), std::move(b)});
-    }
-  }
-  auto* bench = runners.front().bench.get();
+  std::vector<Runner> runners = make_runners(comm, plan);
+  const auto* bench = runners.front().bench.get();
   if (!bench) return fail("collx-bench has no benchmark for " + s.collective_name + " yet");
   if (bench->rooted() && (s.root < 0 || s.root >= nranks)) {
     return fail("root " + std::to_string(s.root) + " is not a rank");
   }
-  if (bench->reduces() && !collx::is_supported(*type, *op)) {
+  if (bench->reduces() && !collx::is_supported(plan.type, plan.op)) {
     return fail(s.op + " is not defined for " + s.type);
   }
-  std::size_t segment_bytes = 0;
-  if (!s.chunk.empty()) {
-    const auto parsed = parse_size(s.chunk);
-    if (!parsed || *parsed == 0) return fail("bad --chunk " + s.chunk);
-    segment_bytes = *parsed;
-  }
-  CacheSize llc;
-  if (s.cold) {
-    llc = last_level_cache();
-    if (!s.llc.empty()) {
-      const auto given = parse_size(s.llc);
-      if (!given || *given == 0) return fail("bad --llc " + s.llc);
-      llc = {*given, "--llc"};
-    }
-  }
-  const bool memcpy_row =
-      std::any_of(columns.begin(), columns.end(), [](const Column& c) { return c.memcpy; });
-  const collx::bench::Params params{*type,         *op,     s.root,     s.in_place,
-                                    segment_bytes, s.depth, memcpy_row, 2 * llc.bytes};
-  Computation compute(s.overlap_ms);
-  const std::size_t element = collx::size_of(*type);
 
-  std::string command;
-  for (int i = 0; i < argc; ++i)
-    command += (i ? " " : "") + std::string(argv[i]);
-  const std::string mpi_library = collx::mpi_library_version();
-  const std::vector<Row> table = make_table(columns, runners);
-  std::string memory_line = s.memory;
-  if (device) {
-    memory_line += " (" + collx::bench::device_name() + "; collx: " +
-                   (collx::detail::cuda_awareness().mpi_direct() ? "MPI takes device buffers"
-                                                                 : "staged through pinned host "
-                                                                   "memory") +
-                   "; mpi row: " +
-                   (collx::detail::cuda_awareness().mpi_direct()
-                        ? "device buffers"
-                        : "host buffers with the copies to and from the device") +
-                   ")";
-  }
-  std::string transport_line;
-  for (const auto& r : runners) {
-    transport_line += (transport_line.empty() ? "" : ",") +
-                      std::string(r.transport.empty() ? comm.transport_name() : r.transport);
-  }
-  // Wide enough for "auto(recursive_doubling)@ucx".
-  const int algo_width = transports.empty() ? 24 : 28;
-  if (rank == 0) {
-    std::printf("# collx-bench %s  nranks %d  collx %s (kernels %s)\n# MPI: %s\n# %s\n",
-                s.collective_name.c_str(), nranks, collx::build_info().version.c_str(),
-                collx::build_info().host_kernels.c_str(), mpi_library.c_str(), command.c_str());
-    std::printf("# memory: %s  transport: %s\n", memory_line.c_str(), transport_line.c_str());
-    if (s.cold) {
-      std::printf(
-          "# cold: last-level cache %s (%s); every call on the next of a pool of buffer "
-          "sets > %s per rank\n",
-          mib(llc.bytes).c_str(), llc.source.c_str(), mib(2 * llc.bytes).c_str());
-    }
-    std::printf("#\n# %12s %12s %9s %6s %5s %*s %11s %11s %11s %7s %7s %8s%s\n", "size(B)", "count",
-                "type", "redop", "root", algo_width, "algo", "time(us)", "algbw(GB/s)",
-                "busbw(GB/s)", "#wrong", "vs_mpi", "x_memcpy",
-                s.overlap_ms > 0 ? "  hidden  total(us)" : "");
-  }
+  Run r{.s = s,
+        .plan = plan,
+        .rank = rank,
+        .nranks = nranks,
+        .comm = comm,
+        .runners = runners,
+        .table = make_table(plan.columns, runners),
+        .params = {plan.type, plan.op, s.root, s.in_place, plan.segment_bytes, s.depth,
+                   plan.memcpy_row(), 2 * plan.llc.bytes},
+        .compute = Computation(s.overlap_ms),
+        .command = command_line(argc, argv),
+        .mpi_library = collx::mpi_library_version(),
+        .transport_line = describe_transports(comm, runners),
+        // Wide enough for "auto(recursive_doubling)@ucx".
+        .algo_width = plan.transports.empty() ? 24 : 28,
+        .per_round = std::max(1, s.iters / s.rounds),
+        .rounds = std::min(s.rounds, s.iters)};
+  if (rank == 0) print_header(r);
 
   nlohmann::json rows = nlohmann::json::array();
-  // --save-tuning: the fastest collx algorithm (not auto, not mpi) at each measured size.
-  std::vector<std::pair<std::size_t, Algorithm>> fastest;
-  std::size_t total_wrong = 0;
-  const int per_round = std::max(1, s.iters / s.rounds);
-  const int rounds = std::min(s.rounds, s.iters);
-  for (std::size_t size = *min_bytes; size <= *max_bytes; size *= s.factor) {
-    const std::size_t count = bench->count_for(size, element, nranks);
-    for (auto& r : runners)
-      r.bench->prepare(params, count);
-    const std::size_t bytes = bench->bytes_for(count, nranks);  // nccl-tests' size column
-    const auto samples = time_rows(table, s.warmup, rounds, per_round);
-    double mpi_seconds = 0;
-    double memcpy_seconds = 0;
-    double best_seconds = 0;
-    Algorithm best_algorithm = Algorithm::automatic;
-    for (const auto& row : table) {
-      const double t = median(samples.at(row.key));
-      if (row.column.mpi) mpi_seconds = t;
-      if (row.column.memcpy) memcpy_seconds = t;
-      if (row.column.collx() && row.column.algorithm != Algorithm::automatic &&
-          (best_seconds == 0 || t < best_seconds)) {
-        best_seconds = t;
-        best_algorithm = row.column.algorithm;
-      }
-    }
-    if (best_algorithm != Algorithm::automatic) fastest.emplace_back(bytes, best_algorithm);
-    // --overlap: start, compute, wait; the share of the call's own time that the computation
-    // hid = (call + compute - total) / call.
-    const bool overlap = s.overlap_ms > 0 && bench->supports_overlap();
-    const Overlap overlapped = overlap ? time_overlap(table, rounds, compute) : Overlap{};
-    const double compute_seconds = overlapped.compute_seconds;
-    for (const auto& row : table) {
-      const Column& c = row.column;
-      const double seconds = median(samples.at(row.key));
-      long long wrong = -1;
-      if (s.check) {
-        // The check's call, like the timed ones, on the next set of buffers; that set is checked.
-        row.runner->bench->next_buffers();
-        unsigned long long mine = c.memcpy ? row.runner->bench->check_memcpy()
-                                           : row.runner->bench->check(c.mpi, c.algorithm);
-        unsigned long long all = 0;
-        MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        wrong = static_cast<long long>(all);
-        total_wrong += all;
-      }
-      // The memcpy row's bandwidth is its copy's: the bytes it copies per second (both columns).
-      const double moved = static_cast<double>(c.memcpy ? bench->memcpy_bytes() : bytes);
-      const double algbw = seconds > 0 ? moved / seconds / 1e9 : 0;
-      const double busbw = algbw * (c.memcpy ? 1.0 : bench->bus_factor(nranks));
-      const double vs_mpi = mpi_seconds > 0 && seconds > 0 ? mpi_seconds / seconds : 0;
-      // Time over the memcpy row's: how far from touching the result once (none without bytes).
-      const bool has_x_memcpy = memcpy_seconds > 0 && bench->memcpy_bytes() > 0;
-      const double x_memcpy = has_x_memcpy ? seconds / memcpy_seconds : 0;
-      std::string label = c.name;
-      std::string selected;
-      if (c.collx() && c.algorithm == Algorithm::automatic) {
-        // The shared-memory rows count for host buffers on a communicator with a segment.
-        const bool shared =
-            !device && (row.runner->comm ? *row.runner->comm : comm).shared_memory();
-        selected = std::string(
-            collx::to_string(collx::auto_algorithm(*collective, bytes, nranks, shared)));
-        label += "(" + selected + ")";
-      }
-      if (c.collx() && !row.runner->transport.empty()) label += "@" + row.runner->transport;
-      double hidden = 0;
-      double total = 0;
-      if (overlap && !c.memcpy) {
-        total = median(overlapped.samples.at(row.key));
-        hidden = std::clamp((seconds + compute_seconds - total) / seconds, 0.0, 1.0);
-      }
-      Measured m{bytes,  count,           label,          selected,     seconds,
-                 algbw,  busbw,           wrong,          s.check != 0, c.memcpy,
-                 vs_mpi, mpi_seconds > 0, x_memcpy,       has_x_memcpy, overlap && !c.memcpy,
-                 total,  hidden,          compute_seconds};
-      if (rank == 0) print_row(m, s, *bench, algo_width);
-      nlohmann::json json_row = to_json(m, row.key, s, *bench);
-      if (s.cold) json_row["buffer_sets"] = row.runner->bench->buffer_sets();
-      if (c.collx() && !row.runner->transport.empty())
-        json_row["transport"] = row.runner->transport;
-      rows.push_back(json_row);
-    }
-    if (size == 0 || *collective == Collective::barrier) break;  // barrier: one row
+  std::vector<std::pair<std::size_t, Algorithm>> fastest;  // for --save-tuning
+  unsigned long long total_wrong = 0;
+  for (std::size_t size = plan.min_bytes; size <= plan.max_bytes; size *= s.factor) {
+    total_wrong += measure_size(r, size, rows, fastest);
+    if (size == 0 || plan.collective == Collective::barrier) break;  // barrier: one row
   }
   if (!s.tune_path.empty() && fastest.empty()) {
     return fail("--save-tuning needs at least one collx algorithm in -a");
   }
   if (rank == 0 && !s.tune_path.empty()) {
-    write_tuning(s.tune_path, *collective, nranks, fastest, segment_bytes, s.depth, mpi_library);
+    write_tuning(s.tune_path, plan.collective, nranks, fastest, plan.segment_bytes, s.depth,
+                 r.mpi_library);
     std::printf("# tuning: %zu sizes written to %s for %s on %d ranks\n", fastest.size(),
                 s.tune_path.c_str(), s.collective_name.c_str(), nranks);
   }
   if (rank == 0) {
-    std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-    if (!s.json_path.empty()) {
-      nlohmann::json doc = {{"collective", s.collective_name},
-                            {"nranks", nranks},
-                            {"mpi_library", mpi_library},
-                            {"collx_version", collx::build_info().version},
-                            {"memory", s.memory},
-                            {"transport", transport_line},
-                            {"command", command},
-                            {"cold", s.cold},
-                            {"rows", rows}};
-      if (s.cold) {
-        doc["llc_bytes"] = llc.bytes;
-        doc["llc_source"] = llc.source;
-      }
-      std::ofstream out(s.json_path);
-      out << doc.dump(2) << "\n";
-      if (!out) {
-        std::fprintf(stderr, "collx-bench: cannot write %s\n", s.json_path.c_str());
-        return 1;
-      }
-    }
+    std::printf("# Out of bounds values : %llu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    if (!s.json_path.empty() && !write_json(r, rows)) return 1;
   }
   return total_wrong ? 1 : 0;
 }

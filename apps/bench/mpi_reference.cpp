@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 namespace collx::bench {
 
@@ -53,6 +54,17 @@ void ensure_user_ops() {
   user_ops_made = true;
 }
 
+// Each of `count` elements divided by nranks, in float (double for float64) as an MPI user's own
+// loop would, rounded back to T.
+template <class T>
+void divide_each(void* buffer, std::size_t count, int nranks) {
+  using Wide = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  T* p = static_cast<T*>(buffer);
+  const Wide divisor = static_cast<Wide>(nranks);
+  for (std::size_t i = 0; i < count; ++i)
+    p[i] = T(static_cast<Wide>(p[i]) / divisor);
+}
+
 }  // namespace
 
 MPI_Datatype mpi_type(DataType type) {
@@ -101,34 +113,17 @@ MPI_Op mpi_op(DataType type, ReduceOp op) {
 }
 
 void mpi_finish_average(void* buffer, DataType type, std::size_t count, int nranks) {
-  const float fn = static_cast<float>(nranks);
   switch (type) {
-    case DataType::float32: {
-      float* p = static_cast<float*>(buffer);
-      for (std::size_t i = 0; i < count; ++i)
-        p[i] /= fn;
-      break;
-    }
-    case DataType::float64: {
-      double* p = static_cast<double*>(buffer);
-      for (std::size_t i = 0; i < count; ++i)
-        p[i] /= nranks;
-      break;
-    }
-    case DataType::float16: {
-      float16* p = static_cast<float16*>(buffer);
-      for (std::size_t i = 0; i < count; ++i)
-        p[i] = float16(static_cast<float>(p[i]) / fn);
-      break;
-    }
-    case DataType::bfloat16: {
-      bfloat16* p = static_cast<bfloat16*>(buffer);
-      for (std::size_t i = 0; i < count; ++i)
-        p[i] = bfloat16(static_cast<float>(p[i]) / fn);
-      break;
-    }
+    case DataType::float32:
+      return divide_each<float>(buffer, count, nranks);
+    case DataType::float64:
+      return divide_each<double>(buffer, count, nranks);
+    case DataType::float16:
+      return divide_each<float16>(buffer, count, nranks);
+    case DataType::bfloat16:
+      return divide_each<bfloat16>(buffer, count, nranks);
     default:
-      break;
+      return;  // avg is not defined for the integer types
   }
 }
 

@@ -270,7 +270,7 @@ TEST(MpiCommunicator, FreedCommunicatorIsAnError) {
 // This suite runs once per transport (COLLX_TRANSPORT in the ctest environment).
 TEST(MpiCommunicator, UsesTheTransportThatTheConfigurationNames) {
   collx::Communicator comm(MPI_COMM_WORLD);
-  EXPECT_EQ(comm.state().transport->name(),
+  EXPECT_EQ(collx::detail::state_of(comm).transport->name(),
             collx::detail::to_string(collx::detail::config().transport));
 }
 

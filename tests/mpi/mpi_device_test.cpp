@@ -100,7 +100,7 @@ class MpiDevice : public ::testing::Test {
       int device = 0;
       if (collx::detail::device_api() != nullptr)
         device = collx::detail::device_api()->current_device();
-      EXPECT_EQ(comm.state().device_engine(device).messages_in_flight(), 0u);
+      EXPECT_EQ(collx::detail::state_of(comm).device_engine(device).messages_in_flight(), 0u);
     }
   }
   collx::Communicator comm{MPI_COMM_WORLD};

@@ -39,14 +39,14 @@ TEST_F(MpiMemoryKind, HostBuffersAreHostMemoryInEveryBuild) {
   for (const void* p : {static_cast<const void*>(heap.data()), static_cast<const void*>(stack),
                         static_cast<const void*>(in_data)}) {
     collx::detail::CallMemory m =
-        collx::detail::call_memory(comm.state(), Collective::allreduce, automatic,
+        collx::detail::call_memory(collx::detail::state_of(comm), Collective::allreduce, automatic,
                                    {{p, 32, "sendbuf"}, {p, 32, "recvbuf"}}, true);
     EXPECT_FALSE(m.on_device());
   }
   collx::Options given;
   given.memory = MemoryKind::host;
-  EXPECT_FALSE(collx::detail::call_memory(comm.state(), Collective::broadcast, given,
-                                          {{heap.data(), 800, "buffer"}}, true)
+  EXPECT_FALSE(collx::detail::call_memory(collx::detail::state_of(comm), Collective::broadcast,
+                                          given, {{heap.data(), 800, "buffer"}}, true)
                    .on_device());
   // And the calls work.
   comm.allreduce(collx::in_place, heap.data(), heap.size(), DataType::float64, ReduceOp::sum);

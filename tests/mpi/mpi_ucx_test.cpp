@@ -40,7 +40,7 @@ class UcxConfig : public ::testing::Test {
 };
 
 std::uint64_t context_id_of(const collx::Communicator& comm) {
-  auto* ucx = dynamic_cast<UcxTransport*>(comm.state().transport.get());
+  auto* ucx = dynamic_cast<UcxTransport*>(collx::detail::state_of(comm).transport.get());
   return ucx != nullptr ? ucx->context_id() : 0;
 }
 
@@ -65,7 +65,7 @@ TEST(UcxTag, FieldsDoNotOverlap) {
 
 TEST_F(UcxConfig, CommunicatorsUseUcxWithAContextIdAgreedByAllRanks) {
   collx::Communicator world(MPI_COMM_WORLD);
-  ASSERT_EQ(world.state().transport->name(), "ucx");
+  ASSERT_EQ(collx::detail::state_of(world).transport->name(), "ucx");
   MPI_Comm reversed_comm;
   MPI_Comm_split(MPI_COMM_WORLD, 0, world.size() - world.rank(), &reversed_comm);
   collx::Communicator reversed(reversed_comm);

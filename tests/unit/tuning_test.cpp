@@ -21,6 +21,22 @@ std::string temp_path(const char* name) {
   return (testing::TempDir() + name);
 }
 
+// Files written before the pipeline's unit was called a segment name it "chunk_bytes".
+TEST(Tuning, OldSegmentKeyIsStillRead) {
+  const std::string path = temp_path("tuning_old_key.json");
+  {
+    std::ofstream f(path);
+    f << R"({"machine": "old", "chunk_bytes": 65536, "pipeline_depth": 2, "rules": []})";
+  }
+  EXPECT_EQ(load_tuning_file(path).segment_bytes, 64u << 10);
+  {
+    std::ofstream f(path);
+    f << R"({"segment_bytes": 4096, "chunk_bytes": 65536, "rules": []})";
+  }
+  EXPECT_EQ(load_tuning_file(path).segment_bytes, 4096u) << "the new key wins";
+  std::remove(path.c_str());
+}
+
 TEST(Tuning, SaveLoadRoundTripAndMerge) {
   const std::string path = temp_path("tuning_roundtrip.json");
   TuningTable t;

@@ -9,4 +9,5 @@
 #include "collx/info.hpp"
 #include "collx/options.hpp"
 #include "collx/request.hpp"
+#include "collx/tuning.hpp"
 #include "collx/types.hpp"

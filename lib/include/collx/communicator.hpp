@@ -17,7 +17,10 @@ namespace collx {
 
 namespace detail {
 struct CommState;
-}
+// The library's own way to a communicator's state (lib/src/api/comm_state.hpp); it is defined
+// only in the library's sources, so applications cannot reach the state through it.
+struct CommunicatorAccess;
+}  // namespace detail
 
 class Communicator {
  public:
@@ -155,9 +158,8 @@ class Communicator {
   // `transport` (for example to compare the transports in one run).
   Communicator dup(TransportChoice transport = TransportChoice::automatic) const;
 
-  detail::CommState& state() const;
-
  private:
+  friend struct detail::CommunicatorAccess;
   struct Adopt {};
   Communicator(Adopt, MPI_Comm owned, TransportChoice transport = TransportChoice::automatic);
   void check_span_sizes(const char* collective, std::size_t send, std::size_t recv) const;

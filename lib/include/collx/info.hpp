@@ -42,6 +42,10 @@ struct DeviceMemoryInfo {
   std::vector<std::string> memory_types;      // what the collectives accept: "host", "cuda"
 };
 DeviceMemoryInfo device_memory_info();
+// Whether collx hands device buffers to the MPI library as they are (the MPI library is
+// CUDA-aware, or COLLX_CUDA_AWARE=1 says so) rather than staging them through pinned host memory:
+// device_paths' "mpi" entry as a bool, without querying the devices. MPI must be initialised.
+bool mpi_takes_device_memory();
 
 // This process's place among the ranks of `comm` that share its node (collective over `comm`):
 // its rank there and how many there are. For picking a GPU per rank (rank % devices), or

@@ -347,7 +347,7 @@ using detail::bytes_of;
 
 void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              ReduceOp op, const Options& options) {
-  state();  // throws if freed
+  detail::state_of(*this);  // throws if freed
   detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
 }
 void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,
@@ -356,58 +356,58 @@ void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType 
 }
 Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count,
                                  DataType type, ReduceOp op, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, false);
 }
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::broadcast_impl(state_, buffer, count, type, root, options, true);
 }
 Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType type, int root,
                                  const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::broadcast_impl(state_, buffer, count, type, root, options, false);
 }
 
 void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           ReduceOp op, int root, const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, true);
 }
 Request Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                               ReduceOp op, int root, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, false);
 }
 
 void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, true);
 }
 void Communicator::allgather(InPlace, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::allgather_impl(state_, nullptr, recvbuf, count, type, options, true);
 }
 Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t count,
                                  DataType type, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, false);
 }
 
 void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                   DataType type, ReduceOp op, const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
                               detail::block_offsets(rank(), count, size(), type), type, op, options,
                               true, Collective::reduce_scatter);
 }
 Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                       DataType type, ReduceOp op, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
                                      detail::block_offsets(rank(), count, size(), type), type, op,
                                      options, false, Collective::reduce_scatter);
@@ -436,75 +436,75 @@ std::vector<std::size_t> prefix_sums(const Communicator& comm,
 void Communicator::reduce_scatter_v(const void* sendbuf, void* recvbuf,
                                     std::span<const std::size_t> counts, DataType type, ReduceOp op,
                                     const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
                               options, true, Collective::reduce_scatter_v);
 }
 Request Communicator::ireduce_scatter_v(const void* sendbuf, void* recvbuf,
                                         std::span<const std::size_t> counts, DataType type,
                                         ReduceOp op, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
                                      options, false, Collective::reduce_scatter_v);
 }
 
 void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           int root, const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
 }
 Request Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                               int root, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
 }
 
 void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                            int root, const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
 }
 Request Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                                int root, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
 }
 
 void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                             const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, true);
 }
 Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, false);
 }
 
 void Communicator::barrier(const Options& options) {
-  state();
+  detail::state_of(*this);
   detail::barrier_impl(state_, options, true);
 }
 Request Communicator::ibarrier(const Options& options) {
-  state();
+  detail::state_of(*this);
   return detail::barrier_impl(state_, options, false);
 }
 
 void Communicator::send(const void* buffer, std::size_t count, DataType type, int dest, int tag) {
-  state();
+  detail::state_of(*this);
   const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
   detail::point_to_point_impl(state_, {bytes_of(buffer), bytes, dest, nullptr, 0, -1, tag}, type,
                               true, false, true);
 }
 void Communicator::recv(void* buffer, std::size_t count, DataType type, int source, int tag) {
-  state();
+  detail::state_of(*this);
   const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
   detail::point_to_point_impl(state_, {nullptr, 0, -1, bytes_of(buffer), bytes, source, tag}, type,
                               false, true, true);
 }
 void Communicator::sendrecv(const void* sendbuf, std::size_t sendcount, int dest, void* recvbuf,
                             std::size_t recvcount, int source, DataType type, int tag) {
-  state();
+  detail::state_of(*this);
   detail::point_to_point_impl(
       state_,
       {bytes_of(sendbuf), detail::element_bytes(Collective::sendrecv, rank(), sendcount, type),
@@ -514,13 +514,13 @@ void Communicator::sendrecv(const void* sendbuf, std::size_t sendcount, int dest
 }
 Request Communicator::isend(const void* buffer, std::size_t count, DataType type, int dest,
                             int tag) {
-  state();
+  detail::state_of(*this);
   const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
   return detail::point_to_point_impl(state_, {bytes_of(buffer), bytes, dest, nullptr, 0, -1, tag},
                                      type, true, false, false);
 }
 Request Communicator::irecv(void* buffer, std::size_t count, DataType type, int source, int tag) {
-  state();
+  detail::state_of(*this);
   const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
   return detail::point_to_point_impl(state_, {nullptr, 0, -1, bytes_of(buffer), bytes, source, tag},
                                      type, false, true, false);
@@ -528,8 +528,9 @@ Request Communicator::irecv(void* buffer, std::size_t count, DataType type, int 
 
 std::optional<Communicator> Communicator::split(int color, int key) const {
   MPI_Comm out = MPI_COMM_NULL;
-  detail::check_mpi(MPI_Comm_split(state().comm, color < 0 ? MPI_UNDEFINED : color, key, &out),
-                    "MPI_Comm_split", rank());
+  detail::check_mpi(
+      MPI_Comm_split(detail::state_of(*this).comm, color < 0 ? MPI_UNDEFINED : color, key, &out),
+      "MPI_Comm_split", rank());
   if (out == MPI_COMM_NULL) return std::nullopt;
   return Communicator(Adopt{}, out);
 }
@@ -556,12 +557,13 @@ Communicator Communicator::create_group(std::span<const int> ranks) const {
   if (!member) fail("ranks: this rank is not listed (only the listed ranks call create_group)");
   MPI_Group parent_group = MPI_GROUP_NULL;
   MPI_Group group = MPI_GROUP_NULL;
-  detail::check_mpi(MPI_Comm_group(state().comm, &parent_group), "MPI_Comm_group", rank());
+  detail::check_mpi(MPI_Comm_group(detail::state_of(*this).comm, &parent_group), "MPI_Comm_group",
+                    rank());
   detail::check_mpi(
       MPI_Group_incl(parent_group, static_cast<int>(ranks.size()), ranks.data(), &group),
       "MPI_Group_incl", rank());
   MPI_Comm out = MPI_COMM_NULL;
-  const int rc = MPI_Comm_create_group(state().comm, group, 0, &out);
+  const int rc = MPI_Comm_create_group(detail::state_of(*this).comm, group, 0, &out);
   MPI_Group_free(&group);
   MPI_Group_free(&parent_group);
   detail::check_mpi(rc, "MPI_Comm_create_group", rank());

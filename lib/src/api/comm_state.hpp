@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "collx/communicator.hpp"
 #include "collx/options.hpp"
 #include "collx/request.hpp"
 #include "device_call.hpp"
@@ -49,6 +50,16 @@ struct CommState {
   std::mutex device_mutex;
   std::vector<std::unique_ptr<DeviceEngine>> device_engines;
 };
+
+// A Communicator's state, for the library's entry points and the project's tests (the public
+// header keeps it out of the applications' reach). Throws ErrorCode::communicator_freed once the
+// communicator was freed or moved from.
+struct CommunicatorAccess {
+  static CommState& state(const Communicator& comm);
+};
+inline CommState& state_of(const Communicator& comm) {
+  return CommunicatorAccess::state(comm);
+}
 
 // What a collective call looks like, for COLLX_CHECK's cross-rank comparison and for the
 // COLLX_DEBUG line.

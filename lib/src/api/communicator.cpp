@@ -234,38 +234,38 @@ Communicator::Communicator(Adopt, MPI_Comm owned, TransportChoice transport)
 
 Communicator Communicator::dup(TransportChoice transport) const {
   MPI_Comm out = MPI_COMM_NULL;
-  detail::check_mpi(MPI_Comm_dup(state().comm, &out), "MPI_Comm_dup", rank());
+  detail::check_mpi(MPI_Comm_dup(detail::state_of(*this).comm, &out), "MPI_Comm_dup", rank());
   return Communicator(Adopt{}, out, transport);
 }
 
 std::string_view Communicator::transport_name() const {
-  return state().transport->name();
+  return detail::state_of(*this).transport->name();
 }
 
 bool Communicator::shared_memory() const {
-  return state().transport->shared_arena() != nullptr;
+  return detail::state_of(*this).transport->shared_arena() != nullptr;
 }
 
 Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
-detail::CommState& Communicator::state() const {
-  if (!state_) {
+detail::CommState& detail::CommunicatorAccess::state(const Communicator& comm) {
+  if (!comm.state_) {
     throw Error(ErrorCode::communicator_freed, "communicator", -1,
                 "the communicator was freed (or moved from)");
   }
-  return *state_;
+  return *comm.state_;
 }
 
 int Communicator::rank() const {
-  return state().rank;
+  return detail::state_of(*this).rank;
 }
 int Communicator::size() const {
-  return state().size;
+  return detail::state_of(*this).size;
 }
 MPI_Comm Communicator::mpi_comm() const {
-  return state().comm;
+  return detail::state_of(*this).comm;
 }
 bool Communicator::is_freed() const noexcept {
   return state_ == nullptr;
@@ -279,7 +279,7 @@ void Communicator::free() {
 void Communicator::check_span_sizes(const char* collective, std::size_t send,
                                     std::size_t recv) const {
   if (send != recv) {
-    throw Error(ErrorCode::invalid_argument, collective, state().rank,
+    throw Error(ErrorCode::invalid_argument, collective, detail::state_of(*this).rank,
                 "recv: span of " + std::to_string(recv) + " elements for a send span of " +
                     std::to_string(send));
   }

@@ -57,6 +57,10 @@ DeviceMemoryInfo device_memory_info() {
   return info;
 }
 
+bool mpi_takes_device_memory() {
+  return detail::cuda_awareness().mpi_direct();
+}
+
 std::string mpi_library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;
