@@ -1,13 +1,12 @@
 // Gather and scatter: binomial tree and linear. Block r (of any length) belongs to rank r.
-// In the tree, a rank's subtree is a contiguous window of virtual ranks; it maps to at most two
-// contiguous ranges of real ranks (split where the numbering wraps past rank p-1), so each
-// window travels as at most two messages, landing at the root directly in place.
+// In the tree, a rank's subtree is a contiguous window of virtual ranks that travels as at most
+// two messages (patterns::TreeWindows), landing at the root directly in place.
 #include <array>
 #include <cstring>
 
 #include "collectives.hpp"
-#include "registry.hpp"
 #include "collx/error.hpp"
+#include "registry.hpp"
 #include "tree.hpp"
 
 namespace collx::detail {
@@ -15,31 +14,7 @@ namespace collx::detail {
 namespace {
 
 using patterns::BlockLayout;
-
-struct TreeWindows {
-  BlockLayout blocks;
-  int root = 0;
-  int size = 1;
-  std::size_t element_size = 1;
-
-  int real(int vrank) const { return patterns::to_real(vrank, root, size); }
-  // [lo, hi) split where real rank p-1 is followed by 0.
-  std::array<std::array<int, 2>, 2> pieces(int lo, int hi) const {
-    const int wrap_at = size - root;  // virtual rank of real rank 0
-    if (root == 0 || hi <= wrap_at || lo >= wrap_at) return {{{lo, hi}, {hi, hi}}};
-    return {{{lo, wrap_at}, {wrap_at, hi}}};
-  }
-  // Bytes of the blocks of virtual ranks [lo, hi).
-  std::size_t bytes(int lo, int hi) const {
-    std::size_t total = 0;
-    for (const auto& [a, b] : pieces(lo, hi)) {
-      if (a < b) total += (blocks.offset(real(b - 1) + 1) - blocks.offset(real(a))) * element_size;
-    }
-    return total;
-  }
-  // Offset of real rank r's block in the full buffer.
-  std::size_t offset(int real_rank) const { return blocks.offset(real_rank) * element_size; }
-};
+using patterns::TreeWindows;
 
 bool gather_in_place(const GatherArgs& a, const BlockLayout& blocks, int rank) {
   return a.send == nullptr || a.send == a.recv + blocks.offset(rank) * a.element_size;
@@ -70,8 +45,8 @@ Task gather_binomial(Operation& op, GatherArgs a) {
   };
   std::vector<Transfer> recvs;
   recvs.reserve(64);
-  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1) {
-    const patterns::BinomialTree child{tree.vrank + mask, p};
+  for (int child_vrank : tree.children_smallest_first()) {
+    const patterns::BinomialTree child{child_vrank, p};
     for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
       if (lo >= hi) continue;
       recvs.emplace_back();
@@ -120,9 +95,8 @@ Task scatter_binomial(Operation& op, ScatterArgs a) {
   }
   std::vector<Transfer> sends;
   sends.reserve(64);
-  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
-    if (!tree.has_child(mask)) continue;
-    const patterns::BinomialTree child{tree.vrank + mask, p};
+  for (int child_vrank : tree.children_largest_first()) {
+    const patterns::BinomialTree child{child_vrank, p};
     for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
       if (lo >= hi) continue;
       sends.emplace_back();
