@@ -76,6 +76,15 @@ struct BinomialTree {
   }
 };
 
+// Flat tree (the linear algorithms): the root is every other rank's parent, and a rank's subtree
+// is itself alone.
+struct FlatTree {
+  int vrank = 0;
+  int size = 1;
+  int parent() const { return vrank == 0 ? -1 : 0; }
+  int subtree_size() const { return vrank == 0 ? size : 1; }
+};
+
 // A rank's place in a rooted tree, in real ranks: its parent (-1 at the root) and its children
 // in the order it sends to them.
 struct TreePlace {

@@ -160,6 +160,21 @@ TEST(TreePlacement, BinomialAndChainAreTreesOverEveryRank) {
   }
 }
 
+TEST(FlatTree, TheRootIsEveryRanksParent) {
+  for (int p = 1; p <= kMaxSize; ++p) {
+    const FlatTree root{0, p};
+    EXPECT_EQ(root.parent(), -1);
+    EXPECT_EQ(root.subtree_size(), p);
+    int covered = 1;  // the root's own block, then each child's window
+    for (int v = 1; v < p; ++v) {
+      const FlatTree tree{v, p};
+      EXPECT_EQ(tree.parent(), 0) << "p=" << p << " v=" << v;
+      covered += tree.subtree_size();
+    }
+    EXPECT_EQ(covered, root.subtree_size()) << "every rank once";
+  }
+}
+
 TEST(TreeWindows, EachSubtreeIsCoveredExactlyOnce) {
   for (int p = 1; p <= kMaxSize; ++p) {
     const std::vector<std::size_t> offsets = uneven_offsets(p);
