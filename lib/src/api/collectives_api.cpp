@@ -216,6 +216,9 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       std::move(memory.device));
 }
 
+constexpr auto gather_impl = rooted_impl<Collective::gather>;
+constexpr auto scatter_impl = rooted_impl<Collective::scatter>;
+
 Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                       std::size_t count, DataType type, const Options& options, bool blocking) {
   const ArgCheck check(Collective::alltoall, s->rank);
@@ -407,27 +410,23 @@ Request Communicator::ireduce_scatter_v(const void* sendbuf, void* recvbuf,
 void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           int root, const Options& options) {
   state();
-  detail::rooted_impl<Collective::gather>(state_, sendbuf, recvbuf, count, type, root, options,
-                                          true);
+  detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
 }
 Request Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                               int root, const Options& options) {
   state();
-  return detail::rooted_impl<Collective::gather>(state_, sendbuf, recvbuf, count, type, root,
-                                                 options, false);
+  return detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
 }
 
 void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                            int root, const Options& options) {
   state();
-  detail::rooted_impl<Collective::scatter>(state_, sendbuf, recvbuf, count, type, root, options,
-                                           true);
+  detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
 }
 Request Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                                int root, const Options& options) {
   state();
-  return detail::rooted_impl<Collective::scatter>(state_, sendbuf, recvbuf, count, type, root,
-                                                  options, false);
+  return detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
 }
 
 void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,

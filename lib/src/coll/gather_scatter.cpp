@@ -53,17 +53,24 @@ struct RootedTree {
   std::size_t window_bytes() const { return windows.bytes(vrank, window_end); }
   // Where virtual rank u's block is within this rank's window.
   std::size_t in_window(int u) const { return windows.bytes(vrank, u); }
-  // The most messages with children: at most two pieces per child.
-  std::size_t max_child_messages() const {
-    return shape == TreeShape::flat ? 2 * static_cast<std::size_t>(windows.size) : 64;
+  // Where virtual rank u's block is on this rank: in the root's full buffer, else in the
+  // window this rank relays.
+  template <class Byte>
+  Byte* block_of(int u, Byte* full, Byte* window) const {
+    return is_root() ? full + windows.offset(windows.real(u)) : window + in_window(u);
   }
-  // visit(lo, hi, peer) for each piece of each child's window: a binomial gather takes the
-  // children smallest subtree first, a scatter largest first; the flat tree in real-rank order.
-  template <class Visit>
-  void for_each_child_piece(bool gathering, Visit visit) const {
+  // post(transfer, lo, hi, child) for each piece of each child's window, into `transfers`: a
+  // binomial gather takes the children smallest subtree first, a scatter largest first; the
+  // flat tree goes in real-rank order.
+  template <class Post>
+  void post_to_children(std::vector<Transfer>& transfers, bool gathering, Post post) const {
+    // At most two pieces per child; posted transfers must not move.
+    transfers.reserve(shape == TreeShape::flat ? 2 * static_cast<std::size_t>(windows.size) : 64);
     auto child_window = [&](int child, int end) {
       for (const auto& [lo, hi] : windows.pieces(child, end)) {
-        if (lo < hi) visit(lo, hi, windows.real(child));
+        if (lo >= hi) continue;
+        transfers.emplace_back();
+        post(transfers.back(), lo, hi, windows.real(child));
       }
     };
     if (shape == TreeShape::flat) {
@@ -76,15 +83,15 @@ struct RootedTree {
       return;
     }
     const patterns::BinomialTree tree{vrank, windows.size};
-    for (int child : gathering ? tree.children_smallest_first() : tree.children_largest_first()) {
+    for (int child : gathering ? tree.children_smallest_first() : tree.children_largest_first())
       child_window(child, child + patterns::BinomialTree{child, windows.size}.subtree_size());
-    }
   }
-  // visit(lo, hi, parent) for each piece of this rank's window (below the root).
-  template <class Visit>
-  void for_each_own_piece(Visit visit) const {
+  // post(transfer, lo, hi, parent) for each piece of this rank's window (below the root).
+  template <class Post>
+  void post_to_parent(std::array<Transfer, 2>& transfers, Post post) const {
+    std::size_t n = 0;
     for (const auto& [lo, hi] : windows.pieces(vrank, window_end)) {
-      if (lo < hi) visit(lo, hi, windows.real(parent));
+      if (lo < hi) post(transfers[n++], lo, hi, windows.real(parent));
     }
   }
 };
@@ -103,24 +110,17 @@ Task gather_tree(Operation& op, GatherArgs a) {
     window = op.scratch(t.window_bytes());
     op.copy(window.data(), a.send, t.own_bytes());
   }
-  // Where virtual rank u's block goes on this rank.
-  auto local = [&](int u) {
-    return t.is_root() ? a.recv + w.offset(w.real(u)) : window.data() + t.in_window(u);
-  };
   std::vector<Transfer> recvs;
-  recvs.reserve(t.max_child_messages());  // posted transfers must not move
-  t.for_each_child_piece(true, [&](int lo, int hi, int child) {
-    recvs.emplace_back();
-    op.recv(recvs.back(), local(lo), w.bytes(lo, hi), child, a.phases[0]);
+  t.post_to_children(recvs, true, [&](Transfer& recv, int lo, int hi, int child) {
+    op.recv(recv, t.block_of(lo, a.recv, window.data()), w.bytes(lo, hi), child, a.phases[0]);
   });
   for (auto& r : recvs)
     co_await op.wait(r);
   if (t.is_root()) co_return;
   std::array<Transfer, 2> sends;
-  std::size_t n = 0;
-  t.for_each_own_piece([&](int lo, int hi, int parent) {
+  t.post_to_parent(sends, [&](Transfer& send, int lo, int hi, int parent) {
     const std::byte* from = t.relays() ? window.data() + t.in_window(lo) : a.send;
-    op.send(sends[n++], from, w.bytes(lo, hi), parent, a.phases[0]);
+    op.send(send, from, w.bytes(lo, hi), parent, a.phases[0]);
   });
   co_await op.wait(sends[0], sends[1]);
 }
@@ -135,22 +135,16 @@ Task scatter_tree(Operation& op, ScatterArgs a) {
   if (!t.is_root()) {
     // The whole window from the parent; a leaf's window is its own block.
     std::array<Transfer, 2> recvs;
-    std::size_t n = 0;
-    t.for_each_own_piece([&](int lo, int hi, int parent) {
+    t.post_to_parent(recvs, [&](Transfer& recv, int lo, int hi, int parent) {
       std::byte* to = t.relays() ? window.data() + t.in_window(lo) : a.recv;
-      op.recv(recvs[n++], to, w.bytes(lo, hi), parent, a.phases[0]);
+      op.recv(recv, to, w.bytes(lo, hi), parent, a.phases[0]);
     });
     co_await op.wait(recvs[0], recvs[1]);
   }
-  // Where virtual rank u's block is on this rank.
-  auto local = [&](int u) -> const std::byte* {
-    return t.is_root() ? a.send + w.offset(w.real(u)) : window.data() + t.in_window(u);
-  };
   std::vector<Transfer> sends;
-  sends.reserve(t.max_child_messages());  // posted transfers must not move
-  t.for_each_child_piece(false, [&](int lo, int hi, int child) {
-    sends.emplace_back();
-    op.send(sends.back(), local(lo), w.bytes(lo, hi), child, a.phases[0]);
+  t.post_to_children(sends, false, [&](Transfer& send, int lo, int hi, int child) {
+    const std::byte* from = t.block_of<const std::byte>(lo, a.send, window.data());
+    op.send(send, from, w.bytes(lo, hi), child, a.phases[0]);
   });
   if (t.is_root() && a.recv != nullptr && a.recv != a.send + w.offset(op.rank())) {
     op.copy(a.recv, a.send + w.offset(op.rank()), t.own_bytes());
