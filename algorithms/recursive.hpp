@@ -8,6 +8,10 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
+#include <span>
+
+#include "blocks.hpp"
 
 namespace collx::patterns {
 
@@ -45,6 +49,18 @@ struct Fold {
   // The lowest rank whose data core rank `core` holds (the folded partner for a proxy): core
   // rank c stands for the ranks [first_rank_of_core(c), first_rank_of_core(c + 1)).
   int first_rank_of_core(int core) const { return core < extra() ? 2 * core : core + extra(); }
+
+  // The blocks of `blocks` (block r belongs to rank r) grouped by core rank: core block c is the
+  // blocks of the ranks core rank c stands for, which are contiguous, so any window of core
+  // ranks is one contiguous range of the buffer. `offsets` (core_size() + 1 values, the
+  // caller's) receives the prefix sums.
+  BlockLayout core_layout(const BlockLayout& blocks, std::span<std::size_t> offsets) const {
+    const int core = core_size();
+    for (int c = 0; c < core; ++c)
+      offsets[static_cast<std::size_t>(c)] = blocks.offset(first_rank_of_core(c));
+    offsets[static_cast<std::size_t>(core)] = blocks.count();
+    return BlockLayout(std::span<const std::size_t>(offsets));
+  }
 };
 
 // Recursive doubling: at step s (mask = 2^s) core rank c pairs with c ^ mask.

@@ -2,8 +2,12 @@
 // virtual rank 0 and a rooted collective only rotates.
 #pragma once
 
+#include <array>
 #include <bit>
+#include <cstddef>
+#include <span>
 
+#include "blocks.hpp"
 #include "ring.hpp"  // wrap()
 
 namespace collx::patterns {
@@ -14,6 +18,21 @@ inline int to_virtual(int rank, int root, int size) {
 inline int to_real(int vrank, int root, int size) {
   return wrap(vrank + root, size);
 }
+
+// Ranks of a tree node's neighbours (its children, say), in a fixed order. A tree over int rank
+// counts has at most 31 children per node.
+struct RankList {
+  std::array<int, 32> ranks{};
+  int count = 0;
+
+  void push_back(int rank) { ranks[static_cast<std::size_t>(count++)] = rank; }
+  const int* begin() const { return ranks.data(); }
+  const int* end() const { return ranks.data() + count; }
+  int operator[](int i) const { return ranks[static_cast<std::size_t>(i)]; }
+  int size() const { return count; }
+  bool empty() const { return count == 0; }
+  std::span<const int> span() const { return {ranks.data(), static_cast<std::size_t>(count)}; }
+};
 
 // Binomial tree (MPICH's): the parent of v clears v's lowest set bit; v's children are
 // v + m for the powers of two m below that bit (below the tree's size for the root). The
@@ -38,7 +57,49 @@ struct BinomialTree {
   // those >= size. Largest subtree first: the order a broadcast sends in.
   int first_child_mask() const { return span() >> 1; }
   bool has_child(int mask) const { return mask > 0 && vrank + mask < size; }
+  // The children's virtual ranks, largest subtree first: the order a broadcast or scatter sends
+  // in, so the subtree with the longest way to go starts first.
+  RankList children_largest_first() const {
+    RankList children;
+    for (int mask = first_child_mask(); mask > 0; mask >>= 1) {
+      if (has_child(mask)) children.push_back(vrank + mask);
+    }
+    return children;
+  }
+  // The reverse: the order a reduce or gather takes them in, so what arrives next always stands
+  // for the virtual ranks just above those already combined ("lower op upper").
+  RankList children_smallest_first() const {
+    RankList children;
+    for (int mask = 1; mask < span() && vrank + mask < size; mask <<= 1)
+      children.push_back(vrank + mask);
+    return children;
+  }
 };
+
+// Flat tree (the linear algorithms): the root is every other rank's parent, and a rank's subtree
+// is itself alone.
+struct FlatTree {
+  int vrank = 0;
+  int size = 1;
+  int parent() const { return vrank == 0 ? -1 : 0; }
+  int subtree_size() const { return vrank == 0 ? size : 1; }
+};
+
+// A rank's place in a rooted tree, in real ranks: its parent (-1 at the root) and its children
+// in the order it sends to them.
+struct TreePlace {
+  int parent = -1;
+  RankList children;
+};
+
+inline TreePlace binomial_place(int rank, int root, int size) {
+  const BinomialTree tree{to_virtual(rank, root, size), size};
+  TreePlace place;
+  for (int child : tree.children_largest_first())
+    place.children.push_back(to_real(child, root, size));
+  place.parent = tree.parent() < 0 ? -1 : to_real(tree.parent(), root, size);
+  return place;
+}
 
 // Binary tree in heap order over virtual ranks: parent (v-1)/2, children 2v+1, 2v+2.
 struct BinaryTree {
@@ -67,6 +128,43 @@ struct Chain {
   int next() const { return vrank + 1 < size ? vrank + 1 : -1; }
 };
 
+inline TreePlace chain_place(int rank, int root, int size) {
+  const Chain chain{to_virtual(rank, root, size), size};
+  TreePlace place;
+  if (chain.next() >= 0) place.children.push_back(to_real(chain.next(), root, size));
+  place.parent = chain.previous() < 0 ? -1 : to_real(chain.previous(), root, size);
+  return place;
+}
+
+// The blocks (one per real rank) of a binomial tree's subtrees, for gather and scatter. A
+// subtree is a window of virtual ranks [lo, hi); it maps to at most two contiguous ranges of real
+// ranks (split where the numbering wraps past rank size-1), so a window travels as at most two
+// messages and lands at the root in place.
+struct TreeWindows {
+  BlockLayout blocks;  // block r belongs to real rank r
+  int root = 0;
+  int size = 1;
+  std::size_t element_size = 1;
+
+  int real(int vrank) const { return to_real(vrank, root, size); }
+  // [lo, hi) split where real rank size-1 is followed by 0; an empty second piece is {hi, hi}.
+  std::array<std::array<int, 2>, 2> pieces(int lo, int hi) const {
+    const int wrap_at = size - root;  // virtual rank of real rank 0
+    if (root == 0 || hi <= wrap_at || lo >= wrap_at) return {{{lo, hi}, {hi, hi}}};
+    return {{{lo, wrap_at}, {wrap_at, hi}}};
+  }
+  // Bytes of the blocks of virtual ranks [lo, hi).
+  std::size_t bytes(int lo, int hi) const {
+    std::size_t total = 0;
+    for (const auto& [a, b] : pieces(lo, hi)) {
+      if (a < b) total += (blocks.offset(real(b - 1) + 1) - blocks.offset(real(a))) * element_size;
+    }
+    return total;
+  }
+  // Offset in bytes of real rank r's block in the full buffer.
+  std::size_t offset(int real_rank) const { return blocks.offset(real_rank) * element_size; }
+};
+
 // Dissemination barrier: ceil(log2 p) rounds; in round k rank r signals r + 2^k and waits for
 // r - 2^k (mod p).
 inline int dissemination_rounds(int size) {
@@ -81,13 +179,6 @@ struct PairwiseStep {
 };
 inline PairwiseStep pairwise_step(int rank, int size, int step) {
   return {wrap(rank + step, size), wrap(rank - step, size)};
-}
-
-// Bruck: ceil(log2 p) steps; in step k (distance 2^k) rank r sends to r - 2^k and receives
-// from r + 2^k. Allgather: the first min(2^k, p - 2^k) blocks of the rotated buffer go out.
-// Alltoall: the blocks whose index has bit k set go out.
-inline int bruck_steps(int size) {
-  return dissemination_rounds(size);
 }
 
 }  // namespace collx::patterns

@@ -190,75 +190,45 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
       std::move(memory.device));
 }
 
-Request gather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
+// gather and scatter: the root's full buffer holds every rank's block, rank r's own block is
+// block r. They differ only in which of sendbuf and recvbuf is the full buffer.
+template <Collective C>
+Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                     std::size_t count, DataType type, int root, const Options& options,
                     bool blocking) {
-  const ArgCheck check(Collective::gather, s->rank);
+  static_assert(C == Collective::gather || C == Collective::scatter);
+  constexpr bool kGather = C == Collective::gather;
+  const ArgCheck check(C, s->rank);
   check.type(type);
   check.rank_in_range(root, s->size, "root");
   const std::size_t block = check.bytes(count, type);
   const std::size_t total = check.total_bytes(count, s->size, type);
   const bool is_root = s->rank == root;
-  bool in_place = false;
-  if (is_root) {
-    check.buffer(recvbuf, total, "recvbuf");
-    const std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(root) * block;
-    in_place = sendbuf == nullptr || sendbuf == own;
-    if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
-  } else {
-    check.buffer(sendbuf, block, "sendbuf");
-  }
-  CallMemory memory = call_memory(*s, Collective::gather, options,
-                                  {{in_place ? nullptr : sendbuf, block, "sendbuf"},
-                                   {is_root ? recvbuf : nullptr, total, "recvbuf"}},
-                                  blocking);
-  const GatherArgs args{in_place ? nullptr : bytes_of(sendbuf),
-                        bytes_of(recvbuf),
-                        equal_offsets(count, s->size),
-                        size_of(type),
-                        root,
-                        {}};
+  const void* full = kGather ? recvbuf : sendbuf;
+  const void* own = kGather ? sendbuf : recvbuf;
+  const bool in_place = check.rooted_blocks(is_root, root, full, own, block, total, kGather);
+  // The memory of the buffers this rank uses: the full one at the root, its own unless in place.
+  const void* full_used = is_root ? full : nullptr;
+  const void* own_used = in_place ? nullptr : own;
+  CallMemory memory =
+      call_memory(*s, C, options,
+                  {{kGather ? own_used : full_used, kGather ? block : total, "sendbuf"},
+                   {kGather ? full_used : own_used, kGather ? total : block, "recvbuf"}},
+                  blocking);
+  const ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
+                       !kGather && in_place ? nullptr : bytes_of(recvbuf),
+                       equal_offsets(count, s->size),
+                       size_of(type),
+                       root,
+                       {}};
   return run_collective(
-      s, Collective::gather, total, options,
-      signature(Collective::gather, count, static_cast<int>(type), -1, root), blocking,
-      [&](Operation& op, Algorithm a) { return gather_task(op, args, a); },
+      s, C, total, options, signature(C, count, static_cast<int>(type), -1, root), blocking,
+      [&](Operation& op, Algorithm a) { return run_schedule<C>(op, args, a); },
       std::move(memory.device));
 }
 
-Request scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
-                     std::size_t count, DataType type, int root, const Options& options,
-                     bool blocking) {
-  const ArgCheck check(Collective::scatter, s->rank);
-  check.type(type);
-  check.rank_in_range(root, s->size, "root");
-  const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.total_bytes(count, s->size, type);
-  const bool is_root = s->rank == root;
-  bool in_place = false;
-  if (is_root) {
-    check.buffer(sendbuf, total, "sendbuf");
-    const std::byte* own = bytes_of(sendbuf) + static_cast<std::size_t>(root) * block;
-    in_place = recvbuf == nullptr || recvbuf == own;
-    if (!in_place) check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, block, "recvbuf");
-  } else {
-    check.buffer(recvbuf, block, "recvbuf");
-  }
-  CallMemory memory = call_memory(*s, Collective::scatter, options,
-                                  {{is_root ? sendbuf : nullptr, total, "sendbuf"},
-                                   {in_place ? nullptr : recvbuf, block, "recvbuf"}},
-                                  blocking);
-  const ScatterArgs args{bytes_of(sendbuf),
-                         in_place ? nullptr : bytes_of(recvbuf),
-                         equal_offsets(count, s->size),
-                         size_of(type),
-                         root,
-                         {}};
-  return run_collective(
-      s, Collective::scatter, total, options,
-      signature(Collective::scatter, count, static_cast<int>(type), -1, root), blocking,
-      [&](Operation& op, Algorithm a) { return scatter_task(op, args, a); },
-      std::move(memory.device));
-}
+constexpr auto gather_impl = rooted_impl<Collective::gather>;
+constexpr auto scatter_impl = rooted_impl<Collective::scatter>;
 
 Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                       std::size_t count, DataType type, const Options& options, bool blocking) {

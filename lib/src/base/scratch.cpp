@@ -1,7 +1,5 @@
 #include "scratch.hpp"
 
-#include <algorithm>
-#include <bit>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -40,28 +38,18 @@ ScratchPool& ScratchPool::global() {
 }
 
 ScratchPool::~ScratchPool() {
-  for (auto& list : free_) {
-    for (std::byte* p : list)
-      std::free(p);
-  }
+  for (std::byte* p : cache_.take_all())
+    std::free(p);
 }
-
-namespace {
-int size_class(std::size_t capacity) {
-  return std::countr_zero(capacity);
-}
-}  // namespace
 
 ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
   if (bytes == 0) return {};
-  const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(bytes, 256));
-  const int cls = size_class(capacity);
-  if (cls < kClasses) {
+  const std::size_t capacity = SizeClassCache<std::byte*>::capacity_for(bytes);
+  if (std::vector<std::byte*>* kept = cache_.entries(capacity)) {
     std::lock_guard lock(mutex_);
-    auto& list = free_[cls];
-    if (!list.empty()) {
-      std::byte* p = list.back();
-      list.pop_back();
+    if (!kept->empty()) {
+      std::byte* p = kept->back();
+      kept->pop_back();
       return ScratchBuffer(this, p, capacity);
     }
   }
@@ -72,14 +60,9 @@ ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
 }
 
 void ScratchPool::give_back(std::byte* data, std::size_t capacity) {
-  const int cls = size_class(capacity);
-  if (capacity <= kLargestCached && cls < kClasses) {
+  {
     std::lock_guard lock(mutex_);
-    auto& list = free_[cls];
-    if (list.size() < kMaxCachedPerClass) {
-      list.push_back(data);
-      return;
-    }
+    if (cache_.keep(capacity, std::move(data))) return;
   }
   std::free(data);
 }

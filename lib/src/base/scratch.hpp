@@ -1,12 +1,14 @@
 // Reusable aligned scratch buffers for receive segments and temporaries.
 //
 // Collectives need temporary space on every call; allocating it fresh would cost a page fault
-// per 4 KiB on every call. Released buffers go back to a per-size-class free list instead.
+// per 4 KiB on every call. Released buffers go back to a size-class cache instead.
 #pragma once
 
 #include <cstddef>
 #include <mutex>
 #include <vector>
+
+#include "size_class_cache.hpp"
 
 namespace collx::detail {
 
@@ -50,12 +52,8 @@ class ScratchPool final : public ScratchSource {
   void give_back(std::byte* data, std::size_t capacity) override;
 
  private:
-  static constexpr int kClasses = 48;
-  static constexpr std::size_t kMaxCachedPerClass = 8;
-  // Buffers above this are freed on release rather than kept.
-  static constexpr std::size_t kLargestCached = std::size_t{256} << 20;
   std::mutex mutex_;
-  std::vector<std::byte*> free_[kClasses];
+  SizeClassCache<std::byte*> cache_;
 };
 
 }  // namespace collx::detail

@@ -2,8 +2,10 @@
 // output comes from rank r; blocks may differ in length (the offsets say where each starts).
 #include <cstring>
 
+#include "bruck.hpp"
 #include "collectives.hpp"
 #include "collx/error.hpp"
+#include "fold.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
 #include "registry.hpp"
@@ -57,52 +59,25 @@ Task allgather_recursive_doubling(Operation& op, AllgatherArgs a) {
   place_own_block(op, a, blocks);
   const int p = op.size();
   const int rank = op.rank();
-  const std::size_t elem = a.element_size;
-  const std::size_t total = blocks.count() * elem;
   const patterns::Fold fold{p};
   const patterns::FoldRole role = fold.role(rank);
-  auto block_bytes = [&](int r) { return blocks.length(r) * elem; };
+  const int partner = fold.fold_partner(rank);
+  // A folded rank's block goes to its proxy as it is; the whole output comes back on phase 1.
+  const FoldMessages messages{nullptr, a.element_size, a.phases, 1};
+  auto block_of = [&](int r) { return a.recv + blocks.offset(r) * a.element_size; };
   if (role == patterns::FoldRole::folded) {
-    const int proxy = fold.fold_partner(rank);
-    Transfer send;
-    Transfer recv;
-    op.send(send, a.recv + blocks.offset(rank) * elem, block_bytes(rank), proxy, a.phases[0]);
-    co_await op.wait(send);
-    op.recv(recv, a.recv, total, proxy, a.phases[1]);
-    co_await op.wait(recv);
+    co_await fold_out(op, messages, partner, block_of(rank), blocks.length(rank), a.recv,
+                      blocks.count());
     co_return;
   }
   if (role == patterns::FoldRole::proxy) {
-    const int folded = fold.fold_partner(rank);
-    Transfer recv;
-    op.recv(recv, a.recv + blocks.offset(folded) * elem, block_bytes(folded), folded, a.phases[0]);
-    co_await op.wait(recv);
+    co_await fold_in(op, messages, partner, block_of(partner), nullptr, blocks.length(partner));
   }
-  // Core rank c holds the blocks of ranks [first_rank_of_core(c), first_rank_of_core(c + 1)):
-  // contiguous, so every window of core ranks is one contiguous range of the output.
-  const int core_size = fold.core_size();
-  std::vector<std::size_t> core_offsets(static_cast<std::size_t>(core_size) + 1);
-  for (int c = 0; c < core_size; ++c) {
-    core_offsets[static_cast<std::size_t>(c)] = blocks.offset(fold.first_rank_of_core(c));
-  }
-  core_offsets.back() = blocks.count();
-  const BlockLayout core_blocks(core_offsets);
-  const int core = fold.core_rank(rank);
-  for (int s = 0; s < patterns::log2_exact(core_size); ++s) {
-    const auto step = patterns::doubling_gather_step(core, s);
-    const int peer = fold.rank_of_core(step.peer_core);
-    Transfer send;
-    Transfer recv;
-    op.recv(recv, a.recv + core_blocks.offset(step.recv_first) * elem,
-            core_blocks.length(step.recv_first, step.blocks) * elem, peer, a.phases[0]);
-    op.send(send, a.recv + core_blocks.offset(step.send_first) * elem,
-            core_blocks.length(step.send_first, step.blocks) * elem, peer, a.phases[0]);
-    co_await op.wait(send, recv);
-  }
+  std::vector<std::size_t> core_offsets(static_cast<std::size_t>(fold.core_size()) + 1);
+  const BlockLayout core_blocks = fold.core_layout(blocks, core_offsets);
+  co_await doubling_allgather(op, fold, core_blocks, a.recv, a.element_size, a.phases[0]);
   if (role == patterns::FoldRole::proxy) {
-    Transfer send;
-    op.send(send, a.recv, total, fold.fold_partner(rank), a.phases[1]);
-    co_await op.wait(send);
+    co_await fold_return(op, messages, partner, a.recv, blocks.count());
   }
 }
 
@@ -118,32 +93,24 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
     place_own_block(op, a, blocks);
     co_return;
   }
-  // rotated[i] = offset of rank (rank + i)'s block in the rotated copy.
-  std::vector<std::size_t> rotated(static_cast<std::size_t>(p) + 1, 0);
-  for (int i = 0; i < p; ++i) {
-    rotated[static_cast<std::size_t>(i) + 1] =
-        rotated[static_cast<std::size_t>(i)] + blocks.length(patterns::wrap(rank + i, p));
-  }
+  std::vector<std::size_t> rotated_offsets(static_cast<std::size_t>(p) + 1);
+  const BlockLayout rotated = patterns::bruck_rotated_layout(rank, blocks, rotated_offsets);
   ScratchBuffer work = op.scratch(blocks.count() * elem);
   const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(rank) * elem;
   op.copy(work.data(), own, blocks.length(rank) * elem);
   for (int distance = 1; distance < p; distance *= 2) {
-    const int n = std::min(distance, p - distance);
+    const auto step = patterns::bruck_allgather_step(rank, p, distance);
     Transfer send;
     Transfer recv;
-    op.recv(recv, work.data() + rotated[static_cast<std::size_t>(distance)] * elem,
-            (rotated[static_cast<std::size_t>(distance + n)] -
-             rotated[static_cast<std::size_t>(distance)]) *
-                elem,
-            patterns::wrap(rank + distance, p), a.phases[0]);
-    op.send(send, work.data(), rotated[static_cast<std::size_t>(n)] * elem,
-            patterns::wrap(rank - distance, p), a.phases[0]);
+    op.recv(recv, work.data() + rotated.offset(distance) * elem,
+            rotated.length(distance, step.blocks) * elem, step.recv_from, a.phases[0]);
+    op.send(send, work.data(), rotated.length(0, step.blocks) * elem, step.send_to, a.phases[0]);
     co_await op.wait(send, recv);
   }
   for (int i = 0; i < p; ++i) {
-    const int owner = patterns::wrap(rank + i, p);
-    op.copy(a.recv + blocks.offset(owner) * elem,
-            work.data() + rotated[static_cast<std::size_t>(i)] * elem, blocks.length(owner) * elem);
+    const int owner = patterns::bruck_block_at(rank, i, p);
+    op.copy(a.recv + blocks.offset(owner) * elem, work.data() + rotated.offset(i) * elem,
+            blocks.length(owner) * elem);
   }
 }
 

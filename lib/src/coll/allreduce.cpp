@@ -6,6 +6,7 @@
 #include "blocks.hpp"
 #include "collectives.hpp"
 #include "collx/error.hpp"
+#include "fold.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
 #include "registry.hpp"
@@ -24,35 +25,6 @@ bool trivial(Operation& op, const AllreduceArgs& a) {
   return true;
 }
 
-// The fold's side of a rank that sits out the core phase: hand the data to the proxy above
-// (in the segments the proxy's fold_in receives and reduces), then receive the result.
-Task fold_out(Operation& op, const AllreduceArgs& a, int proxy) {
-  co_await send_for_reduction(op, proxy, a.send, a.count, a.reduction, a.phases);
-  Transfer recv;
-  op.recv(recv, a.recv, a.count * a.reduction.element_size, proxy, a.phases[0]);
-  co_await op.wait(recv);
-}
-
-// The proxy's side of the fold before the core phase: recv = partner (lower) op own data.
-Task fold_in(Operation& op, const AllreduceArgs& a, int folded) {
-  co_await exchange_reduce(op, {.peer = folded,
-                                .send = nullptr,
-                                .send_elems = 0,
-                                .dst = a.recv,
-                                .local = a.send,
-                                .recv_elems = a.count,
-                                .local_is_lower = false,
-                                .finalize = false,
-                                .reduction = &a.reduction,
-                                .phases = a.phases});
-}
-
-Task fold_return(Operation& op, const AllreduceArgs& a, int folded) {
-  Transfer send;
-  op.send(send, a.recv, a.count * a.reduction.element_size, folded, a.phases[0]);
-  co_await op.wait(send);
-}
-
 }  // namespace
 
 Task allreduce_ring(Operation& op, AllreduceArgs a) {
@@ -69,83 +41,54 @@ Task allreduce_ring(Operation& op, AllreduceArgs a) {
                             .phases = a.phases});
 }
 
-Task allreduce_recursive_doubling(Operation& op, AllreduceArgs a) {
+// Recursive doubling and Rabenseifner: the same fold around their core phase, which reads
+// `input` (the rank's data, with its folded partner's for a proxy) and leaves the result in
+// a.recv on every core rank.
+enum class FoldedCore { recursive_doubling, rabenseifner };
+
+template <FoldedCore kCore>
+Task allreduce_folded(Operation& op, AllreduceArgs a) {
   if (trivial(op, a)) co_return;
   const patterns::Fold fold{op.size()};
   const int rank = op.rank();
   const patterns::FoldRole role = fold.role(rank);
+  const FoldMessages messages{&a.reduction, a.reduction.element_size, a.phases, 0};
   if (role == patterns::FoldRole::folded) {
-    co_await fold_out(op, a, fold.fold_partner(rank));
+    co_await fold_out(op, messages, fold.fold_partner(rank), a.send, a.count, a.recv, a.count);
     co_return;
   }
-  if (role == patterns::FoldRole::proxy) co_await fold_in(op, a, fold.fold_partner(rank));
-  const std::byte* current = role == patterns::FoldRole::proxy ? a.recv : a.send;
-  const int core = fold.core_rank(rank);
-  const int steps = patterns::log2_exact(fold.core_size());
-  for (int s = 0; s < steps; ++s) {
-    const auto step = patterns::doubling_step(core, s);
-    co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
-                                  .send = current,
-                                  .send_elems = a.count,
-                                  .dst = a.recv,
-                                  .local = current,
-                                  .recv_elems = a.count,
-                                  .local_is_lower = step.lower,
-                                  .finalize = s == steps - 1,
-                                  .reduction = &a.reduction,
-                                  .phases = a.phases});
-    current = a.recv;
+  if (role == patterns::FoldRole::proxy) {
+    co_await fold_in(op, messages, fold.fold_partner(rank), a.recv, a.send, a.count);
   }
-  if (role == patterns::FoldRole::proxy) co_await fold_return(op, a, fold.fold_partner(rank));
-}
-
-Task allreduce_rabenseifner(Operation& op, AllreduceArgs a) {
-  if (trivial(op, a)) co_return;
-  const patterns::Fold fold{op.size()};
-  const int rank = op.rank();
-  const patterns::FoldRole role = fold.role(rank);
-  if (role == patterns::FoldRole::folded) {
-    co_await fold_out(op, a, fold.fold_partner(rank));
-    co_return;
+  const std::byte* input = role == patterns::FoldRole::proxy ? a.recv : a.send;
+  if constexpr (kCore == FoldedCore::recursive_doubling) {
+    const std::byte* current = input;
+    const int core = fold.core_rank(rank);
+    const int steps = patterns::log2_exact(fold.core_size());
+    for (int s = 0; s < steps; ++s) {
+      const auto step = patterns::doubling_step(core, s);
+      co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
+                                    .send = current,
+                                    .send_elems = a.count,
+                                    .dst = a.recv,
+                                    .local = current,
+                                    .recv_elems = a.count,
+                                    .local_is_lower = step.lower,
+                                    .finalize = s == steps - 1,
+                                    .reduction = &a.reduction,
+                                    .phases = a.phases});
+      current = a.recv;
+    }
+  } else {
+    // Reduce-scatter by recursive halving (core rank c ends with block c), then allgather by
+    // recursive doubling, received straight into the output.
+    const patterns::BlockLayout layout{a.count, fold.core_size()};
+    co_await halving_reduce_scatter(op, fold, layout, input, a.recv, a.reduction, a.phases);
+    co_await doubling_allgather(op, fold, layout, a.recv, a.reduction.element_size, a.phases[1]);
   }
-  if (role == patterns::FoldRole::proxy) co_await fold_in(op, a, fold.fold_partner(rank));
-  const std::size_t elem = a.reduction.element_size;
-  const std::byte* current = role == patterns::FoldRole::proxy ? a.recv : a.send;
-  const int core = fold.core_rank(rank);
-  const int core_size = fold.core_size();
-  const int steps = patterns::log2_exact(core_size);
-  const patterns::BlockLayout layout{a.count, core_size};
-
-  // Reduce-scatter by recursive halving: afterwards this rank holds block `core`.
-  for (int s = 0; s < steps; ++s) {
-    const auto step = patterns::halving_step(core, core_size, s);
-    const std::size_t keep = layout.offset(step.keep_first) * elem;
-    const std::size_t send = layout.offset(step.send_first) * elem;
-    co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
-                                  .send = current + send,
-                                  .send_elems = layout.length(step.send_first, step.blocks),
-                                  .dst = a.recv + keep,
-                                  .local = current + keep,
-                                  .recv_elems = layout.length(step.keep_first, step.blocks),
-                                  .local_is_lower = step.lower,
-                                  .finalize = s == steps - 1,
-                                  .reduction = &a.reduction,
-                                  .phases = a.phases});
-    current = a.recv;
+  if (role == patterns::FoldRole::proxy) {
+    co_await fold_return(op, messages, fold.fold_partner(rank), a.recv, a.count);
   }
-  // Allgather by recursive doubling, received straight into the output.
-  for (int s = 0; s < steps; ++s) {
-    const auto step = patterns::doubling_gather_step(core, s);
-    const int peer = fold.rank_of_core(step.peer_core);
-    Transfer send;
-    Transfer recv;
-    op.recv(recv, a.recv + layout.offset(step.recv_first) * elem,
-            layout.length(step.recv_first, step.blocks) * elem, peer, a.phases[1]);
-    op.send(send, a.recv + layout.offset(step.send_first) * elem,
-            layout.length(step.send_first, step.blocks) * elem, peer, a.phases[1]);
-    co_await op.wait(send, recv);
-  }
-  if (role == patterns::FoldRole::proxy) co_await fold_return(op, a, fold.fold_partner(rank));
 }
 
 // Binomial reduce to rank 0, then binomial broadcast: the classic latency-oriented tree.
@@ -262,7 +205,7 @@ Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
 // A blocking recursive doubling of at most kLatencyPathBytes, run straight through the
 // transport with no coroutine or Operation: at 8 bytes the call must cost barely more than its
 // messages (MPI's own MPI_Allreduce is the yardstick). Same pattern, same fold, same canonical
-// order as allreduce_recursive_doubling, so the result is the same bits.
+// order as allreduce_folded<FoldedCore::recursive_doubling>, so the result is the same bits.
 bool allreduce_recursive_doubling_now(Transport& t, int tag_base, const AllreduceArgs& a) {
   const int tag = tag_base + a.phases[0];
   const int p = t.size();
@@ -304,10 +247,11 @@ bool allreduce_recursive_doubling_now(Transport& t, int tag_base, const Allreduc
 std::span<const AlgorithmRow> allreduce_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::allreduce>(Algorithm::ring, allreduce_ring, model::allreduce_ring),
-      row<Collective::allreduce>(Algorithm::recursive_doubling, allreduce_recursive_doubling,
-                                 model::allreduce_recursive_doubling,
-                                 allreduce_recursive_doubling_now),
-      row<Collective::allreduce>(Algorithm::rabenseifner, allreduce_rabenseifner,
+      row<Collective::allreduce>(
+          Algorithm::recursive_doubling, allreduce_folded<FoldedCore::recursive_doubling>,
+          model::allreduce_recursive_doubling, allreduce_recursive_doubling_now),
+      row<Collective::allreduce>(Algorithm::rabenseifner,
+                                 allreduce_folded<FoldedCore::rabenseifner>,
                                  model::allreduce_rabenseifner),
       row<Collective::allreduce>(Algorithm::binomial_tree, allreduce_binomial,
                                  model::allreduce_binomial_tree),

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bruck.hpp"
 #include "collectives.hpp"
 #include "collx/error.hpp"
 #include "registry.hpp"
@@ -61,35 +62,33 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
   std::byte* rotated = work.data();
   std::byte* outgoing = rotated + n * block;
   std::byte* incoming = outgoing + n * block;
-  for (int i = 0; i < p; ++i) {
-    op.copy(rotated + static_cast<std::size_t>(i) * block,
-            a.send + static_cast<std::size_t>(patterns::wrap(rank + i, p)) * block, block);
-  }
+  auto at = [&](auto* base, int index) { return base + static_cast<std::size_t>(index) * block; };
+  for (int i = 0; i < p; ++i)
+    op.copy(at(rotated, i), at(a.send, patterns::bruck_block_at(rank, i, p)), block);
   for (int distance = 1; distance < p; distance *= 2) {
     std::size_t packed = 0;
     for (int i = 1; i < p; ++i) {
-      if (i & distance) {
-        op.copy(outgoing + packed, rotated + static_cast<std::size_t>(i) * block, block);
+      if (patterns::bruck_alltoall_moves(i, distance)) {
+        op.copy(outgoing + packed, at(rotated, i), block);
         packed += block;
       }
     }
+    const auto step = patterns::bruck_alltoall_step(rank, p, distance);
     Transfer send;
     Transfer recv;
-    op.recv(recv, incoming, packed, patterns::wrap(rank - distance, p), a.phases[0]);
-    op.send(send, outgoing, packed, patterns::wrap(rank + distance, p), a.phases[0]);
+    op.recv(recv, incoming, packed, step.recv_from, a.phases[0]);
+    op.send(send, outgoing, packed, step.send_to, a.phases[0]);
     co_await op.wait(send, recv);
     std::size_t unpacked = 0;
     for (int i = 1; i < p; ++i) {
-      if (i & distance) {
-        op.copy(rotated + static_cast<std::size_t>(i) * block, incoming + unpacked, block);
+      if (patterns::bruck_alltoall_moves(i, distance)) {
+        op.copy(at(rotated, i), incoming + unpacked, block);
         unpacked += block;
       }
     }
   }
-  for (int i = 0; i < p; ++i) {
-    op.copy(a.recv + static_cast<std::size_t>(patterns::wrap(rank - i, p)) * block,
-            rotated + static_cast<std::size_t>(i) * block, block);
-  }
+  for (int i = 0; i < p; ++i)
+    op.copy(at(a.recv, patterns::bruck_alltoall_source(rank, i, p)), at(rotated, i), block);
 }
 
 }  // namespace

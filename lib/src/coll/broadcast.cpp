@@ -16,6 +16,7 @@ namespace {
 
 using patterns::BlockLayout;
 using patterns::segment_count;
+using patterns::TreePlace;
 
 // Receive the buffer from `parent` (none at the root) segment by segment and forward each
 // segment to every child as soon as it is in: with several segments the levels of the tree
@@ -58,45 +59,14 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
     co_await op.wait(s);
 }
 
-// A rank's place in the broadcast tree: its parent (-1 at the root) and its children, in the
-// order it sends to them. At most ceil(log2 p) children.
-struct TreePlace {
-  int parent = -1;
-  int children[32] = {};
-  int nchildren = 0;
-  std::span<const int> child_list() const {
-    return {children, static_cast<std::size_t>(nchildren)};
-  }
-};
-
-TreePlace binomial_place(int rank, int root, int p) {
-  const patterns::BinomialTree tree{patterns::to_virtual(rank, root, p), p};
-  TreePlace place;
-  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
-    if (tree.has_child(mask))
-      place.children[place.nchildren++] = patterns::to_real(tree.vrank + mask, root, p);
-  }
-  place.parent = tree.parent() < 0 ? -1 : patterns::to_real(tree.parent(), root, p);
-  return place;
-}
-
-TreePlace chain_place(int rank, int root, int p) {
-  const patterns::Chain chain{patterns::to_virtual(rank, root, p), p};
-  TreePlace place;
-  if (chain.next() >= 0)
-    place.children[place.nchildren++] = patterns::to_real(chain.next(), root, p);
-  place.parent = chain.previous() < 0 ? -1 : patterns::to_real(chain.previous(), root, p);
-  return place;
-}
-
 Task broadcast_binomial(Operation& op, BroadcastArgs a) {
-  const TreePlace place = binomial_place(op.rank(), a.root, op.size());
-  co_await tree_broadcast(op, a, place.parent, place.child_list());
+  const TreePlace place = patterns::binomial_place(op.rank(), a.root, op.size());
+  co_await tree_broadcast(op, a, place.parent, place.children.span());
 }
 
 Task broadcast_chain(Operation& op, BroadcastArgs a) {
-  const TreePlace place = chain_place(op.rank(), a.root, op.size());
-  co_await tree_broadcast(op, a, place.parent, place.child_list());
+  const TreePlace place = patterns::chain_place(op.rank(), a.root, op.size());
+  co_await tree_broadcast(op, a, place.parent, place.children.span());
 }
 
 // van de Geijn: the root's buffer in p blocks (block v for virtual rank v) is scattered down a
@@ -118,9 +88,8 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
   }
   std::vector<Transfer> sends;
   sends.reserve(32);
-  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
-    if (!tree.has_child(mask)) continue;
-    const patterns::BinomialTree child{tree.vrank + mask, p};
+  for (int child_vrank : tree.children_largest_first()) {
+    const patterns::BinomialTree child{child_vrank, p};
     sends.emplace_back();
     op.send(sends.back(), a.buffer + blocks.offset(child.vrank) * elem,
             blocks.length(child.vrank, child.subtree_size()) * elem,
@@ -147,17 +116,17 @@ bool tree_broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a,
   if (bytes == 0 || t.size() == 1) return true;
   const int tag = tag_base + a.phases[0];
   if (place.parent >= 0) t.recv_blocking(a.buffer, bytes, place.parent, tag);
-  for (int child : place.child_list())
+  for (int child : place.children)
     t.send_blocking(a.buffer, bytes, child, tag);
   return true;
 }
 
 bool broadcast_binomial_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  return tree_broadcast_now(t, tag_base, a, binomial_place(t.rank(), a.root, t.size()));
+  return tree_broadcast_now(t, tag_base, a, patterns::binomial_place(t.rank(), a.root, t.size()));
 }
 
 bool broadcast_chain_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  return tree_broadcast_now(t, tag_base, a, chain_place(t.rank(), a.root, t.size()));
+  return tree_broadcast_now(t, tag_base, a, patterns::chain_place(t.rank(), a.root, t.size()));
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
-// Gather and scatter: binomial tree and linear. Block r (of any length) belongs to rank r.
-// In the tree, a rank's subtree is a contiguous window of virtual ranks; it maps to at most two
-// contiguous ranges of real ranks (split where the numbering wraps past rank p-1), so each
-// window travels as at most two messages, landing at the root directly in place.
+// Gather and scatter: binomial tree and linear (a flat tree). Block r (of any length) belongs to
+// rank r. In the tree, a rank's subtree is a contiguous window of virtual ranks that travels as
+// at most two messages (patterns::TreeWindows), landing at the root directly in place.
 #include <array>
 #include <cstring>
 
@@ -15,167 +14,142 @@ namespace collx::detail {
 namespace {
 
 using patterns::BlockLayout;
+using patterns::TreeWindows;
 
-struct TreeWindows {
-  BlockLayout blocks;
-  int root = 0;
-  int size = 1;
-  std::size_t element_size = 1;
+// The two trees gather and scatter run over: binomial, or flat (the linear algorithms: the root
+// is every other rank's parent).
+enum class TreeShape { binomial, flat };
 
-  int real(int vrank) const { return patterns::to_real(vrank, root, size); }
-  // [lo, hi) split where real rank p-1 is followed by 0.
-  std::array<std::array<int, 2>, 2> pieces(int lo, int hi) const {
-    const int wrap_at = size - root;  // virtual rank of real rank 0
-    if (root == 0 || hi <= wrap_at || lo >= wrap_at) return {{{lo, hi}, {hi, hi}}};
-    return {{{lo, wrap_at}, {wrap_at, hi}}};
-  }
-  // Bytes of the blocks of virtual ranks [lo, hi).
-  std::size_t bytes(int lo, int hi) const {
-    std::size_t total = 0;
-    for (const auto& [a, b] : pieces(lo, hi)) {
-      if (a < b) total += (blocks.offset(real(b - 1) + 1) - blocks.offset(real(a))) * element_size;
+// The tree as one rank sees it: its virtual rank, its parent's, its window of blocks
+// [vrank, window_end) and its children with theirs. A gather receives the children's windows and
+// sends its own to the parent; a scatter does the same the other way round.
+struct RootedTree {
+  TreeShape shape = TreeShape::binomial;
+  TreeWindows windows;
+  int vrank = 0;
+  int parent = -1;  // virtual rank; -1 at the root
+  int window_end = 1;
+
+  RootedTree(TreeShape tree_shape, const BlockLayout& blocks, std::size_t element_size, int root,
+             int rank, int size)
+      : shape(tree_shape),
+        windows{blocks, root, size, element_size},
+        vrank(patterns::to_virtual(rank, root, size)) {
+    if (shape == TreeShape::binomial) {
+      const patterns::BinomialTree tree{vrank, size};
+      parent = tree.parent();
+      window_end = vrank + tree.subtree_size();
+    } else {
+      const patterns::FlatTree tree{vrank, size};
+      parent = tree.parent();
+      window_end = vrank + tree.subtree_size();
     }
-    return total;
   }
-  // Offset of real rank r's block in the full buffer.
-  std::size_t offset(int real_rank) const { return blocks.offset(real_rank) * element_size; }
+
+  bool is_root() const { return vrank == 0; }
+  // A rank below the root with children holds its window in scratch, in virtual-rank order.
+  bool relays() const { return !is_root() && window_end - vrank > 1; }
+  std::size_t own_bytes() const { return windows.bytes(vrank, vrank + 1); }
+  std::size_t window_bytes() const { return windows.bytes(vrank, window_end); }
+  // Where virtual rank u's block is within this rank's window.
+  std::size_t in_window(int u) const { return windows.bytes(vrank, u); }
+  // Where virtual rank u's block is on this rank: in the root's full buffer, else in the
+  // window this rank relays.
+  template <class Byte>
+  Byte* block_of(int u, Byte* full, Byte* window) const {
+    return is_root() ? full + windows.offset(windows.real(u)) : window + in_window(u);
+  }
+  // post(transfer, lo, hi, child) for each piece of each child's window, into `transfers`: a
+  // binomial gather takes the children smallest subtree first, a scatter largest first; the
+  // flat tree goes in real-rank order.
+  template <class Post>
+  void post_to_children(std::vector<Transfer>& transfers, bool gathering, Post post) const {
+    // At most two pieces per child; posted transfers must not move.
+    transfers.reserve(shape == TreeShape::flat ? 2 * static_cast<std::size_t>(windows.size) : 64);
+    auto child_window = [&](int child, int end) {
+      for (const auto& [lo, hi] : windows.pieces(child, end)) {
+        if (lo >= hi) continue;
+        transfers.emplace_back();
+        post(transfers.back(), lo, hi, windows.real(child));
+      }
+    };
+    if (shape == TreeShape::flat) {
+      if (!is_root()) return;
+      for (int r = 0; r < windows.size; ++r) {
+        if (r == windows.root) continue;
+        const int child = patterns::to_virtual(r, windows.root, windows.size);
+        child_window(child, child + 1);
+      }
+      return;
+    }
+    const patterns::BinomialTree tree{vrank, windows.size};
+    for (int child : gathering ? tree.children_smallest_first() : tree.children_largest_first())
+      child_window(child, child + patterns::BinomialTree{child, windows.size}.subtree_size());
+  }
+  // post(transfer, lo, hi, parent) for each piece of this rank's window (below the root).
+  template <class Post>
+  void post_to_parent(std::array<Transfer, 2>& transfers, Post post) const {
+    std::size_t n = 0;
+    for (const auto& [lo, hi] : windows.pieces(vrank, window_end)) {
+      if (lo < hi) post(transfers[n++], lo, hi, windows.real(parent));
+    }
+  }
 };
 
-bool gather_in_place(const GatherArgs& a, const BlockLayout& blocks, int rank) {
-  return a.send == nullptr || a.send == a.recv + blocks.offset(rank) * a.element_size;
-}
-
-Task gather_binomial(Operation& op, GatherArgs a) {
-  const int p = op.size();
+template <TreeShape kShape>
+Task gather_tree(Operation& op, GatherArgs a) {
   const BlockLayout blocks(a.offsets);
-  const TreeWindows w{blocks, a.root, p, a.element_size};
-  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
-  const bool is_root = tree.vrank == 0;
-  const int window_end = tree.vrank + tree.subtree_size();
-  const std::size_t own_bytes = blocks.length(op.rank()) * a.element_size;
-  if (is_root) {
-    if (!gather_in_place(a, blocks, op.rank())) {
-      op.copy(a.recv + w.offset(op.rank()), a.send, own_bytes);
-    }
+  const RootedTree t(kShape, blocks, a.element_size, a.root, op.rank(), op.size());
+  const TreeWindows& w = t.windows;
+  if (t.is_root()) {
+    const bool in_place = a.send == nullptr || a.send == a.recv + w.offset(op.rank());
+    if (!in_place) op.copy(a.recv + w.offset(op.rank()), a.send, t.own_bytes());
   }
-  // A non-root rank with children collects its window in virtual-rank order.
   ScratchBuffer window;
-  const bool collects = !is_root && tree.subtree_size() > 1;
-  if (collects) {
-    window = op.scratch(w.bytes(tree.vrank, window_end));
-    op.copy(window.data(), a.send, own_bytes);
+  if (t.relays()) {
+    window = op.scratch(t.window_bytes());
+    op.copy(window.data(), a.send, t.own_bytes());
   }
-  auto local = [&](int vrank) -> std::byte* {  // where vrank's block goes on this rank
-    return is_root ? a.recv + w.offset(w.real(vrank)) : window.data() + w.bytes(tree.vrank, vrank);
-  };
   std::vector<Transfer> recvs;
-  recvs.reserve(64);
-  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1) {
-    const patterns::BinomialTree child{tree.vrank + mask, p};
-    for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
-      if (lo >= hi) continue;
-      recvs.emplace_back();
-      op.recv(recvs.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phases[0]);
-    }
-  }
+  t.post_to_children(recvs, true, [&](Transfer& recv, int lo, int hi, int child) {
+    op.recv(recv, t.block_of(lo, a.recv, window.data()), w.bytes(lo, hi), child, a.phases[0]);
+  });
   for (auto& r : recvs)
     co_await op.wait(r);
-  if (is_root) co_return;
-  const int parent = w.real(tree.parent());
+  if (t.is_root()) co_return;
   std::array<Transfer, 2> sends;
-  int n = 0;
-  for (const auto& [lo, hi] : w.pieces(tree.vrank, window_end)) {
-    if (lo >= hi) continue;
-    const std::byte* from = collects ? window.data() + w.bytes(tree.vrank, lo) : a.send;
-    op.send(sends[static_cast<std::size_t>(n++)], from, w.bytes(lo, hi), parent, a.phases[0]);
-  }
+  t.post_to_parent(sends, [&](Transfer& send, int lo, int hi, int parent) {
+    const std::byte* from = t.relays() ? window.data() + t.in_window(lo) : a.send;
+    op.send(send, from, w.bytes(lo, hi), parent, a.phases[0]);
+  });
   co_await op.wait(sends[0], sends[1]);
 }
 
-Task scatter_binomial(Operation& op, ScatterArgs a) {
-  const int p = op.size();
+template <TreeShape kShape>
+Task scatter_tree(Operation& op, ScatterArgs a) {
   const BlockLayout blocks(a.offsets);
-  const TreeWindows w{blocks, a.root, p, a.element_size};
-  const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
-  const bool is_root = tree.vrank == 0;
-  const int window_end = tree.vrank + tree.subtree_size();
-  const std::size_t own_bytes = blocks.length(op.rank()) * a.element_size;
+  const RootedTree t(kShape, blocks, a.element_size, a.root, op.rank(), op.size());
+  const TreeWindows& w = t.windows;
   ScratchBuffer window;
-  const bool forwards = !is_root && tree.subtree_size() > 1;
-  if (forwards) window = op.scratch(w.bytes(tree.vrank, window_end));
-  auto local = [&](int vrank) -> const std::byte* {  // where vrank's block is on this rank
-    return is_root ? a.send + w.offset(w.real(vrank)) : window.data() + w.bytes(tree.vrank, vrank);
-  };
-  if (!is_root) {
+  if (t.relays()) window = op.scratch(t.window_bytes());
+  if (!t.is_root()) {
     // The whole window from the parent; a leaf's window is its own block.
     std::array<Transfer, 2> recvs;
-    int n = 0;
-    for (const auto& [lo, hi] : w.pieces(tree.vrank, window_end)) {
-      if (lo >= hi) continue;
-      std::byte* to = forwards ? window.data() + w.bytes(tree.vrank, lo) : a.recv;
-      op.recv(recvs[static_cast<std::size_t>(n++)], to, w.bytes(lo, hi), w.real(tree.parent()),
-              a.phases[0]);
-    }
+    t.post_to_parent(recvs, [&](Transfer& recv, int lo, int hi, int parent) {
+      std::byte* to = t.relays() ? window.data() + t.in_window(lo) : a.recv;
+      op.recv(recv, to, w.bytes(lo, hi), parent, a.phases[0]);
+    });
     co_await op.wait(recvs[0], recvs[1]);
   }
   std::vector<Transfer> sends;
-  sends.reserve(64);
-  for (int mask = tree.first_child_mask(); mask > 0; mask >>= 1) {
-    if (!tree.has_child(mask)) continue;
-    const patterns::BinomialTree child{tree.vrank + mask, p};
-    for (const auto& [lo, hi] : w.pieces(child.vrank, child.vrank + child.subtree_size())) {
-      if (lo >= hi) continue;
-      sends.emplace_back();
-      op.send(sends.back(), local(lo), w.bytes(lo, hi), w.real(child.vrank), a.phases[0]);
-    }
+  t.post_to_children(sends, false, [&](Transfer& send, int lo, int hi, int child) {
+    const std::byte* from = t.block_of<const std::byte>(lo, a.send, window.data());
+    op.send(send, from, w.bytes(lo, hi), child, a.phases[0]);
+  });
+  if (t.is_root() && a.recv != nullptr && a.recv != a.send + w.offset(op.rank())) {
+    op.copy(a.recv, a.send + w.offset(op.rank()), t.own_bytes());
   }
-  if (is_root && a.recv != nullptr && a.recv != a.send + w.offset(op.rank())) {
-    op.copy(a.recv, a.send + w.offset(op.rank()), own_bytes);
-  }
-  if (forwards) op.copy(a.recv, window.data(), own_bytes);
-  for (auto& s : sends)
-    co_await op.wait(s);
-}
-
-Task gather_linear(Operation& op, GatherArgs a) {
-  const int p = op.size();
-  const BlockLayout blocks(a.offsets);
-  const std::size_t elem = a.element_size;
-  if (op.rank() != a.root) {
-    Transfer send;
-    op.send(send, a.send, blocks.length(op.rank()) * elem, a.root, a.phases[0]);
-    co_await op.wait(send);
-    co_return;
-  }
-  if (!gather_in_place(a, blocks, op.rank())) {
-    op.copy(a.recv + blocks.offset(op.rank()) * elem, a.send, blocks.length(op.rank()) * elem);
-  }
-  std::vector<Transfer> recvs(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r) {
-    if (r != a.root)
-      op.recv(recvs[r], a.recv + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phases[0]);
-  }
-  for (auto& r : recvs)
-    co_await op.wait(r);
-}
-
-Task scatter_linear(Operation& op, ScatterArgs a) {
-  const int p = op.size();
-  const BlockLayout blocks(a.offsets);
-  const std::size_t elem = a.element_size;
-  if (op.rank() != a.root) {
-    Transfer recv;
-    op.recv(recv, a.recv, blocks.length(op.rank()) * elem, a.root, a.phases[0]);
-    co_await op.wait(recv);
-    co_return;
-  }
-  std::vector<Transfer> sends(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r) {
-    if (r != a.root)
-      op.send(sends[r], a.send + blocks.offset(r) * elem, blocks.length(r) * elem, r, a.phases[0]);
-  }
-  const std::byte* own = a.send + blocks.offset(op.rank()) * elem;
-  if (a.recv != nullptr && a.recv != own) op.copy(a.recv, own, blocks.length(op.rank()) * elem);
+  if (t.relays()) op.copy(a.recv, window.data(), t.own_bytes());
   for (auto& s : sends)
     co_await op.wait(s);
 }
@@ -184,18 +158,20 @@ Task scatter_linear(Operation& op, ScatterArgs a) {
 
 std::span<const AlgorithmRow> gather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::gather>(Algorithm::binomial_tree, gather_binomial,
+      row<Collective::gather>(Algorithm::binomial_tree, gather_tree<TreeShape::binomial>,
                               model::gather_binomial_tree),
-      row<Collective::gather>(Algorithm::linear, gather_linear, model::gather_linear),
+      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>,
+                              model::gather_linear),
   };
   return rows;
 }
 
 std::span<const AlgorithmRow> scatter_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::scatter>(Algorithm::binomial_tree, scatter_binomial,
+      row<Collective::scatter>(Algorithm::binomial_tree, scatter_tree<TreeShape::binomial>,
                                model::scatter_binomial_tree),
-      row<Collective::scatter>(Algorithm::linear, scatter_linear, model::scatter_linear),
+      row<Collective::scatter>(Algorithm::linear, scatter_tree<TreeShape::flat>,
+                               model::scatter_linear),
   };
   return rows;
 }

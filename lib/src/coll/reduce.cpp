@@ -27,11 +27,8 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
     co_return;
   }
   const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
-  // Children in increasing mask order; the root's accumulator is its output buffer.
-  std::vector<int> children;
-  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1) {
-    children.push_back(patterns::to_real(tree.vrank + mask, a.root, p));
-  }
+  const patterns::RankList children = tree.children_smallest_first();
+  // The root's accumulator is its output buffer.
   ScratchBuffer scratch;
   std::byte* accumulator = a.recv;
   if (!is_root && !children.empty()) {
@@ -39,8 +36,8 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
     accumulator = scratch.data();
   }
   const std::byte* current = a.send;
-  for (std::size_t c = 0; c < children.size(); ++c) {
-    co_await exchange_reduce(op, {.peer = children[c],
+  for (int c = 0; c < children.size(); ++c) {
+    co_await exchange_reduce(op, {.peer = patterns::to_real(children[c], a.root, p),
                                   .send = nullptr,
                                   .send_elems = 0,
                                   .dst = accumulator,
@@ -97,16 +94,15 @@ bool reduce_binomial_now(Transport& t, int tag_base, const ReduceArgs& a) {
   alignas(64) std::byte partial[kLatencyPathBytes];
   std::byte* accumulator = is_root ? a.recv : partial;
   const std::byte* current = a.send;
-  int last_mask = 0;
-  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1)
-    last_mask = mask;
-  for (int mask = 1; mask < tree.span() && tree.vrank + mask < p; mask <<= 1) {
-    t.recv_blocking(received, bytes, patterns::to_real(tree.vrank + mask, a.root, p), tag);
-    a.reduction.combine(accumulator, current, received, a.count, is_root && mask == last_mask);
+  const patterns::RankList children = tree.children_smallest_first();
+  for (int c = 0; c < children.size(); ++c) {
+    t.recv_blocking(received, bytes, patterns::to_real(children[c], a.root, p), tag);
+    a.reduction.combine(accumulator, current, received, a.count,
+                        is_root && c + 1 == children.size());
     current = accumulator;
   }
   if (is_root) {
-    if (last_mask == 0 && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    if (children.empty() && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
     return true;
   }
   t.send_blocking(current, bytes, patterns::to_real(tree.parent(), a.root, p), tag);

@@ -4,6 +4,7 @@
 
 #include "collectives.hpp"
 #include "collx/error.hpp"
+#include "fold.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"
 #include "registry.hpp"
@@ -87,68 +88,31 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
   }
   const patterns::Fold fold{p};
   const patterns::FoldRole role = fold.role(rank);
+  const int partner = fold.fold_partner(rank);
+  // Everything goes to the proxy to be reduced; only the folded rank's block comes back.
+  const FoldMessages messages{&a.reduction, elem, a.phases, 1};
   if (role == patterns::FoldRole::folded) {
-    // Hand everything to the proxy (in the segments its receive-and-reduce expects), then get
-    // this rank's finished block back.
-    const int proxy = fold.fold_partner(rank);
-    co_await exchange_reduce(op, {.peer = proxy,
-                                  .send = a.send,
-                                  .send_elems = blocks.count(),
-                                  .reduction = &a.reduction,
-                                  .phases = a.phases});
-    Transfer recv;
-    op.recv(recv, d.target, blocks.length(rank) * elem, proxy, a.phases[1]);
-    co_await op.wait(recv);
+    co_await fold_out(op, messages, partner, a.send, blocks.count(), d.target, blocks.length(rank));
     finish(op, a, blocks, d);
     co_return;
   }
   // The full-length accumulator: what this rank has reduced so far.
   ScratchBuffer accumulator = op.scratch(blocks.count() * elem);
-  const std::byte* current = a.send;
+  const std::byte* input = a.send;
   if (role == patterns::FoldRole::proxy) {
-    co_await exchange_reduce(op, {.peer = fold.fold_partner(rank),
-                                  .dst = accumulator.data(),
-                                  .local = a.send,
-                                  .recv_elems = blocks.count(),
-                                  .local_is_lower = false,
-                                  .reduction = &a.reduction,
-                                  .phases = a.phases});
-    current = accumulator.data();
+    co_await fold_in(op, messages, partner, accumulator.data(), a.send, blocks.count());
+    input = accumulator.data();
   }
-  // Core rank c's share is the blocks of the ranks it stands for: contiguous.
-  const int core_size = fold.core_size();
-  std::vector<std::size_t> core_offsets(static_cast<std::size_t>(core_size) + 1);
-  for (int c = 0; c < core_size; ++c) {
-    core_offsets[static_cast<std::size_t>(c)] = blocks.offset(fold.first_rank_of_core(c));
-  }
-  core_offsets.back() = blocks.count();
-  const BlockLayout core_blocks(core_offsets);
-  const int core = fold.core_rank(rank);
-  const int steps = patterns::log2_exact(core_size);
-  for (int s = 0; s < steps; ++s) {
-    const auto step = patterns::halving_step(core, core_size, s);
-    const std::size_t keep = core_blocks.offset(step.keep_first) * elem;
-    const std::size_t send = core_blocks.offset(step.send_first) * elem;
-    co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
-                                  .send = current + send,
-                                  .send_elems = core_blocks.length(step.send_first, step.blocks),
-                                  .dst = accumulator.data() + keep,
-                                  .local = current + keep,
-                                  .recv_elems = core_blocks.length(step.keep_first, step.blocks),
-                                  .local_is_lower = step.lower,
-                                  .finalize = s == steps - 1,
-                                  .reduction = &a.reduction,
-                                  .phases = a.phases});
-    current = accumulator.data();
-  }
+  std::vector<std::size_t> core_offsets(static_cast<std::size_t>(fold.core_size()) + 1);
+  const BlockLayout core_blocks = fold.core_layout(blocks, core_offsets);
+  co_await halving_reduce_scatter(op, fold, core_blocks, input, accumulator.data(), a.reduction,
+                                  a.phases);
   // This rank's block out of the accumulator; a proxy also returns its folded partner's.
-  op.copy(d.target, current + blocks.offset(rank) * elem, blocks.length(rank) * elem);
+  const std::byte* reduced = accumulator.data();
+  op.copy(d.target, reduced + blocks.offset(rank) * elem, blocks.length(rank) * elem);
   if (role == patterns::FoldRole::proxy) {
-    const int folded = fold.fold_partner(rank);
-    Transfer send;
-    op.send(send, current + blocks.offset(folded) * elem, blocks.length(folded) * elem, folded,
-            a.phases[1]);
-    co_await op.wait(send);
+    co_await fold_return(op, messages, partner, reduced + blocks.offset(partner) * elem,
+                         blocks.length(partner));
   }
   finish(op, a, blocks, d);
 }

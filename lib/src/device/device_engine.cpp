@@ -1,7 +1,6 @@
 #include "device_engine.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <map>
 #include <string>
 #include <tuple>
@@ -115,12 +114,10 @@ std::size_t Ledger::size() const {
 // ---- pools ----
 
 FencedPool::~FencedPool() {
-  for (auto& list : free_) {
-    for (Cached& c : list) {
-      for (const EventRef& e : c.fences)
-        api_->synchronize(e->event);
-      release(c.data);
-    }
+  for (Cached& c : cache_.take_all()) {
+    for (const EventRef& e : c.fences)
+      api_->synchronize(e->event);
+    release(c.data);
   }
 }
 
@@ -152,11 +149,10 @@ void FencedPool::release(std::byte* data) noexcept {
 }
 
 std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
-  capacity = std::bit_ceil(std::max<std::size_t>(bytes, 256));
-  const int cls = std::countr_zero(capacity);
-  if (cls < kClasses) {
+  capacity = SizeClassCache<Cached>::capacity_for(bytes);
+  if (std::vector<Cached>* kept = cache_.entries(capacity)) {
     std::lock_guard lock(mutex_);
-    auto& list = free_[cls];
+    auto& list = *kept;
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (!fences_done(list[i])) continue;
       std::byte* data = list[i].data;
@@ -172,11 +168,7 @@ std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
     std::vector<Cached> cached;
     {
       std::lock_guard lock(mutex_);
-      for (auto& list : free_) {
-        for (Cached& c : list)
-          cached.push_back(std::move(c));
-        list.clear();
-      }
+      cached = cache_.take_all();
     }
     if (cached.empty()) throw;
     for (Cached& c : cached) {
@@ -189,16 +181,13 @@ std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
 }
 
 void FencedPool::give_back(std::byte* data, std::size_t capacity, std::vector<EventRef> fences) {
-  const int cls = std::countr_zero(capacity);
-  if (capacity <= kLargestCached && cls < kClasses) {
+  Cached c{data, std::move(fences)};
+  {
     std::lock_guard lock(mutex_);
-    auto& list = free_[cls];
-    if (list.size() < kMaxCachedPerClass) {
-      list.push_back({data, std::move(fences)});
-      return;
-    }
+    if (cache_.keep(capacity, std::move(c))) return;
   }
-  for (const EventRef& e : fences)
+  // Not kept: keep() left `c` as it was.
+  for (const EventRef& e : c.fences)
     api_->synchronize(e->event);
   release(data);
 }

@@ -37,6 +37,7 @@
 #include "device_api.hpp"
 #include "device_call.hpp"
 #include "scratch.hpp"
+#include "size_class_cache.hpp"
 #include "transport.hpp"
 
 namespace collx::detail {
@@ -133,9 +134,6 @@ class FencedPool {
   static FencedPool& of(const std::shared_ptr<DeviceApi>& api, int device, Kind kind);
 
  private:
-  static constexpr int kClasses = 48;
-  static constexpr std::size_t kMaxCachedPerClass = 8;
-  static constexpr std::size_t kLargestCached = std::size_t{256} << 20;
   struct Cached {
     std::byte* data;
     std::vector<EventRef> fences;
@@ -147,7 +145,7 @@ class FencedPool {
   int device_;
   Kind kind_;
   std::mutex mutex_;
-  std::vector<Cached> free_[kClasses];
+  SizeClassCache<Cached> cache_;
 };
 
 // A region of device memory a call works on (its buffers, for the stream-ordered form).

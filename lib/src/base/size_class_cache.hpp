@@ -1,0 +1,57 @@
+// Released buffers kept by power-of-two size class for the next call, shared by the pools that
+// hand out temporary memory (the host scratch pool, the device and pinned staging pools).
+// Requests are rounded up to a power of two (at least 256 bytes), so a kept buffer fits any later
+// request of its class; each class keeps a few buffers, none above 256 MiB. Not thread-safe:
+// its owner locks.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace collx::detail {
+
+// Entry: what is kept of a buffer (its pointer, and whatever must be checked before reuse).
+template <class Entry>
+class SizeClassCache {
+ public:
+  // The capacity a request of `bytes` is allocated with.
+  static std::size_t capacity_for(std::size_t bytes) {
+    return std::bit_ceil(std::max(bytes, kSmallest));
+  }
+  // The kept entries of buffers of `capacity` bytes (a capacity_for() value), or null where no
+  // class holds that capacity.
+  std::vector<Entry>* entries(std::size_t capacity) {
+    const int size_class = std::countr_zero(capacity);
+    return size_class < kClasses ? &classes_[size_class] : nullptr;
+  }
+  // Keeps `entry`, a buffer of `capacity` bytes, for reuse. False (and `entry` untouched) where
+  // its class is full or the buffer too large to keep: the caller frees it.
+  bool keep(std::size_t capacity, Entry&& entry) {
+    std::vector<Entry>* kept = capacity <= kLargestKept ? entries(capacity) : nullptr;
+    if (kept == nullptr || kept->size() >= kMaxPerClass) return false;
+    kept->push_back(std::move(entry));
+    return true;
+  }
+  // Every kept entry, handed over to be freed; the cache is empty afterwards.
+  std::vector<Entry> take_all() {
+    std::vector<Entry> all;
+    for (auto& kept : classes_) {
+      for (Entry& entry : kept)
+        all.push_back(std::move(entry));
+      kept.clear();
+    }
+    return all;
+  }
+
+ private:
+  static constexpr std::size_t kSmallest = 256;
+  static constexpr int kClasses = 48;
+  static constexpr std::size_t kMaxPerClass = 8;
+  static constexpr std::size_t kLargestKept = std::size_t{256} << 20;
+  std::vector<Entry> classes_[kClasses];
+};
+
+}  // namespace collx::detail

@@ -1,0 +1,90 @@
+#include "fold.hpp"
+
+#include "pipeline.hpp"
+
+namespace collx::detail {
+
+Task fold_out(Operation& op, FoldMessages fold, int proxy, const std::byte* data, std::size_t count,
+              std::byte* result, std::size_t result_count) {
+  if (fold.reduction != nullptr) {
+    co_await send_for_reduction(op, proxy, data, count, *fold.reduction, fold.phases);
+  } else {
+    Transfer send;
+    op.send(send, data, count * fold.element_size, proxy, fold.phases[0]);
+    co_await op.wait(send);
+  }
+  Transfer recv;
+  op.recv(recv, result, result_count * fold.element_size, proxy, fold.phases[fold.result_phase]);
+  co_await op.wait(recv);
+}
+
+Task fold_in(Operation& op, FoldMessages fold, int folded, std::byte* dst, const std::byte* own,
+             std::size_t count) {
+  if (fold.reduction != nullptr) {
+    co_await exchange_reduce(op, {.peer = folded,
+                                  .send = nullptr,
+                                  .send_elems = 0,
+                                  .dst = dst,
+                                  .local = own,
+                                  .recv_elems = count,
+                                  .local_is_lower = false,
+                                  .finalize = false,
+                                  .reduction = fold.reduction,
+                                  .phases = fold.phases});
+  } else {
+    Transfer recv;
+    op.recv(recv, dst, count * fold.element_size, folded, fold.phases[0]);
+    co_await op.wait(recv);
+  }
+}
+
+Task fold_return(Operation& op, FoldMessages fold, int folded, const std::byte* result,
+                 std::size_t count) {
+  Transfer send;
+  op.send(send, result, count * fold.element_size, folded, fold.phases[fold.result_phase]);
+  co_await op.wait(send);
+}
+
+Task halving_reduce_scatter(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
+                            const std::byte* input, std::byte* dst, const Reduction& reduction,
+                            Phases phases) {
+  const std::size_t elem = reduction.element_size;
+  const int core = fold.core_rank(op.rank());
+  const int core_size = fold.core_size();
+  const int steps = patterns::log2_exact(core_size);
+  const std::byte* current = input;
+  for (int s = 0; s < steps; ++s) {
+    const auto step = patterns::halving_step(core, core_size, s);
+    const std::size_t keep = layout.offset(step.keep_first) * elem;
+    const std::size_t send = layout.offset(step.send_first) * elem;
+    co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
+                                  .send = current + send,
+                                  .send_elems = layout.length(step.send_first, step.blocks),
+                                  .dst = dst + keep,
+                                  .local = current + keep,
+                                  .recv_elems = layout.length(step.keep_first, step.blocks),
+                                  .local_is_lower = step.lower,
+                                  .finalize = s == steps - 1,
+                                  .reduction = &reduction,
+                                  .phases = phases});
+    current = dst;
+  }
+}
+
+Task doubling_allgather(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
+                        std::byte* buffer, std::size_t element_size, int phase) {
+  const int core = fold.core_rank(op.rank());
+  for (int s = 0; s < patterns::log2_exact(fold.core_size()); ++s) {
+    const auto step = patterns::doubling_gather_step(core, s);
+    const int peer = fold.rank_of_core(step.peer_core);
+    Transfer send;
+    Transfer recv;
+    op.recv(recv, buffer + layout.offset(step.recv_first) * element_size,
+            layout.length(step.recv_first, step.blocks) * element_size, peer, phase);
+    op.send(send, buffer + layout.offset(step.send_first) * element_size,
+            layout.length(step.send_first, step.blocks) * element_size, peer, phase);
+    co_await op.wait(send, recv);
+  }
+}
+
+}  // namespace collx::detail
