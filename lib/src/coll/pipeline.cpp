@@ -51,8 +51,9 @@ void ExchangeReduceAwaiter::await_resume() {
   }
   if (args_.recv_elems == 0) return;
   const std::byte* local = args_.local;
-  args_.reduction->combine(args_.dst, args_.local_is_lower ? local : buffer_,
-                           args_.local_is_lower ? buffer_ : local, args_.recv_elems,
+  const auto* received = reinterpret_cast<const std::byte*>(buffer_);
+  args_.reduction->combine(args_.dst, args_.local_is_lower ? local : received,
+                           args_.local_is_lower ? received : local, args_.recv_elems,
                            args_.finalize);
 }
 
@@ -66,20 +67,21 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
   if (send_is_dst && send_bytes != recv_bytes) {
     throw Error(ErrorCode::internal, "", op.rank(), "exchange_reduce: aliased regions differ");
   }
-  alignas(64) std::byte small[kInlineScratchBytes];
+  // Words: alignas is not honoured in a coroutine frame (see ExchangeReduceAwaiter::buffer_).
+  std::uint64_t small[kInlineScratchBytes / sizeof(std::uint64_t)];
   const int send_segments = segment_count(send_bytes, op.segment_bytes());
   const int recv_segments = segment_count(recv_bytes, op.segment_bytes());
   const BlockLayout send_layout{a.send_elems, send_segments};
   const BlockLayout recv_layout{a.recv_elems, recv_segments};
   const int depth = std::max(1, op.pipeline_depth());
-  const std::size_t slot_bytes = recv_layout.length(0) * elem;
-  const int slots = std::min(depth, recv_segments);
-  const std::size_t scratch_bytes = slot_bytes * static_cast<std::size_t>(slots);
+  const std::size_t buffer_bytes = recv_layout.length(0) * elem;
+  const int buffers = std::min(depth, recv_segments);
+  const std::size_t scratch_bytes = buffer_bytes * static_cast<std::size_t>(buffers);
   // The stack buffer is host memory: a call on device memory takes device scratch always.
   const bool pool = scratch_bytes > sizeof small || op.device_memory();
   ScratchBuffer pooled;
   if (pool) pooled = op.scratch(scratch_bytes);
-  std::byte* const scratch = pool ? pooled.data() : small;
+  std::byte* const scratch = pool ? pooled.data() : reinterpret_cast<std::byte*>(small);
 
   TransferArray sends(static_cast<std::size_t>(send_segments));
   TransferArray recvs(static_cast<std::size_t>(recv_segments));
@@ -88,10 +90,10 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
             a.phases[0]);
   };
   auto post_recv = [&](int k) {
-    op.recv(recvs[k], scratch + static_cast<std::size_t>(k % slots) * slot_bytes,
+    op.recv(recvs[k], scratch + static_cast<std::size_t>(k % buffers) * buffer_bytes,
             recv_layout.length(k) * elem, a.peer, a.phases[0]);
   };
-  for (int k = 0; k < slots; ++k)
+  for (int k = 0; k < buffers; ++k)
     post_recv(k);
   for (int k = 0; k < std::min(depth, send_segments); ++k)
     post_send(k);
@@ -101,11 +103,11 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
       co_await op.wait(recvs[k]);
       if (send_is_dst) co_await op.wait(sends[k]);
       const std::size_t offset = recv_layout.offset(k) * elem;
-      const std::byte* received = scratch + static_cast<std::size_t>(k % slots) * slot_bytes;
+      const std::byte* received = scratch + static_cast<std::size_t>(k % buffers) * buffer_bytes;
       const std::byte* local = a.local + offset;
       a.reduction->combine(a.dst + offset, a.local_is_lower ? local : received,
                            a.local_is_lower ? received : local, recv_layout.length(k), a.finalize);
-      if (k + slots < recv_segments) post_recv(k + slots);
+      if (k + buffers < recv_segments) post_recv(k + buffers);
     }
     if (k + depth < send_segments) post_send(k + depth);
   }
@@ -134,10 +136,10 @@ Task ring_stream(Operation& op, RingStream a) {
   // At most one step ahead: a receive for step t+1 is then posted only after the segment it
   // overwrites was forwarded, and a reduce never writes where a receive is pending.
   const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
-  const std::size_t slot_bytes = BlockLayout{longest, nseg}.length(0) * elem;
+  const std::size_t buffer_bytes = BlockLayout{longest, nseg}.length(0) * elem;
   const bool has_reduce = ring.is_reduce_step(a.first_step);
   ScratchBuffer scratch;
-  if (has_reduce) scratch = op.scratch(slot_bytes * static_cast<std::size_t>(depth));
+  if (has_reduce) scratch = op.scratch(buffer_bytes * static_cast<std::size_t>(depth));
   const int send_peer = patterns::to_real(ring.send_peer(), a.rotation, p);
   const int recv_peer = patterns::to_real(ring.recv_peer(), a.rotation, p);
 
@@ -150,12 +152,12 @@ Task ring_stream(Operation& op, RingStream a) {
     if (ring.is_reduce_step(t)) {
       if (t == last_reduce_step && a.owned_output != nullptr) return a.owned_output + in_block;
       if (t < last_reduce_step && a.partial != nullptr) {
-        // Segment k of every block has one fixed slot per step parity: blocks of different
+        // Segment k of every block has one fixed buffer per step parity: blocks of different
         // lengths would otherwise put segment k at different places, and the hazard wait below
         // (on segment k's previous send) would not cover what gets overwritten.
         return a.partial + (static_cast<std::size_t>(t % 2) * static_cast<std::size_t>(nseg) +
                             static_cast<std::size_t>(k)) *
-                               slot_bytes;
+                               buffer_bytes;
       }
     }
     return a.output + a.layout.offset(block) * elem + in_block;
@@ -193,7 +195,7 @@ Task ring_stream(Operation& op, RingStream a) {
     const int k = u % nseg;
     const int block = ring.recv_block(t);
     std::byte* target = ring.is_reduce_step(t)
-                            ? scratch.data() + static_cast<std::size_t>(u % depth) * slot_bytes
+                            ? scratch.data() + static_cast<std::size_t>(u % depth) * buffer_bytes
                             : written(t, block, k);
     op.recv(recvs[u], target, segment(block).length(k) * elem, recv_peer, phase_of(t));
   };
@@ -215,7 +217,7 @@ Task ring_stream(Operation& op, RingStream a) {
         co_await op.wait(sends[unit_of(t - 1, k)]);
       }
       a.reduction->combine(written(t, block, k),
-                           scratch.data() + static_cast<std::size_t>(u % depth) * slot_bytes,
+                           scratch.data() + static_cast<std::size_t>(u % depth) * buffer_bytes,
                            a.input + (a.layout.offset(block) + segment(block).offset(k)) * elem,
                            segment(block).length(k), /*finalize=*/t == last_reduce_step);
     }

@@ -6,6 +6,7 @@
 #include <array>
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 
 #include "blocks.hpp"
 #include "operation.hpp"
@@ -53,7 +54,10 @@ class [[nodiscard]] ExchangeReduceAwaiter {
   Transfer send_;
   Transfer recv_;
   std::array<Transfer*, 2> transfers_{&send_, &recv_};
-  alignas(64) std::byte buffer_[kInlineBytes];
+  // Words, not alignas'd bytes: GCC 12 does not honour alignas on what lives in a coroutine
+  // frame (this awaiter does), but it keeps a type's natural alignment, which the reduction
+  // kernels' element loads need.
+  std::uint64_t buffer_[kInlineBytes / sizeof(std::uint64_t)];
 };
 inline ExchangeReduceAwaiter exchange_reduce(Operation& op, const ExchangeReduce& args) {
   return ExchangeReduceAwaiter(op, args);
@@ -77,7 +81,7 @@ inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const s
 }
 
 // Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real rank =
-// virtual + rotation, mod p). Reduce-scatter steps receive each segment into a scratch slot and
+// virtual + rotation, mod p). Reduce-scatter steps receive each segment into a scratch buffer and
 // combine it with `input` while it is hot; allgather steps receive straight into `output` and
 // forward. What a step writes, the next step sends:
 // - a rank's first reduce-scatter send comes from `input`;
@@ -103,7 +107,7 @@ struct RingStream {
   Phases phases;
 };
 Task ring_stream(Operation& op, RingStream args);
-// Size of RingStream::partial for a layout: two step-parities of one slot per segment.
+// Size of RingStream::partial for a layout: two step-parities of one buffer per segment.
 std::size_t ring_partial_bytes(const patterns::BlockLayout& layout, std::size_t element_size,
                                std::size_t segment_bytes);
 
