@@ -4,7 +4,8 @@
 //   collx_fault kill RANK COLLECTIVE ALGORITHM   RANK raises SIGKILL inside the collective
 //   collx_fault skip RANK COLLECTIVE ALGORITHM   RANK does not call it (set COLLX_TIMEOUT)
 //   collx_fault mismatch WHAT                    rank 1 calls with another WHAT: collective,
-//                                                root, count, type or op (set COLLX_CHECK=1)
+//                                                root, count, type, op, gather-root, or all
+//                                                of them in turn (set COLLX_CHECK=1)
 //   collx_fault mismatch-unchecked WHAT          the same without COLLX_CHECK (count, root,
 //                                                collective): never a write past the end
 //   collx_fault local-error                      the root of a reduce passes overlapping buffers
@@ -204,7 +205,8 @@ int mismatch_test(const std::string& what) {
     }
     status = report(false, "mismatched " + what + " not detected");
   } catch (const collx::Error& e) {
-    status = report(e.code() == collx::ErrorCode::mismatch, std::string("error: ") + e.what());
+    status = report(e.code() == collx::ErrorCode::mismatch,
+                    "mismatched " + what + ": error: " + e.what());
   }
   // Usable afterwards: a matching call gives the right result.
   std::int32_t one = 1;
@@ -317,7 +319,12 @@ int main(int argc, char** argv) {
     status = mode == "kill" ? kill_test(rank, collective_arg(argv[3]), algorithm_arg(argv[4]))
                             : skip_test(rank, collective_arg(argv[3]), algorithm_arg(argv[4]));
   } else if (mode == "mismatch" && argc == 3) {
-    status = mismatch_test(argv[2]);
+    if (std::string(argv[2]) == "all") {
+      for (const char* what : {"collective", "root", "count", "type", "op", "gather-root"})
+        status |= mismatch_test(what);
+    } else {
+      status = mismatch_test(argv[2]);
+    }
   } else if (mode == "mismatch-unchecked" && argc == 3) {
     status = mismatch_unchecked_test(argv[2]);
   } else if (mode == "local-error" && argc == 2) {
