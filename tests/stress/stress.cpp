@@ -11,7 +11,7 @@
 // both sides, and every input of a call that is not in place is checked unchanged.
 //
 // Environment: COLLX_STRESS_SEED (default 20261123; "random" picks one from the clock),
-// COLLX_STRESS_CASES (default 1500), COLLX_STRESS_MAX_BYTES (largest buffer of one call,
+// COLLX_STRESS_CASES (default 400), COLLX_STRESS_MAX_BYTES (largest buffer of one call,
 // default 16 MiB). A failure prints the seed, the case and the command that repeats it; the
 // exit status is non-zero on every rank. A collx::Error in a case ends the job (MPI_Abort): the
 // other ranks would wait for the failed call's messages for ever.
@@ -510,7 +510,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   std::uint64_t seed = env_u64("COLLX_STRESS_SEED", 20261123);
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);  // "random": rank 0's clock for all
-  const std::uint64_t cases = env_u64("COLLX_STRESS_CASES", 1500);
+  const std::uint64_t cases = env_u64("COLLX_STRESS_CASES", 400);
   const std::size_t max_bytes = env_u64("COLLX_STRESS_MAX_BYTES", std::size_t{16} << 20);
   const auto started = std::chrono::steady_clock::now();
   if (world_rank == 0) {
