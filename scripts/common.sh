@@ -81,3 +81,37 @@ collx_mpirun() {
   shift
   "$COLLX_MPIEXEC" -n "$np" "${COLLX_MPIEXEC_FLAGS[@]}" "$@"
 }
+
+# The sanitizer step of run-tests.sh (issue 13): the library and a chosen subset of the tests
+# built with AddressSanitizer and UndefinedBehaviorSanitizer (COLLX_SANITIZE, cmake/sanitize.cmake)
+# in BUILD_DIR-asan, and run: the unit and simulated-rank tests (simulated ranks up to 10; the
+# 11-33-rank cases of the parameterised suites only in the plain build), the collectives and
+# allreduce suites at 2, 3 and 4 ranks, the nonblocking tests with and without the progress
+# thread at 2 ranks, the emulated-device suite at 2 ranks, and the stress test at 3 ranks.
+# ThreadSanitizer is not in CI (docs/RELIABILITY.md says how to run it). Leaks the MPI library
+# keeps for the life of the process are suppressed (tests/sanitizers/lsan.supp says why);
+# undefined behaviour stops the test. collx_sanitizer_step [CTEST ARGUMENTS...]
+COLLX_ASAN_TARGETS=(
+  types_test kernels_test patterns_test config_test tuning_test reduce_ops_test
+  ring_stores_test phases_test device_memory_test allreduce_sim_test collectives_sim_test
+  blocking_forms_sim_test mpi_allreduce_test mpi_collectives_test mpi_progress_test
+  mpi_device_emulated_test collx_stress
+)
+COLLX_ASAN_MPI_TESTS='^((mpi_allreduce|mpi_collectives)_np[234]|mpi_progress_(thread|none)_np2|device_emulated_staged_np2|stress_np3)$'
+COLLX_ASAN_UNIT_EXCLUDE='^P1to33/.*/[1-3][0-9]$'
+collx_sanitizer_step() {
+  local dir="$BUILD_DIR-asan" status=0
+  cmake -S "$COLLX_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" \
+    -DCOLLX_SANITIZE=address,undefined -DCOLLX_CUDA=OFF -DCOLLX_TORCH=OFF \
+    -DCOLLX_BUILD_DROPIN=OFF -DCOLLX_BUILD_APPS=OFF
+  cmake --build "$dir" -j "$(nproc)" --target "${COLLX_ASAN_TARGETS[@]}"
+  (
+    cd "$dir"
+    export ASAN_OPTIONS="abort_on_error=1:detect_stack_use_after_return=0"
+    export LSAN_OPTIONS="suppressions=$COLLX_ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    ctest --output-on-failure -j "$(nproc)" -L unit -E "$COLLX_ASAN_UNIT_EXCLUDE" "$@" || exit 1
+    ctest --output-on-failure -j "$(nproc)" -R "$COLLX_ASAN_MPI_TESTS" "$@"
+  ) || status=$?
+  return $status
+}
