@@ -122,10 +122,11 @@ collx_sanitizer_step() {
   local dir="$BUILD_DIR-asan" status=0 t
   cmake -S "$COLLX_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" \
     -DCOLLX_SANITIZE=address,undefined -DCOLLX_CUDA=OFF -DCOLLX_TORCH=OFF \
-    -DCOLLX_BUILD_DROPIN=OFF -DCOLLX_BUILD_APPS=OFF
+    -DCOLLX_BUILD_DROPIN=OFF -DCOLLX_BUILD_APPS=OFF || return 1
+  # (set -e does not apply inside a function called as `f || status=$?`: every step says so.)
   cmake --build "$dir" -j "$(nproc)" --target "${COLLX_ASAN_UNIT_TESTS[@]}" \
-    "${COLLX_ASAN_MPI_TARGETS[@]}"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    "${COLLX_ASAN_MPI_TARGETS[@]}" || return 1
+  local -x UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   for t in "${COLLX_ASAN_UNIT_TESTS[@]}"; do
     echo "collx: sanitized $t"
     local filter="*"
