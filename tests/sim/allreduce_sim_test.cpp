@@ -71,8 +71,9 @@ std::vector<std::byte> exact_result(int p, DataType type, ReduceOp op, std::size
 // Elements of `result` that differ from `expected` (bitwise).
 std::size_t wrong_elements(const std::vector<std::byte>& result,
                            const std::vector<std::byte>& expected, DataType type) {
+  // (An empty vector's data() may be null, which memcmp must not get even for 0 bytes.)
   if (result.size() == expected.size() &&
-      std::memcmp(result.data(), expected.data(), result.size()) == 0) {
+      (result.empty() || std::memcmp(result.data(), expected.data(), result.size()) == 0)) {
     return 0;
   }
   const std::size_t size = collx::size_of(type);

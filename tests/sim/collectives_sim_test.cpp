@@ -145,7 +145,7 @@ TEST_P(SimCollectives, Allgather) {
           for (int r = 0; r < p; ++r) {
             send[r] = pattern(type, r, count);
             if (in_place && block > 0)
-              std::memcpy(recv[r].data() + r * block, send[r].data(), block);
+              if (block) std::memcpy(recv[r].data() + r * block, send[r].data(), block);
           }
           SimWorld world(p);
           world.run(info_for(Collective::allgather, a, pl), [&](Operation& op, int r) {
@@ -235,7 +235,7 @@ TEST_P(SimCollectives, GatherAndScatter) {
           for (int r = 0; r < p; ++r)
             send[r] = pattern(type, r, count);
           if (in_place && block > 0)
-            std::memcpy(recv[root].data() + root * block, send[root].data(), block);
+            if (block) std::memcpy(recv[root].data() + root * block, send[root].data(), block);
           SimWorld gather_world(p);
           gather_world.run(info_for(Collective::gather, a, kPipelines[0]), [&](Operation& op,
                                                                                int r) {
@@ -489,7 +489,8 @@ void calls_in_sequence_on_one_segment() {
         }
         if (in_place) {
           for (int r = 0; r < p; ++r)
-            std::memcpy(recv[r].data() + offsets[r] * 4, send[r].data(), send[r].size());
+            if (!send[r].empty())
+              std::memcpy(recv[r].data() + offsets[r] * 4, send[r].data(), send[r].size());
         }
         world.run(info_for(Collective::allgather, Algorithm::shared_memory, kPipelines[0]),
                   [&](Operation& op, int r) {

@@ -103,7 +103,8 @@ std::uintptr_t SimWorld::post(bool is_send, int src, int dst, int tag, const voi
                            " which receives " + std::to_string(recv_bytes) + " B (tag " +
                            std::to_string(tag) + ")");
   }
-  std::memcpy(is_send ? match.recv_buf : rbuf, is_send ? sbuf : match.send_buf, bytes);
+  // Zero-byte messages may carry null buffers, which memcpy must not get (UBSan).
+  if (bytes) std::memcpy(is_send ? match.recv_buf : rbuf, is_send ? sbuf : match.send_buf, bytes);
   done_[id] = 1;
   done_[match.id] = 1;
   ++matched_;
