@@ -84,7 +84,7 @@ struct Spec {
   std::uint32_t root_draw = 0;  // root = root_draw % size of the communicator
   bool in_place = false;
   bool null_recv = false;  // reduce/gather: non-roots pass recvbuf = nullptr
-  std::size_t chunk_bytes = 0;
+  std::size_t segment_bytes = 0;
   int pipeline_depth = 0;
   std::uint64_t data_seed = 0;
   std::vector<std::uint32_t> v_draws;  // reduce_scatter_v: block lengths, one per world rank
@@ -151,7 +151,7 @@ class Draw {
     s.root_draw = static_cast<std::uint32_t>(gen_());
     s.in_place = chance(30);
     s.null_recv = chance(50);
-    s.chunk_bytes = pick(std::vector<std::size_t>{0, 0, 0, 1000, 4096, 65536, 262144});
+    s.segment_bytes = pick(std::vector<std::size_t>{0, 0, 0, 1000, 4096, 65536, 262144});
     s.pipeline_depth = static_cast<int>(pick(std::vector<std::uint64_t>{0, 0, 1, 2, 3, 8}));
     s.data_seed = gen_();
     if (s.collective == Collective::reduce_scatter_v) {
@@ -220,7 +220,7 @@ std::string describe(const Run& r) {
     d << " root=" << r.root;
   }
   if (s.in_place) d << " in-place";
-  if (s.chunk_bytes) d << " chunk=" << s.chunk_bytes;
+  if (s.segment_bytes) d << " chunk=" << s.segment_bytes;
   if (s.pipeline_depth) d << " depth=" << s.pipeline_depth;
   d << " comm#" << s.comm << " (rank " << r.me << " of " << r.p << ")";
   return d.str();
@@ -342,7 +342,7 @@ void start(Run& r, bool blocking) {
   collx::Communicator& c = *r.comm;
   collx::Options o;
   o.algorithm = s.algorithm;
-  o.chunk_bytes = s.chunk_bytes;
+  o.segment_bytes = s.segment_bytes;
   o.pipeline_depth = s.pipeline_depth;
   const DataType t = s.type;
   const std::size_t n = s.count;
