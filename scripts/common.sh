@@ -103,19 +103,7 @@ COLLX_ASAN_UNIT_TESTS=(
 )
 COLLX_ASAN_MPI_TARGETS=(mpi_allreduce_test mpi_collectives_test mpi_progress_test
                         mpi_device_emulated_test collx_stress)
-# Known collx bug, left out until it is fixed (then delete COLLX_ASAN_KNOWN_BUG): UBSan
-# "load of misaligned address" at kernels/host_reduce_impl.hpp:96 (and :105, avg), from
-# Reduction::combine (lib/src/exec/reduction.hpp:38) in exchange_reduce_pipelined
-# (lib/src/coll/pipeline.cpp:106): the received data is in `alignas(64) std::byte
-# small[kInlineScratchBytes]` (pipeline.cpp:69), a local of a coroutine, and GCC 12 places it in
-# the coroutine frame without that alignment (address = frame + 0x21 in every report). Hit by
-# recursive-doubling allreduce, the fold (fold_in) and recursive-halving reduce_scatter with
-# scratch up to 1 KiB, at 2 or more simulated ranks.
-COLLX_ASAN_KNOWN_BUG='P1to33/SimAllreduce.BitwiseIdenticalAcrossRanksForRandomFloats/*'
-COLLX_ASAN_KNOWN_BUG+=':Sizes/SimAllreduceTypes.*:P1to33/SimCollectives.Reduce/*'
-COLLX_ASAN_KNOWN_BUG+=':P1to33/SimCollectives.ReduceScatter/*'
-COLLX_ASAN_KNOWN_BUG+=':P1to33/SimCollectives.AllreduceEveryRegistryRow/*'
-COLLX_ASAN_SIM_FILTER="-*/6:*/7:*/9:*/1?:*/2?:*/3?:SimCollectivesLarge.*:$COLLX_ASAN_KNOWN_BUG"
+COLLX_ASAN_SIM_FILTER="-*/6:*/7:*/9:*/1?:*/2?:*/3?:SimCollectivesLarge.*"
 COLLX_ASAN_MPI_TESTS='^(mpi_collectives_np[234]|mpi_allreduce_np2|mpi_progress_(thread|none)_np2'
 COLLX_ASAN_MPI_TESTS+='|device_emulated_staged_np2|stress_np3)$'
 collx_sanitizer_step() {
