@@ -26,9 +26,8 @@ std::string error_string(int rc) {
     const int rc = statuses[i].MPI_ERROR;
     if (rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
     message += std::string(" [") + (owners[i]->is_send ? "send of " : "recv of ") +
-               std::to_string(owners[i]->bytes) + " B " +
-               (owners[i]->is_send ? "to" : "from") + " rank " + std::to_string(owners[i]->peer) +
-               ": " + error_string(rc) + "]";
+               std::to_string(owners[i]->bytes) + " B " + (owners[i]->is_send ? "to" : "from") +
+               " rank " + std::to_string(owners[i]->peer) + ": " + error_string(rc) + "]";
   }
   throw Error(ErrorCode::mpi, "", rank, message);
 }
@@ -128,46 +127,26 @@ void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, 
       "MPI_Sendrecv", rank_);
 }
 
-void MpiTransport::wait_all(std::span<Transfer* const> ts) {
-  MPI_Request requests[kMaxBatch];
-  Transfer* owners[kMaxBatch];
-  int n = 0;
-  auto flush = [&]() {
-    if (n == 0) return;
-    MPI_Status statuses[kMaxBatch];
-    const int rc = MPI_Waitall(n, requests, statuses);
-    if (rc == MPI_ERR_IN_STATUS) [[unlikely]]
-      throw_in_status("MPI_Waitall", rank_, owners, statuses, n);
-    check_mpi(rc, "MPI_Waitall", rank_);
-    for (int i = 0; i < n; ++i) {
-      owners[i]->mpi_request = MPI_REQUEST_NULL;
-      owners[i]->state = Transfer::State::done;
-    }
-    n = 0;
-  };
-  for (Transfer* t : ts) {
-    if (!t->pending()) continue;
-    requests[n] = t->mpi_request;
-    owners[n] = t;
-    if (++n == kMaxBatch) flush();
-  }
-  flush();
-}
+namespace {
 
-bool MpiTransport::test_all(std::span<Transfer* const> ts) {
-  // Batch the pending requests into one MPI_Testall: one pass of MPI's progress engine.
+// The pending transfers of `ts` in batches of at most kMaxBatch requests: complete(n, requests,
+// flag, statuses) is one MPI_Waitall/MPI_Testall over a batch (flag: whether it completed); the
+// batch's transfers are then marked done. An error in the batch names each failed request.
+template <class Complete>
+bool complete_in_batches(std::span<Transfer* const> ts, int rank, const char* call,
+                         Complete&& complete) {
   MPI_Request requests[kMaxBatch];
   Transfer* owners[kMaxBatch];
   int n = 0;
   bool all_done = true;
   auto flush = [&]() {
     if (n == 0) return;
-    int flag = 0;
     MPI_Status statuses[kMaxBatch];
-    const int rc = MPI_Testall(n, requests, &flag, statuses);
+    int flag = 0;
+    const int rc = complete(n, requests, &flag, statuses);
     if (rc == MPI_ERR_IN_STATUS) [[unlikely]]
-      throw_in_status("MPI_Testall", rank_, owners, statuses, n);
-    check_mpi(rc, "MPI_Testall", rank_);
+      throw_in_status(call, rank, owners, statuses, n);
+    check_mpi(rc, call, rank);
     if (flag) {
       for (int i = 0; i < n; ++i) {
         owners[i]->mpi_request = MPI_REQUEST_NULL;
@@ -186,6 +165,21 @@ bool MpiTransport::test_all(std::span<Transfer* const> ts) {
   }
   flush();
   return all_done;
+}
+
+}  // namespace
+
+void MpiTransport::wait_all(std::span<Transfer* const> ts) {
+  complete_in_batches(ts, rank_, "MPI_Waitall",
+                      [](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
+                        *flag = 1;
+                        return MPI_Waitall(n, requests, statuses);
+                      });
+}
+
+bool MpiTransport::test_all(std::span<Transfer* const> ts) {
+  // Batch the pending requests into one MPI_Testall: one pass of MPI's progress engine.
+  return complete_in_batches(ts, rank_, "MPI_Testall", MPI_Testall);
 }
 
 void MpiTransport::progress() {
