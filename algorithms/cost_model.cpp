@@ -40,12 +40,12 @@ Cost pipeline(double stages, double bytes, double segment, double per_byte_reduc
   return {steps, steps * seg, steps * seg * per_byte_reduced, 0};
 }
 
-// Through a shared arena, in pieces: the producer copies a piece in while the readers copy
-// the previous one out, so a reader's path is one piece in plus every byte out, with a counter
-// handshake per piece.
-Cost shared_pipeline(double bytes, double segment) {
-  const double pieces = std::max(1.0, std::ceil(bytes / segment));
-  return {pieces, 0, 0, bytes + bytes / pieces};
+// Through a shared arena, in slots: the producer copies a slot in while the readers copy
+// the previous one out, so a reader's path is one slot in plus every byte out, with a counter
+// handshake per slot. (The model takes the slot to be the machine's segment size.)
+Cost shared_pipeline(double bytes, double slot_bytes) {
+  const double slots = std::max(1.0, std::ceil(bytes / slot_bytes));
+  return {slots, 0, 0, bytes + bytes / slots};
 }
 
 }  // namespace
@@ -99,9 +99,9 @@ const Entry allreduce_double_binary_tree{
       // receives two segments (and reduces them) going up and sends two going down.
       const double height = std::max(1.0, std::ceil(std::log2(s.p + 1)) - 1);
       const double segments = std::max(1.0, std::ceil(s.n / 2 / s.segment));
-      const double piece = s.n / 2 / segments;
+      const double per_segment = s.n / 2 / segments;
       const double steps = 2 * height + segments;
-      return Cost{steps, steps * 2 * piece, (height + segments) * 2 * piece, 0};
+      return Cost{steps, steps * 2 * per_segment, (height + segments) * 2 * per_segment, 0};
     },
     "Each half of the buffer is reduced up a binary tree and broadcast back down it, segment by "
     "segment; the second tree numbers the ranks backwards so its leaves are the first tree's "
@@ -124,8 +124,8 @@ const Entry broadcast_scatter_allgather{
     "allgather (p-1 steps, (p-1)/p n bytes)."};
 const Entry broadcast_shared_memory{
     [](const Shape& s) { return shared_pipeline(s.n, s.segment); },
-    "One node only: the root copies the buffer piece by piece into a ring in a segment every "
-    "rank maps; all p-1 readers copy each piece out at once, behind a counter. No bytes on a "
+    "One node only: the root copies the buffer slot by slot into a ring in an arena every "
+    "rank maps; all p-1 readers copy each slot out at once, behind a counter. No bytes on a "
     "wire; n copied in, n out per reader."};
 
 // ---- reduce ----
@@ -141,13 +141,13 @@ const Entry reduce_rabenseifner{
     "2(p-1)/p n bytes instead of n log p."};
 const Entry reduce_shared_memory{
     [](const Shape& s) {
-      // The others copy n in; the root reduces p-1 pieces into its output, a piece behind.
-      const double pieces = std::max(1.0, std::ceil(s.n / s.segment));
-      return Cost{pieces * (s.p - 1), 0, (s.p - 1) * s.n, s.n / pieces};
+      // The others copy n in; the root reduces p-1 slots into its output, a slot behind.
+      const double slots = std::max(1.0, std::ceil(s.n / s.segment));
+      return Cost{slots * (s.p - 1), 0, (s.p - 1) * s.n, s.n / slots};
     },
-    "One node only: every other rank copies its buffer piece by piece into its ring in a shared "
-    "segment; the root reduces piece k of all p ranks straight into its output as they arrive "
-    "(p-1 passes over a cached piece)."};
+    "One node only: every other rank copies its buffer slot by slot into its ring in a shared "
+    "arena; the root reduces slot k of all p ranks straight into its output as they arrive "
+    "(p-1 passes over a cached slot)."};
 
 // ---- allgather ----
 const Entry allgather_ring{
@@ -168,11 +168,11 @@ const Entry allgather_bruck{
     "ceil(log2 p) steps on a rotated copy (any p); one copy in and one out."};
 const Entry allgather_shared_memory{
     [](const Shape& s) {
-      // The own block in (n/p), every block out (n), pieces of the largest block.
+      // The own block in (n/p), every block out (n), slots of the largest block.
       return add(shared_pipeline(s.n, s.segment), Cost{0, 0, 0, s.n / s.p});
     },
-    "One node only: every rank copies its block piece by piece into its ring in a shared "
-    "segment and copies the other p-1 blocks out of theirs, all ranks at once: n/p in, n out per "
+    "One node only: every rank copies its block slot by slot into its ring in a shared "
+    "arena and copies the other p-1 blocks out of theirs, all ranks at once: n/p in, n out per "
     "rank, no bytes on a wire. While plain stores into the rings are slow (a state of some "
     "machines, measured at run time) a rank may publish a pointer instead, and the others copy "
     "its block straight from its buffer (process_vm_readv)."};
