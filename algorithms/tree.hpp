@@ -22,7 +22,8 @@ inline int to_real(int vrank, int root, int size) {
 // Ranks of a tree node's neighbours (its children, say), in a fixed order. A tree over int rank
 // counts has at most 31 children per node.
 struct RankList {
-  std::array<int, 32> ranks{};
+  // Not zeroed: only the first `count` are read, and this is on the latency path.
+  std::array<int, 32> ranks;
   int count = 0;
 
   void push_back(int rank) { ranks[static_cast<std::size_t>(count++)] = rank; }
