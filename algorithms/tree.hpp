@@ -2,6 +2,7 @@
 // virtual rank 0 and a rooted collective only rotates.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -22,9 +23,20 @@ inline int to_real(int vrank, int root, int size) {
 // Ranks of a tree node's neighbours (its children, say), in a fixed order. A tree over int rank
 // counts has at most 31 children per node.
 struct RankList {
-  // Not zeroed: only the first `count` are read, and this is on the latency path.
+  // Not zeroed, and copied only up to `count` (the rest is never written or read): this is on
+  // the latency path.
   std::array<int, 32> ranks;
   int count = 0;
+
+  RankList() = default;
+  RankList(const RankList& other) : count(other.count) {
+    std::copy_n(other.ranks.data(), count, ranks.data());
+  }
+  RankList& operator=(const RankList& other) {
+    count = other.count;
+    std::copy_n(other.ranks.data(), count, ranks.data());
+    return *this;
+  }
 
   void push_back(int rank) { ranks[static_cast<std::size_t>(count++)] = rank; }
   const int* begin() const { return ranks.data(); }
