@@ -23,9 +23,6 @@ class DeviceCall : public DataPath {
   // copy() may be given overlapping regions: device copies are ordered, not racing.
   void move(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
   bool host_accessible() const override { return false; }
-  // dst = a op b over n elements, then / divisor when divisor > 0, on the device.
-  virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
-                      ReduceOp op, double divisor) = 0;
 };
 
 }  // namespace collx::detail

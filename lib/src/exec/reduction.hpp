@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "collx/types.hpp"
-#include "device_call.hpp"
+#include "data_path.hpp"
 #include "host_reduce.hpp"
 
 namespace collx::detail {
@@ -16,10 +16,10 @@ struct Reduction {
   double divisor = 0;
   DataType type = DataType::uint8;
   ReduceOp op = ReduceOp::sum;
-  // A call on device memory: its operands are device memory, reduced by the device's kernel.
-  DeviceCall* device = nullptr;
+  // A call whose operands the host may not touch (device memory): reduced by its data path.
+  DataPath* device = nullptr;
 
-  static Reduction make(DataType type, ReduceOp op, int nranks, DeviceCall* device = nullptr) {
+  static Reduction make(DataType type, ReduceOp op, int nranks, DataPath* device = nullptr) {
     return {kernels::reduce_fn(type, op),
             size_of(type),
             op == ReduceOp::avg ? static_cast<double>(nranks) : 0.0,

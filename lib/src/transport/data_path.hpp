@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "collx/types.hpp"
+#include "host_reduce.hpp"
 #include "scratch.hpp"
 #include "transport.hpp"
 
@@ -36,6 +37,10 @@ class DataPath {
   // dst <- src, non-overlapping (copy) or possibly overlapping (move).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void move(void* dst, const void* src, std::size_t bytes) = 0;
+  // dst = a op b over n elements, then / divisor when divisor > 0. Calls on host memory reduce
+  // with the host kernel the Reduction binds instead (no indirection per segment).
+  virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
+                      ReduceOp op, double divisor) = 0;
 
   // After the algorithm has finished: true once the call's results are complete (a blocking
   // call waits here; device work may still be running when the messages are done).
@@ -64,6 +69,10 @@ class HostPath final : public DataPath {
   }
   void move(void* dst, const void* src, std::size_t bytes) override {
     std::memmove(dst, src, bytes);
+  }
+  void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
+              double divisor) override {
+    kernels::reduce_fn(type, op)(dst, a, b, n, divisor);
   }
   bool finish() override { return true; }
   bool host_accessible() const override { return true; }
