@@ -8,8 +8,10 @@
 //                                                of them in turn (set COLLX_CHECK=1)
 //   collx_fault mismatch-unchecked WHAT          the same without COLLX_CHECK (count, root,
 //                                                collective): never a write past the end
-//   collx_fault local-error                      the root of a reduce passes overlapping buffers
-//                                                (an error only it can see), then an allreduce
+//   collx_fault local-error [COUNT]              the root of a reduce of COUNT int32 (1000)
+//                                                passes overlapping buffers (an error only it
+//                                                can see), then two allreduces: every rank's
+//                                                fail (revoked, naming rank 0 and why)
 //
 // Every rank ends with one line "collx-fault: rank R: ..." saying what it saw; the exit status
 // is 0 when the rank saw what collx promises (docs/RELIABILITY.md), 1 otherwise.
@@ -45,7 +47,7 @@ double now() {
   if (me == 0) {
     std::fprintf(stderr,
                  "usage: collx_fault kill|skip RANK COLLECTIVE ALGORITHM | mismatch WHAT | "
-                 "mismatch-unchecked WHAT | local-error\n");
+                 "mismatch-unchecked WHAT | local-error [COUNT]\n");
   }
   MPI_Finalize();
   std::exit(2);
@@ -158,7 +160,12 @@ int skip_test(int skipper, Collective collective, Algorithm algorithm) {
     } catch (const collx::Error& e) {
       const double waited = now() - start;
       const std::string what = e.what();
-      const bool ok = e.code() == collx::ErrorCode::timeout && waited < timeout + 5.0 &&
+      // Its own timeout, or the revoke of another rank that timed out first (its notice ends
+      // this wait): either way the message says what was waited on.
+      const bool timed_out =
+          e.code() == collx::ErrorCode::timeout ||
+          (e.code() == collx::ErrorCode::revoked && what.find("timeout") != std::string::npos);
+      const bool ok = timed_out && waited < timeout + 5.0 &&
                       what.find("waiting on: ") != std::string::npos &&
                       what.find("rank ") != std::string::npos;
       status = report(ok, "after " + std::to_string(waited) + " s: " + what);
@@ -268,26 +275,49 @@ int mismatch_unchecked_test(const std::string& what) {
 // collx promises that the other ranks are not left waiting: after the failed reduce an allreduce
 // on the same communicator either works on every rank or fails with a clear error on every
 // rank, within the test's time limit.
-int local_error_test() {
+int local_error_test(std::size_t count) {
   collx::Communicator comm(MPI_COMM_WORLD);
-  std::vector<std::int32_t> v(2000, 1);
-  int status = 0;
-  std::string first;
+  std::vector<std::int32_t> v(2 * count, 1);
+  bool ok = true;
+  std::string seen;
+  auto revoked_by_root = [](const collx::Error& e) {
+    const std::string what = e.what();
+    return e.code() == collx::ErrorCode::revoked &&
+           what.find(me == 0 ? "this rank failed in reduce" : "rank 0 failed in reduce") !=
+               std::string::npos &&
+           what.find("overlap") != std::string::npos;
+  };
   try {
     // At the root recvbuf = sendbuf + 1: they overlap (not the in-place form).
-    comm.reduce(v.data(), me == 0 ? v.data() + 1 : nullptr, 1000, DataType::int32, ReduceOp::sum,
+    comm.reduce(v.data(), me == 0 ? v.data() + 1 : nullptr, count, DataType::int32, ReduceOp::sum,
                 0);
-    first = "reduce returned";
+    // The others may finish their part (a small message leaves at once) or learn of the root's
+    // failure while they wait (a large one waits for the root).
+    ok = ok && me != 0;
+    seen = "reduce returned";
   } catch (const collx::Error& e) {
-    first = std::string("reduce: ") + e.what();
+    ok = ok && (me == 0 ? e.code() == collx::ErrorCode::invalid_argument : revoked_by_root(e));
+    seen = std::string("reduce: ") + e.what();
   }
+  // Every rank's next calls fail: the communicator is revoked, and says by whom and why.
+  for (int call = 0; call < 2; ++call) {
+    std::int32_t one = 1;
+    try {
+      comm.allreduce(collx::in_place, &one, 1, DataType::int32, ReduceOp::sum);
+      ok = false;
+      seen += "; allreduce gave " + std::to_string(one);
+    } catch (const collx::Error& e) {
+      ok = ok && revoked_by_root(e);
+      seen += std::string("; allreduce: ") + e.what();
+    }
+  }
+  // A new communicator works.
+  collx::Communicator fresh(MPI_COMM_WORLD);
   std::int32_t one = 1;
-  try {
-    comm.allreduce(collx::in_place, &one, 1, DataType::int32, ReduceOp::sum);
-    status = report(one == world, first + "; next allreduce gave " + std::to_string(one));
-  } catch (const collx::Error& e) {
-    status = report(true, first + "; next allreduce: " + e.what());
-  }
+  fresh.allreduce(collx::in_place, &one, 1, DataType::int32, ReduceOp::sum);
+  ok = ok && one == world;
+  const int status =
+      report(ok, seen + "; a new communicator's allreduce gave " + std::to_string(one));
   MPI_Barrier(MPI_COMM_WORLD);
   return status;
 }
@@ -327,8 +357,8 @@ int main(int argc, char** argv) {
     }
   } else if (mode == "mismatch-unchecked" && argc == 3) {
     status = mismatch_unchecked_test(argv[2]);
-  } else if (mode == "local-error" && argc == 2) {
-    status = local_error_test();
+  } else if (mode == "local-error" && argc <= 3) {
+    status = local_error_test(argc > 2 ? std::stoul(argv[2]) : 1000);
   } else {
     usage();
   }

@@ -226,6 +226,57 @@ TEST_F(MpiAllreduce, BadArgumentsAreRejectedBeforeAnyMessageAndTheCommunicatorSt
   EXPECT_EQ(b[0], 1.0f);
 }
 
+// An argument error only one rank sees (its null recvbuf) while the others start the call: the
+// others' waits end with ErrorCode::revoked naming that rank and its reason, every later call
+// on every rank fails the same way, and a new communicator works. With one rank, the only rank
+// failed: the communicator stays usable.
+TEST(MpiRevoke, OneRanksArgumentErrorRevokesTheCommunicatorOnEveryRank) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  const int last = comm.size() - 1;
+  const std::size_t n = std::size_t{1} << 16;  // 256 KiB: the others wait for the failed rank
+  std::vector<float> a(n, 1.0f), b(n);
+  auto expect_revoked_by_last = [&](const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::revoked) << e.what();
+    const std::string who = comm.rank() == last ? "this rank" : "rank " + std::to_string(last);
+    EXPECT_NE(std::string(e.what()).find(who + " failed in allreduce #0: invalid argument"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("recvbuf"), std::string::npos) << e.what();
+  };
+  if (comm.rank() == last) {
+    try {
+      comm.iallreduce(a.data(), nullptr, n, DataType::float32, ReduceOp::sum).wait();
+      ADD_FAILURE() << "a null recvbuf was accepted";
+    } catch (const collx::Error& e) {
+      EXPECT_EQ(e.code(), collx::ErrorCode::invalid_argument) << e.what();
+    }
+  } else {
+    try {
+      comm.iallreduce(a.data(), b.data(), n, DataType::float32, ReduceOp::sum).wait();
+      ADD_FAILURE() << "the allreduce completed without rank " << last;
+    } catch (const collx::Error& e) {
+      expect_revoked_by_last(e);
+    }
+  }
+  for (int call = 0; call < 2; ++call) {
+    float one = 1.0f;
+    if (comm.size() == 1) {
+      comm.allreduce(collx::in_place, &one, 1, DataType::float32, ReduceOp::sum);
+      EXPECT_EQ(one, 1.0f);
+      continue;
+    }
+    try {
+      comm.allreduce(collx::in_place, &one, 1, DataType::float32, ReduceOp::sum);
+      ADD_FAILURE() << "a call on a revoked communicator completed";
+    } catch (const collx::Error& e) {
+      expect_revoked_by_last(e);
+    }
+  }
+  collx::Communicator fresh(MPI_COMM_WORLD);
+  fresh.allreduce(a.data(), b.data(), n, DataType::float32, ReduceOp::sum);
+  EXPECT_EQ(b[n - 1], static_cast<float>(comm.size()));
+}
+
 // Counts whose gathered or reduced total no buffer can hold are argument errors (not a
 // division by zero in a schedule, nor a misleading "overlap"), and nothing is sent.
 TEST_F(MpiAllreduce, CountsWhoseTotalOverflowsAreInvalidArguments) {
@@ -369,10 +420,18 @@ TEST(MpiTimeout, AWaitThatNeverEndsBecomesAnErrorNamingThePeer) {
       }
     }
     MPI_Barrier(pair_comm);
-    // Rank 1 joins late; its call drains the abandoned one's messages so nothing is left.
-    if (pair.rank() == 1) {
+    // Rank 1 joins late: rank 0's timeout revoked the communicator and its notice says so, so
+    // the late call fails at once instead of finishing half a collective (and rank 0's next
+    // call fails the same way).
+    try {
       pair.allreduce(collx::in_place, &v, 1, DataType::int32, ReduceOp::sum, options);
-      EXPECT_EQ(v, 2);
+      ADD_FAILURE() << "a call on a communicator revoked by a timeout completed";
+    } catch (const collx::Error& e) {
+      EXPECT_EQ(e.code(), collx::ErrorCode::revoked) << e.what();
+      const std::string who = pair.rank() == 0 ? "this rank" : "rank 0";
+      EXPECT_NE(std::string(e.what()).find(who + " failed in allreduce #0: timeout"),
+                std::string::npos)
+          << e.what();
     }
     MPI_Comm_free(&pair_comm);
   }

@@ -1,5 +1,6 @@
 #include "sim_world.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -16,11 +17,13 @@ int SimTransport::size() const {
 void SimTransport::isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer,
                          int tag) {
   t.state = detail::Transfer::State::pending;
+  t.owner = this;
   t.handle = world_.post(true, rank_, peer, tag, buf, nullptr, bytes);
 }
 
 void SimTransport::irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
   t.state = detail::Transfer::State::pending;
+  t.owner = this;
   t.handle = world_.post(false, peer, rank_, tag, nullptr, buf, bytes);
 }
 
@@ -35,6 +38,11 @@ bool SimTransport::test_all(std::span<detail::Transfer* const> ts) {
     }
   }
   return all;
+}
+
+void SimTransport::abandon(detail::Transfer& t) noexcept {
+  world_.withdraw(t.handle);
+  t.state = detail::Transfer::State::done;
 }
 
 void SimTransport::wait_all(std::span<detail::Transfer* const> ts) {
@@ -73,6 +81,15 @@ std::uint64_t SimWorld::shm_activity() const {
       sum += arena_->consumed(r, q).load();
   }
   return sum;
+}
+
+void SimWorld::withdraw(std::uintptr_t id) {
+  std::lock_guard lock(mutex_);
+  ++abandoned_;
+  for (auto* queues : {&sends_, &recvs_}) {
+    for (auto& [key, queue] : *queues)
+      std::erase_if(queue, [&](const Posted& p) { return p.id == id; });
+  }
 }
 
 std::uintptr_t SimWorld::post(bool is_send, int src, int dst, int tag, const void* sbuf, void* rbuf,
@@ -146,8 +163,17 @@ void SimWorld::run(const detail::OpInfo& info, const MakeTask& make) {
   }
   for (auto& op : ops)
     op->rethrow_if_failed();
+  // Every rank succeeded: their frames go now, and none may hold a message still in flight
+  // (an algorithm that never waits for one of its messages is wrong even when the result is
+  // right; its Transfer would cancel the message as it goes).
+  const std::uint64_t abandoned_before = abandoned_;
+  ops.clear();
   sends_.clear();
   recvs_.clear();
+  if (abandoned_ != abandoned_before) {
+    throw std::logic_error("sim: " + std::to_string(abandoned_ - abandoned_before) +
+                           " message(s) still pending when the algorithm finished");
+  }
 }
 
 void SimWorld::clear_postings() {

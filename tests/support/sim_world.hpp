@@ -32,6 +32,7 @@ class SimTransport final : public detail::Transport {
   void isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
   void irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<detail::Transfer* const> ts) override;
+  void abandon(detail::Transfer& t) noexcept override;
   // With ranks on threads (SimWorld::run_threads): waits for the peers' threads, and fails
   // after a few seconds in which no message matched anywhere (a deadlock).
   void wait_all(std::span<detail::Transfer* const> ts) override;
@@ -75,6 +76,9 @@ class SimWorld {
   void clear_postings();
 
   std::uint64_t messages_matched() const { return matched_; }
+  // Postings withdrawn because their Transfer went while pending (an operation that failed):
+  // run() fails when a run that succeeded left any.
+  std::uint64_t messages_abandoned() const { return abandoned_; }
   // The ranks' shared arena (null without one).
   detail::SharedArena* shared_arena() const { return arena_.get(); }
   std::uint64_t bytes_moved() const { return bytes_; }
@@ -90,6 +94,8 @@ class SimWorld {
   using Key = std::tuple<int, int, int>;  // source, destination, tag
   std::uintptr_t post(bool is_send, int src, int dst, int tag, const void* sbuf, void* rbuf,
                       std::size_t bytes);
+  // Withdraws an unmatched posting (a no-op for a matched one).
+  void withdraw(std::uintptr_t id);
   bool is_done(std::uintptr_t id) const {
     std::lock_guard lock(mutex_);
     return done_[id] != 0;
@@ -109,6 +115,7 @@ class SimWorld {
   mutable std::mutex mutex_;
   std::atomic<std::uint64_t> matched_{0};
   std::uint64_t bytes_ = 0;
+  std::atomic<std::uint64_t> abandoned_{0};
 };
 
 }  // namespace collx::testing

@@ -18,6 +18,7 @@ enum class ErrorCode {
   cuda,                // a CUDA runtime call failed
   config,              // a malformed environment variable or tuning file
   internal,            // a broken invariant inside collx
+  revoked,             // a rank failed (it or another): the communicator is unusable from now on
 };
 
 std::string_view to_string(ErrorCode code);

@@ -318,7 +318,9 @@ using detail::bytes_of;
 void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              ReduceOp op, const Options& options) {
   detail::state_of(*this);  // throws if freed
-  detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
+  detail::guarded(state_, Collective::allreduce, [&] {
+    detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
+  });
 }
 void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,
                              const Options& options) {
@@ -326,61 +328,81 @@ void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType 
 }
 Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count,
                                  DataType type, ReduceOp op, const Options& options) {
-  detail::state_of(*this);
-  return detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::allreduce, [&] {
+    return detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, false);
+  });
 }
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              const Options& options) {
-  detail::state_of(*this);
-  detail::broadcast_impl(state_, buffer, count, type, root, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::broadcast, [&] {
+    detail::broadcast_impl(state_, buffer, count, type, root, options, true);
+  });
 }
 Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType type, int root,
                                  const Options& options) {
-  detail::state_of(*this);
-  return detail::broadcast_impl(state_, buffer, count, type, root, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::broadcast, [&] {
+    return detail::broadcast_impl(state_, buffer, count, type, root, options, false);
+  });
 }
 
 void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           ReduceOp op, int root, const Options& options) {
-  detail::state_of(*this);
-  detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::reduce, [&] {
+    detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, true);
+  });
 }
 Request Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                               ReduceOp op, int root, const Options& options) {
-  detail::state_of(*this);
-  return detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::reduce, [&] {
+    return detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, false);
+  });
 }
 
 void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
-  detail::state_of(*this);
-  detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::allgather, [&] {
+    detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, true);
+  });
 }
 void Communicator::allgather(InPlace, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
-  detail::state_of(*this);
-  detail::allgather_impl(state_, nullptr, recvbuf, count, type, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::allgather, [&] {
+    detail::allgather_impl(state_, nullptr, recvbuf, count, type, options, true);
+  });
 }
 Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t count,
                                  DataType type, const Options& options) {
-  detail::state_of(*this);
-  return detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::allgather, [&] {
+    return detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, false);
+  });
 }
 
 void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                   DataType type, ReduceOp op, const Options& options) {
-  detail::state_of(*this);
-  detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                              detail::block_offsets(rank(), count, size(), type), type, op, options,
-                              true, Collective::reduce_scatter);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::reduce_scatter, [&] {
+    detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
+                                detail::block_offsets(rank(), count, size(), type), type, op,
+                                options, true, Collective::reduce_scatter);
+  });
 }
 Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                       DataType type, ReduceOp op, const Options& options) {
-  detail::state_of(*this);
-  return detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                                     detail::block_offsets(rank(), count, size(), type), type, op,
-                                     options, false, Collective::reduce_scatter);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::reduce_scatter, [&] {
+    return detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
+                                       detail::block_offsets(rank(), count, size(), type), type, op,
+                                       options, false, Collective::reduce_scatter);
+  });
 }
 
 namespace {
@@ -406,58 +428,76 @@ std::vector<std::size_t> prefix_sums(const Communicator& comm,
 void Communicator::reduce_scatter_v(const void* sendbuf, void* recvbuf,
                                     std::span<const std::size_t> counts, DataType type, ReduceOp op,
                                     const Options& options) {
-  detail::state_of(*this);
-  detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
-                              options, true, Collective::reduce_scatter_v);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::reduce_scatter_v, [&] {
+    detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
+                                options, true, Collective::reduce_scatter_v);
+  });
 }
 Request Communicator::ireduce_scatter_v(const void* sendbuf, void* recvbuf,
                                         std::span<const std::size_t> counts, DataType type,
                                         ReduceOp op, const Options& options) {
-  detail::state_of(*this);
-  return detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
-                                     options, false, Collective::reduce_scatter_v);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::reduce_scatter_v, [&] {
+    return detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type,
+                                       op, options, false, Collective::reduce_scatter_v);
+  });
 }
 
 void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           int root, const Options& options) {
-  detail::state_of(*this);
-  detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::gather, [&] {
+    detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
+  });
 }
 Request Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                               int root, const Options& options) {
-  detail::state_of(*this);
-  return detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::gather, [&] {
+    return detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
+  });
 }
 
 void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                            int root, const Options& options) {
-  detail::state_of(*this);
-  detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::scatter, [&] {
+    detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
+  });
 }
 Request Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                                int root, const Options& options) {
-  detail::state_of(*this);
-  return detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::scatter, [&] {
+    return detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
+  });
 }
 
 void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                             const Options& options) {
-  detail::state_of(*this);
-  detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::alltoall, [&] {
+    detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, true);
+  });
 }
 Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options) {
-  detail::state_of(*this);
-  return detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::alltoall, [&] {
+    return detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, false);
+  });
 }
 
 void Communicator::barrier(const Options& options) {
-  detail::state_of(*this);
-  detail::barrier_impl(state_, options, true);
+  detail::state_of(*this);  // throws if freed
+  detail::guarded(state_, Collective::barrier,
+                  [&] { detail::barrier_impl(state_, options, true); });
 }
 Request Communicator::ibarrier(const Options& options) {
-  detail::state_of(*this);
-  return detail::barrier_impl(state_, options, false);
+  detail::state_of(*this);  // throws if freed
+  return detail::guarded(state_, Collective::barrier,
+                         [&] { return detail::barrier_impl(state_, options, false); });
 }
 
 void Communicator::send(const void* buffer, std::size_t count, DataType type, int dest, int tag) {

@@ -16,6 +16,7 @@
 #include "collx/options.hpp"
 #include "collx/request.hpp"
 #include "device_call.hpp"
+#include "failure_notices.hpp"
 #include "operation.hpp"
 #include "selector.hpp"
 #include "transport.hpp"
@@ -47,6 +48,10 @@ struct CommState {
   std::unique_ptr<Transport> transport;
   std::unique_ptr<Transport> p2p_transport;
   std::uint64_t next_sequence = 0;
+  // How a rank's failure reaches the others (failure_notices.hpp): on p2p_comm with a tag above
+  // the user's, or on a duplicate of its own where MPI_TAG_UB leaves no such tag.
+  MPI_Comm notice_comm = MPI_COMM_NULL;
+  std::unique_ptr<FailureNotices> notices;
   std::mutex device_mutex;
   std::vector<std::unique_ptr<DeviceEngine>> device_engines;
 };
@@ -95,6 +100,27 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
   return start_nonblocking(std::move(op), std::move(task));
 }
 
+// Every collective entry point runs through this: a revoked communicator fails at once, a
+// rank that failed its previous call locally first hears the others' answers, and a call that
+// fails before it takes its sequence number (an argument check: nothing was sent) tells the
+// other ranks, which may be waiting for it (failure_notices.hpp).
+template <class Call>
+auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& call)
+    -> decltype(call()) {
+  FailureNotices& notices = *s->notices;
+  notices.before_call(collective);
+  const std::uint64_t sequence = s->next_sequence;
+  try {
+    return call();
+  } catch (const Error& e) {
+    if (s->next_sequence == sequence) {
+      notices.failed_locally(s->next_sequence++, collective,
+                             std::string(to_string(e.code())) + ": " + e.detail());
+    }
+    throw;
+  }
+}
+
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
@@ -114,6 +140,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
       try {
         if (now(*state->transport, info.tag_base, algorithm)) return {};
       } catch (...) {
+        state->notices->failed_in_flight(info.sequence, collective, std::current_exception());
         rethrow_named(std::current_exception(), collective, state->rank);
       }
     }

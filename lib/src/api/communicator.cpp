@@ -77,12 +77,29 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     const TransportKind kind = transport_kind(choice);
     transport = make_transport(comm, rank, kind);
     p2p_transport = make_transport(p2p_comm, rank, kind);
+    // The notices take a tag above the user's point-to-point tags where MPI has one (it
+    // promises only 32767, which the user's tags reach).
+    int* tag_ub = nullptr;
+    int has_tag_ub = 0;
+    check_mpi(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr");
+    int notice_tag = 0;
+    if (has_tag_ub && *tag_ub > Communicator::kMaxTag) {
+      notice_tag = Communicator::kMaxTag + 1;
+      notices = std::make_unique<FailureNotices>(p2p_comm, notice_tag, rank, size, next_sequence);
+    } else {
+      check_mpi(MPI_Comm_dup(comm, &notice_comm), "MPI_Comm_dup");
+      notices =
+          std::make_unique<FailureNotices>(notice_comm, notice_tag, rank, size, next_sequence);
+    }
+    transport->set_failure_notices(notices.get());
     // Collective like the rest of this constructor: every rank of `comm` takes part.
     transport->set_shared_arena(SharedArena::create(comm));
   } catch (...) {
     // No destructor runs for a constructor that throws: the duplicates are freed here.
     transport.reset();
     p2p_transport.reset();
+    notices.reset();
+    if (notice_comm != MPI_COMM_NULL) MPI_Comm_free(&notice_comm);
     if (p2p_comm != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm);
     MPI_Comm_free(&comm);
     throw;
@@ -93,7 +110,9 @@ CommState::~CommState() {
   device_engines.clear();
   transport.reset();
   p2p_transport.reset();
+  notices.reset();
   if (!mpi_finalized()) {
+    if (notice_comm != MPI_COMM_NULL) MPI_Comm_free(&notice_comm);
     if (p2p_comm != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm);
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }

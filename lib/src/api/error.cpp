@@ -26,6 +26,8 @@ std::string_view to_string(ErrorCode code) {
       return "configuration error";
     case ErrorCode::internal:
       return "internal error";
+    case ErrorCode::revoked:
+      return "communicator revoked";
   }
   return "error";
 }

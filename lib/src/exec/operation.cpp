@@ -8,6 +8,7 @@
 
 #include "collx/error.hpp"
 #include "config.hpp"
+#include "failure_notices.hpp"
 
 namespace collx::detail {
 
@@ -76,6 +77,7 @@ void Operation::resume() {
   h.resume();
   if (!task_.done()) return;
   error_ = task_.handle().promise().error;
+  if (error_) report_failure();
   if (!error_) {
     // The algorithm is done; the work of its data path (a device's) may not be.
     try {
@@ -85,9 +87,21 @@ void Operation::resume() {
       }
     } catch (...) {
       error_ = std::current_exception();
+      report_failure();
     }
   }
   done_ = true;
+}
+
+void Operation::report_failure() noexcept {
+  if (FailureNotices* notices = transport_.failure_notices())
+    notices->failed_in_flight(info_.sequence, info_.collective, error_);
+}
+
+void Operation::fail(std::exception_ptr error) noexcept {
+  error_ = std::move(error);
+  done_ = true;
+  report_failure();
 }
 
 void Operation::suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting) {
@@ -140,8 +154,7 @@ bool Operation::progress() {
       if (!on_path([&](auto& path) { return path.test_all(waiting_); })) return false;
     }
   } catch (...) {
-    done_ = true;
-    error_ = std::current_exception();
+    fail(std::current_exception());
     return true;
   }
   resume();
@@ -320,12 +333,19 @@ void Engine::wait(Operation& op) {
       if (waited.count() > timeout && !op.done()) {
         std::erase(active_, &op);
         active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
-        throw Error(ErrorCode::timeout, to_string(op.info().collective), op.rank(),
-                    "no progress for " + std::to_string(waited.count()) + " s (COLLX_TIMEOUT) in " +
-                        std::string(to_string(op.info().collective)) + " #" +
-                        std::to_string(op.info().sequence) + " (" +
-                        std::string(to_string(op.info().algorithm)) +
-                        "), waiting on: " + op.waiting_description());
+        const Error error(ErrorCode::timeout, to_string(op.info().collective), op.rank(),
+                          "no progress for " + std::to_string(waited.count()) +
+                              " s (COLLX_TIMEOUT) in " +
+                              std::string(to_string(op.info().collective)) + " #" +
+                              std::to_string(op.info().sequence) + " (" +
+                              std::string(to_string(op.info().algorithm)) +
+                              "), waiting on: " + op.waiting_description());
+        // The peers hear of it (and their waits end) through the failure notices; the
+        // operation itself is abandoned, not done (its frame stays: see ~Operation).
+        if (FailureNotices* notices = op.transport().failure_notices())
+          notices->failed_in_flight(op.info().sequence, op.info().collective,
+                                    std::make_exception_ptr(error));
+        throw error;
       }
     }
   }

@@ -179,6 +179,10 @@ class Operation {
   void wait_on_condition_for(std::chrono::microseconds limit);
 
  private:
+  // The algorithm failed: the communicator's failure notices hear of it (the other ranks'
+  // waits then end), unless the error came from them.
+  void report_failure() noexcept;
+  void fail(std::exception_ptr error) noexcept;
   template <std::size_t N>
   struct Awaiter {
     Operation& op;

@@ -16,10 +16,20 @@
 
 namespace collx::detail {
 
+class FailureNotices;
 class SharedArena;
 
-// One posted message. Plain data: it may be moved while pending (the transports keep handles,
-// never pointers to it).
+class Transport;
+
+// One posted message. It may be moved while pending (the transports keep handles, never
+// pointers to it); it is not copied.
+//
+// A Transfer that goes while still pending (its operation failed, and the algorithm's frame is
+// unwinding past messages it had posted) first has its transport abandon it: a receive is
+// cancelled and waited for (MPI_Cancel then MPI_Wait, which the standard makes local), so the
+// transport never writes into memory that is freed or reused after the error; a send is
+// released to finish on its own. An algorithm therefore declares its buffers before the
+// Transfers that use them (locals go in reverse order).
 struct Transfer {
   enum class State : std::uint8_t { idle, pending, done };
   State state = State::idle;
@@ -29,9 +39,45 @@ struct Transfer {
   std::size_t bytes = 0;
   MPI_Request mpi_request = MPI_REQUEST_NULL;  // MPI transport
   std::uintptr_t handle = 0;                   // other transports
+  Transport* owner = nullptr;                  // who posted it: who abandons it
+
+  Transfer() = default;
+  Transfer(const Transfer&) = delete;
+  Transfer& operator=(const Transfer&) = delete;
+  Transfer(Transfer&& other) noexcept { take(other); }
+  Transfer& operator=(Transfer&& other) noexcept {
+    if (this != &other) {
+      if (pending()) [[unlikely]]
+        abandon();
+      take(other);
+    }
+    return *this;
+  }
+  ~Transfer() {
+    if (pending()) [[unlikely]]
+      abandon();
+  }
 
   bool pending() const { return state == State::pending; }
   bool done() const { return state == State::done; }
+  // Cancels (a receive) or releases (a send) a pending transfer through its owner; it is then
+  // no longer pending. Defined below Transport.
+  void abandon() noexcept;
+
+ private:
+  void take(Transfer& other) noexcept {
+    state = other.state;
+    is_send = other.is_send;
+    device = other.device;
+    peer = other.peer;
+    bytes = other.bytes;
+    mpi_request = other.mpi_request;
+    handle = other.handle;
+    owner = other.owner;
+    other.state = State::idle;
+    other.mpi_request = MPI_REQUEST_NULL;
+    other.handle = 0;
+  }
 };
 
 // A run of Transfers with room for a few inline: most collectives at small sizes post one or
@@ -103,6 +149,11 @@ class Transport {
   }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
+  // A pending transfer of this transport that nobody will wait for (see Transfer): a receive
+  // is cancelled and its completion waited for, so nothing writes into its buffer afterwards;
+  // a send is released (it completes, or not, on its own). Never throws: it runs in
+  // destructors while an error unwinds. Afterwards the transfer is done.
+  virtual void abandon(Transfer& t) noexcept { t.state = Transfer::State::done; }
 
   // Device memory: whether this transport may be given CUDA device buffers (a CUDA-aware MPI,
   // UCX built with CUDA; COLLX_CUDA_AWARE overrides). If not, device buffers are staged through
@@ -121,8 +172,22 @@ class Transport {
   SharedArena* shared_arena() const { return arena_.get(); }
   void set_shared_arena(std::shared_ptr<SharedArena> arena) { arena_ = std::move(arena); }
 
+  // The communicator's failure notices (failure_notices.hpp), or null (a point-to-point
+  // context, the simulated ranks): the transport's waits end when one revokes the communicator,
+  // and an operation that fails reports itself there.
+  FailureNotices* failure_notices() const { return notices_; }
+  void set_failure_notices(FailureNotices* notices) { notices_ = notices; }
+
  private:
   std::shared_ptr<SharedArena> arena_;
+  FailureNotices* notices_ = nullptr;
 };
+
+inline void Transfer::abandon() noexcept {
+  if (owner != nullptr) {
+    owner->abandon(*this);
+  }
+  state = State::done;
+}
 
 }  // namespace collx::detail

@@ -5,6 +5,7 @@
 
 #include "collx/error.hpp"
 #include "cuda_aware.hpp"
+#include "failure_notices.hpp"
 
 namespace collx::detail {
 
@@ -80,6 +81,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
 
 void MpiTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
   t.state = Transfer::State::pending;
+  t.owner = this;
   if (bytes <= static_cast<std::size_t>(INT_MAX)) {
     check_mpi(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &t.mpi_request),
               "MPI_Isend", rank_);
@@ -91,6 +93,7 @@ void MpiTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int pe
 
 void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
   t.state = Transfer::State::pending;
+  t.owner = this;
   if (bytes <= static_cast<std::size_t>(INT_MAX)) {
     check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &t.mpi_request),
               "MPI_Irecv", rank_);
@@ -102,14 +105,16 @@ void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, in
 
 // One MPI call each (the blocking path is for small messages; anything above INT_MAX bytes
 // goes through the nonblocking verbs and their derived type).
+// With failure notices the waits must watch the notice receive too: the base's nonblocking
+// forms through wait_all.
 void MpiTransport::send_blocking(const void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes > static_cast<std::size_t>(INT_MAX))
+  if (bytes > static_cast<std::size_t>(INT_MAX) || watching())
     return Transport::send_blocking(buf, bytes, peer, tag);
   check_mpi(MPI_Send(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_), "MPI_Send", rank_);
 }
 
 void MpiTransport::recv_blocking(void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes > static_cast<std::size_t>(INT_MAX))
+  if (bytes > static_cast<std::size_t>(INT_MAX) || watching())
     return Transport::recv_blocking(buf, bytes, peer, tag);
   check_mpi(MPI_Recv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE),
             "MPI_Recv", rank_);
@@ -118,7 +123,7 @@ void MpiTransport::recv_blocking(void* buf, std::size_t bytes, int peer, int tag
 void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,
                                   void* recv_buf, std::size_t recv_bytes, int source, int tag) {
   if (send_bytes > static_cast<std::size_t>(INT_MAX) ||
-      recv_bytes > static_cast<std::size_t>(INT_MAX)) {
+      recv_bytes > static_cast<std::size_t>(INT_MAX) || watching()) {
     return Transport::shift_blocking(send_buf, send_bytes, dest, recv_buf, recv_bytes, source, tag);
   }
   check_mpi(
@@ -144,9 +149,16 @@ bool complete_in_batches(std::span<Transfer* const> ts, int rank, const char* ca
     MPI_Status statuses[kMaxBatch];
     int flag = 0;
     const int rc = complete(n, requests, &flag, statuses);
-    if (rc == MPI_ERR_IN_STATUS) [[unlikely]]
-      throw_in_status(call, rank, owners, statuses, n);
-    check_mpi(rc, call, rank);
+    if (rc != MPI_SUCCESS) [[unlikely]] {
+      // The requests that completed (with or without an error) are freed and nulled; the
+      // others are still pending, and whoever abandons them must cancel the live handle.
+      for (int i = 0; i < n; ++i) {
+        owners[i]->mpi_request = requests[i];
+        if (requests[i] == MPI_REQUEST_NULL) owners[i]->state = Transfer::State::done;
+      }
+      if (rc == MPI_ERR_IN_STATUS) throw_in_status(call, rank, owners, statuses, n);
+      throw_mpi_error(rc, call, rank);
+    }
     if (flag) {
       for (int i = 0; i < n; ++i) {
         owners[i]->mpi_request = MPI_REQUEST_NULL;
@@ -170,19 +182,100 @@ bool complete_in_batches(std::span<Transfer* const> ts, int rank, const char* ca
 }  // namespace
 
 void MpiTransport::wait_all(std::span<Transfer* const> ts) {
-  complete_in_batches(ts, rank_, "MPI_Waitall",
-                      [](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
-                        *flag = 1;
-                        return MPI_Waitall(n, requests, statuses);
-                      });
+  if (!watching()) {
+    complete_in_batches(ts, rank_, "MPI_Waitall",
+                        [](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
+                          *flag = 1;
+                          return MPI_Waitall(n, requests, statuses);
+                        });
+    return;
+  }
+  // Each batch waits beside the communicator's notice receive (MPI_Waitsome over both): a
+  // notice that revokes the communicator ends the wait with its error.
+  FailureNotices& notices = *failure_notices();
+  MPI_Request requests[kMaxBatch + 1];
+  Transfer* owners[kMaxBatch];
+  int n = 0;
+  auto flush = [&]() {
+    int pending = n;
+    while (pending > 0) {
+      requests[n] = *notices.request();
+      const bool notice_posted = requests[n] != MPI_REQUEST_NULL;
+      int completed = 0;
+      int indices[kMaxBatch + 1];
+      MPI_Status statuses[kMaxBatch + 1];
+      const int rc = MPI_Waitsome(n + 1, requests, &completed, indices, statuses);
+      *notices.request() = requests[n];
+      // Completed requests (with or without an error) are nulled; the others stay pending.
+      for (int i = 0; i < n; ++i) {
+        owners[i]->mpi_request = requests[i];
+        if (requests[i] == MPI_REQUEST_NULL && owners[i]->pending()) {
+          owners[i]->state = Transfer::State::done;
+          --pending;
+        }
+      }
+      const bool notice_arrived = notice_posted && requests[n] == MPI_REQUEST_NULL;
+      if (rc != MPI_SUCCESS) [[unlikely]] {
+        if (notice_arrived) {
+          // Taken (and the receive posted again) before this error is reported instead.
+          try {
+            notices.arrived();
+          } catch (const Error&) {
+          }
+        }
+        if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, "MPI_Waitsome", rank_);
+        Transfer* failed[kMaxBatch + 1];
+        MPI_Status failed_statuses[kMaxBatch + 1];
+        int count = 0;
+        for (int k = 0; k < completed; ++k) {
+          if (indices[k] >= n) continue;  // the notice receive
+          failed[count] = owners[indices[k]];
+          failed_statuses[count++] = statuses[k];
+        }
+        throw_in_status("MPI_Waitsome", rank_, failed, failed_statuses, count);
+      }
+      if (notice_arrived) notices.arrived();  // throws when the notice revokes the communicator
+    }
+    n = 0;
+  };
+  for (Transfer* t : ts) {
+    if (!t->pending()) continue;
+    requests[n] = t->mpi_request;
+    owners[n] = t;
+    if (++n == kMaxBatch) flush();
+  }
+  if (n > 0) flush();
 }
 
 bool MpiTransport::test_all(std::span<Transfer* const> ts) {
   // Batch the pending requests into one MPI_Testall: one pass of MPI's progress engine.
-  return complete_in_batches(ts, rank_, "MPI_Testall", MPI_Testall);
+  const bool done = complete_in_batches(ts, rank_, "MPI_Testall", MPI_Testall);
+  if (!done && failure_notices() != nullptr) failure_notices()->poll();
+  return done;
+}
+
+void MpiTransport::abandon(Transfer& t) noexcept {
+  if (t.mpi_request != MPI_REQUEST_NULL) {
+    if (t.is_send) {
+      // Cancelling a send is deprecated (MPI 4.0) and a no-op in some libraries, after which a
+      // wait could block for ever on a peer that failed: the send is left to finish on its own.
+      MPI_Request_free(&t.mpi_request);
+    } else {
+      // Either cancelled, or matched and finishing (then the sender is delivering it): after
+      // MPI_Cancel the wait is local. Errors are ignored: this runs while another unwinds.
+      MPI_Cancel(&t.mpi_request);
+      MPI_Wait(&t.mpi_request, MPI_STATUS_IGNORE);
+    }
+  }
+  t.mpi_request = MPI_REQUEST_NULL;
+  t.state = Transfer::State::done;
 }
 
 void MpiTransport::progress() {
+  if (FailureNotices* notices = failure_notices()) {
+    notices->poll();  // an MPI_Test: a pass of the progress engine as well
+    return;
+  }
   int flag = 0;
   check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
             rank_);

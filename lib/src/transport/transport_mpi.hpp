@@ -26,10 +26,13 @@ class MpiTransport final : public Transport {
   // One pass of MPI's progress engine (an MPI_Iprobe): a rank waiting on shared memory must
   // still answer its peers' messages in flight (a rendezvous acknowledgment, say).
   void progress() override;
+  void abandon(Transfer& t) noexcept override;
   // A CUDA-aware MPI library (or COLLX_CUDA_AWARE=1): MPI takes device buffers itself.
   bool supports_device_memory() const override;
 
  private:
+  // Whether waits must also watch the communicator's failure notices.
+  bool watching() const { return failure_notices() != nullptr; }
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;

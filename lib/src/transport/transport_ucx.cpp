@@ -14,6 +14,7 @@
 #include "collx/error.hpp"
 #include "collx/info.hpp"
 #include "config.hpp"
+#include "failure_notices.hpp"
 #include "transport_mpi.hpp"
 
 namespace collx::detail {
@@ -294,6 +295,7 @@ void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int
   t.peer = peer;
   t.bytes = bytes;
   t.handle = 0;
+  t.owner = this;
   const ucp_tag_t ucx_tag =
       make_ucx_tag(context_id_, static_cast<std::uint64_t>(is_send ? rank_ : peer),
                    static_cast<std::uint64_t>(tag));
@@ -387,6 +389,34 @@ bool UcxTransport::poll(Transfer& t) {
 
 void UcxTransport::progress() {
   if (ucp_worker_progress(worker_) == 0 && runtime_->yield_when_idle()) sched_yield();
+  // The communicator's failure notices travel on MPI (failure_notices.hpp).
+  if (FailureNotices* notices = failure_notices()) notices->poll();
+}
+
+void UcxTransport::abandon(Transfer& t) noexcept {
+  // A receive is cancelled and driven to completion (UCX then no longer writes its buffer); a
+  // send is released and finishes inside UCX.
+  auto drop = [&](void* request) {
+    if (request == nullptr) return;
+    if (!t.is_send) {
+      ucp_request_cancel(worker_, request);
+      while (ucp_request_check_status(request) == UCS_INPROGRESS)
+        ucp_worker_progress(worker_);
+    }
+    ucp_request_free(request);
+  };
+  if (t.handle != 0) {
+    if (t.bytes <= max_piece_bytes_) {
+      drop(reinterpret_cast<void*>(t.handle));
+    } else {
+      auto* set = reinterpret_cast<PieceSet*>(t.handle);
+      for (void* request : set->requests)
+        drop(request);
+      delete set;
+    }
+  }
+  t.handle = 0;
+  t.state = Transfer::State::done;
 }
 
 bool UcxTransport::test_all(std::span<Transfer* const> ts) {
@@ -399,13 +429,20 @@ bool UcxTransport::test_all(std::span<Transfer* const> ts) {
 }
 
 void UcxTransport::wait_all(std::span<Transfer* const> ts) {
-  for (;;) {
+  // The notices once first, as the MPI transport's wait does: a revoke already here ends this
+  // wait even when its messages would complete at once.
+  if (FailureNotices* notices = failure_notices()) notices->poll();
+  for (unsigned spins = 1;; ++spins) {
     bool all_done = true;
     for (Transfer* t : ts) {
       if (t->pending() && !poll(*t)) all_done = false;
     }
     if (all_done) return;
-    progress();
+    if (ucp_worker_progress(worker_) == 0 && runtime_->yield_when_idle()) sched_yield();
+    // The notices (an MPI_Test) now and then: MPI's progress costs more than UCX's.
+    if ((spins & 255) == 0) {
+      if (FailureNotices* notices = failure_notices()) notices->poll();
+    }
   }
 }
 

@@ -77,6 +77,7 @@ class UcxTransport final : public Transport {
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
   void progress() override;
+  void abandon(Transfer& t) noexcept override;
   // UCX built with CUDA (its context lists the CUDA memory type), unless COLLX_CUDA_AWARE says
   // otherwise: device buffers then go to UCX with the CUDA memory-type hint (cuda_copy,
   // cuda_ipc, GPUDirect RDMA).

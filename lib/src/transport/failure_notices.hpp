@@ -1,0 +1,132 @@
+// FailureNotices: how one rank's failure reaches the other ranks of a communicator.
+//
+// MPI has no way to interrupt a peer's wait: a rank that throws inside a collective (an argument
+// only it can check, a transport error, a timeout) leaves the others waiting for messages that
+// will never come. Following MPI's fault-tolerance proposal (ULFM: revoke, agree) and NCCL's
+// asynchronous errors, every communicator has a side channel (a duplicate communicator of its
+// own, so no user or collective message can match it) on which a failing rank sends a short
+// notice to every other rank, and on which every rank keeps one receive posted. The transports'
+// waits wait for that receive too, so a notice ends a wait at once.
+//
+// Two kinds of notice:
+//  - local (call #S): this rank's call #S failed an argument check before sending anything.
+//    A rank that failed call #S the same way counts it as an answer; a rank that took part in
+//    call #S cannot finish it correctly and revokes the communicator. The failing rank, at its
+//    next call, waits for every other rank's answer (a local notice of its own, or a revoke):
+//    so when every rank rejects the same bad arguments the communicator stays usable, and when
+//    only some do, every rank learns it at the same call.
+//  - revoked (call #S): this rank's call #S failed after it started (transport error, timeout,
+//    a peer's local failure it took part in). Every rank that hears it revokes the
+//    communicator: the waits in flight end with ErrorCode::revoked naming the failed rank and its
+//    reason, and so does every later call (the application creates a new communicator).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collx/algorithm.hpp"
+
+namespace collx::detail {
+
+class FailureNotices {
+ public:
+  // Notices travel on `comm` with `tag` (a tag nothing else on `comm` uses); posts the
+  // receive. `next_sequence` is the communicator's count of calls started (read to judge a
+  // peer's local failure).
+  FailureNotices(MPI_Comm comm, int tag, int rank, int size, const std::uint64_t& next_sequence);
+  ~FailureNotices();
+  FailureNotices(const FailureNotices&) = delete;
+  FailureNotices& operator=(const FailureNotices&) = delete;
+
+  // The receive the transports add to their waits; when a wait completes it, call arrived().
+  MPI_Request* request() { return &receive_; }
+  // The receive completed inside a transport's wait: handles the notice (and any already
+  // waiting behind it), reposts, and throws ErrorCode::revoked when the communicator is revoked.
+  void arrived();
+  // Tests for notices; throws ErrorCode::revoked when the communicator is (or becomes) revoked.
+  void poll();
+
+  // At the start of every call: nothing to do unless this rank failed a call locally (then
+  // waits for the other ranks' answers) or the communicator is revoked (throws).
+  void before_call(Collective collective) {
+    if (revoked_ || !awaited_.empty()) [[unlikely]]
+      settle(collective);
+  }
+  // This rank's call #sequence (the next number, which the call now takes) failed an argument
+  // check before sending anything: tells the others.
+  void failed_locally(std::uint64_t sequence, Collective collective, const std::string& reason);
+  // This rank's operation #sequence failed after it started: revokes the communicator and
+  // tells the others, unless the error is one every rank sees together (a COLLX_CHECK
+  // mismatch) or came from a notice. Never throws.
+  void failed_in_flight(std::uint64_t sequence, Collective collective,
+                        const std::exception_ptr& error) noexcept;
+
+  bool revoked() const { return revoked_; }
+
+ private:
+  enum class Kind : std::uint32_t { local = 1, revoked = 2 };
+  struct Wire {
+    std::uint32_t magic;
+    Kind kind;
+    std::int32_t rank;
+    std::int32_t collective;
+    std::uint64_t sequence;
+    char reason[232];
+  };
+  static_assert(sizeof(Wire) == 256);
+  struct Notice {
+    Kind kind;
+    int rank;
+    Collective collective;
+    std::uint64_t sequence;
+    std::string reason;
+  };
+
+  void settle(Collective collective);
+  // Handles the notice that completed the receive, and every one already queued behind it.
+  void handle_arrivals();
+  void take(const Wire& wire);
+  void judge(const Notice& notice);
+  void judge_deferred();
+  void revoke(const Notice& cause, bool tell_others);
+  void announce(const Notice& notice) noexcept;
+  void post_receive();
+  void reap_sends();
+  // ErrorCode::revoked for a call of `collective` ("" inside a transport: the operation names
+  // its collective when it rethrows).
+  [[noreturn]] void throw_revoked(std::string_view collective) const;
+
+  MPI_Comm comm_;
+  int tag_;
+  int rank_;
+  int size_;
+  const std::uint64_t& next_sequence_;
+  Wire incoming_{};
+  MPI_Request receive_ = MPI_REQUEST_NULL;
+  // Calls this rank failed locally, and how many answers each still waits for.
+  std::map<std::uint64_t, int> awaited_;
+  // Local notices about calls this rank has not reached yet.
+  std::deque<Notice> deferred_;
+  // Notices sent, until their sends complete.
+  struct Outgoing {
+    std::unique_ptr<Wire> wire;
+    std::vector<MPI_Request> requests;
+  };
+  std::vector<Outgoing> outgoing_;
+  bool revoked_ = false;
+  Notice cause_{};
+  // The user's thread (before_call) and the progress thread (poll, through a transport's
+  // test) may both look at the receive.
+  std::recursive_mutex mutex_;
+};
+
+}  // namespace collx::detail
