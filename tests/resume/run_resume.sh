@@ -12,7 +12,7 @@
 # 3. The command runs a third time with --resume from that checkpoint: it must say it resumed at
 #    the checkpoint's step and end with the reference's weights_checksum and step count, bitwise.
 # A crash report (segmentation fault, abort, a sanitizer) in any run fails. The seed is printed;
-# pass it back with --seed to repeat the kill point.
+# pass it back with --seed (or COLLX_RESUME_SEED=N ctest ...) to repeat the kill point.
 set -uo pipefail
 work="" program="" victim="" every="" limit=120 seed=""
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
@@ -30,7 +30,8 @@ done
   { echo "run_resume: usage: see the script's first lines" >&2; exit 2; }
 shift  # --
 command=("$@")
-[ -n "$seed" ] || seed=$(( $(date +%s%N) % 1000000007 ))
+# The kill point: --seed, else COLLX_RESUME_SEED, else drawn (the kill's timing varies anyway).
+[ -n "$seed" ] || seed=${COLLX_RESUME_SEED:-$(( $(date +%s%N) % 1000000007 ))}
 program=$(readlink -f "$program")
 mkdir -p "$work"
 ckpt="$work/run.ckpt"
@@ -179,4 +180,4 @@ resumed_steps=$(field "$work/resumed.log" 'steps ([0-9]+)')
 # The last checkpoints agree too (the same header and bytes: parameters and optimizer state).
 cmp -s "$work/reference.ckpt" "$ckpt" ||
   fail "the final checkpoints of the resumed and the uninterrupted run differ"
-echo "run_resume: OK: killed rank $victim after step $resume_step of $total_steps, resumed, weights_checksum $resumed_sum and the final checkpoint identical to the uninterrupted run"
+echo "run_resume: OK: rank $victim killed after the checkpoint of step $seen, resumed from step $resume_step of $total_steps: weights_checksum $resumed_sum and the final checkpoint identical to the uninterrupted run"
