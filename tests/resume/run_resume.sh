@@ -57,10 +57,11 @@ ckpt_step() {
 field() {  # LOG REGEX: the first capture of the final line
   sed -nE "s/^final: .*$2.*/\\1/p" "$1" | head -1
 }
-# Every process below PID (one ps listing of pid and parent, walked from PID).
+# Every process below PID (each process's parent from /proc/PID/stat, the field after the
+# command name's closing parenthesis; no procps needed).
 descendants() {
-  ps -e -o pid=,ppid= | awk -v root="$1" '
-    { parent[$1] = $2; pids[NR] = $1 }
+  cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$1" '
+    { rest = $0; sub(/.*\) /, "", rest); split(rest, f, " "); parent[$1] = f[2]; pids[NR] = $1 }
     END {
       for (i = 1; i <= NR; ++i) {
         p = pids[i]; q = parent[p]
