@@ -4,7 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -21,6 +24,7 @@
 #include "bench_buffers.hpp"
 #include "bench_collective.hpp"
 #include "bench_device.hpp"
+#include "cli_numbers.hpp"
 #include "collx/collx.hpp"
 #include "mpi_reference.hpp"
 
@@ -53,20 +57,34 @@ struct Row {
   Runner* runner = nullptr;
 };
 
+// A size in bytes: decimal digits with an optional suffix B, K, M or G (either case); nullopt for
+// anything else (a sign, spaces, a fraction, a base prefix) and for more than 2^64 - 1 bytes.
 std::optional<std::size_t> parse_size(const std::string& text) {
+  const std::size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || text.empty()) return std::nullopt;
   std::size_t value = 0;
-  std::size_t used = 0;
-  try {
-    value = std::stoull(text, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  const std::string suffix = text.substr(used);
-  if (suffix.empty() || suffix == "B") return value;
-  if (suffix == "K" || suffix == "k") return value << 10;
-  if (suffix == "M" || suffix == "m") return value << 20;
-  if (suffix == "G" || suffix == "g") return value << 30;
-  return std::nullopt;
+  const char* end = text.data() + (digits == std::string::npos ? text.size() : digits);
+  if (std::from_chars(text.data(), end, value).ec != std::errc{}) return std::nullopt;
+  const std::string suffix = text.substr(static_cast<std::size_t>(end - text.data()));
+  int shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  else if (!suffix.empty() && suffix != "B") return std::nullopt;
+  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+// Why `text` is no size for `flag` ("" when it is one), for the error message.
+std::string size_error(const std::string& flag, const std::string& text) {
+  if (parse_size(text)) return "";
+  const bool digits_then_suffix =
+      !text.empty() && std::isdigit(static_cast<unsigned char>(text[0])) &&
+      text.find_first_not_of("0123456789KkMmGgB") == std::string::npos;
+  return flag + " \"" + text + "\": " +
+         (digits_then_suffix ? "more than 2^64 - 1 bytes, or a suffix other than one of B, K, M, G"
+                             : "not a size: give bytes as decimal digits, with an optional K, M "
+                               "or G suffix (e.g. 64M)");
 }
 
 std::vector<Column> parse_columns(const std::string& list, Collective collective) {
@@ -144,6 +162,8 @@ struct Settings {
   bool cold = false;
   std::string llc;
 };
+
+constexpr std::size_t kMaxLlc = std::size_t{2} << 30;  // --llc
 
 // The last-level cache of this rank's core, for --cold: sysconf's figure, else the highest
 // level sysfs lists for cpu0, else 32 MiB; with where the figure came from.
@@ -244,7 +264,7 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("-e,--maxbytes", s.max_bytes, "largest size in bytes")->capture_default_str();
   app.add_option("-f,--stepfactor", s.factor, "size multiplication factor")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
+      ->check(collx::apps::integer_in(std::size_t{2}, std::size_t{1024}));
   app.add_option("-d,--datatype", s.type,
                  "int8 uint8 int32 uint32 int64 uint64 float16 "
                  "bfloat16 float32 float64")
@@ -257,27 +277,28 @@ void add_options(CLI::App& app, Settings& s) {
       ->capture_default_str();
   app.add_option("-n,--iters", s.iters, "timed iterations per size and algorithm")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(collx::apps::integer_in(1, 1000000));
   app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
+      ->check(collx::apps::integer_in(0, 1000000));
   app.add_option("--rounds", s.rounds,
                  "the timed iterations are split into this many rounds, interleaved across the "
                  "algorithms; the median round counts")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(collx::apps::integer_in(1, 1000));
   app.add_option("-c,--check", s.check, "1: check every algorithm's result exactly")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1));
+      ->check(collx::apps::integer_in(0, 1));
   app.add_option("-r,--root", s.root, "root of rooted collectives (ignored by the others)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(collx::apps::whole_number<int>());
   app.add_flag("--in-place", s.in_place,
                "in-place form (allreduce, allgather, reduce_scatter, alltoall; broadcast always "
                "is; ignored by the others)");
   app.add_option("--json", s.json_path, "write the results as JSON to this file");
   app.add_option("--segment,--chunk", s.segment,
                  "segment size of the pipelined algorithms (K/M suffixes; --chunk: old name)");
-  app.add_option("--depth", s.depth, "segments in flight")->check(CLI::Range(1, 64));
+  app.add_option("--depth", s.depth, "segments in flight")->check(collx::apps::integer_in(1, 64));
   // Not "--tune": mpirun scans its whole command line for its own --tune option.
   app.add_option("--save-tuning", s.tune_path,
                  "write the fastest collx algorithm per size for this collective and rank count "
@@ -303,7 +324,7 @@ void add_options(CLI::App& app, Settings& s) {
   app.add_option("--overlap", s.overlap_ms,
                  "also measure the nonblocking form with this many ms of computation between "
                  "start and wait; prints the share of the call hidden behind it (allreduce)")
-      ->check(CLI::Range(0.0, 10000.0));
+      ->check(collx::apps::number_in(0.0, 10000.0));
 }
 
 // One call of a row. Every call first moves to the next set of buffers (--cold; a no-op with
@@ -513,8 +534,11 @@ std::string make_plan(const Settings& s, Plan& plan) {
   if (!collective) return "unknown collective \"" + s.collective_name + "\"";
   if (!type) return "unknown datatype \"" + s.type + "\"";
   if (!op) return "unknown op \"" + s.op + "\"";
-  if (!min_bytes || !max_bytes || *min_bytes > *max_bytes) {
-    return "bad size range -b " + s.min_bytes + " -e " + s.max_bytes;
+  if (!min_bytes) return size_error("-b", s.min_bytes);
+  if (!max_bytes) return size_error("-e", s.max_bytes);
+  if (*min_bytes > *max_bytes) {
+    return "bad size range -b " + s.min_bytes + " -e " + s.max_bytes +
+           ": the smallest size is larger than the largest";
   }
   plan.collective = *collective;
   plan.type = *type;
@@ -537,18 +561,62 @@ std::string make_plan(const Settings& s, Plan& plan) {
   }
   if (!s.segment.empty()) {
     const auto parsed = parse_size(s.segment);
-    if (!parsed || *parsed == 0) return "bad --segment " + s.segment;
+    if (!parsed) return size_error("--segment", s.segment);
+    if (*parsed == 0) return "--segment 0: a segment needs at least one byte";
     plan.segment_bytes = *parsed;
   }
   if (s.cold) {
     plan.llc = last_level_cache();
     if (!s.llc.empty()) {
       const auto given = parse_size(s.llc);
-      if (!given || *given == 0) return "bad --llc " + s.llc;
+      if (!given) return size_error("--llc", s.llc);
+      if (*given == 0) return "--llc 0: a cache of no bytes";
+      // The pool is twice the cache, every byte touched before the first call: a mistyped size
+      // takes minutes (or the node's memory) to set up. No core has a last-level cache near it.
+      if (*given > kMaxLlc) return "--llc " + s.llc + ": larger than any last-level cache (at most 2G)";
       plan.llc = {*given, "--llc"};
     }
   }
   return "";
+}
+
+// Whether the buffers of the largest size (and --cold's pool) fit in the nodes' memory, with the
+// ranks of a node together (collective: every rank gets the same answer); "" or why not, in
+// rank 0's figures. Without it a mistyped -e or --llc allocates until the node runs out of
+// memory (the kernel kills a rank) or takes hours growing towards it.
+std::string memory_error(const Settings& s, const Plan& plan) {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  const double memory = static_cast<double>(collx::apps::node_memory_bytes());
+  // Per rank: send, receive and the expected result (each at most the size column's bytes),
+  // the memcpy row's copy; --cold: a pool of more than twice the cache, at least two sets.
+  const double largest = static_cast<double>(plan.max_bytes);
+  const double per_set = largest * (plan.memcpy_row() ? 3 : 2);
+  const double buffers = largest * (plan.memcpy_row() ? 4 : 3);
+  const double pool =
+      s.cold ? std::max(2.0 * static_cast<double>(plan.llc.bytes) + per_set, 2 * per_set) : 0.0;
+  const double need = (buffers + pool) * local_ranks;
+  double ratio = memory > 0 ? need / memory : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &ratio, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (ratio <= 1) return "";
+  using collx::apps::describe_bytes;
+  const bool cache = s.cold && pool > buffers;
+  std::string why = cache ? "--cold --llc " + s.llc + ": a pool of buffer sets larger than twice "
+                                                        "the cache, about " +
+                                describe_bytes(pool) + " per rank"
+                          : "-e " + s.max_bytes + ": the buffers of the largest size need about " +
+                                describe_bytes(buffers + pool) +
+                                " per rank (send, receive, expected result" +
+                                (plan.memcpy_row() ? ", memcpy copy" : "") +
+                                (s.cold ? ", --cold's pool" : "") + ")";
+  why += "; " + describe_bytes(need) + " in all for the " + std::to_string(local_ranks) +
+         " rank" + (local_ranks == 1 ? "" : "s") + " on a node";
+  why += memory > 0 ? ": more than its memory (" + describe_bytes(memory) + ")"
+                    : ": more than a node's memory";
+  return why;
 }
 
 // -m device: whether every rank has a device (collective); the lowest rank without one says why.
@@ -814,11 +882,13 @@ int run(int argc, char** argv, int rank, int nranks) {
   const auto* bench = runners.front().bench.get();
   if (!bench) return fail("collx-bench has no benchmark for " + s.collective_name + " yet");
   if (bench->rooted() && (s.root < 0 || s.root >= nranks)) {
-    return fail("root " + std::to_string(s.root) + " is not a rank");
+    return fail("-r " + std::to_string(s.root) + ": the root must be a rank, 0 to " +
+                std::to_string(nranks - 1));
   }
   if (bench->reduces() && !collx::is_supported(plan.type, plan.op)) {
     return fail(s.op + " is not defined for " + s.type);
   }
+  if (const std::string why = memory_error(s, plan); !why.empty()) return fail(why);
 
   Run r{.s = s,
         .plan = plan,
@@ -842,9 +912,10 @@ int run(int argc, char** argv, int rank, int nranks) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::pair<std::size_t, Algorithm>> fastest;  // for --save-tuning
   unsigned long long total_wrong = 0;
-  for (std::size_t size = plan.min_bytes; size <= plan.max_bytes; size *= s.factor) {
+  for (std::size_t size = plan.min_bytes;; size *= s.factor) {
     total_wrong += measure_size(r, size, rows, fastest);
     if (size == 0 || plan.collective == Collective::barrier) break;  // barrier: one row
+    if (size > plan.max_bytes / s.factor) break;  // the next size would pass -e (or 2^64)
   }
   if (!s.tune_path.empty() && fastest.empty()) {
     return fail("--save-tuning needs at least one collx algorithm in -a");

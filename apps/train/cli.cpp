@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "cli_numbers.hpp"
+
 namespace collx::train {
 
 namespace {
@@ -52,6 +54,11 @@ std::string format_number(double value) {
 }  // namespace
 
 ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
+  // Every number strictly (apps/common/cli_numbers.hpp: CLI11 alone takes "-1" for an unsigned
+  // option as 2^64 - 1, and "nan").
+  using collx::apps::finite_number;
+  using collx::apps::integer_in;
+  using collx::apps::whole_number;
   CLI::App app{
       "collx-train: MLP training on collx collectives, data, fully sharded, pipeline or tensor "
       "parallel (Fashion-MNIST by default; launch with mpirun or srun)"};
@@ -72,13 +79,14 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
   // A million samples (784 MB) is plenty for a synthetic set; more is a typo.
   app.add_option("--synthetic-train", cli.data.synthetic_train, "synthetic training samples")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, kMaxSyntheticRows));
+      ->check(integer_in(std::size_t{1}, kMaxSyntheticRows));
   app.add_option("--synthetic-test", cli.data.synthetic_test, "synthetic test samples")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, kMaxSyntheticRows));
+      ->check(integer_in(std::size_t{1}, kMaxSyntheticRows));
   app.add_option("--train-limit", cli.data.train_limit,
                  "train on the first N samples only (0: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::size_t>());
   app.add_option("--parallel", parallel,
                  "strategy: dp (data parallel), fsdp (fully sharded, ZeRO-3), pipeline (stages "
                  "on consecutive ranks, micro-batches), tensor (Megatron column/row split)")
@@ -87,52 +95,69 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
   app.add_option("--replicas", c.replicas,
                  "pipeline and tensor: data-parallel replicas of the model, each on ranks / "
                  "replicas consecutive ranks (4 ranks, --replicas 2: 2 replicas x 2 stages)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, std::numeric_limits<int>::max()));
   app.add_option("--pipeline-schedule", pipeline_schedule, "gpipe or 1f1b")
       ->capture_default_str()
       ->check(CLI::IsMember({"gpipe", "1f1b"}));
   app.add_option("--micro-batches", c.micro_batches,
                  "pipeline: micro-batches per step in each replica")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::size_t>());
   app.add_option("--compress", compress,
                  "dp gradient compression hook: none, bf16, fp16 (16-bit allreduce) or powersgd")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "bf16", "fp16", "powersgd"}));
   app.add_option("--powersgd-rank", c.powersgd_rank, "rank of PowerSGD's factors")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::size_t>());
   app.add_option("--powersgd-warmup", c.powersgd_warmup,
                  "steps of plain allreduce before PowerSGD starts")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::int64_t>());
   app.add_option("--hidden", hidden, "hidden layer widths")->capture_default_str();
   app.add_option("--epochs", c.epochs, "passes over the training set")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(integer_in(1, 1000000));
   app.add_option("--batch", c.batch, "global batch: samples per optimizer step over all ranks")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::size_t>());
   app.add_option("--accum", c.accum, "micro-batches per step (gradient accumulation)")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+      ->check(integer_in(std::size_t{1}, std::size_t{1} << 20));
   app.add_option("--optimizer", optimizer, "adamw or sgd (with momentum)")
       ->capture_default_str()
       ->check(CLI::IsMember({"adamw", "sgd"}));
   app.add_option("--lr", c.lr,
                  "learning rate at --lr-batch samples per step (default for --optimizer sgd: " +
                      format_number(kSgdLr) + ")")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_number());
   app.add_option("--lr-batch", c.lr_reference_batch,
                  "reference batch of --lr: the rate used is lr * batch / lr-batch")
-      ->capture_default_str();
-  app.add_option("--momentum", c.optimizer.momentum, "sgd momentum")->capture_default_str();
-  app.add_option("--beta1", c.optimizer.beta1, "adamw beta1")->capture_default_str();
-  app.add_option("--beta2", c.optimizer.beta2, "adamw beta2")->capture_default_str();
-  app.add_option("--eps", c.optimizer.eps, "adamw epsilon")->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::size_t>());
+  app.add_option("--momentum", c.optimizer.momentum, "sgd momentum")
+      ->capture_default_str()
+      ->check(finite_number());
+  app.add_option("--beta1", c.optimizer.beta1, "adamw beta1")
+      ->capture_default_str()
+      ->check(finite_number());
+  app.add_option("--beta2", c.optimizer.beta2, "adamw beta2")
+      ->capture_default_str()
+      ->check(finite_number());
+  app.add_option("--eps", c.optimizer.eps, "adamw epsilon")
+      ->capture_default_str()
+      ->check(finite_number());
   app.add_option("--weight-decay", c.optimizer.weight_decay,
                  "weight decay of the weights: decoupled for adamw, L2 for sgd (default for "
                  "--optimizer sgd: " +
                      format_number(kSgdWeightDecay) + ")")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_number());
   app.add_option("--warmup-epochs", c.warmup_epochs, "linear warmup length (fractions allowed)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_number());
   app.add_option("--schedule", schedule, "decay after warmup: cosine, linear or constant")
       ->capture_default_str()
       ->check(CLI::IsMember({"cosine", "linear", "constant"}));
@@ -146,11 +171,16 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
                  "CUDA and a visible GPU")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--seed", c.seed, "initialisation and data order")->capture_default_str();
-  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB")->capture_default_str();
+  app.add_option("--seed", c.seed, "initialisation and data order")
+      ->capture_default_str()
+      ->check(whole_number<std::uint64_t>());
+  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB")
+      ->capture_default_str()
+      ->check(finite_number());
   app.add_option("--first-bucket-mb", c.first_bucket_mb,
                  "size of the first bucket in MiB (small, so communication starts early)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_number());
   bool no_overlap = false;
   app.add_flag("--no-overlap", no_overlap,
                "reduce the gradients after the backward pass instead of during it");
@@ -165,15 +195,19 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
                  "write a checkpoint here (at the end, every --checkpoint-every steps)");
   app.add_option("--checkpoint-every", c.checkpoint_every,
                  "steps between checkpoints (0: at the end)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::int64_t>());
   app.add_option("--resume", c.resume_path, "continue from this checkpoint");
   app.add_option("--stop-after", c.stop_after,
                  "stop after this many steps in all (the schedule still spans --epochs)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<std::int64_t>());
   app.add_option("--log-json", cli.log_json, "write one JSON object per epoch and a final one");
   app.add_flag("--verify-replicas", c.verify_replicas,
                "after every step, allgather a weights checksum and fail if any rank differs");
-  app.add_option("--eval-batch", c.eval_rows, "samples per evaluation pass")->capture_default_str();
+  app.add_option("--eval-batch", c.eval_rows, "samples per evaluation pass")
+      ->capture_default_str()
+      ->check(whole_number<std::size_t>());
   app.add_flag("--no-progress", cli.no_progress, "no live progress bar, even on a terminal");
   try {
     app.parse(argc, argv);

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
+#include <string>
 
+#include "cli_numbers.hpp"
 #include "strategies/trainer_core.hpp"
 
 namespace collx::train {
@@ -237,6 +240,68 @@ MemoryUse largest_memory(const TrainerBase& trainer, Communicator& comm) {
   return {kinds[0], kinds[1], kinds[2], kinds[3], kinds[4]};
 }
 
+// Whether a rank's model state and the activations of its largest pass (training or evaluation)
+// fit in its node's memory, with the node's other ranks (collective: every rank gets the same
+// answer); throws std::invalid_argument naming the flag where they do not. Without it, widths
+// within --hidden's limit but many of them (65536,65536,65536: 8.6e9 parameters) end in
+// std::bad_alloc, or in the kernel killing a rank, before the first step.
+void check_memory(const TrainConfig& c, Communicator& comm, const DataSplit& data) {
+  const ModelShape shape = model_shape(c, data);
+  double parameters = 0;
+  double widths = 0;
+  for (std::size_t l = 0; l < shape.sizes.size(); ++l) {
+    widths += static_cast<double>(shape.sizes[l]);
+    if (l > 0) {
+      parameters += (static_cast<double>(shape.sizes[l - 1]) + 1) * static_cast<double>(shape.sizes[l]);
+    }
+  }
+  const double element = c.dtype == DataType::float64 ? 8 : 4;
+  const int nranks = comm.size();
+  // The ranks one model is split over: every rank holds the whole of it in dp.
+  const double split = c.parallel == Parallel::fsdp ? nranks
+                       : c.parallel == Parallel::dp ? 1
+                                                    : static_cast<double>(nranks / std::max(c.replicas, 1));
+  // Parameters, gradients, the optimizer's arrays.
+  const double model =
+      parameters * element * (2 + static_cast<double>(state_arrays(c.optimizer.kind))) / split;
+  // Activations and their gradients for the rows of the larger pass.
+  const double parts = c.parallel == Parallel::dp || c.parallel == Parallel::fsdp ? nranks : c.replicas;
+  const double rows = std::max(static_cast<double>(c.batch) / std::max(parts, 1.0),
+                               static_cast<double>(c.eval_rows));
+  const double activations = 2 * rows * widths * element;
+
+  MPI_Comm node;
+  MPI_Comm_split_type(comm.mpi_comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  const double memory = static_cast<double>(collx::apps::node_memory_bytes());
+  const double need = (model + activations) * local_ranks;
+  double ratio = memory > 0 ? need / memory : 0;
+  comm.allreduce(in_place, &ratio, 1, DataType::float64, ReduceOp::max);
+  if (ratio <= 1) return;
+  using collx::apps::describe_bytes;
+  std::string hidden;
+  for (std::size_t h : c.hidden)
+    hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+  char count[32];
+  std::snprintf(count, sizeof count, "%.3g", parameters);
+  std::string why =
+      model >= activations
+          ? "--hidden " + hidden + ": the model " + shape.to_string() + " has " + count +
+                " parameters: its parameters, gradients and " +
+                std::string(to_string(c.optimizer.kind)) + " state need about " +
+                describe_bytes(model) + " per rank"
+          : "--batch " + std::to_string(c.batch) + ", --eval-batch " +
+                std::to_string(c.eval_rows) + ": the activations of " +
+                std::to_string(static_cast<std::size_t>(rows)) + " rows through the model " +
+                shape.to_string() + " need about " + describe_bytes(activations) + " per rank";
+  why += "; " + describe_bytes(need) + " in all for the " + std::to_string(local_ranks) +
+         " rank" + (local_ranks == 1 ? "" : "s") + " on a node: more than its memory";
+  if (memory > 0) why += " (" + describe_bytes(memory) + ")";
+  throw std::invalid_argument(why);
+}
+
 }  // namespace
 
 std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& requested, Communicator& comm,
@@ -251,6 +316,7 @@ std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& requested, Communic
   // An evaluation pass needs no more rows than the test set has (its buffers are that large).
   TrainConfig config = requested;
   config.eval_rows = std::min(config.eval_rows, std::max<std::size_t>(data.test.rows, 1));
+  check_memory(config, comm, data);
   if (config.dtype == DataType::float64) return make_strategy<double>(config, comm, data);
   return make_strategy<float>(config, comm, data);
 }
