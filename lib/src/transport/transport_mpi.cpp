@@ -105,31 +105,72 @@ void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, in
 
 // One MPI call each (the blocking path is for small messages; anything above INT_MAX bytes
 // goes through the nonblocking verbs and their derived type).
-// With failure notices the waits must watch the notice receive too: the base's nonblocking
-// forms through wait_all.
+// The blocking forms serve the latency path (at most kLatencyPathBytes). A send that small
+// leaves eagerly in every MPI library, so it stays one MPI_Send even with failure notices to
+// watch; a receive is posted and tested until it completes, with the notices tested every
+// kNoticeEvery passes (a blocking MPI_Recv would never see them; MPI_Waitany over both costs
+// more than the whole message at these sizes).
+namespace {
+constexpr std::size_t kEagerBytes = 4096;
+constexpr unsigned kNoticeEvery = 64;
+}  // namespace
+
 void MpiTransport::send_blocking(const void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes > static_cast<std::size_t>(INT_MAX) || watching())
-    return Transport::send_blocking(buf, bytes, peer, tag);
+  if (bytes > kEagerBytes) return Transport::send_blocking(buf, bytes, peer, tag);
   check_mpi(MPI_Send(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_), "MPI_Send", rank_);
 }
 
 void MpiTransport::recv_blocking(void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes > static_cast<std::size_t>(INT_MAX) || watching())
+  if (bytes > static_cast<std::size_t>(INT_MAX))
     return Transport::recv_blocking(buf, bytes, peer, tag);
-  check_mpi(MPI_Recv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE),
-            "MPI_Recv", rank_);
+  if (!watching()) {
+    check_mpi(MPI_Recv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE),
+              "MPI_Recv", rank_);
+    return;
+  }
+  Transfer t;
+  irecv(t, buf, bytes, peer, tag);
+  wait_watching(t);
 }
 
 void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,
                                   void* recv_buf, std::size_t recv_bytes, int source, int tag) {
-  if (send_bytes > static_cast<std::size_t>(INT_MAX) ||
-      recv_bytes > static_cast<std::size_t>(INT_MAX) || watching()) {
+  if (send_bytes > kEagerBytes || recv_bytes > static_cast<std::size_t>(INT_MAX)) {
     return Transport::shift_blocking(send_buf, send_bytes, dest, recv_buf, recv_bytes, source, tag);
   }
-  check_mpi(
-      MPI_Sendrecv(send_buf, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, recv_buf,
-                   static_cast<int>(recv_bytes), MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE),
-      "MPI_Sendrecv", rank_);
+  if (!watching()) {
+    check_mpi(
+        MPI_Sendrecv(send_buf, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, recv_buf,
+                     static_cast<int>(recv_bytes), MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE),
+        "MPI_Sendrecv", rank_);
+    return;
+  }
+  Transfer t;
+  irecv(t, recv_buf, recv_bytes, source, tag);
+  check_mpi(MPI_Send(send_buf, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, comm_),
+            "MPI_Send", rank_);
+  wait_watching(t);
+}
+
+void MpiTransport::wait_watching(Transfer& t) {
+  for (unsigned pass = 1;; ++pass) {
+    int flag = 0;
+    MPI_Status status;
+    const int rc = MPI_Test(&t.mpi_request, &flag, &status);
+    if (rc != MPI_SUCCESS) [[unlikely]] {
+      // A single completion returns the request's error itself (and frees the request).
+      t.state = Transfer::State::done;
+      t.mpi_request = MPI_REQUEST_NULL;
+      Transfer* owner = &t;
+      status.MPI_ERROR = rc;
+      throw_in_status("MPI_Test", rank_, &owner, &status, 1);
+    }
+    if (flag) {
+      t.state = Transfer::State::done;
+      return;
+    }
+    if (pass % kNoticeEvery == 0) failure_notices()->poll();
+  }
 }
 
 namespace {

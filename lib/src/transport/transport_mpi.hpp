@@ -33,6 +33,8 @@ class MpiTransport final : public Transport {
  private:
   // Whether waits must also watch the communicator's failure notices.
   bool watching() const { return failure_notices() != nullptr; }
+  // Tests one receive until it completes, and the failure notices now and then.
+  void wait_watching(Transfer& t);
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
