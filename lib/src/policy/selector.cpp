@@ -63,8 +63,10 @@ constexpr SelectionRule kBuiltinRules[] = {
     // stores, and hand blocks over directly, while plain stores are slow (ring_stores.hpp):
     // 1.2-1.6x MPI in runs in the machine's fast state, about parity (the ring's figure)
     // in its slow state, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The slow state").
-    {Collective::broadcast, 1, 2, 16, Algorithm::binomial_tree},
-    {Collective::broadcast, 1, 2, 16 << 10, Algorithm::shared_memory},
+    // Broadcast at two ranks: one message of the binomial tree up to 256 B, the arena from 512 B
+    // to 32 KiB (docs/PERFORMANCE.md, "Broadcast at two ranks").
+    {Collective::broadcast, 1, 2, 256, Algorithm::binomial_tree},
+    {Collective::broadcast, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::broadcast, 1, 2, 256 << 10, Algorithm::binomial_tree},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::binomial_tree},
