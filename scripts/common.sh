@@ -54,9 +54,14 @@ collx_install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# collx_build [CMAKE OPTIONS...]: configures for COLLX_MPI (cmake/mpi_choice.cmake) and builds.
-collx_build() {
+# collx_configure [CMAKE OPTIONS...]: configures BUILD_DIR for COLLX_MPI (cmake/mpi_choice.cmake).
+collx_configure() {
   cmake -S "$COLLX_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" "$@"
+}
+
+# collx_build [CMAKE OPTIONS...]: configures and builds every target.
+collx_build() {
+  collx_configure "$@"
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 
