@@ -108,10 +108,14 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
 
 CommState::~CommState() {
   device_engines.clear();
+  // A revoked communicator's MPI communicators are not freed: sends released while its failure
+  // unwound (transport.hpp, Transfer) may still sit in a peer's queue, and MPI reuses a freed
+  // communicator's context, so they could match a later communicator's receives.
+  const bool keep_contexts = notices && notices->revoked();
   transport.reset();
   p2p_transport.reset();
   notices.reset();
-  if (!mpi_finalized()) {
+  if (!mpi_finalized() && !keep_contexts) {
     if (notice_comm != MPI_COMM_NULL) MPI_Comm_free(&notice_comm);
     if (p2p_comm != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm);
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
