@@ -175,48 +175,58 @@ void MpiTransport::wait_watching(Transfer& t) {
 
 namespace {
 
-// The pending transfers of `ts` in batches of at most kMaxBatch requests: complete(n, requests,
-// flag, statuses) is one MPI_Waitall/MPI_Testall over a batch (flag: whether it completed); the
-// batch's transfers are then marked done. An error in the batch names each failed request.
-template <class Complete>
-bool complete_in_batches(std::span<Transfer* const> ts, int rank, const char* call,
-                         Complete&& complete) {
-  MPI_Request requests[kMaxBatch];
+// Calls batch(n, requests, owners) for the pending transfers of `ts`, at most kMaxBatch at a
+// time: their requests copied out (with room for one more after them) and their Transfers.
+template <class Batch>
+void for_each_batch(std::span<Transfer* const> ts, Batch&& batch) {
+  MPI_Request requests[kMaxBatch + 1];
   Transfer* owners[kMaxBatch];
   int n = 0;
-  bool all_done = true;
-  auto flush = [&]() {
-    if (n == 0) return;
-    MPI_Status statuses[kMaxBatch];
-    int flag = 0;
-    const int rc = complete(n, requests, &flag, statuses);
-    if (rc != MPI_SUCCESS) [[unlikely]] {
-      // The requests that completed (with or without an error) are freed and nulled; the
-      // others are still pending, and whoever abandons them must cancel the live handle.
-      for (int i = 0; i < n; ++i) {
-        owners[i]->mpi_request = requests[i];
-        if (requests[i] == MPI_REQUEST_NULL) owners[i]->state = Transfer::State::done;
-      }
-      if (rc == MPI_ERR_IN_STATUS) throw_in_status(call, rank, owners, statuses, n);
-      throw_mpi_error(rc, call, rank);
-    }
-    if (flag) {
-      for (int i = 0; i < n; ++i) {
-        owners[i]->mpi_request = MPI_REQUEST_NULL;
-        owners[i]->state = Transfer::State::done;
-      }
-    } else {
-      all_done = false;
-    }
-    n = 0;
-  };
   for (Transfer* t : ts) {
     if (!t->pending()) continue;
     requests[n] = t->mpi_request;
     owners[n] = t;
-    if (++n == kMaxBatch) flush();
+    if (++n == kMaxBatch) {
+      batch(n, requests, owners);
+      n = 0;
+    }
   }
-  flush();
+  if (n > 0) batch(n, requests, owners);
+}
+
+// After an MPI completion call over a batch: the requests that completed (with or without an
+// error) are freed and nulled, and their Transfers done; the others keep their live handles
+// (whoever abandons them cancels those). Returns how many completed now.
+int take_completed(int n, const MPI_Request* requests, Transfer* const* owners) {
+  int completed = 0;
+  for (int i = 0; i < n; ++i) {
+    owners[i]->mpi_request = requests[i];
+    if (requests[i] == MPI_REQUEST_NULL && owners[i]->pending()) {
+      owners[i]->state = Transfer::State::done;
+      ++completed;
+    }
+  }
+  return completed;
+}
+
+// The pending transfers of `ts` in batches: complete(n, requests, flag, statuses) is one
+// MPI_Waitall/MPI_Testall over a batch (flag: whether it completed). An error in the batch
+// names each failed request.
+template <class Complete>
+bool complete_in_batches(std::span<Transfer* const> ts, int rank, const char* call,
+                         Complete&& complete) {
+  bool all_done = true;
+  for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
+    MPI_Status statuses[kMaxBatch];
+    int flag = 0;
+    const int rc = complete(n, requests, &flag, statuses);
+    take_completed(n, requests, owners);
+    if (rc != MPI_SUCCESS) [[unlikely]] {
+      if (rc == MPI_ERR_IN_STATUS) throw_in_status(call, rank, owners, statuses, n);
+      throw_mpi_error(rc, call, rank);
+    }
+    all_done = all_done && flag;
+  });
   return all_done;
 }
 
@@ -234,10 +244,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
   // Each batch waits beside the communicator's notice receive (MPI_Waitsome over both): a
   // notice that revokes the communicator ends the wait with its error.
   FailureNotices& notices = *failure_notices();
-  MPI_Request requests[kMaxBatch + 1];
-  Transfer* owners[kMaxBatch];
-  int n = 0;
-  auto flush = [&]() {
+  for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
     int pending = n;
     while (pending > 0) {
       requests[n] = *notices.request();
@@ -247,14 +254,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       MPI_Status statuses[kMaxBatch + 1];
       const int rc = MPI_Waitsome(n + 1, requests, &completed, indices, statuses);
       *notices.request() = requests[n];
-      // Completed requests (with or without an error) are nulled; the others stay pending.
-      for (int i = 0; i < n; ++i) {
-        owners[i]->mpi_request = requests[i];
-        if (requests[i] == MPI_REQUEST_NULL && owners[i]->pending()) {
-          owners[i]->state = Transfer::State::done;
-          --pending;
-        }
-      }
+      pending -= take_completed(n, requests, owners);
       const bool notice_arrived = notice_posted && requests[n] == MPI_REQUEST_NULL;
       if (rc != MPI_SUCCESS) [[unlikely]] {
         if (notice_arrived) {
@@ -277,15 +277,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       }
       if (notice_arrived) notices.arrived();  // throws when the notice revokes the communicator
     }
-    n = 0;
-  };
-  for (Transfer* t : ts) {
-    if (!t->pending()) continue;
-    requests[n] = t->mpi_request;
-    owners[n] = t;
-    if (++n == kMaxBatch) flush();
-  }
-  if (n > 0) flush();
+  });
 }
 
 bool MpiTransport::test_all(std::span<Transfer* const> ts) {
