@@ -429,9 +429,6 @@ bool UcxTransport::test_all(std::span<Transfer* const> ts) {
 }
 
 void UcxTransport::wait_all(std::span<Transfer* const> ts) {
-  // The notices once first, as the MPI transport's wait does: a revoke already here ends this
-  // wait even when its messages would complete at once.
-  if (FailureNotices* notices = failure_notices()) notices->poll();
   for (unsigned spins = 1;; ++spins) {
     bool all_done = true;
     for (Transfer* t : ts) {
