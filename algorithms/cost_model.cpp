@@ -107,6 +107,25 @@ const Entry allreduce_double_binary_tree{
     "segment; the second tree numbers the ranks backwards so its leaves are the first tree's "
     "inner nodes. Latency ~ 2 log2 p, bandwidth ~ n per rank once the pipeline is full."};
 
+// The reductions that slice the buffer through the arena: rank r reduces block r in pieces of
+// this many bytes (the schedules' piece, lib/src/coll/shm_collectives.cpp), one counter
+// handoff per piece and phase.
+constexpr double kSlicePieceBytes = 64 << 10;
+const Entry allreduce_shared_memory{
+    [](const Shape& s) {
+      const double rounds = std::max(1.0, std::ceil(s.n / s.p / kSlicePieceBytes));
+      const double others = (s.p - 1) / s.p * s.n;
+      // Pieces of the others' blocks in, the own block reduced and copied out, the others'
+      // reduced pieces out.
+      return Cost{2 * rounds, 0, others, 2 * others + s.n / s.p};
+    },
+    "One node only: rank r reduces block r of the buffer and nothing else. Round by round "
+    "(64 KiB pieces per block) every rank copies its input's pieces of the other blocks into "
+    "its ring slot in a shared arena, reduces its own piece from its input and the p-1 slots "
+    "(rank order 0..p-1, the same bits everywhere) while the piece is in cache, publishes it "
+    "in a second slot, and copies the others' reduced pieces into its output: (p-1)/p n in, "
+    "(p-1)/p n out per rank, no bytes on a wire."};
+
 // ---- broadcast ----
 const Entry broadcast_binomial_tree{
     [](const Shape& s) {
@@ -191,6 +210,16 @@ const Entry reduce_scatter_recursive_halving{
                  s.core == s.p ? Cost{} : Cost{2, s.n + s.n / s.p, s.n, 0});
     },
     "log2 p' halving steps over the core ranks' shares; fold for non-powers of two."};
+const Entry reduce_scatter_shared_memory{
+    [](const Shape& s) {
+      const double rounds = std::max(1.0, std::ceil(s.n / s.p / kSlicePieceBytes));
+      const double others = (s.p - 1) / s.p * s.n;
+      return Cost{rounds, 0, others, others};
+    },
+    "One node only: round by round (64 KiB pieces per block) every rank copies its input's "
+    "pieces of the other blocks into its ring slot in a shared arena and reduces its own "
+    "block's piece from its input and the p-1 slots straight into its output (rank order "
+    "0..p-1): (p-1)/p n copied in, no bytes on a wire."};
 
 // ---- gather, scatter ----
 static Cost rooted_tree(const Shape& s) {

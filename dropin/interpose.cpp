@@ -18,8 +18,6 @@ namespace collx_mpi {
 
 namespace {
 
-thread_local int collx_depth = 0;
-
 struct Settings {
   bool enabled = true;  // COLLX_PMPI (0: everything passes through)
   bool stats = false;   // COLLX_PMPI_STATS=1
@@ -64,7 +62,6 @@ int delete_state(MPI_Comm comm, int, void* value, void*) {
     std::lock_guard lock(registry_mutex);
     registry.erase(comm);
   }
-  InsideCollx guard;
   try {
     delete static_cast<collx::Communicator*>(value);
   } catch (...) {
@@ -157,16 +154,6 @@ const char* mpi_name(Call call, bool blocking) {
                                                                 "MPI_Ialltoall",
                                                                 "MPI_Ibarrier"};
   return names[form_index(call, blocking)];
-}
-
-InsideCollx::InsideCollx() {
-  ++collx_depth;
-}
-InsideCollx::~InsideCollx() {
-  --collx_depth;
-}
-bool inside_collx() {
-  return collx_depth > 0;
 }
 
 PassReason communicator_reason(MPI_Comm comm) {

@@ -62,12 +62,13 @@ struct Nonblocking {
 // 0), otherwise `pass()` (the PMPI_ function). A collx::Error goes to the communicator's error
 // handler as an MPI error code whose string is collx's message. Nonblocking: `collective`
 // returns the collx::Request, which the program gets as an MPI request.
+// No call arrives here from collx itself: libcollx calls the functions this library
+// intercepts by their PMPI_ names (tests/dropin/library_calls_pmpi.sh checks it).
 template <class Mode, class Collective, class Pass>
 int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective&& collective,
               Pass&& pass);
 
 // ---- the machinery intercept() is made of ----
-bool inside_collx();  // a call made by collx itself (for example while creating a communicator)
 PassReason communicator_reason(MPI_Comm comm);
 collx::Communicator& communicator_of(MPI_Comm comm);  // created on first use, kept in an attribute
 void count(Call call, bool blocking, bool intercepted, PassReason reason);
@@ -76,18 +77,9 @@ int raise_error(MPI_Comm comm);  // the current exception, to the communicator's
 // MPI_Test and their -all, -any and -some forms complete).
 MPI_Request start_request(collx::Request request, MPI_Comm comm);
 
-class InsideCollx {
- public:
-  InsideCollx();
-  ~InsideCollx();
-  InsideCollx(const InsideCollx&) = delete;
-  InsideCollx& operator=(const InsideCollx&) = delete;
-};
-
 template <class Mode, class Collective, class Pass>
 int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective&& collective,
               Pass&& pass) {
-  if (inside_collx()) return pass();
   if (!reason) reason = communicator_reason(comm);
   if (reason) {
     count(call, Mode::blocking, false, reason);
@@ -95,7 +87,6 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective
   }
   count(call, Mode::blocking, true, nullptr);  // before collx's own lines (COLLX_DEBUG)
   try {
-    InsideCollx guard;
     if constexpr (Mode::blocking)
       collective(communicator_of(comm));
     else

@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
-# The figures of docs/TRAINING.md: every command RUNS times (default 3), np=1 and np=2
-# interleaved so that both see the same background load; scripts/train_summary.py prints the
-# medians (and the load average each command started under, from OUT_DIR/loadavg.txt).
+# The figures of docs/TRAINING.md in one go: every command RUNS times (default 3), the runs of
+# one repetition interleaved so that every configuration sees the same background load;
+# scripts/train_summary.py prints the medians as the tables of docs/TRAINING.md, with the load
+# average each command started under (OUT_DIR/loadavg.txt).
 #
-#   scripts/train-figures.sh [RUNS] [OUT_DIR]
+#   scripts/train-figures.sh [RUNS] [OUT_DIR] [PARTS]
 #
-# Needs a Release build in $COLLX_BUILD_DIR (default build/) and dataset-fashion-mnist.
-# 1. accuracy and wall time of the default run at np=2 (`mpirun -np 2 collx-train`);
-# 2. samples/s at np=1 and np=2 at the same (default) global batch, 3 epochs each;
-# 3. exposed communication and the time split without overlap (--no-overlap), np=2, 3 epochs.
+# PARTS (default "default strategies bubble"), any of:
+#   default     sections 1-3: the default run at np=2 (accuracy, wall time); samples/s at np=1
+#               and np=2 at the same global batch, 3 epochs each; --no-overlap at np=2;
+#   strategies  section 5's table: dp, fsdp, tensor, pipeline (GPipe and 1F1B, 1/2/4/8
+#               micro-batches), the bf16 / fp16 / PowerSGD hooks, at np = 1, 2, 4: samples/s,
+#               exposed communication, bytes per step, memory per rank (2 epochs of 8192
+#               samples, the second epoch's figures; the pipeline at np=4 is 2 replicas x 2
+#               stages, as the default model has 3 layers; at np=1 it is one stage, m=4 only);
+#   bubble      section 5's bubble table: a model whose 2 stages cost the same (--hidden
+#               256,512), GPipe and 1F1B at m = 1, 2, 4, 8, np=2.
+# About 10 minutes on 2 idle cores with RUNS=3. Needs a Release build in $COLLX_BUILD_DIR
+# (default build/) and dataset-fashion-mnist. np=4 runs oversubscribed on a 2-core machine.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 collx_mpi_env
 runs=${1:-3}
 out=${2:-train-figures}
+parts=${3:-default strategies bubble}
 mkdir -p "$out"
 rm -f "$out"/*.json "$out/loadavg.txt"
 train="$BUILD_DIR/apps/train/collx-train"
+{
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(lscpu | grep 'Model name' | sed 's/  */ /g')," \
+    "$(nproc) cores; parts: $parts"
+} >"$out/loadavg.txt"
 
 # run NAME NP ARGS...: one collx-train run logged to OUT_DIR/NAME_rR.json
 run() {
@@ -27,11 +41,50 @@ run() {
   collx_mpirun "$np" "$train" --no-progress "$@" --log-json "$out/${name}_r$r.json" </dev/null
 }
 
+has() { [[ " $parts " == *" $1 "* ]]; }
+
+# The strategies' table: 16 steps of the default model; PowerSGD compresses from step 3.
+short=(--epochs 2 --train-limit 8192 --powersgd-warmup 2)
+strategies() {
+  local np
+  for np in 1 2 4; do
+    run "strat_dp_np$np" "$np" "${short[@]}"
+    run "strat_fsdp_np$np" "$np" "${short[@]}" --parallel fsdp
+    run "strat_tensor_np$np" "$np" "${short[@]}" --parallel tensor
+    run "strat_bf16_np$np" "$np" "${short[@]}" --compress bf16
+    run "strat_fp16_np$np" "$np" "${short[@]}" --compress fp16
+    run "strat_powersgd_np$np" "$np" "${short[@]}" --compress powersgd
+    local schedule m replicas=()
+    [ "$np" = 4 ] && replicas=(--replicas 2)
+    for schedule in gpipe 1f1b; do
+      for m in 1 2 4 8; do
+        [ "$np" = 1 ] && { [ "$schedule" = gpipe ] && [ "$m" = 4 ] || continue; }
+        run "strat_pipeline-$schedule-m$m""_np$np" "$np" "${short[@]}" --parallel pipeline \
+          --pipeline-schedule "$schedule" --micro-batches "$m" "${replicas[@]}"
+      done
+    done
+  done
+}
+
+bubble() {
+  local schedule m
+  for schedule in gpipe 1f1b; do
+    for m in 1 2 4 8; do
+      run "bubble_$schedule-m$m" 2 --parallel pipeline --pipeline-schedule "$schedule" \
+        --micro-batches "$m" --hidden 256,512 --epochs 2 --train-limit 8192
+    done
+  done
+}
+
 for ((r = 1; r <= runs; r++)); do
   echo "== run $r of $runs"
-  run default_np2 2
-  run scaling_np1 1 --epochs 3
-  run scaling_np2 2 --epochs 3
-  run nooverlap_np2 2 --epochs 3 --no-overlap
+  if has default; then
+    run default_np2 2
+    run scaling_np1 1 --epochs 3
+    run scaling_np2 2 --epochs 3
+    run nooverlap_np2 2 --epochs 3 --no-overlap
+  fi
+  if has strategies; then strategies; fi
+  if has bubble; then bubble; fi
 done
 python3 "$(dirname "${BASH_SOURCE[0]}")/train_summary.py" "$out"

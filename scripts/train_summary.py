@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Medians over the runs of scripts/train-figures.sh: reads DIR/{default_np2,scaling_np1,
-scaling_np2,nooverlap_np2}_rN.json (collx-train --log-json files) and prints the figures of
+scaling_np2,nooverlap_np2}_rN.json, DIR/strat_<strategy>_np<N>_rN.json and
+DIR/bubble_<schedule>-m<M>_rN.json (collx-train --log-json files) and prints the figures of
 docs/TRAINING.md as Markdown."""
 import glob
 import json
+import re
 import statistics
 import sys
 
@@ -84,12 +86,84 @@ def main():
             print(f"| {names[n]} | {t['train_s']:.3f} | {t['compute_s']:.3f} | "
                   f"{t['forward_s']:.3f} | {t['backward_s']:.3f} | {t['update_s']:.3f} | "
                   f"{t['comm_s']:.3f} | {100 * t['exposed']:.1f}% |")
+    strategy_table(directory)
+    bubble_table(directory)
     try:
         with open(f"{directory}/loadavg.txt") as f:
             print("\n## load average (1, 5, 15 min) when each command started\n")
             print("```\n" + f.read().rstrip() + "\n```")
     except FileNotFoundError:
         pass
+
+
+def last_epochs(paths):
+    """The last epoch's line of each run (the first epoch also pays for the first touches)."""
+    return [load(p)[0][-1] for p in sorted(paths)]
+
+
+def mib(value):
+    return value / 2**20
+
+
+def strategy_table(directory):
+    groups = {}
+    for path in glob.glob(f"{directory}/strat_*_r*.json"):
+        m = re.search(r"strat_(.+)_np(\d+)_r\d+\.json$", path)
+        if m:
+            groups.setdefault((m.group(1), int(m.group(2))), []).append(path)
+    if not groups:
+        return
+    order = ["dp", "fsdp", "tensor", "bf16", "fp16", "powersgd"]
+    label = {"bf16": "dp + bf16", "fp16": "dp + fp16", "powersgd": "dp + powersgd r=8"}
+
+    def key(item):
+        name, np = item
+        rank = order.index(name) if name in order else len(order)
+        m = re.search(r"pipeline-(gpipe|1f1b)-m(\d+)", name)
+        pipeline = (m.group(1) != "gpipe", int(m.group(2))) if m else (False, 0)
+        return (rank, pipeline, np)
+
+    print("## strategies (medians of the last epoch of each run; pipeline at np=4: 2 replicas "
+          "x 2 stages)\n")
+    print("| strategy | np | runs | samples/s | exposed comm | bytes/step per rank | "
+          "model state per rank | all memory per rank | bubble (replayed) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, np in sorted(groups, key=key):
+        lines = last_epochs(groups[(name, np)])
+        med = lambda k: median([l.get(k, float("nan")) for l in lines])
+        shown = label.get(name, name.replace("pipeline-", "pipeline ").replace("-m", " m="))
+        bubble = (f"{100 * med('bubble_fraction'):.1f}% ({100 * med('bubble_replayed_fraction'):.1f}%)"
+                  if name.startswith("pipeline") and np > 1 else "")
+        print(f"| {shown} | {np} | {len(lines)} | {med('samples_per_s'):.0f} | "
+              f"{100 * med('comm_exposed_fraction'):.1f}% | "
+              f"{med('comm_bytes_per_step') / 1e6:.3f} MB | "
+              f"{mib(med('memory_model_state_max')):.2f} MiB | "
+              f"{mib(med('memory_total_max')):.2f} MiB | {bubble} |")
+    print()
+
+
+def bubble_table(directory):
+    groups = {}
+    for path in glob.glob(f"{directory}/bubble_*_r*.json"):
+        m = re.search(r"bubble_(gpipe|1f1b)-m(\d+)_r\d+\.json$", path)
+        if m:
+            groups.setdefault((int(m.group(2)), m.group(1)), []).append(path)
+    if not groups:
+        return
+    print("## pipeline bubble, 2 stages of equal cost (--hidden 256,512), np=2 (medians of the "
+          "last epoch of each run)\n")
+    print("| m | ideal (S-1)/(m+S-1) | schedule | runs | measured bubble | replayed bubble "
+          "| measured / ideal | not running | samples/s | all memory per rank |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (m, schedule) in sorted(groups, key=lambda k: (k[0], k[1] != "gpipe")):
+        lines = last_epochs(groups[(m, schedule)])
+        med = lambda k: median([l.get(k, float("nan")) for l in lines])
+        ideal = 1 / (m + 1)
+        print(f"| {m} | {ideal:.3f} | {schedule} | {len(lines)} | {med('bubble_fraction'):.3f} | "
+              f"{med('bubble_replayed_fraction'):.3f} | {med('bubble_fraction') / ideal:.2f} | "
+              f"{100 * med('not_running_fraction'):.1f}% | "
+              f"{med('samples_per_s'):.0f} | {mib(med('memory_total_max')):.2f} MiB |")
+    print()
 
 
 if __name__ == "__main__":

@@ -213,7 +213,11 @@ struct StepTimes {
   double update = 0;
   double bytes = 0;
   double bubble = 0;
-  static constexpr std::size_t kFields = 7;
+  double pipeline = 0;
+  double replayed = 0;
+  double replayed_idle = 0;
+  double not_running = 0;
+  static constexpr std::size_t kFields = 11;
 
   void add(const StepResult& s) {
     step += s.seconds;
@@ -223,6 +227,10 @@ struct StepTimes {
     update += s.update_seconds;
     bytes += s.comm_bytes;
     bubble += s.bubble_seconds;
+    pipeline += s.pipeline_seconds;
+    replayed += s.replayed_seconds;
+    replayed_idle += s.replayed_idle_seconds;
+    not_running += s.not_running_seconds;
   }
   // The mean over the ranks (collective).
   StepTimes averaged(Communicator& comm) const {
@@ -370,7 +378,10 @@ FinalReport run_training(const TrainConfig& config, Communicator& comm, const Da
         report.update_seconds = mean.update;
         report.memory_max = largest_memory(*trainer, comm);
         report.comm_bytes_per_step = steps ? mean.bytes / static_cast<double>(steps) : 0;
-        report.bubble_fraction = mean.step > 0 ? mean.bubble / mean.step : 0;
+        report.bubble_fraction = mean.pipeline > 0 ? mean.bubble / mean.pipeline : 0;
+        report.bubble_replayed_fraction =
+            mean.replayed > 0 ? mean.replayed_idle / mean.replayed : 0;
+        report.not_running_fraction = mean.step > 0 ? mean.not_running / mean.step : 0;
         report.samples_per_s = slowest > 0 ? static_cast<double>(samples) / slowest : 0;
         report.comm_exposed_fraction = mean.step > 0 ? mean.comm / mean.step : 0;
         report.wall_seconds = seconds_since(program_start);

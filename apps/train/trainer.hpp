@@ -89,7 +89,19 @@ struct StepResult {
   // bus bytes (allreduce 2(p-1)/p x size, allgather and reduce_scatter (p-1)/p x the whole,
   // send 1 x size): what any algorithm must move, whichever collx picks.
   double comm_bytes = 0;
-  double bubble_seconds = 0;  // pipeline: time a stage waited for its neighbours
+  // Pipeline only. bubble_seconds: the time this stage waited for its input activations, its
+  // output gradients and, at the step's end, for the other stages (the loss's allreduce), out
+  // of pipeline_seconds: the step without the optimizer update and the replicas' allreduce.
+  double bubble_seconds = 0;
+  double pipeline_seconds = 0;
+  // The same schedule replayed over the compute times (thread CPU time) that every stage
+  // measured for its passes in this step, messages taking no time: the replayed step and this
+  // stage's idle time in it (pipeline_schedule.hpp).
+  double replayed_seconds = 0;
+  double replayed_idle_seconds = 0;
+  // Of seconds, the time the rank did not run (wall minus thread CPU time; waits spin): the
+  // load of other processes, which a measured bubble includes.
+  double not_running_seconds = 0;
 };
 
 // Bytes one rank holds for training, by kind.
@@ -165,8 +177,12 @@ struct EpochReport {
   double backward_seconds = 0;
   double update_seconds = 0;
   double comm_bytes_per_step = 0;  // mean over ranks and steps
-  double bubble_fraction = 0;      // pipeline: mean over ranks of waiting / step time
-  MemoryUse memory_max;            // each kind's largest over the ranks
+  // Pipeline: the ranks' mean waiting time over their mean pipeline time (StepResult), and the
+  // same from the replay of the schedule over the measured compute times.
+  double bubble_fraction = 0;
+  double bubble_replayed_fraction = 0;
+  double not_running_fraction = 0;  // pipeline: the ranks' mean time not running / step time
+  MemoryUse memory_max;             // each kind's largest over the ranks
   double samples_per_s = 0;
   double comm_exposed_fraction = 0;
   double eval_seconds = 0;

@@ -371,6 +371,36 @@ class ConfigOverride {
   collx::detail::Config saved_;
 };
 
+// The communicator remembers its last choice per collective (CommState::choose); a replaced
+// configuration must reach the next call, and so must another size or algorithm.
+TEST(MpiSelection, RememberedChoiceFollowsTheConfigurationAndTheCall) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  using collx::Algorithm;
+  using collx::Collective;
+  const Algorithm small = s.choose(Collective::allreduce, Algorithm::automatic, 8, false);
+  EXPECT_EQ(small, collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8,
+                                                    comm.size(), comm.rank(), false));
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::ring, 8, false), Algorithm::ring);
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 64 << 20, false),
+            collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 64 << 20,
+                                             comm.size(), comm.rank(), false));
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), small);
+  {
+    collx::detail::Config c = collx::detail::config();
+    const Algorithm forced =
+        small == Algorithm::ring ? Algorithm::recursive_doubling : Algorithm::ring;
+    c.algorithm[static_cast<int>(Collective::allreduce)] = forced;
+    const ConfigOverride guard(c);
+    EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), forced);
+    // And a call under it runs and is right.
+    std::vector<double> v(2, 1.0);
+    comm.allreduce(collx::in_place, v.data(), 2, DataType::float64, ReduceOp::sum);
+    EXPECT_EQ(v[0], comm.size());
+  }
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), small);
+}
+
 TEST(MpiCheckMode, MismatchedCallsFailOnEveryRank) {
   collx::Communicator comm(MPI_COMM_WORLD);
   ASSERT_GE(comm.size(), 2) << "run with two ranks or more (ctest filters it out at np=1)";

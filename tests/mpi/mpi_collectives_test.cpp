@@ -370,14 +370,21 @@ TEST_F(MpiCollectives, SharedMemoryOperationsInFlightTogether) {
     std::vector<std::int32_t> mine(n, me + round), ag(n * p, -1);
     std::vector<std::int32_t> red_in(n, me + 1), red_out(n, 0);
     std::vector<std::int32_t> bc2(n, me == (round + 1) % p ? 50 + round : 0);
+    std::vector<std::int32_t> all_in(n, me + 2), all_out(n, 0);
+    std::vector<std::int32_t> scattered(n * p, me + 3), kept(n, 0);
     std::vector<collx::Request> reqs;
     reqs.push_back(comm.ibroadcast(bc.data(), n, DataType::int32, round % p, shm));
     reqs.push_back(comm.iallgather(mine.data(), ag.data(), n, DataType::int32, shm));
     reqs.push_back(
         comm.ireduce(red_in.data(), red_out.data(), n, DataType::int32, ReduceOp::sum, 0, shm));
     reqs.push_back(comm.ibroadcast(bc2.data(), n, DataType::int32, (round + 1) % p, shm));
+    reqs.push_back(
+        comm.iallreduce(all_in.data(), all_out.data(), n, DataType::int32, ReduceOp::sum, shm));
+    reqs.push_back(comm.ireduce_scatter(scattered.data(), kept.data(), n, DataType::int32,
+                                        ReduceOp::sum, shm));
+    // Each rank waits in its own order (5 and the 6 requests are coprime: every one once).
     for (std::size_t k = 0; k < reqs.size(); ++k)
-      reqs[(k * 3 + static_cast<std::size_t>(me)) % reqs.size()].wait();
+      reqs[(k * 5 + static_cast<std::size_t>(me)) % reqs.size()].wait();
     ASSERT_TRUE(
         all_ranks(std::all_of(bc.begin(), bc.end(), [&](int v) { return v == 40 + round; })));
     ASSERT_TRUE(
@@ -388,6 +395,11 @@ TEST_F(MpiCollectives, SharedMemoryOperationsInFlightTogether) {
         gathered = gathered && ag[static_cast<std::size_t>(r) * n + i] == r + round;
     }
     ASSERT_TRUE(all_ranks(gathered)) << "round " << round;
+    const int sum_plus_2 = p * (p - 1) / 2 + 2 * p;
+    ASSERT_TRUE(all_ranks(
+        std::all_of(all_out.begin(), all_out.end(), [&](int v) { return v == sum_plus_2; })));
+    ASSERT_TRUE(all_ranks(
+        std::all_of(kept.begin(), kept.end(), [&](int v) { return v == sum_plus_2 + p; })));
     if (me == 0) {
       for (auto v : red_out)
         ASSERT_EQ(v, p * (p + 1) / 2);

@@ -82,5 +82,9 @@ TEST(MpiLarge, RecursiveDoubling) {
 TEST(MpiLarge, Rabenseifner) {
   run_large(Algorithm::rabenseifner);
 }
+// On one node: the arena's pieces (elsewhere its fallback, the ring, runs again).
+TEST(MpiLarge, SharedMemory) {
+  run_large(Algorithm::shared_memory);
+}
 
 }  // namespace

@@ -27,14 +27,16 @@ struct Pipeline {
 };
 
 // Runs one allreduce on p simulated ranks; returns every rank's output.
-std::vector<std::vector<std::byte>> run_allreduce(
-    int p, Algorithm algorithm, DataType type, ReduceOp op, std::size_t count, bool in_place,
-    Pipeline pipeline, const std::vector<std::vector<std::byte>>& inputs) {
+std::vector<std::vector<std::byte>> run_allreduce(int p, Algorithm algorithm, DataType type,
+                                                  ReduceOp op, std::size_t count, bool in_place,
+                                                  Pipeline pipeline,
+                                                  const std::vector<std::vector<std::byte>>& inputs,
+                                                  std::size_t shm_slot_bytes = 512) {
   const std::size_t bytes = count * collx::size_of(type);
   std::vector<std::vector<std::byte>> send = inputs;
   std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(bytes, std::byte{0xAB}));
   if (in_place) recv = send;
-  SimWorld world(p);
+  SimWorld world(p, shm_slot_bytes);
   OpInfo info;
   info.collective = collx::Collective::allreduce;
   info.algorithm = algorithm;
@@ -84,8 +86,10 @@ std::size_t wrong_elements(const std::vector<std::byte>& result,
   return wrong;
 }
 
+// shared_memory: through the simulated ranks' arena (ring slots of 512 B, so even small counts
+// take many rounds of pieces).
 const Algorithm kAlgorithms[] = {Algorithm::ring, Algorithm::recursive_doubling,
-                                 Algorithm::rabenseifner};
+                                 Algorithm::rabenseifner, Algorithm::shared_memory};
 
 std::string label(int p, Algorithm a, DataType t, ReduceOp o, std::size_t count, bool in_place,
                   Pipeline pl) {
@@ -107,8 +111,10 @@ TEST_P(SimAllreduce, ExactForEveryAlgorithmAndCount) {
       const Pipeline pipeline{256 << 10, 4};
       const bool in_place = count % 2 == 1;
       const auto inputs = exact_inputs(p, DataType::float32, ReduceOp::sum, count);
+      // The arena's pieces for the large count in slots of 64 KiB (in 512 B ones the run
+      // takes 100 times as many rounds).
       const auto out = run_allreduce(p, algorithm, DataType::float32, ReduceOp::sum, count,
-                                     in_place, pipeline, inputs);
+                                     in_place, pipeline, inputs, count > 1000 ? 64 << 10 : 512);
       const auto expected = exact_result(p, DataType::float32, ReduceOp::sum, count);
       for (int r = 0; r < p; ++r) {
         ASSERT_EQ(wrong_elements(out[r], expected, DataType::float32), 0u)
@@ -197,6 +203,21 @@ TEST_P(SimAllreduce, BitwiseIdenticalAcrossRanksForRandomFloats) {
         }
       }
     }
+  }
+}
+
+// A ring slot too small for one element per rank (16 B for 5 ranks of float64): the arena's
+// allreduce runs the ring instead, and is still exact, in place or not.
+TEST(SimAllreduceSharedMemory, SlotsTooSmallForAPieceFallBackToTheRing) {
+  const int p = 5;
+  for (bool in_place : {false, true}) {
+    const std::size_t count = 37;
+    const auto inputs = exact_inputs(p, DataType::float64, ReduceOp::sum, count);
+    const auto out = run_allreduce(p, Algorithm::shared_memory, DataType::float64, ReduceOp::sum,
+                                   count, in_place, Pipeline{64, 2}, inputs, 16);
+    const auto expected = exact_result(p, DataType::float64, ReduceOp::sum, count);
+    for (int r = 0; r < p; ++r)
+      ASSERT_EQ(wrong_elements(out[r], expected, DataType::float64), 0u) << "rank " << r;
   }
 }
 

@@ -12,7 +12,9 @@ steps the weights must agree on every rank:
   differences on: |w_collx - w_gloo| <= 1e-5 * max(1, |w_gloo|), far above a few roundings of
   weights of order 0.1-1 (the test prints the largest difference it saw).
 
-Besides, collx's weights must be bitwise the same on every rank (DDP's replicas never diverge).
+Besides, collx's weights must be bitwise the same on every rank (DDP's replicas never diverge),
+and a comm hook chained on collx's futures (get_future().then(), completed by the completion
+thread) must train to the same weights as DDP's own allreduce on collx.
 
     PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 tests/torch/test_ddp.py
 """
@@ -35,12 +37,29 @@ SIZE = dist.get_world_size()
 GLOO = dist.new_group(backend="gloo")
 
 
-def train(process_group):
+hook_calls = {"launched": 0, "completed": 0}
+
+
+def allreduce_hook(state, bucket):
+    """A comm hook chained on collx's future, as DDP's own and PowerSGD's are: the then()
+    callback runs when the completion thread (or a wait) completes the allreduce."""
+    hook_calls["launched"] += 1
+    future = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+
+    def average(f):
+        hook_calls["completed"] += 1
+        return f.value()[0].div_(SIZE)
+    return future.then(average)
+
+
+def train(process_group, hook=None):
     torch.manual_seed(RANK)  # different on every rank: DDP's broadcast from rank 0 must fix it
     model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
                           nn.Linear(64, 10))
     # Small buckets: several allreduces per step.
     ddp = DDP(model, process_group=process_group, bucket_cap_mb=0.01)
+    if hook is not None:
+        ddp.register_comm_hook(None, hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = torch.Generator().manual_seed(1000 + RANK)
     for _ in range(STEPS):
@@ -54,8 +73,21 @@ def train(process_group):
 
 collx_weights = train(None)  # the default group: collx
 gloo_weights = train(GLOO)
+hooked_weights = train(None, allreduce_hook)
 
 failures = []
+# The hook divides the sum by the rank count after the allreduce, DDP before it: the same
+# result where the rank count is a power of two (an exact division), within rounding elsewhere.
+if hook_calls["launched"] < STEPS or hook_calls["completed"] != hook_calls["launched"]:
+    failures.append(f"rank {RANK}: comm hook launched {hook_calls['launched']} allreduces, "
+                    f"{hook_calls['completed']} callbacks ran")
+exact = SIZE & (SIZE - 1) == 0
+if exact and not torch.equal(hooked_weights, collx_weights):
+    failures.append(f"rank {RANK}: weights with the comm hook differ from DDP's own on collx")
+elif not exact and not torch.allclose(hooked_weights, collx_weights, rtol=RELATIVE_TOLERANCE,
+                                      atol=RELATIVE_TOLERANCE):
+    failures.append(f"rank {RANK}: weights with the comm hook differ from DDP's own on collx "
+                    f"beyond {RELATIVE_TOLERANCE}")
 difference = (collx_weights - gloo_weights).abs()
 if SIZE <= 2:
     if not torch.equal(collx_weights, gloo_weights):

@@ -18,6 +18,7 @@ the *_into_tensor and all_to_all list forms through all_gather and all_to_all_si
 Exit status 1 on every rank when any rank found a mismatch.
 """
 import sys
+import threading
 import time
 
 import torch
@@ -340,6 +341,92 @@ def test_barrier():
             failures.append(f"rank {RANK} barrier {form}: a rank left before rank 0 arrived")
 
 
+def wait_done(future, what, seconds=120):
+    """Polls future.done() (which drives nothing) until it is true; False after `seconds`."""
+    deadline = time.time() + seconds
+    while not future.done():
+        if time.time() > deadline:
+            failures.append(f"rank {RANK} {what}: not complete after {seconds} s")
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def test_completion():
+    """A work's future completes on its own (the completion thread), not when it is asked for.
+
+    Rank 0 starts a 4 MiB all_reduce while the other ranks are held back (in a gloo broadcast),
+    so its request cannot complete yet: the future get_future() returns and the one chained on it
+    with then() (as DDP's reducer chains on its gradient buckets) must not be complete. Rank 0
+    then lets the others go and only looks at the chained future's done(), which drives nothing:
+    it completes from the completion thread, whose callback sees the reduced tensor. Then a batch
+    of async operations of several kinds, each chained on and none waited on, must all complete
+    in the same way, with gloo's results."""
+    global checks
+    n = 1 << 20
+    x = values(n, torch.float32)
+    want = gloo_all_reduce(x, "SUM")
+    main_thread = threading.get_ident()
+    seen = {}
+
+    def callback(future):
+        seen["thread"] = threading.get_ident()
+        seen["value"] = future.value()[0].clone()
+        return future.value()
+
+    go = torch.zeros(1)
+    if RANK != 0:
+        dist.broadcast(go, 0, group=GLOO)  # held back until rank 0 has looked
+    got = x.clone()
+    work = dist.all_reduce(got, async_op=True)
+    future = work.get_future()
+    chained = future.then(callback)
+    if RANK == 0 and SIZE > 1:
+        checks += 1
+        if future.done() or chained.done() or work.is_completed():
+            failures.append(f"rank 0 completion: the future of an all_reduce the other ranks have "
+                            f"not joined is complete (done {future.done()}, chained "
+                            f"{chained.done()}, work {work.is_completed()})")
+        dist.broadcast(go, 0, group=GLOO)
+    checks += 1
+    if wait_done(chained, "all_reduce's chained future"):
+        check("completion: the chained future's value", seen["value"], want)
+        check("completion: the tensor", got, want)
+        # Elsewhere the request may have completed before then() was called (the callback then
+        # runs at once, on the caller's thread).
+        if RANK == 0 and SIZE > 1 and seen["thread"] == main_thread:
+            failures.append(f"rank {RANK} completion: the callback ran on the caller's thread")
+        if not work.is_completed():
+            failures.append(f"rank {RANK} completion: future done, work not completed")
+    work.wait()  # returns at once; a second wait too
+    work.wait()
+
+    # Several kinds at once, none waited on.
+    y = values(1000, torch.float64)
+    reduced = y.clone()
+    gathered = torch.empty(1000 * SIZE, dtype=torch.float64)
+    sent = torch.full((5000,), float(RANK), dtype=torch.float32)
+    received = torch.empty(5000, dtype=torch.float32)
+    strided = shaped(y.clone(), "strided")  # copied back by whoever completes it
+    works = [dist.all_reduce(reduced, op=ReduceOp.MAX, async_op=True),
+             dist.all_gather_into_tensor(gathered, y, async_op=True),
+             dist.broadcast(strided, 0, async_op=True)]
+    if SIZE > 1:
+        works += [dist.isend(sent, (RANK + 1) % SIZE), dist.irecv(received, (RANK - 1) % SIZE)]
+    chained = [w.get_future().then(lambda f: f.value()) for w in works]
+    for i, c in enumerate(chained):
+        checks += 1
+        wait_done(c, f"async batch future {i}")
+    check("completion: all_reduce MAX", reduced, gloo_all_reduce(y, "MAX"))
+    check("completion: all_gather_into_tensor", gathered, torch.cat(gloo_all_gather(y)))
+    check("completion: broadcast strided", strided, values(1000, torch.float64, rank=0))
+    if SIZE > 1:
+        check("completion: irecv", received,
+              torch.full((5000,), float((RANK - 1) % SIZE), dtype=torch.float32))
+    for w in works:
+        w.wait()
+
+
 def test_objects():
     # The pickled-object helpers: all_gather and broadcast of uint8 and int64 tensors underneath.
     global checks
@@ -440,7 +527,7 @@ def test_errors():
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
          test_broadcast, test_all_gather, test_gather_scatter, test_all_to_all, test_send_recv,
-         test_barrier, test_objects, test_new_group, test_errors]
+         test_barrier, test_completion, test_objects, test_new_group, test_errors]
 
 if __name__ == "__main__":
     selected = [t for t in TESTS if len(sys.argv) < 2 or t.__name__ in sys.argv[1:]]

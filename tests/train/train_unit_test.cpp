@@ -19,6 +19,7 @@
 #include "mlp_math.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
+#include "pipeline_schedule.hpp"
 #include "random.hpp"
 #include "sampler.hpp"
 
@@ -484,6 +485,70 @@ TEST(Dataset, FashionMnistWhenInstalled) {
   EXPECT_EQ(d.test.rows, 10000u);
   EXPECT_EQ(d.train.features, 784u);
   EXPECT_EQ(d.classes, 10u);
+}
+
+// Each stage runs every forward and every backward once, in micro-batch order of backwards, and
+// 1F1B keeps at most S - s micro-batches alive.
+TEST(PipelineSchedule, PassesOfEachStage) {
+  for (PipelineSchedule schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    for (std::size_t stages = 1; stages <= 5; ++stages) {
+      for (std::size_t m = 1; m <= 9; ++m) {
+        for (std::size_t s = 0; s < stages; ++s) {
+          const auto ops = pipeline_ops(schedule, stages, s, m);
+          ASSERT_EQ(ops.size(), 2 * m);
+          std::size_t forwards = 0, backwards = 0, alive = 0, most_alive = 0;
+          for (const PipelineOp& op : ops) {
+            if (op.backward) {
+              EXPECT_EQ(op.micro_batch, backwards++);
+              ASSERT_LT(op.micro_batch, forwards);  // its forward ran before
+              --alive;
+            } else {
+              EXPECT_EQ(op.micro_batch, forwards++);
+              most_alive = std::max(most_alive, ++alive);
+            }
+          }
+          if (schedule == PipelineSchedule::one_f_one_b) {
+            EXPECT_LE(most_alive, std::min(m, stages - s));
+          } else {
+            EXPECT_EQ(most_alive, m);
+          }
+        }
+      }
+    }
+  }
+}
+
+// With the same forward time f and backward time b on every stage, both schedules leave each
+// stage idle (S - 1)(f + b) of (m + S - 1)(f + b): the formula the measured bubble is held to.
+TEST(PipelineSchedule, ReplayOfEqualStagesGivesTheFormula) {
+  for (PipelineSchedule schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    for (std::size_t stages = 1; stages <= 5; ++stages) {
+      for (std::size_t m = 1; m <= 9; ++m) {
+        PassTimes times;
+        times.forward.assign(stages, std::vector<double>(m, 1.0));
+        times.backward.assign(stages, std::vector<double>(m, 2.0));
+        const ReplayedStep step = replay_pipeline(schedule, times);
+        const double s = static_cast<double>(stages);
+        EXPECT_DOUBLE_EQ(step.seconds, (static_cast<double>(m) + s - 1) * 3.0)
+            << "S " << stages << " m " << m;
+        for (double idle : step.idle)
+          EXPECT_NEAR(idle / step.seconds, (s - 1) / (static_cast<double>(m) + s - 1), 1e-12);
+      }
+    }
+  }
+}
+
+// An unbalanced pipeline: the slow stage sets the pace and the fast one waits. Two stages,
+// stage 1 twice as slow, GPipe, m = 2: stage 0 forwards at [0,1], [1,2]; stage 1 forwards at
+// [1,3], [3,5], backwards at [5,9], [9,13]; stage 0 backwards at [9,11], [13,15].
+TEST(PipelineSchedule, ReplayOfUnequalStages) {
+  PassTimes times;
+  times.forward = {{1, 1}, {2, 2}};
+  times.backward = {{2, 2}, {4, 4}};
+  const ReplayedStep step = replay_pipeline(PipelineSchedule::gpipe, times);
+  EXPECT_DOUBLE_EQ(step.seconds, 15);
+  EXPECT_DOUBLE_EQ(step.idle[0], 15 - 6);
+  EXPECT_DOUBLE_EQ(step.idle[1], 15 - 12);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "blocks.hpp"
 #include "bruck.hpp"
 #include "recursive.hpp"
+#include "slices.hpp"
 #include "tree.hpp"
 
 namespace {
@@ -349,6 +350,69 @@ TEST(BruckAlltoall, EveryBlockReachesItsDestinationAtTheRightPosition) {
       }
     }
   }
+}
+
+// The shared-memory reductions' slices: the blocks cover the count once, in order, start on
+// whole lines where the element size divides one, and differ by at most one line but for the
+// ragged tail; the pieces of every round cover each block once, and the rounds are exactly
+// those of the longest block.
+TEST(SliceLayout, BlocksAndPiecesCoverTheCountOnce) {
+  for (int p = 1; p <= kMaxSize; p += p < 64 ? 1 : 61) {
+    for (std::size_t elem : {1, 2, 4, 8, 16, 24}) {
+      const std::size_t unit = 64 % elem == 0 ? 64 / elem : 1;
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(p - 1),
+                                static_cast<std::size_t>(p + 1), std::size_t{1000003}}) {
+        const std::vector<std::size_t> offsets = line_aligned_offsets(count, elem, p);
+        ASSERT_EQ(offsets.size(), static_cast<std::size_t>(p) + 1);
+        ASSERT_EQ(offsets.front(), 0u);
+        ASSERT_EQ(offsets.back(), count);
+        std::size_t shortest = count, longest = 0;
+        for (int b = 0; b < p; ++b) {
+          ASSERT_LE(offsets[b], offsets[b + 1]) << "p=" << p << " block " << b;
+          if (offsets[b] < count) {
+            ASSERT_EQ(offsets[b] % unit, 0u) << "p=" << p << " b=" << b;
+          }
+          const std::size_t length = offsets[b + 1] - offsets[b];
+          longest = std::max(longest, length);
+          if (b + 1 < p) shortest = std::min(shortest, length);
+        }
+        // Whole lines shared out as evenly as the count allows.
+        if (count >= unit * static_cast<std::size_t>(p) && p > 1) {
+          ASSERT_LE(longest - shortest, unit) << "p=" << p << " count=" << count;
+        }
+        for (std::size_t piece : {std::size_t{1}, std::size_t{3}, std::size_t{16384}}) {
+          if (piece < 16 && count > 1000) continue;  // a million rounds say nothing more
+          const std::size_t rounds = rounds_of(offsets, piece);
+          ASSERT_EQ(rounds, (longest + piece - 1) / piece);
+          for (int b = 0; b < p; b += std::max(1, p / 16)) {
+            std::size_t next = offsets[b];
+            for (std::size_t k = 0; k < rounds; ++k) {
+              const ElementRange r = piece_of(offsets, b, k, piece);
+              ASSERT_LE(r.length(), piece);
+              if (r.length() == 0) {
+                ASSERT_EQ(next, offsets[b + 1]);
+                continue;
+              }
+              ASSERT_EQ(r.begin, next) << "p=" << p << " block " << b << " round " << k;
+              next = r.end;
+            }
+            ASSERT_EQ(next, offsets[b + 1]) << "p=" << p << " block " << b;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SliceLayout, PiecesFitOnePerBlockInTheSlot) {
+  EXPECT_EQ(piece_elements(64 << 10, 512 << 10, 2, 4), (64u << 10) / 4);
+  EXPECT_EQ(piece_elements(64 << 10, 512 << 10, 16, 4), (32u << 10) / 4);
+  EXPECT_EQ(piece_elements(64 << 10, 512, 33, 8), 1u);
+  EXPECT_EQ(piece_elements(64 << 10, 512, 33, 16), 0u);  // not one element per block
+  for (int p = 1; p <= 64; ++p)
+    for (std::size_t elem : {1, 2, 4, 8})
+      EXPECT_LE(piece_elements(64 << 10, 4096, p, elem) * elem * static_cast<std::size_t>(p),
+                4096u);
 }
 
 }  // namespace

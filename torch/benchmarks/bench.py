@@ -9,10 +9,15 @@ is 5 rounds of back-to-back blocking calls after a warm-up, a round's time the s
 mean per call, the run's time its median round (collx-bench's method); the table shows the
 median of the runs. float32 tensors; all_gather's size is the output's.
 `--ddp STEPS` also times DDP training steps (samples/s, median of the runs) on each backend.
+Rank 0 ends with the results as compact markdown tables (the form docs/PERFORMANCE.md keeps),
+headed by the machine, the load average before and after, and the command.
 """
 import argparse
 import json
+import os
+import platform
 import statistics
+import sys
 import time
 
 import torch
@@ -99,6 +104,50 @@ def ddp_samples_per_second(group, steps, batch, size, rank):
     return local * size / seconds
 
 
+def load_average():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def markdown(rows, size, load_before, load_after):
+    """The results as markdown: one table per operation, and the DDP line."""
+    out = [f"np={size}, torch {torch.__version__}, {cpu_model()}, {os.cpu_count()} cores, "
+           f"load average before {load_before}, after {load_after}",
+           f"command: mpirun -np {size} ... {' '.join(sys.argv)}", ""]
+    ops = [r["op"] for r in rows if r["op"] != "ddp"]
+    for op in dict.fromkeys(ops):
+        out += [f"{op} (float32, us per call, median of runs)", "",
+                "| size | collx us | gloo us | gloo/collx | collx GB/s | gloo GB/s |",
+                "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in rows:
+            if r["op"] != op:
+                continue
+            c, g = r["collx_median_us"], r["gloo_median_us"]
+            out.append(f"| {human(r['bytes'])} | {c:.1f} | {g:.1f} | {g / c:.1f} | "
+                       f"{r['bytes'] / c / 1e3:.3f} | {r['bytes'] / g / 1e3:.3f} |")
+        out.append("")
+    for r in rows:
+        if r["op"] == "ddp":
+            c = statistics.median(r["collx_samples_per_s"])
+            g = statistics.median(r["gloo_samples_per_s"])
+            out += ["| DDP ranks | collx samples/s | gloo samples/s | collx/gloo | runs (collx; gloo) |",
+                    "| ---: | ---: | ---: | ---: | --- |",
+                    f"| {size} | {c:.0f} | {g:.0f} | {c / g:.2f} | "
+                    f"{', '.join(f'{v:.0f}' for v in r['collx_samples_per_s'])}; "
+                    f"{', '.join(f'{v:.0f}' for v in r['gloo_samples_per_s'])} |", ""]
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default="all_reduce,broadcast,all_gather")
@@ -111,6 +160,7 @@ def main():
     parser.add_argument("--json", help="write the results here (rank 0)")
     args = parser.parse_args()
 
+    load_before = load_average()
     dist.init_process_group("collx")
     torch.set_num_threads(1)
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -153,6 +203,8 @@ def main():
                   f"{statistics.median(rates['collx']):.0f} samples/s, gloo "
                   f"{statistics.median(rates['gloo']):.0f} samples/s", flush=True)
 
+    if rank == 0:
+        print("\n" + markdown(rows, size, load_before, load_average()), flush=True)
     if rank == 0 and args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -17,7 +17,10 @@ namespace collx_torch {
 namespace {
 
 struct ProcessState {
-  std::unique_ptr<collx::Environment> environment;
+  // Whether initialize() initialised MPI (then finalize() finalises it), and the thread level
+  // MPI provides.
+  bool owns_mpi = false;
+  int thread_level = MPI_THREAD_SINGLE;
   // MPI_COMM_WORLD's duplicate: the parent of every sub-group (torch.distributed.new_group).
   std::shared_ptr<collx::Communicator> world;
   // The communicators of the process groups made so far, freed before MPI is finalised.
@@ -27,6 +30,19 @@ struct ProcessState {
 ProcessState& process() {
   static ProcessState state;
   return state;
+}
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
+  }
 }
 
 collx::Communicator& world() {
@@ -39,21 +55,50 @@ collx::Communicator& world() {
 void initialize() {
   ProcessState& p = process();
   if (p.world) return;
-  int argc = 0;
-  char** argv = nullptr;
-  p.environment = std::make_unique<collx::Environment>(argc, argv);
+  // MPI_THREAD_MULTIPLE: the completion thread (work.hpp) tests requests while the caller's
+  // thread starts collectives and waits on others. collx::Environment would ask for less.
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    MPI_Query_thread(&p.thread_level);
+  } else {
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &p.thread_level) != MPI_SUCCESS)
+      throw std::runtime_error("collx backend: MPI_Init_thread failed");
+    p.owns_mpi = true;
+  }
+  if (p.thread_level < MPI_THREAD_MULTIPLE) {
+    // Refused before anything is made or sent (and before torch's rendezvous, which a refusal
+    // on one rank in init_process_group would leave the others waiting in).
+    const char* level = thread_level_name(p.thread_level);
+    const bool ours = p.owns_mpi;
+    if (ours) {
+      MPI_Finalize();
+      p.owns_mpi = false;
+    }
+    throw std::runtime_error(c10::str(
+        "collx backend: needs MPI initialised with MPI_THREAD_MULTIPLE (its completion thread "
+        "calls MPI beside the thread that starts collectives), but MPI ",
+        ours ? "provides only " : "was initialised with ", level,
+        ": let `import collx_torch` initialise MPI, or initialise it with MPI_THREAD_MULTIPLE "
+        "(mpi4py: mpi4py.rc.thread_level = \"multiple\")"));
+  }
   p.world = std::make_shared<collx::Communicator>(MPI_COMM_WORLD);
 }
 
 void finalize() {
   ProcessState& p = process();
+  // The works still in flight finish first (their requests need MPI and the communicators).
+  Completer::instance().stop();
   for (const std::weak_ptr<collx::Communicator>& group : p.groups) {
     if (std::shared_ptr<collx::Communicator> comm = group.lock()) comm->free();
   }
   p.groups.clear();
   if (p.world) p.world->free();
   p.world.reset();
-  p.environment.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (p.owns_mpi && !finalized) MPI_Finalize();
+  p.owns_mpi = false;
 }
 
 int world_rank() {
@@ -74,8 +119,8 @@ std::string broadcast_string(const std::string& value, int root) {
   return result;
 }
 
-c10::intrusive_ptr<ProcessGroupCollx> create_process_group(int group_rank, int group_size,
-                                                           const std::vector<int64_t>& global_ranks) {
+c10::intrusive_ptr<ProcessGroupCollx> create_process_group(
+    int group_rank, int group_size, const std::vector<int64_t>& global_ranks) {
   std::shared_ptr<collx::Communicator> comm;
   if (global_ranks.empty()) {
     comm = std::make_shared<collx::Communicator>(world().mpi_comm());
@@ -85,8 +130,8 @@ c10::intrusive_ptr<ProcessGroupCollx> create_process_group(int group_rank, int g
   }
   if (comm->rank() != group_rank || comm->size() != group_size) {
     throw std::runtime_error(c10::str(
-        "collx backend: torch.distributed gives this process rank ", group_rank, " of ",
-        group_size, " but MPI gives it rank ", comm->rank(), " of ", comm->size(),
+        "collx backend: torch.distributed gives this process rank ", group_rank, " of ", group_size,
+        " but MPI gives it rank ", comm->rank(), " of ", comm->size(),
         ": run the processes with mpirun and let `import collx_torch` set RANK and WORLD_SIZE"));
   }
   process().groups.push_back(comm);
@@ -101,8 +146,13 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "collx as a torch.distributed backend (the C++ side of collx_torch)";
   m.def("initialize", &collx_torch::initialize,
         "Initialise MPI unless it already is, and duplicate MPI_COMM_WORLD");
+  // Without the GIL: the completion thread, finishing the works still in flight, may run a
+  // future's Python callback.
   m.def("finalize", &collx_torch::finalize,
-        "Free every collx communicator, then finalise MPI if initialize() initialised it");
+        "Finish the works in flight, free every collx communicator, then finalise MPI if "
+        "initialize() initialised it",
+        py::call_guard<py::gil_scoped_release>());
+
   m.def("world_rank", &collx_torch::world_rank);
   m.def("world_size", &collx_torch::world_size);
   m.def("broadcast_string", &collx_torch::broadcast_string, py::arg("value"), py::arg("root"));

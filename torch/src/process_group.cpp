@@ -1,9 +1,8 @@
 // The collectives of the collx process group: torch's tensors and options checked and mapped to
-// one collx call each, nonblocking, completed by CollxWork::wait().
+// one collx call each, nonblocking, completed by CollxWork::wait() or the completion thread.
 #include "process_group.hpp"
 
 #include <ATen/MemoryOverlap.h>
-#include <ATen/core/ivalue.h>
 #include <c10/util/StringUtil.h>
 
 #include <limits>
@@ -252,69 +251,6 @@ int64_t alltoall_block(const at::Tensor& t, const std::vector<int64_t>& splits, 
 
 }  // namespace
 
-// ---------------------------------------------------------------- CollxWork
-
-CollxWork::CollxWork(int rank, c10d::OpType type, collx::Request request, Staging staging)
-    : c10d::Work(rank, type), request_(std::move(request)), staging_(std::move(staging)) {}
-
-void CollxWork::drive(bool block) {
-  {
-    std::lock_guard lock(mutex_);
-    if (completed_) return;
-  }
-  std::exception_ptr error;
-  try {
-    if (block) {
-      request_.wait();
-    } else if (!request_.test()) {
-      return;
-    }
-    for (auto& [caller, staged] : staging_.copy_back)
-      caller.copy_(staged);
-  } catch (const collx::Error& e) {
-    error = std::make_exception_ptr(std::runtime_error(std::string("collx backend: ") + e.what()));
-  } catch (...) {
-    error = std::current_exception();
-  }
-  staging_.copy_back.clear();
-  staging_.keep_alive.clear();
-  finish(error);
-}
-
-bool CollxWork::isCompleted() {
-  drive(false);
-  return c10d::Work::isCompleted();
-}
-
-bool CollxWork::wait(std::chrono::milliseconds /*timeout*/) {
-  drive(true);
-  std::lock_guard lock(mutex_);
-  if (exception_) std::rethrow_exception(exception_);
-  return true;
-}
-
-std::vector<at::Tensor> CollxWork::result() {
-  return staging_.outputs;
-}
-
-c10::intrusive_ptr<c10::ivalue::Future> CollxWork::getFuture() {
-  drive(true);
-  if (!future_) {
-    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-    std::exception_ptr error;
-    {
-      std::lock_guard lock(mutex_);
-      error = exception_;
-    }
-    if (error) {
-      future_->setError(error);
-    } else {
-      future_->markCompleted(c10::IValue(staging_.outputs));
-    }
-  }
-  return future_;
-}
-
 // ---------------------------------------------------------------- ProcessGroupCollx
 
 ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
@@ -327,12 +263,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
                                                          Staging staging, Start&& start) {
   collx::Request request;
   try {
+    std::lock_guard lock(launch_mutex_);
     request = start();
   } catch (const collx::Error& e) {
     refuse(op, e.what());
   }
-  return c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(request),
-                                        std::move(staging));
+  auto work = c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(request),
+                                             std::move(staging));
+  Completer::instance().add(work);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tensor>& tensors,

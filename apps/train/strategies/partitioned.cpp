@@ -72,23 +72,33 @@ void PartitionedTrainer<T>::import_state(const std::vector<T>& params,
 template <class T>
 void PartitionedTrainer<T>::finish_partitioned_step(StepResult& result, Range global,
                                                     double loss_local, bool count, double bytes,
-                                                    Clock::time_point start) {
+                                                    Clock::time_point start,
+                                                    std::span<double> also_summed) {
   const double lr = this->schedule_.at(this->step_);
-  const auto update_start = Clock::now();
+  replica_sum_seconds_ = 0;
   if (across_) {
+    const auto sum_start = Clock::now();
     CommClock::Scope timed(clock_);
     across_->allreduce(in_place, grads_.data(), grads_.size(), this->type_, ReduceOp::sum);
     bytes += allreduce_bus_bytes(static_cast<double>(grads_.size() * sizeof(T)), replicas_);
+    replica_sum_seconds_ = seconds_since(sum_start);
   }
+  const auto update_start = Clock::now();
   optimizer_->update(params_.data(), 0, params_.size(), grads_.data(), 0, lr, this->step_ + 1);
   result.update_seconds = seconds_since(update_start);
-  double loss = count ? loss_local : 0.0;
+  // The loss first, then whatever the strategy adds: one call.
+  std::vector<double> sums(1 + also_summed.size());
+  sums[0] = count ? loss_local : 0.0;
+  std::copy(also_summed.begin(), also_summed.end(), sums.begin() + 1);
+  const auto loss_start = Clock::now();
   {
     CommClock::Scope timed(clock_);
-    this->comm_.allreduce(in_place, &loss, 1, DataType::float64, ReduceOp::sum);
+    this->comm_.allreduce(in_place, sums.data(), sums.size(), DataType::float64, ReduceOp::sum);
   }
-  bytes += allreduce_bus_bytes(sizeof(double), this->nranks_);
-  this->finish_step(result, global, loss, lr, start);
+  loss_sum_seconds_ = seconds_since(loss_start);
+  std::copy(sums.begin() + 1, sums.end(), also_summed.begin());
+  bytes += allreduce_bus_bytes(static_cast<double>(sums.size() * sizeof(double)), this->nranks_);
+  this->finish_step(result, global, sums[0], lr, start);
   result.comm_seconds = clock_.seconds();
   result.comm_bytes = bytes;
 }

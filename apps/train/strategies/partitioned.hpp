@@ -8,6 +8,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,11 @@ class PartitionedTrainer : public TrainerCore<T> {
 
   // After the backward pass: sums the gradients over the replicas (hybrid), updates this
   // rank's buffer, agrees on the loss (summed over the ranks that `count` it, one per
-  // replica) and completes the result. bytes: the step's bus bytes so far.
+  // replica) and completes the result. bytes: the step's bus bytes so far. also_summed: summed
+  // over every rank in the loss's allreduce (a pipeline's compute times: no call of their own).
   void finish_partitioned_step(StepResult& result, Range global, double loss_local, bool count,
-                               double bytes, Clock::time_point start);
+                               double bytes, Clock::time_point start,
+                               std::span<double> also_summed = {});
   // "2 replicas x 2 stages": the hybrid's arithmetic, empty without replicas.
   std::string replica_text(const std::string& unit) const;
 
@@ -81,6 +84,9 @@ class PartitionedTrainer : public TrainerCore<T> {
   CommClock clock_;
   std::size_t activation_elements_ = 0;  // set by the strategy, for memory()
   std::size_t working_elements_ = 0;
+  // The last finish_partitioned_step's replica allreduce and loss allreduce, in seconds.
+  double replica_sum_seconds_ = 0;
+  double loss_sum_seconds_ = 0;
 };
 
 }  // namespace collx::train

@@ -1,27 +1,39 @@
-// Pipeline parallel: the layers cut into stages of about equal cost (parameters, the GEMMs'
-// work per sample) on consecutive ranks; each replica's slice of the global batch cut into
+// Pipeline parallel: the layers cut into stages of about equal cost (the GEMMs' work per sample,
+// forward and backward) on consecutive ranks; each replica's slice of the global batch cut into
 // micro-batches. Stage s receives a micro-batch's activations from stage s - 1 and sends its
 // output to stage s + 1; the backward pass sends the gradients of those activations back. The
 // last stage computes the loss. Each stage sums its layers' gradients over the micro-batches,
 // then updates them (after an allreduce across replicas in the hybrid layout).
 //
-// Schedules (micro-batches i = 0 .. m-1, stages S):
-//   GPipe: every forward, then every backward;
-//   1F1B:  stage s runs min(S - s - 1, m) forwards, then alternates one forward and one
-//          backward, then the remaining backwards: at most S - s micro-batches' activations
-//          live at once instead of m.
-// Backwards run in micro-batch order in both, so both give the same bits. Sends are
-// nonblocking, receives blocking: the time a stage waits in them is its bubble, compared with
-// the ideal (S - 1) / (m + S - 1) of equal stages.
+// The schedules (GPipe, 1F1B) are lists of passes (pipeline_schedule.hpp). Every message is
+// nonblocking and every receive is posted ahead, as soon as its buffer is free: a micro-batch's
+// activations when its slot is free (at the step's start for the first slots), its output
+// gradient right after its forward pass. A stage therefore blocks only where the schedule makes
+// it wait for a neighbour's pass; that waiting, and the wait for the other stages at the step's
+// end, is its bubble, compared with (S - 1) / (m + S - 1) of equal stages. The compute time of
+// each pass (thread CPU time) is measured too and travels with the loss's allreduce, so that
+// every rank replays the schedule over them: the bubble these compute times leave, whatever
+// else runs on the machine. How long the rank was not running at all (wall time minus CPU
+// time: its waits spin) says how far the measured bubble can be trusted.
+#include <time.h>
+
 #include <algorithm>
 #include <limits>
 
 #include "layer_stack.hpp"
 #include "partitioned.hpp"
+#include "pipeline_schedule.hpp"
 
 namespace collx::train {
 
 namespace {
+
+// This thread's CPU time: a pass's compute without the time the rank was not running.
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // Cuts layers with these costs into `stages` contiguous runs minimising the largest run's cost;
 // returns each stage's first layer, and the end.
@@ -103,32 +115,30 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
                                     slot.input_gradient.size();
       slots_.push_back(std::move(slot));
     }
+    ops_ = pipeline_ops(config.pipeline_schedule, stages_, stage_, config.micro_batches);
+    pass_seconds_.assign(stages_ * config.micro_batches * 2, 0.0);
   }
 
   StepResult train_step() override {
     const auto start = Clock::now();
+    const double cpu_start = thread_cpu_seconds();
     clock_.reset();
+    wait_clock_.reset();
     bytes_ = 0;
     const Range global = this->global_batch();
     replica_batch_ = rank_slice(global, replica_, replicas_);
     scale_ = T(1) / static_cast<T>(global.size());
     loss_local_ = 0;
     const std::size_t m = config_.micro_batches;
-    if (config_.pipeline_schedule == PipelineSchedule::gpipe) {
-      for (std::size_t i = 0; i < m; ++i)
-        forward(i);
-      for (std::size_t i = 0; i < m; ++i)
-        backward(i);
-    } else {
-      const std::size_t warmup = std::min(stages_ - stage_ - 1, m);
-      for (std::size_t i = 0; i < warmup; ++i)
-        forward(i);
-      for (std::size_t i = 0; i + warmup < m; ++i) {
-        forward(i + warmup);
-        backward(i);
+    std::fill(pass_seconds_.begin(), pass_seconds_.end(), 0.0);
+    for (std::size_t i = 0; i < std::min(m, slots_.size()); ++i)
+      post_input_receive(i);
+    for (const PipelineOp& op : ops_) {
+      if (op.backward) {
+        backward(op.micro_batch);
+      } else {
+        forward(op.micro_batch);
       }
-      for (std::size_t i = m - warmup; i < m; ++i)
-        backward(i);
     }
     {
       CommClock::Scope timed(clock_);
@@ -138,12 +148,31 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       }
     }
     StepResult result;
-    result.bubble_seconds = clock_.seconds();
     const double compute = seconds_since(start) - clock_.seconds();
     result.forward_seconds = forward_seconds_;
     result.backward_seconds = compute - forward_seconds_;
     forward_seconds_ = 0;
-    this->finish_partitioned_step(result, global, loss_local_, last_stage(), bytes_, start);
+    this->finish_partitioned_step(result, global, loss_local_, last_stage(), bytes_, start,
+                                  pass_seconds_);
+    result.bubble_seconds = wait_clock_.seconds() + this->loss_sum_seconds_;
+    result.pipeline_seconds = result.seconds - result.update_seconds - this->replica_sum_seconds_;
+    // pass_seconds_ now holds every stage's times summed over the replicas.
+    PassTimes times;
+    times.forward.assign(stages_, std::vector<double>(m));
+    times.backward.assign(stages_, std::vector<double>(m));
+    for (std::size_t s = 0; s < stages_; ++s) {
+      for (std::size_t i = 0; i < m; ++i) {
+        times.forward[s][i] = pass_seconds_[(s * m + i) * 2] / replicas_;
+        times.backward[s][i] = pass_seconds_[(s * m + i) * 2 + 1] / replicas_;
+      }
+    }
+    const ReplayedStep replayed = replay_pipeline(config_.pipeline_schedule, times);
+    result.replayed_seconds = replayed.seconds;
+    result.replayed_idle_seconds = replayed.idle[stage_];
+    // Waiting spins, so the step's wall time minus its CPU time is the time the rank was not
+    // running: other processes had its core, which the waiting of its neighbours then shows.
+    result.not_running_seconds =
+        std::max(0.0, seconds_since(start) - (thread_cpu_seconds() - cpu_start));
     return result;
   }
 
@@ -208,14 +237,20 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     std::unique_ptr<LayerStack<T>> stack;
     mlp::DeviceBuffer<T> inputs;          // received (or loaded: stage 0) activations
     mlp::DeviceBuffer<T> input_gradient;  // sent back
+    Request input_receive;                // into inputs (stages after the first)
+    Request gradient_receive;             // into stack->output_gradient() (stages before the last)
     Request forward_send;
     Request backward_send;
   };
 
   static std::vector<std::size_t> stage_bounds(const ModelShape& shape, std::size_t stages) {
+    // A layer's GEMMs per sample: in x out multiply-adds forward, as many for its weight
+    // gradient, and as many again for its input gradient, which the first layer does not need.
     std::vector<double> cost;
-    for (std::size_t l = 0; l < shape.layers(); ++l)
-      cost.push_back(static_cast<double>(shape.sizes[l] * shape.sizes[l + 1]));
+    for (std::size_t l = 0; l < shape.layers(); ++l) {
+      const double gemms = l == 0 ? 2 : 3;
+      cost.push_back(gemms * static_cast<double>(shape.sizes[l] * shape.sizes[l + 1]));
+    }
     return balance_stages(cost, stages);
   }
 
@@ -228,6 +263,21 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   }
   static int tag(std::size_t i, bool backward) { return static_cast<int>(2 * i + backward); }
 
+  // Posts the receive of micro-batch i's activations into its slot (stages after the first).
+  void post_input_receive(std::size_t i) {
+    if (stage_ == 0) return;
+    Slot& slot = slots_[i % slots_.size()];
+    CommClock::Scope timed(clock_);
+    slot.input_receive =
+        group_.irecv(slot.inputs.data(), micro_batch(i).size() * shape_.sizes[begin()], type_,
+                     group_rank_ - 1, tag(i, false));
+  }
+
+  // The compute of one pass, in thread CPU time, for the replay.
+  double& pass_seconds(std::size_t i, bool backward) {
+    return pass_seconds_[(stage_ * config_.micro_batches + i) * 2 + (backward ? 1 : 0)];
+  }
+
   void forward(std::size_t i) {
     const auto start = Clock::now();
     const double comm_before = clock_.seconds();
@@ -239,27 +289,33 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       slot.forward_send.wait();  // the slot's previous output has left
       slot.backward_send.wait();
     }
-    if (stage_ == 0) {
-      this->load_positions(part, slot.inputs.data());
-    } else {
+    if (stage_ > 0) {
+      // The bubble: waiting for the previous stage's pass.
       CommClock::Scope timed(clock_);
-      group_.recv(slot.inputs.data(), rows * shape_.sizes[begin()], type_, group_rank_ - 1,
-                  tag(i, false));
+      CommClock::Scope waited(wait_clock_);
+      slot.input_receive.wait();
     }
+    const double cpu_start = thread_cpu_seconds();
+    if (stage_ == 0) this->load_positions(part, slot.inputs.data());
     slot.stack->forward(slot.inputs.data(), rows, *this);
     if (last_stage()) {
       if (stage_ != 0) this->load_position_labels(part);
-      loss_local_ += backend_
-                         ->softmax_cross_entropy(slot.stack->output(), this->labels_.data(), rows,
-                                                 shape_.sizes.back(), scale_,
-                                                 slot.stack->output_gradient())
-                         .loss_sum;
-    } else {
+      loss_local_ +=
+          backend_
+              ->softmax_cross_entropy(slot.stack->output(), this->labels_.data(), rows,
+                                      shape_.sizes.back(), scale_, slot.stack->output_gradient())
+              .loss_sum;
+    }
+    pass_seconds(i, false) = thread_cpu_seconds() - cpu_start;
+    if (!last_stage()) {
       CommClock::Scope timed(clock_);
       const std::size_t count = rows * shape_.sizes[end()];
       slot.forward_send =
           group_.isend(slot.stack->output(), count, type_, group_rank_ + 1, tag(i, false));
       bytes_ += static_cast<double>(count * sizeof(T));
+      // Its gradient comes back into the slot's output gradient, which nothing uses until then.
+      slot.gradient_receive =
+          group_.irecv(slot.stack->output_gradient(), count, type_, group_rank_ + 1, tag(i, true));
     }
     forward_seconds_ += seconds_since(start) - (clock_.seconds() - comm_before);
   }
@@ -268,12 +324,15 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     Slot& slot = slots_[i % slots_.size()];
     const std::size_t rows = micro_batch(i).size();
     if (!last_stage()) {
+      // The bubble: waiting for the next stage's pass.
       CommClock::Scope timed(clock_);
-      group_.recv(slot.stack->output_gradient(), rows * shape_.sizes[end()], type_,
-                  group_rank_ + 1, tag(i, true));
+      CommClock::Scope waited(wait_clock_);
+      slot.gradient_receive.wait();
     }
+    const double cpu_start = thread_cpu_seconds();
     // The first micro-batch writes the gradients, the others add to them.
     slot.stack->backward(*this, i > 0, stage_ > 0 ? slot.input_gradient.data() : nullptr, true);
+    pass_seconds(i, true) = thread_cpu_seconds() - cpu_start;
     if (stage_ > 0) {
       CommClock::Scope timed(clock_);
       const std::size_t count = rows * shape_.sizes[begin()];
@@ -281,6 +340,8 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
           group_.isend(slot.input_gradient.data(), count, type_, group_rank_ - 1, tag(i, true));
       bytes_ += static_cast<double>(count * sizeof(T));
     }
+    // The slot's inputs are free: the receive of the micro-batch that takes it next.
+    if (i + slots_.size() < config_.micro_batches) post_input_receive(i + slots_.size());
   }
 
   LayerTensors<T> tensors(std::size_t l, bool) override {
@@ -299,6 +360,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   double loss_local_ = 0;
   double forward_seconds_ = 0;
   double bytes_ = 0;
+  std::vector<PipelineOp> ops_;       // this stage's passes, in order
+  CommClock wait_clock_;              // the step's waiting for neighbours (the bubble)
+  std::vector<double> pass_seconds_;  // [stage][micro-batch][forward, backward], own stage only
 };
 
 }  // namespace

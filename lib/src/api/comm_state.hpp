@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "collx/communicator.hpp"
 #include "collx/options.hpp"
 #include "collx/request.hpp"
+#include "config.hpp"
 #include "device_call.hpp"
 #include "failure_notices.hpp"
 #include "operation.hpp"
@@ -36,6 +38,24 @@ struct CommState {
   // Sequence number, tag range and pipeline settings for the next operation. Every rank calls
   // collectives in the same order, so every rank derives the same sequence number and tags.
   OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options);
+  // The algorithm for a call (resolve_algorithm), remembered per collective: a run of calls
+  // of one size (the latency path's usual case) skips the selection table and the registry.
+  // Keyed by everything the choice reads that can change between calls; a replaced
+  // configuration (set_config, which also brings its tuning file) is a new Config object.
+  Algorithm choose(Collective collective, Algorithm requested, std::size_t bytes,
+                   bool shared_memory) {
+    Choice& last = last_choice[static_cast<std::size_t>(collective)];
+    const Config* const current = &config();
+    if (last.config != current || last.bytes != bytes || last.requested != requested ||
+        last.shared_memory != shared_memory) [[unlikely]] {
+      last.algorithm = resolve_algorithm(collective, requested, bytes, size, rank, shared_memory);
+      last.config = current;
+      last.bytes = bytes;
+      last.requested = requested;
+      last.shared_memory = shared_memory;
+    }
+    return last.algorithm;
+  }
   // The device side of this communicator on `device`, made on first use.
   DeviceEngine& device_engine(int device);
 
@@ -54,6 +74,20 @@ struct CommState {
   std::unique_ptr<FailureNotices> notices;
   std::mutex device_mutex;
   std::vector<std::unique_ptr<DeviceEngine>> device_engines;
+
+ private:
+  struct Choice {
+    const Config* config = nullptr;  // none yet
+    std::size_t bytes = 0;
+    Algorithm requested = Algorithm::automatic;
+    bool shared_memory = false;
+    Algorithm algorithm = Algorithm::automatic;
+  };
+  std::array<Choice, kCollectiveCount> last_choice{};
+  // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
+  const Config* defaults_config = nullptr;
+  std::size_t default_segment_bytes = 0;
+  int default_pipeline_depth = 0;
 };
 
 // A Communicator's state, for the library's entry points and the project's tests (the public
@@ -131,8 +165,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr) {
   const Algorithm algorithm =
-      resolve_algorithm(collective, options.algorithm, bytes, state->size, state->rank,
-                        device == nullptr && state->transport->shared_arena() != nullptr);
+      state->choose(collective, options.algorithm, bytes,
+                    device == nullptr && state->transport->shared_arena() != nullptr);
   const OpInfo info = state->next_op(collective, algorithm, options);
   if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
     if (blocking && device == nullptr && bytes <= kLatencyPathBytes &&

@@ -257,6 +257,8 @@ std::span<const AlgorithmRow> allreduce_rows() {
                                  model::allreduce_binomial_tree),
       row<Collective::allreduce>(Algorithm::double_binary_tree, allreduce_double_binary_tree,
                                  model::allreduce_double_binary_tree),
+      row<Collective::allreduce>(Algorithm::shared_memory, allreduce_shared_memory,
+                                 model::allreduce_shared_memory, nullptr, Algorithm::ring),
   };
   return rows;
 }

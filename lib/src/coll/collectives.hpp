@@ -135,6 +135,8 @@ Task in_turn(Operation& op, Task body);
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);
+Task allreduce_shared_memory(Operation& op, AllreduceArgs args);
+Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs args);
 
 // Prefix sums of `count` elements per rank over `nranks` ranks.
 std::vector<std::size_t> equal_offsets(std::size_t count, int nranks);

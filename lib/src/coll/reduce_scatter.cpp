@@ -126,6 +126,9 @@ std::span<const AlgorithmRow> reduce_scatter_rows() {
       row<Collective::reduce_scatter>(Algorithm::recursive_halving,
                                       reduce_scatter_recursive_halving,
                                       model::reduce_scatter_recursive_halving),
+      row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
+                                      model::reduce_scatter_shared_memory, nullptr,
+                                      Algorithm::ring),
   };
   return rows;
 }

@@ -20,6 +20,7 @@
 #include "config.hpp"
 #include "host_reduce.hpp"
 #include "shm_arena.hpp"
+#include "slices.hpp"
 
 namespace collx::detail {
 
@@ -358,6 +359,212 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
       arena.advance(arena.consumed(me, r), sequence + 1);
     }
   }
+}
+
+// ---- reductions that slice the buffer (allreduce, reduce_scatter) ----
+//
+// Every rank reduces its own block of the buffer (its 1/p of an allreduce, its block of a
+// reduce_scatter) and nobody else's: each value is combined once, by one rank, in the order
+// rank 0, 1, ..., p-1 (the avg division fused into the last step), so every rank gets the same
+// bits. Round k handles piece k of every block (patterns::piece_of): each rank copies its
+// input's pieces of the other ranks' blocks into one ring slot side by side (block j's at j
+// pieces in), then reduces its own piece from its own input and the p-1 slots, a piece that
+// stays in cache. An allreduce then publishes the reduced piece in a second slot and every
+// rank copies the others' reduced pieces straight into its output: per rank, (p-1)/p n bytes
+// in, n/p reduced, (p-1)/p n out, and no byte through the MPI library. Why through the arena
+// and not process_vm_readv of the peers' buffers: docs/PERFORMANCE.md, "Allreduce through the
+// arena".
+
+namespace {
+
+// Bytes of one rank's piece per round (when the ring slot holds p of them): small enough that
+// a piece is reduced while it is in the cache its producer just wrote it from, large enough
+// that the two counter handoffs per round stay cheap (docs/PERFORMANCE.md, "Allreduce through
+// the arena").
+constexpr std::size_t kSlicePieceBytes = std::size_t{64} << 10;
+
+// Where each rank's ring stood before this call: this rank's published count, and for every
+// other producer what this rank has consumed of it (the same value, see shm_arena.hpp).
+std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena) {
+  std::vector<std::uint64_t> base(static_cast<std::size_t>(op.size()));
+  for (int r = 0; r < op.size(); ++r) {
+    base[static_cast<std::size_t>(r)] =
+        r == op.rank() ? arena.published(r).load(std::memory_order_relaxed)
+                       : arena.consumed(op.rank(), r).load(std::memory_order_relaxed);
+  }
+  return base;
+}
+
+// Marks slot `sequence` of this rank's ring filled (its bytes are in the entry).
+void publish_filled(SharedArena& arena, int me, std::uint64_t sequence) {
+  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
+  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
+  arena.advance(arena.published(me), sequence + 1);
+}
+
+// Copies this rank's pieces of round `round` of every other rank's block from `send` into its
+// ring slot `sequence` (block j's piece at j * piece elements) and publishes it.
+Task publish_pieces(Operation& op, SharedArena& arena, std::uint64_t sequence,
+                    const std::byte* send, std::span<const std::size_t> offsets, std::size_t round,
+                    std::size_t piece, std::size_t elem) {
+  const int me = op.rank();
+  co_await wait_for_room(op, arena, me, sequence);
+  std::byte* entry = arena.slot(me, sequence);
+  for (int j = 0; j < op.size(); ++j) {
+    if (j == me) continue;
+    const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
+    if (r.length() == 0) continue;
+    std::memcpy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
+                r.length() * elem);
+  }
+  publish_filled(arena, me, sequence);
+}
+
+// Reduces this rank's piece of round `round` into `target`: its own input's piece and the
+// others' from their ring slots `sequence[j]`, in rank order, each slot handed back once read.
+Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> sequence,
+                      const std::byte* send, std::span<const std::size_t> offsets,
+                      std::size_t round, std::size_t piece, const Reduction& reduction,
+                      std::byte* target) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t elem = reduction.element_size;
+  const patterns::ElementRange r = patterns::piece_of(offsets, me, round, piece);
+  const auto input = [&](int j) -> const std::byte* {
+    if (j == me) return send + r.begin * elem;
+    return arena.slot(j, sequence[static_cast<std::size_t>(j)]) +
+           static_cast<std::size_t>(me) * piece * elem;
+  };
+  const auto hand_back = [&](int j) {
+    if (j != me) arena.advance(arena.consumed(me, j), sequence[static_cast<std::size_t>(j)] + 1);
+  };
+  if (r.length() == 0) {
+    // Nothing of this rank's block in this round: the slots hold nothing for it.
+    for (int j = 0; j < p; ++j)
+      hand_back(j);
+    co_return;
+  }
+  for (int j = 0; j < p; ++j) {
+    if (j != me) {
+      const CounterReached arrived(arena, arena.published(j),
+                                   sequence[static_cast<std::size_t>(j)] + 1, j, "a piece from");
+      co_await op.until(arrived);
+    }
+    if (j == 0) continue;
+    reduction.combine(target, j == 1 ? input(0) : target, input(j), r.length(), j == p - 1);
+    if (j == 1) hand_back(0);
+    hand_back(j);
+  }
+}
+
+// Copies every other rank's reduced piece of round `round` (its ring slot `sequence[j]`) into
+// `recv`, starting with the next rank so that the ranks do not all read one producer at once.
+Task take_reduced_pieces(Operation& op, SharedArena& arena, std::span<const std::uint64_t> sequence,
+                         std::byte* recv, std::span<const std::size_t> offsets, std::size_t round,
+                         std::size_t piece, std::size_t elem, kernels::CopyFn copy) {
+  for (int step = 1; step < op.size(); ++step) {
+    const int j = (op.rank() + step) % op.size();
+    const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
+    co_await take(op, arena, j, sequence[static_cast<std::size_t>(j)], recv + r.begin * elem,
+                  r.length() * elem, copy);
+  }
+}
+
+}  // namespace
+
+Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t elem = a.reduction.element_size;
+  const std::size_t bytes = a.count * elem;
+  if (bytes == 0) co_return;
+  if (p == 1) {
+    if (a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+    co_return;
+  }
+  SharedArena& arena = *op.transport().shared_arena();
+  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena.slot_bytes(), p, elem);
+  if (piece == 0) {
+    // A ring slot too small for one element per rank (only a test's tiny arena): messages.
+    co_await allreduce_task(op, a, Algorithm::ring);
+    co_return;
+  }
+  const std::vector<std::size_t> offsets = patterns::line_aligned_offsets(a.count, elem, p);
+  const std::size_t rounds = patterns::rounds_of(offsets, piece);
+  const kernels::CopyFn copy = copy_for_output(bytes);
+  const std::vector<std::uint64_t> base = ring_bases(op, arena);
+  // Round k's slots: its input pieces at base + 2k, its reduced piece at base + 2k + 1.
+  std::vector<std::uint64_t> inputs(base), reduced(base);
+  const auto at_round = [&](std::size_t k) {
+    for (std::size_t j = 0; j < base.size(); ++j) {
+      inputs[j] = base[j] + 2 * k;
+      reduced[j] = base[j] + 2 * k + 1;
+    }
+  };
+  std::vector<std::uint64_t> previous_reduced(base.size());
+  for (std::size_t k = 0; k < rounds; ++k) {
+    at_round(k);
+    co_await publish_pieces(op, arena, inputs[static_cast<std::size_t>(me)], a.send, offsets, k,
+                            piece, elem);
+    // The others' reduced pieces of the round before, now that this round's inputs are out
+    // (in place, their regions of recv were copied into the slot of that round already).
+    if (k > 0) {
+      co_await take_reduced_pieces(op, arena, previous_reduced, a.recv, offsets, k - 1, piece, elem,
+                                   copy);
+    }
+    const std::uint64_t own = reduced[static_cast<std::size_t>(me)];
+    co_await wait_for_room(op, arena, me, own);
+    std::byte* entry = arena.slot(me, own);
+    co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction, entry);
+    const patterns::ElementRange mine = patterns::piece_of(offsets, me, k, piece);
+    copy(a.recv + mine.begin * elem, entry, mine.length() * elem);
+    publish_filled(arena, me, own);
+    previous_reduced = reduced;
+  }
+  co_await take_reduced_pieces(op, arena, previous_reduced, a.recv, offsets, rounds - 1, piece,
+                               elem, copy);
+}
+
+Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t elem = a.reduction.element_size;
+  const std::span<const std::size_t> offsets = a.offsets;
+  const auto mine = static_cast<std::size_t>(me);
+  const std::size_t own_bytes = (offsets[mine + 1] - offsets[mine]) * elem;
+  if (p == 1) {
+    if (own_bytes > 0 && a.send != a.recv) std::memmove(a.recv, a.send, own_bytes);
+    co_return;
+  }
+  SharedArena& arena = *op.transport().shared_arena();
+  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena.slot_bytes(), p, elem);
+  if (piece == 0) {
+    co_await reduce_scatter_task(op, a, Algorithm::ring);
+    co_return;
+  }
+  const std::size_t rounds = patterns::rounds_of(offsets, piece);
+  if (rounds == 0) co_return;
+  // Where recv overlaps send, later rounds still read send: the block is built aside and
+  // copied in at the end.
+  const std::byte* send_end = a.send + offsets.back() * elem;
+  const bool aliased = own_bytes > 0 && a.recv + own_bytes > a.send && a.recv < send_end;
+  ScratchBuffer staging;
+  std::byte* target = a.recv;
+  if (aliased) {
+    staging = op.scratch(own_bytes);
+    target = staging.data();
+  }
+  const std::vector<std::uint64_t> base = ring_bases(op, arena);
+  std::vector<std::uint64_t> inputs(base);
+  for (std::size_t k = 0; k < rounds; ++k) {
+    for (std::size_t j = 0; j < base.size(); ++j)
+      inputs[j] = base[j] + k;
+    co_await publish_pieces(op, arena, inputs[mine], a.send, offsets, k, piece, elem);
+    const patterns::ElementRange r = patterns::piece_of(offsets, me, k, piece);
+    co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction,
+                              target + (r.begin - offsets[mine]) * elem);
+  }
+  if (aliased) std::memcpy(a.recv, target, own_bytes);
 }
 
 }  // namespace collx::detail

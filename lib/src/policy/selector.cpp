@@ -1,5 +1,7 @@
 #include "selector.hpp"
 
+#include <mpi.h>  // MPICH_VERSION: whose protocol steps the allreduce rows follow
+
 #include <string>
 
 #include "collx/error.hpp"
@@ -15,6 +17,14 @@ namespace {
 // follow Open MPI's 4 KiB eager limit: a 4 KiB exchange is a rendezvous, so at 4 KiB the algorithms
 // that send halves or p-ths win. The last row of each rank range catches every larger size.
 constexpr SelectionRule kBuiltinRules[] = {
+#if defined(MPICH_VERSION)
+    // MPICH over UCX (ch4:ucx) sends a message above UCX's rendezvous threshold (between 8 and
+    // 16 KiB on one node; UCX_RNDV_THRESH) by rendezvous, where Open MPI's step is at 4 KiB: at
+    // 2 ranks recursive doubling to 8 KiB, then Rabenseifner (8 KiB halves) where a doubling
+    // exchange would be a rendezvous; larger sizes as below (docs/PERFORMANCE.md, MPICH).
+    {Collective::allreduce, 1, 2, 8 << 10, Algorithm::recursive_doubling},
+    {Collective::allreduce, 1, 2, 16 << 10, Algorithm::rabenseifner},
+#endif
     // 1-2 ranks
     {Collective::allreduce, 1, 2, 2 << 10, Algorithm::recursive_doubling},
     {Collective::allreduce, 1, 2, 4 << 10, Algorithm::rabenseifner},

@@ -225,11 +225,13 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
       name[0] = '\0';
     }
   }
-  check_mpi(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm), "MPI_Bcast", rank);
+  // PMPI_ here and below: collx's own collectives never reach a profiling layer (libcollx_mpi
+  // intercepts MPI_Bcast and the others and would come back into collx).
+  check_mpi(PMPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm), "MPI_Bcast", rank);
   if (rank != 0 && name[0] != '\0') base = map_arena(name, bytes, false);
   int mapped = base != nullptr ? 1 : 0;
   int everywhere = 0;
-  check_mpi(MPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
+  check_mpi(PMPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
   if (rank == 0 && name[0] != '\0') shm_unlink(name);
   if (everywhere == 0) {
     if (base != nullptr) munmap(base, bytes);
@@ -244,10 +246,10 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     // allowed: Yama's ptrace_scope or a container may forbid it); trying one peer each is
     // the same kernel check for all.
     arena->describe_process(rank);
-    check_mpi(MPI_Barrier(comm), "MPI_Barrier", rank);
+    check_mpi(PMPI_Barrier(comm), "MPI_Barrier", rank);
     int readable = arena->can_read_directly_from((rank + 1) % size) ? 1 : 0;
     int all_readable = 0;
-    check_mpi(MPI_Allreduce(&readable, &all_readable, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce",
+    check_mpi(PMPI_Allreduce(&readable, &all_readable, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce",
               rank);
     arena->direct_reads_ = all_readable == 1;
   }

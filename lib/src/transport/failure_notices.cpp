@@ -10,6 +10,9 @@
 
 namespace collx::detail {
 
+// The waits and tests here are PMPI_ calls: libcollx_mpi intercepts MPI_Wait and MPI_Test (to
+// drive its nonblocking collectives), and collx's own requests are none of its business.
+
 namespace {
 
 constexpr std::uint32_t kMagic = 0x636f6c78;  // "colx"
@@ -36,7 +39,7 @@ FailureNotices::~FailureNotices() {
   if (mpi_finalized()) return;
   if (receive_ != MPI_REQUEST_NULL) {
     MPI_Cancel(&receive_);
-    MPI_Wait(&receive_, MPI_STATUS_IGNORE);
+    PMPI_Wait(&receive_, MPI_STATUS_IGNORE);
   }
   // Notices nobody received (the peers left first) stay with MPI.
   for (Outgoing& o : outgoing_) {
@@ -65,7 +68,7 @@ void FailureNotices::poll() {
   std::lock_guard lock(mutex_);
   if (!revoked_ && receive_ != MPI_REQUEST_NULL) {
     int flag = 0;
-    if (MPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) handle_arrivals();
+    if (PMPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) handle_arrivals();
   }
   if (!outgoing_.empty()) reap_sends();
   if (revoked_) throw_revoked("");
@@ -80,7 +83,7 @@ void FailureNotices::handle_arrivals() {
     take(wire);
     if (receive_ == MPI_REQUEST_NULL) break;
     int flag = 0;
-    if (MPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) break;
+    if (PMPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) break;
   }
   judge_deferred();
 }
@@ -164,8 +167,8 @@ void FailureNotices::announce(const Notice& notice) noexcept {
 void FailureNotices::reap_sends() {
   std::erase_if(outgoing_, [](Outgoing& o) {
     int flag = 0;
-    return MPI_Testall(static_cast<int>(o.requests.size()), o.requests.data(), &flag,
-                       MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
+    return PMPI_Testall(static_cast<int>(o.requests.size()), o.requests.data(), &flag,
+                        MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
            flag;
   });
 }
@@ -206,7 +209,7 @@ void FailureNotices::settle(Collective collective) {
     // Every other rank answers a local failure at its next wait at the latest: with a local
     // notice of its own (it failed the same call) or a revoke.
     int flag = 0;
-    if (MPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    if (PMPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
     if (flag) {
       handle_arrivals();
       continue;

@@ -4,10 +4,15 @@
 #include <string>
 
 #include "collx/error.hpp"
+#include "config.hpp"
 #include "cuda_aware.hpp"
 #include "failure_notices.hpp"
 
 namespace collx::detail {
+
+// Waits and tests go to the PMPI_ names: libcollx_mpi intercepts MPI_Wait, MPI_Test and their
+// -all and -some forms (to drive its nonblocking collectives); collx's own requests need none
+// of that.
 
 namespace {
 
@@ -74,7 +79,8 @@ bool MpiTransport::supports_device_memory() const {
   return cuda_awareness().mpi_direct();
 }
 
-MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
+MpiTransport::MpiTransport(MPI_Comm comm)
+    : comm_(comm), watch_latency_path_(config().latency_path_watch) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
 }
@@ -108,8 +114,9 @@ void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, in
 // The blocking forms serve the latency path (at most kLatencyPathBytes). A send that small
 // leaves eagerly in every MPI library, so it stays one MPI_Send even with failure notices to
 // watch; a receive is posted and tested until it completes, with the notices tested every
-// kNoticeEvery passes (a blocking MPI_Recv would never see them; MPI_Waitany over both costs
-// more than the whole message at these sizes).
+// kNoticeEvery passes (a blocking MPI_Recv would never see them; MPI_Waitany over both was
+// slower still at 8 B, docs/PERFORMANCE.md). COLLX_LATENCY_PATH_WATCH=0 keeps the blocking
+// MPI_Recv / MPI_Sendrecv for codes that prefer that small saving to failure propagation here.
 namespace {
 constexpr std::size_t kEagerBytes = 4096;
 constexpr unsigned kNoticeEvery = 64;
@@ -123,7 +130,7 @@ void MpiTransport::send_blocking(const void* buf, std::size_t bytes, int peer, i
 void MpiTransport::recv_blocking(void* buf, std::size_t bytes, int peer, int tag) {
   if (bytes > static_cast<std::size_t>(INT_MAX))
     return Transport::recv_blocking(buf, bytes, peer, tag);
-  if (!watching()) {
+  if (!watching_latency_path()) {
     check_mpi(MPI_Recv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE),
               "MPI_Recv", rank_);
     return;
@@ -138,7 +145,7 @@ void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, 
   if (send_bytes > kEagerBytes || recv_bytes > static_cast<std::size_t>(INT_MAX)) {
     return Transport::shift_blocking(send_buf, send_bytes, dest, recv_buf, recv_bytes, source, tag);
   }
-  if (!watching()) {
+  if (!watching_latency_path()) {
     check_mpi(
         MPI_Sendrecv(send_buf, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, recv_buf,
                      static_cast<int>(recv_bytes), MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE),
@@ -156,7 +163,7 @@ void MpiTransport::wait_watching(Transfer& t) {
   for (unsigned pass = 1;; ++pass) {
     int flag = 0;
     MPI_Status status;
-    const int rc = MPI_Test(&t.mpi_request, &flag, &status);
+    const int rc = PMPI_Test(&t.mpi_request, &flag, &status);
     if (rc != MPI_SUCCESS) [[unlikely]] {
       // A single completion returns the request's error itself (and frees the request).
       t.state = Transfer::State::done;
@@ -237,7 +244,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
     complete_in_batches(ts, rank_, "MPI_Waitall",
                         [](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
                           *flag = 1;
-                          return MPI_Waitall(n, requests, statuses);
+                          return PMPI_Waitall(n, requests, statuses);
                         });
     return;
   }
@@ -252,7 +259,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       int completed = 0;
       int indices[kMaxBatch + 1];
       MPI_Status statuses[kMaxBatch + 1];
-      const int rc = MPI_Waitsome(n + 1, requests, &completed, indices, statuses);
+      const int rc = PMPI_Waitsome(n + 1, requests, &completed, indices, statuses);
       *notices.request() = requests[n];
       pending -= take_completed(n, requests, owners);
       const bool notice_arrived = notice_posted && requests[n] == MPI_REQUEST_NULL;
@@ -282,7 +289,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
 
 bool MpiTransport::test_all(std::span<Transfer* const> ts) {
   // Batch the pending requests into one MPI_Testall: one pass of MPI's progress engine.
-  const bool done = complete_in_batches(ts, rank_, "MPI_Testall", MPI_Testall);
+  const bool done = complete_in_batches(ts, rank_, "MPI_Testall", PMPI_Testall);
   if (!done && failure_notices() != nullptr) failure_notices()->poll();
   return done;
 }
@@ -297,7 +304,7 @@ void MpiTransport::abandon(Transfer& t) noexcept {
       // Either cancelled, or matched and finishing (then the sender is delivering it): after
       // MPI_Cancel the wait is local. Errors are ignored: this runs while another unwinds.
       MPI_Cancel(&t.mpi_request);
-      MPI_Wait(&t.mpi_request, MPI_STATUS_IGNORE);
+      PMPI_Wait(&t.mpi_request, MPI_STATUS_IGNORE);
     }
   }
   t.mpi_request = MPI_REQUEST_NULL;

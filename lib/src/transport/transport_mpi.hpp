@@ -33,11 +33,14 @@ class MpiTransport final : public Transport {
  private:
   // Whether waits must also watch the communicator's failure notices.
   bool watching() const { return failure_notices() != nullptr; }
+  // Whether the latency path's receives do (COLLX_LATENCY_PATH_WATCH).
+  bool watching_latency_path() const { return watch_latency_path_ && watching(); }
   // Tests one receive until it completes, and the failure notices now and then.
   void wait_watching(Transfer& t);
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  bool watch_latency_path_ = true;
 };
 
 [[noreturn]] void throw_mpi_error(int rc, const char* what, int rank);

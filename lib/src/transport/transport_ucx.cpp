@@ -65,7 +65,9 @@ std::uint64_t agree_context_id(MPI_Comm comm, int rank) {
     proposal = next_context_id;
   }
   std::uint64_t agreed = 0;
-  check_mpi(MPI_Allreduce(&proposal, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm),
+  // PMPI_ in this file: collx's own collectives never reach a profiling layer (libcollx_mpi
+  // intercepts MPI_Allreduce and the others and would come back into collx).
+  check_mpi(PMPI_Allreduce(&proposal, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm),
             "MPI_Allreduce (UCX context id)", rank);
   if (agreed >= (std::uint64_t{1} << kUcxContextBits)) {
     throw Error(ErrorCode::transport, "", rank,
@@ -83,7 +85,7 @@ std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
                                             const std::string& mine) {
   const int my_length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<std::size_t>(size));
-  check_mpi(MPI_Allgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm),
+  check_mpi(PMPI_Allgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm),
             "MPI_Allgather (UCX address lengths)", rank);
   std::vector<int> offsets(static_cast<std::size_t>(size));
   std::size_t total = 0;
@@ -97,8 +99,8 @@ std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
     }
   }
   std::string all(total, '\0');
-  check_mpi(MPI_Allgatherv(mine.data(), my_length, MPI_BYTE, all.data(), lengths.data(),
-                           offsets.data(), MPI_BYTE, comm),
+  check_mpi(PMPI_Allgatherv(mine.data(), my_length, MPI_BYTE, all.data(), lengths.data(),
+                            offsets.data(), MPI_BYTE, comm),
             "MPI_Allgatherv (UCX addresses)", rank);
   std::vector<std::string> addresses(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -266,7 +268,7 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
   // Connecting an endpoint attaches to the peer's worker (its shared-memory FIFO, for one), so
   // that worker must still exist: no rank may release its runtime, which it could do as soon as
   // this communicator is gone, before every rank has connected.
-  check_mpi(MPI_Barrier(comm), "MPI_Barrier (UCX endpoints)", rank_);
+  check_mpi(PMPI_Barrier(comm), "MPI_Barrier (UCX endpoints)", rank_);
 }
 
 // Pending requests of an abandoned operation (after a timeout) are left to UCX; the endpoints

@@ -1,0 +1,109 @@
+// The pipeline's schedules as data: which forward and backward passes a stage runs, in which
+// order (the trainer runs exactly this list), and the replay of those lists over measured
+// compute times, which gives the bubble a schedule leaves with those times when messages cost
+// nothing. Pure functions, no MPI: tested on their own (train_unit_test).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <stdexcept>
+#include <vector>
+
+#include "trainer.hpp"
+
+namespace collx::train {
+
+struct PipelineOp {
+  bool backward = false;
+  std::size_t micro_batch = 0;
+};
+
+// Stage `stage` of `stages`, `m` micro-batches:
+//   GPipe: every forward, then every backward;
+//   1F1B:  min(S - s - 1, m) forwards, then one forward and one backward alternately, then the
+//          remaining backwards: at most S - s micro-batches alive at once instead of m.
+// Backwards run in micro-batch order in both, so both sum the gradients in the same order.
+inline std::vector<PipelineOp> pipeline_ops(PipelineSchedule schedule, std::size_t stages,
+                                            std::size_t stage, std::size_t m) {
+  std::vector<PipelineOp> ops;
+  if (schedule == PipelineSchedule::gpipe) {
+    for (std::size_t i = 0; i < m; ++i)
+      ops.push_back({false, i});
+    for (std::size_t i = 0; i < m; ++i)
+      ops.push_back({true, i});
+    return ops;
+  }
+  const std::size_t warmup = std::min(stages - stage - 1, m);
+  for (std::size_t i = 0; i < warmup; ++i)
+    ops.push_back({false, i});
+  for (std::size_t i = 0; i + warmup < m; ++i) {
+    ops.push_back({false, i + warmup});
+    ops.push_back({true, i});
+  }
+  for (std::size_t i = m - warmup; i < m; ++i)
+    ops.push_back({true, i});
+  return ops;
+}
+
+// Compute seconds of each pass: forward[s][i], backward[s][i] of stage s, micro-batch i.
+struct PassTimes {
+  std::vector<std::vector<double>> forward;
+  std::vector<std::vector<double>> backward;
+};
+
+struct ReplayedStep {
+  double seconds = 0;        // from the first pass's start to the last one's end
+  std::vector<double> idle;  // per stage: seconds - its passes' compute
+};
+
+// Runs every stage's list as soon as its inputs are there: forward i of stage s after forward
+// i of stage s - 1, backward i after backward i of stage s + 1 (and after the stage's previous
+// pass). Messages take no time, so what is idle is the schedule's bubble for these compute
+// times; with equal times per pass on every stage it is (S - 1) / (m + S - 1) of the step.
+inline ReplayedStep replay_pipeline(PipelineSchedule schedule, const PassTimes& times) {
+  const std::size_t stages = times.forward.size();
+  const std::size_t m = stages ? times.forward[0].size() : 0;
+  std::vector<std::vector<PipelineOp>> ops(stages);
+  for (std::size_t s = 0; s < stages; ++s)
+    ops[s] = pipeline_ops(schedule, stages, s, m);
+  constexpr double kNotYet = -1;
+  std::vector<std::vector<double>> forward_end(stages, std::vector<double>(m, kNotYet));
+  std::vector<std::vector<double>> backward_end(stages, std::vector<double>(m, kNotYet));
+  std::vector<std::size_t> next(stages, 0);
+  std::vector<double> free_at(stages, 0);
+  ReplayedStep step;
+  step.idle.assign(stages, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t s = 0; s < stages; ++s) {
+      while (next[s] < ops[s].size()) {
+        const PipelineOp op = ops[s][next[s]];
+        const std::size_t i = op.micro_batch;
+        double ready = free_at[s];
+        if (!op.backward && s > 0) {
+          if (forward_end[s - 1][i] == kNotYet) break;
+          ready = std::max(ready, forward_end[s - 1][i]);
+        }
+        if (op.backward && s + 1 < stages) {
+          if (backward_end[s + 1][i] == kNotYet) break;
+          ready = std::max(ready, backward_end[s + 1][i]);
+        }
+        const double cost = op.backward ? times.backward[s][i] : times.forward[s][i];
+        free_at[s] = ready + cost;
+        (op.backward ? backward_end : forward_end)[s][i] = free_at[s];
+        step.idle[s] -= cost;
+        ++next[s];
+        moved = true;
+      }
+    }
+  }
+  for (std::size_t s = 0; s < stages; ++s) {
+    if (next[s] != ops[s].size()) throw std::logic_error("pipeline schedule deadlocks");
+    step.seconds = std::max(step.seconds, free_at[s]);
+  }
+  for (double& idle : step.idle)
+    idle += step.seconds;
+  return step;
+}
+
+}  // namespace collx::train

@@ -1,0 +1,241 @@
+// CollxWork and the completion thread (work.hpp).
+#include "work.hpp"
+
+#include <ATen/core/ivalue.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace collx_torch {
+namespace {
+
+// The completion thread's polling: after a work arrives or completes it tests the works in flight
+// back to back (yielding the core between passes) for kSpinFor, since most collectives complete
+// within that; then it sleeps between passes, from kFirstSleep doubling up to kLongestSleep, so
+// that a long transfer nobody waits on yet costs little of the core the caller computes on. The
+// longest sleep bounds how late a future completes after its request did.
+constexpr auto kSpinFor = std::chrono::microseconds(100);
+constexpr auto kFirstSleep = std::chrono::microseconds(10);
+constexpr auto kLongestSleep = std::chrono::microseconds(200);
+
+std::exception_ptr as_torch_error(const collx::Error& e) {
+  return std::make_exception_ptr(std::runtime_error(std::string("collx backend: ") + e.what()));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- CollxWork
+
+CollxWork::CollxWork(int rank, c10d::OpType type, collx::Request request, Staging staging)
+    : c10d::Work(rank, type), request_(std::move(request)), staging_(std::move(staging)) {}
+
+c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
+  if (done()) return {};
+  std::exception_ptr error;
+  try {
+    if (block) {
+      request_.wait();
+    } else if (!request_.test()) {
+      return {};
+    }
+    for (auto& [caller, staged] : staging_.copy_back)
+      caller.copy_(staged);
+  } catch (const collx::Error& e) {
+    error = as_torch_error(e);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  staging_.copy_back.clear();
+  staging_.keep_alive.clear();
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    // c10d::Work::finish(), and the future taken in the same critical section as getFuture()
+    // makes it.
+    std::lock_guard lock(mutex_);
+    completed_ = true;
+    exception_ = error;
+    future = future_;
+  }
+  done_.store(true, std::memory_order_release);
+  cv_.notify_all();
+  return future;
+}
+
+void CollxWork::mark(const c10::intrusive_ptr<c10::ivalue::Future>& future) {
+  if (!future) return;
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(mutex_);
+    error = exception_;
+  }
+  if (error) {
+    future->setError(error);
+  } else {
+    future->markCompleted(c10::IValue(staging_.outputs));
+  }
+}
+
+bool CollxWork::poll() {
+  if (done()) return true;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::unique_lock drive(drive_mutex_, std::try_to_lock);
+    if (!drive.owns_lock()) return false;  // another thread is waiting on it
+    future = progress_locked(false);
+  }
+  mark(future);
+  return done();
+}
+
+void CollxWork::drive_to_completion() {
+  if (done()) return;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard drive(drive_mutex_);
+    future = progress_locked(true);
+  }
+  mark(future);
+}
+
+bool CollxWork::isCompleted() {
+  return poll();
+}
+
+bool CollxWork::wait(std::chrono::milliseconds /*timeout*/) {
+  if (!done()) {
+    Completer::InlineWait waiting;
+    drive_to_completion();
+  }
+  std::lock_guard lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+std::vector<at::Tensor> CollxWork::result() {
+  return staging_.outputs;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CollxWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  bool mark_now = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (!future_) {
+      future_ =
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+      // Completed before anyone asked: nobody else will mark it.
+      mark_now = completed_;
+    }
+    future = future_;
+  }
+  if (mark_now) mark(future);
+  return future;
+}
+
+// ---------------------------------------------------------------- Completer
+
+Completer& Completer::instance() {
+  static Completer completer;
+  return completer;
+}
+
+Completer::~Completer() {
+  stop();
+}
+
+void Completer::add(c10::intrusive_ptr<CollxWork> work) {
+  std::lock_guard lock(mutex_);
+  pending_.push_back(std::move(work));
+  ++added_;
+  if (!thread_.joinable()) {
+    stopping_ = false;
+    thread_ = std::thread([this] { run(); });
+  }
+  wake_.notify_one();
+}
+
+void Completer::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+Completer::InlineWait::InlineWait() {
+  Completer& c = instance();
+  std::lock_guard lock(c.mutex_);
+  ++c.inline_waiters_;
+}
+
+Completer::InlineWait::~InlineWait() {
+  Completer& c = instance();
+  // The completed works (the one waited on, and whatever that wait finished besides) leave the
+  // list here, outside the lock: a blocking call then costs the completion thread no wake-up
+  // unless works remain in flight.
+  std::vector<c10::intrusive_ptr<CollxWork>> finished;
+  bool others_pending = false;
+  {
+    std::lock_guard lock(c.mutex_);
+    --c.inline_waiters_;
+    if (c.inline_waiters_ == 0) {
+      auto unfinished = std::partition(c.pending_.begin(), c.pending_.end(),
+                                       [](const auto& w) { return !w->done(); });
+      std::move(unfinished, c.pending_.end(), std::back_inserter(finished));
+      c.pending_.erase(unfinished, c.pending_.end());
+      others_pending = !c.pending_.empty();
+    }
+  }
+  if (others_pending) c.wake_.notify_one();
+}
+
+void Completer::run() {
+  std::vector<c10::intrusive_ptr<CollxWork>> batch;
+  std::unique_lock lock(mutex_);
+  std::uint64_t seen = added_;
+  auto spin_until = std::chrono::steady_clock::now() + kSpinFor;
+  auto sleep = kFirstSleep;
+  for (;;) {
+    // Idle, or some thread is driving collx in a wait() of its own.
+    wake_.wait(lock, [&] { return stopping_ || (!pending_.empty() && inline_waiters_ == 0); });
+    if (stopping_) break;
+    if (added_ != seen) {
+      seen = added_;
+      spin_until = std::chrono::steady_clock::now() + kSpinFor;
+      sleep = kFirstSleep;
+    }
+    batch = pending_;
+    lock.unlock();
+    bool completed_any = false;
+    for (const auto& work : batch)
+      completed_any = work->poll() || completed_any;
+    batch.clear();  // the last references to finished works may go here, outside the lock
+    lock.lock();
+    std::erase_if(pending_, [](const auto& w) { return w->done(); });
+    if (pending_.empty()) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (completed_any) {
+      spin_until = now + kSpinFor;
+      sleep = kFirstSleep;
+    }
+    if (now < spin_until) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    } else {
+      wake_.wait_for(lock, sleep);
+      sleep = std::min(sleep * 2, kLongestSleep);
+    }
+  }
+  // Stopping (MPI is about to be finalised): every work still in flight is finished here.
+  std::vector<c10::intrusive_ptr<CollxWork>> rest;
+  rest.swap(pending_);
+  lock.unlock();
+  for (const auto& work : rest)
+    work->drive_to_completion();
+}
+
+}  // namespace collx_torch

@@ -1,0 +1,110 @@
+// The torch Work of one collx request, and the completion thread that finishes works nobody
+// waits on (what lets DDP's gradient allreduces overlap the backward pass).
+//
+// Two threads may drive a request: the caller's, in Work::wait() (blocking calls wait at once,
+// so their latency is collx's own, with no thread handoff), and the completion thread, which
+// tests the requests in flight and marks each work's future complete as gloo's and NCCL's
+// worker threads do. Both call MPI, so the process needs MPI_THREAD_MULTIPLE (module.cpp).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <collx/collx.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace collx_torch {
+
+// What a call needs after its collx request completes: staging buffers copied back into the
+// caller's tensors (non-contiguous tensors, tensor lists that are not one block of memory), and
+// every tensor the request reads or writes, kept alive until then.
+struct Staging {
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (caller's tensor, staging buffer)
+  std::vector<at::Tensor> keep_alive;
+  std::vector<at::Tensor> outputs;  // Work::result() and the future's value
+};
+
+class CollxWork : public c10d::Work {
+ public:
+  CollxWork(int rank, c10d::OpType type, collx::Request request, Staging staging);
+
+  // Tests the request once when it is not complete (and nobody else is driving it).
+  bool isCompleted() override;
+  // Blocks until the request completes, driving collx's progress on this thread unless the
+  // completion thread has finished it already. `timeout` is not used: collx's own
+  // COLLX_TIMEOUT turns a hang into an error that names the collective and the peer.
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  std::vector<at::Tensor> result() override;
+  // A future that completes when the request does (from the completion thread, or from a
+  // wait()), with result() as its value: it is not complete on return unless the request is.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  // The completion thread's pass: tests the request unless another thread is driving it; true
+  // once the work is complete.
+  bool poll();
+  // Completes the work on this thread (blocking), whoever drives it now.
+  void drive_to_completion();
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+ private:
+  // With drive_mutex_ held: completes the request (blocking, or one test) and the copy-backs;
+  // returns the future to mark once the mutex is released (null if none, or not done).
+  c10::intrusive_ptr<c10::ivalue::Future> progress_locked(bool block);
+  // Marks `future` complete with the work's outcome; never with a lock held (its callbacks
+  // run here and may call back into this work).
+  void mark(const c10::intrusive_ptr<c10::ivalue::Future>& future);
+
+  // Held by whichever thread tests or waits on request_ (collx::Request is not thread-safe).
+  std::mutex drive_mutex_;
+  collx::Request request_;
+  Staging staging_;
+  std::atomic<bool> done_{false};
+  // Made on the first getFuture() (most works are waited on, never asked for one); guarded by
+  // c10d::Work::mutex_, so that exactly one of getFuture() and the completion marks it.
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// The process's completion thread: every work launched is handed to it; it tests the works in
+// flight, finishes those that complete and marks their futures. It stands aside (sleeps) while
+// some thread waits on a work itself, since that wait progresses every collx operation anyway.
+class Completer {
+ public:
+  static Completer& instance();
+  ~Completer();
+
+  // Starts the thread on first use.
+  void add(c10::intrusive_ptr<CollxWork> work);
+  // Finishes every work in flight (blocking) and joins the thread; add() starts it again.
+  void stop();
+
+  // A thread waiting on a work itself, for the scope of this object.
+  class InlineWait {
+   public:
+    InlineWait();
+    ~InlineWait();
+    InlineWait(const InlineWait&) = delete;
+    InlineWait& operator=(const InlineWait&) = delete;
+  };
+
+ private:
+  Completer() = default;
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<c10::intrusive_ptr<CollxWork>> pending_;  // in launch order
+  std::uint64_t added_ = 0;                             // works ever added (new work resets
+                                                        // the back-off)
+  int inline_waiters_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace collx_torch
