@@ -31,7 +31,8 @@ std::vector<std::vector<std::byte>> run_allreduce(int p, Algorithm algorithm, Da
                                                   ReduceOp op, std::size_t count, bool in_place,
                                                   Pipeline pipeline,
                                                   const std::vector<std::vector<std::byte>>& inputs,
-                                                  std::size_t shm_slot_bytes = 512) {
+                                                  std::size_t shm_slot_bytes = 512,
+                                                  std::size_t* max_waiting_sends = nullptr) {
   const std::size_t bytes = count * collx::size_of(type);
   std::vector<std::vector<std::byte>> send = inputs;
   std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(bytes, std::byte{0xAB}));
@@ -51,6 +52,7 @@ std::vector<std::vector<std::byte>> run_allreduce(int p, Algorithm algorithm, Da
                        {}};
     return collx::detail::allreduce_task(o, args, algorithm);
   });
+  if (max_waiting_sends != nullptr) *max_waiting_sends = world.max_waiting_sends();
   return recv;
 }
 
@@ -218,6 +220,29 @@ TEST(SimAllreduceSharedMemory, SlotsTooSmallForAPieceFallBackToTheRing) {
     const auto expected = exact_result(p, DataType::float64, ReduceOp::sum, count);
     for (int r = 0; r < p; ++r)
       ASSERT_EQ(wrong_elements(out[r], expected, DataType::float64), 0u) << "rank " << r;
+  }
+}
+
+// The ring's sends run at most `depth` segments ahead of the receives on its link (issue 13,
+// case 1): with a whole step of sends posted early instead, a 1 GiB allreduce left thousands of
+// rendezvous sends unmatched at the peer, and Open MPI stalled one rank for seconds. A rank's
+// receives wait on its predecessor only, so around a ring of p a sender may lead its successor by
+// up to (p - 1) x depth segments.
+TEST(SimAllreduceRing, SendsStayWithinThePipelineDepthOfThePeersReceives) {
+  for (int p : {2, 3, 4, 5}) {
+    for (int depth : {1, 2, 4}) {
+      const std::size_t count = 64 * 16 * static_cast<std::size_t>(p) + 3;  // ~64 segments
+      const Pipeline pipeline{64, depth};
+      const auto inputs = exact_inputs(p, DataType::float32, ReduceOp::sum, count);
+      std::size_t waiting = 0;
+      const auto out = run_allreduce(p, Algorithm::ring, DataType::float32, ReduceOp::sum, count,
+                                     false, pipeline, inputs, 512, &waiting);
+      const auto expected = exact_result(p, DataType::float32, ReduceOp::sum, count);
+      for (int r = 0; r < p; ++r)
+        ASSERT_EQ(wrong_elements(out[r], expected, DataType::float32), 0u) << "rank " << r;
+      EXPECT_LE(waiting, static_cast<std::size_t>((p - 1) * depth))
+          << "p=" << p << " depth=" << depth;
+    }
   }
 }
 

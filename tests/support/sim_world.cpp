@@ -87,8 +87,12 @@ void SimWorld::withdraw(std::uintptr_t id) {
   std::lock_guard lock(mutex_);
   ++abandoned_;
   for (auto* queues : {&sends_, &recvs_}) {
-    for (auto& [key, queue] : *queues)
-      std::erase_if(queue, [&](const Posted& p) { return p.id == id; });
+    for (auto& [key, queue] : *queues) {
+      const std::size_t removed = std::erase_if(queue, [&](const Posted& p) { return p.id == id; });
+      if (queues == &sends_ && removed > 0) {
+        waiting_sends_[{std::get<0>(key), std::get<1>(key)}] -= removed;
+      }
+    }
   }
 }
 
@@ -108,10 +112,14 @@ std::uintptr_t SimWorld::post(bool is_send, int src, int dst, int tag, const voi
   auto& other = is_send ? recvs_[key] : sends_[key];
   if (other.empty()) {
     (is_send ? sends_[key] : recvs_[key]).push_back({id, sbuf, rbuf, bytes});
+    if (is_send) {
+      max_waiting_sends_ = std::max(max_waiting_sends_, ++waiting_sends_[{src, dst}]);
+    }
     return id;
   }
   const Posted match = other.front();
   other.pop_front();
+  if (!is_send) --waiting_sends_[{src, dst}];
   const std::size_t send_bytes = is_send ? bytes : match.bytes;
   const std::size_t recv_bytes = is_send ? match.bytes : bytes;
   if (send_bytes != recv_bytes) {

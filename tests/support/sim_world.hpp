@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "operation.hpp"
@@ -76,6 +77,9 @@ class SimWorld {
   void clear_postings();
 
   std::uint64_t messages_matched() const { return matched_; }
+  // The most sends one rank had posted to one peer at once for which that peer had posted no
+  // receive yet (on any tag): how far a schedule's sends run ahead of its peer's receives.
+  std::size_t max_waiting_sends() const { return max_waiting_sends_; }
   // Postings withdrawn because their Transfer went while pending (an operation that failed):
   // run() fails when a run that succeeded left any.
   std::uint64_t messages_abandoned() const { return abandoned_; }
@@ -116,6 +120,9 @@ class SimWorld {
   std::atomic<std::uint64_t> matched_{0};
   std::uint64_t bytes_ = 0;
   std::atomic<std::uint64_t> abandoned_{0};
+  // Unmatched sends per (source, destination), and their maximum so far.
+  std::map<std::pair<int, int>, std::size_t> waiting_sends_;
+  std::size_t max_waiting_sends_ = 0;
 };
 
 }  // namespace collx::testing

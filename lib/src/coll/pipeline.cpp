@@ -200,8 +200,8 @@ Task ring_stream(Operation& op, RingStream a) {
     op.recv(recvs[u], target, segment(block).length(k) * elem, recv_peer, phase_of(t));
   };
 
-  for (int k = 0; k < std::min(depth, nseg); ++k)
-    post_send(k);
+  for (int u = 0; u < depth; ++u)
+    post_send(u);
   for (int u = 0; u < depth; ++u) {
     if (Transfer* hazard = recv_hazard(u)) co_await op.wait(*hazard);
     post_recv(u);
@@ -221,8 +221,13 @@ Task ring_stream(Operation& op, RingStream a) {
                            a.input + (a.layout.offset(block) + segment(block).offset(k)) * elem,
                            segment(block).length(k), /*finalize=*/t == last_reduce_step);
     }
-    if (t + 1 < a.end_step) post_send(u + nseg);
-    if (t == a.first_step && k + depth < nseg) post_send(u + depth);
+    // Sends go out in unit order, `depth` units ahead of the receives: the peer posts its
+    // receives in that order too, so every send posted is one the peer is about to take. Posting
+    // the next step's segment as soon as it is ready instead left up to a whole step of sends
+    // (thousands at 1 GiB) waiting for receives posted a step later, and the MPI library's
+    // rendezvous handling of so many unexpected sends stalled one rank for seconds (issue 13).
+    // Unit u + depth reads what unit u + depth - nseg <= u wrote: it is ready.
+    if (u + depth < units) post_send(u + depth);
     if (u + depth < units) {
       if (Transfer* hazard = recv_hazard(u + depth)) co_await op.wait(*hazard);
       post_recv(u + depth);
