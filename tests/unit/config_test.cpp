@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "node_layout.hpp"
 
 #include "collx/error.hpp"
 #include "config.hpp"
@@ -256,4 +260,59 @@ TEST(Selector, PerCollectiveIndexAgreesWithTheWholeTable) {
       }
     }
   }
+}
+
+// COLLX_NODE_LAYOUT: "NxK" or a list of node sizes; anything else is an error that names it.
+TEST(Config, NodeLayoutIsParsedStrictly) {
+  using namespace collx::detail;
+  std::vector<int> sizes;
+  EXPECT_EQ(parse_node_layout("2x2", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{2, 2}));
+  EXPECT_EQ(parse_node_layout(" 1x3 ", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{3}));
+  EXPECT_EQ(parse_node_layout("3,1", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{3, 1}));
+  EXPECT_EQ(parse_node_layout("4", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{4}));
+  EXPECT_EQ(parse_node_layout("2 x 3", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{3, 3}));
+  for (const char* bad : {"", "x", "2x", "x2", "0x2", "2x0", "2x2x2", "-1,3", "3,", ",3", "3,,1",
+                          "3;1", "two", "2x2 nodes", "1.5,2", "99999999999", "2048x1024"}) {
+    sizes = {7};
+    EXPECT_NE(parse_node_layout(bad, sizes), std::nullopt) << "\"" << bad << "\"";
+    EXPECT_EQ(sizes, (std::vector<int>{7})) << "\"" << bad << "\"";
+  }
+  setenv("COLLX_NODE_LAYOUT", "2x", 1);
+  try {
+    (void)config_from_environment();
+    ADD_FAILURE() << "COLLX_NODE_LAYOUT=2x accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("COLLX_NODE_LAYOUT"), std::string::npos) << e.what();
+  }
+  setenv("COLLX_NODE_LAYOUT", "3,1", 1);
+  EXPECT_EQ(config_from_environment().node_layout, (std::vector<int>{3, 1}));
+  unsetenv("COLLX_NODE_LAYOUT");
+  EXPECT_TRUE(config_from_environment().node_layout.empty());
+}
+
+// The layout's groups: nodes by their lowest rank, leaders, the multi-leader form's peers.
+TEST(NodeLayout, GroupsFromKeysAndSizes) {
+  using collx::patterns::NodeLayout;
+  const int keys[] = {5, 9, 5, 9, 7};
+  const NodeLayout l = NodeLayout::from_keys(keys);
+  EXPECT_EQ(l.size(), 5);
+  EXPECT_EQ(l.nodes(), 3);
+  EXPECT_FALSE(l.uniform());
+  EXPECT_TRUE(l.hierarchical());
+  EXPECT_EQ(l.node_of(3), 1);
+  EXPECT_EQ(l.local_rank(2), 1);
+  EXPECT_EQ(std::vector<int>(l.members(0).begin(), l.members(0).end()), (std::vector<int>{0, 2}));
+  EXPECT_EQ(std::vector<int>(l.leaders().begin(), l.leaders().end()), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(std::vector<int>(l.peers(1).begin(), l.peers(1).end()), (std::vector<int>{2, 3}));
+  EXPECT_EQ(l.describe(), "3 nodes, 2+2+1 ranks (not uniform)");
+  const int sizes[] = {2, 2};
+  EXPECT_EQ(NodeLayout::from_sizes(sizes).describe(), "2 nodes x 2 ranks (uniform)");
+  EXPECT_FALSE(NodeLayout(4).hierarchical());
+  const int singles[] = {1, 1, 1};
+  EXPECT_FALSE(NodeLayout::from_sizes(singles).hierarchical());
 }

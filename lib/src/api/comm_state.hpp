@@ -74,6 +74,10 @@ struct CommState {
   std::unique_ptr<FailureNotices> notices;
   std::mutex device_mutex;
   std::vector<std::unique_ptr<DeviceEngine>> device_engines;
+  // Which ranks share a node, found once here (MPI_Comm_split_type, or COLLX_NODE_LAYOUT's
+  // emulation: `emulated_layout`); the transport holds it too, for the node-aware schedules.
+  std::shared_ptr<const patterns::NodeLayout> node_layout;
+  bool emulated_layout = false;
 
  private:
   struct Choice {
