@@ -383,12 +383,13 @@ TEST(MpiSelection, RememberedChoiceFollowsTheConfigurationAndTheCall) {
   using collx::Algorithm;
   using collx::Collective;
   const Algorithm small = s.choose(Collective::allreduce, Algorithm::automatic, 8, false);
-  EXPECT_EQ(small, collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8,
-                                                    comm.size(), comm.rank(), false));
+  EXPECT_EQ(small,
+            collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8,
+                                             comm.size(), comm.rank(), false, s.node_shape()));
   EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::ring, 8, false), Algorithm::ring);
   EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 64 << 20, false),
             collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 64 << 20,
-                                             comm.size(), comm.rank(), false));
+                                             comm.size(), comm.rank(), false, s.node_shape()));
   EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), small);
   {
     collx::detail::Config c = collx::detail::config();

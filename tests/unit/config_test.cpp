@@ -9,6 +9,7 @@
 
 #include "collx/error.hpp"
 #include "config.hpp"
+#include "cost_model.hpp"
 #include "selector.hpp"
 
 namespace {
@@ -315,4 +316,51 @@ TEST(NodeLayout, GroupsFromKeysAndSizes) {
   EXPECT_FALSE(NodeLayout(4).hierarchical());
   const int singles[] = {1, 1, 1};
   EXPECT_FALSE(NodeLayout::from_sizes(singles).hierarchical());
+}
+
+// auto across nodes: multi_leader for large allreduces where every node holds as many ranks;
+// the flat table on one node, with one rank per node, for small sizes and uneven layouts.
+TEST(Selector, NodeRulesKnowTheLayout) {
+  using namespace collx::detail;
+  const std::size_t big = std::size_t{1} << 20;
+  const NodeShape one_node{1, 4, true};
+  const NodeShape two_by_two{2, 2, true};
+  const NodeShape singles{4, 1, true};
+  const NodeShape uneven{2, 3, false};
+  EXPECT_EQ(
+      resolve_algorithm(Collective::allreduce, Algorithm::automatic, big, 4, 0, false, two_by_two),
+      Algorithm::multi_leader);
+  for (const NodeShape& flat : {one_node, singles, uneven}) {
+    EXPECT_EQ(
+        resolve_algorithm(Collective::allreduce, Algorithm::automatic, big, 4, 0, false, flat),
+        select_from(builtin_rules(), Collective::allreduce, big, 4));
+  }
+  EXPECT_EQ(
+      resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 4, 0, false, two_by_two),
+      select_from(builtin_rules(), Collective::allreduce, 8, 4));
+  EXPECT_EQ(
+      resolve_algorithm(Collective::broadcast, Algorithm::automatic, big, 4, 0, false, two_by_two),
+      select_from(builtin_rules(), Collective::broadcast, big, 4));
+}
+
+// The cost model across nodes: the node-aware allreduces cost their flat fallback on one node;
+// across nodes multi_leader's k ranks move the bytes hierarchical's leader moves, side by side.
+TEST(CostModel, NodeAwareAllreduceAcrossNodes) {
+  using collx::model::cost;
+  const double n = 16 << 20;
+  const auto flat = cost(Collective::allreduce, Algorithm::rabenseifner, 8, n, 1 << 18);
+  const auto one_node = cost(Collective::allreduce, Algorithm::multi_leader, 8, n, 1 << 18);
+  ASSERT_TRUE(flat && one_node);
+  EXPECT_EQ(one_node->bytes, flat->bytes);
+  const auto across = cost(Collective::allreduce, Algorithm::rabenseifner, 8, n, 1 << 18, 2);
+  const auto multi = cost(Collective::allreduce, Algorithm::multi_leader, 8, n, 1 << 18, 2);
+  const auto hier = cost(Collective::allreduce, Algorithm::hierarchical, 8, n, 1 << 18, 2);
+  ASSERT_TRUE(across && multi && hier);
+  EXPECT_EQ(across->bytes, 0);
+  EXPECT_GT(across->inter_bytes, 0);
+  EXPECT_NEAR(multi->inter_bytes, hier->inter_bytes, 1);
+  EXPECT_LT(multi->bytes, hier->bytes);
+  collx::model::Machine m;
+  m.nodes = 512;
+  EXPECT_EQ(collx::model::best(Collective::allreduce, 4096, 64 << 20, m), Algorithm::multi_leader);
 }

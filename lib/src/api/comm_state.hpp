@@ -48,13 +48,19 @@ struct CommState {
     const Config* const current = &config();
     if (last.config != current || last.bytes != bytes || last.requested != requested ||
         last.shared_memory != shared_memory) [[unlikely]] {
-      last.algorithm = resolve_algorithm(collective, requested, bytes, size, rank, shared_memory);
+      last.algorithm =
+          resolve_algorithm(collective, requested, bytes, size, rank, shared_memory, node_shape());
       last.config = current;
       last.bytes = bytes;
       last.requested = requested;
       last.shared_memory = shared_memory;
     }
     return last.algorithm;
+  }
+  // The node layout as the selection table sees it.
+  NodeShape node_shape() const {
+    if (!node_layout) return {};
+    return {node_layout->nodes(), node_layout->max_ranks_per_node(), node_layout->uniform()};
   }
   // The device side of this communicator on `device`, made on first use.
   DeviceEngine& device_engine(int device);
