@@ -28,7 +28,18 @@ Cost add(Cost a, const Cost& b) {
   a.bytes += b.bytes;
   a.reduced += b.reduced;
   a.copied += b.copied;
+  a.inter_messages += b.inter_messages;
+  a.inter_bytes += b.inter_bytes;
   return a;
+}
+
+// The messages and bytes of `c` moved to the network between nodes.
+Cost across_nodes(Cost c) {
+  c.inter_messages += c.messages;
+  c.inter_bytes += c.bytes;
+  c.messages = 0;
+  c.bytes = 0;
+  return c;
 }
 
 // A pipeline of `stages` hops moving `bytes` in segments: the first segment crosses every stage,
@@ -50,8 +61,10 @@ Cost shared_pipeline(double bytes, double slot_bytes) {
 
 }  // namespace
 
-Shape Shape::of(int p, double n, std::size_t segment_bytes) {
+Shape Shape::of(int p, double n, std::size_t segment_bytes, int nodes) {
   Shape s;
+  s.nodes = std::clamp(nodes, 1, std::max(p, 1));
+  s.per_node = std::ceil(std::max(p, 1) / s.nodes);
   s.p = p;
   s.n = n;
   s.segment = static_cast<double>(segment_bytes);
@@ -106,6 +119,46 @@ const Entry allreduce_double_binary_tree{
     "Each half of the buffer is reduced up a binary tree and broadcast back down it, segment by "
     "segment; the second tree numbers the ranks backwards so its leaves are the first tree's "
     "inner nodes. Latency ~ 2 log2 p, bandwidth ~ n per rank once the pipeline is full."};
+
+// The node-aware allreduces (lib/src/coll/allreduce.cpp). Across nodes, and in their stead on
+// one node or with one rank per node, they run flat_allreduce: recursive doubling up to 32 KiB,
+// Rabenseifner above.
+static Cost flat_allreduce(const Shape& s, double p, double n) {
+  const Shape f = Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment));
+  return n <= (32 << 10) ? allreduce_recursive_doubling.cost(f) : halving_then_doubling(f);
+}
+static Cost node_aware_flat(const Shape& s) {
+  const Cost c = flat_allreduce(s, s.p, s.n);
+  return s.nodes > 1 ? across_nodes(c) : c;
+}
+const Entry allreduce_hierarchical{
+    [](const Shape& s) {
+      if (s.nodes <= 1 || s.per_node <= 1) return node_aware_flat(s);
+      const double lg = log2_ceil(static_cast<int>(s.per_node));
+      return add({2 * lg, 2 * lg * s.n, lg * s.n, 0},
+                 across_nodes(flat_allreduce(s, s.nodes, s.n)));
+    },
+    "Node-aware: binomial reduce inside each node to its leader (local rank 0; ceil(log2 k) "
+    "levels of n bytes), an allreduce of the n bytes across the leaders (recursive doubling up to "
+    "32 KiB, Rabenseifner above), binomial broadcast inside each node. One rank per node "
+    "carries the whole buffer across nodes. Any layout; on one node or with one rank per node "
+    "the flat allreduce.",
+    true};
+const Entry allreduce_multi_leader{
+    [](const Shape& s) {
+      if (s.nodes <= 1 || s.per_node <= 1) return node_aware_flat(s);
+      const double k = s.per_node;
+      // The k ranks of a node send their slices across nodes at once, through its one link.
+      Cost across = across_nodes(flat_allreduce(s, s.nodes, s.n / k));
+      across.inter_bytes *= k;
+      return add({2 * (k - 1), 2 * (k - 1) / k * s.n, (k - 1) / k * s.n, 0}, across);
+    },
+    "Node-aware, k ranks on every node: ring reduce-scatter inside each node (local rank i "
+    "keeps slice i, (k-1)/k n bytes), allreduce of slice i across nodes by the ranks of local "
+    "rank i (n/k bytes each: every rank's link carries 1/k of the traffic across nodes), ring "
+    "allgather inside each node. Nodes with different rank counts: the hierarchical schedule; "
+    "one node or one rank per node: the flat allreduce.",
+    true};
 
 // The reductions that slice the buffer through the arena: rank r reduces block r in pieces of
 // this many bytes (the schedules' piece, lib/src/coll/shm_collectives.cpp), one counter
@@ -265,7 +318,7 @@ Algorithm best(Collective c, int p, double bytes, const Machine& m) {
   double fastest = std::numeric_limits<double>::infinity();
   for (Algorithm a : algorithms_of(c)) {
     if (a == Algorithm::shared_memory && !m.one_node) continue;
-    const auto k = cost(c, a, p, bytes, m.segment_bytes);
+    const auto k = cost(c, a, p, bytes, m.segment_bytes, m.nodes);
     if (k && k->seconds(m) < fastest) {
       fastest = k->seconds(m);
       winner = a;

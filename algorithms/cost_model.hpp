@@ -23,29 +23,43 @@ struct Machine {
   // Every rank on one node: the shared_memory algorithms are candidates (their cost is copies
   // and counter handshakes, `alpha` each, no bytes on a wire). Off for network predictions.
   bool one_node = false;
+  // Ranks on `nodes` nodes, in blocks of p / nodes: `alpha` and `beta` are then the links
+  // inside a node and these the network between nodes (per message; per byte through a node's
+  // link, which its ranks share when they send across nodes at once). A flat algorithm on
+  // several nodes pays these for every message; the node-aware ones for their part across
+  // nodes only.
+  int nodes = 1;
+  double alpha_inter = 2e-6;  // 2 us
+  double beta_inter = 8e-11;  // 100 Gb/s
 };
 
 // What one rank does on the critical path: messages, bytes sent, bytes reduced, bytes copied.
+// `inter_messages` and `inter_bytes`: the messages and bytes that cross between nodes.
 struct Cost {
   double messages = 0;
   double bytes = 0;
   double reduced = 0;
   double copied = 0;
+  double inter_messages = 0;
+  double inter_bytes = 0;
   double seconds(const Machine& m) const {
-    return messages * m.alpha + bytes * m.beta + reduced * m.gamma + copied * m.copy;
+    return messages * m.alpha + bytes * m.beta + reduced * m.gamma + copied * m.copy +
+           inter_messages * m.alpha_inter + inter_bytes * m.beta_inter;
   }
 };
 
 // The rank count and size a cost is asked for, with the quantities every formula uses.
 struct Shape {
-  double p = 1;        // ranks
-  double n = 0;        // bytes, as collx-bench counts them (for gathering collectives the whole
-                       // gathered buffer)
-  double segment = 0;  // the pipelined algorithms' segment size
-  double lg = 0;       // ceil(log2 p)
-  double core = 1;     // the largest power of two <= p (the fold's core)
-  double lg_core = 0;  // log2 core
-  static Shape of(int p, double n, std::size_t segment_bytes);
+  double p = 1;         // ranks
+  double n = 0;         // bytes, as collx-bench counts them (for gathering collectives the whole
+                        // gathered buffer)
+  double segment = 0;   // the pipelined algorithms' segment size
+  double lg = 0;        // ceil(log2 p)
+  double core = 1;      // the largest power of two <= p (the fold's core)
+  double lg_core = 0;   // log2 core
+  double nodes = 1;     // nodes the ranks are on (in blocks)
+  double per_node = 1;  // ranks per node: ceil(p / nodes)
+  static Shape of(int p, double n, std::size_t segment_bytes, int nodes = 1);
 };
 
 // The model of one algorithm: its cost on the critical path and its steps in words
@@ -53,11 +67,15 @@ struct Shape {
 struct Entry {
   Cost (*cost)(const Shape&) = nullptr;
   const char* description = "";
+  // Its cost splits what crosses between nodes itself (Cost::inter_*); a flat algorithm's cost
+  // on several nodes is all across nodes.
+  bool node_aware = false;
 };
 
 // The entries, one per (collective, algorithm).
 extern const Entry allreduce_ring, allreduce_recursive_doubling, allreduce_rabenseifner,
-    allreduce_binomial_tree, allreduce_double_binary_tree, allreduce_shared_memory;
+    allreduce_binomial_tree, allreduce_double_binary_tree, allreduce_shared_memory,
+    allreduce_hierarchical, allreduce_multi_leader;
 extern const Entry broadcast_binomial_tree, broadcast_pipelined_chain, broadcast_scatter_allgather,
     broadcast_shared_memory;
 extern const Entry reduce_binomial_tree, reduce_rabenseifner, reduce_shared_memory;
@@ -72,12 +90,12 @@ extern const Entry barrier_dissemination, sendrecv_direct;
 // What follows reads the entries through the algorithm registry (implemented beside it, in
 // lib/src/coll/registry.cpp).
 
-// Cost of `algorithm` for `collective` on p ranks; nullopt if the collective has no such
-// algorithm.
+// Cost of `algorithm` for `collective` on p ranks (on `nodes` nodes, in blocks); nullopt if the
+// collective has no such algorithm.
 std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
-                         std::size_t segment_bytes);
+                         std::size_t segment_bytes, int nodes = 1);
 
-// The cheapest algorithm for the call on `machine`.
+// The cheapest algorithm for the call on `machine` (its nodes).
 Algorithm best(Collective collective, int p, double bytes, const Machine& machine);
 
 // The sizes (powers of two from 8 B to `max_bytes`) at which the best algorithm changes, with the

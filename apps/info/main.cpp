@@ -18,8 +18,11 @@ int main(int argc, char** argv) {
   int status = 0;
   // Collective: whether the ranks of this run can share a segment.
   bool shared_memory = false;
+  collx::NodeLayoutInfo layout;
   try {
-    shared_memory = collx::Communicator(MPI_COMM_WORLD).shared_memory();
+    const collx::Communicator world(MPI_COMM_WORLD);
+    shared_memory = world.shared_memory();
+    layout = world.node_layout();
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "collx-info: %s\n", e.what());
     status = 1;
@@ -58,6 +61,14 @@ int main(int argc, char** argv) {
                                   "algorithms; COLLX_SHM=0 turns it off)"
                   : nranks == 1 ? "no (one rank)"
                                 : "no (ranks on several nodes, or COLLX_SHM=0)");
+      if (!layout.ranks_per_node.empty()) {
+        std::string sizes;
+        for (int n : layout.ranks_per_node)
+          sizes.append(sizes.empty() ? "" : ",").append(std::to_string(n));
+        std::printf("nodes:         %d, ranks per node %s (%s)%s\n", layout.nodes, sizes.c_str(),
+                    layout.uniform ? "uniform" : "not uniform",
+                    layout.emulated ? ", emulated by COLLX_NODE_LAYOUT" : "");
+      }
       std::printf("host kernels:  %s\n", info.host_kernels.c_str());
       std::string types;
       for (const auto& t : memory.memory_types)

@@ -30,8 +30,12 @@ using collx::testing::Case;
 using collx::testing::identical_on_all_ranks;
 using collx::testing::make_case;
 
-const Algorithm kAlgorithms[] = {Algorithm::ring, Algorithm::recursive_doubling,
-                                 Algorithm::rabenseifner, Algorithm::automatic};
+// hierarchical and multi_leader split by the communicator's node layout: under
+// COLLX_NODE_LAYOUT (tests/mpi/CMakeLists.txt) or on real nodes (tests/cluster) they run their
+// node-aware schedules, on one node the flat allreduce they fall back to.
+const Algorithm kAlgorithms[] = {Algorithm::ring,         Algorithm::recursive_doubling,
+                                 Algorithm::rabenseifner, Algorithm::hierarchical,
+                                 Algorithm::multi_leader, Algorithm::automatic};
 
 std::string describe(Algorithm a, DataType t, ReduceOp o, std::size_t count, bool in_place) {
   return std::string(collx::to_string(a)) + " " + std::string(collx::to_string(t)) + " " +
@@ -137,7 +141,7 @@ TEST_F(MpiAllreduce, NonblockingOperationsCompleteInAnyOrder) {
     buffers[k].assign(static_cast<std::size_t>(1000 * (k + 1) + (k % 2 ? 200000 : 0)),
                       static_cast<double>(comm.rank() + k));
     collx::Options options;
-    options.algorithm = kAlgorithms[k % 3];
+    options.algorithm = kAlgorithms[k % 5];
     requests.push_back(comm.iallreduce(buffers[k].data(), buffers[k].data(), buffers[k].size(),
                                        DataType::float64, ReduceOp::sum, options));
   }
@@ -379,12 +383,13 @@ TEST(MpiSelection, RememberedChoiceFollowsTheConfigurationAndTheCall) {
   using collx::Algorithm;
   using collx::Collective;
   const Algorithm small = s.choose(Collective::allreduce, Algorithm::automatic, 8, false);
-  EXPECT_EQ(small, collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8,
-                                                    comm.size(), comm.rank(), false));
+  EXPECT_EQ(small,
+            collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8,
+                                             comm.size(), comm.rank(), false, s.node_shape()));
   EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::ring, 8, false), Algorithm::ring);
   EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 64 << 20, false),
             collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 64 << 20,
-                                             comm.size(), comm.rank(), false));
+                                             comm.size(), comm.rank(), false, s.node_shape()));
   EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), small);
   {
     collx::detail::Config c = collx::detail::config();

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "collectives.hpp"
 #include "exact_data.hpp"
+#include "node_layout.hpp"
 #include "sim_world.hpp"
 
 namespace {
@@ -19,6 +21,7 @@ using collx::ReduceOp;
 using collx::detail::AllreduceArgs;
 using collx::detail::OpInfo;
 using collx::detail::Reduction;
+using collx::patterns::NodeLayout;
 using collx::testing::SimWorld;
 
 struct Pipeline {
@@ -32,12 +35,18 @@ std::vector<std::vector<std::byte>> run_allreduce(int p, Algorithm algorithm, Da
                                                   Pipeline pipeline,
                                                   const std::vector<std::vector<std::byte>>& inputs,
                                                   std::size_t shm_slot_bytes = 512,
+                                                  const NodeLayout* layout = nullptr,
                                                   std::size_t* max_waiting_sends = nullptr) {
   const std::size_t bytes = count * collx::size_of(type);
   std::vector<std::vector<std::byte>> send = inputs;
   std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(bytes, std::byte{0xAB}));
   if (in_place) recv = send;
   SimWorld world(p, shm_slot_bytes);
+  if (layout != nullptr) {
+    const auto shared = std::make_shared<const NodeLayout>(*layout);
+    for (int r = 0; r < p; ++r)
+      world.transport(r).set_node_layout(shared);
+  }
   OpInfo info;
   info.collective = collx::Collective::allreduce;
   info.algorithm = algorithm;
@@ -236,7 +245,7 @@ TEST(SimAllreduceRing, SendsStayWithinThePipelineDepthOfThePeersReceives) {
       const auto inputs = exact_inputs(p, DataType::float32, ReduceOp::sum, count);
       std::size_t waiting = 0;
       const auto out = run_allreduce(p, Algorithm::ring, DataType::float32, ReduceOp::sum, count,
-                                     false, pipeline, inputs, 512, &waiting);
+                                     false, pipeline, inputs, 512, nullptr, &waiting);
       const auto expected = exact_result(p, DataType::float32, ReduceOp::sum, count);
       for (int r = 0; r < p; ++r)
         ASSERT_EQ(wrong_elements(out[r], expected, DataType::float32), 0u) << "rank " << r;
@@ -245,6 +254,139 @@ TEST(SimAllreduceRing, SendsStayWithinThePipelineDepthOfThePeersReceives) {
     }
   }
 }
+
+// ---- the node-aware algorithms on simulated node layouts ----
+// Each simulated rank's transport holds the layout, as a communicator's does: the schedules'
+// groups (a node's ranks, the leaders, the ranks of one local rank) run on the simulated ranks.
+struct LayoutCase {
+  const char* name;
+  std::vector<int> sizes;
+};
+const LayoutCase kLayouts[] = {
+    {"1x1", {1}},
+    {"1x3", {3}},
+    {"2x1", {1, 1}},
+    {"4x1", {1, 1, 1, 1}},
+    {"2x2", {2, 2}},
+    {"3,1", {3, 1}},
+    {"1,3", {1, 3}},
+    {"2x3", {3, 3}},
+    {"3x2", {2, 2, 2}},
+    {"1,2,3", {1, 2, 3}},
+    {"5,3,8,1", {5, 3, 8, 1}},
+    {"3x5", {5, 5, 5}},
+    {"4x4", {4, 4, 4, 4}},
+    {"8x8", {8, 8, 8, 8, 8, 8, 8, 8}},
+    {"7x1,2", {1, 1, 1, 1, 1, 1, 1, 2}},
+};
+const Algorithm kNodeAware[] = {Algorithm::hierarchical, Algorithm::multi_leader};
+
+class SimNodeAware : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(SimNodeAware, ExactForEveryCount) {
+  const NodeLayout layout = NodeLayout::from_sizes(GetParam().sizes);
+  const int p = layout.size();
+  const std::size_t counts[] = {0,
+                                1,
+                                static_cast<std::size_t>(p - 1),
+                                static_cast<std::size_t>(p + 1),
+                                1003,
+                                p <= 16 ? std::size_t{100003} : std::size_t{10007}};
+  for (Algorithm algorithm : kNodeAware) {
+    for (std::size_t count : counts) {
+      for (Pipeline pipeline : {Pipeline{256 << 10, 4}, Pipeline{64, 2}}) {
+        if (pipeline.segment_bytes < 1024 && count > 2000) continue;
+        const bool in_place = count % 2 == 1;
+        const auto inputs = exact_inputs(p, DataType::float32, ReduceOp::sum, count);
+        const auto out = run_allreduce(p, algorithm, DataType::float32, ReduceOp::sum, count,
+                                       in_place, pipeline, inputs, 512, &layout);
+        const auto expected = exact_result(p, DataType::float32, ReduceOp::sum, count);
+        for (int r = 0; r < p; ++r) {
+          ASSERT_EQ(wrong_elements(out[r], expected, DataType::float32), 0u)
+              << GetParam().name << " "
+              << label(p, algorithm, DataType::float32, ReduceOp::sum, count, in_place, pipeline)
+              << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimNodeAware, EveryTypeAndOp) {
+  const NodeLayout layout = NodeLayout::from_sizes(GetParam().sizes);
+  const int p = layout.size();
+  if (p > 16) GTEST_SKIP() << "the type x op matrix runs on layouts of up to 16 ranks";
+  for (Algorithm algorithm : kNodeAware) {
+    for (int t = 0; t < collx::kDataTypeCount; ++t) {
+      for (int o = 0; o < collx::kReduceOpCount; ++o) {
+        const auto type = static_cast<DataType>(t);
+        const auto op = static_cast<ReduceOp>(o);
+        if (!collx::is_supported(type, op)) continue;
+        const std::size_t count = static_cast<std::size_t>(7 * p + 5 + t);
+        const bool in_place = (t + o) % 2 == 0;
+        const Pipeline pipeline{48, 3};
+        const auto inputs = exact_inputs(p, type, op, count);
+        const auto out =
+            run_allreduce(p, algorithm, type, op, count, in_place, pipeline, inputs, 512, &layout);
+        const auto expected = exact_result(p, type, op, count);
+        for (int r = 0; r < p; ++r) {
+          ASSERT_EQ(wrong_elements(out[r], expected, type), 0u)
+              << GetParam().name << " " << label(p, algorithm, type, op, count, in_place, pipeline)
+              << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+// Real-valued random floats: the node-aware orders differ from the flat ones, but every rank
+// of one call must get the same bits.
+TEST_P(SimNodeAware, BitwiseIdenticalAcrossRanksForRandomFloats) {
+  const NodeLayout layout = NodeLayout::from_sizes(GetParam().sizes);
+  const int p = layout.size();
+  for (Algorithm algorithm : kNodeAware) {
+    for (DataType type : {DataType::float32, DataType::float64, DataType::bfloat16}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+        const std::size_t count = 1000 + static_cast<std::size_t>(p);
+        std::mt19937 rng(static_cast<unsigned>(p * 31 + static_cast<int>(type)));
+        std::uniform_real_distribution<float> dist(0.5f, 1.5f);
+        std::vector<std::vector<std::byte>> inputs(p);
+        for (int r = 0; r < p; ++r) {
+          inputs[r].resize(count * collx::size_of(type));
+          for (std::size_t i = 0; i < count; ++i) {
+            const float v = dist(rng);
+            std::byte* at = inputs[r].data() + i * collx::size_of(type);
+            if (type == DataType::float32) {
+              std::memcpy(at, &v, 4);
+            } else if (type == DataType::float64) {
+              const double d = static_cast<double>(v) * (1 + 1e-9 * r);
+              std::memcpy(at, &d, 8);
+            } else {
+              const collx::bfloat16 h(v);
+              std::memcpy(at, &h, 2);
+            }
+          }
+        }
+        const Pipeline pipeline{512, 2};
+        const auto out =
+            run_allreduce(p, algorithm, type, op, count, false, pipeline, inputs, 512, &layout);
+        for (int r = 1; r < p; ++r) {
+          ASSERT_EQ(std::memcmp(out[r].data(), out[0].data(), out[0].size()), 0)
+              << GetParam().name << " " << label(p, algorithm, type, op, count, false, pipeline)
+              << ": rank " << r << " differs from rank 0";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SimNodeAware, ::testing::ValuesIn(kLayouts),
+                         [](const ::testing::TestParamInfo<LayoutCase>& info) {
+                           std::string name = info.param.name;
+                           for (char& c : name)
+                             if (c == ',') c = '_';
+                           return name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(P1to33, SimAllreduce, ::testing::Range(1, 34));
 // The type x op x pipeline matrix on every size up to 12 and two larger odd ones.

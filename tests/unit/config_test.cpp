@@ -2,9 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "node_layout.hpp"
 
 #include "collx/error.hpp"
 #include "config.hpp"
+#include "cost_model.hpp"
 #include "selector.hpp"
 
 namespace {
@@ -256,4 +261,106 @@ TEST(Selector, PerCollectiveIndexAgreesWithTheWholeTable) {
       }
     }
   }
+}
+
+// COLLX_NODE_LAYOUT: "NxK" or a list of node sizes; anything else is an error that names it.
+TEST(Config, NodeLayoutIsParsedStrictly) {
+  using namespace collx::detail;
+  std::vector<int> sizes;
+  EXPECT_EQ(parse_node_layout("2x2", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{2, 2}));
+  EXPECT_EQ(parse_node_layout(" 1x3 ", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{3}));
+  EXPECT_EQ(parse_node_layout("3,1", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{3, 1}));
+  EXPECT_EQ(parse_node_layout("4", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{4}));
+  EXPECT_EQ(parse_node_layout("2 x 3", sizes), std::nullopt);
+  EXPECT_EQ(sizes, (std::vector<int>{3, 3}));
+  for (const char* bad : {"", "x", "2x", "x2", "0x2", "2x0", "2x2x2", "-1,3", "3,", ",3", "3,,1",
+                          "3;1", "two", "2x2 nodes", "1.5,2", "99999999999", "2048x1024"}) {
+    sizes = {7};
+    EXPECT_NE(parse_node_layout(bad, sizes), std::nullopt) << "\"" << bad << "\"";
+    EXPECT_EQ(sizes, (std::vector<int>{7})) << "\"" << bad << "\"";
+  }
+  setenv("COLLX_NODE_LAYOUT", "2x", 1);
+  try {
+    (void)config_from_environment();
+    ADD_FAILURE() << "COLLX_NODE_LAYOUT=2x accepted";
+  } catch (const collx::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("COLLX_NODE_LAYOUT"), std::string::npos) << e.what();
+  }
+  setenv("COLLX_NODE_LAYOUT", "3,1", 1);
+  EXPECT_EQ(config_from_environment().node_layout, (std::vector<int>{3, 1}));
+  unsetenv("COLLX_NODE_LAYOUT");
+  EXPECT_TRUE(config_from_environment().node_layout.empty());
+}
+
+// The layout's groups: nodes by their lowest rank, leaders, the multi-leader form's peers.
+TEST(NodeLayout, GroupsFromKeysAndSizes) {
+  using collx::patterns::NodeLayout;
+  const int keys[] = {5, 9, 5, 9, 7};
+  const NodeLayout l = NodeLayout::from_keys(keys);
+  EXPECT_EQ(l.size(), 5);
+  EXPECT_EQ(l.nodes(), 3);
+  EXPECT_FALSE(l.uniform());
+  EXPECT_TRUE(l.hierarchical());
+  EXPECT_EQ(l.node_of(3), 1);
+  EXPECT_EQ(l.local_rank(2), 1);
+  EXPECT_EQ(std::vector<int>(l.members(0).begin(), l.members(0).end()), (std::vector<int>{0, 2}));
+  EXPECT_EQ(std::vector<int>(l.leaders().begin(), l.leaders().end()), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(std::vector<int>(l.peers(1).begin(), l.peers(1).end()), (std::vector<int>{2, 3}));
+  EXPECT_EQ(l.describe(), "3 nodes, 2+2+1 ranks (not uniform)");
+  const int sizes[] = {2, 2};
+  EXPECT_EQ(NodeLayout::from_sizes(sizes).describe(), "2 nodes x 2 ranks (uniform)");
+  EXPECT_FALSE(NodeLayout(4).hierarchical());
+  const int singles[] = {1, 1, 1};
+  EXPECT_FALSE(NodeLayout::from_sizes(singles).hierarchical());
+}
+
+// auto across nodes: multi_leader for large allreduces where every node holds as many ranks;
+// the flat table on one node, with one rank per node, for small sizes and uneven layouts.
+TEST(Selector, NodeRulesKnowTheLayout) {
+  using namespace collx::detail;
+  const std::size_t big = std::size_t{1} << 20;
+  const NodeShape one_node{1, 4, true};
+  const NodeShape two_by_two{2, 2, true};
+  const NodeShape singles{4, 1, true};
+  const NodeShape uneven{2, 3, false};
+  EXPECT_EQ(
+      resolve_algorithm(Collective::allreduce, Algorithm::automatic, big, 4, 0, false, two_by_two),
+      Algorithm::multi_leader);
+  for (const NodeShape& flat : {one_node, singles, uneven}) {
+    EXPECT_EQ(
+        resolve_algorithm(Collective::allreduce, Algorithm::automatic, big, 4, 0, false, flat),
+        select_from(builtin_rules(), Collective::allreduce, big, 4));
+  }
+  EXPECT_EQ(
+      resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 4, 0, false, two_by_two),
+      select_from(builtin_rules(), Collective::allreduce, 8, 4));
+  EXPECT_EQ(
+      resolve_algorithm(Collective::broadcast, Algorithm::automatic, big, 4, 0, false, two_by_two),
+      select_from(builtin_rules(), Collective::broadcast, big, 4));
+}
+
+// The cost model across nodes: the node-aware allreduces cost their flat fallback on one node;
+// across nodes multi_leader's k ranks move the bytes hierarchical's leader moves, side by side.
+TEST(CostModel, NodeAwareAllreduceAcrossNodes) {
+  using collx::model::cost;
+  const double n = 16 << 20;
+  const auto flat = cost(Collective::allreduce, Algorithm::rabenseifner, 8, n, 1 << 18);
+  const auto one_node = cost(Collective::allreduce, Algorithm::multi_leader, 8, n, 1 << 18);
+  ASSERT_TRUE(flat && one_node);
+  EXPECT_EQ(one_node->bytes, flat->bytes);
+  const auto across = cost(Collective::allreduce, Algorithm::rabenseifner, 8, n, 1 << 18, 2);
+  const auto multi = cost(Collective::allreduce, Algorithm::multi_leader, 8, n, 1 << 18, 2);
+  const auto hier = cost(Collective::allreduce, Algorithm::hierarchical, 8, n, 1 << 18, 2);
+  ASSERT_TRUE(across && multi && hier);
+  EXPECT_EQ(across->bytes, 0);
+  EXPECT_GT(across->inter_bytes, 0);
+  EXPECT_NEAR(multi->inter_bytes, hier->inter_bytes, 1);
+  EXPECT_LT(multi->bytes, hier->bytes);
+  collx::model::Machine m;
+  m.nodes = 512;
+  EXPECT_EQ(collx::model::best(Collective::allreduce, 4096, 64 << 20, m), Algorithm::multi_leader);
 }

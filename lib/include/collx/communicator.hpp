@@ -7,7 +7,9 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "collx/options.hpp"
 #include "collx/request.hpp"
@@ -21,6 +23,19 @@ struct CommState;
 // only in the library's sources, so applications cannot reach the state through it.
 struct CommunicatorAccess;
 }  // namespace detail
+
+// Which ranks of a communicator share a node (Communicator::node_layout()). Nodes are numbered
+// by their lowest rank; a node's ranks keep the communicator's order (local rank 0 is its
+// leader).
+struct NodeLayoutInfo {
+  int nodes = 1;
+  std::vector<int> ranks_per_node;  // by node
+  int node = 0;                     // this rank's node
+  int local_rank = 0;               // this rank's place on it
+  bool uniform = true;              // every node holds as many ranks
+  bool emulated = false;            // COLLX_NODE_LAYOUT's blocks, not MPI_Comm_split_type
+  std::string description;          // "2 nodes x 2 ranks (uniform)"
+};
 
 class Communicator {
  public:
@@ -48,6 +63,10 @@ class Communicator {
   // Whether its ranks share a memory segment (all on one node, more than one rank, COLLX_SHM
   // not 0): then Algorithm::shared_memory runs through it, and auto may choose it.
   bool shared_memory() const;
+  // Which of its ranks share a node: found once when the communicator was created
+  // (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or the blocks COLLX_NODE_LAYOUT describes).
+  // The node-aware algorithms (hierarchical, multi_leader) and auto's table split by it.
+  NodeLayoutInfo node_layout() const;
 
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
   // In place when sendbuf == recvbuf.

@@ -48,13 +48,19 @@ struct CommState {
     const Config* const current = &config();
     if (last.config != current || last.bytes != bytes || last.requested != requested ||
         last.shared_memory != shared_memory) [[unlikely]] {
-      last.algorithm = resolve_algorithm(collective, requested, bytes, size, rank, shared_memory);
+      last.algorithm =
+          resolve_algorithm(collective, requested, bytes, size, rank, shared_memory, node_shape());
       last.config = current;
       last.bytes = bytes;
       last.requested = requested;
       last.shared_memory = shared_memory;
     }
     return last.algorithm;
+  }
+  // The node layout as the selection table sees it.
+  NodeShape node_shape() const {
+    if (!node_layout) return {};
+    return {node_layout->nodes(), node_layout->max_ranks_per_node(), node_layout->uniform()};
   }
   // The device side of this communicator on `device`, made on first use.
   DeviceEngine& device_engine(int device);
@@ -74,6 +80,10 @@ struct CommState {
   std::unique_ptr<FailureNotices> notices;
   std::mutex device_mutex;
   std::vector<std::unique_ptr<DeviceEngine>> device_engines;
+  // Which ranks share a node, found once here (MPI_Comm_split_type, or COLLX_NODE_LAYOUT's
+  // emulation: `emulated_layout`); the transport holds it too, for the node-aware schedules.
+  std::shared_ptr<const patterns::NodeLayout> node_layout;
+  bool emulated_layout = false;
 
  private:
   struct Choice {

@@ -1,6 +1,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "collectives.hpp"
 #include "collx/build_config.hpp"
@@ -61,6 +62,54 @@ std::unique_ptr<Transport> make_transport(MPI_Comm comm, int rank, TransportKind
   }
   throw Error(ErrorCode::internal, "communicator", rank, "unknown transport");
 }
+// Which ranks of `comm` share a node: every rank's key (the rank of its node's lowest rank in
+// `comm`, or with COLLX_NODE_LAYOUT the emulated node of its MPI_COMM_WORLD rank), gathered.
+// Collective over `comm`.
+std::shared_ptr<const patterns::NodeLayout> discover_node_layout(MPI_Comm comm, int rank, int size,
+                                                                 bool& emulated) {
+  const std::vector<int>& emulation = config().node_layout;
+  emulated = !emulation.empty();
+  int key = 0;
+  if (emulated) {
+    int world_rank = 0;
+    int world_size = 0;
+    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "MPI_Comm_size");
+    long described = 0;
+    for (int n : emulation)
+      described += n;
+    if (described != world_size) {
+      throw Error(ErrorCode::config, "communicator", rank,
+                  "COLLX_NODE_LAYOUT describes " + std::to_string(described) +
+                      " ranks, but MPI_COMM_WORLD has " + std::to_string(world_size));
+    }
+    long end = 0;
+    for (std::size_t node = 0; node < emulation.size(); ++node) {
+      end += emulation[node];
+      if (world_rank < end) {
+        key = static_cast<int>(node);
+        break;
+      }
+    }
+  } else {
+    MPI_Comm node = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+    MPI_Group node_group = MPI_GROUP_NULL;
+    MPI_Group comm_group = MPI_GROUP_NULL;
+    int first = 0;
+    int rc = MPI_Comm_group(node, &node_group);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_group(comm, &comm_group);
+    if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(node_group, 1, &first, comm_group, &key);
+    if (node_group != MPI_GROUP_NULL) MPI_Group_free(&node_group);
+    if (comm_group != MPI_GROUP_NULL) MPI_Group_free(&comm_group);
+    MPI_Comm_free(&node);
+    check_mpi(rc, "MPI_Group_translate_ranks");
+  }
+  std::vector<int> keys(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&key, 1, MPI_INT, keys.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  return std::make_shared<const patterns::NodeLayout>(patterns::NodeLayout::from_keys(keys));
+}
 }  // namespace
 
 CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
@@ -93,7 +142,10 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     }
     transport->set_failure_notices(notices.get());
     // Collective like the rest of this constructor: every rank of `comm` takes part.
-    transport->set_shared_arena(SharedArena::create(comm));
+    node_layout = discover_node_layout(comm, rank, size, emulated_layout);
+    transport->set_node_layout(node_layout);
+    // An emulated layout of several nodes has no segment, as real nodes would not.
+    if (node_layout->nodes() == 1) transport->set_shared_arena(SharedArena::create(comm));
   } catch (...) {
     // No destructor runs for a constructor that throws: the duplicates are freed here.
     transport.reset();
@@ -271,6 +323,21 @@ std::string_view Communicator::transport_name() const {
 
 bool Communicator::shared_memory() const {
   return detail::state_of(*this).transport->shared_arena() != nullptr;
+}
+
+NodeLayoutInfo Communicator::node_layout() const {
+  const detail::CommState& s = detail::state_of(*this);
+  const patterns::NodeLayout& l = *s.node_layout;
+  NodeLayoutInfo info;
+  info.nodes = l.nodes();
+  for (int j = 0; j < l.nodes(); ++j)
+    info.ranks_per_node.push_back(l.ranks_on(j));
+  info.node = l.node_of(s.rank);
+  info.local_rank = l.local_rank(s.rank);
+  info.uniform = l.uniform();
+  info.emulated = s.emulated_layout;
+  info.description = l.describe();
+  return info;
 }
 
 Communicator::~Communicator() = default;

@@ -111,6 +111,7 @@ std::string selection_table() {
     }
     out += "then the built-in table:\n";
   }
+  out += detail::describe_node_rules();
   out += detail::describe_rules(detail::builtin_rules());
   const auto& forced = detail::config().algorithm;
   for (int c = 0; c < kCollectiveCount; ++c) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "collx/error.hpp"
@@ -87,6 +89,52 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
     return std::nullopt;
   }
   return value * scale;
+}
+
+std::optional<std::string> parse_node_layout(std::string_view text, std::vector<int>& into) {
+  // Up to 2^20 ranks in all: a node count or size beyond it is a typo, not a machine.
+  constexpr long kMaxRanks = 1 << 20;
+  auto number = [](std::string_view s, int& out) {
+    s = trim(s);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size() && !s.empty() && out >= 1 &&
+           out <= kMaxRanks;
+  };
+  std::vector<int> sizes;
+  const std::string_view s = trim(text);
+  if (s.empty()) return "expected NxK (N nodes of K ranks) or a list of node sizes like 3,1";
+  const std::size_t x = s.find_first_of("xX");
+  if (x != std::string_view::npos) {
+    int nodes = 0;
+    int per_node = 0;
+    if (!number(s.substr(0, x), nodes) || !number(s.substr(x + 1), per_node)) {
+      return "expected NxK with N nodes and K ranks per node, both from 1 to " +
+             std::to_string(kMaxRanks);
+    }
+    if (static_cast<long>(nodes) * per_node > kMaxRanks) {
+      return "more than " + std::to_string(kMaxRanks) + " ranks";
+    }
+    sizes.assign(static_cast<std::size_t>(nodes), per_node);
+  } else {
+    long total = 0;
+    std::string_view rest = s;
+    while (true) {
+      const std::size_t comma = rest.find(',');
+      int size = 0;
+      if (!number(rest.substr(0, comma), size)) {
+        return "expected a comma-separated list of node sizes (ranks per node, each from 1 to " +
+               std::to_string(kMaxRanks) + "), got \"" + std::string(trim(rest.substr(0, comma))) +
+               "\"";
+      }
+      total += size;
+      if (total > kMaxRanks) return "more than " + std::to_string(kMaxRanks) + " ranks";
+      sizes.push_back(size);
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
+    }
+  }
+  into = std::move(sizes);
+  return std::nullopt;
 }
 
 std::optional<std::string> parse_algorithm_overrides(
@@ -225,6 +273,9 @@ Config config_from_environment() {
     } else {
       bad_value("COLLX_SHM_STORES", v, "expected auto, plain or streaming");
     }
+  }
+  if (const char* v = env("COLLX_NODE_LAYOUT")) {
+    if (auto err = parse_node_layout(v, c.node_layout)) bad_value("COLLX_NODE_LAYOUT", v, *err);
   }
   return c;
 }

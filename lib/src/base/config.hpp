@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "collx/algorithm.hpp"
 
@@ -65,6 +66,11 @@ struct Config {
   // (where the ranks may read each other's memory), 0 never; unset: while plain stores into
   // the rings are slow (ring_stores.hpp) and the blocks are of a size where that wins.
   std::optional<bool> shm_direct;
+  // COLLX_NODE_LAYOUT="2x2" (2 nodes of 2 ranks) or "3,1" (a node of 3 ranks, then one of 1):
+  // the node each rank of MPI_COMM_WORLD is on, in blocks of consecutive ranks, instead of
+  // what MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) says. For testing the node-aware algorithms
+  // on one machine; the sizes must add up to MPI_COMM_WORLD's size. Empty: discovered.
+  std::vector<int> node_layout;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.
@@ -82,6 +88,9 @@ void set_config(const Config& replacement);
 
 // "256K", "4M", "1G", "4096" -> bytes.
 std::optional<std::size_t> parse_byte_size(std::string_view text);
+// COLLX_NODE_LAYOUT's "NxK" (N nodes of K ranks) or "a,b,c" (node sizes) into node sizes, each
+// at least 1; the error text on failure.
+std::optional<std::string> parse_node_layout(std::string_view text, std::vector<int>& into);
 // "allreduce:ring;bcast:binomial_tree" into `into`; the error text on failure.
 std::optional<std::string> parse_algorithm_overrides(
     std::string_view text, std::array<std::optional<Algorithm>, kCollectiveCount>& into);

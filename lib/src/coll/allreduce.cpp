@@ -201,6 +201,99 @@ Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
     co_await op.wait(t);
 }
 
+const patterns::NodeLayout* node_split(Operation& op) {
+  const patterns::NodeLayout* layout = op.transport().node_layout();
+  if (layout == nullptr || op.in_group() || layout->size() != op.size()) return nullptr;
+  return layout->hierarchical() ? layout : nullptr;
+}
+
+Algorithm flat_allreduce(std::size_t bytes) {
+  return bytes <= (std::size_t{32} << 10) ? Algorithm::recursive_doubling : Algorithm::rabenseifner;
+}
+
+// Hierarchical: a binomial reduce inside each node to its leader (local rank 0), an allreduce
+// of the leaders across nodes, a binomial broadcast inside each node. The leaders' allreduce
+// completes (and for avg divides) every value once, and the broadcast copies its bits, so
+// every rank gets the same result. Any layout.
+Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
+  if (trivial(op, a)) co_return;
+  const std::size_t bytes = a.count * a.reduction.element_size;
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr) {
+    co_await allreduce_task(op, a, flat_allreduce(bytes));
+    co_return;
+  }
+  const std::span<const int> node = layout->members(layout->node_of(op.rank()));
+  const bool leader = layout->local_rank(op.rank()) == 0;
+  // Partial sums inside a node: no avg division before the last combining step.
+  Reduction partial = a.reduction;
+  partial.divisor = 0;
+  {
+    const Operation::Group group(op, node);
+    const ReduceArgs reduce{
+        a.send, a.recv, a.count, partial, 0, a.phases.part("node reduce", 0, 1), Algorithm::ring};
+    co_await reduce_task(op, reduce, Algorithm::binomial_tree);
+  }
+  if (leader) {
+    const Operation::Group group(op, layout->leaders());
+    const AllreduceArgs across{a.recv, a.recv, a.count, a.reduction,
+                               a.phases.part("across nodes", 1, 2)};
+    co_await allreduce_task(op, across, flat_allreduce(bytes));
+  }
+  {
+    const Operation::Group group(op, node);
+    const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
+                                  a.phases.part("node broadcast", 3, 1)};
+    co_await broadcast_task(op, broadcast, Algorithm::binomial_tree);
+  }
+}
+
+// Multi-leader: with k ranks on every node, a ring reduce-scatter inside each node leaves
+// slice i of the node's sum on local rank i; the ranks of local rank i allreduce slice i across
+// nodes; a ring allgather inside each node assembles the slices. Every rank's link across nodes
+// carries 1/k of the buffer. Slice i is completed once, by its allreduce across nodes, and
+// copied by the allgather: the same bits on every rank. Where the nodes hold different numbers
+// of ranks it runs the hierarchical schedule.
+Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
+  if (trivial(op, a)) co_return;
+  const std::size_t elem = a.reduction.element_size;
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr) {
+    co_await allreduce_task(op, a, flat_allreduce(a.count * elem));
+    co_return;
+  }
+  if (!layout->uniform()) {
+    co_await allreduce_hierarchical(op, a);
+    co_return;
+  }
+  const std::span<const int> node = layout->members(layout->node_of(op.rank()));
+  const int local = layout->local_rank(op.rank());
+  const int k = static_cast<int>(node.size());
+  const std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, k});
+  const auto i = static_cast<std::size_t>(local);
+  std::byte* const slice = a.recv + offsets[i] * elem;
+  const std::size_t slice_count = offsets[i + 1] - offsets[i];
+  Reduction partial = a.reduction;
+  partial.divisor = 0;
+  {
+    const Operation::Group group(op, node);
+    const ReduceScatterArgs scatter{a.send, slice, offsets, partial,
+                                    a.phases.part("node reduce_scatter", 0, 2)};
+    co_await reduce_scatter_task(op, scatter, Algorithm::ring);
+  }
+  {
+    const Operation::Group group(op, layout->peers(local));
+    const AllreduceArgs across{slice, slice, slice_count, a.reduction,
+                               a.phases.part("across nodes", 2, 2)};
+    co_await allreduce_task(op, across, flat_allreduce(slice_count * elem));
+  }
+  {
+    const Operation::Group group(op, node);
+    const AllgatherArgs gather{slice, a.recv, offsets, elem, a.phases.part("node allgather", 4, 2)};
+    co_await allgather_task(op, gather, Algorithm::ring);
+  }
+}
+
 // ---- the latency-bound path (see run_collective) ----
 // A blocking recursive doubling of at most kLatencyPathBytes, run straight through the
 // transport with no coroutine or Operation: at 8 bytes the call must cost barely more than its
@@ -259,6 +352,10 @@ std::span<const AlgorithmRow> allreduce_rows() {
                                  model::allreduce_double_binary_tree),
       row<Collective::allreduce>(Algorithm::shared_memory, allreduce_shared_memory,
                                  model::allreduce_shared_memory, nullptr, Algorithm::ring),
+      row<Collective::allreduce>(Algorithm::hierarchical, allreduce_hierarchical,
+                                 model::allreduce_hierarchical),
+      row<Collective::allreduce>(Algorithm::multi_leader, allreduce_multi_leader,
+                                 model::allreduce_multi_leader),
   };
   return rows;
 }

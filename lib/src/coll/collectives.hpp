@@ -14,6 +14,7 @@
 
 #include "blocks.hpp"
 #include "collx/algorithm.hpp"
+#include "node_layout.hpp"
 #include "operation.hpp"
 #include "reduction.hpp"
 
@@ -137,6 +138,17 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);
 Task allreduce_shared_memory(Operation& op, AllreduceArgs args);
 Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs args);
+
+// ---- node-aware algorithms (hierarchical, multi_leader; docs/ALGORITHMS.md) ----
+// Their parts run on groups of the operation's ranks (Operation::Group) taken from the
+// transport's node layout. The layout when the operation spans several nodes and some node
+// holds more than one rank; null otherwise (one node, one rank per node, no layout known, or
+// already inside a group), where the node-aware schedules run a flat algorithm instead.
+const patterns::NodeLayout* node_split(Operation& op);
+// The flat allreduce the node-aware schedules run across nodes, and in their stead where
+// node_split is null: recursive doubling up to 32 KiB, Rabenseifner above (each message across
+// nodes is a latency; the bytes are halved at every step). Both take two tag phases.
+Algorithm flat_allreduce(std::size_t bytes);
 
 // Prefix sums of `count` elements per rank over `nranks` ranks.
 std::vector<std::size_t> equal_offsets(std::size_t count, int nranks);

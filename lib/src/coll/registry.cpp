@@ -92,11 +92,23 @@ Task barrier_task(Operation& op, const BarrierArgs& args, Algorithm algorithm) {
 namespace collx::model {
 
 std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
-                         std::size_t segment_bytes) {
+                         std::size_t segment_bytes, int nodes) {
   const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
   if (row == nullptr) return std::nullopt;
   if (p <= 1) return Cost{};
-  return row->cost_model->cost(Shape::of(p, bytes, segment_bytes));
+  const Shape shape = Shape::of(p, bytes, segment_bytes, nodes);
+  Cost c = row->cost_model->cost(shape);
+  if (shape.nodes > 1 && !row->cost_model->node_aware) {
+    // A flat algorithm's steps wait for their slowest message: one that crosses nodes. The
+    // ring's neighbours are on one node but for one hop per node; the other patterns send
+    // across nodes from every rank of a node at once, through the node's one link.
+    const double sharing = algorithm == Algorithm::ring ? 1 : shape.per_node;
+    c.inter_messages += c.messages;
+    c.inter_bytes += c.bytes * sharing;
+    c.messages = 0;
+    c.bytes = 0;
+  }
+  return c;
 }
 
 std::string describe(Collective collective, Algorithm algorithm) {

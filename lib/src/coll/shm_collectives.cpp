@@ -224,7 +224,7 @@ Task in_turn(Operation& op, Task body) {
 
 bool shared_memory_usable(Operation& op) {
   const SharedArena* arena = op.transport().shared_arena();
-  return arena != nullptr && arena->size() == op.size() && !op.device_memory();
+  return arena != nullptr && !op.in_group() && arena->size() == op.size() && !op.device_memory();
 }
 
 Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {

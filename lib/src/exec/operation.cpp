@@ -179,7 +179,7 @@ void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
 void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase) {
   if (bytes == 0) {
     t.is_send = true;
-    t.peer = peer;
+    t.peer = real_peer(peer);
     t.bytes = 0;
     t.state = Transfer::State::done;
     return;
@@ -190,7 +190,7 @@ void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, 
 void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase) {
   if (bytes == 0) {
     t.is_send = false;
-    t.peer = peer;
+    t.peer = real_peer(peer);
     t.bytes = 0;
     t.state = Transfer::State::done;
     return;
@@ -198,7 +198,25 @@ void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int ph
   recv_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
+Operation::Group::Group(Operation& op, std::span<const int> members) : op_(op) {
+  const auto at = std::find(members.begin(), members.end(), op.transport_.rank());
+  if (op.in_group() || at == members.end()) [[unlikely]] {
+    throw Error(ErrorCode::internal, std::string(to_string(op.info_.collective)), op.rank_,
+                op.in_group() ? "nested rank groups" : "a rank group without this rank");
+  }
+  op.members_ = members;
+  op.rank_ = static_cast<int>(at - members.begin());
+  op.size_ = static_cast<int>(members.size());
+}
+
+Operation::Group::~Group() {
+  op_.members_ = {};
+  op_.rank_ = op_.transport_.rank();
+  op_.size_ = op_.transport_.size();
+}
+
 void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
+  peer = real_peer(peer);
   t.is_send = true;
   t.peer = peer;
   t.bytes = bytes;
@@ -206,6 +224,7 @@ void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, in
 }
 
 void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
+  peer = real_peer(peer);
   t.is_send = false;
   t.peer = peer;
   t.bytes = bytes;

@@ -112,8 +112,29 @@ class Operation {
 
   const OpInfo& info() const { return info_; }
   Transport& transport() { return transport_; }
+  // The rank and size the algorithm sees: the communicator's, or within a Group (below) the
+  // group's.
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Whether a Group is open: the algorithm addresses some of the communicator's ranks only.
+  bool in_group() const { return !members_.empty(); }
+
+  // A part of a composite algorithm that runs on some of the communicator's ranks (a node's
+  // ranks, the nodes' leaders): while a Group is open, rank() and size() are this rank's place
+  // in `members` (communicator ranks, each rank listing them in the same order; it must be
+  // among them) and the peers of send()/recv() are indexes into it. Messages keep the
+  // operation's tags, so the part takes a share of its Phases like any other. Open one in the
+  // coroutine around the part's co_await; groups do not nest.
+  class Group {
+   public:
+    Group(Operation& op, std::span<const int> members);
+    ~Group();
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+
+   private:
+    Operation& op_;
+  };
   std::size_t segment_bytes() const { return info_.segment_bytes; }
   int pipeline_depth() const { return info_.pipeline_depth; }
 
@@ -205,10 +226,16 @@ class Operation {
     return call_path_ ? *call_path_ : static_cast<const DataPath&>(host_path_);
   }
 
+  // The communicator rank of a peer the algorithm names (see Group).
+  int real_peer(int peer) const {
+    return members_.empty() ? peer : members_[static_cast<std::size_t>(peer)];
+  }
+
   Transport& transport_;
   OpInfo info_;
   int rank_;
   int size_;
+  std::span<const int> members_;  // the open Group's ranks; empty: the communicator's
   std::shared_ptr<void> keepalive_;
   HostPath host_path_;
   // Before task_: the coroutine frame (which may hold device scratch and the call's reduction)

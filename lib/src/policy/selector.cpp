@@ -114,7 +114,45 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::barrier, 1, kAnyRanks, kAnySize, Algorithm::dissemination},
 };
 
+// Ranks on several nodes with more than one on some. Allreduce above 64 KiB: multi_leader where
+// every node holds as many ranks (each rank's link carries 1/k of the bytes that cross nodes,
+// and the k ranks of a node reduce their slices side by side; cost model: docs/ALGORITHMS.md,
+// "Across nodes"). Not yet measured on real nodes: the edge is the model's and Open MPI's TCP
+// eager limit (64 KiB). Smaller sizes, and layouts whose nodes differ, take the flat table
+// (recursive doubling's first log2 k steps stay inside a node; hierarchical's binomial steps
+// inside a node carry the whole buffer).
+constexpr NodeRule kNodeRules[] = {
+    {Collective::allreduce, (std::size_t{64} << 10) + 1, true, Algorithm::multi_leader},
+};
+
 }  // namespace
+
+std::span<const NodeRule> node_rules() {
+  return kNodeRules;
+}
+
+Algorithm select_for_nodes(Collective collective, std::size_t bytes, const NodeShape& nodes) {
+  if (!nodes.spans_nodes()) return Algorithm::automatic;
+  for (const NodeRule& rule : kNodeRules) {
+    if (rule.collective == collective && bytes >= rule.min_bytes &&
+        (nodes.uniform || !rule.uniform_only)) {
+      return rule.algorithm;
+    }
+  }
+  return Algorithm::automatic;
+}
+
+std::string describe_node_rules() {
+  std::string out;
+  for (const NodeRule& rule : kNodeRules) {
+    out += std::string(to_string(rule.collective)) +
+           "  ranks on several nodes, bytes >= " + std::to_string(rule.min_bytes) + "  -> " +
+           std::string(to_string(rule.algorithm)) +
+           (rule.uniform_only ? "  (as many ranks on every node; otherwise the table below)" : "") +
+           "\n";
+  }
+  return out;
+}
 
 std::span<const SelectionRule> builtin_rules() {
   return kBuiltinRules;
@@ -158,13 +196,17 @@ Algorithm select_from(std::span<const SelectionRule> rules, Collective collectiv
 }
 
 Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::size_t bytes,
-                            int nranks, int rank, bool shared_memory) {
+                            int nranks, int rank, bool shared_memory, const NodeShape& nodes) {
   if (requested == Algorithm::automatic) {
     if (const auto forced = config().algorithm[static_cast<int>(collective)]) return *forced;
     if (const TuningTable* tuned = active_tuning()) {
       for (const auto& rule : tuned->rules) {
         if (matches(rule, collective, bytes, nranks, shared_memory)) return rule.algorithm;
       }
+    }
+    if (const Algorithm across = select_for_nodes(collective, bytes, nodes);
+        across != Algorithm::automatic) {
+      return across;
     }
     return select_from(builtin_rules_of(collective), collective, bytes, nranks, shared_memory);
   }

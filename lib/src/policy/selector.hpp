@@ -33,11 +33,36 @@ std::span<const SelectionRule> builtin_rules_of(Collective collective);
 Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
                       std::size_t bytes, int nranks, bool shared_memory = false);
 
-// The algorithm a call runs: `requested` unless automatic, then COLLX_ALGO, then the table.
-// Throws ErrorCode::unsupported if the collective does not implement the requested algorithm.
+// Where a communicator's ranks are (its node layout, as the table sees it).
+struct NodeShape {
+  int nodes = 1;
+  int max_per_node = 1;  // ranks on the fullest node
+  bool uniform = true;   // every node holds as many ranks
+  // Several nodes, more than one rank on some: where the node rules apply.
+  bool spans_nodes() const { return nodes > 1 && max_per_node > 1; }
+};
+
+// Rows for ranks on several nodes (NodeShape::spans_nodes), read before the table: for
+// `collective` on messages of at least `min_bytes`, `algorithm`, where every node holds as many
+// ranks or (uniform_only false) whatever the layout.
+struct NodeRule {
+  Collective collective;
+  std::size_t min_bytes;
+  bool uniform_only;
+  Algorithm algorithm;
+};
+std::span<const NodeRule> node_rules();
+// What the node rules pick for the call, or Algorithm::automatic where none applies.
+Algorithm select_for_nodes(Collective collective, std::size_t bytes, const NodeShape& nodes);
+
+// The algorithm a call runs: `requested` unless automatic, then COLLX_ALGO, then a tuning
+// file's rows, then the node rules (ranks on several nodes), then the table. Throws
+// ErrorCode::unsupported if the collective does not implement the requested algorithm.
 Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::size_t bytes,
-                            int nranks, int rank, bool shared_memory = false);
+                            int nranks, int rank, bool shared_memory = false,
+                            const NodeShape& nodes = {});
 
 std::string describe_rules(std::span<const SelectionRule> rules);
+std::string describe_node_rules();
 
 }  // namespace collx::detail

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <utility>
 
+#include "node_layout.hpp"
+
 namespace collx::detail {
 
 class FailureNotices;
@@ -172,6 +174,14 @@ class Transport {
   SharedArena* shared_arena() const { return arena_.get(); }
   void set_shared_arena(std::shared_ptr<SharedArena> arena) { arena_ = std::move(arena); }
 
+  // Which of this transport's ranks share a node (node_layout.hpp), found once when the
+  // communicator is created: what the node-aware algorithms (hierarchical, multi_leader) split
+  // their work by. Null: not known (simulated ranks without one): the ranks count as one node.
+  const patterns::NodeLayout* node_layout() const { return layout_.get(); }
+  void set_node_layout(std::shared_ptr<const patterns::NodeLayout> layout) {
+    layout_ = std::move(layout);
+  }
+
   // The communicator's failure notices (failure_notices.hpp), or null (a point-to-point
   // context, the simulated ranks): the transport's waits end when one revokes the communicator,
   // and an operation that fails reports itself there.
@@ -180,6 +190,7 @@ class Transport {
 
  private:
   std::shared_ptr<SharedArena> arena_;
+  std::shared_ptr<const patterns::NodeLayout> layout_;
   FailureNotices* notices_ = nullptr;
 };
 
