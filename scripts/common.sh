@@ -65,6 +65,13 @@ collx_build() {
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 
+# collx_step_done NAME: prints how long the step that just ended took (and the run so far).
+collx_step_started=$SECONDS
+collx_step_done() {
+  echo "collx: $1 took $((SECONDS - collx_step_started)) s (${SECONDS} s so far)"
+  collx_step_started=$SECONDS
+}
+
 # The launcher and the environment of the chosen MPI (after collx_install_packages).
 collx_mpi_env() {
   # Debian names both MPIs' programs by suffix; elsewhere (modules, Cray) the mpiexec on PATH.
