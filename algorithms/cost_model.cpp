@@ -274,6 +274,97 @@ const Entry reduce_scatter_shared_memory{
     "block's piece from its input and the p-1 slots straight into its output (rank order "
     "0..p-1): (p-1)/p n copied in, no bytes on a wire."};
 
+// ---- node-aware broadcast, reduce, allgather, reduce_scatter ----
+// Each runs a flat algorithm across nodes, and on all p ranks where it does not split (one node,
+// one rank per node): the choices of its schedule (lib/src/coll/broadcast.cpp, reduce.cpp,
+// allgather.cpp, reduce_scatter.cpp), repeated here.
+static bool splits(const Shape& s) {
+  return s.nodes > 1 && s.per_node > 1;
+}
+static Shape flat_shape(const Shape& s, double p, double n) {
+  return Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment));
+}
+// A flat algorithm on all the ranks: across nodes where there are several.
+static Cost all_flat(const Shape& s, const Cost& c) {
+  return s.nodes > 1 ? across_nodes(c) : c;
+}
+// The slices of k ranks of a node crossing at once: through the node's one link.
+static Cost k_abreast(Cost across, double k) {
+  across.inter_bytes *= k;
+  return across;
+}
+static Cost flat_broadcast(const Shape& s, double p, double n) {
+  const Shape f = flat_shape(s, p, n);
+  return n <= (256 << 10) || p <= 3 ? broadcast_binomial_tree.cost(f)
+                                    : broadcast_scatter_allgather.cost(f);
+}
+static Cost flat_reduce(const Shape& s, double p, double n) {
+  const Shape f = flat_shape(s, p, n);
+  return n <= (64 << 10) ? reduce_binomial_tree.cost(f) : reduce_rabenseifner.cost(f);
+}
+static Cost flat_allgather(const Shape& s, double p, double n) {
+  const Shape f = flat_shape(s, p, n);
+  if (f.core == f.p) return allgather_recursive_doubling.cost(f);
+  return n <= (64 << 10) ? allgather_bruck.cost(f) : allgather_ring.cost(f);
+}
+static Cost flat_reduce_scatter(const Shape& s, double p, double n) {
+  const Shape f = flat_shape(s, p, n);
+  return n <= (64 << 10) ? reduce_scatter_recursive_halving.cost(f) : reduce_scatter_ring.cost(f);
+}
+
+const Entry broadcast_hierarchical{
+    [](const Shape& s) {
+      if (!splits(s)) return all_flat(s, flat_broadcast(s, s.p, s.n));
+      const double lg = log2_ceil(static_cast<int>(s.per_node));
+      return add(across_nodes(flat_broadcast(s, s.nodes, s.n)), {lg, lg * s.n, 0, 0});
+    },
+    "Node-aware: a broadcast across nodes from the root to one rank on every other node (its "
+    "leader; binomial tree up to 256 KiB or 3 nodes, scatter + allgather above), then a binomial "
+    "broadcast inside each node from that rank (the root on its own node). Any layout; on one "
+    "node or with one rank per node the flat broadcast.",
+    true};
+const Entry reduce_hierarchical{
+    [](const Shape& s) {
+      if (!splits(s)) return all_flat(s, flat_reduce(s, s.p, s.n));
+      const double lg = log2_ceil(static_cast<int>(s.per_node));
+      return add({lg, lg * s.n, lg * s.n, 0}, across_nodes(flat_reduce(s, s.nodes, s.n)));
+    },
+    "Node-aware: a binomial reduce inside each node to one rank of it (the root on the root's "
+    "node, the leader elsewhere), then a reduce of the nodes' partial sums across nodes to the "
+    "root (binomial tree up to 64 KiB, Rabenseifner above). Any layout; on one node or with one "
+    "rank per node the flat reduce.",
+    true};
+const Entry allgather_hierarchical{
+    [](const Shape& s) {
+      if (!splits(s)) return all_flat(s, flat_allgather(s, s.p, s.n));
+      const double k = s.per_node;
+      return add(add(k_abreast(across_nodes(flat_allgather(s, s.nodes, s.n / k)), k),
+                     {k - 1, (k - 1) / k * s.n, 0, 0}),
+                 {0, 0, 0, s.n});
+    },
+    "Node-aware, k ranks on every node: the ranks of local rank i allgather their blocks across "
+    "nodes (recursive doubling on a power of two, Bruck up to 64 KiB, the ring above; n/k bytes "
+    "per rank, the k ranks of a node side by side) into region i of a buffer laid out local rank "
+    "first, a ring allgather inside each node assembles the k regions ((k-1)/k n bytes), and "
+    "every rank copies the blocks to their places (n). Nodes with different rank counts, one "
+    "node or one rank per node: the flat allgather.",
+    true};
+const Entry reduce_scatter_hierarchical{
+    [](const Shape& s) {
+      if (!splits(s)) return all_flat(s, flat_reduce_scatter(s, s.p, s.n));
+      const double k = s.per_node;
+      const double share = (k - 1) / k * s.n;
+      return add(add({0, 0, 0, s.n}, {k - 1, share, share, 0}),
+                 k_abreast(across_nodes(flat_reduce_scatter(s, s.nodes, s.n / k)), k));
+    },
+    "Node-aware, k ranks on every node: every rank copies its input into a buffer laid out local "
+    "rank first (n), a ring reduce-scatter inside each node leaves region i (the blocks of the "
+    "ranks of local rank i) summed over the node on local rank i ((k-1)/k n bytes), and those "
+    "ranks reduce-scatter the region across nodes (recursive halving up to 64 KiB, the ring "
+    "above; n/k bytes per rank, side by side). Nodes with different rank counts, one node or one "
+    "rank per node: the flat reduce-scatter.",
+    true};
+
 // ---- gather, scatter ----
 static Cost rooted_tree(const Shape& s) {
   return Cost{s.lg, (s.p - 1) / s.p * s.n, 0, 0};

@@ -77,12 +77,13 @@ extern const Entry allreduce_ring, allreduce_recursive_doubling, allreduce_raben
     allreduce_binomial_tree, allreduce_double_binary_tree, allreduce_shared_memory,
     allreduce_hierarchical, allreduce_multi_leader;
 extern const Entry broadcast_binomial_tree, broadcast_pipelined_chain, broadcast_scatter_allgather,
-    broadcast_shared_memory;
-extern const Entry reduce_binomial_tree, reduce_rabenseifner, reduce_shared_memory;
+    broadcast_shared_memory, broadcast_hierarchical;
+extern const Entry reduce_binomial_tree, reduce_rabenseifner, reduce_shared_memory,
+    reduce_hierarchical;
 extern const Entry allgather_ring, allgather_recursive_doubling, allgather_bruck,
-    allgather_shared_memory;
+    allgather_shared_memory, allgather_hierarchical;
 extern const Entry reduce_scatter_ring, reduce_scatter_recursive_halving,
-    reduce_scatter_shared_memory;
+    reduce_scatter_shared_memory, reduce_scatter_hierarchical;
 extern const Entry gather_binomial_tree, gather_linear, scatter_binomial_tree, scatter_linear;
 extern const Entry alltoall_pairwise, alltoall_bruck;
 extern const Entry barrier_dissemination, sendrecv_direct;

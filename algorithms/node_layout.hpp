@@ -86,6 +86,17 @@ class NodeLayout {
   // Local rank `local` of every node that has one, by node (the multi-leader form's groups).
   std::span<const int> peers(int local) const { return peers_[static_cast<std::size_t>(local)]; }
 
+  // Every rank, local rank first: peers(0), then peers(1), ... (each by node). The order in
+  // which the node-aware allgather and reduce_scatter lay out their blocks: the blocks of local
+  // rank i's ranks, the slice they move across nodes together, are contiguous.
+  std::vector<int> by_local_rank() const {
+    std::vector<int> order;
+    order.reserve(node_of_.size());
+    for (const auto& group : peers_)
+      order.insert(order.end(), group.begin(), group.end());
+    return order;
+  }
+
   // "2 nodes x 2 ranks (uniform)", "2 nodes, 3+1 ranks (not uniform)".
   std::string describe() const {
     std::string out = std::to_string(nodes()) + (nodes() == 1 ? " node" : " nodes");

@@ -7,9 +7,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -67,10 +67,14 @@ std::optional<std::size_t> parse_size(const std::string& text) {
   if (std::from_chars(text.data(), end, value).ec != std::errc{}) return std::nullopt;
   const std::string suffix = text.substr(static_cast<std::size_t>(end - text.data()));
   int shift = 0;
-  if (suffix == "K" || suffix == "k") shift = 10;
-  else if (suffix == "M" || suffix == "m") shift = 20;
-  else if (suffix == "G" || suffix == "g") shift = 30;
-  else if (!suffix.empty() && suffix != "B") return std::nullopt;
+  if (suffix == "K" || suffix == "k")
+    shift = 10;
+  else if (suffix == "M" || suffix == "m")
+    shift = 20;
+  else if (suffix == "G" || suffix == "g")
+    shift = 30;
+  else if (!suffix.empty() && suffix != "B")
+    return std::nullopt;
   if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
   return value << shift;
 }
@@ -78,9 +82,9 @@ std::optional<std::size_t> parse_size(const std::string& text) {
 // Why `text` is no size for `flag` ("" when it is one), for the error message.
 std::string size_error(const std::string& flag, const std::string& text) {
   if (parse_size(text)) return "";
-  const bool digits_then_suffix =
-      !text.empty() && std::isdigit(static_cast<unsigned char>(text[0])) &&
-      text.find_first_not_of("0123456789KkMmGgB") == std::string::npos;
+  const bool digits_then_suffix = !text.empty() &&
+                                  std::isdigit(static_cast<unsigned char>(text[0])) &&
+                                  text.find_first_not_of("0123456789KkMmGgB") == std::string::npos;
   return flag + " \"" + text + "\": " +
          (digits_then_suffix ? "more than 2^64 - 1 bytes, or a suffix other than one of B, K, M, G"
                              : "not a size: give bytes as decimal digits, with an optional K, M "
@@ -573,7 +577,8 @@ std::string make_plan(const Settings& s, Plan& plan) {
       if (*given == 0) return "--llc 0: a cache of no bytes";
       // The pool is twice the cache, every byte touched before the first call: a mistyped size
       // takes minutes (or the node's memory) to set up. No core has a last-level cache near it.
-      if (*given > kMaxLlc) return "--llc " + s.llc + ": larger than any last-level cache (at most 2G)";
+      if (*given > kMaxLlc)
+        return "--llc " + s.llc + ": larger than any last-level cache (at most 2G)";
       plan.llc = {*given, "--llc"};
     }
   }
@@ -604,16 +609,17 @@ std::string memory_error(const Settings& s, const Plan& plan) {
   if (ratio <= 1) return "";
   using collx::apps::describe_bytes;
   const bool cache = s.cold && pool > buffers;
-  std::string why = cache ? "--cold --llc " + s.llc + ": a pool of buffer sets larger than twice "
-                                                        "the cache, about " +
+  std::string why = cache ? "--cold --llc " + s.llc +
+                                ": a pool of buffer sets larger than twice "
+                                "the cache, about " +
                                 describe_bytes(pool) + " per rank"
                           : "-e " + s.max_bytes + ": the buffers of the largest size need about " +
                                 describe_bytes(buffers + pool) +
                                 " per rank (send, receive, expected result" +
                                 (plan.memcpy_row() ? ", memcpy copy" : "") +
                                 (s.cold ? ", --cold's pool" : "") + ")";
-  why += "; " + describe_bytes(need) + " in all for the " + std::to_string(local_ranks) +
-         " rank" + (local_ranks == 1 ? "" : "s") + " on a node";
+  why += "; " + describe_bytes(need) + " in all for the " + std::to_string(local_ranks) + " rank" +
+         (local_ranks == 1 ? "" : "s") + " on a node";
   why += memory > 0 ? ": more than its memory (" + describe_bytes(memory) + ")"
                     : ": more than a node's memory";
   return why;
@@ -788,10 +794,10 @@ Measured measure_row(const Run& run, const Row& row, const SizeTimes& t, std::si
   m.label = c.name;
   if (c.collx() && c.algorithm == Algorithm::automatic) {
     // The shared-memory rows count for host buffers on a communicator with a segment.
-    const bool shared =
-        !run.plan.device && (row.runner->comm ? *row.runner->comm : run.comm).shared_memory();
-    m.selected = std::string(
-        collx::to_string(collx::auto_algorithm(run.plan.collective, bytes, run.nranks, shared)));
+    const collx::Communicator& comm = row.runner->comm ? *row.runner->comm : run.comm;
+    const bool shared = !run.plan.device && comm.shared_memory();
+    m.selected = std::string(collx::to_string(
+        collx::auto_algorithm(run.plan.collective, bytes, run.nranks, shared, comm.node_layout())));
     m.label += "(" + m.selected + ")";
   }
   if (c.collx() && !row.runner->transport.empty()) m.label += "@" + row.runner->transport;

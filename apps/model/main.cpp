@@ -1,6 +1,7 @@
 // collx-model: the alpha-beta-gamma cost model. Calibrates its parameters on the running
-// machine (under mpirun, 2 ranks), predicts every algorithm's time for any rank count and size,
-// finds the crossover points, and writes docs/ALGORITHMS.md's tables.
+// machine (under mpirun, 2 ranks), predicts every algorithm's time for any rank count and size
+// (on one node, or with --nodes N --ranks-per-node K on N nodes joined by a network of its own
+// alpha and bandwidth), finds the crossover points, and writes docs/ALGORITHMS.md's tables.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -93,8 +94,13 @@ Machine calibrate(collx::Communicator& comm) {
 }
 
 void print_machine(const Machine& m) {
-  std::printf("--alpha-us %.3f --bandwidth-gbps %.2f --gamma-gbps %.2f --copy-gbps %.2f\n",
+  std::printf("--alpha-us %.3f --bandwidth-gbps %.2f --gamma-gbps %.2f --copy-gbps %.2f",
               m.alpha * 1e6, 1e-9 / m.beta, 1e-9 / m.gamma, 1e-9 / m.copy);
+  if (m.nodes > 1) {
+    std::printf(" --nodes %d --inter-alpha-us %.3f --inter-gbps %.2f", m.nodes, m.alpha_inter * 1e6,
+                1e-9 / m.beta_inter);
+  }
+  std::printf("\n");
 }
 
 // One markdown table: rows = sizes, columns = algorithms' predicted times, best marked.
@@ -115,7 +121,7 @@ void prediction_table(Collective c, int p, const Machine& m, const std::vector<d
     std::printf("| %s |", human(bytes).c_str());
     const Algorithm winner = collx::model::best(c, p, bytes, m);
     for (Algorithm a : algos) {
-      const auto cost = collx::model::cost(c, a, p, bytes, m.segment_bytes);
+      const auto cost = collx::model::cost(c, a, p, bytes, m.segment_bytes, m.nodes);
       const std::string t = time_text(cost->seconds(m));
       std::printf(a == winner ? " **%s** |" : " %s |", t.c_str());
     }
@@ -124,7 +130,11 @@ void prediction_table(Collective c, int p, const Machine& m, const std::vector<d
 }
 
 void crossover_line(Collective c, int p, const Machine& m) {
-  std::printf("- p = %d:", p);
+  if (m.nodes > 1) {
+    std::printf("- p = %d (%d nodes x %d ranks):", p, m.nodes, p / m.nodes);
+  } else {
+    std::printf("- p = %d:", p);
+  }
   for (const auto& x : collx::model::crossovers(c, p, m, double(1ull << 34))) {
     std::printf(" from %s %s;", human(x.bytes).c_str(),
                 std::string(collx::to_string(x.algorithm)).c_str());
@@ -143,6 +153,9 @@ int main(int argc, char** argv) {
   bool doc = false;
   std::string collective_name = "allreduce";
   std::vector<int> ranks = {2, 8, 64, 512, 4096};
+  int nodes = 0;
+  int ranks_per_node = 0;
+  double inter_alpha_us = m.alpha_inter * 1e6, inter_bandwidth = 1e-9 / m.beta_inter;
   app.add_flag("--calibrate", calibrate_here,
                "measure alpha, beta, gamma and copy on this machine (run under mpirun -np 2)");
   app.add_option("--alpha-us", alpha_us, "message latency (us)")->capture_default_str();
@@ -151,7 +164,24 @@ int main(int argc, char** argv) {
   app.add_option("--copy-gbps", copy, "local copy speed (GB/s)")->capture_default_str();
   app.add_option("--segment", segment, "pipeline segment size")->capture_default_str();
   app.add_option("-c,--collective", collective_name, "collective, or 'all'")->capture_default_str();
-  app.add_option("-p,--ranks", ranks, "rank counts")->delimiter(',')->capture_default_str();
+  auto* ranks_option =
+      app.add_option("-p,--ranks", ranks, "rank counts")->delimiter(',')->capture_default_str();
+  auto* nodes_option =
+      app.add_option("--nodes", nodes,
+                     "ranks on this many nodes (with --ranks-per-node; instead of -p): --alpha-us "
+                     "and --bandwidth-gbps are then the links inside a node")
+          ->check(CLI::Range(1, 1 << 20));
+  auto* per_node_option = app.add_option("--ranks-per-node", ranks_per_node, "ranks on each node")
+                              ->check(CLI::Range(1, 1 << 16));
+  nodes_option->needs(per_node_option)->excludes(ranks_option);
+  per_node_option->needs(nodes_option);
+  app.add_option("--inter-alpha-us", inter_alpha_us, "message latency between nodes (us)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--inter-gbps,--inter-bandwidth-gbps", inter_bandwidth,
+                 "network bandwidth between nodes (GB/s, one link per node)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_flag("--markdown", doc, "print markdown tables (docs/ALGORITHMS.md)");
   app.add_flag("--one-node", m.one_node,
                "every rank on one node: include the shared_memory algorithms");
@@ -161,6 +191,20 @@ int main(int argc, char** argv) {
   m.beta = 1e-9 / bandwidth;
   m.gamma = 1e-9 / gamma;
   m.copy = 1e-9 / copy;
+  m.alpha_inter = inter_alpha_us * 1e-6;
+  m.beta_inter = 1e-9 / inter_bandwidth;
+  if (nodes > 0) {
+    if (static_cast<long long>(nodes) * ranks_per_node > (1 << 24)) {
+      std::fprintf(stderr, "collx-model: --nodes x --ranks-per-node is above 2^24 ranks\n");
+      return 2;
+    }
+    if (m.one_node && nodes > 1) {
+      std::fprintf(stderr, "collx-model: --one-node with --nodes above 1\n");
+      return 2;
+    }
+    m.nodes = nodes;
+    ranks = {nodes * ranks_per_node};
+  }
   m.segment_bytes =
       static_cast<std::size_t>(std::stoull(segment)) * (segment.back() == 'K'   ? 1024
                                                         : segment.back() == 'M' ? 1 << 20
@@ -207,13 +251,19 @@ int main(int argc, char** argv) {
       std::printf("\nCrossovers (smallest size from which an algorithm is predicted fastest):\n\n");
       for (int p : ranks)
         crossover_line(c, p, m);
-      for (int p : {ranks.front(), ranks.back()}) {
+      std::vector<int> tables = {ranks.front()};
+      if (ranks.back() != ranks.front()) tables.push_back(ranks.back());
+      for (int p : tables) {
         std::printf("\nPredicted time, p = %d:\n\n", p);
         prediction_table(c, p, m, sizes);
       }
     } else {
       for (int p : ranks) {
-        std::printf("p = %d\n", p);
+        if (m.nodes > 1) {
+          std::printf("p = %d (%d nodes x %d ranks)\n", p, m.nodes, p / m.nodes);
+        } else {
+          std::printf("p = %d\n", p);
+        }
         prediction_table(c, p, m, sizes);
         crossover_line(c, p, m);
       }

@@ -338,9 +338,54 @@ TEST(Selector, NodeRulesKnowTheLayout) {
   EXPECT_EQ(
       resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 4, 0, false, two_by_two),
       select_from(builtin_rules(), Collective::allreduce, 8, 4));
-  EXPECT_EQ(
-      resolve_algorithm(Collective::broadcast, Algorithm::automatic, big, 4, 0, false, two_by_two),
-      select_from(builtin_rules(), Collective::broadcast, big, 4));
+  // Broadcast (to 1 MiB) and reduce (to 16 KiB): hierarchical for any layout across nodes; above,
+  // and allgather and reduce_scatter: the flat table.
+  for (Collective c : {Collective::broadcast, Collective::reduce}) {
+    const std::size_t edge = c == Collective::broadcast ? big : 16 << 10;
+    EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, edge + 1, 4, 0, false, two_by_two),
+              select_from(builtin_rules(), c, edge + 1, 4));
+    for (std::size_t bytes : {std::size_t{8}, edge}) {
+      for (const NodeShape& across : {two_by_two, uneven}) {
+        EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, bytes, 4, 0, false, across),
+                  Algorithm::hierarchical);
+      }
+      for (const NodeShape& flat : {one_node, singles}) {
+        EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, bytes, 4, 0, false, flat),
+                  select_from(builtin_rules(), c, bytes, 4));
+      }
+    }
+  }
+  for (Collective c : {Collective::allgather, Collective::reduce_scatter}) {
+    EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, big, 4, 0, false, two_by_two),
+              select_from(builtin_rules(), c, big, 4));
+  }
+}
+
+// The node rules for broadcast and reduce follow the model: up to their edges hierarchical is
+// predicted fastest on several nodes, on a fast network and on a slow one; on one node it is
+// never predicted fastest (it runs a flat algorithm there, and ties go to the flat row).
+TEST(CostModel, NodeAwareBroadcastAndReduce) {
+  for (Collective c : {Collective::broadcast, Collective::reduce}) {
+    const double edge = c == Collective::broadcast ? double(1 << 20) : double(16 << 10);
+    for (auto [nodes, per_node] :
+         {std::pair{2, 2}, std::pair{4, 4}, std::pair{8, 8}, std::pair{8, 2}, std::pair{64, 8}}) {
+      for (bool slow : {false, true}) {
+        collx::model::Machine m;
+        m.nodes = nodes;
+        if (slow) {
+          m.alpha_inter = 250e-6;
+          m.beta_inter = 1 / 0.5e9;
+        }
+        for (double bytes = 8; bytes <= edge; bytes *= 2) {
+          EXPECT_EQ(collx::model::best(c, nodes * per_node, bytes, m), Algorithm::hierarchical)
+              << collx::to_string(c) << " " << nodes << "x" << per_node << " " << bytes;
+        }
+      }
+      collx::model::Machine one;
+      for (double bytes = 8; bytes <= double(1 << 30); bytes *= 8)
+        EXPECT_NE(collx::model::best(c, per_node, bytes, one), Algorithm::hierarchical);
+    }
+  }
 }
 
 // The cost model across nodes: the node-aware allreduces cost their flat fallback on one node;

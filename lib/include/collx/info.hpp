@@ -66,6 +66,11 @@ std::string mpi_standard_version();
 // so the table's shared_memory rows apply.
 Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks,
                          bool shared_memory = false);
+// The same on ranks placed on nodes as `layout` says (Communicator::node_layout()): where they
+// span several nodes, auto's node rules come first, as in the communicator's own calls.
+struct NodeLayoutInfo;
+Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks, bool shared_memory,
+                         const NodeLayoutInfo& layout);
 
 // The table `auto` uses (one line per rule) and any COLLX_ALGO overrides in force.
 std::string selection_table();

@@ -107,6 +107,8 @@ std::shared_ptr<const patterns::NodeLayout> discover_node_layout(MPI_Comm comm, 
     check_mpi(rc, "MPI_Group_translate_ranks");
   }
   std::vector<int> keys(static_cast<std::size_t>(size));
+  // PMPI_: collx's own collectives never reach a profiling layer (libcollx_mpi would make a
+  // Communicator of `comm` for it, which discovers its layout here again, without end).
   check_mpi(PMPI_Allgather(&key, 1, MPI_INT, keys.data(), 1, MPI_INT, comm), "PMPI_Allgather");
   return std::make_shared<const patterns::NodeLayout>(patterns::NodeLayout::from_keys(keys));
 }

@@ -3,9 +3,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
 
 #include "collx/build_config.hpp"
+#include "collx/communicator.hpp"
 #include "config.hpp"
 #include "cuda_aware.hpp"
 #include "device_api.hpp"
@@ -96,6 +98,15 @@ std::string mpi_standard_version() {
 Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks, bool shared_memory) {
   return detail::resolve_algorithm(collective, Algorithm::automatic, bytes, nranks, -1,
                                    shared_memory);
+}
+
+Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks, bool shared_memory,
+                         const NodeLayoutInfo& layout) {
+  int most = 1;
+  for (int k : layout.ranks_per_node)
+    most = std::max(most, k);
+  return detail::resolve_algorithm(collective, Algorithm::automatic, bytes, nranks, -1,
+                                   shared_memory, {layout.nodes, most, layout.uniform});
 }
 
 std::string selection_table() {

@@ -1,5 +1,7 @@
-// Allgather: ring, recursive doubling (with the non-power-of-two fold) and Bruck. Block r of the
-// output comes from rank r; blocks may differ in length (the offsets say where each starts).
+// Allgather: ring, recursive doubling (with the non-power-of-two fold), Bruck and the node-aware
+// hierarchical allgather. Block r of the output comes from rank r; blocks may differ in length
+// (the offsets say where each starts).
+#include <bit>
 #include <cstring>
 
 #include "bruck.hpp"
@@ -114,7 +116,81 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
   }
 }
 
+// The flat allgather the hierarchical one runs across nodes, and in its stead where it does not
+// split: recursive doubling on a power of two, otherwise Bruck up to 64 KiB (ceil(log2 p)
+// steps, no fold) and the ring above. Takes at most two tag phases.
+Algorithm flat_allgather(std::size_t bytes, int nranks) {
+  if (std::has_single_bit(static_cast<unsigned>(nranks))) return Algorithm::recursive_doubling;
+  return bytes <= (std::size_t{64} << 10) ? Algorithm::bruck : Algorithm::ring;
+}
+
+// Hierarchical (as many ranks, k, on every node): the ranks of local rank i allgather their
+// blocks across nodes into region i of a buffer laid out local rank first (each rank's link
+// carries 1/k of what crosses nodes), a ring allgather inside each node assembles the k regions,
+// and every rank copies the blocks to their places. One node, one rank per node, or nodes with
+// different rank counts: the flat allgather.
+Task allgather_hierarchical(Operation& op, AllgatherArgs a) {
+  const BlockLayout blocks(a.offsets);
+  const std::size_t elem = a.element_size;
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr || !layout->uniform()) {
+    co_await allgather_task(op, a, flat_allgather(blocks.count() * elem, op.size()));
+    co_return;
+  }
+  const int rank = op.rank();
+  const int local = layout->local_rank(rank);
+  const LocalRankOrder order = local_rank_order(*layout, blocks);
+  const std::vector<std::size_t> regions = order.regions();
+  const std::vector<std::size_t> within = order.within(local);
+  ScratchBuffer work = op.scratch(blocks.count() * elem);
+  std::byte* const region = work.data() + regions[static_cast<std::size_t>(local)] * elem;
+  const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(rank) * elem;
+  {
+    const Operation::Group group(op, layout->peers(local));
+    const AllgatherArgs across{own, region, within, elem, a.phases.part("across nodes", 0, 2)};
+    co_await allgather_task(op, across, flat_allgather(within.back() * elem, order.nodes));
+  }
+  {
+    const Operation::Group group(op, layout->members(layout->node_of(rank)));
+    const AllgatherArgs inside{nullptr, work.data(), regions, elem,
+                               a.phases.part("node allgather", 2, 2)};
+    co_await allgather_task(op, inside, Algorithm::ring);
+  }
+  for (std::size_t i = 0; i < order.order.size(); ++i) {
+    const int r = order.order[i];
+    op.copy(a.recv + blocks.offset(r) * elem, work.data() + order.at[i] * elem,
+            blocks.length(r) * elem);
+  }
+}
+
 }  // namespace
+
+LocalRankOrder local_rank_order(const patterns::NodeLayout& layout,
+                                const patterns::BlockLayout& blocks) {
+  LocalRankOrder o;
+  o.order = layout.by_local_rank();
+  o.nodes = layout.nodes();
+  o.per_node = layout.max_ranks_per_node();
+  o.at.assign(o.order.size() + 1, 0);
+  for (std::size_t i = 0; i < o.order.size(); ++i)
+    o.at[i + 1] = o.at[i] + blocks.length(o.order[i]);
+  return o;
+}
+
+std::vector<std::size_t> LocalRankOrder::regions() const {
+  std::vector<std::size_t> out(static_cast<std::size_t>(per_node) + 1);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = at[i * static_cast<std::size_t>(nodes)];
+  return out;
+}
+
+std::vector<std::size_t> LocalRankOrder::within(int local) const {
+  const std::size_t first = static_cast<std::size_t>(local) * static_cast<std::size_t>(nodes);
+  std::vector<std::size_t> out(static_cast<std::size_t>(nodes) + 1);
+  for (std::size_t j = 0; j < out.size(); ++j)
+    out[j] = at[first + j] - at[first];
+  return out;
+}
 
 std::span<const AlgorithmRow> allgather_rows() {
   static const AlgorithmRow rows[] = {
@@ -124,6 +200,8 @@ std::span<const AlgorithmRow> allgather_rows() {
       row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck),
       row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory,
                                  model::allgather_shared_memory, nullptr, Algorithm::ring),
+      row<Collective::allgather>(Algorithm::hierarchical, allgather_hierarchical,
+                                 model::allgather_hierarchical),
   };
   return rows;
 }

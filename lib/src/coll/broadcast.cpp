@@ -1,5 +1,5 @@
-// Broadcast: binomial tree and pipelined chain (one segmented tree walk), and scatter + ring
-// allgather (van de Geijn) for large messages.
+// Broadcast: binomial tree and pipelined chain (one segmented tree walk), scatter + ring
+// allgather (van de Geijn) for large messages, and the node-aware hierarchical broadcast.
 #include <algorithm>
 #include <span>
 #include <vector>
@@ -129,6 +129,50 @@ bool broadcast_chain_now(Transport& t, int tag_base, const BroadcastArgs& a) {
   return tree_broadcast_now(t, tag_base, a, patterns::chain_place(t.rank(), a.root, t.size()));
 }
 
+// The flat broadcast the hierarchical one runs across nodes, and in its stead where node_split
+// is null: the binomial tree (pipelined) up to 256 KiB or on up to 3 ranks, scatter + allgather
+// above (about 2n bytes from the root instead of n log p). Takes at most three tag phases.
+Algorithm flat_broadcast(std::size_t bytes, int nranks) {
+  return bytes <= (std::size_t{256} << 10) || nranks <= 3 ? Algorithm::binomial_tree
+                                                          : Algorithm::scatter_allgather;
+}
+
+// The rank that holds the buffer for its node once it has crossed the network: the root on the
+// root's node, the leader (local rank 0) elsewhere. By node.
+std::vector<int> node_heads(const patterns::NodeLayout& layout, int root) {
+  const std::span<const int> leaders = layout.leaders();
+  std::vector<int> heads(leaders.begin(), leaders.end());
+  heads[static_cast<std::size_t>(layout.node_of(root))] = root;
+  return heads;
+}
+
+// Hierarchical: a broadcast across nodes from the root to one rank on every other node (its
+// leader), then a binomial broadcast inside each node from that rank. Any layout.
+Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
+  const std::size_t bytes = a.count * a.element_size;
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr) {
+    co_await broadcast_task(op, a, flat_broadcast(bytes, op.size()));
+    co_return;
+  }
+  if (bytes == 0) co_return;
+  const int node = layout->node_of(op.rank());
+  const std::vector<int> heads = node_heads(*layout, a.root);
+  const int head = heads[static_cast<std::size_t>(node)];
+  if (op.rank() == head) {
+    const Operation::Group group(op, heads);
+    const BroadcastArgs across{a.buffer, a.count, a.element_size, layout->node_of(a.root),
+                               a.phases.part("across nodes", 0, 3)};
+    co_await broadcast_task(op, across, flat_broadcast(bytes, layout->nodes()));
+  }
+  {
+    const Operation::Group group(op, layout->members(node));
+    const BroadcastArgs inside{a.buffer, a.count, a.element_size, layout->local_rank(head),
+                               a.phases.part("node broadcast", 3, 1)};
+    co_await broadcast_task(op, inside, Algorithm::binomial_tree);
+  }
+}
+
 }  // namespace
 
 std::span<const AlgorithmRow> broadcast_rows() {
@@ -141,6 +185,8 @@ std::span<const AlgorithmRow> broadcast_rows() {
                                  model::broadcast_scatter_allgather),
       row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,
                                  model::broadcast_shared_memory, nullptr, Algorithm::binomial_tree),
+      row<Collective::broadcast>(Algorithm::hierarchical, broadcast_hierarchical,
+                                 model::broadcast_hierarchical),
   };
   return rows;
 }

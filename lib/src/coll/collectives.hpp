@@ -150,6 +150,22 @@ const patterns::NodeLayout* node_split(Operation& op);
 // nodes is a latency; the bytes are halved at every step). Both take two tag phases.
 Algorithm flat_allreduce(std::size_t bytes);
 
+// The node-aware allgather's and reduce_scatter's order of the blocks (as many ranks on every
+// node): local rank first (NodeLayout::by_local_rank), so that region i, the blocks of the ranks
+// of local rank i (one per node, by node), is contiguous.
+struct LocalRankOrder {
+  std::vector<int> order;       // position -> rank
+  std::vector<std::size_t> at;  // where each position starts (elements); p + 1 prefix sums
+  int nodes = 1;
+  int per_node = 1;
+  // The per_node + 1 offsets of the regions.
+  std::vector<std::size_t> regions() const;
+  // The nodes + 1 offsets of region `local`'s blocks, from the region's start.
+  std::vector<std::size_t> within(int local) const;
+};
+LocalRankOrder local_rank_order(const patterns::NodeLayout& layout,
+                                const patterns::BlockLayout& blocks);
+
 // Prefix sums of `count` elements per rank over `nranks` ranks.
 std::vector<std::size_t> equal_offsets(std::size_t count, int nranks);
 // The nblocks + 1 block offsets of a layout.

@@ -1,5 +1,5 @@
 // Reduce: binomial tree, and Rabenseifner (a reduce-scatter, ring or recursive halving, then a
-// binomial gather of the blocks to the root).
+// binomial gather of the blocks to the root), and the node-aware hierarchical reduce.
 #include <cstring>
 
 #include "collectives.hpp"
@@ -109,6 +109,62 @@ bool reduce_binomial_now(Transport& t, int tag_base, const ReduceArgs& a) {
   return true;
 }
 
+// The flat reduce the hierarchical one runs across nodes, and in its stead where node_split is
+// null: the binomial tree up to 64 KiB, Rabenseifner (ring reduce-scatter, binomial gather)
+// above. Takes at most three tag phases.
+Algorithm flat_reduce(std::size_t bytes) {
+  return bytes <= (std::size_t{64} << 10) ? Algorithm::binomial_tree : Algorithm::rabenseifner;
+}
+
+// Hierarchical: a binomial reduce inside each node to one rank of it (the root on the root's
+// node, the leader elsewhere), then a reduce of those partial sums across nodes to the root. The
+// root alone completes (and for avg divides) the result. Any layout.
+Task reduce_hierarchical(Operation& op, ReduceArgs a) {
+  const std::size_t bytes = a.count * a.reduction.element_size;
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr) {
+    co_await reduce_task(op, a, flat_reduce(bytes));
+    co_return;
+  }
+  if (a.count == 0) co_return;
+  const int node = layout->node_of(op.rank());
+  const std::span<const int> leaders = layout->leaders();
+  std::vector<int> heads(leaders.begin(), leaders.end());
+  heads[static_cast<std::size_t>(layout->node_of(a.root))] = a.root;
+  const int head = heads[static_cast<std::size_t>(node)];
+  // The node's partial sum: in the root's output on the root, in scratch on another head.
+  ScratchBuffer scratch;
+  std::byte* node_sum = a.recv;
+  if (op.rank() == head && op.rank() != a.root) {
+    scratch = op.scratch(bytes);
+    node_sum = scratch.data();
+  }
+  Reduction partial = a.reduction;
+  partial.divisor = 0;
+  {
+    const Operation::Group group(op, layout->members(node));
+    const ReduceArgs inside{a.send,
+                            node_sum,
+                            a.count,
+                            partial,
+                            layout->local_rank(head),
+                            a.phases.part("node reduce", 0, 1),
+                            Algorithm::ring};
+    co_await reduce_task(op, inside, Algorithm::binomial_tree);
+  }
+  if (op.rank() == head) {
+    const Operation::Group group(op, heads);
+    const ReduceArgs across{node_sum,
+                            node_sum,
+                            a.count,
+                            a.reduction,
+                            layout->node_of(a.root),
+                            a.phases.part("across nodes", 1, 3),
+                            Algorithm::ring};
+    co_await reduce_task(op, across, flat_reduce(bytes));
+  }
+}
+
 }  // namespace
 
 std::span<const AlgorithmRow> reduce_rows() {
@@ -119,6 +175,8 @@ std::span<const AlgorithmRow> reduce_rows() {
                               model::reduce_rabenseifner),
       row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory,
                               model::reduce_shared_memory, nullptr, Algorithm::binomial_tree),
+      row<Collective::reduce>(Algorithm::hierarchical, reduce_hierarchical,
+                              model::reduce_hierarchical),
   };
   return rows;
 }

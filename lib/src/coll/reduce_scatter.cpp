@@ -1,5 +1,6 @@
-// Reduce-scatter (equal or per-rank block lengths): ring, and recursive halving with the
-// non-power-of-two fold. Rank r ends with block r of the reduction.
+// Reduce-scatter (equal or per-rank block lengths): ring, recursive halving with the
+// non-power-of-two fold, and the node-aware hierarchical form. Rank r ends with block r of the
+// reduction.
 #include <cstring>
 
 #include "collectives.hpp"
@@ -117,6 +118,54 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
   finish(op, a, blocks, d);
 }
 
+// The flat reduce-scatter the hierarchical one runs across nodes, and in its stead where it does
+// not split: recursive halving up to 64 KiB, the ring above. Takes at most two tag phases.
+Algorithm flat_reduce_scatter(std::size_t bytes) {
+  return bytes <= (std::size_t{64} << 10) ? Algorithm::recursive_halving : Algorithm::ring;
+}
+
+// Hierarchical (as many ranks, k, on every node): every rank copies its input into a buffer laid
+// out local rank first; a ring reduce-scatter inside each node leaves region i (the blocks of
+// the ranks of local rank i) summed over the node on local rank i; those ranks reduce-scatter
+// their region across nodes, each keeping its own block (each rank's link carries 1/k of what
+// crosses nodes). One node, one rank per node, or nodes with different rank counts: the flat
+// reduce-scatter.
+Task reduce_scatter_hierarchical(Operation& op, ReduceScatterArgs a) {
+  const BlockLayout blocks(a.offsets);
+  const std::size_t elem = a.reduction.element_size;
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr || !layout->uniform()) {
+    co_await reduce_scatter_task(op, a, flat_reduce_scatter(blocks.count() * elem));
+    co_return;
+  }
+  const int local = layout->local_rank(op.rank());
+  const LocalRankOrder order = local_rank_order(*layout, blocks);
+  const std::vector<std::size_t> regions = order.regions();
+  const std::vector<std::size_t> within = order.within(local);
+  // The input, reordered (afterwards a.send is not read again: a.recv may alias it).
+  ScratchBuffer work = op.scratch(blocks.count() * elem);
+  for (std::size_t i = 0; i < order.order.size(); ++i) {
+    const int r = order.order[i];
+    op.copy(work.data() + order.at[i] * elem, a.send + blocks.offset(r) * elem,
+            blocks.length(r) * elem);
+  }
+  ScratchBuffer region = op.scratch(within.back() * elem);
+  Reduction partial = a.reduction;
+  partial.divisor = 0;
+  {
+    const Operation::Group group(op, layout->members(layout->node_of(op.rank())));
+    const ReduceScatterArgs inside{work.data(), region.data(), regions, partial,
+                                   a.phases.part("node reduce_scatter", 0, 2)};
+    co_await reduce_scatter_task(op, inside, Algorithm::ring);
+  }
+  {
+    const Operation::Group group(op, layout->peers(local));
+    const ReduceScatterArgs across{region.data(), a.recv, within, a.reduction,
+                                   a.phases.part("across nodes", 2, 2)};
+    co_await reduce_scatter_task(op, across, flat_reduce_scatter(within.back() * elem));
+  }
+}
+
 }  // namespace
 
 std::span<const AlgorithmRow> reduce_scatter_rows() {
@@ -129,6 +178,8 @@ std::span<const AlgorithmRow> reduce_scatter_rows() {
       row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
                                       model::reduce_scatter_shared_memory, nullptr,
                                       Algorithm::ring),
+      row<Collective::reduce_scatter>(Algorithm::hierarchical, reduce_scatter_hierarchical,
+                                      model::reduce_scatter_hierarchical),
   };
   return rows;
 }

@@ -43,11 +43,12 @@ struct NodeShape {
 };
 
 // Rows for ranks on several nodes (NodeShape::spans_nodes), read before the table: for
-// `collective` on messages of at least `min_bytes`, `algorithm`, where every node holds as many
-// ranks or (uniform_only false) whatever the layout.
+// `collective` on messages of `min_bytes` to `max_bytes`, `algorithm`, where every node holds as
+// many ranks or (uniform_only false) whatever the layout.
 struct NodeRule {
   Collective collective;
   std::size_t min_bytes;
+  std::size_t max_bytes;
   bool uniform_only;
   Algorithm algorithm;
 };
