@@ -338,6 +338,22 @@ TEST(Selector, NodeRulesKnowTheLayout) {
   EXPECT_EQ(
       resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 4, 0, false, two_by_two),
       select_from(builtin_rules(), Collective::allreduce, 8, 4));
+  // From 2 KiB to 64 KiB on uniform nodes: hierarchical (measured on the emulated cluster).
+  for (std::size_t bytes : {std::size_t{2049}, std::size_t{4096}, std::size_t{64} << 10}) {
+    EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes, 4, 0, false,
+                                two_by_two),
+              Algorithm::hierarchical)
+        << bytes;
+    for (const NodeShape& flat : {one_node, singles, uneven}) {
+      EXPECT_EQ(
+          resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes, 4, 0, false, flat),
+          select_from(builtin_rules(), Collective::allreduce, bytes, 4))
+          << bytes;
+    }
+  }
+  EXPECT_EQ(
+      resolve_algorithm(Collective::allreduce, Algorithm::automatic, 2048, 4, 0, false, two_by_two),
+      select_from(builtin_rules(), Collective::allreduce, 2048, 4));
   // Broadcast (to 1 MiB) and reduce (to 16 KiB): hierarchical for any layout across nodes; above,
   // and allgather and reduce_scatter: the flat table.
   for (Collective c : {Collective::broadcast, Collective::reduce}) {

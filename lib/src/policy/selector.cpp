@@ -118,9 +118,9 @@ constexpr SelectionRule kBuiltinRules[] = {
 // every node holds as many ranks (each rank's link carries 1/k of the bytes that cross nodes,
 // and the k ranks of a node reduce their slices side by side; cost model: docs/ALGORITHMS.md,
 // "Across nodes"). Not yet measured on real nodes: the edge is the model's and Open MPI's TCP
-// eager limit (64 KiB). Smaller sizes, and layouts whose nodes differ, take the flat table
-// (recursive doubling's first log2 k steps stay inside a node; hierarchical's binomial steps
-// inside a node carry the whole buffer).
+// eager limit (64 KiB); on the emulated cluster it took 1.17x and 1.39x MPI_Allreduce's speed at
+// 2 and 16 MiB (2x2). Up to 2 KiB, and layouts whose nodes differ, take the flat table
+// (recursive doubling's first log2 k steps stay inside a node); 2-64 KiB: see below.
 // Broadcast up to 1 MiB and reduce up to 16 KiB, any layout: hierarchical (the buffer crosses
 // into each node once, the other hops stay inside nodes). Up to there the cost model predicts
 // it fastest for every layout from 2x2 to 64x8 ranks and every machine tried: a 100 Gb/s, 2 us
@@ -129,7 +129,14 @@ constexpr SelectionRule kBuiltinRules[] = {
 // Rabenseifner (reduce, from 32 KiB) win on the fast networks: the flat table. Allgather and
 // reduce_scatter keep the flat table: their hierarchical rows win on the slow network but on
 // the fast ones only in a window (about 4 KiB to 1 MiB) that moves with the layout.
+// Allreduce from 2 KiB to 64 KiB on uniform nodes: hierarchical. Measured, not modelled: on the
+// emulated cluster at 2 nodes x 2 ranks (idle, medians of 3; docs/PERFORMANCE.md, "The
+// node-aware algorithms, idle") it took 1.12x and 2.00x MPI_Allreduce's speed at 4 and 32 KiB
+// where the one-node table's Rabenseifner and recursive doubling took 0.74x and 1.32x; at 8 and
+// 64 B recursive doubling stays ahead (0.96-1.04x against 0.83-0.96x), hence the lower edge.
 constexpr NodeRule kNodeRules[] = {
+    {Collective::allreduce, (std::size_t{2} << 10) + 1, std::size_t{64} << 10, true,
+     Algorithm::hierarchical},
     {Collective::allreduce, (std::size_t{64} << 10) + 1, kAnySize, true, Algorithm::multi_leader},
     {Collective::broadcast, 0, std::size_t{1} << 20, false, Algorithm::hierarchical},
     {Collective::reduce, 0, std::size_t{16} << 10, false, Algorithm::hierarchical},
