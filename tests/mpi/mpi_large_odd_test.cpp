@@ -67,8 +67,8 @@ void write_pattern(std::byte* block, std::size_t elements, int rank_shift, bool 
     std::memcpy(block + i * sizeof(T), &values[i % 4], sizeof(T));
 }
 
-// The pattern of one kBlock stretch for `type` (float16 through its bit patterns: 0-9 are
-// exact in binary16).
+// The pattern of one kBlock stretch for `type` (small integers: exact in every type, float16
+// included).
 std::vector<std::byte> pattern_block(DataType type, int rank, bool summed, int p) {
   std::vector<std::byte> block(kBlock);
   const std::size_t n = kBlock / collx::size_of(type);
@@ -76,17 +76,9 @@ std::vector<std::byte> pattern_block(DataType type, int rank, bool summed, int p
     case DataType::uint8:
       write_pattern<std::uint8_t>(block.data(), n, rank, summed, p);
       break;
-    case DataType::float16: {
-      // binary16 of the integers 0..12.
-      static constexpr std::uint16_t kHalf[] = {0x0000, 0x3c00, 0x4000, 0x4200, 0x4400,
-                                                0x4500, 0x4600, 0x4700, 0x4800, 0x4880,
-                                                0x4900, 0x4980, 0x4a00};
-      write_pattern<std::uint16_t>(block.data(), n, rank, summed, p);
-      auto* h = reinterpret_cast<std::uint16_t*>(block.data());
-      for (std::size_t i = 0; i < n; ++i)
-        h[i] = kHalf[h[i]];
+    case DataType::float16:
+      write_pattern<collx::float16>(block.data(), n, rank, summed, p);
       break;
-    }
     case DataType::float32:
       write_pattern<float>(block.data(), n, rank, summed, p);
       break;
