@@ -36,14 +36,14 @@ table="$out/table.md"
   version="$("$COLLX_MPIEXEC" --version 2>&1)"
   head -n 2 <<<"$version"
 } >"$table"
-SWEEP_ALGOS=auto,mpi SWEEP_ITERS="-n 1000 -w 100" "$COLLX_ROOT/scripts/perf-sweep.sh" \
+SWEEP_ALGOS=auto,mpi SWEEP_ITERS="${MPICH_TABLE_SMALL_ITERS:--n 1000 -w 100}" "$COLLX_ROOT/scripts/perf-sweep.sh" \
   "$out/small" "$runs" "$nps" "${collectives[@]}" -- -b 8 -e 64K -f 2 >>"$table"
 sized=()  # barrier has no size: the first sweep has it
 for c in "${collectives[@]}"; do
   [ "$c" = barrier ] || sized+=("$c")
 done
 if [ ${#sized[@]} -gt 0 ]; then
-  SWEEP_ALGOS=auto,mpi,memcpy SWEEP_ITERS="-n 20 -w 5" "$COLLX_ROOT/scripts/perf-sweep.sh" \
+  SWEEP_ALGOS=auto,mpi,memcpy SWEEP_ITERS="${MPICH_TABLE_LARGE_ITERS:--n 20 -w 5}" "$COLLX_ROOT/scripts/perf-sweep.sh" \
     "$out/large" "$runs" "$nps" "${sized[@]}" -- -b 128K -e 64M -f 2 >>"$table"
 fi
 echo "load after: $(uptime)" >>"$table"

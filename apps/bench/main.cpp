@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -345,12 +346,21 @@ void call_once(const Row& row) {
   }
 }
 
+// The most calls a row's warm-up adds for the autotuner's trials (4 candidates, 8 trials each,
+// and a second round where timings drift).
+constexpr int kMaxTrialCalls = 64;
+
 // Warm-up calls, then `rounds` rounds of `per_round` timed calls of every row: a round's time per
 // row (the slowest rank's mean per call), by row key.
-std::map<std::string, std::vector<double>> time_rows(const std::vector<Row>& table, int warmup,
-                                                     int rounds, int per_round) {
+std::map<std::string, std::vector<double>> time_rows(
+    const std::vector<Row>& table, int warmup, int rounds, int per_round,
+    const std::function<bool(const Row&)>& trying) {
   for (const auto& row : table) {
     for (int i = 0; i < warmup; ++i)
+      call_once(row);
+    // auto's rows: the autotuner's trials (COLLX_AUTOTUNE) belong to the warm-up, not to the
+    // timed calls. Every rank leaves this loop at the same call (the trials end together).
+    for (int i = 0; i < kMaxTrialCalls && trying(row); ++i)
       call_once(row);
   }
   std::map<std::string, std::vector<double>> samples;
@@ -689,6 +699,7 @@ struct Run {
   int algo_width;
   int per_round;  // timed calls per round, and rounds
   int rounds;
+  std::size_t current_bytes = 0;  // the size being measured (the size column's bytes)
 
   const collx::bench::CollectiveBench& bench() const { return *runners.front().bench; }
 };
@@ -738,7 +749,17 @@ struct SizeTimes {
 
 SizeTimes time_size(Run& run) {
   SizeTimes t;
-  const auto samples = time_rows(run.table, run.s.warmup, run.rounds, run.per_round);
+  const std::size_t bytes = run.current_bytes;
+  const auto samples =
+      time_rows(run.table, run.s.warmup, run.rounds, run.per_round, [&](const Row& row) {
+        if (!row.column.collx() || row.column.algorithm != Algorithm::automatic) {
+          return false;
+        }
+        collx::Communicator& comm = row.runner->comm ? *row.runner->comm : run.comm;
+        bool trying = false;
+        (void)comm.auto_choice(run.plan.collective, bytes, run.plan.type, run.plan.op, &trying);
+        return trying;
+      });
   double fastest_seconds = 0;
   for (const auto& row : run.table) {
     const double seconds = median(samples.at(row.key));
@@ -794,10 +815,15 @@ Measured measure_row(const Run& run, const Row& row, const SizeTimes& t, std::si
   m.label = c.name;
   if (c.collx() && c.algorithm == Algorithm::automatic) {
     // The shared-memory rows count for host buffers on a communicator with a segment.
-    const collx::Communicator& comm = row.runner->comm ? *row.runner->comm : run.comm;
+    // What the timed calls ran: the autotuner's choice where it tried candidates (the warm-up
+    // ran its trials), else the table's.
+    collx::Communicator& comm = row.runner->comm ? *row.runner->comm : run.comm;
     const bool shared = !run.plan.device && comm.shared_memory();
     m.selected = std::string(collx::to_string(
-        collx::auto_algorithm(run.plan.collective, bytes, run.nranks, shared, comm.node_layout())));
+        run.plan.device
+            ? collx::auto_algorithm(run.plan.collective, bytes, run.nranks, shared,
+                                    comm.node_layout())
+            : comm.auto_choice(run.plan.collective, bytes, run.plan.type, run.plan.op)));
     m.label += "(" + m.selected + ")";
   }
   if (c.collx() && !row.runner->transport.empty()) m.label += "@" + row.runner->transport;
@@ -819,6 +845,7 @@ unsigned long long measure_size(Run& run, std::size_t size, nlohmann::json& json
   for (auto& r : run.runners)
     r.bench->prepare(run.params, count);
   const std::size_t bytes = bench.bytes_for(count, run.nranks);  // nccl-tests' size column
+  run.current_bytes = bytes;
   const SizeTimes t = time_size(run);
   if (t.fastest != Algorithm::automatic) fastest.emplace_back(bytes, t.fastest);
   unsigned long long wrong = 0;

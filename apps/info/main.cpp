@@ -2,14 +2,111 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "collx/collx.hpp"
 
+namespace {
+
+// One blocking call of `collective` moving `bytes` in all (the size collx-bench counts), int32
+// elements (exact sums: tried under COLLX_AUTOTUNE=1); false where the size has no whole element
+// per rank.
+bool call_once(collx::Communicator& comm, collx::Collective collective, std::size_t bytes,
+               std::vector<std::int32_t>& a, std::vector<std::int32_t>& b) {
+  using collx::Collective;
+  using collx::DataType;
+  const auto p = static_cast<std::size_t>(comm.size());
+  const bool per_rank = collective != Collective::allreduce && collective != Collective::reduce &&
+                        collective != Collective::broadcast;
+  const std::size_t count = bytes / sizeof(std::int32_t) / (per_rank ? p : 1);
+  if (count == 0) return false;
+  a.assign(count * p, comm.rank());
+  b.assign(count * p, 0);
+  switch (collective) {
+    case Collective::allreduce:
+      comm.allreduce(a.data(), b.data(), count, DataType::int32, collx::ReduceOp::sum);
+      break;
+    case Collective::broadcast:
+      comm.broadcast(a.data(), count, DataType::int32, 0);
+      break;
+    case Collective::reduce:
+      comm.reduce(a.data(), b.data(), count, DataType::int32, collx::ReduceOp::sum, 0);
+      break;
+    case Collective::allgather:
+      comm.allgather(a.data(), b.data(), count, DataType::int32);
+      break;
+    case Collective::reduce_scatter:
+      comm.reduce_scatter(a.data(), b.data(), count, DataType::int32, collx::ReduceOp::sum);
+      break;
+    case Collective::gather:
+      comm.gather(a.data(), b.data(), count, DataType::int32, 0);
+      break;
+    case Collective::scatter:
+      comm.scatter(a.data(), b.data(), count, DataType::int32, 0);
+      break;
+    case Collective::alltoall:
+      comm.alltoall(a.data(), b.data(), count, DataType::int32);
+      break;
+    default:
+      return false;
+  }
+  return true;
+}
+
+// Runs every collective at every power of two from 8 B to `max_bytes` until auto's trials of
+// its size class end (COLLX_AUTOTUNE), on `comm`.
+void run_trials(collx::Communicator& comm, std::size_t max_bytes) {
+  using collx::Collective;
+  std::vector<std::int32_t> a, b;
+  for (Collective c : {Collective::allreduce, Collective::broadcast, Collective::reduce,
+                       Collective::allgather, Collective::reduce_scatter, Collective::gather,
+                       Collective::scatter, Collective::alltoall}) {
+    for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
+      bool trying = true;
+      for (int call = 0; call < 256; ++call) {
+        (void)comm.auto_choice(c, bytes, collx::DataType::int32, collx::ReduceOp::sum, &trying);
+        if (!trying || !call_once(comm, c, bytes, a, b)) break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"collx-info: version, MPI library, built-in features and the algorithm table"};
+  bool autotune = false;
+  std::string save_tuning;
+  std::string max_bytes_text = "4M";
+  app.add_flag("--autotune", autotune,
+               "run auto's trials (COLLX_AUTOTUNE) for every collective from 8 B to --max-bytes "
+               "on the ranks of this run and print what they chose");
+  app.add_option("--max-bytes", max_bytes_text, "largest size --autotune tries (K/M/G suffixes)");
+  app.add_option("--save-tuning", save_tuning,
+                 "with --autotune: write what was learned as a tuning file (COLLX_TUNING_FILE)");
   CLI11_PARSE(app, argc, argv);
+  std::size_t max_bytes = 0;
+  {
+    std::size_t digits = 0;
+    while (digits < max_bytes_text.size() && max_bytes_text[digits] >= '0' &&
+           max_bytes_text[digits] <= '9')
+      ++digits;
+    const std::string suffix = max_bytes_text.substr(digits);
+    const int shift = suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30 : 0;
+    if (digits == 0 || digits > 6 || !(suffix.empty() || shift > 0)) {
+      std::fprintf(stderr, "collx-info: --max-bytes %s: expected digits and K, M or G\n",
+                   max_bytes_text.c_str());
+      return 2;
+    }
+    max_bytes = std::stoull(max_bytes_text.substr(0, digits)) << shift;
+  }
+  if (!save_tuning.empty() && !autotune) {
+    std::fprintf(stderr, "collx-info: --save-tuning needs --autotune\n");
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0;
   int nranks = 1;
@@ -19,10 +116,17 @@ int main(int argc, char** argv) {
   // Collective: whether the ranks of this run can share a segment.
   bool shared_memory = false;
   collx::NodeLayoutInfo layout;
+  std::vector<std::string> learned;
+  std::vector<collx::TuningRule> learned_rules;
   try {
-    const collx::Communicator world(MPI_COMM_WORLD);
+    collx::Communicator world(MPI_COMM_WORLD);
     shared_memory = world.shared_memory();
     layout = world.node_layout();
+    if (autotune) {
+      run_trials(world, max_bytes);
+      learned = world.learned_choices();
+      learned_rules = world.learned_rules();
+    }
   } catch (const std::exception& e) {
     if (rank == 0) std::fprintf(stderr, "collx-info: %s\n", e.what());
     status = 1;
@@ -101,6 +205,26 @@ int main(int argc, char** argv) {
       }
       std::printf("\nauto selection table (first matching row wins):\n%s",
                   collx::selection_table().c_str());
+      if (autotune) {
+        std::printf(
+            "\nauto's trials on these %d ranks (COLLX_AUTOTUNE; each candidate's time is "
+            "the slowest rank's best trial):\n",
+            nranks);
+        if (learned.empty()) {
+          std::printf("  none: one rank, COLLX_AUTOTUNE=0, or every size had one candidate\n");
+        }
+        for (const auto& line : learned)
+          std::printf("  %s\n", line.c_str());
+        if (!save_tuning.empty()) {
+          collx::TuningFile file;
+          file.rules = learned_rules;
+          file.machine = "collx-info --autotune, " + std::to_string(nranks) + " ranks, " +
+                         collx::mpi_library_version();
+          collx::save_tuning_file(save_tuning, file);
+          std::printf("learned table written to %s (%zu rows; load it with COLLX_TUNING_FILE)\n",
+                      save_tuning.c_str(), file.rules.size());
+        }
+      }
     } catch (const collx::Error& e) {
       std::fprintf(stderr, "collx-info: %s\n", e.what());
       status = 1;

@@ -376,34 +376,40 @@ class ConfigOverride {
 };
 
 // The communicator remembers its last choice per collective (CommState::choose); a replaced
-// configuration must reach the next call, and so must another size or algorithm.
+// configuration must reach the next call, and so must another size or algorithm. Asked for
+// nonblocking calls, which run the table's choice until the autotuner has settled a class.
 TEST(MpiSelection, RememberedChoiceFollowsTheConfigurationAndTheCall) {
   collx::Communicator comm(MPI_COMM_WORLD);
   collx::detail::CommState& s = collx::detail::state_of(comm);
   using collx::Algorithm;
   using collx::Collective;
-  const Algorithm small = s.choose(Collective::allreduce, Algorithm::automatic, 8, false);
+  const Algorithm small =
+      s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm;
   EXPECT_EQ(small,
             collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8,
                                              comm.size(), comm.rank(), false, s.node_shape()));
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::ring, 8, false), Algorithm::ring);
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 64 << 20, false),
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::ring, 8, false, false).algorithm,
+            Algorithm::ring);
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 64 << 20, false, false).algorithm,
             collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 64 << 20,
                                              comm.size(), comm.rank(), false, s.node_shape()));
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), small);
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm,
+            small);
   {
     collx::detail::Config c = collx::detail::config();
     const Algorithm forced =
         small == Algorithm::ring ? Algorithm::recursive_doubling : Algorithm::ring;
     c.algorithm[static_cast<int>(Collective::allreduce)] = forced;
     const ConfigOverride guard(c);
-    EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), forced);
+    EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm,
+              forced);
     // And a call under it runs and is right.
     std::vector<double> v(2, 1.0);
     comm.allreduce(collx::in_place, v.data(), 2, DataType::float64, ReduceOp::sum);
     EXPECT_EQ(v[0], comm.size());
   }
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false), small);
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm,
+            small);
 }
 
 TEST(MpiCheckMode, MismatchedCallsFailOnEveryRank) {

@@ -5,6 +5,7 @@
 // two forms must stay interchangeable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ constexpr int kTagBase = 1;
 
 // What one form of the call leaves behind: every rank's output and postings.
 struct Outcome {
+  int declined_on = 0;  // ranks whose blocking form declined the call (posting nothing)
   std::vector<Bytes> outputs;
   std::vector<std::vector<SimWorld::Posting>> postings;
 };
@@ -42,6 +44,7 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
                  bool blocking) {
   const DataType type = DataType::float32;
   SimWorld world(p, 512, 0);
+  std::vector<int> declined(static_cast<std::size_t>(p), 0);
   world.clear_postings();
   std::vector<Bytes> in(p), out(p);
   for (int r = 0; r < p; ++r) {
@@ -49,6 +52,31 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
     // A broadcast works in place: the root's buffer holds the data, the others' are zero.
     out[r] = row.collective == Collective::broadcast && r == root ? in[r] : Bytes(in[r].size());
   }
+  // gather and scatter: the root's full buffer holds p blocks of `count` elements.
+  const std::size_t elem = collx::size_of(type);
+  Bytes full(count * elem * static_cast<std::size_t>(p));
+  if (row.collective == Collective::scatter) {
+    for (int r = 0; r < p; ++r)
+      std::copy(in[r].begin(), in[r].end(),
+                full.begin() + static_cast<std::ptrdiff_t>(r * count * elem));
+  }
+  std::vector<std::size_t> offsets(static_cast<std::size_t>(p) + 1);
+  for (std::size_t r = 0; r < offsets.size(); ++r)
+    offsets[r] = r * count;
+  auto args_gather = [&](int r) {
+    return GatherArgs{in[r].data(), r == root ? full.data() : nullptr, offsets, elem, root, {}};
+  };
+  // allgather: rank r's block r of the output comes from its input (not in place).
+  if (row.collective == Collective::allgather) {
+    for (auto& o : out)
+      o = Bytes(full.size());
+  }
+  auto args_allgather = [&](int r) {
+    return AllgatherArgs{in[r].data(), out[r].data(), offsets, elem, {}};
+  };
+  auto args_scatter = [&](int r) {
+    return ScatterArgs{r == root ? full.data() : nullptr, out[r].data(), offsets, elem, root, {}};
+  };
   const Reduction reduction = Reduction::make(type, rop, p);
   auto args_allreduce = [&](int r) {
     return AllreduceArgs{in[r].data(), out[r].data(), count, reduction, {}};
@@ -77,11 +105,22 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
         case Collective::barrier:
           ran = run_blocking_form<Collective::barrier>(t, kTagBase, BarrierArgs{}, row.algorithm);
           break;
+        case Collective::gather:
+          ran = run_blocking_form<Collective::gather>(t, kTagBase, args_gather(r), row.algorithm);
+          break;
+        case Collective::allgather:
+          // The ring's form runs at one and two ranks only.
+          ran = run_blocking_form<Collective::allgather>(t, kTagBase, args_allgather(r),
+                                                         row.algorithm);
+          break;
+        case Collective::scatter:
+          ran = run_blocking_form<Collective::scatter>(t, kTagBase, args_scatter(r), row.algorithm);
+          break;
         default:
           FAIL() << "a blocking form for " << collx::to_string(row.collective)
                  << ": add it to this test";
       }
-      if (!ran) throw std::runtime_error("the blocking form declined a call it should run");
+      if (!ran) declined[static_cast<std::size_t>(r)] = 1;
     });
   } else {
     OpInfo info;
@@ -98,16 +137,32 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
           return broadcast_task(op, args_broadcast(r), row.algorithm);
         case Collective::reduce:
           return reduce_task(op, args_reduce(r), row.algorithm);
+        case Collective::gather:
+          return gather_task(op, args_gather(r), row.algorithm);
+        case Collective::allgather:
+          return allgather_task(op, args_allgather(r), row.algorithm);
+        case Collective::scatter:
+          return scatter_task(op, args_scatter(r), row.algorithm);
         default:
           return barrier_task(op, BarrierArgs{}, row.algorithm);
       }
     });
   }
   Outcome o;
+  o.declined_on = static_cast<int>(std::count(declined.begin(), declined.end(), 1));
   o.outputs = out;
+  // A gather's result is the root's full buffer.
+  if (row.collective == Collective::gather) o.outputs.push_back(full);
   o.postings = world.postings();
   o.postings.resize(static_cast<std::size_t>(p));
   return o;
+}
+
+Bytes concatenated(const std::vector<Bytes>& blocks) {
+  Bytes all;
+  for (const Bytes& b : blocks)
+    all.insert(all.end(), b.begin(), b.end());
+  return all;
 }
 
 class SimBlockingForms : public ::testing::TestWithParam<int> {};
@@ -119,7 +174,8 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
     if (row.blocking == nullptr) continue;
     ++rows_with_blocking_form;
     const bool rooted =
-        row.collective == Collective::broadcast || row.collective == Collective::reduce;
+        row.collective == Collective::broadcast || row.collective == Collective::reduce ||
+        row.collective == Collective::gather || row.collective == Collective::scatter;
     const std::vector<std::size_t> counts =
         row.collective == Collective::barrier
             ? std::vector<std::size_t>{0}
@@ -137,19 +193,41 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
                                    " op=" + std::string(collx::to_string(rop));
           const Outcome schedule = run_form(row, p, count, root, rop, false);
           const Outcome blocking = run_form(row, p, count, root, rop, true);
+          // The forms of the gathering collectives take calls of at most kLatencyPathBytes in
+          // all (p blocks), the ring allgather's one and two ranks with bytes to move; beyond,
+          // the form declines on every rank and the call goes through the schedule.
+          const bool gathering = row.collective == Collective::gather ||
+                                 row.collective == Collective::scatter ||
+                                 row.collective == Collective::allgather;
+          const bool too_large =
+              gathering && count * sizeof(float) * static_cast<std::size_t>(p) > kLatencyPathBytes;
+          if (too_large ||
+              (row.collective == Collective::allgather && (p > 2 || (p == 2 && count == 0)))) {
+            ASSERT_EQ(blocking.declined_on, p) << what;
+            continue;
+          }
+          ASSERT_EQ(blocking.declined_on, 0) << what << ": the blocking form declined";
           for (int r = 0; r < p; ++r) {
             ASSERT_EQ(blocking.postings[r], schedule.postings[r]) << what << " rank " << r;
             // The output of a reduce is significant at the root only.
             if (row.collective == Collective::reduce && r != root) continue;
             ASSERT_EQ(blocking.outputs[r], schedule.outputs[r]) << what << " rank " << r;
           }
+          ASSERT_EQ(blocking.outputs.size(), schedule.outputs.size());
+          if (row.collective == Collective::gather) {
+            ASSERT_EQ(blocking.outputs.back(), schedule.outputs.back()) << what << " root's buffer";
+            std::vector<Bytes> inputs;
+            for (int r = 0; r < p; ++r)
+              inputs.push_back(pattern(DataType::float32, r, count));
+            ASSERT_EQ(schedule.outputs.back(), concatenated(inputs)) << what << " root's buffer";
+          }
         }
       }
     }
   }
   // allreduce/recursive_doubling, broadcast/binomial_tree and pipelined_chain,
-  // reduce/binomial_tree, barrier/dissemination.
-  EXPECT_EQ(rows_with_blocking_form, 5);
+  // reduce/binomial_tree, barrier/dissemination, gather/linear, scatter/linear, allgather/ring.
+  EXPECT_EQ(rows_with_blocking_form, 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(P1to9, SimBlockingForms, ::testing::Range(1, 10));

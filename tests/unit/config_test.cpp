@@ -99,6 +99,30 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   EXPECT_TRUE(defaults.latency_path_watch);
 }
 
+// COLLX_AUTOTUNE: 0 off, 1 (the default) where the algorithm cannot change the result's bits,
+// all for floating-point sums too (empty: unset, like every COLLX_ variable); anything else is
+// an error naming the variable.
+TEST(Config, AutotuneModes) {
+  unsetenv("COLLX_AUTOTUNE");
+  EXPECT_EQ(config_from_environment().autotune, AutotuneMode::exact);
+  setenv("COLLX_AUTOTUNE", "0", 1);
+  EXPECT_EQ(config_from_environment().autotune, AutotuneMode::off);
+  setenv("COLLX_AUTOTUNE", " 1 ", 1);
+  EXPECT_EQ(config_from_environment().autotune, AutotuneMode::exact);
+  setenv("COLLX_AUTOTUNE", "all", 1);
+  EXPECT_EQ(config_from_environment().autotune, AutotuneMode::all);
+  for (const char* bad : {"yes", "2", "ALL"}) {
+    setenv("COLLX_AUTOTUNE", bad, 1);
+    try {
+      (void)config_from_environment();
+      ADD_FAILURE() << "COLLX_AUTOTUNE=\"" << bad << "\" accepted";
+    } catch (const collx::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("COLLX_AUTOTUNE"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("COLLX_AUTOTUNE");
+}
+
 // The sizes have one name each (segment: the pipeline's; slot: the shared ring's); the old names
 // are still read where the new one is unset, and an error names the variable that was read.
 TEST(Config, SizeVariablesTakeTheirOldNamesAsAliases) {

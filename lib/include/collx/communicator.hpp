@@ -13,6 +13,7 @@
 
 #include "collx/options.hpp"
 #include "collx/request.hpp"
+#include "collx/tuning.hpp"
 #include "collx/types.hpp"
 
 namespace collx {
@@ -67,6 +68,24 @@ class Communicator {
   // (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or the blocks COLLX_NODE_LAYOUT describes).
   // The node-aware algorithms (hierarchical, multi_leader) and auto's table split by it.
   NodeLayoutInfo node_layout() const;
+  // What auto runs in this communicator's next blocking call of `collective` on `bytes` (the
+  // whole buffer, as collx-bench's size column counts) of `type` (and `op`, for the reducing
+  // collectives): while COLLX_AUTOTUNE's trials of the size class go on (`trying` set true),
+  // the candidate the next call tries; after them the agreed choice; where no trials apply
+  // (COLLX_AUTOTUNE=0, a floating-point sum without COLLX_AUTOTUNE=all, COLLX_ALGO, a tuning
+  // file's row), the table's. Host buffers assumed.
+  Algorithm auto_choice(Collective collective, std::size_t bytes, DataType type, ReduceOp op,
+                        bool* trying = nullptr);
+  // What the autotuner has settled on this communicator, one line per size class: the
+  // candidates, each one's time (the slowest rank's best trial), the choice.
+  std::vector<std::string> learned_choices() const;
+  // The same as tuning-file rules for this communicator's size (collx/tuning.hpp): per collective
+  // one row per size class up to the largest one auto has seen a blocking call of, the agreed
+  // choice where there were trials and the table's elsewhere (so a later row never catches a
+  // smaller size). Saved with
+  // save_tuning_file and loaded through COLLX_TUNING_FILE, they are taken as they are: no trials,
+  // the same algorithms in every run.
+  std::vector<TuningRule> learned_rules() const;
 
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
   // In place when sendbuf == recvbuf.

@@ -154,7 +154,10 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       s, Collective::allgather, total, options,
       signature(Collective::allgather, count, static_cast<int>(type)), blocking,
       [&](Operation& op, Algorithm a) { return allgather_task(op, args, a); },
-      std::move(memory.device));
+      std::move(memory.device),
+      [&](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<Collective::allgather>(t, tag_base, args, a);
+      });
 }
 
 Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -224,7 +227,10 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   return run_collective(
       s, C, total, options, signature(C, count, static_cast<int>(type), -1, root), blocking,
       [&](Operation& op, Algorithm a) { return run_schedule<C>(op, args, a); },
-      std::move(memory.device));
+      std::move(memory.device),
+      [&](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<C>(t, tag_base, args, a);
+      });
 }
 
 constexpr auto gather_impl = rooted_impl<Collective::gather>;

@@ -7,12 +7,15 @@
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "autotune.hpp"
 #include "collx/communicator.hpp"
 #include "collx/options.hpp"
 #include "collx/request.hpp"
@@ -42,21 +45,54 @@ struct CommState {
   // of one size (the latency path's usual case) skips the selection table and the registry.
   // Keyed by everything the choice reads that can change between calls; a replaced
   // configuration (set_config, which also brings its tuning file) is a new Config object.
-  Algorithm choose(Collective collective, Algorithm requested, std::size_t bytes,
-                   bool shared_memory) {
+  // Where the table decides and COLLX_AUTOTUNE is on, the size class's tuner picks among the
+  // candidates (autotune.hpp); `tuner` is then set where the call is to be timed and its time
+  // handed to after_timed_call().
+  struct CallChoice {
+    Algorithm algorithm = Algorithm::automatic;
+    ClassTuner* tuner = nullptr;
+  };
+  // `order_sensitive`: the result's bits depend on the order of combination (a floating-point
+  // sum, product or average), so only COLLX_AUTOTUNE=all tries candidates for it.
+  CallChoice choose(Collective collective, Algorithm requested, std::size_t bytes,
+                    bool shared_memory, bool blocking, bool order_sensitive = false) {
     Choice& last = last_choice[static_cast<std::size_t>(collective)];
     const Config* const current = &config();
     if (last.config != current || last.bytes != bytes || last.requested != requested ||
-        last.shared_memory != shared_memory) [[unlikely]] {
+        last.shared_memory != shared_memory || last.order_sensitive != order_sensitive)
+        [[unlikely]] {
       last.algorithm =
           resolve_algorithm(collective, requested, bytes, size, rank, shared_memory, node_shape());
+      last.tuner = requested == Algorithm::automatic &&
+                           (!order_sensitive || current->autotune == AutotuneMode::all)
+                       ? tuner_for(collective, bytes)
+                       : nullptr;
       last.config = current;
       last.bytes = bytes;
       last.requested = requested;
       last.shared_memory = shared_memory;
+      last.order_sensitive = order_sensitive;
     }
-    return last.algorithm;
+    if (last.tuner == nullptr) return {last.algorithm, nullptr};
+    if (!blocking) return {last.tuner->untimed_choice(), nullptr};
+    const TrialPick pick = last.tuner->pick();
+    return {pick.algorithm, pick.timed ? last.tuner : nullptr};
   }
+  // Hands a timed call's duration to its tuner; where the tuner asks, the ranks agree (a
+  // maximum over ranks, an internal allreduce every rank makes at the same call).
+  void after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
+                        double seconds);
+  // Every size class's tuner that was started (tried, or found one candidate), for reports.
+  struct LearnedClass {
+    Collective collective;
+    int size_class;
+    const ClassTuner* tuner;
+    bool tried() const { return tuner->rounds() > 0; }
+  };
+  std::vector<LearnedClass> learned() const;
+  // The tuner of the call's size class, started on first use; null where the call is not tuned
+  // (COLLX_AUTOTUNE=0, one rank, no bytes, COLLX_ALGO or a tuning file decides, point-to-point).
+  ClassTuner* tuner_for(Collective collective, std::size_t bytes);
   // The node layout as the selection table sees it.
   NodeShape node_shape() const {
     if (!node_layout) return {};
@@ -91,8 +127,17 @@ struct CommState {
     std::size_t bytes = 0;
     Algorithm requested = Algorithm::automatic;
     bool shared_memory = false;
+    bool order_sensitive = false;
     Algorithm algorithm = Algorithm::automatic;
+    ClassTuner* tuner = nullptr;  // where the size class is tuned
   };
+  // The candidates of a call: the table's choice at its size and the neighbouring classes, the
+  // arena's row, the cost model's best (node-aware rows only where the ranks span nodes).
+  std::vector<Algorithm> tuning_candidates(Collective collective, std::size_t bytes) const;
+  // The maxima over ranks of `values` (an internal allreduce on this communicator).
+  std::vector<std::uint64_t> agree_max(std::span<const std::uint64_t> values);
+  using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
+  std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
   std::array<Choice, kCollectiveCount> last_choice{};
   // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
   const Config* defaults_config = nullptr;
@@ -165,6 +210,15 @@ auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& 
   }
 }
 
+// Whether a call's result bits depend on the order its inputs are combined in: a floating-point
+// sum, product or average.
+inline bool order_sensitive(const CallSignature& signature) {
+  if (signature.op < 0 || signature.type < 0) return false;
+  const auto op = static_cast<ReduceOp>(signature.op);
+  return (op == ReduceOp::sum || op == ReduceOp::prod || op == ReduceOp::avg) &&
+         is_floating(static_cast<DataType>(signature.type));
+}
+
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
@@ -174,24 +228,35 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr) {
-  const Algorithm algorithm =
+  const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes,
-                    device == nullptr && state->transport->shared_arena() != nullptr);
-  const OpInfo info = state->next_op(collective, algorithm, options);
-  if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
-    if (blocking && device == nullptr && bytes <= kLatencyPathBytes &&
-        bytes <= info.segment_bytes && can_run_in_place()) {
-      try {
-        if (now(*state->transport, info.tag_base, algorithm)) return {};
-      } catch (...) {
-        state->notices->failed_in_flight(info.sequence, collective, std::current_exception());
-        rethrow_named(std::current_exception(), collective, state->rank);
+                    device == nullptr && state->transport->shared_arena() != nullptr, blocking,
+                    order_sensitive(signature));
+  const Algorithm algorithm = choice.algorithm;
+  const auto run = [&]() -> Request {
+    const OpInfo info = state->next_op(collective, algorithm, options);
+    if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
+      if (blocking && device == nullptr && bytes <= kLatencyPathBytes &&
+          bytes <= info.segment_bytes && can_run_in_place()) {
+        try {
+          if (now(*state->transport, info.tag_base, algorithm)) return {};
+        } catch (...) {
+          state->notices->failed_in_flight(info.sequence, collective, std::current_exception());
+          rethrow_named(std::current_exception(), collective, state->rank);
+        }
       }
     }
-  }
-  return launch(
-      state, info, signature, blocking, [&](Operation& op) { return make(op, algorithm); },
-      std::move(device));
+    return launch(
+        state, info, signature, blocking, [&](Operation& op) { return make(op, algorithm); },
+        std::move(device));
+  };
+  if (choice.tuner == nullptr) return run();
+  const auto started = std::chrono::steady_clock::now();
+  Request done = run();
+  state->after_timed_call(
+      collective, bytes, *choice.tuner,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return done;
 }
 
 }  // namespace collx::detail

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -9,9 +11,11 @@
 #include "collx/error.hpp"
 #include "comm_state.hpp"
 #include "config.hpp"
+#include "cost_model.hpp"
 #include "cuda_aware.hpp"
 #include "device_api.hpp"
 #include "device_engine.hpp"
+#include "registry.hpp"
 #include "shm_arena.hpp"
 #include "transport_mpi.hpp"
 #include "tuning.hpp"
@@ -206,6 +210,99 @@ OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Opti
   return info;
 }
 
+ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
+  if (config().autotune == AutotuneMode::off || size < 2 || bytes == 0 ||
+      collective == Collective::sendrecv || algorithms_of(collective).size() < 2) {
+    return nullptr;
+  }
+  const bool arena = transport->shared_arena() != nullptr;
+  if (!table_decides(collective, bytes, size, arena)) return nullptr;
+  if (!tuners) tuners = std::make_unique<ClassTuners>();
+  ClassTuner& tuner = (*tuners)[static_cast<std::size_t>(collective)]
+                               [static_cast<std::size_t>(size_class_of(bytes))];
+  if (tuner.phase() == ClassTuner::Phase::fresh) {
+    // Every call of a class tries the candidates of the first call's size: the class's calls
+    // share one tuner, and every rank sees the same first call.
+    const std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
+    tuner.start(candidates, trials_for(bytes));
+  }
+  return &tuner;
+}
+
+std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
+                                                    std::size_t bytes) const {
+  // Keyed on what every rank sees alike: the arena (made collectively), not the call's memory.
+  const bool arena = transport->shared_arena() != nullptr;
+  const NodeShape shape = node_shape();
+  const auto table = [&](std::size_t b) {
+    return resolve_algorithm(collective, Algorithm::automatic, b, size, rank, arena, shape);
+  };
+  std::vector<Algorithm> others;
+  if (bytes > 1) others.push_back(table(bytes / 2));
+  if (bytes <= std::numeric_limits<std::size_t>::max() / 2) others.push_back(table(bytes * 2));
+  if (arena && implements(collective, Algorithm::shared_memory)) {
+    others.push_back(Algorithm::shared_memory);
+  }
+  model::Machine machine;
+  machine.one_node = arena;
+  machine.nodes = shape.nodes;
+  others.push_back(
+      model::best(schedules_of(collective), size, static_cast<double>(bytes), machine));
+  std::vector<Algorithm> candidates = candidate_list(table(bytes), others);
+  if (!shape.spans_nodes()) {
+    // One rank per node or one node: the node-aware rows run as their flat forms.
+    std::erase_if(candidates, [&](Algorithm a) {
+      return a != candidates.front() &&
+             (a == Algorithm::hierarchical || a == Algorithm::multi_leader);
+    });
+  }
+  return candidates;
+}
+
+std::vector<std::uint64_t> CommState::agree_max(std::span<const std::uint64_t> values) {
+  std::vector<std::uint64_t> maxima(values.size());
+  const OpInfo info = next_op(Collective::allreduce, Algorithm::recursive_doubling, Options{});
+  Operation op(*transport, info, {}, nullptr);
+  const AllreduceArgs args{reinterpret_cast<const std::byte*>(values.data()),
+                           reinterpret_cast<std::byte*>(maxima.data()),
+                           values.size(),
+                           Reduction::make(DataType::uint64, ReduceOp::max, size),
+                           {}};
+  run_blocking(op, allreduce_task(op, args, Algorithm::recursive_doubling));
+  return maxima;
+}
+
+void CommState::after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
+                                 double seconds) {
+  if (tuner.record(seconds) != TunerStep::agree) return;
+  const std::vector<std::uint64_t> values = tuner.agree_values();
+  const int before = tuner.rounds();
+  if (!tuner.agreed(agree_max(values))) return;
+  if (rank == 0 && config().debug >= DebugLevel::info) {
+    const std::string what =
+        tuner.rounds() > before
+            ? describe_trials(collective, size_class_of(bytes), tuner)
+            : std::string(to_string(collective)) + " class of " + std::to_string(bytes) +
+                  " B: the chosen algorithm drifted past " +
+                  std::to_string(ClassTuner::kDriftRatio) + "x its trial time; trying again";
+    std::fprintf(stderr, "collx INFO rank 0: autotune %s\n", what.c_str());
+  }
+}
+
+std::vector<CommState::LearnedClass> CommState::learned() const {
+  std::vector<LearnedClass> out;
+  if (!tuners) return out;
+  for (int c = 0; c < kCollectiveCount; ++c) {
+    for (int k = 0; k < kSizeClasses; ++k) {
+      const ClassTuner& tuner = (*tuners)[static_cast<std::size_t>(c)][static_cast<std::size_t>(k)];
+      if (tuner.phase() != ClassTuner::Phase::fresh) {
+        out.push_back({static_cast<Collective>(c), k, &tuner});
+      }
+    }
+  }
+  return out;
+}
+
 DeviceEngine& CommState::device_engine(int device) {
   std::lock_guard lock(device_mutex);
   for (const auto& engine : device_engines) {
@@ -340,6 +437,68 @@ NodeLayoutInfo Communicator::node_layout() const {
   info.emulated = s.emulated_layout;
   info.description = l.describe();
   return info;
+}
+
+Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, DataType type,
+                                    ReduceOp op, bool* trying) {
+  detail::CommState& s = detail::state_of(*this);
+  const bool arena = s.transport->shared_arena() != nullptr;
+  const bool reducing = collective == Collective::allreduce || collective == Collective::reduce ||
+                        collective == Collective::reduce_scatter ||
+                        collective == Collective::reduce_scatter_v;
+  const detail::CallSignature signature{collective, 0, static_cast<int>(type),
+                                        reducing ? static_cast<int>(op) : -1, -1};
+  const bool order_sensitive = detail::order_sensitive(signature);
+  const detail::CommState::CallChoice choice =
+      s.choose(collective, Algorithm::automatic, bytes, arena, false, order_sensitive);
+  const detail::ClassTuner* tuner =
+      order_sensitive && detail::config().autotune != detail::AutotuneMode::all
+          ? nullptr
+          : s.tuner_for(collective, bytes);
+  const bool in_trials = tuner != nullptr && tuner->phase() != detail::ClassTuner::Phase::settled;
+  if (trying != nullptr) *trying = in_trials;
+  // The candidate of the next trial, without counting it as one.
+  if (in_trials) {
+    detail::ClassTuner copy = *tuner;
+    return copy.pick().algorithm;
+  }
+  return choice.algorithm;
+}
+
+std::vector<std::string> Communicator::learned_choices() const {
+  std::vector<std::string> out;
+  for (const auto& c : detail::state_of(*this).learned())
+    if (c.tried()) out.push_back(detail::describe_trials(c.collective, c.size_class, *c.tuner));
+  return out;
+}
+
+std::vector<TuningRule> Communicator::learned_rules() const {
+  const detail::CommState& s = detail::state_of(*this);
+  const bool arena = s.transport->shared_arena() != nullptr;
+  std::vector<TuningRule> rules;
+  const auto learned = s.learned();
+  for (int c = 0; c < kCollectiveCount; ++c) {
+    const auto collective = static_cast<Collective>(c);
+    int last = -1;
+    for (const auto& l : learned)
+      if (l.collective == collective) last = std::max(last, l.size_class);
+    for (int k = 0; k <= last; ++k) {
+      const std::size_t max_bytes = detail::size_class_max_bytes(k);
+      // A class without trials keeps the table's choice (a tuner with one candidate holds it).
+      Algorithm algorithm = detail::resolve_algorithm(collective, Algorithm::automatic, max_bytes,
+                                                      s.size, s.rank, arena, s.node_shape());
+      for (const auto& l : learned)
+        if (l.collective == collective && l.size_class == k) algorithm = l.tuner->chosen();
+      // One row per run of classes with the same algorithm.
+      if (!rules.empty() && rules.back().collective == collective &&
+          rules.back().algorithm == algorithm) {
+        rules.back().max_bytes = max_bytes;
+      } else {
+        rules.push_back({collective, s.size, s.size, max_bytes, algorithm});
+      }
+    }
+  }
+  return rules;
 }
 
 Communicator::~Communicator() = default;

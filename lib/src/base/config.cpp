@@ -211,6 +211,18 @@ Config config_from_environment() {
     c.check = s == "1";
   }
   if (const char* v = env("COLLX_TUNING_FILE")) c.tuning_file = v;
+  if (const char* v = env("COLLX_AUTOTUNE")) {
+    const std::string_view s = trim(v);
+    if (s == "0") {
+      c.autotune = AutotuneMode::off;
+    } else if (s == "1") {
+      c.autotune = AutotuneMode::exact;
+    } else if (s == "all") {
+      c.autotune = AutotuneMode::all;
+    } else {
+      bad_value("COLLX_AUTOTUNE", v, "expected 0, 1 or all");
+    }
+  }
   if (const char* v = env("COLLX_PROGRESS_THREAD")) {
     const std::string_view s = trim(v);
     if (s != "0" && s != "1") bad_value("COLLX_PROGRESS_THREAD", v, "expected 0 or 1");

@@ -19,6 +19,9 @@ enum class DebugLevel { none, warn, info, trace };
 enum class TransportKind { mpi, ucx };
 std::string_view to_string(TransportKind kind);
 
+// Which calls auto's trials cover (COLLX_AUTOTUNE).
+enum class AutotuneMode { off, exact, all };
+
 // How producers write into their shared-memory rings (ring_stores.hpp).
 enum class RingStorePolicy { automatic, plain, streaming };
 
@@ -37,6 +40,13 @@ struct Config {
   bool check = false;
   // COLLX_TUNING_FILE: a tuning table written by collx-bench --save-tuning.
   std::string tuning_file;
+  // COLLX_AUTOTUNE=0|1|all (default 1): whether auto tries the candidates the table ranks
+  // closest in the first blocking calls of each size class and keeps the fastest
+  // (autotune.hpp). 1: where the algorithm cannot change a bit of the result (data movement,
+  // integer reductions, min and max); all: floating-point sums, products and averages too,
+  // whose last bits then depend on which algorithm won on this run (still the same on every
+  // rank of a call); 0: the table alone.
+  AutotuneMode autotune = AutotuneMode::exact;
   // COLLX_PROGRESS_THREAD=1: a background thread progresses nonblocking operations (needs
   // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.
   bool progress_thread = false;

@@ -192,9 +192,34 @@ std::vector<std::size_t> LocalRankOrder::within(int local) const {
   return out;
 }
 
+// The ring's latency path at one and two ranks (one exchange, as allgather_ring posts it:
+// the receive, then the send); from three ranks the ring's steps go through the operation.
+bool allgather_ring_now(Transport& t, int tag_base, const AllgatherArgs& a) {
+  const BlockLayout blocks(a.offsets);
+  const int p = t.size();
+  if (p > 2 || blocks.count() * a.element_size > kLatencyPathBytes) return false;
+  const int rank = t.rank();
+  const std::size_t elem = a.element_size;
+  std::byte* own_place = a.recv + blocks.offset(rank) * elem;
+  const std::size_t own_bytes = blocks.length(rank) * elem;
+  if (p == 2) {
+    const int peer = 1 - rank;
+    const std::size_t peer_bytes = blocks.length(peer) * elem;
+    // A zero-byte transfer posts nothing in the schedule either.
+    if (own_bytes == 0 || peer_bytes == 0) return false;
+    t.shift_blocking(a.send != nullptr ? a.send : own_place, own_bytes, peer,
+                     a.recv + blocks.offset(peer) * elem, peer_bytes, peer, tag_base + a.phases[0]);
+  }
+  if (a.send != nullptr && a.send != own_place && own_bytes > 0) {
+    std::memcpy(own_place, a.send, own_bytes);
+  }
+  return true;
+}
+
 std::span<const AlgorithmRow> allgather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring),
+      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring,
+                                 allgather_ring_now),
       row<Collective::allgather>(Algorithm::recursive_doubling, allgather_recursive_doubling,
                                  model::allgather_recursive_doubling),
       row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck),

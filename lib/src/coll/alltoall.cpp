@@ -28,8 +28,6 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   if (block == 0) co_return;
   ScratchBuffer copy;
   const std::byte* input = stable_input(op, a, copy);
-  op.copy(a.recv + static_cast<std::size_t>(rank) * block,
-          input + static_cast<std::size_t>(rank) * block, block);
   // Several steps in flight: step s+depth is posted once step s is done.
   const int depth = std::max(1, op.pipeline_depth());
   std::vector<Transfer> sends(static_cast<std::size_t>(p));
@@ -43,6 +41,9 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   };
   for (int step = 1; step < p && step <= depth; ++step)
     post(step);
+  // The own block while the first steps' messages move (they touch other blocks).
+  op.copy(a.recv + static_cast<std::size_t>(rank) * block,
+          input + static_cast<std::size_t>(rank) * block, block);
   for (int step = 1; step < p; ++step) {
     co_await op.wait(sends[step], recvs[step]);
     if (step + depth < p) post(step + depth);

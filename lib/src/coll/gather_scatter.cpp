@@ -101,10 +101,6 @@ Task gather_tree(Operation& op, GatherArgs a) {
   const BlockLayout blocks(a.offsets);
   const RootedTree t(kShape, blocks, a.element_size, a.root, op.rank(), op.size());
   const TreeWindows& w = t.windows;
-  if (t.is_root()) {
-    const bool in_place = a.send == nullptr || a.send == a.recv + w.offset(op.rank());
-    if (!in_place) op.copy(a.recv + w.offset(op.rank()), a.send, t.own_bytes());
-  }
   ScratchBuffer window;
   if (t.relays()) {
     window = op.scratch(t.window_bytes());
@@ -114,6 +110,11 @@ Task gather_tree(Operation& op, GatherArgs a) {
   t.post_to_children(recvs, true, [&](Transfer& recv, int lo, int hi, int child) {
     op.recv(recv, t.block_of(lo, a.recv, window.data()), w.bytes(lo, hi), child, a.phases[0]);
   });
+  if (t.is_root()) {
+    // The root's own block while the others' arrive (they land in other blocks).
+    const bool in_place = a.send == nullptr || a.send == a.recv + w.offset(op.rank());
+    if (!in_place) op.copy(a.recv + w.offset(op.rank()), a.send, t.own_bytes());
+  }
   for (auto& r : recvs)
     co_await op.wait(r);
   if (t.is_root()) co_return;
@@ -154,14 +155,65 @@ Task scatter_tree(Operation& op, ScatterArgs a) {
     co_await op.wait(s);
 }
 
+// The latency path of the linear forms: the root receives (gather) or sends (scatter) every
+// other rank's block in real-rank order, one blocking message each, as the flat tree posts
+// them; a zero-byte block has no message in either form.
+std::size_t block_bytes(const BlockLayout& blocks, std::size_t element_size, int r) {
+  return (blocks.offset(r + 1) - blocks.offset(r)) * element_size;
+}
+
+bool gather_linear_now(Transport& t, int tag_base, const GatherArgs& a) {
+  const BlockLayout blocks(a.offsets);
+  const int p = t.size();
+  if (blocks.offset(p) * a.element_size > kLatencyPathBytes) return false;
+  const int rank = t.rank();
+  const int tag = tag_base + a.phases[0];
+  const std::size_t mine = block_bytes(blocks, a.element_size, rank);
+  if (rank != a.root) {
+    if (mine > 0) t.send_blocking(a.send, mine, a.root, tag);
+    return true;
+  }
+  std::byte* own = a.recv + blocks.offset(rank) * a.element_size;
+  if (a.send != nullptr && a.send != own && mine > 0) std::memcpy(own, a.send, mine);
+  for (int r = 0; r < p; ++r) {
+    const std::size_t bytes = block_bytes(blocks, a.element_size, r);
+    if (r != rank && bytes > 0) {
+      t.recv_blocking(a.recv + blocks.offset(r) * a.element_size, bytes, r, tag);
+    }
+  }
+  return true;
+}
+
+bool scatter_linear_now(Transport& t, int tag_base, const ScatterArgs& a) {
+  const BlockLayout blocks(a.offsets);
+  const int p = t.size();
+  if (blocks.offset(p) * a.element_size > kLatencyPathBytes) return false;
+  const int rank = t.rank();
+  const int tag = tag_base + a.phases[0];
+  const std::size_t mine = block_bytes(blocks, a.element_size, rank);
+  if (rank != a.root) {
+    if (mine > 0) t.recv_blocking(a.recv, mine, a.root, tag);
+    return true;
+  }
+  for (int r = 0; r < p; ++r) {
+    const std::size_t bytes = block_bytes(blocks, a.element_size, r);
+    if (r != rank && bytes > 0) {
+      t.send_blocking(a.send + blocks.offset(r) * a.element_size, bytes, r, tag);
+    }
+  }
+  const std::byte* own = a.send + blocks.offset(rank) * a.element_size;
+  if (a.recv != nullptr && a.recv != own && mine > 0) std::memcpy(a.recv, own, mine);
+  return true;
+}
+
 }  // namespace
 
 std::span<const AlgorithmRow> gather_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::gather>(Algorithm::binomial_tree, gather_tree<TreeShape::binomial>,
                               model::gather_binomial_tree),
-      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>,
-                              model::gather_linear),
+      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>, model::gather_linear,
+                              gather_linear_now),
   };
   return rows;
 }
@@ -171,7 +223,7 @@ std::span<const AlgorithmRow> scatter_rows() {
       row<Collective::scatter>(Algorithm::binomial_tree, scatter_tree<TreeShape::binomial>,
                                model::scatter_binomial_tree),
       row<Collective::scatter>(Algorithm::linear, scatter_tree<TreeShape::flat>,
-                               model::scatter_linear),
+                               model::scatter_linear, scatter_linear_now),
   };
   return rows;
 }

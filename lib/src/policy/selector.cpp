@@ -235,6 +235,16 @@ Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::siz
   return requested;
 }
 
+bool table_decides(Collective collective, std::size_t bytes, int nranks, bool shared_memory) {
+  if (config().algorithm[static_cast<int>(collective)]) return false;
+  if (const TuningTable* tuned = active_tuning()) {
+    for (const auto& rule : tuned->rules) {
+      if (matches(rule, collective, bytes, nranks, shared_memory)) return false;
+    }
+  }
+  return true;
+}
+
 std::string describe_rules(std::span<const SelectionRule> rules) {
   std::string out;
   for (const auto& rule : rules) {

@@ -63,6 +63,10 @@ Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::siz
                             int nranks, int rank, bool shared_memory = false,
                             const NodeShape& nodes = {});
 
+// Whether auto's choice for the call comes from the node rules or the table (neither
+// COLLX_ALGO nor a tuning file's row decides it): the calls the autotuner may try candidates for.
+bool table_decides(Collective collective, std::size_t bytes, int nranks, bool shared_memory);
+
 std::string describe_rules(std::span<const SelectionRule> rules);
 std::string describe_node_rules();
 

@@ -1,0 +1,154 @@
+#include "autotune.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace collx::detail {
+
+int size_class_of(std::size_t bytes) {
+  return bytes <= 1 ? 0 : std::bit_width(bytes - 1);
+}
+
+std::size_t size_class_max_bytes(int size_class) {
+  if (size_class >= 64) return std::numeric_limits<std::size_t>::max();
+  return std::size_t{1} << size_class;
+}
+
+int trials_for(std::size_t bytes) {
+  if (bytes <= (std::size_t{64} << 10)) return 8;
+  if (bytes <= (std::size_t{16} << 20)) return 3;
+  return 2;
+}
+
+std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm> others) {
+  std::vector<Algorithm> out{table};
+  for (Algorithm a : others) {
+    if (out.size() >= static_cast<std::size_t>(ClassTuner::kMaxCandidates)) break;
+    if (a == Algorithm::automatic) continue;
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  }
+  return out;
+}
+
+void ClassTuner::start(std::span<const Algorithm> candidates, int trials) {
+  count_ = static_cast<std::uint8_t>(
+      std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
+  std::copy_n(candidates.begin(), count_, candidates_.begin());
+  trials_ = static_cast<std::uint8_t>(std::clamp(trials, 1, 255));
+  rounds_ = 0;
+  chosen_ = count_ > 0 ? candidates_[0] : Algorithm::automatic;
+  agreed_ns_.fill(0);
+  if (count_ <= 1) {
+    phase_ = Phase::settled;
+    settled_calls_ = 0;
+    next_check_ = std::numeric_limits<std::uint32_t>::max();  // nothing to re-try
+    return;
+  }
+  restart();
+}
+
+void ClassTuner::restart() {
+  phase_ = Phase::trying;
+  trial_calls_ = 0;
+  best_ns_.fill(std::numeric_limits<std::uint64_t>::max());
+  checking_ = false;
+}
+
+TrialPick ClassTuner::pick() {
+  if (phase_ == Phase::trying) return {candidates_[trial_calls_ % count_], true};
+  if (count_ <= 1) return {chosen_, false};
+  ++settled_calls_;
+  return {chosen_, settled_calls_ % kSampleEvery == 0 || settled_calls_ == next_check_};
+}
+
+Algorithm ClassTuner::untimed_choice() const {
+  return chosen_;
+}
+
+TunerStep ClassTuner::record(double seconds) {
+  const auto ns = static_cast<std::uint64_t>(std::max(0.0, seconds) * 1e9);
+  if (phase_ == Phase::trying) {
+    const std::uint32_t index = trial_calls_ % count_;
+    best_ns_[index] = std::min(best_ns_[index], ns);
+    ++trial_calls_;
+    if (trial_calls_ < static_cast<std::uint32_t>(count_) * trials_) return TunerStep::none;
+    checking_ = false;
+    return TunerStep::agree;
+  }
+  if (phase_ != Phase::settled || count_ <= 1) return TunerStep::none;
+  samples_ns_[sample_next_] = ns;
+  sample_next_ = static_cast<std::uint8_t>((sample_next_ + 1) % kSamples);
+  sample_count_ = static_cast<std::uint8_t>(std::min<int>(sample_count_ + 1, kSamples));
+  if (settled_calls_ != next_check_) return TunerStep::none;
+  checking_ = true;
+  return TunerStep::agree;
+}
+
+std::uint64_t ClassTuner::sampled_median_ns() const {
+  std::array<std::uint64_t, kSamples> sorted{};
+  std::copy_n(samples_ns_.begin(), sample_count_, sorted.begin());
+  std::sort(sorted.begin(), sorted.begin() + sample_count_);
+  return sorted[sample_count_ / 2];
+}
+
+std::vector<std::uint64_t> ClassTuner::agree_values() const {
+  if (!checking_) return {best_ns_.begin(), best_ns_.begin() + count_};
+  if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0};
+  const double ratio = static_cast<double>(sampled_median_ns()) / static_cast<double>(baseline_ns_);
+  return {static_cast<std::uint64_t>(std::lround(ratio * 1000))};
+}
+
+bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
+  if (checking_) {
+    checking_ = false;
+    if (!maxima.empty() && static_cast<double>(maxima[0]) > kDriftRatio * 1000) {
+      restart();
+      return true;
+    }
+    next_check_ += std::min(next_check_, kMaxCheckGap);
+    return false;
+  }
+  // The table's choice unless a challenger is faster by the margin.
+  std::size_t fastest = 1;
+  for (std::size_t i = 2; i < count_ && i < maxima.size(); ++i) {
+    if (maxima[i] < maxima[fastest]) fastest = i;
+  }
+  const bool challenger_wins =
+      fastest < maxima.size() &&
+      static_cast<double>(maxima[fastest]) < static_cast<double>(maxima[0]) * (1 - kMargin);
+  const std::size_t winner = challenger_wins ? fastest : 0;
+  std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
+  chosen_ = candidates_[winner];
+  baseline_ns_ = best_ns_[winner];
+  phase_ = Phase::settled;
+  settled_calls_ = 0;
+  next_check_ = kFirstCheck;
+  sample_count_ = 0;
+  sample_next_ = 0;
+  ++rounds_;
+  return true;
+}
+
+std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner) {
+  const std::size_t high = size_class_max_bytes(size_class);
+  const std::size_t low = size_class == 0 ? 0 : size_class_max_bytes(size_class - 1) + 1;
+  std::string out = std::string(to_string(collective)) + " " + std::to_string(low) + ".." +
+                    std::to_string(high) + " B:";
+  const auto candidates = tuner.candidates();
+  const auto times = tuner.agreed_ns();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    char figure[32];
+    std::snprintf(figure, sizeof figure, "%.2f us", static_cast<double>(times[i]) / 1e3);
+    out += " " + std::string(to_string(candidates[i])) + " " +
+           (times[i] == 0 ? std::string("-") : std::string(figure)) + (i == 0 ? " (table)" : "") +
+           (i + 1 < candidates.size() ? "," : "");
+  }
+  out += " -> " + std::string(to_string(tuner.chosen())) + " (round " +
+         std::to_string(tuner.rounds()) + ")";
+  return out;
+}
+
+}  // namespace collx::detail

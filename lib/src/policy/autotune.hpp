@@ -1,0 +1,118 @@
+// auto's trials on the machine it runs on (COLLX_AUTOTUNE, on by default): the first blocking
+// calls of each size class of a collective on a communicator run the two to four candidates that
+// the table ranks closest (its own choice, its choices for the neighbouring size classes, the
+// shared arena's row, the cost model's best), in turn; then the ranks agree on the fastest (the
+// slowest rank's best time of each candidate, an allreduce of the times) and every later call of
+// the class runs it. A sample of the later calls is timed; at checkpoints the ranks agree whether
+// any of them sees its chosen algorithm drift (1.5x its trial time) and, if so, try again.
+//
+// Every step is keyed on what every rank sees alike: the collective, the size class, the call's
+// place among the blocking calls of its class, the candidates (the table, the communicator's
+// layout and arena): so every rank runs the same algorithm in the same call and agrees at the
+// same call. Nonblocking calls are not timed (their time includes the caller's work): they run
+// the settled choice, or the table's before one is settled. The logic here is pure (times come
+// in, decisions go out); comm_state.hpp does the timing and the agreement.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "collx/algorithm.hpp"
+
+namespace collx::detail {
+
+// The size class of a call: 0 for 0 and 1 byte, else k for 2^(k-1) < bytes <= 2^k.
+int size_class_of(std::size_t bytes);
+// The largest size of class k (the edge a learned rule is written with).
+std::size_t size_class_max_bytes(int size_class);
+inline constexpr int kSizeClasses = 65;
+
+// What the tuner does with one blocking call.
+struct TrialPick {
+  Algorithm algorithm = Algorithm::automatic;
+  bool timed = false;  // time the call and hand the time to record()
+};
+
+// What record() asks of the caller: nothing, or an agreement among the ranks over the values
+// of agree_values() (a maximum over ranks), handed back to agreed().
+enum class TunerStep { none, agree };
+
+// One collective's size class on one communicator.
+class ClassTuner {
+ public:
+  static constexpr int kMaxCandidates = 4;
+  enum class Phase : std::uint8_t { fresh, trying, settled };
+
+  // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
+  // the margin), each tried `trials` times. One candidate: settled at once, never timed.
+  void start(std::span<const Algorithm> candidates, int trials);
+  Phase phase() const { return phase_; }
+
+  // The algorithm of the next blocking call of this class (counts the call).
+  TrialPick pick();
+  // The algorithm a nonblocking call runs (the settled choice, else the table's).
+  Algorithm untimed_choice() const;
+  // The time of a timed call (seconds, this rank's).
+  TunerStep record(double seconds);
+  // The values the ranks take the maximum of: while trying, each candidate's best time (ns);
+  // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
+  // samples).
+  std::vector<std::uint64_t> agree_values() const;
+  // The maxima over ranks of agree_values(). Returns true where trials settled or restarted.
+  bool agreed(std::span<const std::uint64_t> maxima);
+
+  // For reports: the candidates, their agreed times (ns, last round), the choice, the rounds.
+  std::span<const Algorithm> candidates() const { return {candidates_.data(), count_}; }
+  std::span<const std::uint64_t> agreed_ns() const { return {agreed_ns_.data(), count_}; }
+  Algorithm chosen() const { return chosen_; }
+  int rounds() const { return rounds_; }
+
+  // A challenger must beat the table's choice by this share to replace it (noise).
+  static constexpr double kMargin = 0.03;
+  // A settled class is re-tried when a rank's sampled time exceeds its trial time this much.
+  static constexpr double kDriftRatio = 1.5;
+  // Every kSampleEvery-th settled call is timed; a checkpoint after kFirstCheck settled calls,
+  // then at twice the count, ... at most kMaxCheckGap apart.
+  static constexpr std::uint32_t kSampleEvery = 16;
+  static constexpr std::uint32_t kFirstCheck = 256;
+  static constexpr std::uint32_t kMaxCheckGap = 1u << 16;
+  static constexpr int kSamples = 8;
+
+ private:
+  void restart();
+  std::uint64_t sampled_median_ns() const;
+
+  Phase phase_ = Phase::fresh;
+  std::uint8_t count_ = 0;
+  std::uint8_t trials_ = 1;
+  std::uint8_t rounds_ = 0;
+  bool checking_ = false;  // the pending agreement is a drift checkpoint
+  std::array<Algorithm, kMaxCandidates> candidates_{};
+  std::array<std::uint64_t, kMaxCandidates> best_ns_{};
+  std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
+  std::uint32_t trial_calls_ = 0;
+  Algorithm chosen_ = Algorithm::automatic;
+  std::uint64_t baseline_ns_ = 0;  // this rank's best trial time of the chosen candidate
+  std::uint32_t settled_calls_ = 0;
+  std::uint32_t next_check_ = kFirstCheck;
+  std::array<std::uint64_t, kSamples> samples_ns_{};
+  std::uint8_t sample_count_ = 0;
+  std::uint8_t sample_next_ = 0;
+};
+
+// How many times each candidate is tried at `bytes`: more where a call is short and noisy,
+// fewer where it is long (the trials' cost stays within a few calls' time).
+int trials_for(std::size_t bytes);
+
+// The candidates of a call, deduplicated, table's first, at most ClassTuner::kMaxCandidates:
+// `table` then `others` in order.
+std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm> others);
+
+// One line of COLLX_DEBUG=INFO / collx-info: the class, every candidate's agreed time, the choice.
+std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner);
+
+}  // namespace collx::detail

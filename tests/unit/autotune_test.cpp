@@ -1,0 +1,189 @@
+// The autotuner's decisions (policy/autotune.hpp): which candidate each blocking call tries, when
+// the ranks must agree, what the agreed times choose, when a settled class is tried again. The
+// times are handed in, so every decision is checked exactly; tests/mpi/mpi_autotune_test.cpp runs
+// it on real ranks.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "autotune.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+using namespace collx::detail;
+
+const std::vector<Algorithm> kThree = {Algorithm::recursive_doubling, Algorithm::ring,
+                                       Algorithm::shared_memory};
+
+// Runs one round of trials with `seconds[i]` for candidate i's every trial; returns the step of
+// the last record().
+TunerStep run_trials(ClassTuner& t, const std::vector<double>& seconds, int trials) {
+  TunerStep step = TunerStep::none;
+  for (int call = 0; call < static_cast<int>(seconds.size()) * trials; ++call) {
+    const TrialPick p = t.pick();
+    EXPECT_TRUE(p.timed);
+    std::size_t index = 0;
+    while (t.candidates()[index] != p.algorithm)
+      ++index;
+    EXPECT_EQ(step, TunerStep::none) << "agreement asked before the last trial";
+    step = t.record(seconds[index]);
+  }
+  return step;
+}
+
+TEST(Autotune, SizeClassesArePowersOfTwo) {
+  EXPECT_EQ(size_class_of(0), 0);
+  EXPECT_EQ(size_class_of(1), 0);
+  EXPECT_EQ(size_class_of(2), 1);
+  EXPECT_EQ(size_class_of(3), 2);
+  EXPECT_EQ(size_class_of(4), 2);
+  EXPECT_EQ(size_class_of(5), 3);
+  EXPECT_EQ(size_class_of(std::size_t{1} << 20), 20);
+  EXPECT_EQ(size_class_of((std::size_t{1} << 20) + 1), 21);
+  EXPECT_EQ(size_class_max_bytes(20), std::size_t{1} << 20);
+  for (std::size_t b = 2; b < 5000; ++b) {
+    const int k = size_class_of(b);
+    EXPECT_LE(b, size_class_max_bytes(k));
+    EXPECT_GT(b, size_class_max_bytes(k - 1));
+  }
+}
+
+TEST(Autotune, CandidatesAreDeduplicatedTableFirstAndBounded) {
+  const std::vector<Algorithm> others = {Algorithm::ring,
+                                         Algorithm::recursive_doubling,
+                                         Algorithm::automatic,
+                                         Algorithm::ring,
+                                         Algorithm::shared_memory,
+                                         Algorithm::rabenseifner,
+                                         Algorithm::double_binary_tree};
+  const auto c = candidate_list(Algorithm::recursive_doubling, others);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0], Algorithm::recursive_doubling);
+  EXPECT_EQ(c[1], Algorithm::ring);
+  EXPECT_EQ(c[2], Algorithm::shared_memory);
+  EXPECT_EQ(c[3], Algorithm::rabenseifner);
+}
+
+TEST(Autotune, OneCandidateSettlesAtOnceAndIsNeverTimed) {
+  ClassTuner t;
+  const std::vector<Algorithm> one = {Algorithm::dissemination};
+  t.start(one, 8);
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+  for (int i = 0; i < 1000; ++i) {
+    const TrialPick p = t.pick();
+    EXPECT_EQ(p.algorithm, Algorithm::dissemination);
+    EXPECT_FALSE(p.timed);
+  }
+}
+
+TEST(Autotune, CandidatesAreTriedInTurnThenTheFastestIsKept) {
+  ClassTuner t;
+  t.start(kThree, 3);
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  // In turn: call i tries candidate i mod 3 (a call counts once its time is recorded).
+  const std::vector<double> seconds = {2e-6, 1e-6, 3e-6};
+  for (int i = 0; i < 9; ++i) {
+    const std::size_t index = static_cast<std::size_t>(i % 3);
+    EXPECT_EQ(t.pick().algorithm, kThree[index]) << i;
+    // Before any agreement, nonblocking calls run the table's choice.
+    EXPECT_EQ(t.untimed_choice(), Algorithm::recursive_doubling);
+    EXPECT_EQ(t.record(seconds[index]), i == 8 ? TunerStep::agree : TunerStep::none) << i;
+  }
+  // This rank's best times, in ns, in candidate order.
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{2000, 1000, 3000}));
+  // The other ranks saw the ring slower: the maxima decide, shared_memory wins.
+  const std::vector<std::uint64_t> maxima = {2000, 2500, 1500};
+  EXPECT_TRUE(t.agreed(maxima));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+  EXPECT_EQ(t.chosen(), Algorithm::shared_memory);
+  EXPECT_EQ(t.untimed_choice(), Algorithm::shared_memory);
+  EXPECT_EQ(t.pick().algorithm, Algorithm::shared_memory);
+  EXPECT_EQ(t.rounds(), 1);
+  const std::string line = describe_trials(Collective::allreduce, 12, t);
+  EXPECT_NE(line.find("allreduce 2049..4096 B"), std::string::npos) << line;
+  EXPECT_NE(line.find("-> shared_memory"), std::string::npos) << line;
+}
+
+TEST(Autotune, EachCandidateKeepsItsBestTrial) {
+  ClassTuner t;
+  t.start(kThree, 2);
+  // First calls slow (a first call's setup), later ones fast.
+  std::vector<double> first = {9e-6, 9e-6, 9e-6};
+  for (int i = 0; i < 3; ++i)
+    t.record(first[static_cast<std::size_t>(i)]);
+  t.record(3e-6);
+  t.record(1e-6);
+  EXPECT_EQ(t.record(2e-6), TunerStep::agree);
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{3000, 1000, 2000}));
+}
+
+TEST(Autotune, TheTableKeepsItsChoiceWithinTheMargin) {
+  ClassTuner t;
+  t.start(kThree, 1);
+  run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
+  // 2% faster is noise: the table's choice stays.
+  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{10000, 9800, 9900}));
+  EXPECT_EQ(t.chosen(), Algorithm::recursive_doubling);
+  // 5% faster replaces it.
+  ClassTuner u;
+  u.start(kThree, 1);
+  run_trials(u, {1e-6, 1e-6, 1e-6}, 1);
+  EXPECT_TRUE(u.agreed(std::vector<std::uint64_t>{10000, 9500, 9900}));
+  EXPECT_EQ(u.chosen(), Algorithm::ring);
+}
+
+// After settling, every kSampleEvery-th call is timed; at the checkpoint the ranks agree on the
+// largest drift; beyond kDriftRatio the class is tried again.
+TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
+  ClassTuner t;
+  t.start(kThree, 1);
+  run_trials(t, {1e-6, 2e-6, 3e-6}, 1);
+  ASSERT_TRUE(t.agreed(std::vector<std::uint64_t>{1000, 2000, 3000}));
+  ASSERT_EQ(t.chosen(), Algorithm::recursive_doubling);
+  // Settled calls: timed only every kSampleEvery-th and at the checkpoint.
+  int timed = 0;
+  TunerStep step = TunerStep::none;
+  std::uint32_t calls = 0;
+  while (step != TunerStep::agree) {
+    const TrialPick p = t.pick();
+    ++calls;
+    EXPECT_EQ(p.algorithm, Algorithm::recursive_doubling);
+    if (!p.timed) continue;
+    ++timed;
+    step = t.record(1.2e-6);  // 1.2x: within the ratio
+  }
+  EXPECT_EQ(calls, ClassTuner::kFirstCheck);
+  EXPECT_EQ(timed, static_cast<int>(ClassTuner::kFirstCheck / ClassTuner::kSampleEvery));
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{1200}));
+  // Another rank drifted to 1.4x: still settled, next checkpoint twice as far.
+  EXPECT_FALSE(t.agreed(std::vector<std::uint64_t>{1400}));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+  calls = 0;
+  step = TunerStep::none;
+  while (step != TunerStep::agree) {
+    const TrialPick p = t.pick();
+    ++calls;
+    if (p.timed) step = t.record(2e-6);  // 2x its trial time
+  }
+  EXPECT_EQ(calls, ClassTuner::kFirstCheck);  // checkpoint at 512 settled calls
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{2000}));
+  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{2000}));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  // The second round tries every candidate again; meanwhile nonblocking calls keep the choice.
+  EXPECT_EQ(t.untimed_choice(), Algorithm::recursive_doubling);
+  EXPECT_EQ(run_trials(t, {5e-6, 2e-6, 3e-6}, 1), TunerStep::agree);
+  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{5000, 2000, 3000}));
+  EXPECT_EQ(t.chosen(), Algorithm::ring);
+  EXPECT_EQ(t.rounds(), 2);
+}
+
+TEST(Autotune, TrialsAreFewerWhereCallsAreLong) {
+  EXPECT_GT(trials_for(64), trials_for(std::size_t{1} << 20));
+  EXPECT_GT(trials_for(std::size_t{1} << 20), trials_for(std::size_t{1} << 30));
+  EXPECT_GE(trials_for(std::size_t{1} << 30), 1);
+}
+
+}  // namespace
