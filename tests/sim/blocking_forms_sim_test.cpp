@@ -176,10 +176,16 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
     const bool rooted =
         row.collective == Collective::broadcast || row.collective == Collective::reduce ||
         row.collective == Collective::gather || row.collective == Collective::scatter;
-    const std::vector<std::size_t> counts =
+    std::vector<std::size_t> counts =
         row.collective == Collective::barrier
             ? std::vector<std::size_t>{0}
             : std::vector<std::size_t>{0, 1, 3, static_cast<std::size_t>(p) + 1, 255, 256};
+    if (row.collective == Collective::gather || row.collective == Collective::scatter ||
+        row.collective == Collective::allgather) {
+      // Past the latency path's 1 KiB, up to and past kDirectPathBytes in all.
+      const std::size_t edge = kDirectPathBytes / sizeof(float) / static_cast<std::size_t>(p);
+      counts.insert(counts.end(), {1000, edge, edge + 1});
+    }
     std::vector<int> roots{0};
     if (rooted && p > 2) roots.push_back(p / 2);
     if (rooted && p > 1) roots.push_back(p - 1);
@@ -193,14 +199,14 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
                                    " op=" + std::string(collx::to_string(rop));
           const Outcome schedule = run_form(row, p, count, root, rop, false);
           const Outcome blocking = run_form(row, p, count, root, rop, true);
-          // The forms of the gathering collectives take calls of at most kLatencyPathBytes in
+          // The forms of the gathering collectives take calls of at most kDirectPathBytes in
           // all (p blocks), the ring allgather's one and two ranks with bytes to move; beyond,
           // the form declines on every rank and the call goes through the schedule.
           const bool gathering = row.collective == Collective::gather ||
                                  row.collective == Collective::scatter ||
                                  row.collective == Collective::allgather;
           const bool too_large =
-              gathering && count * sizeof(float) * static_cast<std::size_t>(p) > kLatencyPathBytes;
+              gathering && count * sizeof(float) * static_cast<std::size_t>(p) > kDirectPathBytes;
           if (too_large ||
               (row.collective == Collective::allgather && (p > 2 || (p == 2 && count == 0)))) {
             ASSERT_EQ(blocking.declined_on, p) << what;

@@ -157,7 +157,8 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       std::move(memory.device),
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::allgather>(t, tag_base, args, a);
-      });
+      },
+      kDirectPathBytes);
 }
 
 Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -230,7 +231,8 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       std::move(memory.device),
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<C>(t, tag_base, args, a);
-      });
+      },
+      kDirectPathBytes);
 }
 
 constexpr auto gather_impl = rooted_impl<Collective::gather>;

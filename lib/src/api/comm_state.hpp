@@ -222,12 +222,13 @@ inline bool order_sensitive(const CallSignature& signature) {
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
-// (before sending anything) for an algorithm it does not run.
+// (before sending anything) for an algorithm it does not run; it is tried for calls of at most
+// `latency_bytes`.
 template <class MakeTask, class RunNow = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
-                       RunNow&& now = nullptr) {
+                       RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes) {
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes,
                     device == nullptr && state->transport->shared_arena() != nullptr, blocking,
@@ -236,8 +237,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const auto run = [&]() -> Request {
     const OpInfo info = state->next_op(collective, algorithm, options);
     if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
-      if (blocking && device == nullptr && bytes <= kLatencyPathBytes &&
-          bytes <= info.segment_bytes && can_run_in_place()) {
+      if (blocking && device == nullptr && bytes <= latency_bytes && bytes <= info.segment_bytes &&
+          can_run_in_place()) {
         try {
           if (now(*state->transport, info.tag_base, algorithm)) return {};
         } catch (...) {

@@ -197,7 +197,7 @@ std::vector<std::size_t> LocalRankOrder::within(int local) const {
 bool allgather_ring_now(Transport& t, int tag_base, const AllgatherArgs& a) {
   const BlockLayout blocks(a.offsets);
   const int p = t.size();
-  if (p > 2 || blocks.count() * a.element_size > kLatencyPathBytes) return false;
+  if (p > 2 || blocks.count() * a.element_size > kDirectPathBytes) return false;
   const int rank = t.rank();
   const std::size_t elem = a.element_size;
   std::byte* own_place = a.recv + blocks.offset(rank) * elem;

@@ -165,7 +165,7 @@ std::size_t block_bytes(const BlockLayout& blocks, std::size_t element_size, int
 bool gather_linear_now(Transport& t, int tag_base, const GatherArgs& a) {
   const BlockLayout blocks(a.offsets);
   const int p = t.size();
-  if (blocks.offset(p) * a.element_size > kLatencyPathBytes) return false;
+  if (blocks.offset(p) * a.element_size > kDirectPathBytes) return false;
   const int rank = t.rank();
   const int tag = tag_base + a.phases[0];
   const std::size_t mine = block_bytes(blocks, a.element_size, rank);
@@ -187,7 +187,7 @@ bool gather_linear_now(Transport& t, int tag_base, const GatherArgs& a) {
 bool scatter_linear_now(Transport& t, int tag_base, const ScatterArgs& a) {
   const BlockLayout blocks(a.offsets);
   const int p = t.size();
-  if (blocks.offset(p) * a.element_size > kLatencyPathBytes) return false;
+  if (blocks.offset(p) * a.element_size > kDirectPathBytes) return false;
   const int rank = t.rank();
   const int tag = tag_base + a.phases[0];
   const std::size_t mine = block_bytes(blocks, a.element_size, rank);

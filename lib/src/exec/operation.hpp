@@ -89,6 +89,10 @@ inline constexpr int kCheckPhase = kPhasesPerOp - 1;
 // are the ones the operation path sends for a one-segment buffer, so ranks that take different
 // paths still match.
 inline constexpr std::size_t kLatencyPathBytes = 1024;
+// The latency path's forms that need no scratch (linear gather and scatter, the two-rank ring
+// allgather: each block moves once, straight between the callers' buffers, unsegmented in the
+// schedule too) take calls of up to this many bytes in all.
+inline constexpr std::size_t kDirectPathBytes = std::size_t{64} << 10;
 
 class Operation {
  public:
