@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
       if (autotune) {
         std::printf(
             "\nauto's trials on these %d ranks (COLLX_AUTOTUNE; each candidate's time is "
-            "the slowest rank's best trial):\n",
+            "the slowest rank's mean over its trials):\n",
             nranks);
         if (learned.empty()) {
           std::printf("  none: one rank, COLLX_AUTOTUNE=0, or every size had one candidate\n");

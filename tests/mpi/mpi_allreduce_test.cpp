@@ -16,6 +16,7 @@
 #include "collx/collx.hpp"
 #include "comm_state.hpp"
 #include "config.hpp"
+#include "config_override.hpp"
 #include "exact_data.hpp"
 #include "mpi_test_util.hpp"
 #include "random_cases.hpp"
@@ -364,16 +365,7 @@ TEST(MpiCommunicator, DuplicatesItsCommunicator) {
 
 // Changes the configuration for one test and restores the one in force before (which may come
 // from the environment, for example COLLX_TRANSPORT=ucx for the UCX runs of this suite).
-class ConfigOverride {
- public:
-  explicit ConfigOverride(const collx::detail::Config& c) : saved_(collx::detail::config()) {
-    collx::detail::set_config(c);
-  }
-  ~ConfigOverride() { collx::detail::set_config(saved_); }
-
- private:
-  collx::detail::Config saved_;
-};
+using collx::testing::ConfigOverride;
 
 // The communicator remembers its last choice per collective (CommState::choose); a replaced
 // configuration must reach the next call, and so must another size or algorithm. Asked for

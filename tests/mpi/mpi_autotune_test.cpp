@@ -13,6 +13,7 @@
 #include "collx/collx.hpp"
 #include "comm_state.hpp"
 #include "config.hpp"
+#include "config_override.hpp"
 #include "mpi_test_util.hpp"
 #include "selector.hpp"
 
@@ -25,16 +26,7 @@ using collx::ReduceOp;
 using collx::testing::all_ranks;
 using collx::testing::identical_on_all_ranks;
 
-class ConfigOverride {
- public:
-  explicit ConfigOverride(const collx::detail::Config& c) : saved_(collx::detail::config()) {
-    collx::detail::set_config(c);
-  }
-  ~ConfigOverride() { collx::detail::set_config(saved_); }
-
- private:
-  collx::detail::Config saved_;
-};
+using collx::testing::ConfigOverride;
 
 collx::detail::Config with_autotune(collx::detail::AutotuneMode mode) {
   collx::detail::Config c = collx::detail::config();

@@ -132,7 +132,8 @@ struct CommState {
     ClassTuner* tuner = nullptr;  // where the size class is tuned
   };
   // The candidates of a call: the table's choice at its size and the neighbouring classes, the
-  // arena's row, the cost model's best (node-aware rows only where the ranks span nodes).
+  // arena's row, the cost model's best with and without the arena (node-aware rows only where
+  // the ranks span nodes).
   std::vector<Algorithm> tuning_candidates(Collective collective, std::size_t bytes) const;
   // The maxima over ranks of `values` (an internal allreduce on this communicator).
   std::vector<std::uint64_t> agree_max(std::span<const std::uint64_t> values);

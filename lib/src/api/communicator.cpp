@@ -246,8 +246,15 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
   model::Machine machine;
   machine.one_node = arena;
   machine.nodes = shape.nodes;
-  others.push_back(
-      model::best(schedules_of(collective), size, static_cast<double>(bytes), machine));
+  const double size_in_bytes = static_cast<double>(bytes);
+  others.push_back(model::best(schedules_of(collective), size, size_in_bytes, machine));
+  if (arena) {
+    // The best point-to-point algorithm too: where the table's choice is the arena's, its
+    // handshakes are what a loaded or oversubscribed node makes slow (docs/PERFORMANCE.md,
+    // "The MPICH table, idle"), and the neighbours may all be the arena's as well.
+    machine.one_node = false;
+    others.push_back(model::best(schedules_of(collective), size, size_in_bytes, machine));
+  }
   std::vector<Algorithm> candidates = candidate_list(table(bytes), others);
   if (!shape.spans_nodes()) {
     // One rank per node or one node: the node-aware rows run as their flat forms.

@@ -53,12 +53,13 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials) {
 void ClassTuner::restart() {
   phase_ = Phase::trying;
   trial_calls_ = 0;
-  best_ns_.fill(std::numeric_limits<std::uint64_t>::max());
+  sum_ns_.fill(0);
+  timed_.fill(0);
   checking_ = false;
 }
 
 TrialPick ClassTuner::pick() {
-  if (phase_ == Phase::trying) return {candidates_[trial_calls_ % count_], true};
+  if (phase_ == Phase::trying) return {candidates_[trial_calls_ / trials_], true};
   if (count_ <= 1) return {chosen_, false};
   ++settled_calls_;
   return {chosen_, settled_calls_ % kSampleEvery == 0 || settled_calls_ == next_check_};
@@ -71,8 +72,13 @@ Algorithm ClassTuner::untimed_choice() const {
 TunerStep ClassTuner::record(double seconds) {
   const auto ns = static_cast<std::uint64_t>(std::max(0.0, seconds) * 1e9);
   if (phase_ == Phase::trying) {
-    const std::uint32_t index = trial_calls_ % count_;
-    best_ns_[index] = std::min(best_ns_[index], ns);
+    // A block of consecutive calls per candidate; its first call (setup, the switch from the
+    // previous candidate) does not count where the block has more.
+    const std::uint32_t index = trial_calls_ / trials_;
+    if (trials_ == 1 || trial_calls_ % trials_ != 0) {
+      sum_ns_[index] += ns;
+      ++timed_[index];
+    }
     ++trial_calls_;
     if (trial_calls_ < static_cast<std::uint32_t>(count_) * trials_) return TunerStep::none;
     checking_ = false;
@@ -95,7 +101,12 @@ std::uint64_t ClassTuner::sampled_median_ns() const {
 }
 
 std::vector<std::uint64_t> ClassTuner::agree_values() const {
-  if (!checking_) return {best_ns_.begin(), best_ns_.begin() + count_};
+  if (!checking_) {
+    std::vector<std::uint64_t> means(count_);
+    for (std::size_t i = 0; i < count_; ++i)
+      means[i] = timed_[i] > 0 ? sum_ns_[i] / timed_[i] : 0;
+    return means;
+  }
   if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0};
   const double ratio = static_cast<double>(sampled_median_ns()) / static_cast<double>(baseline_ns_);
   return {static_cast<std::uint64_t>(std::lround(ratio * 1000))};
@@ -122,7 +133,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   const std::size_t winner = challenger_wins ? fastest : 0;
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];
-  baseline_ns_ = best_ns_[winner];
+  baseline_ns_ = timed_[winner] > 0 ? sum_ns_[winner] / timed_[winner] : 0;
   phase_ = Phase::settled;
   settled_calls_ = 0;
   next_check_ = kFirstCheck;

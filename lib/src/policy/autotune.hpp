@@ -1,10 +1,14 @@
 // auto's trials on the machine it runs on (COLLX_AUTOTUNE, on by default): the first blocking
 // calls of each size class of a collective on a communicator run the two to four candidates that
 // the table ranks closest (its own choice, its choices for the neighbouring size classes, the
-// shared arena's row, the cost model's best), in turn; then the ranks agree on the fastest (the
-// slowest rank's best time of each candidate, an allreduce of the times) and every later call of
-// the class runs it. A sample of the later calls is timed; at checkpoints the ranks agree whether
-// any of them sees its chosen algorithm drift (1.5x its trial time) and, if so, try again.
+// shared arena's row, the cost model's best), each in a block of consecutive calls; then the
+// ranks agree on the fastest (the slowest rank's mean time of each candidate over its block but
+// the first call, an allreduce of the times) and every later call of the class runs it. Blocks
+// and means, not interleaved calls and minima: a rank's time in one call can be short while the
+// calls in a row are slow (a rank that arrives late finds its data there, but the next call
+// waits for the slot it frees), and a run of calls is what an application makes. A sample of
+// the later calls is timed; at checkpoints the ranks agree whether any of them sees its chosen
+// algorithm drift (1.5x its trial time) and, if so, try again.
 //
 // Every step is keyed on what every rank sees alike: the collective, the size class, the call's
 // place among the blocking calls of its class, the candidates (the table, the communicator's
@@ -58,7 +62,8 @@ class ClassTuner {
   Algorithm untimed_choice() const;
   // The time of a timed call (seconds, this rank's).
   TunerStep record(double seconds);
-  // The values the ranks take the maximum of: while trying, each candidate's best time (ns);
+  // The values the ranks take the maximum of: while trying, each candidate's mean time (ns) over
+  // its block of trials but the first;
   // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
   // samples).
   std::vector<std::uint64_t> agree_values() const;
@@ -92,11 +97,12 @@ class ClassTuner {
   std::uint8_t rounds_ = 0;
   bool checking_ = false;  // the pending agreement is a drift checkpoint
   std::array<Algorithm, kMaxCandidates> candidates_{};
-  std::array<std::uint64_t, kMaxCandidates> best_ns_{};
+  std::array<std::uint64_t, kMaxCandidates> sum_ns_{};  // this rank's timed trial calls
+  std::array<std::uint32_t, kMaxCandidates> timed_{};
   std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
   std::uint32_t trial_calls_ = 0;
   Algorithm chosen_ = Algorithm::automatic;
-  std::uint64_t baseline_ns_ = 0;  // this rank's best trial time of the chosen candidate
+  std::uint64_t baseline_ns_ = 0;  // this rank's mean trial time of the chosen candidate
   std::uint32_t settled_calls_ = 0;
   std::uint32_t next_check_ = kFirstCheck;
   std::array<std::uint64_t, kSamples> samples_ns_{};
