@@ -83,17 +83,17 @@ TEST(Autotune, CandidatesAreTriedInBlocksThenTheFastestIsKept) {
   ClassTuner t;
   t.start(kThree, 3);
   EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
-  // In blocks: calls 0-2 try candidate 0, 3-5 candidate 1, 6-8 candidate 2 (a call counts once
-  // its time is recorded).
+  // In blocks, the table's choice last: calls 0-2 try candidate 1, 3-5 candidate 2, 6-8
+  // candidate 0 (a call counts once its time is recorded).
   const std::vector<double> seconds = {2e-6, 1e-6, 3e-6};
   for (int i = 0; i < 9; ++i) {
-    const std::size_t index = static_cast<std::size_t>(i / 3);
+    const std::size_t index = static_cast<std::size_t>((i / 3 + 1) % 3);
     EXPECT_EQ(t.pick().algorithm, kThree[index]) << i;
     // Before any agreement, nonblocking calls run the table's choice.
     EXPECT_EQ(t.untimed_choice(), Algorithm::recursive_doubling);
     EXPECT_EQ(t.record(seconds[index]), i == 8 ? TunerStep::agree : TunerStep::none) << i;
   }
-  // This rank's mean times, in ns, in candidate order.
+  // This rank's median times, in ns, in candidate order.
   EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{2000, 1000, 3000}));
   // The other ranks saw the ring slower: the maxima decide, shared_memory wins.
   const std::vector<std::uint64_t> maxima = {2000, 2500, 1500};
@@ -108,18 +108,27 @@ TEST(Autotune, CandidatesAreTriedInBlocksThenTheFastestIsKept) {
   EXPECT_NE(line.find("-> shared_memory"), std::string::npos) << line;
 }
 
-// A block's first call is left out (setup, the switch from the previous candidate); the rest
-// are averaged: one fast call among slow ones does not make a candidate fast.
-TEST(Autotune, EachCandidateIsTimedByItsMeanAfterItsFirstCall) {
+// A block's first call is left out (setup, the switch from the previous candidate); the median
+// of the rest counts: one fast call among slow ones does not make a candidate fast, nor one
+// preempted call a slow one.
+TEST(Autotune, EachCandidateIsTimedByItsMedianAfterItsFirstCall) {
   ClassTuner t;
   t.start(kThree, 4);
-  for (double s : {90e-6, 3e-6, 1e-6, 2e-6})  // candidate 0: mean of 3, 1, 2 = 2 us
-    t.record(s);
   for (double s : {1e-6, 9e-6, 9e-6, 9e-6})  // candidate 1: a fast first call does not count
     t.record(s);
   for (double s : {5e-6, 1e-6, 6e-6, 8e-6})  // candidate 2: one fast call among slow ones
-    EXPECT_EQ(t.record(s), s == 8e-6 ? TunerStep::agree : TunerStep::none);
-  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{2000, 9000, 5000}));
+    t.record(s);
+  for (double s : {90e-6, 3e-6, 1e-6, 2e-6})  // candidate 0, last: median of 3, 1, 2 = 2 us
+    EXPECT_EQ(t.record(s), s == 2e-6 ? TunerStep::agree : TunerStep::none);
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{2000, 9000, 6000}));
+  // An even count: the mean of the middle two.
+  ClassTuner u;
+  u.start(kThree, 5);
+  for (int c = 0; c < 3; ++c) {
+    for (double s : {50e-6, 4e-6, 1e-6, 3e-6, 100e-6})  // 1, 3, 4, 100 -> (3 + 4) / 2
+      u.record(s);
+  }
+  EXPECT_EQ(u.agree_values(), (std::vector<std::uint64_t>{3500, 3500, 3500}));
 }
 
 TEST(Autotune, TheTableKeepsItsChoiceWithinTheMargin) {

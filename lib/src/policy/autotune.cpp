@@ -19,8 +19,8 @@ std::size_t size_class_max_bytes(int size_class) {
 
 int trials_for(std::size_t bytes) {
   if (bytes <= (std::size_t{64} << 10)) return 8;
-  if (bytes <= (std::size_t{16} << 20)) return 3;
-  return 2;
+  if (bytes <= (std::size_t{16} << 20)) return 5;
+  return 3;
 }
 
 std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm> others) {
@@ -37,7 +37,7 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials) {
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
-  trials_ = static_cast<std::uint8_t>(std::clamp(trials, 1, 255));
+  trials_ = static_cast<std::uint8_t>(std::clamp(trials, 1, kMaxTrials + 1));
   rounds_ = 0;
   chosen_ = count_ > 0 ? candidates_[0] : Algorithm::automatic;
   agreed_ns_.fill(0);
@@ -53,13 +53,12 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials) {
 void ClassTuner::restart() {
   phase_ = Phase::trying;
   trial_calls_ = 0;
-  sum_ns_.fill(0);
   timed_.fill(0);
   checking_ = false;
 }
 
 TrialPick ClassTuner::pick() {
-  if (phase_ == Phase::trying) return {candidates_[trial_calls_ / trials_], true};
+  if (phase_ == Phase::trying) return {candidates_[trying_index()], true};
   if (count_ <= 1) return {chosen_, false};
   ++settled_calls_;
   return {chosen_, settled_calls_ % kSampleEvery == 0 || settled_calls_ == next_check_};
@@ -74,10 +73,9 @@ TunerStep ClassTuner::record(double seconds) {
   if (phase_ == Phase::trying) {
     // A block of consecutive calls per candidate; its first call (setup, the switch from the
     // previous candidate) does not count where the block has more.
-    const std::uint32_t index = trial_calls_ / trials_;
-    if (trials_ == 1 || trial_calls_ % trials_ != 0) {
-      sum_ns_[index] += ns;
-      ++timed_[index];
+    const std::uint32_t index = trying_index();
+    if ((trials_ == 1 || trial_calls_ % trials_ != 0) && timed_[index] < kMaxTrials) {
+      trial_ns_[index][timed_[index]++] = ns;
     }
     ++trial_calls_;
     if (trial_calls_ < static_cast<std::uint32_t>(count_) * trials_) return TunerStep::none;
@@ -100,12 +98,21 @@ std::uint64_t ClassTuner::sampled_median_ns() const {
   return sorted[sample_count_ / 2];
 }
 
+std::uint64_t ClassTuner::trial_median_ns(std::size_t candidate) const {
+  const std::size_t n = timed_[candidate];
+  if (n == 0) return 0;
+  std::array<std::uint64_t, kMaxTrials> sorted{};
+  std::copy_n(trial_ns_[candidate].begin(), n, sorted.begin());
+  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(n));
+  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
 std::vector<std::uint64_t> ClassTuner::agree_values() const {
   if (!checking_) {
-    std::vector<std::uint64_t> means(count_);
+    std::vector<std::uint64_t> medians(count_);
     for (std::size_t i = 0; i < count_; ++i)
-      means[i] = timed_[i] > 0 ? sum_ns_[i] / timed_[i] : 0;
-    return means;
+      medians[i] = trial_median_ns(i);
+    return medians;
   }
   if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0};
   const double ratio = static_cast<double>(sampled_median_ns()) / static_cast<double>(baseline_ns_);
@@ -133,7 +140,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   const std::size_t winner = challenger_wins ? fastest : 0;
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];
-  baseline_ns_ = timed_[winner] > 0 ? sum_ns_[winner] / timed_[winner] : 0;
+  baseline_ns_ = trial_median_ns(winner);
   phase_ = Phase::settled;
   settled_calls_ = 0;
   next_check_ = kFirstCheck;

@@ -2,11 +2,11 @@
 // calls of each size class of a collective on a communicator run the two to four candidates that
 // the table ranks closest (its own choice, its choices for the neighbouring size classes, the
 // shared arena's row, the cost model's best), each in a block of consecutive calls; then the
-// ranks agree on the fastest (the slowest rank's mean time of each candidate over its block but
-// the first call, an allreduce of the times) and every later call of the class runs it. Blocks
-// and means, not interleaved calls and minima: a rank's time in one call can be short while the
-// calls in a row are slow (a rank that arrives late finds its data there, but the next call
-// waits for the slot it frees), and a run of calls is what an application makes. A sample of
+// ranks agree on the fastest (the slowest rank's median time of each candidate over its block
+// but the first call, an allreduce of the times) and every later call of the class runs it.
+// Blocks and medians, not interleaved calls and minima: a rank's time in one call can be short
+// while the calls in a row are slow (a rank that arrives late finds its data there, but the next
+// call waits for the slot it frees), and a run of calls is what an application makes. A sample of
 // the later calls is timed; at checkpoints the ranks agree whether any of them sees its chosen
 // algorithm drift (1.5x its trial time) and, if so, try again.
 //
@@ -62,8 +62,8 @@ class ClassTuner {
   Algorithm untimed_choice() const;
   // The time of a timed call (seconds, this rank's).
   TunerStep record(double seconds);
-  // The values the ranks take the maximum of: while trying, each candidate's mean time (ns) over
-  // its block of trials but the first;
+  // The values the ranks take the maximum of: while trying, each candidate's median time (ns)
+  // over its block of trials but the first;
   // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
   // samples).
   std::vector<std::uint64_t> agree_values() const;
@@ -86,10 +86,18 @@ class ClassTuner {
   static constexpr std::uint32_t kFirstCheck = 256;
   static constexpr std::uint32_t kMaxCheckGap = 1u << 16;
   static constexpr int kSamples = 8;
+  // Timed trials kept per candidate (a block is at most one more).
+  static constexpr int kMaxTrials = 8;
 
  private:
   void restart();
   std::uint64_t sampled_median_ns() const;
+  std::uint64_t trial_median_ns(std::size_t candidate) const;
+  // The candidate of the current trial call: the challengers' blocks first, the table's choice
+  // last. The first calls of a class also pay for what the application's new buffers cost the
+  // first time they are touched (page faults, lines in other caches: several calls at 1 MiB
+  // here); that handicap falls on the challengers, never on the table's choice.
+  std::uint32_t trying_index() const { return (trial_calls_ / trials_ + 1) % count_; }
 
   Phase phase_ = Phase::fresh;
   std::uint8_t count_ = 0;
@@ -97,8 +105,9 @@ class ClassTuner {
   std::uint8_t rounds_ = 0;
   bool checking_ = false;  // the pending agreement is a drift checkpoint
   std::array<Algorithm, kMaxCandidates> candidates_{};
-  std::array<std::uint64_t, kMaxCandidates> sum_ns_{};  // this rank's timed trial calls
-  std::array<std::uint32_t, kMaxCandidates> timed_{};
+  // This rank's timed trial calls of each candidate.
+  std::array<std::array<std::uint64_t, kMaxTrials>, kMaxCandidates> trial_ns_{};
+  std::array<std::uint8_t, kMaxCandidates> timed_{};
   std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
   std::uint32_t trial_calls_ = 0;
   Algorithm chosen_ = Algorithm::automatic;
