@@ -157,53 +157,50 @@ Task scatter_tree(Operation& op, ScatterArgs a) {
 
 // The latency path of the linear forms: the root receives (gather) or sends (scatter) every
 // other rank's block in real-rank order, one blocking message each, as the flat tree posts
-// them; a zero-byte block has no message in either form.
-std::size_t block_bytes(const BlockLayout& blocks, std::size_t element_size, int r) {
-  return (blocks.offset(r + 1) - blocks.offset(r)) * element_size;
+// them; a zero-byte block has no message in either form. Args: GatherArgs or ScatterArgs (the
+// full buffer is recv for a gather, send for a scatter).
+template <bool kGather, class Args>
+bool linear_now(Transport& t, int tag_base, const Args& a) {
+  const BlockLayout blocks(a.offsets);
+  const int p = t.size();
+  if (blocks.offset(p) * a.element_size > kDirectPathBytes) return false;
+  const int rank = t.rank();
+  const int tag = tag_base + a.phases[0];
+  const auto place = [&](int r) { return blocks.offset(r) * a.element_size; };
+  const auto length = [&](int r) { return place(r + 1) - place(r); };
+  const std::size_t mine = length(rank);
+  if (rank != a.root) {
+    if (mine == 0) return true;
+    if constexpr (kGather) {
+      t.send_blocking(a.send, mine, a.root, tag);
+    } else {
+      t.recv_blocking(a.recv, mine, a.root, tag);
+    }
+    return true;
+  }
+  // The root's own block, unless in place (its own-block pointer null or already there).
+  const std::byte* own_from = kGather ? a.send : a.send + place(rank);
+  std::byte* own_to = kGather ? a.recv + place(rank) : a.recv;
+  if (own_from != nullptr && own_to != nullptr && own_from != own_to && mine > 0) {
+    std::memcpy(own_to, own_from, mine);
+  }
+  for (int r = 0; r < p; ++r) {
+    if (r == rank || length(r) == 0) continue;
+    if constexpr (kGather) {
+      t.recv_blocking(a.recv + place(r), length(r), r, tag);
+    } else {
+      t.send_blocking(a.send + place(r), length(r), r, tag);
+    }
+  }
+  return true;
 }
 
 bool gather_linear_now(Transport& t, int tag_base, const GatherArgs& a) {
-  const BlockLayout blocks(a.offsets);
-  const int p = t.size();
-  if (blocks.offset(p) * a.element_size > kDirectPathBytes) return false;
-  const int rank = t.rank();
-  const int tag = tag_base + a.phases[0];
-  const std::size_t mine = block_bytes(blocks, a.element_size, rank);
-  if (rank != a.root) {
-    if (mine > 0) t.send_blocking(a.send, mine, a.root, tag);
-    return true;
-  }
-  std::byte* own = a.recv + blocks.offset(rank) * a.element_size;
-  if (a.send != nullptr && a.send != own && mine > 0) std::memcpy(own, a.send, mine);
-  for (int r = 0; r < p; ++r) {
-    const std::size_t bytes = block_bytes(blocks, a.element_size, r);
-    if (r != rank && bytes > 0) {
-      t.recv_blocking(a.recv + blocks.offset(r) * a.element_size, bytes, r, tag);
-    }
-  }
-  return true;
+  return linear_now<true>(t, tag_base, a);
 }
 
 bool scatter_linear_now(Transport& t, int tag_base, const ScatterArgs& a) {
-  const BlockLayout blocks(a.offsets);
-  const int p = t.size();
-  if (blocks.offset(p) * a.element_size > kDirectPathBytes) return false;
-  const int rank = t.rank();
-  const int tag = tag_base + a.phases[0];
-  const std::size_t mine = block_bytes(blocks, a.element_size, rank);
-  if (rank != a.root) {
-    if (mine > 0) t.recv_blocking(a.recv, mine, a.root, tag);
-    return true;
-  }
-  for (int r = 0; r < p; ++r) {
-    const std::size_t bytes = block_bytes(blocks, a.element_size, r);
-    if (r != rank && bytes > 0) {
-      t.send_blocking(a.send + blocks.offset(r) * a.element_size, bytes, r, tag);
-    }
-  }
-  const std::byte* own = a.send + blocks.offset(rank) * a.element_size;
-  if (a.recv != nullptr && a.recv != own && mine > 0) std::memcpy(a.recv, own, mine);
-  return true;
+  return linear_now<false>(t, tag_base, a);
 }
 
 }  // namespace
