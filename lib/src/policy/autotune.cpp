@@ -92,18 +92,17 @@ TunerStep ClassTuner::record(double seconds) {
 }
 
 std::uint64_t ClassTuner::sampled_median_ns() const {
-  std::array<std::uint64_t, kSamples> sorted{};
-  std::copy_n(samples_ns_.begin(), sample_count_, sorted.begin());
-  std::sort(sorted.begin(), sorted.begin() + sample_count_);
-  return sorted[sample_count_ / 2];
+  std::vector<std::uint64_t> sorted(samples_ns_.begin(), samples_ns_.begin() + sample_count_);
+  std::sort(sorted.begin(), sorted.end());
+  return sorted[sorted.size() / 2];
 }
 
 std::uint64_t ClassTuner::trial_median_ns(std::size_t candidate) const {
   const std::size_t n = timed_[candidate];
   if (n == 0) return 0;
-  std::array<std::uint64_t, kMaxTrials> sorted{};
-  std::copy_n(trial_ns_[candidate].begin(), n, sorted.begin());
-  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(n));
+  std::vector<std::uint64_t> sorted(trial_ns_[candidate].begin(),
+                                    trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(n));
+  std::sort(sorted.begin(), sorted.end());
   return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
@@ -153,19 +152,22 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
 std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner) {
   const std::size_t high = size_class_max_bytes(size_class);
   const std::size_t low = size_class == 0 ? 0 : size_class_max_bytes(size_class - 1) + 1;
-  std::string out = std::string(to_string(collective)) + " " + std::to_string(low) + ".." +
-                    std::to_string(high) + " B:";
+  // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+  std::string out(to_string(collective));
+  out.append(" ").append(std::to_string(low)).append("..").append(std::to_string(high));
+  out.append(" B:");
   const auto candidates = tuner.candidates();
   const auto times = tuner.agreed_ns();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     char figure[32];
     std::snprintf(figure, sizeof figure, "%.2f us", static_cast<double>(times[i]) / 1e3);
-    out += " " + std::string(to_string(candidates[i])) + " " +
-           (times[i] == 0 ? std::string("-") : std::string(figure)) + (i == 0 ? " (table)" : "") +
-           (i + 1 < candidates.size() ? "," : "");
+    out.append(" ").append(to_string(candidates[i])).append(" ");
+    out.append(times[i] == 0 ? "-" : figure);
+    if (i == 0) out.append(" (table)");
+    if (i + 1 < candidates.size()) out.append(",");
   }
-  out += " -> " + std::string(to_string(tuner.chosen())) + " (round " +
-         std::to_string(tuner.rounds()) + ")";
+  out.append(" -> ").append(to_string(tuner.chosen()));
+  out.append(" (round ").append(std::to_string(tuner.rounds())).append(")");
   return out;
 }
 
