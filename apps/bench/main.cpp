@@ -33,6 +33,8 @@ namespace {
 
 using collx::Algorithm;
 using collx::Collective;
+using collx::apps::parse_size;
+using collx::apps::size_error;
 
 // An algorithm column: a collx algorithm (automatic for auto), the MPI library's call, or the
 // memcpy reference (one local copy of the result buffer: the memory-bandwidth limit).
@@ -57,40 +59,6 @@ struct Row {
   Column column;
   Runner* runner = nullptr;
 };
-
-// A size in bytes: decimal digits with an optional suffix B, K, M or G (either case); nullopt for
-// anything else (a sign, spaces, a fraction, a base prefix) and for more than 2^64 - 1 bytes.
-std::optional<std::size_t> parse_size(const std::string& text) {
-  const std::size_t digits = text.find_first_not_of("0123456789");
-  if (digits == 0 || text.empty()) return std::nullopt;
-  std::size_t value = 0;
-  const char* end = text.data() + (digits == std::string::npos ? text.size() : digits);
-  if (std::from_chars(text.data(), end, value).ec != std::errc{}) return std::nullopt;
-  const std::string suffix = text.substr(static_cast<std::size_t>(end - text.data()));
-  int shift = 0;
-  if (suffix == "K" || suffix == "k")
-    shift = 10;
-  else if (suffix == "M" || suffix == "m")
-    shift = 20;
-  else if (suffix == "G" || suffix == "g")
-    shift = 30;
-  else if (!suffix.empty() && suffix != "B")
-    return std::nullopt;
-  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
-  return value << shift;
-}
-
-// Why `text` is no size for `flag` ("" when it is one), for the error message.
-std::string size_error(const std::string& flag, const std::string& text) {
-  if (parse_size(text)) return "";
-  const bool digits_then_suffix = !text.empty() &&
-                                  std::isdigit(static_cast<unsigned char>(text[0])) &&
-                                  text.find_first_not_of("0123456789KkMmGgB") == std::string::npos;
-  return flag + " \"" + text + "\": " +
-         (digits_then_suffix ? "more than 2^64 - 1 bytes, or a suffix other than one of B, K, M, G"
-                             : "not a size: give bytes as decimal digits, with an optional K, M "
-                               "or G suffix (e.g. 64M)");
-}
 
 std::vector<Column> parse_columns(const std::string& list, Collective collective) {
   std::vector<Column> columns;

@@ -13,12 +13,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -91,14 +93,47 @@ inline CLI::Validator finite_number() {
   return number_in(std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
 }
 
+// A size in bytes: decimal digits with an optional suffix B, K, M or G (either case); nullopt for
+// anything else (a sign, spaces, a fraction, a base prefix) and for more than 2^64 - 1 bytes.
+inline std::optional<std::size_t> parse_size(const std::string& text) {
+  const std::size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || text.empty()) return std::nullopt;
+  std::size_t value = 0;
+  const char* end = text.data() + (digits == std::string::npos ? text.size() : digits);
+  if (std::from_chars(text.data(), end, value).ec != std::errc{}) return std::nullopt;
+  const std::string suffix = text.substr(static_cast<std::size_t>(end - text.data()));
+  int shift = 0;
+  if (suffix == "K" || suffix == "k")
+    shift = 10;
+  else if (suffix == "M" || suffix == "m")
+    shift = 20;
+  else if (suffix == "G" || suffix == "g")
+    shift = 30;
+  else if (!suffix.empty() && suffix != "B")
+    return std::nullopt;
+  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+// Why `text` is no size for `flag` ("" when it is one), for the error message.
+inline std::string size_error(const std::string& flag, const std::string& text) {
+  if (parse_size(text)) return "";
+  const bool digits_then_suffix = !text.empty() &&
+                                  std::isdigit(static_cast<unsigned char>(text[0])) &&
+                                  text.find_first_not_of("0123456789KkMmGgB") == std::string::npos;
+  return flag + " \"" + text + "\": " +
+         (digits_then_suffix ? "more than 2^64 - 1 bytes, or a suffix other than one of B, K, M, G"
+                             : "not a size: give bytes as decimal digits, with an optional K, M "
+                               "or G suffix (e.g. 64M)");
+}
+
 // The memory this process may use on its node: the physical memory, or the container's limit
 // (cgroup v2 memory.max, v1 memory.limit_in_bytes) where that is lower. 0 where unknown.
 inline std::size_t node_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
-  std::size_t bytes = pages > 0 && page > 0
-                          ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
-                          : 0;
+  std::size_t bytes =
+      pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
   for (const char* path :
        {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
     std::ifstream file(path);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_numbers.hpp"
 #include "collx/collx.hpp"
 
 namespace {
@@ -88,20 +89,11 @@ int main(int argc, char** argv) {
   app.add_option("--save-tuning", save_tuning,
                  "with --autotune: write what was learned as a tuning file (COLLX_TUNING_FILE)");
   CLI11_PARSE(app, argc, argv);
-  std::size_t max_bytes = 0;
-  {
-    std::size_t digits = 0;
-    while (digits < max_bytes_text.size() && max_bytes_text[digits] >= '0' &&
-           max_bytes_text[digits] <= '9')
-      ++digits;
-    const std::string suffix = max_bytes_text.substr(digits);
-    const int shift = suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30 : 0;
-    if (digits == 0 || digits > 6 || !(suffix.empty() || shift > 0)) {
-      std::fprintf(stderr, "collx-info: --max-bytes %s: expected digits and K, M or G\n",
-                   max_bytes_text.c_str());
-      return 2;
-    }
-    max_bytes = std::stoull(max_bytes_text.substr(0, digits)) << shift;
+  const std::optional<std::size_t> max_bytes = collx::apps::parse_size(max_bytes_text);
+  if (!max_bytes) {
+    std::fprintf(stderr, "collx-info: %s\n",
+                 collx::apps::size_error("--max-bytes", max_bytes_text).c_str());
+    return 2;
   }
   if (!save_tuning.empty() && !autotune) {
     std::fprintf(stderr, "collx-info: --save-tuning needs --autotune\n");
@@ -123,7 +115,7 @@ int main(int argc, char** argv) {
     shared_memory = world.shared_memory();
     layout = world.node_layout();
     if (autotune) {
-      run_trials(world, max_bytes);
+      run_trials(world, *max_bytes);
       learned = world.learned_choices();
       learned_rules = world.learned_rules();
     }
@@ -208,7 +200,7 @@ int main(int argc, char** argv) {
       if (autotune) {
         std::printf(
             "\nauto's trials on these %d ranks (COLLX_AUTOTUNE; each candidate's time is "
-            "the slowest rank's mean over its trials):\n",
+            "the slowest rank's median over its trials):\n",
             nranks);
         if (learned.empty()) {
           std::printf("  none: one rank, COLLX_AUTOTUNE=0, or every size had one candidate\n");

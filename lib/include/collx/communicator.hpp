@@ -77,7 +77,7 @@ class Communicator {
   Algorithm auto_choice(Collective collective, std::size_t bytes, DataType type, ReduceOp op,
                         bool* trying = nullptr);
   // What the autotuner has settled on this communicator, one line per size class: the
-  // candidates, each one's time (the slowest rank's mean over its trials), the choice.
+  // candidates, each one's time (the slowest rank's median over its trials), the choice.
   std::vector<std::string> learned_choices() const;
   // The same as tuning-file rules for this communicator's size (collx/tuning.hpp): per collective
   // one row per size class up to the largest one auto has seen a blocking call of, the agreed

@@ -286,13 +286,15 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   const int before = tuner.rounds();
   if (!tuner.agreed(agree_max(values))) return;
   if (rank == 0 && config().debug >= DebugLevel::info) {
-    const std::string what =
-        tuner.rounds() > before
-            ? describe_trials(collective, size_class_of(bytes), tuner)
-            : std::string(to_string(collective)) + " class of " + std::to_string(bytes) +
-                  " B: the chosen algorithm drifted past " +
-                  std::to_string(ClassTuner::kDriftRatio) + "x its trial time; trying again";
-    std::fprintf(stderr, "collx INFO rank 0: autotune %s\n", what.c_str());
+    if (tuner.rounds() > before) {
+      std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
+                   describe_trials(collective, size_class_of(bytes), tuner).c_str());
+    } else {
+      std::fprintf(stderr,
+                   "collx INFO rank 0: autotune %s class of %zu B: the chosen algorithm drifted "
+                   "past %.1fx its trial time; trying again\n",
+                   std::string(to_string(collective)).c_str(), bytes, ClassTuner::kDriftRatio);
+    }
   }
 }
 

@@ -1,14 +1,14 @@
 // auto's trials on the machine it runs on (COLLX_AUTOTUNE, on by default): the first blocking
 // calls of each size class of a collective on a communicator run the two to four candidates that
 // the table ranks closest (its own choice, its choices for the neighbouring size classes, the
-// shared arena's row, the cost model's best), each in a block of consecutive calls; then the
-// ranks agree on the fastest (the slowest rank's median time of each candidate over its block
-// but the first call, an allreduce of the times) and every later call of the class runs it.
-// Blocks and medians, not interleaved calls and minima: a rank's time in one call can be short
-// while the calls in a row are slow (a rank that arrives late finds its data there, but the next
-// call waits for the slot it frees), and a run of calls is what an application makes. A sample of
-// the later calls is timed; at checkpoints the ranks agree whether any of them sees its chosen
-// algorithm drift (1.5x its trial time) and, if so, try again.
+// shared arena's row, the cost model's best with and without the arena), each in a block of
+// consecutive calls; then the ranks agree on the fastest (the slowest rank's median time of each
+// candidate over its block but the first call, an allreduce of the times) and every later call of
+// the class runs it. Blocks and medians, not interleaved calls and minima: a rank's time in one
+// call can be short while the calls in a row are slow (a rank that arrives late finds its data
+// there, but the next call waits for the slot it frees), and a run of calls is what an application
+// makes. A sample of the later calls is timed; at checkpoints the ranks agree whether any of them
+// sees its chosen algorithm drift (1.5x its trial time) and, if so, try again.
 //
 // Every step is keyed on what every rank sees alike: the collective, the size class, the call's
 // place among the blocking calls of its class, the candidates (the table, the communicator's
@@ -111,7 +111,7 @@ class ClassTuner {
   std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
   std::uint32_t trial_calls_ = 0;
   Algorithm chosen_ = Algorithm::automatic;
-  std::uint64_t baseline_ns_ = 0;  // this rank's mean trial time of the chosen candidate
+  std::uint64_t baseline_ns_ = 0;  // this rank's median trial time of the chosen candidate
   std::uint32_t settled_calls_ = 0;
   std::uint32_t next_check_ = kFirstCheck;
   std::array<std::uint64_t, kSamples> samples_ns_{};
