@@ -3,7 +3,10 @@
 // 1, odd and large, in-place forms, small segments so the pipelines' windows are exercised.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -329,6 +332,183 @@ TEST_P(SimCollectives, AllreduceEveryRegistryRow) {
                 << what(Collective::allreduce, a, p, type, count, -1, in_place, pl) << " rank "
                 << r;
           }
+        }
+      }
+    }
+  }
+}
+
+// Two ranks' floating-point values are combined once, as rank 0's op rank 1's, by every
+// algorithm: allreduce, reduce and reduce_scatter give the same bits whichever algorithm runs
+// (auto's trials rely on it: at two ranks they may try floating-point sums under the default
+// COLLX_AUTOTUNE=1). Random values with signed zeros, infinities, NaNs of distinct payloads and
+// subnormals, every floating type, sum, prod and avg, both pipelines.
+Bytes random_floats(DataType type, std::size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<double> mantissa(-2.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-30, 30), special(0, 15);
+  const std::size_t size = collx::size_of(type);
+  Bytes out(count * size);
+  for (std::size_t i = 0; i < count; ++i) {
+    double v = std::ldexp(mantissa(rng), exponent(rng));
+    switch (special(rng)) {
+      case 0:
+        v = -0.0;
+        break;
+      case 1:
+        v = 0.0;
+        break;
+      case 2:
+        v = -std::numeric_limits<double>::infinity();
+        break;
+      case 3:
+        v = std::numeric_limits<double>::denorm_min() * 3;
+        break;
+      default:
+        break;
+    }
+    std::byte* at = out.data() + i * size;
+    switch (type) {
+      case DataType::float64:
+        std::memcpy(at, &v, 8);
+        break;
+      case DataType::float32: {
+        float f = static_cast<float>(v);
+        if (special(rng) == 0) {
+          const std::uint32_t nan = 0x7fc00000u | static_cast<std::uint32_t>(rng() & 0x3fffffu);
+          std::memcpy(&f, &nan, 4);
+        }
+        std::memcpy(at, &f, 4);
+        break;
+      }
+      case DataType::float16: {
+        const collx::float16 h(static_cast<float>(v));
+        std::memcpy(at, &h, 2);
+        break;
+      }
+      default: {
+        const collx::bfloat16 h(static_cast<float>(v));
+        std::memcpy(at, &h, 2);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// A floating-point element's value (as a double) and its bits.
+std::pair<double, std::uint64_t> element_at(DataType type, const std::byte* at) {
+  switch (type) {
+    case DataType::float64: {
+      double value;
+      std::uint64_t bits;
+      std::memcpy(&value, at, 8);
+      std::memcpy(&bits, at, 8);
+      return {value, bits};
+    }
+    case DataType::float32: {
+      float value;
+      std::uint32_t bits;
+      std::memcpy(&value, at, 4);
+      std::memcpy(&bits, at, 4);
+      return {value, bits};
+    }
+    case DataType::float16: {
+      collx::float16 value;
+      std::uint16_t bits;
+      std::memcpy(&value, at, 2);
+      std::memcpy(&bits, at, 2);
+      return {static_cast<float>(value), bits};
+    }
+    default: {
+      collx::bfloat16 value;
+      std::uint16_t bits;
+      std::memcpy(&value, at, 2);
+      std::memcpy(&bits, at, 2);
+      return {static_cast<float>(value), bits};
+    }
+  }
+}
+
+std::string describe_element(DataType type, const std::byte* at) {
+  const auto [value, bits] = element_at(type, at);
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(bits));
+  return std::to_string(value) + " (" + hex + ")";
+}
+
+bool is_nan(DataType type, const std::byte* at) {
+  return std::isnan(element_at(type, at).first);
+}
+
+TEST(SimTwoRanks, FloatingPointResultsAreTheSameBitsWithEveryAlgorithm) {
+  const int p = 2;
+  const std::size_t count = 2 * 1001;  // reduce_scatter: 1001 elements a rank
+  std::mt19937 rng(2);
+  for (DataType type :
+       {DataType::float32, DataType::float64, DataType::float16, DataType::bfloat16}) {
+    const std::size_t elem = collx::size_of(type);
+    const std::vector<Bytes> send{random_floats(type, count, rng), random_floats(type, count, rng)};
+    for (ReduceOp rop : {ReduceOp::sum, ReduceOp::prod, ReduceOp::avg}) {
+      const Reduction reduction = Reduction::make(type, rop, p);
+      // Each collective's result (every rank's output, concatenated) from its first algorithm.
+      std::optional<Bytes> first[3];
+      const auto check = [&](int which, Collective c, Algorithm a, Pipeline pl, const Bytes& got) {
+        if (!first[which]) {
+          first[which] = got;
+          return;
+        }
+        ASSERT_EQ(got.size(), first[which]->size());
+        for (std::size_t i = 0; i < got.size(); i += elem) {
+          // Where both inputs are NaNs, IEEE 754 leaves open whose payload the result carries,
+          // and compilers swap the operands of a commutative add: any NaN is the same result.
+          if (is_nan(type, got.data() + i) && is_nan(type, first[which]->data() + i)) continue;
+          ASSERT_EQ(std::memcmp(got.data() + i, first[which]->data() + i, elem), 0)
+              << what(c, a, p, type, count, 0, false, pl) << " " << collx::to_string(rop)
+              << ": element " << i / elem << " of the output differs from "
+              << collx::to_string(collx::algorithms_of(c)[0])
+              << "'s: " << describe_element(type, got.data() + i) << " against "
+              << describe_element(type, first[which]->data() + i) << " (inputs "
+              << describe_element(type, send[0].data() + (i % (count * elem))) << ", "
+              << describe_element(type, send[1].data() + (i % (count * elem))) << ")";
+        }
+      };
+      for (Pipeline pl : kPipelines) {
+        for (Algorithm a : collx::algorithms_of(Collective::allreduce)) {
+          std::vector<Bytes> recv(p, Bytes(count * elem));
+          SimWorld world(p);
+          world.run(info_for(Collective::allreduce, a, pl), [&](Operation& op, int r) {
+            return allreduce_task(op, {send[r].data(), recv[r].data(), count, reduction, {}}, a);
+          });
+          ASSERT_EQ(recv[0], recv[1]);
+          check(0, Collective::allreduce, a, pl, recv[0]);
+        }
+        for (Algorithm a : collx::algorithms_of(Collective::reduce)) {
+          Bytes got;
+          for (int root = 0; root < p; ++root) {
+            std::vector<Bytes> recv(p, Bytes(count * elem));
+            SimWorld world(p);
+            world.run(info_for(Collective::reduce, a, pl), [&](Operation& op, int r) {
+              return reduce_task(
+                  op, {send[r].data(), recv[r].data(), count, reduction, root, {}, Algorithm::ring},
+                  a);
+            });
+            got.insert(got.end(), recv[root].begin(), recv[root].end());
+          }
+          check(1, Collective::reduce, a, pl, got);
+        }
+        for (Algorithm a : collx::algorithms_of(Collective::reduce_scatter)) {
+          const std::vector<std::size_t> offsets = equal_offsets(count / p, p);
+          std::vector<Bytes> recv(p);
+          for (int r = 0; r < p; ++r)
+            recv[r].resize((offsets[r + 1] - offsets[r]) * elem);
+          SimWorld world(p);
+          world.run(info_for(Collective::reduce_scatter, a, pl), [&](Operation& op, int r) {
+            return reduce_scatter_task(op, {send[r].data(), recv[r].data(), offsets, reduction, {}},
+                                       a);
+          });
+          Bytes got = recv[0];
+          got.insert(got.end(), recv[1].begin(), recv[1].end());
+          check(2, Collective::reduce_scatter, a, pl, got);
         }
       }
     }

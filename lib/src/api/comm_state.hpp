@@ -52,8 +52,9 @@ struct CommState {
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;
   };
-  // `order_sensitive`: the result's bits depend on the order of combination (a floating-point
-  // sum, product or average), so only COLLX_AUTOTUNE=all tries candidates for it.
+  // `order_sensitive`: the result's bits can depend on the order of combination (a floating-point
+  // sum, product or average over three or more ranks), so only COLLX_AUTOTUNE=all tries
+  // candidates for it.
   CallChoice choose(Collective collective, Algorithm requested, std::size_t bytes,
                     bool shared_memory, bool blocking, bool order_sensitive = false) {
     Choice& last = last_choice[static_cast<std::size_t>(collective)];
@@ -211,10 +212,13 @@ auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& 
   }
 }
 
-// Whether a call's result bits depend on the order its inputs are combined in: a floating-point
-// sum, product or average.
-inline bool order_sensitive(const CallSignature& signature) {
-  if (signature.op < 0 || signature.type < 0) return false;
+// Whether a call's result bits can depend on the algorithm: a floating-point sum, product or
+// average over three or more ranks, where (x0 + x1) + x2 and x0 + (x1 + x2) may round
+// differently. Two ranks' values are combined once, as lower op upper (rank 0's first) by every
+// algorithm (Reduction::combine), the avg division fused into that one pass: the same bits
+// whichever algorithm runs.
+inline bool order_sensitive(const CallSignature& signature, int nranks) {
+  if (nranks <= 2 || signature.op < 0 || signature.type < 0) return false;
   const auto op = static_cast<ReduceOp>(signature.op);
   return (op == ReduceOp::sum || op == ReduceOp::prod || op == ReduceOp::avg) &&
          is_floating(static_cast<DataType>(signature.type));
@@ -233,7 +237,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes,
                     device == nullptr && state->transport->shared_arena() != nullptr, blocking,
-                    order_sensitive(signature));
+                    order_sensitive(signature, state->size));
   const Algorithm algorithm = choice.algorithm;
   const auto run = [&]() -> Request {
     const OpInfo info = state->next_op(collective, algorithm, options);
