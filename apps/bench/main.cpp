@@ -318,20 +318,37 @@ void call_once(const Row& row) {
 // and a second round where timings drift).
 constexpr int kMaxTrialCalls = 64;
 
+// A row's first calls at a size: the warm-up and, for auto, the autotuner's trials (what a new
+// user's first calls cost before the timed ones).
+struct FirstCalls {
+  int calls = 0;
+  double seconds = 0;  // the slowest rank's, all of them together
+};
+
+struct RowTimes {
+  std::map<std::string, std::vector<double>> samples;  // by row key: per round
+  std::map<std::string, FirstCalls> first;             // by row key
+};
+
 // Warm-up calls, then `rounds` rounds of `per_round` timed calls of every row: a round's time per
 // row (the slowest rank's mean per call), by row key.
-std::map<std::string, std::vector<double>> time_rows(
-    const std::vector<Row>& table, int warmup, int rounds, int per_round,
-    const std::function<bool(const Row&)>& trying) {
+RowTimes time_rows(const std::vector<Row>& table, int warmup, int rounds, int per_round,
+                   const std::function<bool(const Row&)>& trying) {
+  RowTimes times;
   for (const auto& row : table) {
-    for (int i = 0; i < warmup; ++i)
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    FirstCalls& first = times.first[row.key];
+    for (int i = 0; i < warmup; ++i, ++first.calls)
       call_once(row);
     // auto's rows: the autotuner's trials (COLLX_AUTOTUNE) belong to the warm-up, not to the
     // timed calls. Every rank leaves this loop at the same call (the trials end together).
-    for (int i = 0; i < kMaxTrialCalls && trying(row); ++i)
+    for (int i = 0; i < kMaxTrialCalls && trying(row); ++i, ++first.calls)
       call_once(row);
+    first.seconds = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &first.seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   }
-  std::map<std::string, std::vector<double>> samples;
+  std::map<std::string, std::vector<double>>& samples = times.samples;
   for (int round = 0; round < rounds; ++round) {
     // Each round runs the rows in another order (the same on every rank: a fixed seed per
     // round), so no row always follows the same one: a slow row leaves the caches cold for
@@ -354,7 +371,7 @@ std::map<std::string, std::vector<double>> time_rows(
       samples[row.key].push_back(seconds);
     }
   }
-  return samples;
+  return times;
 }
 
 // --overlap: start, compute, wait, `rounds` times per row; the computation alone too.
@@ -415,6 +432,7 @@ struct Measured {
   double total = 0;
   double hidden = 0;
   double compute_seconds = 0;
+  FirstCalls first;  // the warm-up's calls (auto: and its trials)
 };
 
 void print_row(const Measured& m, const Settings& s, const collx::bench::CollectiveBench& bench,
@@ -428,6 +446,15 @@ void print_row(const Measured& m, const Settings& s, const collx::bench::Collect
               m.has_vs_mpi ? (std::to_string(m.vs_mpi).substr(0, 5)).c_str() : "", x_text);
   if (m.overlap) std::printf("  %6.1f%% %10.1f", m.hidden * 100, m.total * 1e6);
   std::printf("\n");
+  // What the autotuner's trials cost this row: its first calls against as many at the timed
+  // calls' speed.
+  if (!m.selected.empty() && m.first.calls > s.warmup && m.seconds > 0) {
+    std::printf(
+        "# %12zu %s: first %d calls (warm-up and trials) %.2f us a call, %.2fx the timed"
+        " calls'\n",
+        m.bytes, m.label.c_str(), m.first.calls, m.first.seconds / m.first.calls * 1e6,
+        m.first.seconds / m.first.calls / m.seconds);
+  }
 }
 
 nlohmann::json to_json(const Measured& m, const std::string& key, const Settings& s,
@@ -443,6 +470,8 @@ nlohmann::json to_json(const Measured& m, const std::string& key, const Settings
                         {"busbw_gbps", m.busbw},
                         {"wrong", m.wrong}};
   if (!m.selected.empty()) row["selected"] = m.selected;
+  row["first_calls"] = m.first.calls;
+  row["first_calls_us"] = m.first.calls > 0 ? m.first.seconds / m.first.calls * 1e6 : 0.0;
   if (m.has_vs_mpi) row["vs_mpi"] = m.vs_mpi;
   if (m.has_x_memcpy) row["x_memcpy"] = m.x_memcpy;
   if (m.memcpy) row["memcpy_bytes"] = bench.memcpy_bytes();
@@ -707,7 +736,8 @@ void print_header(const Run& run) {
 // One size's medians: every row's, the mpi and memcpy rows' (0 without them), the fastest collx
 // algorithm's (automatic when no algorithm row ran), and --overlap's.
 struct SizeTimes {
-  std::map<std::string, double> seconds;  // by row key
+  std::map<std::string, double> seconds;    // by row key
+  std::map<std::string, FirstCalls> first;  // by row key
   double mpi = 0;
   double memcpy = 0;
   Algorithm fastest = Algorithm::automatic;
@@ -718,7 +748,7 @@ struct SizeTimes {
 SizeTimes time_size(Run& run) {
   SizeTimes t;
   const std::size_t bytes = run.current_bytes;
-  const auto samples =
+  const RowTimes times =
       time_rows(run.table, run.s.warmup, run.rounds, run.per_round, [&](const Row& row) {
         if (!row.column.collx() || row.column.algorithm != Algorithm::automatic) {
           return false;
@@ -728,9 +758,10 @@ SizeTimes time_size(Run& run) {
         (void)comm.auto_choice(run.plan.collective, bytes, run.plan.type, run.plan.op, &trying);
         return trying;
       });
+  t.first = times.first;
   double fastest_seconds = 0;
   for (const auto& row : run.table) {
-    const double seconds = median(samples.at(row.key));
+    const double seconds = median(times.samples.at(row.key));
     t.seconds[row.key] = seconds;
     if (row.column.mpi) t.mpi = seconds;
     if (row.column.memcpy) t.memcpy = seconds;
@@ -768,6 +799,7 @@ Measured measure_row(const Run& run, const Row& row, const SizeTimes& t, std::si
   m.bytes = bytes;
   m.count = count;
   m.seconds = t.seconds.at(row.key);
+  m.first = t.first.at(row.key);
   m.wrong = check_row(run, row);
   m.checked = run.s.check != 0;
   m.memcpy = c.memcpy;

@@ -1,5 +1,6 @@
 // Checks a collx-bench --json file: the documented keys, one row per (size, algorithm), every
-// row with #wrong 0, and an mpi row at every size. With --memcpy: a memcpy row at every size and
+// row with #wrong 0 and its first calls (warm-up, auto's trials) timed, and an mpi row at every
+// size. With --memcpy: a memcpy row at every size and
 // every row's x_memcpy (its time over the memcpy row's). With --cold: the run says so, the
 // last-level cache it assumed, and every row ran on two buffer sets at least.
 #include <cmath>
@@ -62,6 +63,11 @@ int main(int argc, char** argv) {
       if (!row.contains(key)) fail(std::string("row without ") + key + ": " + row.dump());
     }
     if (row["wrong"] != 0) fail("wrong elements: " + row.dump());
+    // The warm-up's calls (auto's: and its trials), at least one, with their time.
+    if (!row.contains("first_calls") || !(row["first_calls"].get<long long>() >= 1) ||
+        !row.contains("first_calls_us") || !(row["first_calls_us"].get<double>() > 0)) {
+      fail("row without its first calls: " + row.dump());
+    }
     if (!(row["time_us"].get<double>() > 0)) fail("no time: " + row.dump());
     const long long size = row["size_bytes"].get<long long>();
     algos_by_size[size].insert(row["algo"].get<std::string>());
