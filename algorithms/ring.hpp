@@ -9,7 +9,14 @@
 
 namespace collx::patterns {
 
+// value mod size in [0, size). The callers' values lie within one size of that range (a rank
+// plus or minus an offset below size): those take a compare, not a division, which costs more
+// than the rest of a small message's schedule arithmetic.
 inline int wrap(int value, int size) {
+  if (value >= 0 && value < size) [[likely]]
+    return value;
+  if (value < 0 && value >= -size) return value + size;
+  if (value >= size && value - size < size) return value - size;
   const int r = value % size;
   return r < 0 ? r + size : r;
 }

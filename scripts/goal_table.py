@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""Issue 4's goal table from a perf-sweep directory: for each collective and rank count, auto's
-ratio to the mpi row (mpi time / auto time) at every size in a range, the median over the runs,
-the lowest of those medians, and whether it reaches the goal.
+"""A goal table from a perf-sweep directory: for each collective and rank count, auto's ratio to
+a reference row at every size in a range, each run's and their median, the lowest median, and
+whether it reaches the goal; then, per goal, a table of every size with each run's ratio, the
+memcpy row's bandwidth (where the run has one) and what auto ran.
 
-    scripts/goal_table.py /tmp/sweep "allreduce:2:1M:64M:1.3" "broadcast:4:1M:64M:1.1" ...
+    scripts/goal_table.py /tmp/sweep "allreduce:2:1M:64M:1.5" "allreduce:2:1M:64M:2.0:memcpy" ...
+    scripts/goal_table.py /tmp/small,/tmp/large ...     (run k of each directory together)
 
-Each goal is collective:np:from:to:ratio; the directory holds perf-sweep.sh's
-<collective>_np<np>_r<run>.json files.
+Each goal is collective:np:from:to:ratio[:reference]. Reference `mpi` (the default): the goal is
+mpi time / auto time >= ratio (auto's busbw over the MPI library's). Reference `memcpy`: the
+goal is auto time / memcpy time <= ratio (auto's time as a multiple of one local copy of the
+result). The directories hold perf-sweep.sh's <collective>_np<np>_r<run>.json files.
 """
 import glob
 import json
+import re
 import statistics
 import sys
 
@@ -21,32 +26,67 @@ def size_of(text):
 
 def human(n):
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
+        if n >= scale and n % scale == 0:
             return f"{n // scale} {unit}"
     return f"{n} B"
 
 
+def run_number(path):
+    return int(re.search(r"_r(\d+)\.json$", path).group(1))
+
+
 def main():
     directory, goals = sys.argv[1], sys.argv[2:]
-    print("| goal | sizes | median auto/mpi per size (runs) | min | met |")
+    details = []
+    print("| goal | sizes | median per size (runs) | worst | met |")
     print("|---|---|---|---|---|")
     for goal in goals:
-        collective, np_, lo, hi, target = goal.split(":")
+        fields = goal.split(":")
+        collective, np_, lo, hi, target = fields[:5]
+        reference = fields[5] if len(fields) > 5 else "mpi"
         lo, hi, target = size_of(lo), size_of(hi), float(target)
-        ratios = {}
-        files = sorted(glob.glob(f"{directory}/{collective}_np{np_}_r*.json"))
-        for path in files:
-            rows = json.load(open(path))["rows"]
-            mpi = {r["size_bytes"]: r["time_us"] for r in rows if r["algo"] == "mpi"}
+        # Run k of every directory together (a sweep of small sizes and one of large ones).
+        runs = {}
+        for d in directory.split(","):
+            for path in glob.glob(f"{d}/{collective}_np{np_}_r*.json"):
+                runs.setdefault(run_number(path), []).extend(json.load(open(path))["rows"])
+        ratios, memcpy_gbps, choices = {}, {}, {}
+        for k in sorted(runs):
+            rows = runs[k]
+            ref = {r["size_bytes"]: r["time_us"] for r in rows if r["algo"] == reference}
             for r in rows:
                 size = r["size_bytes"]
-                if r["algo"] == "auto" and lo <= size <= hi and r["time_us"] > 0:
-                    ratios.setdefault(size, []).append(mpi[size] / r["time_us"])
+                if r["algo"] == "memcpy":
+                    memcpy_gbps.setdefault(size, []).append(r["algbw_gbps"])
+                if r["algo"] != "auto" or not lo <= size <= hi or r["time_us"] <= 0:
+                    continue
+                ratio = (ref[size] / r["time_us"] if reference == "mpi"
+                         else r["time_us"] / ref[size])
+                ratios.setdefault(size, []).append(ratio)
+                choices.setdefault(size, set()).add(r.get("selected", "?"))
         medians = {s: statistics.median(v) for s, v in sorted(ratios.items())}
-        low = min(medians.values())
+        at_most = reference == "memcpy"
+        worst = max(medians.values()) if at_most else min(medians.values())
+        met = worst <= target if at_most else worst >= target
+        name = (f"{collective} np={np_} auto <= {target}x memcpy" if at_most
+                else f"{collective} np={np_} auto >= {target}x {reference}")
         cells = ", ".join(f"{human(s)}: {m:.2f}" for s, m in medians.items())
-        print(f"| {collective} np={np_} >= {target}x | {human(lo)} .. {human(hi)} | {cells} "
-              f"({len(files)}) | {low:.2f} | {'yes' if low >= target else 'no'} |")
+        print(f"| {name} | {human(lo)} .. {human(hi)} | {cells} ({len(runs)}) | {worst:.2f} "
+              f"| {'yes' if met else 'no'} |")
+        details.append((name, ratios, medians, memcpy_gbps, choices, len(runs), at_most, target))
+    for name, ratios, medians, memcpy_gbps, choices, runs, at_most, target in details:
+        print(f"\n#### {name}\n")
+        head = " | ".join(f"run {k + 1}" for k in range(runs))
+        print(f"| size | {head} | median | memcpy GB/s | auto ran |")
+        print("|---|" + "---|" * runs + "---|---|---|")
+        for size, values in sorted(ratios.items()):
+            m = medians[size]
+            miss = (m > target) if at_most else (m < target)
+            gbps = (f"{statistics.median(memcpy_gbps[size]):.1f}"
+                    if size in memcpy_gbps else "")
+            cells = " | ".join(f"{v:.2f}" for v in values)
+            print(f"| {human(size)} | {cells} | {m:.2f}{' **miss**' if miss else ''} | {gbps} "
+                  f"| {', '.join(sorted(choices[size]))} |")
 
 
 if __name__ == "__main__":

@@ -282,6 +282,36 @@ TEST(MpiRevoke, OneRanksArgumentErrorRevokesTheCommunicatorOnEveryRank) {
   EXPECT_EQ(b[n - 1], static_cast<float>(comm.size()));
 }
 
+// After a revoke the failed operation's sends are released unfinished; where the peer never
+// takes them and never progresses the transport again (here: its next collective goes through
+// the shared arena, then it leaves), closing the communicators must not wait for them. Under
+// COLLX_TRANSPORT=ucx (ucx_allreduce_np*) the endpoints' flush waited forever before.
+TEST(MpiRevoke, ClosingAfterARevokeDoesNotWaitForUnfinishedSends) {
+  {
+    collx::Communicator comm(MPI_COMM_WORLD);
+    if (comm.size() == 1) GTEST_SKIP() << "needs a peer";
+    const int last = comm.size() - 1;
+    const std::size_t n = std::size_t{1} << 16;  // 256 KiB: a rendezvous send
+    std::vector<float> a(n, 1.0f), b(n);
+    collx::Options exchange;
+    exchange.algorithm = Algorithm::recursive_doubling;
+    EXPECT_THROW(comm.iallreduce(a.data(), comm.rank() == last ? nullptr : b.data(), n,
+                                 DataType::float32, ReduceOp::sum, exchange)
+                     .wait(),
+                 collx::Error);
+    collx::Communicator fresh(MPI_COMM_WORLD);
+    collx::Options arena;
+    arena.algorithm = fresh.shared_memory() ? Algorithm::shared_memory : Algorithm::ring;
+    fresh.allreduce(a.data(), b.data(), n, DataType::float32, ReduceOp::sum, arena);
+    EXPECT_EQ(b[n - 1], static_cast<float>(comm.size()));
+  }
+  // Every rank got here: nothing waited for the other.
+  int one = 1, ranks = 0, size = 0;
+  MPI_Allreduce(&one, &ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(ranks, size);
+}
+
 // Counts whose gathered or reduced total no buffer can hold are argument errors (not a
 // division by zero in a schedule, nor a misleading "overlap"), and nothing is sent.
 TEST_F(MpiAllreduce, CountsWhoseTotalOverflowsAreInvalidArguments) {
@@ -427,6 +457,32 @@ TEST(MpiCheckMode, MismatchedCallsFailOnEveryRank) {
   std::int32_t one = 1;
   comm.allreduce(collx::in_place, &one, 1, DataType::int32, ReduceOp::sum);
   EXPECT_EQ(one, comm.size());
+}
+
+// The same through the shared arena, whose schedules take a turn when they are built: the
+// mismatched call's turn is still taken and ended, so the arena's next operations run (they
+// waited for it forever before).
+TEST(MpiCheckMode, MismatchedArenaCallsLeaveTheArenaUsable) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  ASSERT_GE(comm.size(), 2) << "run with two ranks or more (ctest filters it out at np=1)";
+  if (!comm.shared_memory()) GTEST_SKIP() << "no shared arena on this communicator";
+  collx::detail::Config c = collx::detail::config();
+  c.check = true;
+  c.algorithm[static_cast<int>(collx::Collective::allreduce)] = Algorithm::shared_memory;
+  c.algorithm[static_cast<int>(collx::Collective::broadcast)] = Algorithm::shared_memory;
+  const ConfigOverride guard(c);
+  std::vector<float> v(16, 1.0f);
+  for (int round = 0; round < 3; ++round) {
+    const std::size_t count = comm.rank() == 0 ? 15 : 16;
+    EXPECT_THROW(comm.allreduce(collx::in_place, v.data(), count, DataType::float32, ReduceOp::sum),
+                 collx::Error);
+    std::vector<std::int32_t> w(1000, comm.rank() + 1);
+    comm.allreduce(collx::in_place, w.data(), w.size(), DataType::int32, ReduceOp::sum);
+    EXPECT_EQ(w[999], comm.size() * (comm.size() + 1) / 2) << "round " << round;
+    std::int32_t b = comm.rank() == 0 ? 7 + round : -1;
+    comm.broadcast(&b, 1, DataType::int32, 0);
+    EXPECT_EQ(b, 7 + round);
+  }
 }
 
 TEST(MpiTimeout, AWaitThatNeverEndsBecomesAnErrorNamingThePeer) {

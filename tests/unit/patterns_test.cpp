@@ -48,6 +48,19 @@ TEST(BlockLayout, CoversExactlyAndEvenly) {
   }
 }
 
+// wrap's compare paths (within one size of [0, size)) and its division (further out) agree
+// with the mathematical modulus.
+TEST(Wrap, IsTheModulusInsideAndOutsideOneSizeOfTheRange) {
+  for (int size = 1; size <= 9; ++size) {
+    for (int value = -4 * size - 3; value <= 4 * size + 3; ++value) {
+      const int expected = ((value % size) + size) % size;
+      ASSERT_EQ(wrap(value, size), expected) << "value " << value << " size " << size;
+    }
+  }
+  EXPECT_EQ(wrap(-2147483647, 7), ((-2147483647 % 7) + 7) % 7);
+  EXPECT_EQ(wrap(2147483647, 7), 2147483647 % 7);
+}
+
 TEST(Segments, CountCoversTheBlock) {
   EXPECT_EQ(segment_count(0, 1024), 1);
   EXPECT_EQ(segment_count(1024, 1024), 1);

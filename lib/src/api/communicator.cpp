@@ -365,6 +365,12 @@ Task checked(Operation& op, CallSignature signature, Task body) {
   co_await allreduce_task(op, words, Algorithm::recursive_doubling);
   op.use_host_path(false);
   if (all[0] != ~all[1]) {
+    // The schedule does not run on any rank (every rank sees the mismatch); one that took a
+    // turn of the shared arena still takes it and ends it, in this rank's order.
+    if (op.holds_turn()) {
+      op.skip_schedule();
+      co_await std::move(body);
+    }
     throw Error(ErrorCode::mismatch, to_string(signature.collective), op.rank(),
                 "COLLX_CHECK: the ranks did not all make the same call (this rank: " +
                     signature.describe() + ", sequence #" + std::to_string(op.info().sequence) +
@@ -457,7 +463,7 @@ Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, Da
                         collective == Collective::reduce_scatter_v;
   const detail::CallSignature signature{collective, 0, static_cast<int>(type),
                                         reducing ? static_cast<int>(op) : -1, -1};
-  const bool order_sensitive = detail::order_sensitive(signature, s.size);
+  const bool order_sensitive = detail::order_sensitive(signature);
   const detail::CommState::CallChoice choice =
       s.choose(collective, Algorithm::automatic, bytes, arena, false, order_sensitive);
   const detail::ClassTuner* tuner =

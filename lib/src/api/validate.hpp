@@ -39,19 +39,23 @@ class ArgCheck {
   static constexpr std::size_t kMaxBytes =
       static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
   // count * size_of(type), rejecting counts whose byte size no buffer can have.
+  // (A multiplication checked for overflow, not a division: this runs on every call.)
   std::size_t bytes(std::size_t count, DataType type) const {
-    const std::size_t element = size_of(type);
-    if (count > kMaxBytes / element) [[unlikely]]
+    std::size_t product = 0;
+    if (__builtin_mul_overflow(count, size_of(type), &product) || product > kMaxBytes) [[unlikely]]
       bad_count(count, type);
-    return count * element;
+    return product;
   }
   // The bytes of `count` elements for each of `nranks` ranks (a gathered or scattered buffer),
   // rejecting a product no buffer can have.
   std::size_t total_bytes(std::size_t count, int nranks, DataType type) const {
-    const auto ranks = static_cast<std::size_t>(nranks);
-    if (count > kMaxBytes / size_of(type) / ranks) [[unlikely]]
+    std::size_t block = 0;
+    std::size_t product = 0;
+    if (__builtin_mul_overflow(count, size_of(type), &block) ||
+        __builtin_mul_overflow(block, static_cast<std::size_t>(nranks), &product) ||
+        product > kMaxBytes) [[unlikely]]
       bad_total(count, nranks, type);
-    return count * ranks * size_of(type);
+    return product;
   }
   // A null pointer with a non-zero size.
   void buffer(const void* buffer, std::size_t bytes, std::string_view name) const {

@@ -206,7 +206,7 @@ Task wait_turn_then(Operation& op, SharedArena& arena, std::uint64_t ticket, Tas
   co_await op.until(turn);
   std::exception_ptr error;
   try {
-    co_await std::move(body);
+    if (!op.schedule_skipped()) co_await std::move(body);
   } catch (...) {
     error = std::current_exception();
   }
@@ -219,6 +219,7 @@ Task wait_turn_then(Operation& op, SharedArena& arena, std::uint64_t ticket, Tas
 // order on every rank (a coroutine's body would run later, after COLLX_CHECK's comparison).
 Task in_turn(Operation& op, Task body) {
   SharedArena& arena = *op.transport().shared_arena();
+  op.set_holds_turn();
   return wait_turn_then(op, arena, arena.take_ticket(op.rank()), std::move(body));
 }
 

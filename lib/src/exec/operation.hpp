@@ -123,6 +123,16 @@ class Operation {
   // Whether a Group is open: the algorithm addresses some of the communicator's ranks only.
   bool in_group() const { return !members_.empty(); }
 
+  // A schedule that holds a turn of the shared arena (in_turn) took its ticket when it was
+  // built; where the call fails before the schedule runs (COLLX_CHECK's mismatch) the turn must
+  // still be taken and ended in order, or every later arena operation of this rank waits for
+  // it. holds_turn(): such a schedule is this operation's; skip_schedule(): take the turn and
+  // end it without running the schedule.
+  void set_holds_turn() { holds_turn_ = true; }
+  bool holds_turn() const { return holds_turn_; }
+  void skip_schedule() { schedule_skipped_ = true; }
+  bool schedule_skipped() const { return schedule_skipped_; }
+
   // A part of a composite algorithm that runs on some of the communicator's ranks (a node's
   // ranks, the nodes' leaders): while a Group is open, rank() and size() are this rank's place
   // in `members` (communicator ranks, each rank listing them in the same order; it must be
@@ -258,6 +268,8 @@ class Operation {
   // A blocking operation that is the only one in flight in the process (and has no timeout to
   // watch) waits for its messages in the transport directly: no suspension, no engine loop.
   bool exclusive_ = false;
+  bool holds_turn_ = false;
+  bool schedule_skipped_ = false;
   std::exception_ptr error_;
   friend void run_blocking(Operation& op, Task task);
 };

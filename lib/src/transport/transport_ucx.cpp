@@ -158,11 +158,14 @@ class UcxRuntime {
 
   // Endpoints are closed in flush mode (whatever was sent still reaches its peer; nothing is
   // pending in a correct program by then), then the worker and the context are destroyed.
+  // Where a failed operation released a send that had not completed (abandon), its peer may
+  // never take it (that peer failed, or left the collective and no longer progresses UCX):
+  // a flush would wait for it forever, so the endpoints are closed by force instead.
   ~UcxRuntime() {
     std::vector<void*> closing;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = 0;  // not UCP_EP_CLOSE_FLAG_FORCE: flush
+    param.flags = abandoned_sends_.load() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     for (auto& [address, endpoint] : endpoints_) {
       const ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
       if (UCS_PTR_IS_PTR(request)) closing.push_back(request);
@@ -206,6 +209,8 @@ class UcxRuntime {
     if (processors > 0 && processes > processors) yield_when_idle_.store(true);
   }
   bool yield_when_idle() const { return yield_when_idle_.load(std::memory_order_relaxed); }
+  // A send released before it completed (UcxTransport::abandon): see ~UcxRuntime.
+  void note_abandoned_send() { abandoned_sends_.store(true); }
 
   // The endpoint to the worker at `peer_address`, created on first use.
   ucp_ep_h endpoint(const std::string& peer_address, int rank) {
@@ -238,6 +243,7 @@ class UcxRuntime {
   std::string address_;
   std::mutex endpoints_mutex_;
   std::unordered_map<std::string, ucp_ep_h> endpoints_;
+  std::atomic<bool> abandoned_sends_{false};
   std::atomic<bool> yield_when_idle_{false};
 };
 
@@ -404,6 +410,8 @@ void UcxTransport::abandon(Transfer& t) noexcept {
       ucp_request_cancel(worker_, request);
       while (ucp_request_check_status(request) == UCS_INPROGRESS)
         ucp_worker_progress(worker_);
+    } else if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+      runtime_->note_abandoned_send();
     }
     ucp_request_free(request);
   };
