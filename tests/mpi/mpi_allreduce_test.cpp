@@ -312,6 +312,27 @@ TEST(MpiRevoke, ClosingAfterARevokeDoesNotWaitForUnfinishedSends) {
   EXPECT_EQ(ranks, size);
 }
 
+// Ranks that run one call with different algorithms (what mismatched calls of different sizes
+// can make auto choose; forced here): one rank in the shared arena, the others in messages. The
+// arena's wait sees the peers' messages for its own call and fails; the revoke reaches the
+// others. Every rank gets an error in time instead of waiting for the others for ever.
+TEST(MpiMismatch, ArenaAgainstMessagesFailsOnEveryRank) {
+  {
+    collx::Communicator comm(MPI_COMM_WORLD);
+    if (comm.size() == 1 || !comm.shared_memory()) GTEST_SKIP() << "needs peers in the arena";
+    const std::size_t n = 100000;
+    std::vector<std::int32_t> a(n, comm.rank() + 1), b(n, 0);
+    collx::Options options;
+    options.algorithm = comm.rank() == 0 ? Algorithm::shared_memory : Algorithm::ring;
+    EXPECT_THROW(comm.allreduce(a.data(), b.data(), n, DataType::int32, ReduceOp::sum, options),
+                 collx::Error);
+  }
+  collx::Communicator fresh(MPI_COMM_WORLD);
+  std::int32_t one = 1;
+  fresh.allreduce(collx::in_place, &one, 1, DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(one, fresh.size());
+}
+
 // Counts whose gathered or reduced total no buffer can hold are argument errors (not a
 // division by zero in a schedule, nor a misleading "overlap"), and nothing is sent.
 TEST_F(MpiAllreduce, CountsWhoseTotalOverflowsAreInvalidArguments) {

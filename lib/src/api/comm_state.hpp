@@ -53,7 +53,8 @@ struct CommState {
     ClassTuner* tuner = nullptr;
   };
   // `order_sensitive`: the result's bits can depend on the order of combination (a floating-point
-  // sum, product or average), so only COLLX_AUTOTUNE=all tries candidates for it.
+  // sum, product or average over three or more ranks), so only COLLX_AUTOTUNE=all tries
+  // candidates for it.
   CallChoice choose(Collective collective, Algorithm requested, std::size_t bytes,
                     bool shared_memory, bool blocking, bool order_sensitive = false) {
     Choice& last = last_choice[static_cast<std::size_t>(collective)];
@@ -212,12 +213,12 @@ auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& 
 }
 
 // Whether a call's result bits can depend on the algorithm: a floating-point sum, product or
-// average. (At two ranks they cannot: every algorithm combines the two values once, rank 0's
-// first, SimTwoRanks checks it. They are still not tried there by default: where ranks make
-// mismatched calls of different sizes, trials of different size classes can put one rank in the
-// shared arena and the other in messages, and the call then hangs instead of failing with a
-// truncation error, as fault_mismatch_unchecked_count_np2 found.)
-inline bool order_sensitive(const CallSignature& signature) {
+// average over three or more ranks, where (x0 + x1) + x2 and x0 + (x1 + x2) may round
+// differently. Two ranks' values are combined once, as lower op upper (rank 0's first) by every
+// algorithm (Reduction::combine), the avg division fused into that one pass: the same bits
+// whichever algorithm runs (SimTwoRanks checks it).
+inline bool order_sensitive(const CallSignature& signature, int nranks) {
+  if (nranks <= 2) return false;
   if (signature.op < 0 || signature.type < 0) return false;
   const auto op = static_cast<ReduceOp>(signature.op);
   return (op == ReduceOp::sum || op == ReduceOp::prod || op == ReduceOp::avg) &&
@@ -237,7 +238,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes,
                     device == nullptr && state->transport->shared_arena() != nullptr, blocking,
-                    order_sensitive(signature));
+                    order_sensitive(signature, state->size));
   const Algorithm algorithm = choice.algorithm;
   const auto run = [&]() -> Request {
     const OpInfo info = state->next_op(collective, algorithm, options);

@@ -463,7 +463,7 @@ Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, Da
                         collective == Collective::reduce_scatter_v;
   const detail::CallSignature signature{collective, 0, static_cast<int>(type),
                                         reducing ? static_cast<int>(op) : -1, -1};
-  const bool order_sensitive = detail::order_sensitive(signature);
+  const bool order_sensitive = detail::order_sensitive(signature, s.size);
   const detail::CommState::CallChoice choice =
       s.choose(collective, Algorithm::automatic, bytes, arena, false, order_sensitive);
   const detail::ClassTuner* tuner =

@@ -43,7 +43,8 @@ struct Config {
   // COLLX_AUTOTUNE=0|1|all (default 1): whether auto tries the candidates the table ranks
   // closest in the first blocking calls of each size class and keeps the fastest
   // (autotune.hpp). 1: where the algorithm cannot change a bit of the result (data movement,
-  // integer reductions, min and max); all: floating-point sums, products and averages too,
+  // integer reductions, min and max, and at two ranks every reduction: its two values are
+  // combined once, in one order); all: floating-point sums, products and averages too,
   // whose last bits then depend on which algorithm won on this run (still the same on every
   // rank of a call); 0: the table alone.
   AutotuneMode autotune = AutotuneMode::exact;

@@ -125,9 +125,22 @@ bool Operation::wait_in_place(const WaitCondition& condition) {
   auto slice = std::chrono::microseconds(1000);
   while (!condition.wait_for(slice)) {
     transport_.progress();
+    refuse_foreign_messages();
     slice = std::min(slice * 2, std::chrono::microseconds(16000));
   }
   return true;
+}
+
+void Operation::refuse_foreign_messages() {
+  // Only an operation that is the arena's row as a whole: a composite whose part runs through
+  // the arena (a scatter step, say) has messages of its own in flight.
+  if (info_.algorithm != Algorithm::shared_memory) return;
+  if (!transport_.message_arrived(info_.tag_base, kPhasesPerOp)) return;
+  throw Error(ErrorCode::mismatch, to_string(info_.collective), rank_,
+              "a peer sent messages for this call (#" + std::to_string(info_.sequence) +
+                  ") while this rank runs it through the shared arena: the ranks run different "
+                  "algorithms, as mismatched calls (counts of other sizes, say) make auto choose; "
+                  "COLLX_CHECK=1 names the mismatch");
 }
 
 void Operation::wait_on_condition_for(std::chrono::microseconds limit) {
@@ -148,6 +161,7 @@ bool Operation::progress() {
     if (watched_ != nullptr) {
       if (!watched_->met()) {
         transport_.progress();  // see wait_in_place
+        if (++condition_passes_ % 64 == 0) refuse_foreign_messages();
         return false;
       }
     } else {

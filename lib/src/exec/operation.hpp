@@ -133,6 +133,14 @@ class Operation {
   void skip_schedule() { schedule_skipped_ = true; }
   bool schedule_skipped() const { return schedule_skipped_; }
 
+  // While an operation of the arena's row (Algorithm::shared_memory) waits on the shared arena
+  // no peer sends it a message (the row sends none, and every rank runs the same algorithm);
+  // one of its tags arriving
+  // means a peer runs the call with an algorithm of messages: the ranks made mismatched calls
+  // (counts, say) that auto settled differently. Throws collx::Error(mismatch) then, which
+  // revokes the communicator, so both sides fail instead of waiting for each other for ever.
+  void refuse_foreign_messages();
+
   // A part of a composite algorithm that runs on some of the communicator's ranks (a node's
   // ranks, the nodes' leaders): while a Group is open, rank() and size() are this rank's place
   // in `members` (communicator ranks, each rank listing them in the same order; it must be
@@ -270,6 +278,8 @@ class Operation {
   bool exclusive_ = false;
   bool holds_turn_ = false;
   bool schedule_skipped_ = false;
+  // Passes of progress() on an unmet wait condition (refuse_foreign_messages every 64th).
+  unsigned condition_passes_ = 0;
   std::exception_ptr error_;
   friend void run_blocking(Operation& op, Task task);
 };

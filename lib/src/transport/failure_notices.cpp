@@ -188,9 +188,12 @@ void FailureNotices::failed_in_flight(std::uint64_t sequence, Collective collect
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    // A COLLX_CHECK mismatch fails every rank together and leaves the communicator in step;
-    // a revoke came from a notice, whose sender told everybody.
-    if (e.code() == ErrorCode::mismatch || e.code() == ErrorCode::revoked) return;
+    // A COLLX_CHECK mismatch fails every rank together and leaves the communicator in step
+    // (a mismatch without COLLX_CHECK is one rank's: the arena's wait saw a peer's messages,
+    // Operation::refuse_foreign_messages, and the others must hear of it); a revoke came from
+    // a notice, whose sender told everybody.
+    if ((e.code() == ErrorCode::mismatch && config().check) || e.code() == ErrorCode::revoked)
+      return;
     reason = std::string(to_string(e.code())) + ": " + e.detail();
   } catch (const std::exception& e) {
     reason = e.what();

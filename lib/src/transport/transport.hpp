@@ -151,6 +151,15 @@ class Transport {
   }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
+  // Whether a message with a tag in [first_tag, first_tag + tags) from any peer has arrived
+  // and waits for its receive (false where the transport cannot tell). A rank waiting on the
+  // shared arena asks it for its own operation's tags: such a message means a peer runs the
+  // same call with an algorithm of messages (see Operation::refuse_foreign_messages).
+  virtual bool message_arrived(int first_tag, int tags) {
+    (void)first_tag;
+    (void)tags;
+    return false;
+  }
   // A pending transfer of this transport that nobody will wait for (see Transfer): a receive
   // is cancelled and its completion waited for, so nothing writes into its buffer afterwards;
   // a send is released (it completes, or not, on its own). Never throws: it runs in

@@ -321,4 +321,14 @@ void MpiTransport::progress() {
             rank_);
 }
 
+bool MpiTransport::message_arrived(int first_tag, int tags) {
+  for (int tag = first_tag; tag < first_tag + tags; ++tag) {
+    int flag = 0;
+    check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
+              rank_);
+    if (flag) return true;
+  }
+  return false;
+}
+
 }  // namespace collx::detail

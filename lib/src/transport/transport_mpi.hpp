@@ -26,6 +26,8 @@ class MpiTransport final : public Transport {
   // One pass of MPI's progress engine (an MPI_Iprobe): a rank waiting on shared memory must
   // still answer its peers' messages in flight (a rendezvous acknowledgment, say).
   void progress() override;
+  // MPI_Iprobe of each tag.
+  bool message_arrived(int first_tag, int tags) override;
   void abandon(Transfer& t) noexcept override;
   // A CUDA-aware MPI library (or COLLX_CUDA_AWARE=1): MPI takes device buffers itself.
   bool supports_device_memory() const override;

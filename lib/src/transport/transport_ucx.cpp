@@ -401,6 +401,16 @@ void UcxTransport::progress() {
   if (FailureNotices* notices = failure_notices()) notices->poll();
 }
 
+bool UcxTransport::message_arrived(int first_tag, int tags) {
+  const ucp_tag_t source_bits = ((ucp_tag_t{1} << kUcxRankBits) - 1) << kUcxTagBits;
+  for (int tag = first_tag; tag < first_tag + tags; ++tag) {
+    ucp_tag_recv_info_t info{};
+    const ucp_tag_t wanted = make_ucx_tag(context_id_, 0, static_cast<std::uint64_t>(tag));
+    if (ucp_tag_probe_nb(worker_, wanted, ~source_bits, 0, &info) != nullptr) return true;
+  }
+  return false;
+}
+
 void UcxTransport::abandon(Transfer& t) noexcept {
   // A receive is cancelled and driven to completion (UCX then no longer writes its buffer); a
   // send is released and finishes inside UCX.

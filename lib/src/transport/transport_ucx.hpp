@@ -77,6 +77,8 @@ class UcxTransport final : public Transport {
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
   void progress() override;
+  // ucp_tag_probe_nb of each tag, from any source.
+  bool message_arrived(int first_tag, int tags) override;
   void abandon(Transfer& t) noexcept override;
   // UCX built with CUDA (its context lists the CUDA memory type), unless COLLX_CUDA_AWARE says
   // otherwise: device buffers then go to UCX with the CUDA memory-type hint (cuda_copy,
