@@ -340,8 +340,8 @@ TEST_P(SimCollectives, AllreduceEveryRegistryRow) {
 
 // Two ranks' floating-point values are combined once, as rank 0's op rank 1's, by every
 // algorithm: allreduce, reduce and reduce_scatter give the same bits whichever algorithm runs
-// (so at two ranks a run's floating-point results cannot depend on what auto's trials chose,
-// under COLLX_AUTOTUNE=all). Random values with signed zeros, infinities, NaNs of distinct
+// (auto's trials rely on it: at two ranks the default COLLX_AUTOTUNE=1 tries floating-point
+// reductions too). Random values with signed zeros, infinities, NaNs of distinct
 // payloads and subnormals, every floating type, sum, prod and avg, both pipelines.
 Bytes random_floats(DataType type, std::size_t count, std::mt19937& rng) {
   std::uniform_real_distribution<double> mantissa(-2.0, 2.0);
