@@ -19,6 +19,10 @@ class WaitCondition {
   virtual bool wait_for(std::chrono::microseconds limit) const = 0;
   // "a slot from rank 3 (shared memory)", for the timeout message.
   virtual std::string describe() const = 0;
+  // Whether no peer sends this operation a message while it waits here (a wait inside the
+  // arena's data movement), so a message with its tags means the peers run another algorithm
+  // (Operation::refuse_foreign_messages).
+  virtual bool peers_silent() const { return false; }
 
  protected:
   ~WaitCondition() = default;

@@ -202,7 +202,7 @@ bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size
 namespace {
 Task wait_turn_then(Operation& op, SharedArena& arena, std::uint64_t ticket, Task body) {
   const CounterReached turn(arena, arena.turn(op.rank()), ticket, op.rank(),
-                            "an earlier shared-memory operation on");
+                            "an earlier shared-memory operation on", false);
   co_await op.until(turn);
   std::exception_ptr error;
   try {

@@ -125,7 +125,7 @@ bool Operation::wait_in_place(const WaitCondition& condition) {
   auto slice = std::chrono::microseconds(1000);
   while (!condition.wait_for(slice)) {
     transport_.progress();
-    refuse_foreign_messages();
+    if (condition.peers_silent()) refuse_foreign_messages();
     slice = std::min(slice * 2, std::chrono::microseconds(16000));
   }
   return true;
@@ -161,7 +161,7 @@ bool Operation::progress() {
     if (watched_ != nullptr) {
       if (!watched_->met()) {
         transport_.progress();  // see wait_in_place
-        if (++condition_passes_ % 64 == 0) refuse_foreign_messages();
+        if (++condition_passes_ % 64 == 0 && watched_->peers_silent()) refuse_foreign_messages();
         return false;
       }
     } else {

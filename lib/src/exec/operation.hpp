@@ -133,12 +133,12 @@ class Operation {
   void skip_schedule() { schedule_skipped_ = true; }
   bool schedule_skipped() const { return schedule_skipped_; }
 
-  // While an operation of the arena's row (Algorithm::shared_memory) waits on the shared arena
-  // no peer sends it a message (the row sends none, and every rank runs the same algorithm);
-  // one of its tags arriving
-  // means a peer runs the call with an algorithm of messages: the ranks made mismatched calls
-  // (counts, say) that auto settled differently. Throws collx::Error(mismatch) then, which
-  // revokes the communicator, so both sides fail instead of waiting for each other for ever.
+  // While an operation of the arena's row (Algorithm::shared_memory) waits inside the arena's
+  // data movement (a condition whose peers_silent() holds), no peer sends it a message (the
+  // row sends none, and every rank runs the same algorithm); one of its tags arriving means a
+  // peer runs the call with an algorithm of messages: the ranks made mismatched calls (counts,
+  // say) that auto settled differently. Throws collx::Error(mismatch) then, which revokes the
+  // communicator, so both sides fail instead of waiting for each other for ever.
   void refuse_foreign_messages();
 
   // A part of a composite algorithm that runs on some of the communicator's ranks (a node's

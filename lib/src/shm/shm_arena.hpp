@@ -178,9 +178,17 @@ class SharedArena {
 // from") name it in a timeout message.
 class CounterReached final : public WaitCondition {
  public:
+  // `peers_silent`: a wait inside the arena row's data movement (WaitCondition::peers_silent);
+  // not a rank's wait for its turn, during which peers may already run a part of the same
+  // operation that the arena row hands to messages (its ring fallback).
   CounterReached(const SharedArena& arena, const SharedArena::Counter& counter,
-                 std::uint64_t target, int peer, const char* what)
-      : arena_(arena), counter_(counter), target_(target), peer_(peer), what_(what) {}
+                 std::uint64_t target, int peer, const char* what, bool peers_silent = true)
+      : arena_(arena),
+        counter_(counter),
+        target_(target),
+        peer_(peer),
+        what_(what),
+        peers_silent_(peers_silent) {}
   bool met() const override { return counter_.load(std::memory_order_acquire) >= target_; }
   bool wait_for(std::chrono::microseconds limit) const override {
     return arena_.wait_for(counter_, target_, limit);
@@ -188,6 +196,7 @@ class CounterReached final : public WaitCondition {
   std::string describe() const override {
     return std::string(what_) + " rank " + std::to_string(peer_) + " (shared memory)";
   }
+  bool peers_silent() const override { return peers_silent_; }
 
  private:
   const SharedArena& arena_;
@@ -195,6 +204,7 @@ class CounterReached final : public WaitCondition {
   std::uint64_t target_;
   int peer_;
   const char* what_;
+  bool peers_silent_;
 };
 
 }  // namespace collx::detail
