@@ -64,8 +64,7 @@ struct CommState {
         [[unlikely]] {
       last.algorithm =
           resolve_algorithm(collective, requested, bytes, size, rank, shared_memory, node_shape());
-      last.tuner = requested == Algorithm::automatic &&
-                           (!order_sensitive || current->autotune == AutotuneMode::all)
+      last.tuner = requested == Algorithm::automatic && tried_calls(*current, order_sensitive)
                        ? tuner_for(collective, bytes)
                        : nullptr;
       last.config = current;
@@ -78,6 +77,11 @@ struct CommState {
     if (!blocking) return {last.tuner->untimed_choice(), nullptr};
     const TrialPick pick = last.tuner->pick();
     return {pick.algorithm, pick.timed ? last.tuner : nullptr};
+  }
+  // Whether COLLX_AUTOTUNE tries calls of this kind at all (an order-sensitive one only under
+  // `all`); tuner_for() then says whether this collective and size are tried.
+  static bool tried_calls(const Config& c, bool order_sensitive) {
+    return !order_sensitive || c.autotune == AutotuneMode::all;
   }
   // Hands a timed call's duration to its tuner; where the tuner asks, the ranks agree (a
   // maximum over ranks, an internal allreduce every rank makes at the same call).

@@ -467,9 +467,9 @@ Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, Da
   const detail::CommState::CallChoice choice =
       s.choose(collective, Algorithm::automatic, bytes, arena, false, order_sensitive);
   const detail::ClassTuner* tuner =
-      order_sensitive && detail::config().autotune != detail::AutotuneMode::all
-          ? nullptr
-          : s.tuner_for(collective, bytes);
+      detail::CommState::tried_calls(detail::config(), order_sensitive)
+          ? s.tuner_for(collective, bytes)
+          : nullptr;
   const bool in_trials = tuner != nullptr && tuner->phase() != detail::ClassTuner::Phase::settled;
   if (trying != nullptr) *trying = in_trials;
   // The candidate of the next trial, without counting it as one.
