@@ -87,6 +87,20 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
   auto args_reduce = [&](int r) {
     return ReduceArgs{in[r].data(), out[r].data(), count, reduction, root, {}, Algorithm::ring};
   };
+  // reduce_scatter: uneven blocks (count, count + 1, count, ...), every rank's whole input.
+  std::vector<std::size_t> uneven(static_cast<std::size_t>(p) + 1, 0);
+  for (int r = 0; r < p; ++r)
+    uneven[r + 1] = uneven[r] + count + static_cast<std::size_t>(r % 2);
+  std::vector<Bytes> whole(p);
+  if (row.collective == Collective::reduce_scatter) {
+    for (int r = 0; r < p; ++r) {
+      whole[r] = pattern(type, r, uneven.back());
+      out[r] = Bytes((uneven[r + 1] - uneven[r]) * elem);
+    }
+  }
+  auto args_reduce_scatter = [&](int r) {
+    return ReduceScatterArgs{whole[r].data(), out[r].data(), uneven, reduction, {}};
+  };
   if (blocking) {
     world.run_threads([&](Transport& t, int r) {
       bool ran = false;
@@ -116,6 +130,10 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
         case Collective::scatter:
           ran = run_blocking_form<Collective::scatter>(t, kTagBase, args_scatter(r), row.algorithm);
           break;
+        case Collective::reduce_scatter:
+          ran = run_blocking_form<Collective::reduce_scatter>(t, kTagBase, args_reduce_scatter(r),
+                                                              row.algorithm);
+          break;
         default:
           FAIL() << "a blocking form for " << collx::to_string(row.collective)
                  << ": add it to this test";
@@ -143,6 +161,8 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
           return allgather_task(op, args_allgather(r), row.algorithm);
         case Collective::scatter:
           return scatter_task(op, args_scatter(r), row.algorithm);
+        case Collective::reduce_scatter:
+          return reduce_scatter_task(op, args_reduce_scatter(r), row.algorithm);
         default:
           return barrier_task(op, BarrierArgs{}, row.algorithm);
       }
@@ -205,8 +225,15 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
           const bool gathering = row.collective == Collective::gather ||
                                  row.collective == Collective::scatter ||
                                  row.collective == Collective::allgather;
+          // reduce_scatter's form takes at most kLatencyPathBytes in all (its blocks are count
+          // and count + 1 elements long, alternately).
+          const std::size_t scattered =
+              (count * static_cast<std::size_t>(p) + static_cast<std::size_t>(p / 2)) *
+              sizeof(float);
           const bool too_large =
-              gathering && count * sizeof(float) * static_cast<std::size_t>(p) > kDirectPathBytes;
+              (gathering &&
+               count * sizeof(float) * static_cast<std::size_t>(p) > kDirectPathBytes) ||
+              (row.collective == Collective::reduce_scatter && scattered > kLatencyPathBytes);
           if (too_large ||
               (row.collective == Collective::allgather && (p > 2 || (p == 2 && count == 0)))) {
             ASSERT_EQ(blocking.declined_on, p) << what;
@@ -232,8 +259,9 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
     }
   }
   // allreduce/recursive_doubling, broadcast/binomial_tree and pipelined_chain,
-  // reduce/binomial_tree, barrier/dissemination, gather/linear, scatter/linear, allgather/ring.
-  EXPECT_EQ(rows_with_blocking_form, 8);
+  // reduce/binomial_tree, barrier/dissemination, gather/linear, scatter/linear, allgather/ring,
+  // reduce_scatter/recursive_halving.
+  EXPECT_EQ(rows_with_blocking_form, 9);
 }
 
 INSTANTIATE_TEST_SUITE_P(P1to9, SimBlockingForms, ::testing::Range(1, 10));

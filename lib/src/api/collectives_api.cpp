@@ -191,7 +191,10 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
       s, collective, total, options,
       signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
       blocking, [&](Operation& op, Algorithm a) { return reduce_scatter_task(op, args, a); },
-      std::move(memory.device));
+      std::move(memory.device),
+      [&](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<Collective::reduce_scatter>(t, tag_base, args, a);
+      });
 }
 
 // gather and scatter: the root's full buffer holds every rank's block, rank r's own block is
