@@ -711,3 +711,95 @@ TEST(SimSharedMemory, DirectReadsBetweenRingPieces) {
   EXPECT_FALSE(direct_reads_with(false));
   set_config(Config{});
 }
+
+// The sliced reductions (allreduce, reduce_scatter through the segment) in turn on one world,
+// with broadcasts between them putting bytes through the rings: in and out of place, counts that
+// leave some ranks' pieces empty, more rounds than ring entries. Run with every piece handed
+// over as a pointer (COLLX_SHM_DIRECT=1: readers copy inputs and reduced pieces straight from
+// the producer's buffers) and with none (=0).
+namespace {
+void sliced_reductions_on_one_segment() {
+  for (int p : {2, 3, 4, 7}) {
+    for (std::size_t slot_bytes : {std::size_t{256}, std::size_t{4096}}) {
+      SimWorld world(p, slot_bytes, 3);
+      ASSERT_NE(world.shared_arena(), nullptr);
+      std::mt19937 rng(static_cast<unsigned>(p * 100 + static_cast<int>(slot_bytes)));
+      for (int call = 0; call < 12; ++call) {
+        const std::size_t count = std::uniform_int_distribution<std::size_t>(0, 2500)(rng);
+        const bool in_place = call % 2 == 1;
+        const std::string where = "p=" + std::to_string(p) + " slot " + std::to_string(slot_bytes) +
+                                  " call " + std::to_string(call) + " count " +
+                                  std::to_string(count) + (in_place ? " in place" : "");
+        std::vector<std::vector<std::int32_t>> send(p, std::vector<std::int32_t>(count * p));
+        std::vector<std::int32_t> expected(count * p, 0);
+        for (int r = 0; r < p; ++r) {
+          for (std::size_t i = 0; i < count * p; ++i) {
+            send[r][i] = (r + 1) * static_cast<std::int32_t>(i % 11 + call) - 7;
+            expected[i] += send[r][i];
+          }
+        }
+        if (call % 3 == 2) {
+          // reduce_scatter: rank r keeps block r (count elements).
+          std::vector<std::vector<std::int32_t>> recv(p, std::vector<std::int32_t>(count, -1));
+          world.run(info_for(Collective::reduce_scatter, Algorithm::shared_memory, kPipelines[0]),
+                    [&](Operation& op, int r) {
+                      return reduce_scatter_task(
+                          op,
+                          {reinterpret_cast<const std::byte*>(send[r].data()),
+                           reinterpret_cast<std::byte*>(recv[r].data()),
+                           equal_offsets(count, p),
+                           Reduction::make(DataType::int32, ReduceOp::sum, p),
+                           {}},
+                          Algorithm::shared_memory);
+                    });
+          for (int r = 0; r < p; ++r) {
+            const std::vector<std::int32_t> block(expected.begin() + r * count,
+                                                  expected.begin() + (r + 1) * count);
+            ASSERT_EQ(recv[r], block) << where << " reduce_scatter rank " << r;
+          }
+        } else {
+          std::vector<std::vector<std::int32_t>> recv(p, std::vector<std::int32_t>(count * p, -1));
+          if (in_place) recv = send;
+          world.run(info_for(Collective::allreduce, Algorithm::shared_memory, kPipelines[0]),
+                    [&](Operation& op, int r) {
+                      const auto* s = reinterpret_cast<const std::byte*>(in_place ? recv[r].data()
+                                                                                  : send[r].data());
+                      return allreduce_task(op,
+                                            {s,
+                                             reinterpret_cast<std::byte*>(recv[r].data()),
+                                             count * p,
+                                             Reduction::make(DataType::int32, ReduceOp::sum, p),
+                                             {}},
+                                            Algorithm::shared_memory);
+                    });
+          for (int r = 0; r < p; ++r)
+            ASSERT_EQ(recv[r], expected) << where << " allreduce rank " << r;
+        }
+        // A broadcast through the rings between the reductions.
+        const int root = call % p;
+        std::vector<Bytes> buf(p, Bytes(count + 1, std::byte{0x11}));
+        buf[root] = pattern(DataType::int8, root + call, count + 1);
+        world.run(info_for(Collective::broadcast, Algorithm::shared_memory, kPipelines[0]),
+                  [&](Operation& op, int r) {
+                    return broadcast_task(op, {buf[r].data(), count + 1, 1, root, {}},
+                                          Algorithm::shared_memory);
+                  });
+        for (int r = 0; r < p; ++r)
+          ASSERT_EQ(buf[r], buf[root]) << where << " broadcast rank " << r;
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST(SimSharedMemory, SlicedReductionsThroughTheRings) {
+  EXPECT_FALSE(direct_reads_with(false));
+  sliced_reductions_on_one_segment();
+  set_config(Config{});
+}
+
+TEST(SimSharedMemory, SlicedReductionsWithDirectReads) {
+  EXPECT_TRUE(direct_reads_with(true));
+  sliced_reductions_on_one_segment();
+  set_config(Config{});
+}

@@ -73,6 +73,22 @@ Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_
   }
 }
 
+// Hands the time of a timed copy into the ring (since `start`) to the rank's RingStores, and
+// says so under COLLX_DEBUG=INFO where that changed its choice.
+void record_stores(SharedArena& arena, int me, RingStores::Kind kind, std::size_t bytes,
+                   std::chrono::steady_clock::time_point start) {
+  RingStores& stores = arena.ring_stores(me);
+  if (stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
+      arena.log_store_changes()) {
+    std::fprintf(stderr,
+                 "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
+                 "streaming %.0f ns/KiB)\n",
+                 me, stores.current() == RingStores::Kind::plain ? "plain" : "streaming",
+                 stores.best_ns_per_kib(RingStores::Kind::plain),
+                 stores.best_ns_per_kib(RingStores::Kind::streaming));
+  }
+}
+
 // Publishes slot `sequence` of this rank's ring: `bytes` from `source`, written with the kind
 // of stores the rank's RingStores choose. With `also`, the slot goes to `also` as well (the
 // allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
@@ -102,15 +118,7 @@ Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const st
     copy_with(streaming)(entry, source, bytes);
     if (also != nullptr) copy_with(also_streams)(also, source, bytes);
   }
-  if (timed && stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
-      arena.log_store_changes()) {
-    std::fprintf(stderr,
-                 "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
-                 "streaming %.0f ns/KiB)\n",
-                 me, stores.current() == RingStores::Kind::plain ? "plain" : "streaming",
-                 stores.best_ns_per_kib(RingStores::Kind::plain),
-                 stores.best_ns_per_kib(RingStores::Kind::streaming));
-  }
+  if (timed) record_stores(arena, me, kind, bytes, start);
   // Clears a pointer an earlier publish_direct left in this entry's descriptor. Only then: an
   // unchanged line stays in the readers' caches, where take() reads it.
   std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
@@ -411,30 +419,91 @@ Task publish_pieces(Operation& op, SharedArena& arena, std::uint64_t sequence,
   const int me = op.rank();
   co_await wait_for_room(op, arena, me, sequence);
   std::byte* entry = arena.slot(me, sequence);
+  // The pieces are written, and timed, like publish()'s slots: the time tells the slow state
+  // (RingStores), in which slices_directly() hands the inputs over as pointers instead.
+  std::size_t bytes = 0;
+  for (int j = 0; j < op.size(); ++j) {
+    if (j != me) bytes += patterns::piece_of(offsets, j, round, piece).length() * elem;
+  }
+  RingStores& stores = arena.ring_stores(me);
+  const RingStores::Kind kind = stores.next(bytes);
+  const kernels::CopyFn copy = copy_with(kind == RingStores::Kind::streaming);
+  const bool timed = stores.timed(bytes);
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (int j = 0; j < op.size(); ++j) {
     if (j == me) continue;
     const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
     if (r.length() == 0) continue;
-    std::memcpy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
-                r.length() * elem);
+    copy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
+         r.length() * elem);
   }
+  if (timed) record_stores(arena, me, kind, bytes, start);
   publish_filled(arena, me, sequence);
+}
+
+// Whether this rank hands an allreduce's or reduce_scatter's pieces over as pointers this call
+// (its input and its reduced pieces, publish_direct; the readers copy them with
+// process_vm_readv): where COLLX_SHM_DIRECT says so, else while the ring's plain stores are
+// slow (RingStores chose streaming) and no trial of plain stores is due. Each rank decides
+// alone: a reader looks at each slot's descriptor.
+bool slices_directly(SharedArena& arena, int me, std::size_t bytes) {
+  if (!arena.direct_reads() || bytes == 0) return false;
+  const std::optional<bool> forced = arena.direct_reads_forced();
+  if (forced.has_value()) return *forced;
+  RingStores& stores = arena.ring_stores(me);
+  const std::size_t slot = std::min(bytes, arena.slot_bytes());
+  if (slot < RingStores::kTimedBytes || stores.current() != RingStores::Kind::streaming ||
+      stores.next(slot) != RingStores::Kind::streaming) {
+    return false;
+  }
+  stores.count_untimed();
+  return true;
+}
+
+// Where this rank's piece of producer j's input is: in j's ring slot, or, where j published a
+// pointer to its input (slices_directly), copied from j's memory into piece `at` of `scratch`.
+const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
+                             patterns::ElementRange r, std::size_t piece, std::size_t elem,
+                             std::byte* scratch, std::size_t at) {
+  const std::uint64_t address =
+      arena.descriptor(j, sequence).address.load(std::memory_order_relaxed);
+  if (address == 0) {
+    return arena.slot(j, sequence) + static_cast<std::size_t>(op.rank()) * piece * elem;
+  }
+  std::byte* const into = scratch + at * piece * elem;
+  const int error = arena.read_direct(j, into, address + r.begin * elem, r.length() * elem);
+  if (error != 0) {
+    throw Error(
+        ErrorCode::transport, "", op.rank(),
+        "process_vm_readv from rank " + std::to_string(j) + " failed: " + std::strerror(error));
+  }
+  return into;
 }
 
 // Reduces this rank's piece of round `round` into `target`: its own input's piece and the
 // others' from their ring slots `sequence[j]`, in rank order, each slot handed back once read.
+// `scratch` (3 pieces) takes inputs handed over as pointers (piece_input) and, where `target`
+// is this rank's own input (an allreduce in place), a copy of it.
 Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> sequence,
                       const std::byte* send, std::span<const std::size_t> offsets,
                       std::size_t round, std::size_t piece, const Reduction& reduction,
-                      std::byte* target) {
+                      std::byte* target, std::byte* scratch) {
   const int p = op.size();
   const int me = op.rank();
   const std::size_t elem = reduction.element_size;
   const patterns::ElementRange r = patterns::piece_of(offsets, me, round, piece);
+  const std::byte* own = send + r.begin * elem;
+  if (own == target && me >= 2 && r.length() > 0) {
+    // The first step writes target before this rank's input is combined (step `me`).
+    std::memcpy(scratch + 2 * piece * elem, own, r.length() * elem);
+    own = scratch + 2 * piece * elem;
+  }
   const auto input = [&](int j) -> const std::byte* {
-    if (j == me) return send + r.begin * elem;
-    return arena.slot(j, sequence[static_cast<std::size_t>(j)]) +
-           static_cast<std::size_t>(me) * piece * elem;
+    if (j == me) return own;
+    // Inputs 0 and 1 are combined together; from input 2 on one at a time.
+    return piece_input(op, arena, j, sequence[static_cast<std::size_t>(j)], r, piece, elem, scratch,
+                       j == 0 ? 0 : 1);
   };
   const auto hand_back = [&](int j) {
     if (j != me) arena.advance(arena.consumed(me, j), sequence[static_cast<std::size_t>(j)] + 1);
@@ -452,7 +521,8 @@ Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::ui
       co_await op.until(arrived);
     }
     if (j == 0) continue;
-    reduction.combine(target, j == 1 ? input(0) : target, input(j), r.length(), j == p - 1);
+    const std::byte* lower = j == 1 ? input(0) : target;
+    reduction.combine(target, lower, input(j), r.length(), j == p - 1);
     if (j == 1) hand_back(0);
     hand_back(j);
   }
@@ -466,8 +536,9 @@ Task take_reduced_pieces(Operation& op, SharedArena& arena, std::span<const std:
   for (int step = 1; step < op.size(); ++step) {
     const int j = (op.rank() + step) % op.size();
     const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
+    bool direct = false;  // a producer that sliced directly published a pointer
     co_await take(op, arena, j, sequence[static_cast<std::size_t>(j)], recv + r.begin * elem,
-                  r.length() * elem, copy);
+                  r.length() * elem, copy, &direct);
   }
 }
 
@@ -503,10 +574,19 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
     }
   };
   std::vector<std::uint64_t> previous_reduced(base.size());
+  // Slicing directly, this rank publishes pointers: to its input each round, to its reduced
+  // piece (written straight into recv) after it; it returns once every reader has taken them.
+  const bool direct = slices_directly(arena, me, bytes);
+  ScratchBuffer scratch =
+      op.scratch(arena.direct_reads() || a.send == a.recv ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
     at_round(k);
-    co_await publish_pieces(op, arena, inputs[static_cast<std::size_t>(me)], a.send, offsets, k,
-                            piece, elem);
+    if (direct) {
+      co_await publish_direct(op, arena, inputs[static_cast<std::size_t>(me)], a.send, bytes);
+    } else {
+      co_await publish_pieces(op, arena, inputs[static_cast<std::size_t>(me)], a.send, offsets, k,
+                              piece, elem);
+    }
     // The others' reduced pieces of the round before, now that this round's inputs are out
     // (in place, their regions of recv were copied into the slot of that round already).
     if (k > 0) {
@@ -514,16 +594,26 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
                                    copy);
     }
     const std::uint64_t own = reduced[static_cast<std::size_t>(me)];
-    co_await wait_for_room(op, arena, me, own);
-    std::byte* entry = arena.slot(me, own);
-    co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction, entry);
     const patterns::ElementRange mine = patterns::piece_of(offsets, me, k, piece);
-    copy(a.recv + mine.begin * elem, entry, mine.length() * elem);
-    publish_filled(arena, me, own);
+    if (direct) {
+      std::byte* target = a.recv + mine.begin * elem;
+      co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction, target,
+                                scratch.data());
+      co_await publish_direct(op, arena, own, target, mine.length() * elem);
+    } else {
+      co_await wait_for_room(op, arena, me, own);
+      std::byte* entry = arena.slot(me, own);
+      co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction, entry,
+                                scratch.data());
+      copy(a.recv + mine.begin * elem, entry, mine.length() * elem);
+      publish_filled(arena, me, own);
+    }
     previous_reduced = reduced;
   }
   co_await take_reduced_pieces(op, arena, previous_reduced, a.recv, offsets, rounds - 1, piece,
                                elem, copy);
+  // The readers take the slots in order: the last one taken, they have read all of this call's.
+  if (direct) co_await wait_for_readers(op, arena, previous_reduced[static_cast<std::size_t>(me)]);
 }
 
 Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
@@ -557,14 +647,22 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
   }
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
   std::vector<std::uint64_t> inputs(base);
+  const std::size_t total_bytes = offsets.back() * elem;
+  const bool direct = slices_directly(arena, me, total_bytes);
+  ScratchBuffer scratch = op.scratch(arena.direct_reads() ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
     for (std::size_t j = 0; j < base.size(); ++j)
       inputs[j] = base[j] + k;
-    co_await publish_pieces(op, arena, inputs[mine], a.send, offsets, k, piece, elem);
+    if (direct) {
+      co_await publish_direct(op, arena, inputs[mine], a.send, total_bytes);
+    } else {
+      co_await publish_pieces(op, arena, inputs[mine], a.send, offsets, k, piece, elem);
+    }
     const patterns::ElementRange r = patterns::piece_of(offsets, me, k, piece);
     co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction,
-                              target + (r.begin - offsets[mine]) * elem);
+                              target + (r.begin - offsets[mine]) * elem, scratch.data());
   }
+  if (direct) co_await wait_for_readers(op, arena, inputs[mine]);
   if (aliased) std::memcpy(a.recv, target, own_bytes);
 }
 
