@@ -37,7 +37,12 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials) {
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
-  trials_ = static_cast<std::uint8_t>(std::clamp(trials, 1, kMaxTrials + 1));
+  trials = std::clamp(trials, 1, kMaxTrials + 1);
+  passes_ = trials >= kTwoPassTrials ? 2 : 1;
+  block_ = static_cast<std::uint8_t>((trials + passes_ - 1) / passes_);
+  // Every timed call of every pass is kept.
+  while (passes_ * (block_ > 1 ? block_ - 1 : 1) > kMaxTrials)
+    --block_;
   rounds_ = 0;
   chosen_ = count_ > 0 ? candidates_[0] : Algorithm::automatic;
   agreed_ns_.fill(0);
@@ -74,11 +79,13 @@ TunerStep ClassTuner::record(double seconds) {
     // A block of consecutive calls per candidate; its first call (setup, the switch from the
     // previous candidate) does not count where the block has more.
     const std::uint32_t index = trying_index();
-    if ((trials_ == 1 || trial_calls_ % trials_ != 0) && timed_[index] < kMaxTrials) {
+    if ((block_ == 1 || trial_calls_ % block_ != 0) && timed_[index] < kMaxTrials) {
       trial_ns_[index][timed_[index]++] = ns;
     }
     ++trial_calls_;
-    if (trial_calls_ < static_cast<std::uint32_t>(count_) * trials_) return TunerStep::none;
+    if (trial_calls_ < static_cast<std::uint32_t>(count_) * block_ * passes_) {
+      return TunerStep::none;
+    }
     checking_ = false;
     return TunerStep::agree;
   }
@@ -97,13 +104,22 @@ std::uint64_t ClassTuner::sampled_median_ns() const {
   return sorted[sorted.size() / 2];
 }
 
+std::uint64_t ClassTuner::median_ns(std::size_t candidate, std::size_t first, std::size_t n) const {
+  std::vector<std::uint64_t> sorted(
+      trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(first),
+      trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(first + n));
+  std::sort(sorted.begin(), sorted.end());
+  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
 std::uint64_t ClassTuner::trial_median_ns(std::size_t candidate) const {
   const std::size_t n = timed_[candidate];
   if (n == 0) return 0;
-  std::vector<std::uint64_t> sorted(trial_ns_[candidate].begin(),
-                                    trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(n));
-  std::sort(sorted.begin(), sorted.end());
-  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  const std::size_t per_pass = timed_per_block();
+  std::uint64_t lowest = std::numeric_limits<std::uint64_t>::max();
+  for (std::size_t first = 0; first < n; first += per_pass)
+    lowest = std::min(lowest, median_ns(candidate, first, std::min(per_pass, n - first)));
+  return lowest;
 }
 
 std::vector<std::uint64_t> ClassTuner::agree_values() const {

@@ -1,10 +1,14 @@
 // auto's trials on the machine it runs on (COLLX_AUTOTUNE, on by default): the first blocking
 // calls of each size class of a collective on a communicator run the two to four candidates that
 // the table ranks closest (its own choice, its choices for the neighbouring size classes, the
-// shared arena's row, the cost model's best with and without the arena), each in a block of
-// consecutive calls; then the ranks agree on the fastest (the slowest rank's median time of each
-// candidate over its block but the first call, an allreduce of the times) and every later call of
-// the class runs it. Blocks and medians, not interleaved calls and minima: a rank's time in one
+// shared arena's row, the cost model's best with and without the arena), each in blocks of
+// consecutive calls, in two passes over the candidates where a candidate has four trials or more;
+// then the ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its
+// passes' medians over a block but its first call; an allreduce of the times) and every later call
+// of the class runs it. Two passes, because what disturbs a block (the process's first messages
+// to a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both: one
+// pass alone chose a 2x slower gather at 8 B in one of five runs here. Blocks and medians, not
+// interleaved calls and minima: a rank's time in one
 // call can be short while the calls in a row are slow (a rank that arrives late finds its data
 // there, but the next call waits for the slot it frees), and a run of calls is what an application
 // makes. A sample of the later calls is timed; at checkpoints the ranks agree whether any of them
@@ -86,22 +90,31 @@ class ClassTuner {
   static constexpr std::uint32_t kFirstCheck = 256;
   static constexpr std::uint32_t kMaxCheckGap = 1u << 16;
   static constexpr int kSamples = 8;
-  // Timed trials kept per candidate (a block is at most one more).
+  // Timed trials kept per candidate (over its passes; a block is one call more than it times).
   static constexpr int kMaxTrials = 8;
+  // Candidates with at least this many trials are tried in two passes of half as many (rounded
+  // up) calls each.
+  static constexpr int kTwoPassTrials = 4;
 
  private:
   void restart();
   std::uint64_t sampled_median_ns() const;
+  // The lower of the candidate's passes' medians.
   std::uint64_t trial_median_ns(std::size_t candidate) const;
+  // The median of `n` timed trials of `candidate` from index `first`.
+  std::uint64_t median_ns(std::size_t candidate, std::size_t first, std::size_t n) const;
   // The candidate of the current trial call: the challengers' blocks first, the table's choice
   // last. The first calls of a class also pay for what the application's new buffers cost the
   // first time they are touched (page faults, lines in other caches: several calls at 1 MiB
   // here); that handicap falls on the challengers, never on the table's choice.
-  std::uint32_t trying_index() const { return (trial_calls_ / trials_ + 1) % count_; }
+  std::uint32_t trying_index() const { return (trial_calls_ / block_ + 1) % count_; }
+  // Timed calls per block: all but the first where a block has more than one.
+  std::uint8_t timed_per_block() const { return block_ > 1 ? block_ - 1 : 1; }
 
   Phase phase_ = Phase::fresh;
   std::uint8_t count_ = 0;
-  std::uint8_t trials_ = 1;
+  std::uint8_t block_ = 1;   // calls per block
+  std::uint8_t passes_ = 1;  // blocks per candidate
   std::uint8_t rounds_ = 0;
   bool checking_ = false;  // the pending agreement is a drift checkpoint
   std::array<Algorithm, kMaxCandidates> candidates_{};
