@@ -426,17 +426,20 @@ TEST(MpiSelection, RememberedChoiceFollowsTheConfigurationAndTheCall) {
   collx::detail::CommState& s = collx::detail::state_of(comm);
   using collx::Algorithm;
   using collx::Collective;
+  // As a call on this communicator asks (the size class's tuner, once started, keeps the
+  // table's choice made with the arena the communicator has).
+  const bool arena = s.transport->shared_arena() != nullptr;
   const Algorithm small =
-      s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm;
+      s.choose(Collective::allreduce, Algorithm::automatic, 8, arena, false).algorithm;
   EXPECT_EQ(small,
             collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8,
-                                             comm.size(), comm.rank(), false, s.node_shape()));
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::ring, 8, false, false).algorithm,
+                                             comm.size(), comm.rank(), arena, s.node_shape()));
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::ring, 8, arena, false).algorithm,
             Algorithm::ring);
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 64 << 20, false, false).algorithm,
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 64 << 20, arena, false).algorithm,
             collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, 64 << 20,
-                                             comm.size(), comm.rank(), false, s.node_shape()));
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm,
+                                             comm.size(), comm.rank(), arena, s.node_shape()));
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, arena, false).algorithm,
             small);
   {
     collx::detail::Config c = collx::detail::config();
@@ -444,14 +447,14 @@ TEST(MpiSelection, RememberedChoiceFollowsTheConfigurationAndTheCall) {
         small == Algorithm::ring ? Algorithm::recursive_doubling : Algorithm::ring;
     c.algorithm[static_cast<int>(Collective::allreduce)] = forced;
     const ConfigOverride guard(c);
-    EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm,
+    EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, arena, false).algorithm,
               forced);
     // And a call under it runs and is right.
     std::vector<double> v(2, 1.0);
     comm.allreduce(collx::in_place, v.data(), 2, DataType::float64, ReduceOp::sum);
     EXPECT_EQ(v[0], comm.size());
   }
-  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, false, false).algorithm,
+  EXPECT_EQ(s.choose(Collective::allreduce, Algorithm::automatic, 8, arena, false).algorithm,
             small);
 }
 

@@ -30,15 +30,22 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allreduce, 1, 2, 4 << 10, Algorithm::rabenseifner},
     {Collective::allreduce, 1, 2, 4 << 20, Algorithm::recursive_doubling},
     {Collective::allreduce, 1, 2, kAnySize, Algorithm::ring},
+    // 3 and 4 ranks on one node (a shared arena) from 16 KiB: the arena's sliced allreduce. At
+    // 3 and 4 ranks it took 0.43-0.80x the time of the best message algorithm from 16 KiB to
+    // 16 MiB and 0.27-0.48x MPI_Allreduce's (two interleaved runs each on a quiet machine;
+    // docs/PERFORMANCE.md, "The goal table, second run"); not measured at 5 ranks and more
+    // (two cores here), which keep the message algorithms.
     // 3 ranks
     {Collective::allreduce, 3, 3, 2 << 10, Algorithm::recursive_doubling},
     {Collective::allreduce, 3, 3, 8 << 10, Algorithm::ring},
+    {Collective::allreduce, 3, 3, kAnySize, Algorithm::shared_memory},
     {Collective::allreduce, 3, 3, 64 << 10, Algorithm::recursive_doubling},
     {Collective::allreduce, 3, 3, kAnySize, Algorithm::ring},
     // 4 ranks
     {Collective::allreduce, 4, 4, 2 << 10, Algorithm::recursive_doubling},
     {Collective::allreduce, 4, 4, 4 << 10, Algorithm::rabenseifner},
     {Collective::allreduce, 4, 4, 8 << 10, Algorithm::ring},
+    {Collective::allreduce, 4, 4, kAnySize, Algorithm::shared_memory},
     {Collective::allreduce, 4, 4, 64 << 10, Algorithm::recursive_doubling},
     {Collective::allreduce, 4, 4, 256 << 10, Algorithm::rabenseifner},
     {Collective::allreduce, 4, 4, 2 << 20, Algorithm::ring},
