@@ -104,12 +104,19 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 3, kAnyRanks, 256 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::ring},
+    // Reduce-scatter at 3 and 4 ranks on one node from 16 KiB: the arena's (0.5-1.0x the time of
+    // the ring or recursive halving, 0.12-0.48x MPI's, two interleaved runs each on a quiet
+    // machine, docs/PERFORMANCE.md, "The goal table, second run"); 5 ranks and more unmeasured.
     {Collective::reduce_scatter, 1, 2, 32 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter, 1, 2, kAnySize, Algorithm::ring},
+    {Collective::reduce_scatter, 3, 4, 8 << 10, Algorithm::recursive_halving},
+    {Collective::reduce_scatter, 3, 4, kAnySize, Algorithm::shared_memory},
     {Collective::reduce_scatter, 3, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter, 3, kAnyRanks, kAnySize, Algorithm::ring},
     {Collective::reduce_scatter_v, 1, 2, 32 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter_v, 1, 2, kAnySize, Algorithm::ring},
+    {Collective::reduce_scatter_v, 3, 4, 8 << 10, Algorithm::recursive_halving},
+    {Collective::reduce_scatter_v, 3, 4, kAnySize, Algorithm::shared_memory},
     {Collective::reduce_scatter_v, 3, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter_v, 3, kAnyRanks, kAnySize, Algorithm::ring},
     {Collective::gather, 1, 8, kAnySize, Algorithm::linear},
