@@ -6,8 +6,8 @@
 // then the ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its
 // passes' medians over a block but its first call; an allreduce of the times) and every later call
 // of the class runs it. Two passes, because what disturbs a block (the process's first messages
-// to a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both: one
-// pass alone chose a 2x slower gather at 8 B in one of five runs here. Blocks and medians, not
+// to a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both
+// (docs/PERFORMANCE.md, "The goal table, second run"). Blocks and medians, not
 // interleaved calls and minima: a rank's time in one
 // call can be short while the calls in a row are slow (a rank that arrives late finds its data
 // there, but the next call waits for the slot it frees), and a run of calls is what an application

@@ -30,11 +30,10 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allreduce, 1, 2, 4 << 10, Algorithm::rabenseifner},
     {Collective::allreduce, 1, 2, 4 << 20, Algorithm::recursive_doubling},
     {Collective::allreduce, 1, 2, kAnySize, Algorithm::ring},
-    // 3 and 4 ranks on one node (a shared arena) from 16 KiB: the arena's sliced allreduce. At
-    // 3 and 4 ranks it took 0.43-0.80x the time of the best message algorithm from 16 KiB to
-    // 16 MiB and 0.27-0.48x MPI_Allreduce's (two interleaved runs each on a quiet machine;
-    // docs/PERFORMANCE.md, "The goal table, second run"); not measured at 5 ranks and more
-    // (two cores here), which keep the message algorithms.
+    // 3 and 4 ranks on one node (a shared arena) from 16 KiB: the arena's sliced allreduce,
+    // which beat every message algorithm and MPI_Allreduce there on a quiet machine
+    // (docs/PERFORMANCE.md, "The goal table, second run"); 5 ranks and more were not measured
+    // (two cores) and keep the message algorithms.
     // 3 ranks
     {Collective::allreduce, 3, 3, 2 << 10, Algorithm::recursive_doubling},
     {Collective::allreduce, 3, 3, 8 << 10, Algorithm::ring},
@@ -104,9 +103,8 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 3, kAnyRanks, 256 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::ring},
-    // Reduce-scatter at 3 and 4 ranks on one node from 16 KiB: the arena's (0.5-1.0x the time of
-    // the ring or recursive halving, 0.12-0.48x MPI's, two interleaved runs each on a quiet
-    // machine, docs/PERFORMANCE.md, "The goal table, second run"); 5 ranks and more unmeasured.
+    // Reduce-scatter at 3 and 4 ranks on one node from 16 KiB: the arena's, as allreduce's
+    // (same runs); 5 ranks and more unmeasured.
     {Collective::reduce_scatter, 1, 2, 32 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter, 1, 2, kAnySize, Algorithm::ring},
     {Collective::reduce_scatter, 3, 4, 8 << 10, Algorithm::recursive_halving},
