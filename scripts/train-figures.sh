@@ -35,9 +35,10 @@ train="$BUILD_DIR/apps/train/collx-train"
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(lscpu | grep 'Model name' | sed 's/  */ /g')," \
     "$(nproc) cores; parts: $parts; commit $(git -C "$COLLX_ROOT" rev-parse --short HEAD)"
   # The machine's memory bandwidth: one rank copying 64 MiB (collx-bench's memcpy row).
-  echo "# memcpy 64 MiB, np=1: $(collx_mpirun 1 "$BUILD_DIR/apps/bench/collx-bench" allreduce \
-    -b 64M -e 64M -a memcpy -n 20 -w 3 </dev/null | grep -E '^ *[0-9]' | head -1 |
-    sed 's/  */ /g')"
+  collx_mpirun 1 "$BUILD_DIR/apps/bench/collx-bench" allreduce -b 64M -e 64M -a memcpy -n 20 \
+    -w 3 </dev/null | awk '/^ *[0-9]/ && $6 == "memcpy" {
+      printf "# memcpy of 64 MiB, one rank: %.2f ms = %.2f GB/s (collx-bench allreduce -b 64M " \
+        "-e 64M -a memcpy -n 20 -w 3)\n", $7 / 1000, $8 }'
 } >"$out/loadavg.txt"
 
 # run NAME NP ARGS...: one collx-train run logged to OUT_DIR/NAME_rR.json
@@ -45,8 +46,12 @@ run() {
   local name=$1 np=$2
   shift 2
   echo "$name r$r $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/loadavg.txt"
-  echo "+ $COLLX_MPIEXEC -n $np ${COLLX_MPIEXEC_FLAGS[*]} $train --no-progress $* --log-json $out/${name}_r$r.json"
-  collx_mpirun "$np" "$train" --no-progress "$@" --log-json "$out/${name}_r$r.json" </dev/null
+  # More ranks than cores: Open MPI's waits yield the core to the other ranks.
+  local yield=0
+  [ "$np" -gt "$(nproc)" ] && yield=1
+  echo "+ OMPI_MCA_mpi_yield_when_idle=$yield $COLLX_MPIEXEC -n $np ${COLLX_MPIEXEC_FLAGS[*]} $train --no-progress $* --log-json $out/${name}_r$r.json"
+  OMPI_MCA_mpi_yield_when_idle=$yield collx_mpirun "$np" "$train" --no-progress "$@" \
+    --log-json "$out/${name}_r$r.json" </dev/null
 }
 
 has() { [[ " $parts " == *" $1 "* ]]; }
@@ -90,7 +95,7 @@ bubble4() {
   local schedule m
   for schedule in gpipe 1f1b; do
     for m in 1 2 4 8; do
-      OMPI_MCA_mpi_yield_when_idle=1 run "bubble4_$schedule-m$m" 4 --parallel pipeline \
+      run "bubble4_$schedule-m$m" 4 --parallel pipeline \
         --pipeline-schedule "$schedule" --micro-batches "$m" --hidden 256,512,256,512 \
         --epochs 2 --train-limit 8192
     done
