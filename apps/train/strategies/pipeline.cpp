@@ -143,7 +143,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       }
     }
     {
+      // Waiting for the neighbours to take the last sends: bubble too (see forward()).
       CommClock::Scope timed(clock_);
+      CommClock::Scope waited(wait_clock_);
       for (Slot& s : slots_) {
         s.forward_send.wait();
         s.backward_send.wait();
@@ -310,8 +312,13 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     const Range part = micro_batch(i);
     const std::size_t rows = part.size();
     {
+      // The slot's previous output has left. A large send completes only once the neighbour
+      // has taken it (rendezvous: the receiver copies when it next enters MPI, after its
+      // current pass), so this is waiting for the neighbour's pass as much as a receive is:
+      // bubble. With one slot (1F1B's last stage) it is where that stage waits most.
       CommClock::Scope timed(clock_);
-      slot.forward_send.wait();  // the slot's previous output has left
+      CommClock::Scope waited(wait_clock_);
+      slot.forward_send.wait();
       slot.backward_send.wait();
     }
     if (stage_ > 0) {
