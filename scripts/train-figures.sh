@@ -15,7 +15,11 @@
 #               samples, the second epoch's figures; the pipeline at np=4 is 2 replicas x 2
 #               stages, as the default model has 3 layers; at np=1 it is one stage, m=4 only);
 #   bubble      section 5's bubble table: a model whose 2 stages cost the same (--hidden
-#               256,512), GPipe and 1F1B at m = 1, 2, 4, 8, np=2.
+#               256,512), GPipe and 1F1B at m = 1, 2, 4, 8, np=2;
+#   bubble4     the same with 4 stages at np=4 (--hidden 256,512,256,512), oversubscribed on
+#               fewer than 4 cores (its "not running" column then says how far to trust it);
+#   accuracy    each strategy's default run at np=2 (12 epochs), once per repetition: the
+#               test accuracy each reaches (deterministic: one repetition is enough).
 # About 10 minutes on 2 idle cores with RUNS=3. Needs a Release build in $COLLX_BUILD_DIR
 # (default build/) and dataset-fashion-mnist. np=4 runs oversubscribed on a 2-core machine.
 set -euo pipefail
@@ -29,7 +33,12 @@ rm -f "$out"/*.json "$out/loadavg.txt"
 train="$BUILD_DIR/apps/train/collx-train"
 {
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(lscpu | grep 'Model name' | sed 's/  */ /g')," \
-    "$(nproc) cores; parts: $parts"
+    "$(nproc) cores; parts: $parts; commit $(git -C "$COLLX_ROOT" rev-parse --short HEAD)"
+  # The machine's memory bandwidth: one rank copying 64 MiB (collx-bench's memcpy row).
+  collx_mpirun 1 "$BUILD_DIR/apps/bench/collx-bench" allreduce -b 64M -e 64M -a memcpy -n 20 \
+    -w 3 </dev/null | awk '/^ *[0-9]/ && $6 == "memcpy" {
+      printf "# memcpy of 64 MiB, one rank: %.2f ms = %.2f GB/s (collx-bench allreduce -b 64M " \
+        "-e 64M -a memcpy -n 20 -w 3)\n", $7 / 1000, $8 }'
 } >"$out/loadavg.txt"
 
 # run NAME NP ARGS...: one collx-train run logged to OUT_DIR/NAME_rR.json
@@ -37,8 +46,12 @@ run() {
   local name=$1 np=$2
   shift 2
   echo "$name r$r $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/loadavg.txt"
-  echo "+ $COLLX_MPIEXEC -n $np ${COLLX_MPIEXEC_FLAGS[*]} $train --no-progress $* --log-json $out/${name}_r$r.json"
-  collx_mpirun "$np" "$train" --no-progress "$@" --log-json "$out/${name}_r$r.json" </dev/null
+  # More ranks than cores: Open MPI's waits yield the core to the other ranks.
+  local yield=0
+  [ "$np" -gt "$(nproc)" ] && yield=1
+  echo "+ OMPI_MCA_mpi_yield_when_idle=$yield $COLLX_MPIEXEC -n $np ${COLLX_MPIEXEC_FLAGS[*]} $train --no-progress $* --log-json $out/${name}_r$r.json"
+  OMPI_MCA_mpi_yield_when_idle=$yield collx_mpirun "$np" "$train" --no-progress "$@" \
+    --log-json "$out/${name}_r$r.json" </dev/null
 }
 
 has() { [[ " $parts " == *" $1 "* ]]; }
@@ -76,6 +89,29 @@ bubble() {
   done
 }
 
+# 4 stages of about equal cost: 784x256 x 2 GEMMs, 256x512 x 3, 512x256 x 3, (256x512 +
+# 512x10) x 3 multiply-adds per sample.
+bubble4() {
+  local schedule m
+  for schedule in gpipe 1f1b; do
+    for m in 1 2 4 8; do
+      run "bubble4_$schedule-m$m" 4 --parallel pipeline \
+        --pipeline-schedule "$schedule" --micro-batches "$m" --hidden 256,512,256,512 \
+        --epochs 2 --train-limit 8192
+    done
+  done
+}
+
+accuracy() {
+  run acc_dp_np2 2
+  run acc_fsdp_np2 2 --parallel fsdp
+  run acc_pipeline_np2 2 --parallel pipeline
+  run acc_tensor_np2 2 --parallel tensor
+  run acc_bf16_np2 2 --compress bf16
+  run acc_fp16_np2 2 --compress fp16
+  run acc_powersgd_np2 2 --compress powersgd
+}
+
 for ((r = 1; r <= runs; r++)); do
   echo "== run $r of $runs"
   if has default; then
@@ -86,5 +122,7 @@ for ((r = 1; r <= runs; r++)); do
   fi
   if has strategies; then strategies; fi
   if has bubble; then bubble; fi
+  if has bubble4; then bubble4; fi
+  if has accuracy && [ "$r" = 1 ]; then accuracy; fi
 done
 python3 "$(dirname "${BASH_SOURCE[0]}")/train_summary.py" "$out"

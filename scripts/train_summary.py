@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Medians over the runs of scripts/train-figures.sh: reads DIR/{default_np2,scaling_np1,
-scaling_np2,nooverlap_np2}_rN.json, DIR/strat_<strategy>_np<N>_rN.json and
-DIR/bubble_<schedule>-m<M>_rN.json (collx-train --log-json files) and prints the figures of
+scaling_np2,nooverlap_np2}_rN.json, DIR/acc_<strategy>_np2_rN.json,
+DIR/strat_<strategy>_np<N>_rN.json and
+DIR/bubble[4]_<schedule>-m<M>_rN.json (collx-train --log-json files) and prints the figures of
 docs/TRAINING.md as Markdown."""
 import glob
 import json
@@ -86,6 +87,7 @@ def main():
             print(f"| {names[n]} | {t['train_s']:.3f} | {t['compute_s']:.3f} | "
                   f"{t['forward_s']:.3f} | {t['backward_s']:.3f} | {t['update_s']:.3f} | "
                   f"{t['comm_s']:.3f} | {100 * t['exposed']:.1f}% |")
+    accuracy_table(directory)
     strategy_table(directory)
     bubble_table(directory)
     try:
@@ -103,6 +105,27 @@ def last_epochs(paths):
 
 def mib(value):
     return value / 2**20
+
+
+def accuracy_table(directory):
+    """acc_<strategy>_np2_rN.json: each strategy's default run at np=2. Accuracy only: the runs
+    are deterministic, and their timings belong to the tables that take medians."""
+    rows = []
+    for name, shown in (("dp", "dp"), ("fsdp", "fsdp"), ("pipeline", "pipeline 1f1b m=4"),
+                        ("tensor", "tensor"), ("bf16", "dp + bf16"), ("fp16", "dp + fp16"),
+                        ("powersgd", "dp + powersgd r=8")):
+        rs = runs(directory, f"acc_{name}_np2")
+        if rs:
+            _, final = rs[0]
+            rows.append((shown, final["test_accuracy"], final["steps"], final["weights_checksum"]))
+    if not rows:
+        return
+    print("## each strategy's default run, np=2 (deterministic, one run)\n")
+    print("| strategy | test accuracy | >= 0.895 | steps | weights checksum |\n"
+          "| --- | --- | --- | --- | --- |")
+    for shown, acc, steps, checksum in rows:
+        print(f"| {shown} | {acc:.4f} | {'yes' if acc >= 0.895 else 'NO'} | {steps} | {checksum} |")
+    print()
 
 
 def strategy_table(directory):
@@ -126,13 +149,14 @@ def strategy_table(directory):
     print("## strategies (medians of the last epoch of each run; pipeline at np=4: 2 replicas "
           "x 2 stages)\n")
     print("| strategy | np | runs | samples/s | exposed comm | bytes/step per rank | "
-          "model state per rank | all memory per rank | bubble (replayed) |")
+          "model state per rank | all memory per rank | bubble (replayed; formula) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, np in sorted(groups, key=key):
         lines = last_epochs(groups[(name, np)])
         med = lambda k: median([l.get(k, float("nan")) for l in lines])
         shown = label.get(name, name.replace("pipeline-", "pipeline ").replace("-m", " m="))
-        bubble = (f"{100 * med('bubble_fraction'):.1f}% ({100 * med('bubble_replayed_fraction'):.1f}%)"
+        bubble = (f"{100 * med('bubble_fraction'):.1f}% ({100 * med('bubble_replayed_fraction'):.1f}%; "
+                  f"{100 * med('bubble_formula_fraction'):.1f}%)"
                   if name.startswith("pipeline") and np > 1 else "")
         print(f"| {shown} | {np} | {len(lines)} | {med('samples_per_s'):.0f} | "
               f"{100 * med('comm_exposed_fraction'):.1f}% | "
@@ -143,24 +167,29 @@ def strategy_table(directory):
 
 
 def bubble_table(directory):
+    """bubble_<schedule>-m<M>_rN.json: 2 stages at np=2; bubble4_...: 4 stages at np=4."""
     groups = {}
-    for path in glob.glob(f"{directory}/bubble_*_r*.json"):
-        m = re.search(r"bubble_(gpipe|1f1b)-m(\d+)_r\d+\.json$", path)
+    for path in glob.glob(f"{directory}/bubble*_r*.json"):
+        m = re.search(r"bubble(4?)_(gpipe|1f1b)-m(\d+)_r\d+\.json$", path)
         if m:
-            groups.setdefault((int(m.group(2)), m.group(1)), []).append(path)
+            stages = 4 if m.group(1) else 2
+            groups.setdefault((stages, int(m.group(3)), m.group(2)), []).append(path)
     if not groups:
         return
-    print("## pipeline bubble, 2 stages of equal cost (--hidden 256,512), np=2 (medians of the "
-          "last epoch of each run)\n")
-    print("| m | ideal (S-1)/(m+S-1) | schedule | runs | measured bubble | replayed bubble "
-          "| measured / ideal | not running | samples/s | all memory per rank |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (m, schedule) in sorted(groups, key=lambda k: (k[0], k[1] != "gpipe")):
-        lines = last_epochs(groups[(m, schedule)])
+    print("## pipeline bubble (medians of the last epoch of each run): S=2 at np=2 "
+          "(--hidden 256,512), S=4 at np=4 (--hidden 256,512,256,512)\n")
+    print("| S | m | ideal (S-1)/(m+S-1) | schedule | formula for these stages | runs "
+          "| measured bubble | replayed bubble | measured / ideal | measured / formula "
+          "| not running | samples/s | all memory per rank |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (stages, m, schedule) in sorted(groups, key=lambda k: (k[0], k[1], k[2] != "gpipe")):
+        lines = last_epochs(groups[(stages, m, schedule)])
         med = lambda k: median([l.get(k, float("nan")) for l in lines])
-        ideal = 1 / (m + 1)
-        print(f"| {m} | {ideal:.3f} | {schedule} | {len(lines)} | {med('bubble_fraction'):.3f} | "
-              f"{med('bubble_replayed_fraction'):.3f} | {med('bubble_fraction') / ideal:.2f} | "
+        ideal = (stages - 1) / (m + stages - 1)
+        formula = med("bubble_formula_fraction")
+        print(f"| {stages} | {m} | {ideal:.3f} | {schedule} | {formula:.3f} | {len(lines)} | "
+              f"{med('bubble_fraction'):.3f} | {med('bubble_replayed_fraction'):.3f} | "
+              f"{med('bubble_fraction') / ideal:.2f} | {med('bubble_fraction') / formula:.2f} | "
               f"{100 * med('not_running_fraction'):.1f}% | "
               f"{med('samples_per_s'):.0f} | {mib(med('memory_total_max')):.2f} MiB |")
     print()

@@ -168,9 +168,9 @@ void Reporter::on_epoch(const EpochReport& r) {
         r.samples_per_s, 100.0 * r.comm_exposed_fraction, r.compute_seconds, r.comm_seconds,
         r.comm_bytes_per_step / 1e6,
         config_.parallel == Parallel::pipeline
-            ? format("  bubble %.1f%% (replayed %.1f%%, not running %.1f%%)",
+            ? format("  bubble %.1f%% (replayed %.1f%%, formula %.1f%%, not running %.1f%%)",
                      100.0 * r.bubble_fraction, 100.0 * r.bubble_replayed_fraction,
-                     100.0 * r.not_running_fraction)
+                     100.0 * r.bubble_formula_fraction, 100.0 * r.not_running_fraction)
                   .c_str()
             : "",
         r.wall_seconds);
@@ -191,6 +191,7 @@ void Reporter::on_epoch(const EpochReport& r) {
                                  {"comm_bytes_per_step", r.comm_bytes_per_step},
                                  {"bubble_fraction", r.bubble_fraction},
                                  {"bubble_replayed_fraction", r.bubble_replayed_fraction},
+                                 {"bubble_formula_fraction", r.bubble_formula_fraction},
                                  {"not_running_fraction", r.not_running_fraction},
                                  {"memory_model_state_max", r.memory_max.model_state()},
                                  {"memory_total_max", r.memory_max.total()},

@@ -382,6 +382,7 @@ FinalReport run_training(const TrainConfig& config, Communicator& comm, const Da
         report.bubble_replayed_fraction =
             mean.replayed > 0 ? mean.replayed_idle / mean.replayed : 0;
         report.not_running_fraction = mean.step > 0 ? mean.not_running / mean.step : 0;
+        report.bubble_formula_fraction = trainer->bubble_formula();
         report.samples_per_s = slowest > 0 ? static_cast<double>(samples) / slowest : 0;
         report.comm_exposed_fraction = mean.step > 0 ? mean.comm / mean.step : 0;
         report.wall_seconds = seconds_since(program_start);

@@ -158,6 +158,9 @@ class TrainerBase {
   // at the end).
   virtual std::string layout_description() const = 0;
   virtual MemoryUse memory() const = 0;
+  // Pipeline: the bubble its schedule leaves for its stages' GEMM work, messages free
+  // (pipeline_bubble_formula); 0 for the other strategies.
+  virtual double bubble_formula() const { return 0; }
 };
 
 std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& config, Communicator& comm,
@@ -181,7 +184,8 @@ struct EpochReport {
   // same from the replay of the schedule over the measured compute times.
   double bubble_fraction = 0;
   double bubble_replayed_fraction = 0;
-  double not_running_fraction = 0;  // pipeline: the ranks' mean time not running / step time
+  double bubble_formula_fraction = 0;  // TrainerBase::bubble_formula()
+  double not_running_fraction = 0;     // pipeline: the ranks' mean time not running / step time
   MemoryUse memory_max;             // each kind's largest over the ranks
   double samples_per_s = 0;
   double comm_exposed_fraction = 0;

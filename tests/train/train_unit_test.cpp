@@ -551,4 +551,43 @@ TEST(PipelineSchedule, ReplayOfUnequalStages) {
   EXPECT_DOUBLE_EQ(step.idle[1], 15 - 12);
 }
 
+// The formula for unequal stages: equal stages give (S - 1) / (m + S - 1) under both schedules;
+// GPipe's step is sum(F) + sum(B) + (m - 1)(max F + max B) whatever the stages, so with the
+// forward/backward split of an MLP (the first stage's backward costs its forward, the others'
+// twice) its bubble stays above the formula while 1F1B's stays at it when F + B is equal.
+TEST(PipelineSchedule, BubbleFormulaOfUnequalStages) {
+  for (std::size_t stages = 1; stages <= 4; ++stages) {
+    for (std::size_t m = 1; m <= 9; ++m) {
+      const double s = static_cast<double>(stages), micro = static_cast<double>(m);
+      const std::vector<double> ones(stages, 1.0), twos(stages, 2.0);
+      for (PipelineSchedule schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+        EXPECT_NEAR(pipeline_bubble_formula(schedule, ones, twos, m), (s - 1) / (micro + s - 1),
+                    1e-12);
+      }
+      // Stage k: forward 3 + k, backward 7 - k (k even) or 2 k + 1 (k odd).
+      std::vector<double> forward, backward;
+      double sum = 0, max_forward = 0, max_backward = 0, work = 0;
+      for (std::size_t k = 0; k < stages; ++k) {
+        forward.push_back(3.0 + static_cast<double>(k));
+        backward.push_back(k % 2 ? 2.0 * static_cast<double>(k) + 1 : 7.0 - static_cast<double>(k));
+        sum += forward.back() + backward.back();
+        max_forward = std::max(max_forward, forward.back());
+        max_backward = std::max(max_backward, backward.back());
+        work += micro * (forward.back() + backward.back());
+      }
+      const double step = sum + (micro - 1) * (max_forward + max_backward);
+      EXPECT_NEAR(pipeline_bubble_formula(PipelineSchedule::gpipe, forward, backward, m),
+                  1 - work / s / step, 1e-12)
+          << "S " << stages << " m " << m;
+    }
+  }
+  // Two stages of equal F + B = 3, split 1.5 + 1.5 and 1 + 2 (an MLP's), m = 8: 1F1B at the
+  // formula 1/9, GPipe at 1 - 8 * 3 / (3 + 3 + 7 * 3.5) = 0.2131.
+  const std::vector<double> forward = {1.5, 1.0}, backward = {1.5, 2.0};
+  EXPECT_NEAR(pipeline_bubble_formula(PipelineSchedule::one_f_one_b, forward, backward, 8), 1.0 / 9,
+              1e-12);
+  EXPECT_NEAR(pipeline_bubble_formula(PipelineSchedule::gpipe, forward, backward, 8), 1 - 24 / 30.5,
+              1e-12);
+}
+
 }  // namespace

@@ -10,7 +10,9 @@
 // activations when its slot is free (at the step's start for the first slots), its output
 // gradient right after its forward pass. A stage therefore blocks only where the schedule makes
 // it wait for a neighbour's pass; that waiting, and the wait for the other stages at the step's
-// end, is its bubble, compared with (S - 1) / (m + S - 1) of equal stages. The compute time of
+// end, is its bubble, compared with (S - 1) / (m + S - 1) of equal stages and with the bubble
+// the schedule leaves for these stages' GEMM work (pipeline_bubble_formula: an MLP's stages
+// cannot be equal in both forward and backward, which GPipe pays for). The compute time of
 // each pass (thread CPU time) is measured too and travels with the loss's allreduce, so that
 // every rank replays the schedule over them: the bubble these compute times leave, whatever
 // else runs on the machine. How long the rank was not running at all (wall time minus CPU
@@ -141,7 +143,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       }
     }
     {
+      // Waiting for the neighbours to take the last sends: bubble too (see forward()).
       CommClock::Scope timed(clock_);
+      CommClock::Scope waited(wait_clock_);
       for (Slot& s : slots_) {
         s.forward_send.wait();
         s.backward_send.wait();
@@ -203,6 +207,8 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     return this->agree_evaluation(sums, counts ? static_cast<double>(mine.size()) : 0.0);
   }
 
+  double bubble_formula() const override { return stages_bubble_formula(); }
+
   std::string layout_description() const override {
     std::string stages;
     for (std::size_t s = 0; s < stages_; ++s) {
@@ -217,13 +223,15 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       stages += text;
     }
     const std::size_t m = config_.micro_batches;
-    char bubble[64];
-    std::snprintf(bubble, sizeof bubble, "%.3f",
-                  static_cast<double>(stages_ - 1) / static_cast<double>(m + stages_ - 1));
-    return "layout:    " + this->replica_text("stages") + "pipeline of " +
-           std::to_string(stages_) + " stages on consecutive ranks (" + stages + "), " +
+    char bubble[160];
+    std::snprintf(bubble, sizeof bubble,
+                  "%.3f, for these stages' GEMM work (forward and backward unequal) %.3f",
+                  static_cast<double>(stages_ - 1) / static_cast<double>(m + stages_ - 1),
+                  stages_bubble_formula());
+    return "layout:    " + this->replica_text("stages") + "pipeline of " + std::to_string(stages_) +
+           " stages on consecutive ranks (" + stages + "), " +
            std::string(to_string(config_.pipeline_schedule)) + ", " + std::to_string(m) +
-           " micro-batches per step, ideal bubble (S-1)/(m+S-1) = " + bubble +
+           " micro-batches per step, bubble of equal stages (S-1)/(m+S-1) = " + bubble +
            "\nper step:  per micro-batch: send/recv of its activations forward and of their "
            "gradients backward between neighbouring stages" +
            (replicas_ > 1 ? "; allreduce of each stage's gradients across replicas" : "") +
@@ -243,15 +251,34 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     Request backward_send;
   };
 
+  // A layer's GEMM work per sample: in x out multiply-adds forward; backward as many for its
+  // weight gradient and as many again for its input gradient, which the first layer does not
+  // need.
+  static double forward_cost(const ModelShape& shape, std::size_t l) {
+    return static_cast<double>(shape.sizes[l] * shape.sizes[l + 1]);
+  }
+  static double backward_cost(const ModelShape& shape, std::size_t l) {
+    return (l == 0 ? 1 : 2) * forward_cost(shape, l);
+  }
+
   static std::vector<std::size_t> stage_bounds(const ModelShape& shape, std::size_t stages) {
-    // A layer's GEMMs per sample: in x out multiply-adds forward, as many for its weight
-    // gradient, and as many again for its input gradient, which the first layer does not need.
     std::vector<double> cost;
-    for (std::size_t l = 0; l < shape.layers(); ++l) {
-      const double gemms = l == 0 ? 2 : 3;
-      cost.push_back(gemms * static_cast<double>(shape.sizes[l] * shape.sizes[l + 1]));
-    }
+    for (std::size_t l = 0; l < shape.layers(); ++l)
+      cost.push_back(forward_cost(shape, l) + backward_cost(shape, l));
     return balance_stages(cost, stages);
+  }
+
+  // What the schedule leaves idle for these stages' GEMM work (pipeline_bubble_formula).
+  double stages_bubble_formula() const {
+    std::vector<double> forward(stages_, 0.0), backward(stages_, 0.0);
+    for (std::size_t s = 0; s < stages_; ++s) {
+      for (std::size_t l = first_layer_[s]; l < first_layer_[s + 1]; ++l) {
+        forward[s] += forward_cost(shape_, l);
+        backward[s] += backward_cost(shape_, l);
+      }
+    }
+    return pipeline_bubble_formula(config_.pipeline_schedule, forward, backward,
+                                   config_.micro_batches);
   }
 
   std::size_t begin() const { return first_layer_[stage_]; }
@@ -285,8 +312,13 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     const Range part = micro_batch(i);
     const std::size_t rows = part.size();
     {
+      // The slot's previous output has left. A large send completes only once the neighbour
+      // has taken it (rendezvous: the receiver copies when it next enters MPI, after its
+      // current pass), so this is waiting for the neighbour's pass as much as a receive is:
+      // bubble. With one slot (1F1B's last stage) it is where that stage waits most.
       CommClock::Scope timed(clock_);
-      slot.forward_send.wait();  // the slot's previous output has left
+      CommClock::Scope waited(wait_clock_);
+      slot.forward_send.wait();
       slot.backward_send.wait();
     }
     if (stage_ > 0) {

@@ -106,4 +106,33 @@ inline ReplayedStep replay_pipeline(PipelineSchedule schedule, const PassTimes& 
   return step;
 }
 
+// The formula for stages that are not equal: the bubble `schedule` leaves when every forward
+// pass of stage s costs forward[s] and every backward backward[s], messages free (the replay of
+// uniform passes): the mean over the stages of idle / step. With equal stages it is
+// (S - 1) / (m + S - 1). An MLP's stages cannot be equal in both passes, as its first layer
+// computes no input gradient (its backward costs about its forward, the others' about twice),
+// and the schedules pay for that differently:
+//   GPipe runs the forwards at the pace of the slowest forward and the backwards at the pace of
+//     the slowest backward: step = sum(F) + sum(B) + (m - 1) (max F + max B) (a flow shop of m
+//     equal jobs, twice), so cutting the layers by equal F + B still leaves a bubble that grows
+//     with m towards 1 - mean(F + B) / (max F + max B);
+//   1F1B alternates one forward and one backward in its steady state, so the stages' F + B
+//     sets the pace, and stages of equal F + B come close to (S - 1) / (m + S - 1).
+inline double pipeline_bubble_formula(PipelineSchedule schedule, const std::vector<double>& forward,
+                                      const std::vector<double>& backward, std::size_t m) {
+  const std::size_t stages = forward.size();
+  if (stages == 0 || m == 0) return 0;
+  PassTimes times;
+  for (std::size_t s = 0; s < stages; ++s) {
+    times.forward.emplace_back(m, forward[s]);
+    times.backward.emplace_back(m, backward[s]);
+  }
+  const ReplayedStep step = replay_pipeline(schedule, times);
+  if (step.seconds <= 0) return 0;
+  double idle = 0;
+  for (double stage_idle : step.idle)
+    idle += stage_idle;
+  return idle / static_cast<double>(stages) / step.seconds;
+}
+
 }  // namespace collx::train
