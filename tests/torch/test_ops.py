@@ -241,6 +241,39 @@ def test_all_gather():
                 check(f"all_gather_into_tensor {dtype} n={n} {form}", got, cat)
 
 
+def test_staging():
+    """Staging memory is reused from call to call (torch/src/process_group.hpp, StagingPool): calls
+    in flight together must each stage in memory of their own, and a reused buffer must serve
+    another dtype and a larger size. Six list-form all_gathers of separate tensors at once (more
+    than the pool keeps: some stage in memory of their own), of three dtypes and two sizes, then
+    again one by one, larger, smaller, and reduce_scatter lists and a strided all_reduce between."""
+    shapes = [(torch.float32, 3000), (torch.int64, 5000), (torch.float16, 700),
+              (torch.float32, 12000), (torch.int8, 3001), (torch.float64, 2500)]
+    for rnd in range(2):
+        pending = []
+        for i, (dtype, n) in enumerate(shapes):
+            x = values(n, dtype, salt=i + rnd)
+            out = [torch.zeros(n, dtype=dtype) for _ in range(SIZE)]
+            pending.append((f"staging round {rnd} all_gather {i} {dtype} n={n}", x, out,
+                            dist.all_gather(out, x, async_op=True)))
+            if rnd == 1:
+                pending[-1][3].wait()  # one at a time: each reuses the same buffer
+        for name, x, out, work in pending:
+            work.wait()
+            for r, (o, w) in enumerate(zip(out, gloo_all_gather(x))):
+                check(f"{name} block {r}", o, w)
+        for n in (40000, 10):
+            inputs = [values(n, torch.float32, salt=i) for i in range(SIZE)]
+            got = torch.zeros(n)
+            dist.reduce_scatter(got, [t.clone() for t in inputs])
+            want = gloo_all_reduce(torch.cat(inputs), "SUM").chunk(SIZE)[RANK]
+            check(f"staging round {rnd} reduce_scatter n={n}", got, want)
+            x = values(n, torch.float64)
+            got = shaped(x.clone(), "strided")
+            dist.all_reduce(got)
+            check(f"staging round {rnd} all_reduce strided n={n}", got, gloo_all_reduce(x, "SUM"))
+
+
 def test_gather_scatter():
     for dtype in DTYPES:
         for root in sorted({0, SIZE - 1}):
@@ -526,7 +559,7 @@ def test_errors():
 
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
-         test_broadcast, test_all_gather, test_gather_scatter, test_all_to_all, test_send_recv,
+         test_broadcast, test_all_gather, test_staging, test_gather_scatter, test_all_to_all, test_send_recv,
          test_barrier, test_completion, test_objects, test_new_group, test_errors]
 
 if __name__ == "__main__":

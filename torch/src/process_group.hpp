@@ -31,6 +31,31 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
+// Staging memory reused from call to call, one pool per process group: the buffers collx reads
+// or writes in place of the caller's tensors where those are not one contiguous block (a list of
+// separate tensors, a non-contiguous view, an output that overlaps its input). A fresh buffer per
+// call costs more than the copy it stages: above glibc's mmap threshold the CPU allocator returns
+// new pages, which the kernel faults in and zeroes on their first write, inside the collective:
+// a list-form all_gather of separate tensors took several times as long as one into a single
+// block at 64 MiB (docs/PERFORMANCE.md, "PyTorch"). Memory held: at most kMaxBuffers buffers and
+// kMaxBytes in all per process group, the largest recent staging needs; beyond that a call
+// stages in memory of its own, as before.
+class StagingPool {
+ public:
+  // A contiguous tensor of `sizes` and `options`, in memory no call in flight uses: it stays
+  // this call's until the tensor and every view of it are gone (the work's Staging released).
+  at::Tensor take(at::IntArrayRef sizes, const at::TensorOptions& options);
+
+ private:
+  static constexpr std::size_t kMaxBuffers = 4;
+  static constexpr int64_t kMaxBytes = int64_t{1} << 30;
+
+  // Guards buffers_: a buffer is free when only buffers_ refers to its storage, and only take()
+  // (under this mutex) makes new references to it, so a count of one cannot go up meanwhile.
+  std::mutex mutex_;
+  std::vector<at::Tensor> buffers_;  // uint8
+};
+
 class ProcessGroupCollx : public BackendBase {
  public:
   explicit ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm);
@@ -89,6 +114,7 @@ class ProcessGroupCollx : public BackendBase {
   // Every call's buffers are CPU tensors (others are refused): a CUDA build of collx need not ask
   // CUDA where each buffer lives.
   collx::Options host_;
+  StagingPool pool_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.
