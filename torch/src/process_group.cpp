@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace collx_torch {
 namespace {
@@ -140,9 +141,16 @@ int rank_arg(int64_t rank, const char* op, const char* what) {
   return static_cast<int>(rank);
 }
 
+// The tag of the backend's own point-to-point messages (an all_gather into separate tensors),
+// on the communicator's point-to-point context, where the caller's send and recv have the others:
+// the two can never match each other's messages.
+constexpr int kExchangeTag = collx::Communicator::kMaxTag;
+
 void check_tag(int tag, const char* op) {
-  if (tag < 0 || tag > collx::Communicator::kMaxTag)
-    refuse(op, "tag ", tag, " is outside collx's range 0..", collx::Communicator::kMaxTag);
+  if (tag < 0 || tag >= kExchangeTag) {
+    refuse(op, "tag ", tag, " is outside the range 0..", kExchangeTag - 1, " (collx's tags end at ",
+           collx::Communicator::kMaxTag, ", which the backend keeps for itself)");
+  }
 }
 
 // ---- contiguous buffers for collx, staged (in the pool's memory) where the caller's tensors
@@ -314,15 +322,19 @@ ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
 template <class Start>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, const char* op,
                                                          Staging staging, Start&& start) {
-  collx::Request request;
+  std::vector<collx::Request> requests;
   try {
     std::lock_guard lock(launch_mutex_);
-    request = start();
+    if constexpr (std::is_same_v<decltype(start()), collx::Request>) {
+      requests.push_back(start());
+    } else {
+      requests = start();
+    }
   } catch (const collx::Error& e) {
     refuse(op, e.what());
   }
-  auto work = c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(request),
-                                             std::move(staging));
+  auto work =
+      c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(requests), std::move(staging));
   Completer::instance().add(work);
   return work;
 }
@@ -407,6 +419,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   const at::Tensor& in = single(inputs, op);
   if (outputs.size() != 1) refuse(op, "takes one output list per process, got ", outputs.size());
   check_list(outputs[0], comm_->size(), in, op, "the output list");
+  // Every rank takes the same path (a rank's way of sending must match its peers' way of
+  // receiving), so the choice depends on the block's size only, never on the list's layout.
+  if (comm_->size() > 1 && in.numel() * static_cast<int64_t>(in.element_size()) >= kExchangeBytes)
+    return allgather_exchange(outputs[0], in);
   Staging s;
   s.outputs = outputs[0];
   at::Tensor src = read_buffer(in, pool_, s);
@@ -414,6 +430,53 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
     return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
                              host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
+    const std::vector<at::Tensor>& outputs, const at::Tensor& in) {
+  const char* op = "all_gather";
+  const int rank = comm_->rank();
+  const int size = comm_->size();
+  Staging s;
+  s.outputs = outputs;
+  at::Tensor src = read_buffer(in, pool_, s);
+  // An input that shares memory with another rank's slot would be overwritten while it is sent.
+  for (int j = 0; j < size; ++j) {
+    if (j != rank && at::get_overlap_status(outputs[j], src) != at::MemOverlapStatus::No) {
+      at::Tensor copy = pool_.take(src.sizes(), src.options());
+      copy.copy_(src);
+      src = copy;
+      s.keep_alive.push_back(src);
+      break;
+    }
+  }
+  // The other ranks' blocks land in their tensors (staged only where one is not contiguous);
+  // this rank's is a local copy (none where the input is its own slot, the in-place form), made
+  // below.
+  std::vector<at::Tensor> dst(static_cast<std::size_t>(size));
+  for (int j = 0; j < size; ++j) {
+    if (j != rank) dst[static_cast<std::size_t>(j)] = write_buffer(outputs[j], pool_, s);
+  }
+  const collx::DataType type = data_type_of(in, op);
+  return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
+    std::vector<collx::Request> requests;
+    requests.reserve(2 * static_cast<std::size_t>(size - 1));
+    // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
+    // send goes to the rank whose k-th receive waits for it.
+    for (int k = 1; k < size; ++k) {
+      const int from = (rank - k + size) % size;
+      at::Tensor& block = dst[static_cast<std::size_t>(from)];
+      requests.push_back(comm_->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
+    }
+    for (int k = 1; k < size; ++k) {
+      requests.push_back(
+          comm_->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
+    }
+    // This rank's block once the messages are posted, so the peers read this rank's input (a
+    // single-copy transfer) meanwhile; before the work exists, so no one sees it complete first.
+    if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
+    return requests;
   });
 }
 

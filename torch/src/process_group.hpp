@@ -101,8 +101,17 @@ class ProcessGroupCollx : public BackendBase {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  // Starts `start` (a function returning the collx::Request) and wraps it in a CollxWork; a
-  // collx::Error becomes a torch error that names the torch operation.
+  // all_gather's list form where blocks are large: each peer's block received straight into its
+  // output tensor, point to point, and this rank's copied, instead of collx's allgather into one
+  // staging block and a copy of every block out of it. At these sizes the copy costs as much as
+  // the allgather (memory-bound), and messages this large are bandwidth-bound, whatever their
+  // order (docs/PERFORMANCE.md, "PyTorch").
+  c10::intrusive_ptr<c10d::Work> allgather_exchange(const std::vector<at::Tensor>& outputs,
+                                                    const at::Tensor& in);
+  static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
+
+  // Starts `start` (a function returning the collx::Request, or several) and wraps it in a
+  // CollxWork; a collx::Error becomes a torch error that names the torch operation.
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, Staging staging,
                                         Start&& start);
