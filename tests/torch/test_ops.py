@@ -241,6 +241,85 @@ def test_all_gather():
                 check(f"all_gather_into_tensor {dtype} n={n} {form}", got, cat)
 
 
+def test_all_gather_exchange():
+    """all_gather's list form from 256 KiB a block: each peer's block received straight into its
+    tensor, point to point (torch/src/process_group.hpp, allgather_exchange). Layouts differ
+    between ranks (one rank one block, the others separate tensors, one of them strided, the
+    input its own slot or not) and must still meet; several in flight at once, with the caller's
+    own isend/irecv beside them on the same ranks; the last tag the caller may use still works."""
+    n_large = {torch.float32: 70000, torch.int8: 300000, torch.float64: 40000}
+    for dtype, n in n_large.items():
+        x = values(n, dtype)
+        want = gloo_all_gather(x)
+        for layout in ("separate", "mixed", "in place"):
+            if layout == "in place" or (layout == "mixed" and RANK == 0):
+                block = torch.zeros(SIZE * n, dtype=dtype)
+                out = list(block.chunk(SIZE))
+                if layout == "in place":
+                    out[RANK].copy_(x)
+                src = out[RANK] if layout == "in place" else x.clone()
+            else:
+                out = [torch.zeros(n, dtype=dtype) for _ in range(SIZE)]
+                if layout == "mixed":
+                    out[(RANK + 1) % SIZE] = shaped(torch.zeros(n, dtype=dtype), "strided")
+                src = x.clone()
+            dist.all_gather(out, src)
+            for r in range(SIZE):
+                check(f"all_gather exchange {dtype} n={n} {layout} block {r}", out[r], want[r])
+    # In flight together, with point-to-point messages of the caller's between them.
+    n = 100000
+    xs = [values(n, torch.float32, salt=i) for i in range(3)]
+    wants = [gloo_all_gather(x) for x in xs]
+    outs = [[torch.zeros(n) for _ in range(SIZE)] for _ in xs]
+    mine = torch.full((n,), float(RANK))
+    got = torch.zeros(n)
+    works = [dist.all_gather(outs[0], xs[0], async_op=True)]
+    if SIZE > 1:
+        works += [dist.irecv(got, (RANK - 1) % SIZE, tag=32766),
+                  dist.isend(mine, (RANK + 1) % SIZE, tag=32766)]
+    works += [dist.all_gather(o, x, async_op=True) for o, x in zip(outs[1:], xs[1:])]
+    for w in works:
+        w.wait()
+    for i, (out, want) in enumerate(zip(outs, wants)):
+        for r in range(SIZE):
+            check(f"all_gather exchange in flight {i} block {r}", out[r], want[r])
+    if SIZE > 1:
+        check("isend/irecv beside the exchange", got, torch.full((n,), float((RANK - 1) % SIZE)))
+
+
+def test_staging():
+    """Staging memory is reused from call to call (torch/src/process_group.hpp, StagingPool): calls
+    in flight together must each stage in memory of their own, and a reused buffer must serve
+    another dtype and a larger size. Six list-form all_gathers of separate tensors at once (more
+    than the pool keeps: some stage in memory of their own), of three dtypes and two sizes, then
+    again one by one, larger, smaller, and reduce_scatter lists and a strided all_reduce between."""
+    shapes = [(torch.float32, 3000), (torch.int64, 5000), (torch.float16, 700),
+              (torch.float32, 12000), (torch.int8, 3001), (torch.float64, 2500)]
+    for rnd in range(2):
+        pending = []
+        for i, (dtype, n) in enumerate(shapes):
+            x = values(n, dtype, salt=i + rnd)
+            out = [torch.zeros(n, dtype=dtype) for _ in range(SIZE)]
+            pending.append((f"staging round {rnd} all_gather {i} {dtype} n={n}", x, out,
+                            dist.all_gather(out, x, async_op=True)))
+            if rnd == 1:
+                pending[-1][3].wait()  # one at a time: each reuses the same buffer
+        for name, x, out, work in pending:
+            work.wait()
+            for r, (o, w) in enumerate(zip(out, gloo_all_gather(x))):
+                check(f"{name} block {r}", o, w)
+        for n in (40000, 10):
+            inputs = [values(n, torch.float32, salt=i) for i in range(SIZE)]
+            got = torch.zeros(n)
+            dist.reduce_scatter(got, [t.clone() for t in inputs])
+            want = gloo_all_reduce(torch.cat(inputs), "SUM").chunk(SIZE)[RANK]
+            check(f"staging round {rnd} reduce_scatter n={n}", got, want)
+            x = values(n, torch.float64)
+            got = shaped(x.clone(), "strided")
+            dist.all_reduce(got)
+            check(f"staging round {rnd} all_reduce strided n={n}", got, gloo_all_reduce(x, "SUM"))
+
+
 def test_gather_scatter():
     for dtype in DTYPES:
         for root in sorted({0, SIZE - 1}):
@@ -513,6 +592,8 @@ def test_errors():
     expect_error("bad root", lambda: dist.broadcast(f.clone(), src=SIZE), "broadcast")
     expect_error("recv from any source", lambda: dist.recv(f.clone()), "any source")
     expect_error("tag", lambda: dist.isend(f, (RANK + 1) % SIZE, tag=40000), "send", "tag")
+    expect_error("the backend's own tag", lambda: dist.irecv(f, (RANK + 1) % SIZE, tag=32767),
+                 "recv", "tag", "keeps for itself")
     if SIZE > 1:
         uneven = [1] * (SIZE - 1) + [3]
         expect_error("uneven all_to_all_single",
@@ -526,7 +607,7 @@ def test_errors():
 
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
-         test_broadcast, test_all_gather, test_gather_scatter, test_all_to_all, test_send_recv,
+         test_broadcast, test_all_gather, test_all_gather_exchange, test_staging, test_gather_scatter, test_all_to_all, test_send_recv,
          test_barrier, test_completion, test_objects, test_new_group, test_errors]
 
 if __name__ == "__main__":

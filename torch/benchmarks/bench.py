@@ -8,7 +8,8 @@ Each (operation, size) is timed on collx and on gloo in turn, --runs times, inte
 is 5 rounds of back-to-back blocking calls after a warm-up, a round's time the slowest rank's
 mean per call, the run's time its median round (collx-bench's method); the table shows the
 median of the runs. float32 tensors; all_gather's size is the output's.
-`--ddp STEPS` also times DDP training steps (samples/s, median of the runs) on each backend.
+`--ddp STEPS` also times DDP training steps (samples/s, median of the runs) on each backend, and
+the same loop without DDP (no gradient allreduce), the ceiling either backend can reach.
 Rank 0 ends with the results as compact markdown tables (the form docs/PERFORMANCE.md keeps),
 headed by the machine, the load average before and after, and the command.
 """
@@ -84,11 +85,13 @@ def time_run(call, iterations, group, rounds=ROUNDS):
     return per_round.median().item()
 
 
-def ddp_samples_per_second(group, steps, batch, size, rank):
+def ddp_samples_per_second(group, steps, batch, size, rank, wrap=True):
+    """DDP's samples/s on `group`; with wrap=False the same model and loop without DDP (no
+    gradient allreduce: every rank trains on its own), the compute-bound ceiling."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
                           nn.Linear(256, 10))
-    ddp = DDP(model, process_group=group)
+    ddp = DDP(model, process_group=group) if wrap else model
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
     local = batch // size
     data = torch.Generator().manual_seed(rank)
@@ -140,11 +143,14 @@ def markdown(rows, size, load_before, load_after):
         if r["op"] == "ddp":
             c = statistics.median(r["collx_samples_per_s"])
             g = statistics.median(r["gloo_samples_per_s"])
-            out += ["| DDP ranks | collx samples/s | gloo samples/s | collx/gloo | runs (collx; gloo) |",
-                    "| ---: | ---: | ---: | ---: | --- |",
-                    f"| {size} | {c:.0f} | {g:.0f} | {c / g:.2f} | "
+            n = statistics.median(r["no_ddp_samples_per_s"])
+            out += ["| DDP ranks | collx samples/s | gloo samples/s | collx/gloo | without DDP "
+                    "(ceiling) | collx/ceiling | runs (collx; gloo; without) |",
+                    "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+                    f"| {size} | {c:.0f} | {g:.0f} | {c / g:.2f} | {n:.0f} | {c / n:.2f} | "
                     f"{', '.join(f'{v:.0f}' for v in r['collx_samples_per_s'])}; "
-                    f"{', '.join(f'{v:.0f}' for v in r['gloo_samples_per_s'])} |", ""]
+                    f"{', '.join(f'{v:.0f}' for v in r['gloo_samples_per_s'])}; "
+                    f"{', '.join(f'{v:.0f}' for v in r['no_ddp_samples_per_s'])} |", ""]
     return "\n".join(out)
 
 
@@ -191,17 +197,22 @@ def main():
 
     if args.ddp:
         rates = {name: [] for name in groups}
+        ceiling = []
         for _ in range(args.runs):
             for name, group in groups.items():
                 rates[name].append(ddp_samples_per_second(group, args.ddp, args.batch, size, rank))
+            ceiling.append(ddp_samples_per_second(groups["gloo"], args.ddp, args.batch, size, rank,
+                                                  wrap=False))
         row = {"op": "ddp", "ranks": size, "steps": args.ddp, "batch": args.batch,
-               **{f"{name}_samples_per_s": rates[name] for name in groups}}
+               **{f"{name}_samples_per_s": rates[name] for name in groups},
+               "no_ddp_samples_per_s": ceiling}
         rows.append(row)
         if rank == 0:
             print(f"\nDDP, MLP 64-256-256-10, global batch {args.batch}, {ROUNDS} rounds of {args.ddp} "
                   f"steps (median of {args.runs} runs): collx "
                   f"{statistics.median(rates['collx']):.0f} samples/s, gloo "
-                  f"{statistics.median(rates['gloo']):.0f} samples/s", flush=True)
+                  f"{statistics.median(rates['gloo']):.0f} samples/s, without DDP "
+                  f"{statistics.median(ceiling):.0f} samples/s", flush=True)
 
     if rank == 0:
         print("\n" + markdown(rows, size, load_before, load_average()), flush=True)

@@ -3,12 +3,15 @@
 #include "process_group.hpp"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/util/StringUtil.h>
+#include <c10/util/accumulate.h>
 
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace collx_torch {
 namespace {
@@ -138,47 +141,62 @@ int rank_arg(int64_t rank, const char* op, const char* what) {
   return static_cast<int>(rank);
 }
 
+// The tag of the backend's own point-to-point messages (an all_gather into separate tensors),
+// on the communicator's point-to-point context, where the caller's send and recv have the others:
+// the two can never match each other's messages.
+constexpr int kExchangeTag = collx::Communicator::kMaxTag;
+
 void check_tag(int tag, const char* op) {
-  if (tag < 0 || tag > collx::Communicator::kMaxTag)
-    refuse(op, "tag ", tag, " is outside collx's range 0..", collx::Communicator::kMaxTag);
+  if (tag < 0 || tag >= kExchangeTag) {
+    refuse(op, "tag ", tag, " is outside the range 0..", kExchangeTag - 1, " (collx's tags end at ",
+           collx::Communicator::kMaxTag, ", which the backend keeps for itself)");
+  }
 }
 
-// ---- contiguous buffers for collx, staged where the caller's tensors are not ----
+// ---- contiguous buffers for collx, staged (in the pool's memory) where the caller's tensors
+// are not ----
 
 // A tensor collx only reads.
-at::Tensor read_buffer(const at::Tensor& t, Staging& s) {
-  at::Tensor c = t.contiguous();
+at::Tensor read_buffer(const at::Tensor& t, StagingPool& pool, Staging& s) {
+  if (t.is_contiguous()) {
+    s.keep_alive.push_back(t);
+    return t;
+  }
+  at::Tensor c = pool.take(t.sizes(), t.options());
+  c.copy_(t);
   s.keep_alive.push_back(c);
   return c;
 }
 
 // A tensor collx only writes: a non-contiguous one gets a buffer copied back on completion.
-at::Tensor write_buffer(const at::Tensor& t, Staging& s) {
+at::Tensor write_buffer(const at::Tensor& t, StagingPool& pool, Staging& s) {
   if (t.is_contiguous()) {
     s.keep_alive.push_back(t);
     return t;
   }
-  at::Tensor c = at::empty(t.sizes(), t.options());
+  at::Tensor c = pool.take(t.sizes(), t.options());
   s.copy_back.emplace_back(t, c);
   return c;
 }
 
 // An output collx writes while it reads `input`: staged where the two share memory, as torch
 // allows (an output that is the rank's own chunk of the input) and collx does not.
-at::Tensor write_buffer_apart(const at::Tensor& t, const at::Tensor& input, Staging& s) {
-  if (at::get_overlap_status(t, input) == at::MemOverlapStatus::No) return write_buffer(t, s);
-  at::Tensor c = at::empty(t.sizes(), t.options());
+at::Tensor write_buffer_apart(const at::Tensor& t, const at::Tensor& input, StagingPool& pool,
+                              Staging& s) {
+  if (at::get_overlap_status(t, input) == at::MemOverlapStatus::No) return write_buffer(t, pool, s);
+  at::Tensor c = pool.take(t.sizes(), t.options());
   s.copy_back.emplace_back(t, c);
   return c;
 }
 
 // A tensor collx reads and writes (in place).
-at::Tensor update_buffer(const at::Tensor& t, Staging& s) {
+at::Tensor update_buffer(const at::Tensor& t, StagingPool& pool, Staging& s) {
   if (t.is_contiguous()) {
     s.keep_alive.push_back(t);
     return t;
   }
-  at::Tensor c = t.contiguous();
+  at::Tensor c = pool.take(t.sizes(), t.options());
+  c.copy_(t);
   s.copy_back.emplace_back(t, c);
   return c;
 }
@@ -199,13 +217,13 @@ std::optional<at::Tensor> as_one_block(const std::vector<at::Tensor>& list) {
 }
 
 // A list of equal tensors collx reads as one block.
-at::Tensor read_list(const std::vector<at::Tensor>& list, Staging& s) {
+at::Tensor read_list(const std::vector<at::Tensor>& list, StagingPool& pool, Staging& s) {
   if (std::optional<at::Tensor> block = as_one_block(list)) {
     s.keep_alive.push_back(*block);
     return *block;
   }
   const int64_t n = list.front().numel();
-  at::Tensor flat = at::empty({n * static_cast<int64_t>(list.size())}, list.front().options());
+  at::Tensor flat = pool.take({n * static_cast<int64_t>(list.size())}, list.front().options());
   for (std::size_t i = 0; i < list.size(); ++i)
     flat.narrow(0, static_cast<int64_t>(i) * n, n).copy_(list[i].reshape({-1}));
   s.keep_alive.push_back(flat);
@@ -213,15 +231,17 @@ at::Tensor read_list(const std::vector<at::Tensor>& list, Staging& s) {
 }
 
 // A list of equal tensors collx writes as one block.
-at::Tensor write_list(const std::vector<at::Tensor>& list, Staging& s) {
+at::Tensor write_list(const std::vector<at::Tensor>& list, StagingPool& pool, Staging& s) {
   if (std::optional<at::Tensor> block = as_one_block(list)) {
     s.keep_alive.push_back(*block);
     return *block;
   }
   const int64_t n = list.front().numel();
-  at::Tensor flat = at::empty({n * static_cast<int64_t>(list.size())}, list.front().options());
-  for (std::size_t i = 0; i < list.size(); ++i)
-    s.copy_back.emplace_back(list[i], flat.narrow(0, static_cast<int64_t>(i) * n, n).view(list[i].sizes()));
+  at::Tensor flat = pool.take({n * static_cast<int64_t>(list.size())}, list.front().options());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    s.copy_back.emplace_back(list[i],
+                             flat.narrow(0, static_cast<int64_t>(i) * n, n).view(list[i].sizes()));
+  }
   s.keep_alive.push_back(flat);
   return flat;
 }
@@ -251,6 +271,47 @@ int64_t alltoall_block(const at::Tensor& t, const std::vector<int64_t>& splits, 
 
 }  // namespace
 
+// ---------------------------------------------------------------- StagingPool
+
+at::Tensor StagingPool::take(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  const int64_t bytes =
+      c10::multiply_integers(sizes) * static_cast<int64_t>(options.dtype().itemsize());
+  if (bytes == 0) return at::empty(sizes, options);
+  at::Tensor buffer;
+  {
+    std::lock_guard lock(mutex_);
+    const auto is_free = [](const at::Tensor& b) { return b.storage().use_count() == 1; };
+    // The smallest free buffer that fits; else the largest free one grows (replaced) or a new
+    // one joins, within the limits.
+    at::Tensor* fit = nullptr;
+    at::Tensor* largest_free = nullptr;
+    int64_t held = 0;
+    for (at::Tensor& b : buffers_) {
+      held += b.numel();
+      if (!is_free(b)) continue;
+      if (b.numel() >= bytes && (!fit || b.numel() < fit->numel())) fit = &b;
+      if (!largest_free || b.numel() > largest_free->numel()) largest_free = &b;
+    }
+    if (fit) {
+      buffer = *fit;
+    } else if (largest_free && held - largest_free->numel() + bytes <= kMaxBytes) {
+      *largest_free = at::Tensor();  // its memory goes back first
+      *largest_free = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+      buffer = *largest_free;
+    } else if (buffers_.size() < kMaxBuffers && held + bytes <= kMaxBytes) {
+      buffers_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte)));
+      buffer = buffers_.back();
+    }
+  }
+  if (!buffer.defined()) return at::empty(sizes, options);
+  // A typed tensor over the buffer's memory whose deleter holds the buffer's storage (not the
+  // buffer tensor, whose copies leave the storage's count alone): it stays in use, its count
+  // above one, until the last view of this tensor is gone.
+  return at::from_blob(
+      buffer.data_ptr(), sizes,
+      [storage = buffer.storage()](void*) mutable { storage = c10::Storage(); }, options);
+}
+
 // ---------------------------------------------------------------- ProcessGroupCollx
 
 ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
@@ -261,15 +322,19 @@ ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
 template <class Start>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, const char* op,
                                                          Staging staging, Start&& start) {
-  collx::Request request;
+  std::vector<collx::Request> requests;
   try {
     std::lock_guard lock(launch_mutex_);
-    request = start();
+    if constexpr (std::is_same_v<decltype(start()), collx::Request>) {
+      requests.push_back(start());
+    } else {
+      requests = start();
+    }
   } catch (const collx::Error& e) {
     refuse(op, e.what());
   }
-  auto work = c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(request),
-                                             std::move(staging));
+  auto work =
+      c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(requests), std::move(staging));
   Completer::instance().add(work);
   return work;
 }
@@ -282,7 +347,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tens
   const int root = rank_arg(opts.rootRank, op, "src");
   Staging s;
   s.outputs = {t};
-  at::Tensor buf = update_buffer(t, s);
+  at::Tensor buf = update_buffer(t, pool_, s);
   return launch(c10d::OpType::BROADCAST, op, std::move(s), [&] {
     return comm_->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root, host_);
   });
@@ -295,7 +360,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tens
   const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, t, op);
   Staging s;
   s.outputs = {t};
-  at::Tensor buf = update_buffer(t, s);
+  at::Tensor buf = update_buffer(t, pool_, s);
   return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [&] {
     return comm_->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop,
                              host_);
@@ -315,7 +380,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
   // One allreduce over the tensors laid end to end.
   Staging s;
   s.outputs = tensors;
-  at::Tensor flat = at::empty({total}, tensors.front().options());
+  at::Tensor flat = pool_.take({total}, tensors.front().options());
   int64_t offset = 0;
   for (const at::Tensor& t : tensors) {
     at::Tensor piece = flat.narrow(0, offset, t.numel());
@@ -340,7 +405,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
   Staging s;
   s.outputs = {t};
   // Only the root's tensor is written (in place); the others are only read.
-  at::Tensor buf = comm_->rank() == root ? update_buffer(t, s) : read_buffer(t, s);
+  at::Tensor buf = comm_->rank() == root ? update_buffer(t, pool_, s) : read_buffer(t, pool_, s);
   return launch(c10d::OpType::REDUCE, op, std::move(s), [&] {
     return comm_->ireduce(buf.data_ptr(), comm_->rank() == root ? buf.data_ptr() : nullptr,
                           buf.numel(), data_type_of(t, op), rop, root, host_);
@@ -354,13 +419,64 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   const at::Tensor& in = single(inputs, op);
   if (outputs.size() != 1) refuse(op, "takes one output list per process, got ", outputs.size());
   check_list(outputs[0], comm_->size(), in, op, "the output list");
+  // Every rank takes the same path (a rank's way of sending must match its peers' way of
+  // receiving), so the choice depends on the block's size only, never on the list's layout.
+  if (comm_->size() > 1 && in.numel() * static_cast<int64_t>(in.element_size()) >= kExchangeBytes)
+    return allgather_exchange(outputs[0], in);
   Staging s;
   s.outputs = outputs[0];
-  at::Tensor src = read_buffer(in, s);
-  at::Tensor dst = write_list(outputs[0], s);
+  at::Tensor src = read_buffer(in, pool_, s);
+  at::Tensor dst = write_list(outputs[0], pool_, s);
   return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
     return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
                              host_);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
+    const std::vector<at::Tensor>& outputs, const at::Tensor& in) {
+  const char* op = "all_gather";
+  const int rank = comm_->rank();
+  const int size = comm_->size();
+  Staging s;
+  s.outputs = outputs;
+  at::Tensor src = read_buffer(in, pool_, s);
+  // An input that shares memory with another rank's slot would be overwritten while it is sent.
+  for (int j = 0; j < size; ++j) {
+    if (j != rank && at::get_overlap_status(outputs[j], src) != at::MemOverlapStatus::No) {
+      at::Tensor copy = pool_.take(src.sizes(), src.options());
+      copy.copy_(src);
+      src = copy;
+      s.keep_alive.push_back(src);
+      break;
+    }
+  }
+  // The other ranks' blocks land in their tensors (staged only where one is not contiguous);
+  // this rank's is a local copy (none where the input is its own slot, the in-place form), made
+  // below.
+  std::vector<at::Tensor> dst(static_cast<std::size_t>(size));
+  for (int j = 0; j < size; ++j) {
+    if (j != rank) dst[static_cast<std::size_t>(j)] = write_buffer(outputs[j], pool_, s);
+  }
+  const collx::DataType type = data_type_of(in, op);
+  return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
+    std::vector<collx::Request> requests;
+    requests.reserve(2 * static_cast<std::size_t>(size - 1));
+    // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
+    // send goes to the rank whose k-th receive waits for it.
+    for (int k = 1; k < size; ++k) {
+      const int from = (rank - k + size) % size;
+      at::Tensor& block = dst[static_cast<std::size_t>(from)];
+      requests.push_back(comm_->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
+    }
+    for (int k = 1; k < size; ++k) {
+      requests.push_back(
+          comm_->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
+    }
+    // This rank's block once the messages are posted, so the peers read this rank's input (a
+    // single-copy transfer) meanwhile; before the work exists, so no one sees it complete first.
+    if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
+    return requests;
   });
 }
 
@@ -372,8 +488,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   check_numel(output, input.numel() * comm_->size(), op, "the output tensor");
   Staging s;
   s.outputs = {output};
-  at::Tensor src = read_buffer(input, s);
-  at::Tensor dst = write_buffer(output, s);
+  at::Tensor src = read_buffer(input, pool_, s);
+  at::Tensor dst = write_buffer(output, pool_, s);
   return launch(c10d::OpType::_ALLGATHER_BASE, op, std::move(s), [&] {
     return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(input, op),
                              host_);
@@ -391,9 +507,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
   at::Tensor dst;
   if (const auto* list = root_list(outputs, is_root, comm_->size(), in, op, "gather_list")) {
     s.outputs = *list;
-    dst = write_list(*list, s);
+    dst = write_list(*list, pool_, s);
   }
-  at::Tensor src = read_buffer(in, s);
+  at::Tensor src = read_buffer(in, pool_, s);
   return launch(c10d::OpType::GATHER, op, std::move(s), [&] {
     return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
                           data_type_of(in, op), root, host_);
@@ -411,9 +527,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
   s.outputs = {out};
   at::Tensor src;
   if (const auto* list = root_list(inputs, is_root, comm_->size(), out, op, "scatter_list")) {
-    src = read_list(*list, s);
+    src = read_list(*list, pool_, s);
   }
-  at::Tensor dst = write_buffer(out, s);
+  at::Tensor dst = write_buffer(out, pool_, s);
   return launch(c10d::OpType::SCATTER, op, std::move(s), [&] {
     return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
                            data_type_of(out, op), root, host_);
@@ -430,8 +546,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
   const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, out, op);
   Staging s;
   s.outputs = {out};
-  at::Tensor src = read_list(inputs[0], s);
-  at::Tensor dst = write_buffer_apart(out, src, s);
+  at::Tensor src = read_list(inputs[0], pool_, s);
+  at::Tensor dst = write_buffer_apart(out, src, pool_, s);
   return launch(c10d::OpType::REDUCE_SCATTER, op, std::move(s), [&] {
     return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
                                   data_type_of(out, op), rop, host_);
@@ -447,8 +563,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
   const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, output, op);
   Staging s;
   s.outputs = {output};
-  at::Tensor src = read_buffer(input, s);
-  at::Tensor dst = write_buffer_apart(output, src, s);
+  at::Tensor src = read_buffer(input, pool_, s);
+  at::Tensor dst = write_buffer_apart(output, src, pool_, s);
   return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s), [&] {
     return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
                                   data_type_of(output, op), rop, host_);
@@ -466,8 +582,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   alltoall_block(output, output_split_sizes, comm_->size(), op, "output");
   Staging s;
   s.outputs = {output};
-  at::Tensor src = read_buffer(input, s);
-  at::Tensor dst = write_buffer_apart(output, src, s);
+  at::Tensor src = read_buffer(input, pool_, s);
+  at::Tensor dst = write_buffer_apart(output, src, pool_, s);
   return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s), [&] {
     return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block, data_type_of(input, op), host_);
   });
@@ -482,11 +598,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
   check_list(outputs, comm_->size(), inputs.front(), op, "the output list");
   Staging s;
   s.outputs = outputs;
-  at::Tensor dst = write_list(outputs, s);
-  at::Tensor src = read_list(inputs, s);
+  at::Tensor dst = write_list(outputs, pool_, s);
+  at::Tensor src = read_list(inputs, pool_, s);
   // Lists that share memory: the input read from a copy.
   if (at::get_overlap_status(dst, src) != at::MemOverlapStatus::No) {
-    src = src.clone();
+    at::Tensor copy = pool_.take(src.sizes(), src.options());
+    copy.copy_(src);
+    src = copy;
     s.keep_alive.push_back(src);
   }
   return launch(c10d::OpType::ALLTOALL, op, std::move(s), [&] {
@@ -501,7 +619,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
   const at::Tensor& t = single(tensors, op);
   check_tag(tag, op);
   Staging s;
-  at::Tensor src = read_buffer(t, s);
+  at::Tensor src = read_buffer(t, pool_, s);
   return launch(c10d::OpType::SEND, op, std::move(s), [&] {
     return comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag);
   });
@@ -514,7 +632,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& 
   check_tag(tag, op);
   Staging s;
   s.outputs = {t};
-  at::Tensor dst = write_buffer(t, s);
+  at::Tensor dst = write_buffer(t, pool_, s);
   return launch(c10d::OpType::RECV, op, std::move(s), [&] {
     return comm_->irecv(dst.data_ptr(), dst.numel(), data_type_of(t, op), src_rank, tag);
   });

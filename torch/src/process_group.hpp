@@ -31,6 +31,31 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
+// Staging memory reused from call to call, one pool per process group: the buffers collx reads
+// or writes in place of the caller's tensors where those are not one contiguous block (a list of
+// separate tensors, a non-contiguous view, an output that overlaps its input). A fresh buffer per
+// call costs more than the copy it stages: above glibc's mmap threshold the CPU allocator returns
+// new pages, which the kernel faults in and zeroes on their first write, inside the collective:
+// a list-form all_gather of separate tensors took several times as long as one into a single
+// block at 64 MiB (docs/PERFORMANCE.md, "PyTorch"). Memory held: at most kMaxBuffers buffers and
+// kMaxBytes in all per process group, the largest recent staging needs; beyond that a call
+// stages in memory of its own, as before.
+class StagingPool {
+ public:
+  // A contiguous tensor of `sizes` and `options`, in memory no call in flight uses: it stays
+  // this call's until the tensor and every view of it are gone (the work's Staging released).
+  at::Tensor take(at::IntArrayRef sizes, const at::TensorOptions& options);
+
+ private:
+  static constexpr std::size_t kMaxBuffers = 4;
+  static constexpr int64_t kMaxBytes = int64_t{1} << 30;
+
+  // Guards buffers_: a buffer is free when only buffers_ refers to its storage, and only take()
+  // (under this mutex) makes new references to it, so a count of one cannot go up meanwhile.
+  std::mutex mutex_;
+  std::vector<at::Tensor> buffers_;  // uint8
+};
+
 class ProcessGroupCollx : public BackendBase {
  public:
   explicit ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm);
@@ -76,8 +101,17 @@ class ProcessGroupCollx : public BackendBase {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  // Starts `start` (a function returning the collx::Request) and wraps it in a CollxWork; a
-  // collx::Error becomes a torch error that names the torch operation.
+  // all_gather's list form where blocks are large: each peer's block received straight into its
+  // output tensor, point to point, and this rank's copied, instead of collx's allgather into one
+  // staging block and a copy of every block out of it. At these sizes the copy costs as much as
+  // the allgather (memory-bound), and messages this large are bandwidth-bound, whatever their
+  // order (docs/PERFORMANCE.md, "PyTorch").
+  c10::intrusive_ptr<c10d::Work> allgather_exchange(const std::vector<at::Tensor>& outputs,
+                                                    const at::Tensor& in);
+  static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
+
+  // Starts `start` (a function returning the collx::Request, or several) and wraps it in a
+  // CollxWork; a collx::Error becomes a torch error that names the torch operation.
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, Staging staging,
                                         Start&& start);
@@ -89,6 +123,7 @@ class ProcessGroupCollx : public BackendBase {
   // Every call's buffers are CPU tensors (others are refused): a CUDA build of collx need not ask
   // CUDA where each buffer lives.
   collx::Options host_;
+  StagingPool pool_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.

@@ -27,24 +27,37 @@ std::exception_ptr as_torch_error(const collx::Error& e) {
 
 // ---------------------------------------------------------------- CollxWork
 
-CollxWork::CollxWork(int rank, c10d::OpType type, collx::Request request, Staging staging)
-    : c10d::Work(rank, type), request_(std::move(request)), staging_(std::move(staging)) {}
+CollxWork::CollxWork(int rank, c10d::OpType type, std::vector<collx::Request> requests,
+                     Staging staging)
+    : c10d::Work(rank, type), requests_(std::move(requests)), staging_(std::move(staging)) {}
 
 c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   if (done()) return {};
-  std::exception_ptr error;
-  try {
-    if (block) {
-      request_.wait();
-    } else if (!request_.test()) {
-      return {};
+  // Every request is driven to its end, a failed one's error kept: the buffers are released
+  // only once no message targets them any more.
+  bool in_flight = false;
+  for (collx::Request& request : requests_) {
+    try {
+      if (block) {
+        request.wait();
+      } else if (!request.test()) {
+        in_flight = true;
+      }
+    } catch (const collx::Error& e) {
+      if (!error_) error_ = as_torch_error(e);
+    } catch (...) {
+      if (!error_) error_ = std::current_exception();
     }
-    for (auto& [caller, staged] : staging_.copy_back)
-      caller.copy_(staged);
-  } catch (const collx::Error& e) {
-    error = as_torch_error(e);
-  } catch (...) {
-    error = std::current_exception();
+  }
+  if (in_flight) return {};
+  std::exception_ptr error = error_;
+  if (!error) {
+    try {
+      for (auto& [caller, staged] : staging_.copy_back)
+        caller.copy_(staged);
+    } catch (...) {
+      error = std::current_exception();
+    }
   }
   staging_.copy_back.clear();
   staging_.keep_alive.clear();

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -31,9 +32,11 @@ struct Staging {
   std::vector<at::Tensor> outputs;  // Work::result() and the future's value
 };
 
+// One torch operation: one collx request, or several (the point-to-point messages of an
+// all_gather into separate tensors, process_group.cpp), complete when all of them are.
 class CollxWork : public c10d::Work {
  public:
-  CollxWork(int rank, c10d::OpType type, collx::Request request, Staging staging);
+  CollxWork(int rank, c10d::OpType type, std::vector<collx::Request> requests, Staging staging);
 
   // Tests the request once when it is not complete (and nobody else is driving it).
   bool isCompleted() override;
@@ -61,9 +64,11 @@ class CollxWork : public c10d::Work {
   // run here and may call back into this work).
   void mark(const c10::intrusive_ptr<c10::ivalue::Future>& future);
 
-  // Held by whichever thread tests or waits on request_ (collx::Request is not thread-safe).
+  // Held by whichever thread tests or waits on requests_ (collx::Request is not thread-safe).
   std::mutex drive_mutex_;
-  collx::Request request_;
+  std::vector<collx::Request> requests_;
+  // The first request's error, kept (under drive_mutex_) until the others are complete too.
+  std::exception_ptr error_;
   Staging staging_;
   std::atomic<bool> done_{false};
   // Made on the first getFuture() (most works are waited on, never asked for one); guarded by
