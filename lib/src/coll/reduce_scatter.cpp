@@ -188,7 +188,7 @@ bool reduce_scatter_recursive_halving_now(Transport& t, int tag_base, const Redu
     current = accumulator;
   }
   // Every send from a.send is complete: recv may alias it.
-  std::memcpy(a.recv, accumulator + blocks.offset(rank) * elem, mine);
+  if (mine > 0) std::memcpy(a.recv, accumulator + blocks.offset(rank) * elem, mine);
   if (role == patterns::FoldRole::proxy) {
     send(accumulator + blocks.offset(partner) * elem, blocks.length(partner) * elem, partner,
          result_tag);
