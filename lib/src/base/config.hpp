@@ -72,10 +72,11 @@ struct Config {
   bool shared_memory = true;
   std::size_t shm_slot_bytes = 0;
   RingStorePolicy shm_stores = RingStorePolicy::automatic;
-  // COLLX_SHM_DIRECT=0|1: whether a shared-memory allgather's readers may copy a producer's
-  // block straight from its buffer (process_vm_readv) instead of through its ring: 1 always
-  // (where the ranks may read each other's memory), 0 never; unset: while plain stores into
-  // the rings are slow (ring_stores.hpp) and the blocks are of a size where that wins.
+  // COLLX_SHM_DIRECT=0|1: whether the shared-memory allgather, allreduce and reduce_scatter
+  // hand a rank's data over as a pointer, its readers copying it straight from its buffer
+  // (process_vm_readv) instead of through its ring: 1 always (where the ranks may read each
+  // other's memory), 0 never; unset: while plain stores into the rings are slow
+  // (ring_stores.hpp), for allgather blocks of a size where that wins.
   std::optional<bool> shm_direct;
   // COLLX_NODE_LAYOUT="2x2" (2 nodes of 2 ranks) or "3,1" (a node of 3 ranks, then one of 1):
   // the node each rank of MPI_COMM_WORLD is on, in blocks of consecutive ranks, instead of
