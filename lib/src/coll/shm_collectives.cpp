@@ -149,6 +149,18 @@ Task wait_for_readers(Operation& op, SharedArena& arena, std::uint64_t sequence)
   }
 }
 
+// Copies `bytes` at `address` in `producer`'s memory to `target` (SharedArena::read_direct),
+// or throws naming the producer.
+void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
+                   std::uint64_t address, std::size_t bytes) {
+  const int error = arena.read_direct(producer, target, address, bytes);
+  if (error != 0) {
+    throw Error(ErrorCode::transport, "", op.rank(),
+                "process_vm_readv from rank " + std::to_string(producer) +
+                    " failed: " + std::strerror(error));
+  }
+}
+
 // Copies slot `sequence` of `producer`'s ring to `target` once it is published: `bytes` from
 // the ring slot, or, where the producer published a pointer (publish_direct), its bytes from
 // the producer's memory; `direct` then says so.
@@ -166,14 +178,8 @@ Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequenc
       throw Error(ErrorCode::internal, "", op.rank(),
                   "rank " + std::to_string(producer) + " published a pointer where bytes were due");
     }
-    const int error =
-        arena.read_direct(producer, target, address,
-                          static_cast<std::size_t>(d.bytes.load(std::memory_order_relaxed)));
-    if (error != 0) {
-      throw Error(ErrorCode::transport, "", op.rank(),
-                  "process_vm_readv from rank " + std::to_string(producer) +
-                      " failed: " + std::strerror(error));
-    }
+    read_directly(op, arena, producer, target, address,
+                  static_cast<std::size_t>(d.bytes.load(std::memory_order_relaxed)));
     *direct = true;
   }
   arena.advance(arena.consumed(op.rank(), producer), sequence + 1);
@@ -472,12 +478,7 @@ const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint
     return arena.slot(j, sequence) + static_cast<std::size_t>(op.rank()) * piece * elem;
   }
   std::byte* const into = scratch + at * piece * elem;
-  const int error = arena.read_direct(j, into, address + r.begin * elem, r.length() * elem);
-  if (error != 0) {
-    throw Error(
-        ErrorCode::transport, "", op.rank(),
-        "process_vm_readv from rank " + std::to_string(j) + " failed: " + std::strerror(error));
-  }
+  read_directly(op, arena, j, into, address + r.begin * elem, r.length() * elem);
   return into;
 }
 
@@ -577,8 +578,7 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
   // Slicing directly, this rank publishes pointers: to its input each round, to its reduced
   // piece (written straight into recv) after it; it returns once every reader has taken them.
   const bool direct = slices_directly(arena, me, bytes);
-  ScratchBuffer scratch =
-      op.scratch(arena.direct_reads() || a.send == a.recv ? 3 * piece * elem : 0);
+  ScratchBuffer scratch = op.scratch(arena.direct_reads() ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
     at_round(k);
     if (direct) {
