@@ -40,7 +40,20 @@ struct CommState {
 
   // Sequence number, tag range and pipeline settings for the next operation. Every rank calls
   // collectives in the same order, so every rank derives the same sequence number and tags.
-  OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options);
+  // Inline: it is on the path of every small blocking call.
+  OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options) {
+    if (options.pipeline_depth < 0 || defaults_config != &config()) [[unlikely]]
+      refresh_op_defaults(collective, options);
+    OpInfo info;
+    info.collective = collective;
+    info.algorithm = algorithm;
+    info.sequence = next_sequence++;
+    info.tag_base = tag_base_for(info.sequence);
+    info.segment_bytes = options.segment_bytes ? options.segment_bytes : default_segment_bytes;
+    info.pipeline_depth =
+        options.pipeline_depth > 0 ? options.pipeline_depth : default_pipeline_depth;
+    return info;
+  }
   // The algorithm for a call (resolve_algorithm), remembered per collective: a run of calls
   // of one size (the latency path's usual case) skips the selection table and the registry.
   // Keyed by everything the choice reads that can change between calls; a replaced
@@ -145,6 +158,9 @@ struct CommState {
   using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
   std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
   std::array<Choice, kCollectiveCount> last_choice{};
+  // Rejects a negative options.pipeline_depth; sets next_op's defaults for the configuration
+  // in force where they were set for another.
+  void refresh_op_defaults(Collective collective, const Options& options);
   // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
   const Config* defaults_config = nullptr;
   std::size_t default_segment_bytes = 0;
@@ -244,29 +260,36 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                     device == nullptr && state->transport->shared_arena() != nullptr, blocking,
                     order_sensitive(signature, state->size));
   const Algorithm algorithm = choice.algorithm;
-  const auto run = [&]() -> Request {
-    const OpInfo info = state->next_op(collective, algorithm, options);
-    if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
-      if (blocking && device == nullptr && bytes <= latency_bytes && bytes <= info.segment_bytes &&
-          can_run_in_place()) {
-        try {
-          if (now(*state->transport, info.tag_base, algorithm)) return {};
-        } catch (...) {
-          state->notices->failed_in_flight(info.sequence, collective, std::current_exception());
-          rethrow_named(std::current_exception(), collective, state->rank);
-        }
+  // Straight-line, no lambda around the call: this is the path of every small blocking call,
+  // and each call frame on it is paid per call.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
+  const OpInfo info = state->next_op(collective, algorithm, options);
+  bool done_now = false;
+  if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
+    if (blocking && device == nullptr && bytes <= latency_bytes && bytes <= info.segment_bytes &&
+        can_run_in_place()) {
+      try {
+        done_now = now(*state->transport, info.tag_base, algorithm);
+      } catch (...) {
+        state->notices->failed_in_flight(info.sequence, collective, std::current_exception());
+        rethrow_named(std::current_exception(), collective, state->rank);
       }
     }
-    return launch(
-        state, info, signature, blocking, [&](Operation& op) { return make(op, algorithm); },
-        std::move(device));
+  }
+  const auto timed = [&] {
+    if (choice.tuner == nullptr) return;
+    state->after_timed_call(collective, bytes, *choice.tuner,
+                            std::chrono::duration<double>(Clock::now() - started).count());
   };
-  if (choice.tuner == nullptr) return run();
-  const auto started = std::chrono::steady_clock::now();
-  Request done = run();
-  state->after_timed_call(
-      collective, bytes, *choice.tuner,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  if (done_now) {
+    timed();
+    return {};
+  }
+  Request done = launch(
+      state, info, signature, blocking, [&](Operation& op) { return make(op, algorithm); },
+      std::move(device));
+  timed();
   return done;
 }
 

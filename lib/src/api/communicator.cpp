@@ -180,34 +180,24 @@ CommState::~CommState() {
   }
 }
 
-OpInfo CommState::next_op(Collective collective, Algorithm algorithm, const Options& options) {
-  if (options.pipeline_depth < 0) [[unlikely]] {
+void CommState::refresh_op_defaults(Collective collective, const Options& options) {
+  if (options.pipeline_depth < 0) {
     throw Error(ErrorCode::invalid_argument, to_string(collective), rank,
                 "options.pipeline_depth: " + std::to_string(options.pipeline_depth) +
                     " (segments in flight: 1 or more, or 0 for the default)");
   }
   const Config& c = config();
-  if (defaults_config != &c) [[unlikely]] {
-    // Per call, then COLLX_SEGMENT_BYTES / COLLX_PIPELINE_DEPTH, then the tuning file, then
-    // the built-in defaults; all but the first fixed for a configuration.
-    const TuningTable* tuned = active_tuning();
-    default_segment_bytes = c.segment_bytes                 ? c.segment_bytes
-                            : tuned && tuned->segment_bytes ? tuned->segment_bytes
-                                                            : kDefaultChunkBytes;
-    default_pipeline_depth = c.pipeline_depth > 0             ? c.pipeline_depth
-                             : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
-                                                              : kDefaultPipelineDepth;
-    defaults_config = &c;
-  }
-  OpInfo info;
-  info.collective = collective;
-  info.algorithm = algorithm;
-  info.sequence = next_sequence++;
-  info.tag_base = tag_base_for(info.sequence);
-  info.segment_bytes = options.segment_bytes ? options.segment_bytes : default_segment_bytes;
-  info.pipeline_depth =
-      options.pipeline_depth > 0 ? options.pipeline_depth : default_pipeline_depth;
-  return info;
+  if (defaults_config == &c) return;
+  // Per call, then COLLX_SEGMENT_BYTES / COLLX_PIPELINE_DEPTH, then the tuning file, then
+  // the built-in defaults; all but the first fixed for a configuration.
+  const TuningTable* tuned = active_tuning();
+  default_segment_bytes = c.segment_bytes                 ? c.segment_bytes
+                          : tuned && tuned->segment_bytes ? tuned->segment_bytes
+                                                          : kDefaultChunkBytes;
+  default_pipeline_depth = c.pipeline_depth > 0             ? c.pipeline_depth
+                           : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
+                                                            : kDefaultPipelineDepth;
+  defaults_config = &c;
 }
 
 ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {

@@ -1,6 +1,7 @@
 #include "registry.hpp"
 
 #include <array>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,7 @@ struct Index {
   std::array<std::array<unsigned char, kAlgorithmCount>, kCollectiveCount> at{};
 };
 
-const Index& index() {
+[[gnu::noinline]] const Index& built_index() {
   static const Index built = [] {
     Index i;
     using Rows = std::span<const AlgorithmRow> (*)();
@@ -32,6 +33,18 @@ const Index& index() {
     return i;
   }();
   return built;
+}
+
+// find_row is on the path of every small blocking call: after the first call, one load.
+std::atomic<const Index*> built_index_pointer{nullptr};
+
+const Index& index() {
+  const Index* i = built_index_pointer.load(std::memory_order_acquire);
+  if (i == nullptr) [[unlikely]] {
+    i = &built_index();
+    built_index_pointer.store(i, std::memory_order_release);
+  }
+  return *i;
 }
 
 }  // namespace

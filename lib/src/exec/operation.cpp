@@ -288,7 +288,7 @@ void Engine::add(Operation* op) {
   {
     std::lock_guard lock(mutex_);
     active_.push_back(op);
-    active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+    operations_in_flight.store(static_cast<int>(active_.size()), std::memory_order_release);
   }
   start_progress_thread_once();
   work_.notify_one();
@@ -297,7 +297,7 @@ void Engine::add(Operation* op) {
 void Engine::remove(Operation* op) {
   std::lock_guard lock(mutex_);
   std::erase(active_, op);
-  active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+  operations_in_flight.store(static_cast<int>(active_.size()), std::memory_order_release);
 }
 
 void Engine::start_progress_thread_once() {
@@ -365,7 +365,7 @@ void Engine::wait(Operation& op) {
       const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
       if (waited.count() > timeout && !op.done()) {
         std::erase(active_, &op);
-        active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+        operations_in_flight.store(static_cast<int>(active_.size()), std::memory_order_release);
         const Error error(ErrorCode::timeout, to_string(op.info().collective), op.rank(),
                           "no progress for " + std::to_string(waited.count()) +
                               " s (COLLX_TIMEOUT) in " +
@@ -383,20 +383,14 @@ void Engine::wait(Operation& op) {
     }
   }
   std::erase(active_, &op);
-  active_count_.store(static_cast<int>(active_.size()), std::memory_order_release);
+  operations_in_flight.store(static_cast<int>(active_.size()), std::memory_order_release);
   lock.unlock();
   op.rethrow_if_failed();
 }
 
-bool can_run_in_place() {
-  const Config& c = config();
-  return Engine::instance().active_count_.load(std::memory_order_acquire) == 0 &&
-         c.timeout_seconds <= 0 && !c.check && c.debug < DebugLevel::info;
-}
-
 void run_blocking(Operation& op, Task task) {
   Engine& engine = Engine::instance();
-  if (engine.active_count_.load(std::memory_order_acquire) == 0 && config().timeout_seconds <= 0) {
+  if (operations_in_flight.load(std::memory_order_acquire) == 0 && config().timeout_seconds <= 0) {
     op.exclusive_ = true;
     op.start(std::move(task));  // runs to completion: every wait completes in place
     if (op.done()) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "collx/algorithm.hpp"
+#include "config.hpp"
 #include "data_path.hpp"
 #include "scratch.hpp"
 #include "task.hpp"
@@ -308,14 +309,12 @@ class Engine {
 
  private:
   friend void run_blocking(Operation& op, Task task);
-  friend bool can_run_in_place();
   void progress_all();
   void start_progress_thread_once();
   void progress_thread_main();
 
   std::mutex mutex_;
   std::vector<Operation*> active_;
-  std::atomic<int> active_count_{0};
   std::condition_variable work_;
   bool stopping_ = false;
   bool thread_decided_ = false;
@@ -325,10 +324,20 @@ class Engine {
 // Runs a blocking collective: start, then wait through the engine.
 void run_blocking(Operation& op, Task task);
 
+// How many operations the Engine drives (its list's length, stored after every change): a
+// namespace-scope atomic, so the latency path reads it without reaching the Engine's
+// function-local instance.
+inline std::atomic<int> operations_in_flight{0};
+
 // True when a blocking call may run to completion in place, without an Operation: nothing else
 // is in flight in the process (so nothing needs this thread's progress), and no timeout,
-// COLLX_CHECK or COLLX_DEBUG=INFO needs the operation machinery.
-bool can_run_in_place();
+// COLLX_CHECK or COLLX_DEBUG=INFO needs the operation machinery. Inline: it is on the path of
+// every small blocking call.
+inline bool can_run_in_place() {
+  if (operations_in_flight.load(std::memory_order_acquire) != 0) return false;
+  const Config& c = config();
+  return c.timeout_seconds <= 0 && !c.check && c.debug < DebugLevel::info;
+}
 
 // Rethrows `error` as a collx::Error that names `collective` and `rank` where the thrower (a
 // transport) could not.
