@@ -539,9 +539,10 @@ TEST_F(MpiCollectives, RootedArgumentsAreChecked) {
   comm.barrier();
 }
 
-// Small blocking broadcasts, reduces and barriers run straight through the transport when
-// nothing else is in flight, and as operations otherwise; ranks that take different paths in
-// the same call must still match and agree on the result bits.
+// Small blocking broadcasts, reduces, allgathers and barriers run straight through the
+// transport (or the shared arena's counters) when nothing else is in flight, and as operations
+// otherwise; ranks that take different paths in the same call must still match and agree on
+// the result bits.
 TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
   collx::Communicator other(MPI_COMM_WORLD);
   const int p = comm.size();
@@ -553,22 +554,40 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
       if (early)
         request = other.iallreduce(pending.data(), pending.data(), pending.size(),
                                    DataType::float64, ReduceOp::sum);
-      for (Algorithm a : {Algorithm::binomial_tree, Algorithm::pipelined_chain}) {
+      for (Algorithm a :
+           {Algorithm::binomial_tree, Algorithm::pipelined_chain, Algorithm::shared_memory}) {
         std::vector<std::int32_t> b(count, comm.rank() == root ? 17 + root : -1);
         comm.broadcast(b.data(), count, DataType::int32, root, with(a));
         for (std::int32_t v : b)
           ASSERT_EQ(v, 17 + root) << to_string(a);
       }
-      // float avg (the root's last combine divides) and int64 sum, to any root.
+      // float avg (the root's last combine divides) and int64 sum, to any root; the arena's
+      // reduce combines in another order than the tree at 3+ ranks, so its own result.
       std::vector<float> mine(count);
       for (std::size_t i = 0; i < count; ++i)
         mine[i] = 0.1f * static_cast<float>(comm.rank() + 1) + static_cast<float>(i);
-      std::vector<float> reduced(count, -1.0f);
+      std::vector<float> reduced(count, -1.0f), reduced_shm(count, -1.0f);
       comm.reduce(mine.data(), reduced.data(), count, DataType::float32, ReduceOp::avg, root,
                   with(Algorithm::binomial_tree));
-      std::vector<std::int64_t> ints(count, comm.rank() + 1), sum(count, 0);
+      comm.reduce(mine.data(), reduced_shm.data(), count, DataType::float32, ReduceOp::avg, root,
+                  with(Algorithm::shared_memory));
+      std::vector<std::int64_t> ints(count, comm.rank() + 1), sum(count, 0), sum_shm(count, 0);
       comm.reduce(ints.data(), sum.data(), count, DataType::int64, ReduceOp::sum, root,
                   with(Algorithm::binomial_tree));
+      comm.reduce(ints.data(), sum_shm.data(), count, DataType::int64, ReduceOp::sum, root,
+                  with(Algorithm::shared_memory));
+      // Allgather: every rank's block, in place and not.
+      for (Algorithm a : {Algorithm::ring, Algorithm::shared_memory}) {
+        std::vector<std::int32_t> own(count), all(count * static_cast<std::size_t>(p), -1);
+        for (std::size_t i = 0; i < count; ++i)
+          own[i] = comm.rank() * 1000 + static_cast<std::int32_t>(i) + root;
+        comm.allgather(own.data(), all.data(), count, DataType::int32, with(a));
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < count; ++i)
+            ASSERT_EQ(all[static_cast<std::size_t>(r) * count + i],
+                      r * 1000 + static_cast<std::int32_t>(i) + root)
+                << to_string(a);
+      }
       comm.barrier();
       if (!early)
         request = other.iallreduce(pending.data(), pending.data(), pending.size(),
@@ -577,10 +596,12 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
       if (comm.rank() == root) {
         for (std::size_t i = 0; i < count; ++i) {
           ASSERT_EQ(sum[i], static_cast<std::int64_t>(p) * (p + 1) / 2);
+          ASSERT_EQ(sum_shm[i], sum[i]);
           double expected = 0;
           for (int r = 0; r < p; ++r)
             expected += 0.1 * (r + 1) + static_cast<double>(i);
           ASSERT_NEAR(reduced[i], expected / p, 1e-4 * (1.0 + expected / p));
+          ASSERT_NEAR(reduced_shm[i], expected / p, 1e-4 * (1.0 + expected / p));
         }
       }
       for (double v : pending)

@@ -43,7 +43,8 @@ Bytes pattern(DataType type, int rank, std::size_t count) {
 Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, ReduceOp rop,
                  bool blocking) {
   const DataType type = DataType::float32;
-  SimWorld world(p, 512, 0);
+  // The arena's rows run on ranks that share an arena (3 slots of 512 B); the others without.
+  SimWorld world(p, 512, row.algorithm == Algorithm::shared_memory ? 3 : 0);
   std::vector<int> declined(static_cast<std::size_t>(p), 0);
   world.clear_postings();
   std::vector<Bytes> in(p), out(p);
@@ -230,12 +231,22 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
           const std::size_t scattered =
               (count * static_cast<std::size_t>(p) + static_cast<std::size_t>(p / 2)) *
               sizeof(float);
+          // The arena's forms take one slot (512 B here) per producer, at most
+          // kArenaPathBytes in all; they post no messages, as their schedules. One rank has
+          // no arena (as SharedArena::create makes none), and the forms decline.
+          const bool arena = row.algorithm == Algorithm::shared_memory;
+          const std::size_t block_bytes = count * sizeof(float);
+          const bool arena_too_large =
+              arena && (p == 1 || block_bytes > 512 || block_bytes > kArenaPathBytes ||
+                        (row.collective == Collective::allgather &&
+                         block_bytes * static_cast<std::size_t>(p) > kArenaPathBytes));
           const bool too_large =
-              (gathering &&
+              arena_too_large ||
+              (!arena && gathering &&
                count * sizeof(float) * static_cast<std::size_t>(p) > kDirectPathBytes) ||
               (row.collective == Collective::reduce_scatter && scattered > kLatencyPathBytes);
-          if (too_large ||
-              (row.collective == Collective::allgather && (p > 2 || (p == 2 && count == 0)))) {
+          if (too_large || (!arena && row.collective == Collective::allgather &&
+                            (p > 2 || (p == 2 && count == 0)))) {
             ASSERT_EQ(blocking.declined_on, p) << what;
             continue;
           }
@@ -258,10 +269,10 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
       }
     }
   }
-  // allreduce/recursive_doubling, broadcast/binomial_tree and pipelined_chain,
-  // reduce/binomial_tree, barrier/dissemination, gather/linear, scatter/linear, allgather/ring,
-  // reduce_scatter/recursive_halving.
-  EXPECT_EQ(rows_with_blocking_form, 9);
+  // allreduce/recursive_doubling, broadcast/binomial_tree, pipelined_chain and shared_memory,
+  // reduce/binomial_tree and shared_memory, barrier/dissemination, gather/linear,
+  // scatter/linear, allgather/ring and shared_memory, reduce_scatter/recursive_halving.
+  EXPECT_EQ(rows_with_blocking_form, 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(P1to9, SimBlockingForms, ::testing::Range(1, 10));

@@ -87,7 +87,8 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
       std::move(memory.device),
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::broadcast>(t, tag_base, args, a);
-      });
+      },
+      kArenaPathBytes);
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -129,7 +130,8 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       std::move(memory.device),
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::reduce>(t, tag_base, args, a);
-      });
+      },
+      kArenaPathBytes);
 }
 
 Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,

@@ -224,7 +224,8 @@ std::span<const AlgorithmRow> allgather_rows() {
                                  model::allgather_recursive_doubling),
       row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck),
       row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory,
-                                 model::allgather_shared_memory, nullptr, Algorithm::ring),
+                                 model::allgather_shared_memory, allgather_shared_memory_now,
+                                 Algorithm::ring),
       row<Collective::allgather>(Algorithm::hierarchical, allgather_hierarchical,
                                  model::allgather_hierarchical),
   };

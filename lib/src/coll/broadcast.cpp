@@ -184,7 +184,8 @@ std::span<const AlgorithmRow> broadcast_rows() {
       row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather,
                                  model::broadcast_scatter_allgather),
       row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,
-                                 model::broadcast_shared_memory, nullptr, Algorithm::binomial_tree),
+                                 model::broadcast_shared_memory, broadcast_shared_memory_now,
+                                 Algorithm::binomial_tree),
       row<Collective::broadcast>(Algorithm::hierarchical, broadcast_hierarchical,
                                  model::broadcast_hierarchical),
   };

@@ -174,7 +174,8 @@ std::span<const AlgorithmRow> reduce_rows() {
       row<Collective::reduce>(Algorithm::rabenseifner, reduce_rabenseifner,
                               model::reduce_rabenseifner),
       row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory,
-                              model::reduce_shared_memory, nullptr, Algorithm::binomial_tree),
+                              model::reduce_shared_memory, reduce_shared_memory_now,
+                              Algorithm::binomial_tree),
       row<Collective::reduce>(Algorithm::hierarchical, reduce_hierarchical,
                               model::reduce_hierarchical),
   };

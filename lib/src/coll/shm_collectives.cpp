@@ -6,6 +6,8 @@
 // slot out and says so in its own counter, which frees the ring slot once every reader has.
 // All copies are memcpy, the producer's and the readers' run at the same time, and no byte goes
 // through the MPI library.
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -263,6 +265,191 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
       co_await take(op, arena, a.root, base + k, a.buffer + offset, length, copy);
     }
   }
+}
+
+namespace {
+constexpr int kYieldsBeforeSleep = 2048;
+
+// The latency path's waits for arena counters: Operation::wait_in_place's slices, with the
+// same refusal of a peer's messages for the call (they run another algorithm).
+void wait_now(Transport& t, int tag_base, Collective collective, const SharedArena& arena,
+              const CounterReached& condition) {
+  if (condition.met()) return;
+  if (arena.oversubscribed()) {
+    // The rank that moves the counter may be waiting for this core: yield it (a few hundred
+    // nanoseconds each) before wait_in_slices would sleep on the futex, whose wake-up took
+    // microseconds per handoff at 3-4 ranks on 2 cores.
+    for (int i = 0; i < kYieldsBeforeSleep; ++i) {
+      sched_yield();
+      if (condition.met()) return;
+    }
+  }
+  wait_in_slices(t, condition, [&] {
+    if (t.message_arrived(tag_base, kPhasesPerOp)) {
+      throw_foreign_messages(collective, t.rank(), "");
+    }
+  });
+}
+
+// Runs `body` in this rank's turn on the arena, which is free: the latency path runs only
+// where nothing else is in flight in the process. The turn is ended whatever happens, as
+// wait_turn_then does.
+template <class Body>
+void in_free_turn(SharedArena& arena, int me, Body&& body) {
+  arena.take_ticket(me);
+  try {
+    body();
+  } catch (...) {
+    arena.end_turn(me);
+    throw;
+  }
+  arena.end_turn(me);
+}
+}  // namespace
+
+namespace {
+// Whether the latency path may run an arena protocol of one slot per producer at `bytes` (the
+// largest slot a rank fills): the arena spans the communicator, the bytes fit a slot, no
+// earlier arena operation of this rank is unfinished, and no producer hands a pointer over
+// (COLLX_SHM_DIRECT=1 makes the coroutines publish pointers, which these forms do not: every
+// rank then takes the coroutines, the setting being the same on all).
+bool arena_now_usable(Transport& t, const SharedArena* arena, std::size_t bytes) {
+  return arena != nullptr && arena->size() == t.size() && bytes <= kArenaPathBytes &&
+         bytes <= slot_payload_bytes(*arena) && arena->idle(t.rank()) &&
+         arena->direct_reads_forced() != std::optional<bool>(true);
+}
+
+// publish() without an Operation: `bytes` from `source` into slot `sequence` of this rank's ring
+// (plain stores: at these sizes the kind of stores makes no difference the RingStores could
+// time), and published.
+void publish_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
+                 std::uint64_t sequence, const std::byte* source, std::size_t bytes) {
+  const int me = t.rank();
+  const auto ring = static_cast<std::uint64_t>(arena.slots());
+  if (sequence >= ring) {
+    for (int reader = 0; reader < t.size(); ++reader) {
+      if (reader == me) continue;
+      wait_now(t, tag_base, collective, arena,
+               CounterReached(arena, arena.consumed(reader, me), sequence + 1 - ring, reader,
+                              "ring room from"));
+    }
+  }
+  std::memcpy(arena.slot(me, sequence), source, bytes);
+  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
+  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
+  arena.advance(arena.published(me), sequence + 1);
+}
+
+// Waits for slot `sequence` of `producer`'s ring and returns where its bytes are (the
+// producer published bytes, never a pointer: arena_now_usable).
+const std::byte* arrived_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
+                             int producer, std::uint64_t sequence) {
+  wait_now(t, tag_base, collective, arena,
+           CounterReached(arena, arena.published(producer), sequence + 1, producer, "a slot from"));
+  if (arena.descriptor(producer, sequence).address.load(std::memory_order_relaxed) != 0) {
+    throw Error(ErrorCode::internal, "", t.rank(),
+                "rank " + std::to_string(producer) + " published a pointer where bytes were due");
+  }
+  return arena.slot(producer, sequence);
+}
+}  // namespace
+
+// The blocking forms of the arena's rows for a few hundred bytes: the same protocols as the
+// coroutines (one slot per producer, the same counters, the same order of combination), so
+// ranks that run one and ranks that run the other meet in the same call, and blocking and
+// nonblocking calls mix on a communicator; without an Operation, whose setup, not the one
+// handoff, was the call's cost at these sizes.
+bool broadcast_shared_memory_now(Transport& t, int tag_base, const BroadcastArgs& a) {
+  SharedArena* arena = t.shared_arena();
+  const std::size_t bytes = a.count * a.element_size;
+  const int me = t.rank();
+  if (!arena_now_usable(t, arena, bytes)) return false;
+  if (bytes == 0 || t.size() == 1) return true;
+  in_free_turn(*arena, me, [&] {
+    constexpr Collective kThis = Collective::broadcast;
+    if (me == a.root) {
+      publish_now(t, tag_base, kThis, *arena,
+                  arena->published(me).load(std::memory_order_relaxed), a.buffer, bytes);
+      return;
+    }
+    const std::uint64_t sequence = arena->consumed(me, a.root).load(std::memory_order_relaxed);
+    std::memcpy(a.buffer, arrived_now(t, tag_base, kThis, *arena, a.root, sequence), bytes);
+    arena->advance(arena->consumed(me, a.root), sequence + 1);
+  });
+  return true;
+}
+
+bool reduce_shared_memory_now(Transport& t, int tag_base, const ReduceArgs& a) {
+  SharedArena* arena = t.shared_arena();
+  const std::size_t elem = a.reduction.element_size;
+  const std::size_t bytes = a.count * elem;
+  const int p = t.size();
+  const int me = t.rank();
+  // One slot of whole elements, as reduce_shared_memory cuts its pieces.
+  if (!arena_now_usable(t, arena, bytes) || bytes > slot_payload_bytes(*arena) / elem * elem) {
+    return false;
+  }
+  if (bytes == 0) return true;
+  in_free_turn(*arena, me, [&] {
+    constexpr Collective kThis = Collective::reduce;
+    if (me != a.root) {
+      // As reduce_shared_memory: nothing to take from the other non-roots (one slot each).
+      for (int r = 0; r < p; ++r) {
+        if (r == me || r == a.root) continue;
+        SharedArena::Counter& consumed = arena->consumed(me, r);
+        arena->advance(consumed, consumed.load(std::memory_order_relaxed) + 1);
+      }
+      publish_now(t, tag_base, kThis, *arena,
+                  arena->published(me).load(std::memory_order_relaxed), a.send, bytes);
+      return;
+    }
+    const std::byte* accumulated = a.send;
+    for (int step = 1; step < p; ++step) {
+      const int r = (me + step) % p;
+      const std::uint64_t sequence = arena->consumed(me, r).load(std::memory_order_relaxed);
+      a.reduction.combine(a.recv, accumulated, arrived_now(t, tag_base, kThis, *arena, r, sequence),
+                          a.count, step == p - 1);
+      accumulated = a.recv;
+      arena->advance(arena->consumed(me, r), sequence + 1);
+    }
+  });
+  return true;
+}
+
+bool allgather_shared_memory_now(Transport& t, int tag_base, const AllgatherArgs& a) {
+  SharedArena* arena = t.shared_arena();
+  const int p = t.size();
+  const int me = t.rank();
+  const std::size_t elem = a.element_size;
+  const auto block_bytes = [&](int r) {
+    return (a.offsets[static_cast<std::size_t>(r) + 1] - a.offsets[static_cast<std::size_t>(r)]) *
+           elem;
+  };
+  const auto block = [&](int r) { return a.recv + a.offsets[static_cast<std::size_t>(r)] * elem; };
+  std::size_t largest = 0;
+  for (int r = 0; r < p; ++r)
+    largest = std::max(largest, block_bytes(r));
+  if (!arena_now_usable(t, arena, largest) || a.offsets.back() * elem > kArenaPathBytes) {
+    return false;
+  }
+  const std::byte* own = a.send != nullptr ? a.send : block(me);
+  if (own != block(me)) std::memcpy(block(me), own, block_bytes(me));
+  if (largest == 0 || p == 1) return true;
+  in_free_turn(*arena, me, [&] {
+    constexpr Collective kThis = Collective::allgather;
+    if (block_bytes(me) > 0) {
+      publish_now(t, tag_base, kThis, *arena,
+                  arena->published(me).load(std::memory_order_relaxed), own, block_bytes(me));
+    }
+    for (int step = 1; step < p; ++step) {
+      const int r = (me + step) % p;
+      if (block_bytes(r) == 0) continue;
+      const std::uint64_t sequence = arena->consumed(me, r).load(std::memory_order_relaxed);
+      std::memcpy(block(r), arrived_now(t, tag_base, kThis, *arena, r, sequence), block_bytes(r));
+      arena->advance(arena->consumed(me, r), sequence + 1);
+    }
+  });
+  return true;
 }
 
 Task allgather_shared_memory(Operation& op, AllgatherArgs a) {

@@ -116,18 +116,7 @@ void Operation::suspend_on_condition(std::coroutine_handle<> h, const WaitCondit
 
 bool Operation::wait_in_place(const WaitCondition& condition) {
   if (!exclusive_) return false;
-  // In slices, with a pass of the transport's progress engine between them: a peer may be
-  // waiting for this rank's MPI progress (the acknowledgment of a rendezvous it sent before)
-  // before it can move the counter; without it the two ranks wait for each other for ever.
-  // The first slice (1 ms) outlasts an ordinary handoff, so a wait normally ends with the
-  // producer's wake-up, not a timeout: waking more often made an oversubscribed reduce several
-  // times slower (docs/PERFORMANCE.md). Long waits back off to 16 ms slices.
-  auto slice = std::chrono::microseconds(1000);
-  while (!condition.wait_for(slice)) {
-    transport_.progress();
-    if (condition.peers_silent()) refuse_foreign_messages();
-    slice = std::min(slice * 2, std::chrono::microseconds(16000));
-  }
+  wait_in_slices(transport_, condition, [&] { refuse_foreign_messages(); });
   return true;
 }
 
@@ -136,9 +125,13 @@ void Operation::refuse_foreign_messages() {
   // the arena (a scatter step, say) has messages of its own in flight.
   if (info_.algorithm != Algorithm::shared_memory) return;
   if (!transport_.message_arrived(info_.tag_base, kPhasesPerOp)) return;
-  throw Error(ErrorCode::mismatch, to_string(info_.collective), rank_,
-              "a peer sent messages for this call (#" + std::to_string(info_.sequence) +
-                  ") while this rank runs it through the shared arena: the ranks run different "
+  throw_foreign_messages(info_.collective, rank_, " (#" + std::to_string(info_.sequence) + ")");
+}
+
+void throw_foreign_messages(Collective collective, int rank, const std::string& call) {
+  throw Error(ErrorCode::mismatch, to_string(collective), rank,
+              "a peer sent messages for this call" + call +
+                  " while this rank runs it through the shared arena: the ranks run different "
                   "algorithms, as mismatched calls (counts of other sizes, say) make auto choose; "
                   "COLLX_CHECK=1 names the mismatch");
 }

@@ -5,6 +5,7 @@
 // Engine drives every Operation in flight, so waiting on one never starves another.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -94,6 +95,10 @@ inline constexpr std::size_t kLatencyPathBytes = 1024;
 // allgather: each block moves once, straight between the callers' buffers, unsegmented in the
 // schedule too) take calls of up to this many bytes in all.
 inline constexpr std::size_t kDirectPathBytes = std::size_t{64} << 10;
+// The shared arena's forms (one ring slot per producer, no message) take calls of up to this
+// many bytes per producer: below the sizes whose ring stores are timed (RingStores::kTimedBytes),
+// so a call of the latency path never owes the stores a timing.
+inline constexpr std::size_t kArenaPathBytes = std::size_t{32} << 10;
 
 class Operation {
  public:
@@ -338,6 +343,30 @@ inline bool can_run_in_place() {
   const Config& c = config();
   return c.timeout_seconds <= 0 && !c.check && c.debug < DebugLevel::info;
 }
+
+// How a rank alone in the process's engine waits for a condition (Operation::wait_in_place,
+// and the shared arena's latency paths, which run without an Operation): in slices, with a
+// pass of the transport's progress engine between them: a peer may be waiting for this rank's
+// MPI progress (the acknowledgment of a rendezvous it sent before) before it can move the
+// counter; without it the two ranks wait for each other for ever. The first slice (1 ms)
+// outlasts an ordinary handoff, so a wait normally ends with the producer's wake-up, not a
+// timeout: waking more often made an oversubscribed reduce several times slower
+// (docs/PERFORMANCE.md). Long waits back off to 16 ms slices. After each slice of a wait where
+// condition.peers_silent(), `refuse()` may throw (Operation::refuse_foreign_messages).
+template <class Refuse>
+void wait_in_slices(Transport& transport, const WaitCondition& condition, Refuse&& refuse) {
+  auto slice = std::chrono::microseconds(1000);
+  while (!condition.wait_for(slice)) {
+    transport.progress();
+    if (condition.peers_silent()) refuse();
+    slice = std::min(slice * 2, std::chrono::microseconds(16000));
+  }
+}
+
+// The error of a rank that finds messages of its call (tags from `tag_base`) while it runs the
+// call through the shared arena, where its peers send none: they run another algorithm.
+// `call`: " (#sequence)" where known.
+[[noreturn]] void throw_foreign_messages(Collective collective, int rank, const std::string& call);
 
 // Rethrows `error` as a collx::Error that names `collective` and `rank` where the thrower (a
 // transport) could not.

@@ -79,14 +79,15 @@ constexpr SelectionRule kBuiltinRules[] = {
     // stores, and hand blocks over directly, while plain stores are slow (ring_stores.hpp):
     // 1.2-1.6x MPI in runs in the machine's fast state, about parity (the ring's figure)
     // in its slow state, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The slow state").
-    // Broadcast at two ranks: one message of the binomial tree up to 256 B, the arena from 512 B
-    // to 32 KiB (docs/PERFORMANCE.md, "Broadcast at two ranks").
-    {Collective::broadcast, 1, 2, 256, Algorithm::binomial_tree},
+    // At two ranks, broadcast, reduce and allgather take the arena from 8 B (its blocking forms,
+    // one slot per producer and no Operation, up to kArenaPathBytes: 2-10x MPI's time at
+    // 8 B-32 KiB, docs/PERFORMANCE.md, "The arena's latency path"); broadcast to 32 KiB, then
+    // the binomial tree (docs/PERFORMANCE.md, "Broadcast at two ranks").
     {Collective::broadcast, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::broadcast, 1, 2, 256 << 10, Algorithm::binomial_tree},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::binomial_tree},
-    {Collective::reduce, 1, kAnyRanks, 128, Algorithm::binomial_tree},
+    {Collective::reduce, 3, kAnyRanks, 128, Algorithm::binomial_tree},
     {Collective::reduce, 1, 2, kAnySize, Algorithm::shared_memory},
     {Collective::reduce, 3, kAnyRanks, 32 << 10, Algorithm::shared_memory},
     {Collective::reduce, 3, kAnyRanks, 128 << 10, Algorithm::binomial_tree},
@@ -94,8 +95,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::reduce, 1, 2, kAnySize, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, 32 << 20, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::rabenseifner},
-    {Collective::allgather, 1, 2, 512, Algorithm::ring},
-    {Collective::allgather, 1, 2, 8 << 10, Algorithm::shared_memory},
+    {Collective::allgather, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::allgather, 1, 2, 256 << 10, Algorithm::ring},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::ring},

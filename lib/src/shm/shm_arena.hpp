@@ -81,6 +81,11 @@ class SharedArena {
     advance(turns_[rank].value, turns_[rank].value.load(std::memory_order_relaxed) + 1);
   }
 
+  // Whether no operation of `rank` holds or awaits a turn (every ticket taken was ended).
+  bool idle(int rank) const {
+    return turns_[rank].value.load(std::memory_order_acquire) == turns_[rank].tickets;
+  }
+
   // How `rank` writes into its ring (kept in this process, per rank).
   RingStores& ring_stores(int rank) { return turns_[rank].stores; }
 
@@ -95,6 +100,8 @@ class SharedArena {
         line(first_descriptor_line(nranks_) + producer * slots_ +
              static_cast<int>(sequence % static_cast<std::uint64_t>(slots_))));
   }
+  // More ranks on this node than cores (found at creation).
+  bool oversubscribed() const { return oversubscribed_; }
   // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
   bool direct_reads() const { return direct_reads_; }
   // COLLX_SHM_DIRECT as it was when the arena was made: set, direct reads are always (true)
