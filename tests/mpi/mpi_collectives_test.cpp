@@ -576,6 +576,21 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
                   with(Algorithm::binomial_tree));
       comm.reduce(ints.data(), sum_shm.data(), count, DataType::int64, ReduceOp::sum, root,
                   with(Algorithm::shared_memory));
+      // Allreduce and reduce_scatter through the arena (the sliced protocol's one round).
+      std::vector<std::int64_t> everywhere(count, 0);
+      comm.allreduce(ints.data(), everywhere.data(), count, DataType::int64, ReduceOp::sum,
+                     with(Algorithm::shared_memory));
+      for (std::int64_t v : everywhere)
+        ASSERT_EQ(v, static_cast<std::int64_t>(p) * (p + 1) / 2);
+      std::vector<std::int64_t> blocks(count * static_cast<std::size_t>(p)), block(count, 0);
+      for (std::size_t i = 0; i < blocks.size(); ++i)
+        blocks[i] = static_cast<std::int64_t>(i) + comm.rank();
+      comm.reduce_scatter(blocks.data(), block.data(), count, DataType::int64, ReduceOp::sum,
+                          with(Algorithm::shared_memory));
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto at = static_cast<std::int64_t>(static_cast<std::size_t>(comm.rank()) * count + i);
+        ASSERT_EQ(block[i], at * p + static_cast<std::int64_t>(p) * (p - 1) / 2);
+      }
       // Allgather: every rank's block, in place and not.
       for (Algorithm a : {Algorithm::ring, Algorithm::shared_memory}) {
         std::vector<std::int32_t> own(count), all(count * static_cast<std::size_t>(p), -1);

@@ -12,6 +12,7 @@
 #include "exact_data.hpp"
 #include "registry.hpp"
 #include "sim_world.hpp"
+#include "slices.hpp"
 
 namespace {
 
@@ -36,6 +37,17 @@ Bytes pattern(DataType type, int rank, std::size_t count) {
   Bytes b(count * collx::size_of(type));
   collx::verify::fill_pattern(b.data(), type, rank, count, 0);
   return b;
+}
+
+// reduce_scatter's blocks: count, count + 1, count, ... elements.
+std::vector<std::size_t> uneven_offsets(int p, std::size_t count) {
+  std::vector<std::size_t> offsets(static_cast<std::size_t>(p) + 1, 0);
+  for (int r = 0; r < p; ++r)
+    offsets[r + 1] = offsets[r] + count + static_cast<std::size_t>(r % 2);
+  return offsets;
+}
+std::size_t uneven_total(int p, std::size_t count) {
+  return uneven_offsets(p, count).back();
 }
 
 // Runs one call of `row` with `count` elements from `root`, as the schedule (blocking ==
@@ -89,9 +101,7 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
     return ReduceArgs{in[r].data(), out[r].data(), count, reduction, root, {}, Algorithm::ring};
   };
   // reduce_scatter: uneven blocks (count, count + 1, count, ...), every rank's whole input.
-  std::vector<std::size_t> uneven(static_cast<std::size_t>(p) + 1, 0);
-  for (int r = 0; r < p; ++r)
-    uneven[r + 1] = uneven[r] + count + static_cast<std::size_t>(r % 2);
+  const std::vector<std::size_t> uneven = uneven_offsets(p, count);
   std::vector<Bytes> whole(p);
   if (row.collective == Collective::reduce_scatter) {
     for (int r = 0; r < p; ++r) {
@@ -200,7 +210,7 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
     std::vector<std::size_t> counts =
         row.collective == Collective::barrier
             ? std::vector<std::size_t>{0}
-            : std::vector<std::size_t>{0, 1, 3, static_cast<std::size_t>(p) + 1, 255, 256};
+            : std::vector<std::size_t>{0, 1, 3, static_cast<std::size_t>(p) + 1, 100, 255, 256};
     if (row.collective == Collective::gather || row.collective == Collective::scatter ||
         row.collective == Collective::allgather) {
       // Past the latency path's 1 KiB, up to and past kDirectPathBytes in all.
@@ -236,10 +246,25 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
           // no arena (as SharedArena::create makes none), and the forms decline.
           const bool arena = row.algorithm == Algorithm::shared_memory;
           const std::size_t block_bytes = count * sizeof(float);
+          // The sliced reductions' forms take one round of pieces (p pieces to a 512 B slot),
+          // their whole input in one slot.
+          const bool sliced = row.collective == Collective::allreduce ||
+                              row.collective == Collective::reduce_scatter;
+          const std::size_t sliced_count =
+              row.collective == Collective::allreduce ? count : uneven_total(p, count);
+          const std::size_t piece = collx::patterns::piece_elements(64 << 10, 512, p, sizeof(float));
+          const std::vector<std::size_t> sliced_offsets =
+              row.collective == Collective::allreduce
+                  ? collx::patterns::line_aligned_offsets(count, sizeof(float), p)
+                  : uneven_offsets(p, count);
+          const bool one_round =
+              piece > 0 && collx::patterns::rounds_of(sliced_offsets, piece) <= 1;
           const bool arena_too_large =
-              arena && (p == 1 || block_bytes > 512 || block_bytes > kArenaPathBytes ||
-                        (row.collective == Collective::allgather &&
-                         block_bytes * static_cast<std::size_t>(p) > kArenaPathBytes));
+              arena &&
+              (p == 1 || block_bytes > 512 || block_bytes > kArenaPathBytes ||
+               (row.collective == Collective::allgather &&
+                block_bytes * static_cast<std::size_t>(p) > kArenaPathBytes) ||
+               (sliced && (sliced_count * sizeof(float) > 512 || !one_round)));
           const bool too_large =
               arena_too_large ||
               (!arena && gathering &&
@@ -269,10 +294,12 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
       }
     }
   }
-  // allreduce/recursive_doubling, broadcast/binomial_tree, pipelined_chain and shared_memory,
+  // allreduce/recursive_doubling and shared_memory, broadcast/binomial_tree, pipelined_chain
+  // and shared_memory,
   // reduce/binomial_tree and shared_memory, barrier/dissemination, gather/linear,
-  // scatter/linear, allgather/ring and shared_memory, reduce_scatter/recursive_halving.
-  EXPECT_EQ(rows_with_blocking_form, 12);
+  // scatter/linear, allgather/ring and shared_memory, reduce_scatter/recursive_halving and
+  // shared_memory.
+  EXPECT_EQ(rows_with_blocking_form, 14);
 }
 
 INSTANTIATE_TEST_SUITE_P(P1to9, SimBlockingForms, ::testing::Range(1, 10));

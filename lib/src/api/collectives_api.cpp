@@ -67,7 +67,8 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       std::move(memory.device),
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::allreduce>(t, tag_base, args, a);
-      });
+      },
+      kArenaPathBytes);
 }
 
 Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
@@ -196,7 +197,8 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
       std::move(memory.device),
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::reduce_scatter>(t, tag_base, args, a);
-      });
+      },
+      kArenaPathBytes);
 }
 
 // gather and scatter: the root's full buffer holds every rank's block, rank r's own block is

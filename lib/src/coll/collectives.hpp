@@ -138,6 +138,8 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 bool broadcast_shared_memory_now(Transport& t, int tag_base, const BroadcastArgs& args);
 bool reduce_shared_memory_now(Transport& t, int tag_base, const ReduceArgs& args);
 bool allgather_shared_memory_now(Transport& t, int tag_base, const AllgatherArgs& args);
+bool allreduce_shared_memory_now(Transport& t, int tag_base, const AllreduceArgs& args);
+bool reduce_scatter_shared_memory_now(Transport& t, int tag_base, const ReduceScatterArgs& args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);
 Task allreduce_shared_memory(Operation& op, AllreduceArgs args);

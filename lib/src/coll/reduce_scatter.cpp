@@ -254,8 +254,8 @@ std::span<const AlgorithmRow> reduce_scatter_rows() {
           Algorithm::recursive_halving, reduce_scatter_recursive_halving,
           model::reduce_scatter_recursive_halving, reduce_scatter_recursive_halving_now),
       row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
-                                      model::reduce_scatter_shared_memory, nullptr,
-                                      Algorithm::ring),
+                                      model::reduce_scatter_shared_memory,
+                                      reduce_scatter_shared_memory_now, Algorithm::ring),
       row<Collective::reduce_scatter>(Algorithm::hierarchical, reduce_scatter_hierarchical,
                                       model::reduce_scatter_hierarchical),
   };

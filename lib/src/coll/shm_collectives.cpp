@@ -322,18 +322,24 @@ bool arena_now_usable(Transport& t, const SharedArena* arena, std::size_t bytes)
 // publish() without an Operation: `bytes` from `source` into slot `sequence` of this rank's ring
 // (plain stores: at these sizes the kind of stores makes no difference the RingStores could
 // time), and published.
+// wait_for_room() without an Operation.
+void wait_room_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
+                   std::uint64_t sequence) {
+  const int me = t.rank();
+  const auto ring = static_cast<std::uint64_t>(arena.slots());
+  if (sequence < ring) return;
+  for (int reader = 0; reader < t.size(); ++reader) {
+    if (reader == me) continue;
+    wait_now(t, tag_base, collective, arena,
+             CounterReached(arena, arena.consumed(reader, me), sequence + 1 - ring, reader,
+                            "ring room from"));
+  }
+}
+
 void publish_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
                  std::uint64_t sequence, const std::byte* source, std::size_t bytes) {
   const int me = t.rank();
-  const auto ring = static_cast<std::uint64_t>(arena.slots());
-  if (sequence >= ring) {
-    for (int reader = 0; reader < t.size(); ++reader) {
-      if (reader == me) continue;
-      wait_now(t, tag_base, collective, arena,
-               CounterReached(arena, arena.consumed(reader, me), sequence + 1 - ring, reader,
-                              "ring room from"));
-    }
-  }
+  wait_room_now(t, tag_base, collective, arena, sequence);
   std::memcpy(arena.slot(me, sequence), source, bytes);
   std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
   if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
@@ -851,6 +857,142 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
   }
   if (direct) co_await wait_for_readers(op, arena, inputs[mine]);
   if (aliased) std::memcpy(a.recv, target, own_bytes);
+}
+
+namespace {
+// One round of the sliced reductions' protocol (allreduce_shared_memory and
+// reduce_scatter_shared_memory when their blocks fit one round and they do not slice directly)
+// without an Operation, step for step as publish_pieces and reduce_own_piece.
+
+// This rank's pieces of the other ranks' blocks into its ring slot `sequence`, published.
+void publish_pieces_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
+                        std::uint64_t sequence, const std::byte* send,
+                        std::span<const std::size_t> offsets, std::size_t piece,
+                        std::size_t elem) {
+  const int me = t.rank();
+  wait_room_now(t, tag_base, collective, arena, sequence);
+  std::byte* entry = arena.slot(me, sequence);
+  for (int j = 0; j < t.size(); ++j) {
+    if (j == me) continue;
+    const patterns::ElementRange r = patterns::piece_of(offsets, j, 0, piece);
+    if (r.length() == 0) continue;
+    std::memcpy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
+                r.length() * elem);
+  }
+  publish_filled(arena, me, sequence);
+}
+
+// This rank's piece reduced into `target` (never its own input) from its input and the
+// others' slots `inputs[j]`, in rank order, each slot handed back once read.
+void reduce_own_piece_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
+                          std::span<const std::uint64_t> inputs, const std::byte* send,
+                          std::span<const std::size_t> offsets, std::size_t piece,
+                          const Reduction& reduction, std::byte* target) {
+  const int p = t.size();
+  const int me = t.rank();
+  const std::size_t elem = reduction.element_size;
+  const auto at = [](int j) { return static_cast<std::size_t>(j); };
+  const patterns::ElementRange mine = patterns::piece_of(offsets, me, 0, piece);
+  const auto hand_back = [&](int j) {
+    if (j != me) arena.advance(arena.consumed(me, j), inputs[at(j)] + 1);
+  };
+  if (mine.length() == 0) {
+    for (int j = 0; j < p; ++j)
+      hand_back(j);
+    return;
+  }
+  const auto input = [&](int j) -> const std::byte* {
+    if (j == me) return send + mine.begin * elem;
+    return arrived_now(t, tag_base, collective, arena, j, inputs[at(j)]) + at(me) * piece * elem;
+  };
+  const std::byte* first = input(0);
+  for (int j = 1; j < p; ++j) {
+    const std::byte* lower = j == 1 ? first : target;
+    reduction.combine(target, lower, input(j), mine.length(), j == p - 1);
+    if (j == 1) hand_back(0);
+    hand_back(j);
+  }
+}
+
+// Where each rank's ring stood before this call (ring_bases without an Operation).
+std::vector<std::uint64_t> ring_bases_now(const Transport& t, SharedArena& arena) {
+  std::vector<std::uint64_t> base(static_cast<std::size_t>(t.size()));
+  for (int r = 0; r < t.size(); ++r) {
+    base[static_cast<std::size_t>(r)] =
+        r == t.rank() ? arena.published(r).load(std::memory_order_relaxed)
+                      : arena.consumed(t.rank(), r).load(std::memory_order_relaxed);
+  }
+  return base;
+}
+}  // namespace
+
+// Inputs this small are never sliced directly (slices_directly: below RingStores' timed sizes,
+// and COLLX_SHM_DIRECT=1 is refused by arena_now_usable), so every producer publishes bytes.
+bool allreduce_shared_memory_now(Transport& t, int tag_base, const AllreduceArgs& a) {
+  SharedArena* arena = t.shared_arena();
+  const int p = t.size();
+  const int me = t.rank();
+  const std::size_t elem = a.reduction.element_size;
+  const std::size_t bytes = a.count * elem;
+  if (!arena_now_usable(t, arena, bytes)) return false;
+  if (bytes == 0) return true;
+  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena->slot_bytes(), p, elem);
+  if (piece == 0) return false;
+  const std::vector<std::size_t> offsets = patterns::line_aligned_offsets(a.count, elem, p);
+  if (patterns::rounds_of(offsets, piece) != 1) return false;
+  in_free_turn(*arena, me, [&] {
+    constexpr Collective kThis = Collective::allreduce;
+    // The round's slots: the input pieces at base, the reduced piece at base + 1.
+    const std::vector<std::uint64_t> base = ring_bases_now(t, *arena);
+    const auto mine = static_cast<std::size_t>(me);
+    publish_pieces_now(t, tag_base, kThis, *arena, base[mine], a.send, offsets, piece, elem);
+    const std::uint64_t own = base[mine] + 1;
+    wait_room_now(t, tag_base, kThis, *arena, own);
+    std::byte* entry = arena->slot(me, own);
+    reduce_own_piece_now(t, tag_base, kThis, *arena, base, a.send, offsets, piece, a.reduction,
+                         entry);
+    const patterns::ElementRange range = patterns::piece_of(offsets, me, 0, piece);
+    std::memcpy(a.recv + range.begin * elem, entry, range.length() * elem);
+    publish_filled(*arena, me, own);
+    // The others' reduced pieces, starting with the next rank (take_reduced_pieces).
+    for (int step = 1; step < p; ++step) {
+      const int j = (me + step) % p;
+      const std::uint64_t sequence = base[static_cast<std::size_t>(j)] + 1;
+      const patterns::ElementRange r = patterns::piece_of(offsets, j, 0, piece);
+      const std::byte* slot = arrived_now(t, tag_base, kThis, *arena, j, sequence);
+      std::memcpy(a.recv + r.begin * elem, slot, r.length() * elem);
+      arena->advance(arena->consumed(me, j), sequence + 1);
+    }
+  });
+  return true;
+}
+
+bool reduce_scatter_shared_memory_now(Transport& t, int tag_base, const ReduceScatterArgs& a) {
+  SharedArena* arena = t.shared_arena();
+  const int p = t.size();
+  const int me = t.rank();
+  const std::size_t elem = a.reduction.element_size;
+  const std::span<const std::size_t> offsets = a.offsets;
+  const auto mine = static_cast<std::size_t>(me);
+  const std::size_t total_bytes = offsets.back() * elem;
+  if (!arena_now_usable(t, arena, total_bytes)) return false;
+  const std::size_t own_bytes = (offsets[mine + 1] - offsets[mine]) * elem;
+  // Where recv overlaps send the coroutine builds the block aside; that case goes there.
+  const std::byte* send_end = a.send + total_bytes;
+  if (own_bytes > 0 && a.recv + own_bytes > a.send && a.recv < send_end) return false;
+  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena->slot_bytes(), p, elem);
+  if (piece == 0) return false;
+  const std::size_t rounds = patterns::rounds_of(offsets, piece);
+  if (rounds == 0) return true;
+  if (rounds != 1) return false;
+  in_free_turn(*arena, me, [&] {
+    constexpr Collective kThis = Collective::reduce_scatter;
+    const std::vector<std::uint64_t> base = ring_bases_now(t, *arena);
+    publish_pieces_now(t, tag_base, kThis, *arena, base[mine], a.send, offsets, piece, elem);
+    reduce_own_piece_now(t, tag_base, kThis, *arena, base, a.send, offsets, piece, a.reduction,
+                         a.recv);
+  });
+  return true;
 }
 
 }  // namespace collx::detail

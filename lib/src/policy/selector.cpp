@@ -17,6 +17,11 @@ namespace {
 // follow Open MPI's 4 KiB eager limit: a 4 KiB exchange is a rendezvous, so at 4 KiB the algorithms
 // that send halves or p-ths win. The last row of each rank range catches every larger size.
 constexpr SelectionRule kBuiltinRules[] = {
+    // Two ranks with a shared arena, under either MPI (no message is sent): recursive doubling
+    // up to 256 B, then the arena's sliced allreduce through its blocking form to 32 KiB
+    // (docs/PERFORMANCE.md, "The arena's latency path").
+    {Collective::allreduce, 1, 2, 256, Algorithm::recursive_doubling},
+    {Collective::allreduce, 1, 2, 32 << 10, Algorithm::shared_memory},
 #if defined(MPICH_VERSION)
     // MPICH over UCX (ch4:ucx) sends a message above UCX's rendezvous threshold (between 8 and
     // 16 KiB on one node; UCX_RNDV_THRESH) by rendezvous, where Open MPI's step is at 4 KiB: at
@@ -103,14 +108,17 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 3, kAnyRanks, 256 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::ring},
-    // Reduce-scatter at 3 and 4 ranks on one node from 16 KiB: the arena's, as allreduce's
-    // (same runs); 5 ranks and more unmeasured.
+    // Reduce-scatter at two ranks: the arena's blocking form to 8 KiB in all (docs/PERFORMANCE.md,
+    // "The arena's latency path"); at 3 and 4 ranks on one node from 16 KiB: the arena's, as
+    // allreduce's (same runs); 5 ranks and more unmeasured.
+    {Collective::reduce_scatter, 1, 2, 8 << 10, Algorithm::shared_memory},
     {Collective::reduce_scatter, 1, 2, 32 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter, 1, 2, kAnySize, Algorithm::ring},
     {Collective::reduce_scatter, 3, 4, 8 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter, 3, 4, kAnySize, Algorithm::shared_memory},
     {Collective::reduce_scatter, 3, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter, 3, kAnyRanks, kAnySize, Algorithm::ring},
+    {Collective::reduce_scatter_v, 1, 2, 8 << 10, Algorithm::shared_memory},
     {Collective::reduce_scatter_v, 1, 2, 32 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter_v, 1, 2, kAnySize, Algorithm::ring},
     {Collective::reduce_scatter_v, 3, 4, 8 << 10, Algorithm::recursive_halving},
