@@ -381,6 +381,18 @@ const Entry gather_binomial_tree{rooted_tree, kRootedTree};
 const Entry gather_linear{rooted_linear, kRootedLinear};
 const Entry scatter_binomial_tree{rooted_tree, kRootedTree};
 const Entry scatter_linear{rooted_linear, kRootedLinear};
+static Cost rooted_shared_memory(const Shape& s) {
+  // The root copies (p-1)/p n in or out through the rings, a slot at a time.
+  return shared_pipeline((s.p - 1) / s.p * s.n, s.segment);
+}
+const Entry gather_shared_memory{
+    rooted_shared_memory,
+    "One node only: every other rank copies its block slot by slot into its ring in a shared "
+    "arena; the root copies the slots out into its buffer, rank by rank. No bytes on a wire."};
+const Entry scatter_shared_memory{
+    rooted_shared_memory,
+    "One node only: the root copies every other rank's block slot by slot into its ring in a "
+    "shared arena, in rank order from root + 1; each rank copies its own slots out."};
 
 // ---- alltoall ----
 const Entry alltoall_pairwise{[](const Shape& s) {

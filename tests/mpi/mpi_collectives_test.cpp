@@ -591,6 +591,36 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
         const auto at = static_cast<std::int64_t>(static_cast<std::size_t>(comm.rank()) * count + i);
         ASSERT_EQ(block[i], at * p + static_cast<std::int64_t>(p) * (p - 1) / 2);
       }
+      // Gather and scatter through the arena and as messages.
+      for (Algorithm a : {Algorithm::linear, Algorithm::shared_memory}) {
+        std::vector<std::int32_t> own(count), all(count * static_cast<std::size_t>(p), -1);
+        for (std::size_t i = 0; i < count; ++i)
+          own[i] = comm.rank() * 1000 + static_cast<std::int32_t>(i);
+        comm.gather(own.data(), all.data(), count, DataType::int32, root, with(a));
+        if (comm.rank() == root) {
+          for (int r = 0; r < p; ++r)
+            for (std::size_t i = 0; i < count; ++i)
+              ASSERT_EQ(all[static_cast<std::size_t>(r) * count + i],
+                        r * 1000 + static_cast<std::int32_t>(i))
+                  << to_string(a);
+        }
+        std::vector<std::int32_t> mine_back(count, -1);
+        comm.scatter(all.data(), mine_back.data(), count, DataType::int32, root, with(a));
+        if (comm.rank() == root) {
+          for (std::size_t i = 0; i < count; ++i)
+            ASSERT_EQ(mine_back[i], root * 1000 + static_cast<std::int32_t>(i)) << to_string(a);
+        }
+        // Scatter back what the root gathered: every rank gets its own block.
+        std::vector<std::int32_t> full(count * static_cast<std::size_t>(p));
+        for (std::size_t i = 0; i < full.size(); ++i)
+          full[i] = static_cast<std::int32_t>(i) + 7 * root;
+        comm.scatter(full.data(), mine_back.data(), count, DataType::int32, root, with(a));
+        for (std::size_t i = 0; i < count; ++i)
+          ASSERT_EQ(mine_back[i],
+                    static_cast<std::int32_t>(static_cast<std::size_t>(comm.rank()) * count + i) +
+                        7 * root)
+              << to_string(a);
+      }
       // Allgather: every rank's block, in place and not.
       for (Algorithm a : {Algorithm::ring, Algorithm::shared_memory}) {
         std::vector<std::int32_t> own(count), all(count * static_cast<std::size_t>(p), -1);

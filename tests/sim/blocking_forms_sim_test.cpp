@@ -262,8 +262,7 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
           const bool arena_too_large =
               arena &&
               (p == 1 || block_bytes > 512 || block_bytes > kArenaPathBytes ||
-               (row.collective == Collective::allgather &&
-                block_bytes * static_cast<std::size_t>(p) > kArenaPathBytes) ||
+               (gathering && block_bytes * static_cast<std::size_t>(p) > kArenaPathBytes) ||
                (sliced && (sliced_count * sizeof(float) > 512 || !one_round)));
           const bool too_large =
               arena_too_large ||
@@ -296,10 +295,10 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
   }
   // allreduce/recursive_doubling and shared_memory, broadcast/binomial_tree, pipelined_chain
   // and shared_memory,
-  // reduce/binomial_tree and shared_memory, barrier/dissemination, gather/linear,
-  // scatter/linear, allgather/ring and shared_memory, reduce_scatter/recursive_halving and
-  // shared_memory.
-  EXPECT_EQ(rows_with_blocking_form, 14);
+  // reduce/binomial_tree and shared_memory, barrier/dissemination, gather/linear and
+  // shared_memory, scatter/linear and shared_memory, allgather/ring and shared_memory,
+  // reduce_scatter/recursive_halving and shared_memory.
+  EXPECT_EQ(rows_with_blocking_form, 16);
 }
 
 INSTANTIATE_TEST_SUITE_P(P1to9, SimBlockingForms, ::testing::Range(1, 10));

@@ -140,6 +140,10 @@ bool reduce_shared_memory_now(Transport& t, int tag_base, const ReduceArgs& args
 bool allgather_shared_memory_now(Transport& t, int tag_base, const AllgatherArgs& args);
 bool allreduce_shared_memory_now(Transport& t, int tag_base, const AllreduceArgs& args);
 bool reduce_scatter_shared_memory_now(Transport& t, int tag_base, const ReduceScatterArgs& args);
+Task gather_shared_memory(Operation& op, GatherArgs args);
+Task scatter_shared_memory(Operation& op, ScatterArgs args);
+bool gather_shared_memory_now(Transport& t, int tag_base, const GatherArgs& args);
+bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);
 Task allreduce_shared_memory(Operation& op, AllreduceArgs args);

@@ -211,6 +211,9 @@ std::span<const AlgorithmRow> gather_rows() {
                               model::gather_binomial_tree),
       row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>, model::gather_linear,
                               gather_linear_now),
+      row<Collective::gather>(Algorithm::shared_memory, gather_shared_memory,
+                              model::gather_shared_memory, gather_shared_memory_now,
+                              Algorithm::linear),
   };
   return rows;
 }
@@ -221,6 +224,9 @@ std::span<const AlgorithmRow> scatter_rows() {
                                model::scatter_binomial_tree),
       row<Collective::scatter>(Algorithm::linear, scatter_tree<TreeShape::flat>,
                                model::scatter_linear, scatter_linear_now),
+      row<Collective::scatter>(Algorithm::shared_memory, scatter_shared_memory,
+                               model::scatter_shared_memory, scatter_shared_memory_now,
+                               Algorithm::linear),
   };
   return rows;
 }

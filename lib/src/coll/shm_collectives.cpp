@@ -995,4 +995,195 @@ bool reduce_scatter_shared_memory_now(Transport& t, int tag_base, const ReduceSc
   return true;
 }
 
+// ---- gather and scatter: one producer per block ----
+//
+// Gather: every other rank publishes its block, slot by slot, in its ring; the root takes them
+// rank by rank from root + 1. Scatter: the root publishes every other rank's block in its ring,
+// in the same order; each rank takes its own slots and steps its counter over the others'. The
+// ranks that take nothing from a producer say so up front (as reduce_shared_memory's), so
+// every slot published is consumed by every other rank and the rings never wait for them.
+
+namespace {
+std::size_t block_bytes_of(std::span<const std::size_t> offsets, std::size_t elem, int r) {
+  const auto i = static_cast<std::size_t>(r);
+  return (offsets[i + 1] - offsets[i]) * elem;
+}
+std::size_t block_offset_of(std::span<const std::size_t> offsets, std::size_t elem, int r) {
+  return offsets[static_cast<std::size_t>(r)] * elem;
+}
+}  // namespace
+
+Task gather_shared_memory(Operation& op, GatherArgs a) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t elem = a.element_size;
+  SharedArena& arena = *op.transport().shared_arena();
+  const std::size_t slot = slot_payload_bytes(arena);
+  const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
+  if (me != a.root) {
+    for (int r = 0; r < p; ++r) {
+      if (r == me || r == a.root) continue;
+      SharedArena::Counter& consumed = arena.consumed(me, r);
+      arena.advance(consumed, consumed.load(std::memory_order_relaxed) + pieces(r));
+    }
+    const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
+    const std::uint64_t base = arena.published(me).load(std::memory_order_relaxed);
+    for (std::size_t k = 0; k < pieces(me); ++k) {
+      const std::size_t offset = k * slot;
+      co_await publish(op, arena, base + k, a.send + offset, std::min(slot, bytes - offset));
+    }
+    co_return;
+  }
+  std::byte* own = a.recv + block_offset_of(a.offsets, elem, me);
+  if (a.send != nullptr && a.send != own) {
+    std::memcpy(own, a.send, block_bytes_of(a.offsets, elem, me));
+  }
+  const kernels::CopyFn copy = copy_for_output(a.offsets.back() * elem);
+  for (int step = 1; step < p; ++step) {
+    const int r = (me + step) % p;
+    const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
+    const std::uint64_t base = arena.consumed(me, r).load(std::memory_order_relaxed);
+    std::byte* into = a.recv + block_offset_of(a.offsets, elem, r);
+    for (std::size_t k = 0; k < pieces(r); ++k) {
+      const std::size_t offset = k * slot;
+      co_await take(op, arena, r, base + k, into + offset, std::min(slot, bytes - offset), copy);
+    }
+  }
+}
+
+Task scatter_shared_memory(Operation& op, ScatterArgs a) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t elem = a.element_size;
+  SharedArena& arena = *op.transport().shared_arena();
+  const std::size_t slot = slot_payload_bytes(arena);
+  const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
+  if (me == a.root) {
+    std::uint64_t sequence = arena.published(me).load(std::memory_order_relaxed);
+    for (int step = 1; step < p; ++step) {
+      const int r = (me + step) % p;
+      const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
+      const std::byte* from = a.send + block_offset_of(a.offsets, elem, r);
+      for (std::size_t k = 0; k < pieces(r); ++k) {
+        const std::size_t offset = k * slot;
+        co_await publish(op, arena, sequence++, from + offset, std::min(slot, bytes - offset));
+      }
+    }
+    const std::byte* own = a.send + block_offset_of(a.offsets, elem, me);
+    if (a.recv != nullptr && a.recv != own) {
+      std::memcpy(a.recv, own, block_bytes_of(a.offsets, elem, me));
+    }
+    co_return;
+  }
+  // This rank's slots follow those of the ranks before it in the order root + 1, root + 2, ...
+  const std::uint64_t base = arena.consumed(me, a.root).load(std::memory_order_relaxed);
+  std::uint64_t first = base;
+  std::uint64_t total = 0;
+  for (int step = 1; step < p; ++step) {
+    const int r = (a.root + step) % p;
+    if (r == me) first = base + total;
+    total += pieces(r);
+  }
+  SharedArena::Counter& consumed = arena.consumed(me, a.root);
+  arena.advance(consumed, first);
+  const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
+  const kernels::CopyFn copy = copy_for_output(bytes);
+  for (std::size_t k = 0; k < pieces(me); ++k) {
+    const std::size_t offset = k * slot;
+    co_await take(op, arena, a.root, first + k, a.recv + offset, std::min(slot, bytes - offset),
+                  copy);
+  }
+  arena.advance(consumed, base + total);
+}
+
+bool gather_shared_memory_now(Transport& t, int tag_base, const GatherArgs& a) {
+  SharedArena* arena = t.shared_arena();
+  const int p = t.size();
+  const int me = t.rank();
+  const std::size_t elem = a.element_size;
+  std::size_t largest = 0;
+  for (int r = 0; r < p; ++r)
+    largest = std::max(largest, block_bytes_of(a.offsets, elem, r));
+  if (!arena_now_usable(t, arena, largest) || a.offsets.back() * elem > kArenaPathBytes) {
+    return false;
+  }
+  in_free_turn(*arena, me, [&] {
+    constexpr Collective kThis = Collective::gather;
+    if (me != a.root) {
+      for (int r = 0; r < p; ++r) {
+        if (r == me || r == a.root || block_bytes_of(a.offsets, elem, r) == 0) continue;
+        SharedArena::Counter& consumed = arena->consumed(me, r);
+        arena->advance(consumed, consumed.load(std::memory_order_relaxed) + 1);
+      }
+      const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
+      if (bytes > 0) {
+        publish_now(t, tag_base, kThis, *arena,
+                    arena->published(me).load(std::memory_order_relaxed), a.send, bytes);
+      }
+      return;
+    }
+    std::byte* own = a.recv + block_offset_of(a.offsets, elem, me);
+    if (a.send != nullptr && a.send != own) {
+      std::memcpy(own, a.send, block_bytes_of(a.offsets, elem, me));
+    }
+    for (int step = 1; step < p; ++step) {
+      const int r = (me + step) % p;
+      const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
+      if (bytes == 0) continue;
+      const std::uint64_t sequence = arena->consumed(me, r).load(std::memory_order_relaxed);
+      std::memcpy(a.recv + block_offset_of(a.offsets, elem, r),
+                  arrived_now(t, tag_base, kThis, *arena, r, sequence), bytes);
+      arena->advance(arena->consumed(me, r), sequence + 1);
+    }
+  });
+  return true;
+}
+
+bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& a) {
+  SharedArena* arena = t.shared_arena();
+  const int p = t.size();
+  const int me = t.rank();
+  const std::size_t elem = a.element_size;
+  std::size_t largest = 0;
+  for (int r = 0; r < p; ++r)
+    largest = std::max(largest, block_bytes_of(a.offsets, elem, r));
+  if (!arena_now_usable(t, arena, largest) || a.offsets.back() * elem > kArenaPathBytes) {
+    return false;
+  }
+  in_free_turn(*arena, me, [&] {
+    constexpr Collective kThis = Collective::scatter;
+    if (me == a.root) {
+      std::uint64_t sequence = arena->published(me).load(std::memory_order_relaxed);
+      for (int step = 1; step < p; ++step) {
+        const int r = (me + step) % p;
+        const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
+        if (bytes == 0) continue;
+        publish_now(t, tag_base, kThis, *arena, sequence++,
+                    a.send + block_offset_of(a.offsets, elem, r), bytes);
+      }
+      const std::byte* own = a.send + block_offset_of(a.offsets, elem, me);
+      if (a.recv != nullptr && a.recv != own) {
+        std::memcpy(a.recv, own, block_bytes_of(a.offsets, elem, me));
+      }
+      return;
+    }
+    const std::uint64_t base = arena->consumed(me, a.root).load(std::memory_order_relaxed);
+    std::uint64_t first = base;
+    std::uint64_t total = 0;
+    for (int step = 1; step < p; ++step) {
+      const int r = (a.root + step) % p;
+      if (r == me) first = base + total;
+      total += block_bytes_of(a.offsets, elem, r) > 0 ? 1 : 0;
+    }
+    SharedArena::Counter& consumed = arena->consumed(me, a.root);
+    arena->advance(consumed, first);
+    const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
+    if (bytes > 0) {
+      std::memcpy(a.recv, arrived_now(t, tag_base, kThis, *arena, a.root, first), bytes);
+    }
+    arena->advance(consumed, base + total);
+  });
+  return true;
+}
+
 }  // namespace collx::detail

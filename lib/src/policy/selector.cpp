@@ -125,8 +125,12 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::reduce_scatter_v, 3, 4, kAnySize, Algorithm::shared_memory},
     {Collective::reduce_scatter_v, 3, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter_v, 3, kAnyRanks, kAnySize, Algorithm::ring},
+    // Gather and scatter at two ranks through the arena to 32 KiB in all (its blocking forms;
+    // docs/PERFORMANCE.md, "The arena's latency path"); 3+ ranks not measured with it.
+    {Collective::gather, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::gather, 1, 8, kAnySize, Algorithm::linear},
     {Collective::gather, 9, kAnyRanks, kAnySize, Algorithm::binomial_tree},
+    {Collective::scatter, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::scatter, 1, 8, kAnySize, Algorithm::linear},
     {Collective::scatter, 9, kAnyRanks, kAnySize, Algorithm::binomial_tree},
     {Collective::alltoall, 1, kAnyRanks, 512, Algorithm::bruck},
