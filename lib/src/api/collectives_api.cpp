@@ -148,12 +148,9 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
-  const AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf),
-                           bytes_of(recvbuf),
-                           equal_offsets(count, s->size),
-                           size_of(type),
-                           {}};
-  return run_collective(
+  AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf), bytes_of(recvbuf),
+                     s->lend_equal_offsets(count), size_of(type), {}};
+  Request done = run_collective(
       s, Collective::allgather, total, options,
       signature(Collective::allgather, count, static_cast<int>(type)), blocking,
       [&](Operation& op, Algorithm a) { return allgather_task(op, args, a); },
@@ -162,6 +159,8 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
         return run_blocking_form<Collective::allgather>(t, tag_base, args, a);
       },
       kDirectPathBytes);
+  s->give_back_offsets(count, std::move(args.offsets));
+  return done;
 }
 
 Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -185,12 +184,9 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   }
   CallMemory memory = call_memory(
       *s, collective, options, {{sendbuf, total, "sendbuf"}, {recvbuf, mine, "recvbuf"}}, blocking);
-  const ReduceScatterArgs args{bytes_of(sendbuf),
-                               bytes_of(recvbuf),
-                               std::move(offsets),
-                               Reduction::make(type, reduce_op, s->size, memory.reducer()),
-                               {}};
-  return run_collective(
+  ReduceScatterArgs args{bytes_of(sendbuf), bytes_of(recvbuf), std::move(offsets),
+                         Reduction::make(type, reduce_op, s->size, memory.reducer()), {}};
+  Request done = run_collective(
       s, collective, total, options,
       signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
       blocking, [&](Operation& op, Algorithm a) { return reduce_scatter_task(op, args, a); },
@@ -199,6 +195,9 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
         return run_blocking_form<Collective::reduce_scatter>(t, tag_base, args, a);
       },
       kArenaPathBytes);
+  // Kept for its storage (the blocks may be a reduce_scatter_v's).
+  s->give_back_offsets(CommState::kNoSpareOffsets, std::move(args.offsets));
+  return done;
 }
 
 // gather and scatter: the root's full buffer holds every rank's block, rank r's own block is
@@ -226,13 +225,13 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                   {{kGather ? own_used : full_used, kGather ? block : total, "sendbuf"},
                    {kGather ? full_used : own_used, kGather ? total : block, "recvbuf"}},
                   blocking);
-  const ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
-                       !kGather && in_place ? nullptr : bytes_of(recvbuf),
-                       equal_offsets(count, s->size),
-                       size_of(type),
-                       root,
-                       {}};
-  return run_collective(
+  ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
+                 !kGather && in_place ? nullptr : bytes_of(recvbuf),
+                 s->lend_equal_offsets(count),
+                 size_of(type),
+                 root,
+                 {}};
+  Request done = run_collective(
       s, C, total, options, signature(C, count, static_cast<int>(type), -1, root), blocking,
       [&](Operation& op, Algorithm a) { return run_schedule<C>(op, args, a); },
       std::move(memory.device),
@@ -240,6 +239,8 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
         return run_blocking_form<C>(t, tag_base, args, a);
       },
       kDirectPathBytes);
+  s->give_back_offsets(count, std::move(args.offsets));
+  return done;
 }
 
 constexpr auto gather_impl = rooted_impl<Collective::gather>;
@@ -315,11 +316,11 @@ std::size_t element_bytes(Collective c, int rank, std::size_t count, DataType ty
 
 // reduce_scatter's blocks of `count` elements per rank, checked before their offsets are
 // computed (a product that wraps would pass every later check).
-std::vector<std::size_t> block_offsets(int rank, std::size_t count, int nranks, DataType type) {
-  const ArgCheck check(Collective::reduce_scatter, rank);
+std::vector<std::size_t> block_offsets(CommState& s, std::size_t count, DataType type) {
+  const ArgCheck check(Collective::reduce_scatter, s.rank);
   check.type(type);
-  check.total_bytes(count, nranks, type);
-  return equal_offsets(count, nranks);
+  check.total_bytes(count, s.size, type);
+  return s.lend_equal_offsets(count);
 }
 
 }  // namespace
@@ -406,7 +407,7 @@ void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_
   detail::state_of(*this);  // throws if freed
   detail::guarded(state_, Collective::reduce_scatter, [&] {
     detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                                detail::block_offsets(rank(), count, size(), type), type, op,
+                                detail::block_offsets(*state_, count, type), type, op,
                                 options, true, Collective::reduce_scatter);
   });
 }
@@ -415,7 +416,7 @@ Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::s
   detail::state_of(*this);  // throws if freed
   return detail::guarded(state_, Collective::reduce_scatter, [&] {
     return detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                                       detail::block_offsets(rank(), count, size(), type), type, op,
+                                       detail::block_offsets(*state_, count, type), type, op,
                                        options, false, Collective::reduce_scatter);
   });
 }

@@ -96,6 +96,27 @@ struct CommState {
   static bool tried_calls(const Config& c, bool order_sensitive) {
     return !order_sensitive || c.autotune == AutotuneMode::all;
   }
+  // Equal blocks of `count` elements per rank as p + 1 prefix sums (the offsets of allgather's,
+  // gather's, scatter's and reduce_scatter's calls), lent to a call and handed back after it
+  // (give_back_offsets), so that a run of calls allocates nothing for them: on the latency
+  // path the allocation and release were a fifth of a call's own cost.
+  std::vector<std::size_t> lend_equal_offsets(std::size_t count) {
+    std::vector<std::size_t> offsets = std::move(spare_offsets_);
+    if (spare_offsets_count_ != count || offsets.size() != static_cast<std::size_t>(size) + 1) {
+      offsets.resize(static_cast<std::size_t>(size) + 1);
+      for (std::size_t r = 0; r < offsets.size(); ++r)
+        offsets[r] = r * count;
+    }
+    spare_offsets_count_ = kNoSpareOffsets;
+    return offsets;
+  }
+  // `offsets`: equal blocks of `count` elements (or of kNoSpareOffsets: other blocks, kept
+  // for their storage only).
+  void give_back_offsets(std::size_t count, std::vector<std::size_t>&& offsets) {
+    spare_offsets_ = std::move(offsets);
+    spare_offsets_count_ = count;
+  }
+  static constexpr std::size_t kNoSpareOffsets = static_cast<std::size_t>(-1);
   // Hands a timed call's duration to its tuner; where the tuner asks, the ranks agree (a
   // maximum over ranks, an internal allreduce every rank makes at the same call).
   void after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
@@ -161,6 +182,8 @@ struct CommState {
   // Rejects a negative options.pipeline_depth; sets next_op's defaults for the configuration
   // in force where they were set for another.
   void refresh_op_defaults(Collective collective, const Options& options);
+  std::vector<std::size_t> spare_offsets_;
+  std::size_t spare_offsets_count_ = kNoSpareOffsets;
   // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
   const Config* defaults_config = nullptr;
   std::size_t default_segment_bytes = 0;
