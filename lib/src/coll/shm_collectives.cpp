@@ -319,9 +319,6 @@ bool arena_now_usable(Transport& t, const SharedArena* arena, std::size_t bytes)
          arena->direct_reads_forced() != std::optional<bool>(true);
 }
 
-// publish() without an Operation: `bytes` from `source` into slot `sequence` of this rank's ring
-// (plain stores: at these sizes the kind of stores makes no difference the RingStores could
-// time), and published.
 // wait_for_room() without an Operation.
 void wait_room_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
                    std::uint64_t sequence) {
@@ -336,6 +333,9 @@ void wait_room_now(Transport& t, int tag_base, Collective collective, SharedAren
   }
 }
 
+// publish() without an Operation: `bytes` from `source` into slot `sequence` of this rank's ring
+// (plain stores: at these sizes the kind of stores makes no difference the RingStores could
+// time), and published.
 void publish_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
                  std::uint64_t sequence, const std::byte* source, std::size_t bytes) {
   const int me = t.rank();
