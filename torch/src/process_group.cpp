@@ -319,12 +319,39 @@ ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
   host_.memory = collx::MemoryKind::host;
 }
 
+void ProcessGroupCollx::agree_locked(const char* op, const Block& block) {
+  if (comm_->size() == 1) return;
+  // One key per (elements, dtype), ordered by elements; the MAX of {key, -key} is the group's
+  // largest and (negated) smallest key, the same on every rank.
+  constexpr int64_t kTypes = 64;
+  static_assert(static_cast<int64_t>(at::ScalarType::NumOptions) <= kTypes);
+  const int64_t key = block.elements * kTypes + static_cast<int64_t>(block.dtype);
+  int64_t range[2] = {key, -key};
+  try {
+    comm_->allreduce(collx::in_place, range, 2, collx::DataType::int64, collx::ReduceOp::max,
+                     host_);
+  } catch (const collx::Error& e) {
+    refuse(op, e.what());
+  }
+  const int64_t largest = range[0];
+  const int64_t smallest = -range[1];
+  if (smallest == key && largest == key) return;
+  const int64_t other = largest != key ? largest : smallest;
+  refuse(op, "the ranks' ", block.what, "s differ in size or dtype (rank ", comm_->rank(), " has ",
+         block.elements, " elements of ", block.dtype, ", another rank ", other / kTypes,
+         " elements of ", static_cast<at::ScalarType>(other % kTypes),
+         "): every rank of the group must pass tensors of the same size and dtype; nothing was "
+         "sent, on any rank");
+}
+
 template <class Start>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, const char* op,
-                                                         Staging staging, Start&& start) {
+                                                         Staging staging, Start&& start,
+                                                         const Block* agree) {
   std::vector<collx::Request> requests;
   try {
     std::lock_guard lock(launch_mutex_);
+    if (agree) agree_locked(op, *agree);
     if constexpr (std::is_same_v<decltype(start()), collx::Request>) {
       requests.push_back(start());
     } else {
@@ -334,7 +361,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
     refuse(op, e.what());
   }
   auto work =
-      c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(requests), std::move(staging));
+      c10::make_intrusive<CollxWork>(comm_->rank(), type, op, std::move(requests),
+                                            std::move(staging));
   Completer::instance().add(work);
   return work;
 }
@@ -427,10 +455,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   s.outputs = outputs[0];
   at::Tensor src = read_buffer(in, pool_, s);
   at::Tensor dst = write_list(outputs[0], pool_, s);
-  return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
-    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
-                             host_);
-  });
+  const Block block{in.numel(), in.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::ALLGATHER, op, std::move(s),
+      [&] {
+        return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
+                                 host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
@@ -459,25 +491,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
     if (j != rank) dst[static_cast<std::size_t>(j)] = write_buffer(outputs[j], pool_, s);
   }
   const collx::DataType type = data_type_of(in, op);
-  return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
-    std::vector<collx::Request> requests;
-    requests.reserve(2 * static_cast<std::size_t>(size - 1));
-    // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
-    // send goes to the rank whose k-th receive waits for it.
-    for (int k = 1; k < size; ++k) {
-      const int from = (rank - k + size) % size;
-      at::Tensor& block = dst[static_cast<std::size_t>(from)];
-      requests.push_back(comm_->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
-    }
-    for (int k = 1; k < size; ++k) {
-      requests.push_back(
-          comm_->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
-    }
-    // This rank's block once the messages are posted, so the peers read this rank's input (a
-    // single-copy transfer) meanwhile; before the work exists, so no one sees it complete first.
-    if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
-    return requests;
-  });
+  const Block block{in.numel(), in.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::ALLGATHER, op, std::move(s),
+      [&] {
+        std::vector<collx::Request> requests;
+        requests.reserve(2 * static_cast<std::size_t>(size - 1));
+        // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
+        // send goes to the rank whose k-th receive waits for it.
+        for (int k = 1; k < size; ++k) {
+          const int from = (rank - k + size) % size;
+          at::Tensor& block = dst[static_cast<std::size_t>(from)];
+          requests.push_back(
+              comm_->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
+        }
+        for (int k = 1; k < size; ++k) {
+          requests.push_back(
+              comm_->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
+        }
+        // This rank's block once the messages are posted, so the peers read this rank's input (a
+        // single-copy transfer) meanwhile; before the work exists, so no one sees it complete
+        // first.
+        if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
+        return requests;
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
@@ -490,10 +528,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer(output, pool_, s);
-  return launch(c10d::OpType::_ALLGATHER_BASE, op, std::move(s), [&] {
-    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(input, op),
-                             host_);
-  });
+  const Block block{input.numel(), input.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::_ALLGATHER_BASE, op, std::move(s),
+      [&] {
+        return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(),
+                                 data_type_of(input, op), host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
@@ -510,10 +552,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
     dst = write_list(*list, pool_, s);
   }
   at::Tensor src = read_buffer(in, pool_, s);
-  return launch(c10d::OpType::GATHER, op, std::move(s), [&] {
-    return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
-                          data_type_of(in, op), root, host_);
-  });
+  const Block block{in.numel(), in.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::GATHER, op, std::move(s),
+      [&] {
+        return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
+                              data_type_of(in, op), root, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
@@ -530,10 +576,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
     src = read_list(*list, pool_, s);
   }
   at::Tensor dst = write_buffer(out, pool_, s);
-  return launch(c10d::OpType::SCATTER, op, std::move(s), [&] {
-    return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
-                           data_type_of(out, op), root, host_);
-  });
+  const Block block{out.numel(), out.scalar_type(), "output tensor"};
+  return launch(
+      c10d::OpType::SCATTER, op, std::move(s),
+      [&] {
+        return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
+                               data_type_of(out, op), root, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
@@ -548,10 +598,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
   s.outputs = {out};
   at::Tensor src = read_list(inputs[0], pool_, s);
   at::Tensor dst = write_buffer_apart(out, src, pool_, s);
-  return launch(c10d::OpType::REDUCE_SCATTER, op, std::move(s), [&] {
-    return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                  data_type_of(out, op), rop, host_);
-  });
+  const Block block{out.numel(), out.scalar_type(), "output tensor"};
+  return launch(
+      c10d::OpType::REDUCE_SCATTER, op, std::move(s),
+      [&] {
+        return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                      data_type_of(out, op), rop, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
@@ -565,10 +619,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s), [&] {
-    return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                  data_type_of(output, op), rop, host_);
-  });
+  const Block block{output.numel(), output.scalar_type(), "output tensor"};
+  return launch(
+      c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s),
+      [&] {
+        return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                      data_type_of(output, op), rop, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
@@ -578,15 +636,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   check_tensor(input, op);
   check_same_kind(output, input, op, "the output tensor");
   check_numel(output, input.numel(), op, "the output tensor");
-  const int64_t block = alltoall_block(input, input_split_sizes, comm_->size(), op, "input");
+  const int64_t block_elements =
+      alltoall_block(input, input_split_sizes, comm_->size(), op, "input");
   alltoall_block(output, output_split_sizes, comm_->size(), op, "output");
   Staging s;
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s), [&] {
-    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block, data_type_of(input, op), host_);
-  });
+  const Block block{block_elements, input.scalar_type(), "per-rank block"};
+  return launch(
+      c10d::OpType::ALLTOALL_BASE, op, std::move(s),
+      [&] {
+        return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block_elements,
+                                data_type_of(input, op), host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tensor>& outputs,
@@ -607,10 +671,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
     src = copy;
     s.keep_alive.push_back(src);
   }
-  return launch(c10d::OpType::ALLTOALL, op, std::move(s), [&] {
-    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
-                            data_type_of(inputs.front(), op), host_);
-  });
+  const Block block{inputs.front().numel(), inputs.front().scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::ALLTOALL, op, std::move(s),
+      [&] {
+        return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
+                                data_type_of(inputs.front(), op), host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& tensors,
@@ -638,14 +706,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& 
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(std::vector<at::Tensor>& /*tensors*/,
-                                                                int /*tag*/) {
-  refuse("recv", "a receive from any source (src=None) is not supported: collx receives from a "
-                 "named rank");
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(
+    std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  refuse("recv",
+         "a receive from any source (src=None) is not supported: collx receives from a "
+         "named rank");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
-  return launch(c10d::OpType::BARRIER, "barrier", Staging{}, [&] { return comm_->ibarrier(host_); });
+  return launch(c10d::OpType::BARRIER, "barrier", Staging{},
+                [&] { return comm_->ibarrier(host_); });
 }
 
 }  // namespace collx_torch

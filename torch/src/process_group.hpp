@@ -110,11 +110,28 @@ class ProcessGroupCollx : public BackendBase {
                                                     const at::Tensor& in);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
 
+  // The block every rank of a collective must give alike: torch requires tensors of one size and
+  // dtype on every rank, and collx's collectives take each rank's own count on trust (a peer's
+  // larger message is a truncation error on one rank only; a smaller one fills part of the
+  // block and reports nothing; ranks whose sizes choose different algorithms wait for each other
+  // for ever).
+  struct Block {
+    int64_t elements;
+    at::ScalarType dtype;
+    const char* what;  // "input tensor", "output tensor", ... for the error message
+  };
+  // With launch_mutex_ held: one blocking allreduce (MAX of two int64) tells every rank the
+  // group's smallest and largest block; where they differ every rank refuses the call, before
+  // any of its data is sent, and the process group stays usable.
+  void agree_locked(const char* op, const Block& block);
+
   // Starts `start` (a function returning the collx::Request, or several) and wraps it in a
-  // CollxWork; a collx::Error becomes a torch error that names the torch operation.
+  // CollxWork; a collx::Error becomes a torch error that names the torch operation. With
+  // `agree`, the ranks first agree on that block (agree_locked): such a call returns once every
+  // rank of the group has made it, async_op=True included.
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, Staging staging,
-                                        Start&& start);
+                                        Start&& start, const Block* agree = nullptr);
 
   std::shared_ptr<collx::Communicator> comm_;
   // Every rank must start its collectives in the same order: calls from two threads (the

@@ -19,17 +19,21 @@ constexpr auto kSpinFor = std::chrono::microseconds(100);
 constexpr auto kFirstSleep = std::chrono::microseconds(10);
 constexpr auto kLongestSleep = std::chrono::microseconds(200);
 
-std::exception_ptr as_torch_error(const collx::Error& e) {
-  return std::make_exception_ptr(std::runtime_error(std::string("collx backend: ") + e.what()));
+std::exception_ptr as_torch_error(const char* op, const collx::Error& e) {
+  return std::make_exception_ptr(
+      std::runtime_error(std::string("collx backend: ") + op + ": " + e.what()));
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- CollxWork
 
-CollxWork::CollxWork(int rank, c10d::OpType type, std::vector<collx::Request> requests,
-                     Staging staging)
-    : c10d::Work(rank, type), requests_(std::move(requests)), staging_(std::move(staging)) {}
+CollxWork::CollxWork(int rank, c10d::OpType type, const char* op,
+                     std::vector<collx::Request> requests, Staging staging)
+    : c10d::Work(rank, type),
+      op_(op),
+      requests_(std::move(requests)),
+      staging_(std::move(staging)) {}
 
 c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   if (done()) return {};
@@ -44,7 +48,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
         in_flight = true;
       }
     } catch (const collx::Error& e) {
-      if (!error_) error_ = as_torch_error(e);
+      if (!error_) error_ = as_torch_error(op_, e);
     } catch (...) {
       if (!error_) error_ = std::current_exception();
     }

@@ -36,7 +36,9 @@ struct Staging {
 // all_gather into separate tensors, process_group.cpp), complete when all of them are.
 class CollxWork : public c10d::Work {
  public:
-  CollxWork(int rank, c10d::OpType type, std::vector<collx::Request> requests, Staging staging);
+  // `op`: the torch.distributed operation's name (a string literal), which its errors carry.
+  CollxWork(int rank, c10d::OpType type, const char* op, std::vector<collx::Request> requests,
+            Staging staging);
 
   // Tests the request once when it is not complete (and nobody else is driving it).
   bool isCompleted() override;
@@ -64,6 +66,7 @@ class CollxWork : public c10d::Work {
   // run here and may call back into this work).
   void mark(const c10::intrusive_ptr<c10::ivalue::Future>& future);
 
+  const char* op_;
   // Held by whichever thread tests or waits on requests_ (collx::Request is not thread-safe).
   std::mutex drive_mutex_;
   std::vector<collx::Request> requests_;
