@@ -7,6 +7,7 @@
 #include <c10/util/StringUtil.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -360,10 +361,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
   } catch (const collx::Error& e) {
     refuse(op, e.what());
   }
+  // Small calls are left to their caller's wait() (work.hpp, Completer); a large one may be
+  // waited on late, after the caller's computation, which the completion thread overlaps.
+  int64_t bytes = 0;
+  for (const at::Tensor& t : staging.keep_alive)
+    bytes = std::max(bytes, static_cast<int64_t>(t.nbytes()));
   auto work =
       c10::make_intrusive<CollxWork>(comm_->rank(), type, op, std::move(requests),
                                             std::move(staging));
-  Completer::instance().add(work);
+  Completer::instance().add(work, bytes > kQuietBytes);
   return work;
 }
 

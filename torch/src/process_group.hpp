@@ -109,6 +109,8 @@ class ProcessGroupCollx : public BackendBase {
   c10::intrusive_ptr<c10d::Work> allgather_exchange(const std::vector<at::Tensor>& outputs,
                                                     const at::Tensor& in);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
+  // The largest call (its largest buffer) the completion thread is not woken for.
+  static constexpr int64_t kQuietBytes = int64_t{64} << 10;
 
   // The block every rank of a collective must give alike: torch requires tensors of one size and
   // dtype on every rank, and collx's collectives take each rank's own count on trust (a peer's

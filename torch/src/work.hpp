@@ -79,16 +79,28 @@ class CollxWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// The process's completion thread: every work launched is handed to it; it tests the works in
-// flight, finishes those that complete and marks their futures. It stands aside (sleeps) while
-// some thread waits on a work itself, since that wait progresses every collx operation anyway.
+// The process's completion thread: it tests the works in flight that it watches, finishes those
+// that complete and marks their futures. It stands aside (sleeps) while some thread waits on a
+// work itself, since that wait progresses every collx operation anyway.
+//
+// A small work is not watched at first: the usual small call is waited on at once by its caller
+// (torch's blocking calls are a launch and a wait()), and waking the thread for each one cost
+// more than the call itself where no core is idle: the woken thread takes a core from a rank
+// for its wake-up and its polls (docs/PERFORMANCE.md, "PyTorch"). While unwatched works are in
+// flight (and for a while after the last one) the thread wakes on a timer instead, every
+// kQuietTick, and watches those that have been in flight for a tick by then: an async_op=True
+// call nobody waits on still progresses on its own, at most a tick or two later. A work's
+// getFuture() has it watched at once.
 class Completer {
  public:
   static Completer& instance();
   ~Completer();
 
-  // Starts the thread on first use.
-  void add(c10::intrusive_ptr<CollxWork> work);
+  // A work launched: watched at once (the thread tests it; started on first use) if `watch`,
+  // else after a tick unless it has completed by then.
+  void add(c10::intrusive_ptr<CollxWork> work, bool watch);
+  // The thread watches `work` from now on (its future was asked for).
+  void watch(c10::intrusive_ptr<CollxWork> work);
   // Finishes every work in flight (blocking) and joins the thread; add() starts it again.
   void stop();
 
@@ -104,12 +116,25 @@ class Completer {
  private:
   Completer() = default;
   void run();
+  // With mutex_ held: starts the thread unless it runs, and wakes it.
+  void wake_locked();
+  // With mutex_ held: the unwatched works in flight for a tick join pending_; completed ones
+  // leave.
+  void watch_old_locked(std::chrono::steady_clock::time_point now);
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<c10::intrusive_ptr<CollxWork>> pending_;  // in launch order
-  std::uint64_t added_ = 0;                             // works ever added (new work resets
-                                                        // the back-off)
+  std::vector<c10::intrusive_ptr<CollxWork>> pending_;  // watched, in launch order
+  struct Quiet {
+    c10::intrusive_ptr<CollxWork> work;
+    std::chrono::steady_clock::time_point since;  // launched
+  };
+  std::vector<Quiet> quiet_;  // not watched yet (nor polled)
+  // The last unwatched work's launch; the thread ticks for a while after it.
+  std::chrono::steady_clock::time_point last_quiet_;
+  bool ticking_ = false;     // the thread wakes on its timer (no add() needs to wake it)
+  std::uint64_t added_ = 0;  // works ever added (new work resets
+                             // the back-off)
   int inline_waiters_ = 0;
   bool stopping_ = false;
   std::thread thread_;
