@@ -5,8 +5,9 @@ torch requires every rank of a collective to pass tensors of one size and dtype.
 collectives take each rank's count on trust, so the backend first agrees on the block (one small
 allreduce): where the ranks' blocks differ, every rank gets an error naming the operation, and
 nothing is sent. For send/recv a receive smaller than the message is an error on the receiving
-rank (the sender's send completes, as in MPI and gloo). After each case the process group must
-still give the right results. Run under mpirun at 2 or more ranks:
+rank (the sender's send completes, as in MPI and gloo). broadcast, all_reduce and reduce are
+checked with COLLX_CHECK=1 only (collx's own comparison of the ranks' calls). After each case
+the process group must still give the right results. Run under mpirun at 2 or more ranks:
 
     PYTHONPATH=build/torch mpirun -np 3 /usr/bin/python3 tests/torch/test_mismatch.py
 
@@ -164,8 +165,22 @@ def test_send_recv():
             still_works(f"send/recv {n}")
 
 
+def test_single_tensor():
+    """broadcast, all_reduce and reduce do not agree on the size first (their latency is the
+    point): with COLLX_CHECK=1 collx compares the ranks' calls before moving data, and every rank
+    gets an error. Without it these cases are not run (one rank would get a truncation error,
+    another a partial result)."""
+    if os.environ.get("COLLX_CHECK") != "1":
+        return
+    for n0, n1 in ((4, 5), (LARGE, LARGE + 1)):
+        t = per_rank(n0, n1)
+        expect_error(f"all_reduce {n0}/{n1}", lambda: dist.all_reduce(t), "all_reduce", "COLLX_CHECK")
+        expect_error(f"broadcast {n0}/{n1}", lambda: dist.broadcast(t, 0), "broadcast", "COLLX_CHECK")
+        expect_error(f"reduce {n0}/{n1}", lambda: dist.reduce(t, 0), "reduce", "COLLX_CHECK")
+
+
 TESTS = [test_all_gather, test_gather_scatter, test_reduce_scatter, test_all_to_all,
-         test_send_recv]
+         test_send_recv, test_single_tensor]
 
 if __name__ == "__main__":
     if SIZE < 2:
