@@ -4,8 +4,8 @@
 torch requires every rank of a collective to pass tensors of one size and dtype. collx's
 collectives take each rank's count on trust, so the backend first agrees on the block (one small
 allreduce): where the ranks' blocks differ, every rank gets an error naming the operation, and
-nothing is sent. For send/recv a receive smaller than the message is an error on the receiving
-rank (the sender's send completes, as in MPI and gloo). broadcast, all_reduce and reduce are
+nothing is sent. For send/recv a receive of another size than the message is an error on the receiving
+rank, whichever is larger (the sender's send completes, as in MPI and gloo). broadcast, all_reduce and reduce are
 checked with COLLX_CHECK=1 only (collx's own comparison of the ranks' calls). After each case
 the process group must still give the right results. Run under mpirun at 2 or more ranks:
 
@@ -151,18 +151,36 @@ def test_all_to_all():
 
 
 def test_send_recv():
-    # Rank 0 sends more than rank 1 receives: an error on rank 1 that names the operation (the
-    # message is not cut short silently), none on rank 0. Messages Open MPI sends eagerly only:
-    # a larger message truncated goes through Open MPI 4.1's single-copy error path (README).
-    for n in (2, 100, 1000):
+    # A recv whose tensor differs from the message: an error on the receiving rank that names
+    # the operation and both sizes (the message is received whole and dropped, never cut short or
+    # filled in part), none on the sender (as in MPI and gloo). Smaller and larger receives,
+    # another dtype, at eager and at large sizes (a large truncated MPI receive crashed Open MPI).
+    cases = [(n, m, torch.float32) for n in (2, 100, 1 << 20) for m in (n // 2, n + 1)]
+    cases.append((100, 100, torch.float64))
+    for n, m, dtype in cases:
         if RANK == 0:
-            expect_error(f"send {n} to a smaller recv", lambda: dist.send(torch.ones(n), dst=1),
-                         here=False)
+            expect_error(f"send {n} to a recv of {m} {dtype}",
+                         lambda: dist.send(torch.ones(n), dst=1), here=False)
         elif RANK == 1:
-            expect_error(f"recv {n // 2} of a send of {n}",
-                         lambda: dist.recv(torch.empty(n // 2), src=0), "recv:", "truncated")
+            expect_error(f"recv {m} {dtype} of a send of {n}",
+                         lambda: dist.recv(torch.empty(m, dtype=dtype), src=0), "recv:",
+                         f"holds {n} elements")
         else:
-            still_works(f"send/recv {n}")
+            still_works(f"send/recv {n}/{m}")
+    # Then matching ones, several in flight on one tag, received in the order sent.
+    if RANK == 0:
+        works = [dist.isend(torch.full((k,), float(k)), dst=1) for k in (3, 70000, 5)]
+        for w in works:
+            w.wait()
+    elif RANK == 1:
+        bufs = [torch.empty(k) for k in (3, 70000, 5)]
+        works = [dist.irecv(b, src=0) for b in bufs]
+        for w in reversed(works):
+            w.wait()
+        global checks
+        checks += 1
+        if any(not torch.equal(b, torch.full_like(b, float(b.numel()))) for b in bufs):
+            failures.append(f"rank 1 send/recv: several receives in flight got the wrong messages")
 
 
 def test_single_tensor():

@@ -8,10 +8,12 @@
 #include <c10/util/accumulate.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 namespace collx_torch {
@@ -313,11 +315,101 @@ at::Tensor StagingPool::take(at::IntArrayRef sizes, const at::TensorOptions& opt
       [storage = buffer.storage()](void*) mutable { storage = c10::Storage(); }, options);
 }
 
+// ---------------------------------------------------------------- Receives
+
+std::shared_ptr<Receives::Pending> Receives::add(const at::Tensor& buffer, int source, int tag) {
+  auto p = std::make_shared<Pending>();
+  p->source = source;
+  p->tag = tag;
+  p->buffer = buffer;
+  std::lock_guard lock(mutex_);
+  auto& queue = queues_[{source, tag}];
+  queue.push_back(p);
+  advance_locked(queue, *p);
+  return p;
+}
+
+bool Receives::advance(const std::shared_ptr<Pending>& p, bool block) {
+  // Blocking: tests back to back for a while (a header usually follows soon), then sleeps
+  // between tests, up to a millisecond, so that a long wait for a sender leaves the core.
+  auto sleep = std::chrono::microseconds(0);
+  for (int tries = 0;; ++tries) {
+    {
+      std::lock_guard lock(mutex_);
+      if (p->data_posted) return true;
+      auto it = queues_.find({p->source, p->tag});
+      if (advance_locked(it->second, *p)) return true;
+    }
+    if (!block) return false;
+    if (tries < 1000) {
+      std::this_thread::yield();
+    } else {
+      sleep = std::min(std::max(sleep * 2, std::chrono::microseconds(10)),
+                       std::chrono::microseconds(1000));
+      std::this_thread::sleep_for(sleep);
+    }
+  }
+}
+
+bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending& p) {
+  while (!queue.empty()) {
+    Pending& head = *queue.front();
+    if (!head.header_posted) {
+      std::lock_guard launch(*launch_mutex_);
+      head.header_request =
+          comm_->irecv(head.header, 2, collx::DataType::int64, head.source, head.tag);
+      head.header_posted = true;
+    }
+    bool arrived = false;
+    try {
+      arrived = head.header_request.test();
+    } catch (const collx::Error& e) {
+      // Out of step with the sender (its data where a header was expected): no data receive.
+      head.error =
+          std::make_exception_ptr(std::runtime_error(c10::str("collx backend: recv: ", e.what())));
+      head.data_posted = true;
+      queue.pop_front();
+      continue;
+    }
+    if (!arrived) break;
+    const int64_t elements = head.header[0];
+    const auto dtype = static_cast<at::ScalarType>(head.header[1]);
+    {
+      std::lock_guard launch(*launch_mutex_);
+      if (elements == head.buffer.numel() && dtype == head.buffer.scalar_type()) {
+        head.data_request = comm_->irecv(head.buffer.data_ptr(), elements,
+                                         data_type_of(head.buffer, "recv"), head.source, head.tag);
+      } else {
+        // Received whole, where no one reads it, then refused (no receive for a header that
+        // cannot be one of ours).
+        const bool known = dtype >= at::ScalarType::Byte && dtype < at::ScalarType::NumOptions &&
+                           elements >= 0 && elements <= (int64_t{1} << 40);
+        if (known && elements > 0) {
+          const int64_t bytes = elements * static_cast<int64_t>(c10::elementSize(dtype));
+          head.scratch = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+          head.data_request = comm_->irecv(head.scratch.data_ptr(), bytes, collx::DataType::uint8,
+                                           head.source, head.tag);
+        }
+        head.error = std::make_exception_ptr(std::runtime_error(
+            c10::str("collx backend: recv: the message from rank ", head.source, " (tag ", head.tag,
+                     ") holds ", elements, " elements of ", dtype, ", this recv's tensor ",
+                     head.buffer.numel(), " elements of ", head.buffer.scalar_type(),
+                     ": send and recv must use tensors of the same size and dtype (the message was "
+                     "received and dropped)")));
+      }
+    }
+    head.data_posted = true;
+    queue.pop_front();
+  }
+  return p.data_posted;
+}
+
 // ---------------------------------------------------------------- ProcessGroupCollx
 
 ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
     : BackendBase(comm->rank(), comm->size()), comm_(std::move(comm)) {
   host_.memory = collx::MemoryKind::host;
+  receives_ = std::make_shared<Receives>(comm_, launch_mutex_);
 }
 
 void ProcessGroupCollx::agree_locked(const char* op, const Block& block) {
@@ -351,7 +443,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
                                                          const Block* agree) {
   std::vector<collx::Request> requests;
   try {
-    std::lock_guard lock(launch_mutex_);
+    std::lock_guard lock(*launch_mutex_);
     if (agree) agree_locked(op, *agree);
     if constexpr (std::is_same_v<decltype(start()), collx::Request>) {
       requests.push_back(start());
@@ -366,9 +458,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
   int64_t bytes = 0;
   for (const at::Tensor& t : staging.keep_alive)
     bytes = std::max(bytes, static_cast<int64_t>(t.nbytes()));
-  auto work =
-      c10::make_intrusive<CollxWork>(comm_->rank(), type, op, std::move(requests),
-                                            std::move(staging));
+  auto work = c10::make_intrusive<CollxWork>(comm_->rank(), type, op, std::move(requests),
+                                             std::move(staging));
   Completer::instance().add(work, bytes > kQuietBytes);
   return work;
 }
@@ -694,8 +785,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
   check_tag(tag, op);
   Staging s;
   at::Tensor src = read_buffer(t, pool_, s);
+  // The header (Receives), then the data, on the same tag: MPI keeps their order.
+  at::Tensor header = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  header[0] = src.numel();
+  header[1] = static_cast<int64_t>(src.scalar_type());
+  s.keep_alive.push_back(header);
   return launch(c10d::OpType::SEND, op, std::move(s), [&] {
-    return comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag);
+    std::vector<collx::Request> requests;
+    requests.push_back(comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
+    requests.push_back(
+        comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag));
+    return requests;
   });
 }
 
@@ -704,12 +804,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& 
   const char* op = "recv";
   const at::Tensor& t = single(tensors, op);
   check_tag(tag, op);
+  if (src_rank < 0 || src_rank >= comm_->size()) refuse(op, "invalid src ", src_rank);
   Staging s;
   s.outputs = {t};
   at::Tensor dst = write_buffer(t, pool_, s);
-  return launch(c10d::OpType::RECV, op, std::move(s), [&] {
-    return comm_->irecv(dst.data_ptr(), dst.numel(), data_type_of(t, op), src_rank, tag);
+  std::shared_ptr<Receives::Pending> pending;
+  try {
+    pending = receives_->add(dst, src_rank, tag);
+  } catch (const collx::Error& e) {
+    refuse(op, e.what());
+  }
+  auto work = c10::make_intrusive<CollxWork>(comm_->rank(), c10d::OpType::RECV, op,
+                                             std::vector<collx::Request>{}, std::move(s));
+  work->set_prelude([receives = receives_, pending](bool block,
+                                                    std::vector<collx::Request>& requests,
+                                                    std::exception_ptr& error) {
+    if (!receives->advance(pending, block)) return false;
+    if (pending->data_request.valid()) requests.push_back(std::move(pending->data_request));
+    if (pending->error && !error) error = pending->error;
+    return true;
   });
+  Completer::instance().add(work, dst.nbytes() > static_cast<std::size_t>(kQuietBytes));
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(

@@ -18,6 +18,8 @@
 #include "work.hpp"
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -54,6 +56,46 @@ class StagingPool {
   // (under this mutex) makes new references to it, so a count of one cannot go up meanwhile.
   std::mutex mutex_;
   std::vector<at::Tensor> buffers_;  // uint8
+};
+
+// send/recv with a size check. Every send is a header (elements, dtype) and then the data, on
+// the caller's tag; a recv receives the header first and then exactly the message it announces,
+// so a recv never receives into a buffer smaller than the message (MPI_ERR_TRUNCATE on one rank;
+// on large messages Open MPI 4.1.4's single-copy path then crashed or hung, README) nor fills
+// part of a larger one unnoticed: a mismatch is received into scratch memory and raised.
+// The receives of one (source, tag) post theirs in launch order: the next one's header receive
+// only once the previous one's data receive is posted, or it would match that data message.
+class Receives {
+ public:
+  struct Pending {
+    int source = 0;
+    int tag = 0;
+    at::Tensor buffer;  // contiguous; the data lands here
+    int64_t header[2] = {0, 0};
+    collx::Request header_request;
+    bool header_posted = false;
+    bool data_posted = false;
+    collx::Request data_request;  // moved to the work once posted
+    at::Tensor scratch;           // a mismatched message lands here
+    std::exception_ptr error;
+  };
+
+  Receives(std::shared_ptr<collx::Communicator> comm, std::shared_ptr<std::mutex> launch_mutex)
+      : comm_(std::move(comm)), launch_mutex_(std::move(launch_mutex)) {}
+  // Queues a receive into `buffer` and posts what can be posted.
+  std::shared_ptr<Pending> add(const at::Tensor& buffer, int source, int tag);
+  // Moves the queue of p's (source, tag) on as far as headers have arrived (waiting for them
+  // when `block`); true once p's data receive is posted.
+  bool advance(const std::shared_ptr<Pending>& p, bool block);
+
+ private:
+  // With mutex_ held: one pass over the queue; true once p's data receive is posted.
+  bool advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending& p);
+
+  std::shared_ptr<collx::Communicator> comm_;
+  std::shared_ptr<std::mutex> launch_mutex_;  // the process group's: held to post
+  std::mutex mutex_;
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Pending>>> queues_;
 };
 
 class ProcessGroupCollx : public BackendBase {
@@ -138,11 +180,12 @@ class ProcessGroupCollx : public BackendBase {
   std::shared_ptr<collx::Communicator> comm_;
   // Every rank must start its collectives in the same order: calls from two threads (the
   // autograd engine's and a future callback on the completion thread, say) start one at a time.
-  std::mutex launch_mutex_;
+  std::shared_ptr<std::mutex> launch_mutex_ = std::make_shared<std::mutex>();
   // Every call's buffers are CPU tensors (others are refused): a CUDA build of collx need not ask
   // CUDA where each buffer lives.
   collx::Options host_;
   StagingPool pool_;
+  std::shared_ptr<Receives> receives_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.

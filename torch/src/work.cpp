@@ -42,6 +42,18 @@ CollxWork::CollxWork(int rank, c10d::OpType type, const char* op,
 
 c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   if (done()) return {};
+  if (prelude_) {
+    bool ready = true;
+    try {
+      ready = prelude_(block, requests_, error_);
+    } catch (const collx::Error& e) {
+      if (!error_) error_ = as_torch_error(op_, e);
+    } catch (...) {
+      if (!error_) error_ = std::current_exception();
+    }
+    if (!ready) return {};
+    prelude_ = nullptr;
+  }
   // Every request is driven to its end, a failed one's error kept: the buffers are released
   // only once no message targets them any more.
   bool in_flight = false;

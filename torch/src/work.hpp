@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -47,6 +48,14 @@ class CollxWork : public c10d::Work {
   // COLLX_TIMEOUT turns a hang into an error that names the collective and the peer.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override;
+
+  // What must happen before the work's requests are all posted (a recv's header, process_group
+  // .cpp): called with the drive mutex held until it returns true, blocking or not as the caller
+  // is; it appends the requests it posts and may set the error to raise once they complete.
+  // Set before the work is shared with another thread.
+  using Prelude = std::function<bool(bool block, std::vector<collx::Request>& requests,
+                                     std::exception_ptr& error)>;
+  void set_prelude(Prelude prelude) { prelude_ = std::move(prelude); }
   // A future that completes when the request does (from the completion thread, or from a
   // wait()), with result() as its value: it is not complete on return unless the request is.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
@@ -70,6 +79,7 @@ class CollxWork : public c10d::Work {
   // Held by whichever thread tests or waits on requests_ (collx::Request is not thread-safe).
   std::mutex drive_mutex_;
   std::vector<collx::Request> requests_;
+  Prelude prelude_;
   // The first request's error, kept (under drive_mutex_) until the others are complete too.
   std::exception_ptr error_;
   Staging staging_;
