@@ -587,6 +587,46 @@ def test_unwatched():
         check(f"unwatched all_reduce of {n}", got, want)
 
 
+def test_recv_then_agree():
+    """A recv in flight while this rank waits in a call whose ranks agree on the block first
+    (all_gather): the recv's data receive must still be posted meanwhile (by the completion
+    thread), since the sender's blocking send of a large message needs it before the sender
+    joins the all_gather; the same with a blocking all_reduce. gloo runs these programs; so must
+    collx."""
+    global checks
+    if SIZE == 1:
+        return
+    n = 1 << 20  # 4 MiB: sent with a rendezvous, not eagerly
+    x = torch.full((4,), float(RANK))
+    out = [torch.empty(4) for _ in range(SIZE)]
+    if RANK == 0:
+        got = torch.empty(n)
+        work = dist.irecv(got, src=1)
+        dist.all_gather(out, x)
+        work.wait()
+        check("recv then all_gather: the message", got, torch.arange(n, dtype=torch.float32))
+    else:
+        if RANK == 1:
+            dist.send(torch.arange(n, dtype=torch.float32), dst=0)
+        dist.all_gather(out, x)
+    for r, o in enumerate(out):
+        check(f"recv then all_gather: block {r}", o, torch.full((4,), float(r)))
+    # The same with a blocking all_reduce, which does not agree first: its wait must move the
+    # recv on too.
+    y = torch.ones(4)
+    if RANK == 0:
+        got = torch.empty(n)
+        work = dist.irecv(got, src=1)
+        dist.all_reduce(y)
+        work.wait()
+        check("recv then all_reduce: the message", got, torch.arange(n, dtype=torch.float32) * 2)
+    else:
+        if RANK == 1:
+            dist.send(torch.arange(n, dtype=torch.float32) * 2, dst=0)
+        dist.all_reduce(y)
+    check("recv then all_reduce: the sum", y, torch.full((4,), float(SIZE)))
+
+
 # ---------------------------------------------------------------- errors
 
 def expect_error(name, fn, *words):
@@ -644,7 +684,7 @@ def test_errors():
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
          test_broadcast, test_all_gather, test_all_gather_exchange, test_staging, test_gather_scatter, test_all_to_all, test_send_recv,
-         test_barrier, test_completion, test_unwatched, test_objects, test_new_group, test_errors]
+         test_barrier, test_completion, test_unwatched, test_recv_then_agree, test_objects, test_new_group, test_errors]
 
 if __name__ == "__main__":
     selected = [t for t in TESTS if len(sys.argv) < 2 or t.__name__ in sys.argv[1:]]

@@ -317,6 +317,42 @@ at::Tensor StagingPool::take(at::IntArrayRef sizes, const at::TensorOptions& opt
 
 // ---------------------------------------------------------------- Receives
 
+std::atomic<int> Receives::awaiting_{0};
+
+namespace {
+std::mutex enrolled_mutex;
+std::vector<std::weak_ptr<Receives>> enrolled;
+}  // namespace
+
+void Receives::enroll(const std::shared_ptr<Receives>& receives) {
+  std::lock_guard lock(enrolled_mutex);
+  std::erase_if(enrolled, [](const auto& r) { return r.expired(); });
+  enrolled.push_back(receives);
+}
+
+void Receives::advance_all() {
+  std::vector<std::shared_ptr<Receives>> all;
+  {
+    std::lock_guard lock(enrolled_mutex);
+    for (const auto& r : enrolled) {
+      if (auto receives = r.lock()) all.push_back(std::move(receives));
+    }
+  }
+  for (const auto& receives : all) {
+    std::lock_guard lock(receives->mutex_);
+    for (auto& [key, queue] : receives->queues_)
+      receives->advance_locked(queue, nullptr);
+  }
+}
+
+bool receives_awaiting() {
+  return Receives::awaiting();
+}
+
+void advance_receives() {
+  Receives::advance_all();
+}
+
 std::shared_ptr<Receives::Pending> Receives::add(const at::Tensor& buffer, int source, int tag) {
   auto p = std::make_shared<Pending>();
   p->source = source;
@@ -325,7 +361,8 @@ std::shared_ptr<Receives::Pending> Receives::add(const at::Tensor& buffer, int s
   std::lock_guard lock(mutex_);
   auto& queue = queues_[{source, tag}];
   queue.push_back(p);
-  advance_locked(queue, *p);
+  awaiting_.fetch_add(1, std::memory_order_acq_rel);
+  advance_locked(queue, p.get());
   return p;
 }
 
@@ -338,7 +375,7 @@ bool Receives::advance(const std::shared_ptr<Pending>& p, bool block) {
       std::lock_guard lock(mutex_);
       if (p->data_posted) return true;
       auto it = queues_.find({p->source, p->tag});
-      if (advance_locked(it->second, *p)) return true;
+      if (advance_locked(it->second, p.get())) return true;
     }
     if (!block) return false;
     if (tries < 1000) {
@@ -351,11 +388,11 @@ bool Receives::advance(const std::shared_ptr<Pending>& p, bool block) {
   }
 }
 
-bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending& p) {
+bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending* p) {
   while (!queue.empty()) {
     Pending& head = *queue.front();
     if (!head.header_posted) {
-      std::lock_guard launch(*launch_mutex_);
+      std::lock_guard post(*post_mutex_);
       head.header_request =
           comm_->irecv(head.header, 2, collx::DataType::int64, head.source, head.tag);
       head.header_posted = true;
@@ -368,6 +405,7 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
       head.error =
           std::make_exception_ptr(std::runtime_error(c10::str("collx backend: recv: ", e.what())));
       head.data_posted = true;
+      awaiting_.fetch_sub(1, std::memory_order_acq_rel);
       queue.pop_front();
       continue;
     }
@@ -375,7 +413,7 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
     const int64_t elements = head.header[0];
     const auto dtype = static_cast<at::ScalarType>(head.header[1]);
     {
-      std::lock_guard launch(*launch_mutex_);
+      std::lock_guard post(*post_mutex_);
       if (elements == head.buffer.numel() && dtype == head.buffer.scalar_type()) {
         head.data_request = comm_->irecv(head.buffer.data_ptr(), elements,
                                          data_type_of(head.buffer, "recv"), head.source, head.tag);
@@ -399,9 +437,10 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
       }
     }
     head.data_posted = true;
+    awaiting_.fetch_sub(1, std::memory_order_acq_rel);
     queue.pop_front();
   }
-  return p.data_posted;
+  return p != nullptr && p->data_posted;
 }
 
 // ---------------------------------------------------------------- ProcessGroupCollx
@@ -409,7 +448,8 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
 ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
     : BackendBase(comm->rank(), comm->size()), comm_(std::move(comm)) {
   host_.memory = collx::MemoryKind::host;
-  receives_ = std::make_shared<Receives>(comm_, launch_mutex_);
+  receives_ = std::make_shared<Receives>(comm_, post_mutex_);
+  Receives::enroll(receives_);
 }
 
 void ProcessGroupCollx::agree_locked(const char* op, const Block& block) {
@@ -421,8 +461,13 @@ void ProcessGroupCollx::agree_locked(const char* op, const Block& block) {
   const int64_t key = block.elements * kTypes + static_cast<int64_t>(block.dtype);
   int64_t range[2] = {key, -key};
   try {
-    comm_->allreduce(collx::in_place, range, 2, collx::DataType::int64, collx::ReduceOp::max,
-                     host_);
+    collx::Request request;
+    {
+      std::lock_guard post(*post_mutex_);
+      request =
+          comm_->iallreduce(range, range, 2, collx::DataType::int64, collx::ReduceOp::max, host_);
+    }
+    wait_for(request);
   } catch (const collx::Error& e) {
     refuse(op, e.what());
   }
@@ -443,8 +488,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
                                                          const Block* agree) {
   std::vector<collx::Request> requests;
   try {
-    std::lock_guard lock(*launch_mutex_);
+    std::lock_guard order(order_mutex_);
     if (agree) agree_locked(op, *agree);
+    std::lock_guard post(*post_mutex_);
     if constexpr (std::is_same_v<decltype(start()), collx::Request>) {
       requests.push_back(start());
     } else {

@@ -17,6 +17,7 @@
 
 #include "work.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -80,20 +81,28 @@ class Receives {
     std::exception_ptr error;
   };
 
-  Receives(std::shared_ptr<collx::Communicator> comm, std::shared_ptr<std::mutex> launch_mutex)
-      : comm_(std::move(comm)), launch_mutex_(std::move(launch_mutex)) {}
+  Receives(std::shared_ptr<collx::Communicator> comm, std::shared_ptr<std::mutex> post_mutex)
+      : comm_(std::move(comm)), post_mutex_(std::move(post_mutex)) {}
   // Queues a receive into `buffer` and posts what can be posted.
   std::shared_ptr<Pending> add(const at::Tensor& buffer, int source, int tag);
   // Moves the queue of p's (source, tag) on as far as headers have arrived (waiting for them
   // when `block`); true once p's data receive is posted.
   bool advance(const std::shared_ptr<Pending>& p, bool block);
+  // Every process group's queues (work.hpp, wait_for); receives_awaiting(): whether any
+  // receive in the process waits for its header.
+  static void advance_all();
+  static bool awaiting() { return awaiting_.load(std::memory_order_acquire) > 0; }
+  // Makes `receives` one of those advance_all() moves on.
+  static void enroll(const std::shared_ptr<Receives>& receives);
 
  private:
-  // With mutex_ held: one pass over the queue; true once p's data receive is posted.
-  bool advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending& p);
+  // With mutex_ held: one pass over the queue; true once p's (if any) data receive is posted.
+  bool advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending* p);
+
+  static std::atomic<int> awaiting_;  // receives without their data receive, process-wide
 
   std::shared_ptr<collx::Communicator> comm_;
-  std::shared_ptr<std::mutex> launch_mutex_;  // the process group's: held to post
+  std::shared_ptr<std::mutex> post_mutex_;  // the process group's: held to post
   std::mutex mutex_;
   std::map<std::pair<int, int>, std::deque<std::shared_ptr<Pending>>> queues_;
 };
@@ -164,9 +173,10 @@ class ProcessGroupCollx : public BackendBase {
     at::ScalarType dtype;
     const char* what;  // "input tensor", "output tensor", ... for the error message
   };
-  // With launch_mutex_ held: one blocking allreduce (MAX of two int64) tells every rank the
-  // group's smallest and largest block; where they differ every rank refuses the call, before
-  // any of its data is sent, and the process group stays usable.
+  // With order_mutex_ held: one allreduce (MAX of two int64), posted under post_mutex_ and
+  // waited on outside it, tells every rank the group's smallest and largest block; where they
+  // differ every rank refuses the call, before any of its data is sent, and the process group
+  // stays usable.
   void agree_locked(const char* op, const Block& block);
 
   // Starts `start` (a function returning the collx::Request, or several) and wraps it in a
@@ -179,8 +189,13 @@ class ProcessGroupCollx : public BackendBase {
 
   std::shared_ptr<collx::Communicator> comm_;
   // Every rank must start its collectives in the same order: calls from two threads (the
-  // autograd engine's and a future callback on the completion thread, say) start one at a time.
-  std::shared_ptr<std::mutex> launch_mutex_ = std::make_shared<std::mutex>();
+  // autograd engine's and a future callback on the completion thread, say) start one at a time,
+  // an agreement and the collective after it included.
+  std::mutex order_mutex_;
+  // Held to post anything (collectives, point-to-point messages), but not while an agreement is
+  // waited on: the completion thread may post a recv's data receive meanwhile, which a peer's
+  // blocking send may need before it joins the agreement (test_ops.py test_recv_then_agree).
+  std::shared_ptr<std::mutex> post_mutex_ = std::make_shared<std::mutex>();
   // Every call's buffers are CPU tensors (others are refused): a CUDA build of collx need not ask
   // CUDA where each buffer lives.
   collx::Options host_;

@@ -31,6 +31,18 @@ std::exception_ptr as_torch_error(const char* op, const collx::Error& e) {
 
 }  // namespace
 
+void wait_for(collx::Request& request) {
+  for (;;) {
+    if (!receives_awaiting()) {
+      request.wait();
+      return;
+    }
+    if (request.test()) return;
+    advance_receives();
+    std::this_thread::yield();
+  }
+}
+
 // ---------------------------------------------------------------- CollxWork
 
 CollxWork::CollxWork(int rank, c10d::OpType type, const char* op,
@@ -60,7 +72,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   for (collx::Request& request : requests_) {
     try {
       if (block) {
-        request.wait();
+        wait_for(request);
       } else if (!request.test()) {
         in_flight = true;
       }

@@ -24,6 +24,15 @@
 
 namespace collx_torch {
 
+// Blocks until `request` completes (Request::wait()), moving the receives whose header is awaited
+// on (process_group.hpp, Receives) meanwhile: collx's wait() holds its engine for the whole
+// wait, so no other thread could, and a peer's blocking send may need such a receive posted
+// before it makes the call this wait needs.
+void wait_for(collx::Request& request);
+// Defined with Receives (process_group.cpp).
+bool receives_awaiting();
+void advance_receives();
+
 // What a call needs after its collx request completes: staging buffers copied back into the
 // caller's tensors (non-contiguous tensors, tensor lists that are not one block of memory), and
 // every tensor the request reads or writes, kept alive until then.
