@@ -551,6 +551,82 @@ def test_new_group():
                 check(f"group {ranks} all_gather {dtype} block {r}", o, w)
 
 
+def test_unwatched():
+    """Small async works nobody waits on, nor asks a future of, still complete on their own.
+
+    The completion thread is not woken for each small work (a blocking call's caller waits on it
+    at once); it takes over those still in flight a tick (1 ms) later. Rank 0 starts an
+    all_reduce with async_op=True and sleeps in Python, calling nothing; the others make the same
+    call blocking. Rank 0's tensor must hold the result before it waits (its part completed
+    without it), and the others must not have waited for its sleep."""
+    global checks
+    if SIZE == 1:
+        return
+    pause = 0.5
+    for n in (2, 1000, 8000):  # 8 B, 4 KiB, 32 KiB
+        x = values(n, torch.float32, salt=n)
+        want = gloo_all_reduce(x, "SUM")
+        got = x.clone()
+        dist.barrier(group=GLOO)
+        start = time.time()
+        if RANK == 0:
+            work = dist.all_reduce(got, async_op=True)
+            time.sleep(pause)
+            checks += 1
+            if not torch.equal(got, want):
+                failures.append(f"rank 0 unwatched all_reduce of {n}: no result after {pause} s "
+                                f"without a wait")
+            work.wait()
+        else:
+            dist.all_reduce(got)
+            elapsed = time.time() - start
+            checks += 1
+            if elapsed > 0.9 * pause:
+                failures.append(f"rank {RANK} unwatched all_reduce of {n}: took {elapsed:.3f} s, "
+                                f"held up by rank 0's sleep")
+        check(f"unwatched all_reduce of {n}", got, want)
+
+
+def test_recv_then_agree():
+    """A recv in flight while this rank waits in a call whose ranks agree on the block first
+    (all_gather): the recv's data receive must still be posted meanwhile (by the completion
+    thread), since the sender's blocking send of a large message needs it before the sender
+    joins the all_gather; the same with a blocking all_reduce. gloo runs these programs; so must
+    collx."""
+    global checks
+    if SIZE == 1:
+        return
+    n = 1 << 20  # 4 MiB: sent with a rendezvous, not eagerly
+    x = torch.full((4,), float(RANK))
+    out = [torch.empty(4) for _ in range(SIZE)]
+    if RANK == 0:
+        got = torch.empty(n)
+        work = dist.irecv(got, src=1)
+        dist.all_gather(out, x)
+        work.wait()
+        check("recv then all_gather: the message", got, torch.arange(n, dtype=torch.float32))
+    else:
+        if RANK == 1:
+            dist.send(torch.arange(n, dtype=torch.float32), dst=0)
+        dist.all_gather(out, x)
+    for r, o in enumerate(out):
+        check(f"recv then all_gather: block {r}", o, torch.full((4,), float(r)))
+    # The same with a blocking all_reduce, which does not agree first: its wait must move the
+    # recv on too.
+    y = torch.ones(4)
+    if RANK == 0:
+        got = torch.empty(n)
+        work = dist.irecv(got, src=1)
+        dist.all_reduce(y)
+        work.wait()
+        check("recv then all_reduce: the message", got, torch.arange(n, dtype=torch.float32) * 2)
+    else:
+        if RANK == 1:
+            dist.send(torch.arange(n, dtype=torch.float32) * 2, dst=0)
+        dist.all_reduce(y)
+    check("recv then all_reduce: the sum", y, torch.full((4,), float(SIZE)))
+
+
 # ---------------------------------------------------------------- errors
 
 def expect_error(name, fn, *words):
@@ -608,7 +684,7 @@ def test_errors():
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
          test_broadcast, test_all_gather, test_all_gather_exchange, test_staging, test_gather_scatter, test_all_to_all, test_send_recv,
-         test_barrier, test_completion, test_objects, test_new_group, test_errors]
+         test_barrier, test_completion, test_unwatched, test_recv_then_agree, test_objects, test_new_group, test_errors]
 
 if __name__ == "__main__":
     selected = [t for t in TESTS if len(sys.argv) < 2 or t.__name__ in sys.argv[1:]]

@@ -7,10 +7,13 @@
 #include <c10/util/StringUtil.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 namespace collx_torch {
@@ -312,19 +315,182 @@ at::Tensor StagingPool::take(at::IntArrayRef sizes, const at::TensorOptions& opt
       [storage = buffer.storage()](void*) mutable { storage = c10::Storage(); }, options);
 }
 
+// ---------------------------------------------------------------- Receives
+
+std::atomic<int> Receives::awaiting_{0};
+
+namespace {
+std::mutex enrolled_mutex;
+std::vector<std::weak_ptr<Receives>> enrolled;
+}  // namespace
+
+void Receives::enroll(const std::shared_ptr<Receives>& receives) {
+  std::lock_guard lock(enrolled_mutex);
+  std::erase_if(enrolled, [](const auto& r) { return r.expired(); });
+  enrolled.push_back(receives);
+}
+
+void Receives::advance_all() {
+  std::vector<std::shared_ptr<Receives>> all;
+  {
+    std::lock_guard lock(enrolled_mutex);
+    for (const auto& r : enrolled) {
+      if (auto receives = r.lock()) all.push_back(std::move(receives));
+    }
+  }
+  for (const auto& receives : all) {
+    std::lock_guard lock(receives->mutex_);
+    for (auto& [key, queue] : receives->queues_)
+      receives->advance_locked(queue, nullptr);
+  }
+}
+
+bool receives_awaiting() {
+  return Receives::awaiting();
+}
+
+void advance_receives() {
+  Receives::advance_all();
+}
+
+std::shared_ptr<Receives::Pending> Receives::add(const at::Tensor& buffer, int source, int tag) {
+  auto p = std::make_shared<Pending>();
+  p->source = source;
+  p->tag = tag;
+  p->buffer = buffer;
+  std::lock_guard lock(mutex_);
+  auto& queue = queues_[{source, tag}];
+  queue.push_back(p);
+  awaiting_.fetch_add(1, std::memory_order_acq_rel);
+  advance_locked(queue, p.get());
+  return p;
+}
+
+bool Receives::advance(const std::shared_ptr<Pending>& p, bool block) {
+  // Blocking: tests back to back for a while (a header usually follows soon), then sleeps
+  // between tests, up to a millisecond, so that a long wait for a sender leaves the core.
+  auto sleep = std::chrono::microseconds(0);
+  for (int tries = 0;; ++tries) {
+    {
+      std::lock_guard lock(mutex_);
+      if (p->data_posted) return true;
+      auto it = queues_.find({p->source, p->tag});
+      if (advance_locked(it->second, p.get())) return true;
+    }
+    if (!block) return false;
+    if (tries < 1000) {
+      std::this_thread::yield();
+    } else {
+      sleep = std::min(std::max(sleep * 2, std::chrono::microseconds(10)),
+                       std::chrono::microseconds(1000));
+      std::this_thread::sleep_for(sleep);
+    }
+  }
+}
+
+bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending* p) {
+  while (!queue.empty()) {
+    Pending& head = *queue.front();
+    if (!head.header_posted) {
+      std::lock_guard post(*post_mutex_);
+      head.header_request =
+          comm_->irecv(head.header, 2, collx::DataType::int64, head.source, head.tag);
+      head.header_posted = true;
+    }
+    bool arrived = false;
+    try {
+      arrived = head.header_request.test();
+    } catch (const collx::Error& e) {
+      // Out of step with the sender (its data where a header was expected): no data receive.
+      head.error =
+          std::make_exception_ptr(std::runtime_error(c10::str("collx backend: recv: ", e.what())));
+      head.data_posted = true;
+      awaiting_.fetch_sub(1, std::memory_order_acq_rel);
+      queue.pop_front();
+      continue;
+    }
+    if (!arrived) break;
+    const int64_t elements = head.header[0];
+    const auto dtype = static_cast<at::ScalarType>(head.header[1]);
+    {
+      std::lock_guard post(*post_mutex_);
+      if (elements == head.buffer.numel() && dtype == head.buffer.scalar_type()) {
+        head.data_request = comm_->irecv(head.buffer.data_ptr(), elements,
+                                         data_type_of(head.buffer, "recv"), head.source, head.tag);
+      } else {
+        // Received whole, where no one reads it, then refused (no receive for a header that
+        // cannot be one of ours).
+        const bool known = dtype >= at::ScalarType::Byte && dtype < at::ScalarType::NumOptions &&
+                           elements >= 0 && elements <= (int64_t{1} << 40);
+        if (known && elements > 0) {
+          const int64_t bytes = elements * static_cast<int64_t>(c10::elementSize(dtype));
+          head.scratch = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+          head.data_request = comm_->irecv(head.scratch.data_ptr(), bytes, collx::DataType::uint8,
+                                           head.source, head.tag);
+        }
+        head.error = std::make_exception_ptr(std::runtime_error(
+            c10::str("collx backend: recv: the message from rank ", head.source, " (tag ", head.tag,
+                     ") holds ", elements, " elements of ", dtype, ", this recv's tensor ",
+                     head.buffer.numel(), " elements of ", head.buffer.scalar_type(),
+                     ": send and recv must use tensors of the same size and dtype (the message was "
+                     "received and dropped)")));
+      }
+    }
+    head.data_posted = true;
+    awaiting_.fetch_sub(1, std::memory_order_acq_rel);
+    queue.pop_front();
+  }
+  return p != nullptr && p->data_posted;
+}
+
 // ---------------------------------------------------------------- ProcessGroupCollx
 
 ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
     : BackendBase(comm->rank(), comm->size()), comm_(std::move(comm)) {
   host_.memory = collx::MemoryKind::host;
+  receives_ = std::make_shared<Receives>(comm_, post_mutex_);
+  Receives::enroll(receives_);
+}
+
+void ProcessGroupCollx::agree_locked(const char* op, const Block& block) {
+  if (comm_->size() == 1) return;
+  // One key per (elements, dtype), ordered by elements; the MAX of {key, -key} is the group's
+  // largest and (negated) smallest key, the same on every rank.
+  constexpr int64_t kTypes = 64;
+  static_assert(static_cast<int64_t>(at::ScalarType::NumOptions) <= kTypes);
+  const int64_t key = block.elements * kTypes + static_cast<int64_t>(block.dtype);
+  int64_t range[2] = {key, -key};
+  try {
+    collx::Request request;
+    {
+      std::lock_guard post(*post_mutex_);
+      request =
+          comm_->iallreduce(range, range, 2, collx::DataType::int64, collx::ReduceOp::max, host_);
+    }
+    wait_for(request);
+  } catch (const collx::Error& e) {
+    refuse(op, e.what());
+  }
+  const int64_t largest = range[0];
+  const int64_t smallest = -range[1];
+  if (smallest == key && largest == key) return;
+  const int64_t other = largest != key ? largest : smallest;
+  refuse(op, "the ranks' ", block.what, "s differ in size or dtype (rank ", comm_->rank(), " has ",
+         block.elements, " elements of ", block.dtype, ", another rank ", other / kTypes,
+         " elements of ", static_cast<at::ScalarType>(other % kTypes),
+         "): every rank of the group must pass tensors of the same size and dtype; nothing was "
+         "sent, on any rank");
 }
 
 template <class Start>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, const char* op,
-                                                         Staging staging, Start&& start) {
+                                                         Staging staging, Start&& start,
+                                                         const Block* agree) {
   std::vector<collx::Request> requests;
   try {
-    std::lock_guard lock(launch_mutex_);
+    std::lock_guard order(order_mutex_);
+    if (agree) agree_locked(op, *agree);
+    std::lock_guard post(*post_mutex_);
     if constexpr (std::is_same_v<decltype(start()), collx::Request>) {
       requests.push_back(start());
     } else {
@@ -333,9 +499,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
   } catch (const collx::Error& e) {
     refuse(op, e.what());
   }
-  auto work =
-      c10::make_intrusive<CollxWork>(comm_->rank(), type, std::move(requests), std::move(staging));
-  Completer::instance().add(work);
+  // Small calls are left to their caller's wait() (work.hpp, Completer); a large one may be
+  // waited on late, after the caller's computation, which the completion thread overlaps.
+  int64_t bytes = 0;
+  for (const at::Tensor& t : staging.keep_alive)
+    bytes = std::max(bytes, static_cast<int64_t>(t.nbytes()));
+  auto work = c10::make_intrusive<CollxWork>(comm_->rank(), type, op, std::move(requests),
+                                             std::move(staging));
+  Completer::instance().add(work, bytes > kQuietBytes);
   return work;
 }
 
@@ -427,10 +598,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   s.outputs = outputs[0];
   at::Tensor src = read_buffer(in, pool_, s);
   at::Tensor dst = write_list(outputs[0], pool_, s);
-  return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
-    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
-                             host_);
-  });
+  const Block block{in.numel(), in.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::ALLGATHER, op, std::move(s),
+      [&] {
+        return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
+                                 host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
@@ -459,25 +634,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
     if (j != rank) dst[static_cast<std::size_t>(j)] = write_buffer(outputs[j], pool_, s);
   }
   const collx::DataType type = data_type_of(in, op);
-  return launch(c10d::OpType::ALLGATHER, op, std::move(s), [&] {
-    std::vector<collx::Request> requests;
-    requests.reserve(2 * static_cast<std::size_t>(size - 1));
-    // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
-    // send goes to the rank whose k-th receive waits for it.
-    for (int k = 1; k < size; ++k) {
-      const int from = (rank - k + size) % size;
-      at::Tensor& block = dst[static_cast<std::size_t>(from)];
-      requests.push_back(comm_->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
-    }
-    for (int k = 1; k < size; ++k) {
-      requests.push_back(
-          comm_->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
-    }
-    // This rank's block once the messages are posted, so the peers read this rank's input (a
-    // single-copy transfer) meanwhile; before the work exists, so no one sees it complete first.
-    if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
-    return requests;
-  });
+  const Block block{in.numel(), in.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::ALLGATHER, op, std::move(s),
+      [&] {
+        std::vector<collx::Request> requests;
+        requests.reserve(2 * static_cast<std::size_t>(size - 1));
+        // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
+        // send goes to the rank whose k-th receive waits for it.
+        for (int k = 1; k < size; ++k) {
+          const int from = (rank - k + size) % size;
+          at::Tensor& block = dst[static_cast<std::size_t>(from)];
+          requests.push_back(
+              comm_->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
+        }
+        for (int k = 1; k < size; ++k) {
+          requests.push_back(
+              comm_->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
+        }
+        // This rank's block once the messages are posted, so the peers read this rank's input (a
+        // single-copy transfer) meanwhile; before the work exists, so no one sees it complete
+        // first.
+        if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
+        return requests;
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
@@ -490,10 +671,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer(output, pool_, s);
-  return launch(c10d::OpType::_ALLGATHER_BASE, op, std::move(s), [&] {
-    return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(input, op),
-                             host_);
-  });
+  const Block block{input.numel(), input.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::_ALLGATHER_BASE, op, std::move(s),
+      [&] {
+        return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(),
+                                 data_type_of(input, op), host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
@@ -510,10 +695,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
     dst = write_list(*list, pool_, s);
   }
   at::Tensor src = read_buffer(in, pool_, s);
-  return launch(c10d::OpType::GATHER, op, std::move(s), [&] {
-    return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
-                          data_type_of(in, op), root, host_);
-  });
+  const Block block{in.numel(), in.scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::GATHER, op, std::move(s),
+      [&] {
+        return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
+                              data_type_of(in, op), root, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
@@ -530,10 +719,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
     src = read_list(*list, pool_, s);
   }
   at::Tensor dst = write_buffer(out, pool_, s);
-  return launch(c10d::OpType::SCATTER, op, std::move(s), [&] {
-    return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
-                           data_type_of(out, op), root, host_);
-  });
+  const Block block{out.numel(), out.scalar_type(), "output tensor"};
+  return launch(
+      c10d::OpType::SCATTER, op, std::move(s),
+      [&] {
+        return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
+                               data_type_of(out, op), root, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
@@ -548,10 +741,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
   s.outputs = {out};
   at::Tensor src = read_list(inputs[0], pool_, s);
   at::Tensor dst = write_buffer_apart(out, src, pool_, s);
-  return launch(c10d::OpType::REDUCE_SCATTER, op, std::move(s), [&] {
-    return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                  data_type_of(out, op), rop, host_);
-  });
+  const Block block{out.numel(), out.scalar_type(), "output tensor"};
+  return launch(
+      c10d::OpType::REDUCE_SCATTER, op, std::move(s),
+      [&] {
+        return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                      data_type_of(out, op), rop, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
@@ -565,10 +762,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s), [&] {
-    return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                  data_type_of(output, op), rop, host_);
-  });
+  const Block block{output.numel(), output.scalar_type(), "output tensor"};
+  return launch(
+      c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s),
+      [&] {
+        return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                      data_type_of(output, op), rop, host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
@@ -578,15 +779,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   check_tensor(input, op);
   check_same_kind(output, input, op, "the output tensor");
   check_numel(output, input.numel(), op, "the output tensor");
-  const int64_t block = alltoall_block(input, input_split_sizes, comm_->size(), op, "input");
+  const int64_t block_elements =
+      alltoall_block(input, input_split_sizes, comm_->size(), op, "input");
   alltoall_block(output, output_split_sizes, comm_->size(), op, "output");
   Staging s;
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s), [&] {
-    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block, data_type_of(input, op), host_);
-  });
+  const Block block{block_elements, input.scalar_type(), "per-rank block"};
+  return launch(
+      c10d::OpType::ALLTOALL_BASE, op, std::move(s),
+      [&] {
+        return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block_elements,
+                                data_type_of(input, op), host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tensor>& outputs,
@@ -607,10 +814,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
     src = copy;
     s.keep_alive.push_back(src);
   }
-  return launch(c10d::OpType::ALLTOALL, op, std::move(s), [&] {
-    return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
-                            data_type_of(inputs.front(), op), host_);
-  });
+  const Block block{inputs.front().numel(), inputs.front().scalar_type(), "input tensor"};
+  return launch(
+      c10d::OpType::ALLTOALL, op, std::move(s),
+      [&] {
+        return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
+                                data_type_of(inputs.front(), op), host_);
+      },
+      &block);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& tensors,
@@ -620,8 +831,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
   check_tag(tag, op);
   Staging s;
   at::Tensor src = read_buffer(t, pool_, s);
+  // The header (Receives), then the data, on the same tag: MPI keeps their order.
+  at::Tensor header = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  header[0] = src.numel();
+  header[1] = static_cast<int64_t>(src.scalar_type());
+  s.keep_alive.push_back(header);
   return launch(c10d::OpType::SEND, op, std::move(s), [&] {
-    return comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag);
+    std::vector<collx::Request> requests;
+    requests.push_back(comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
+    requests.push_back(
+        comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag));
+    return requests;
   });
 }
 
@@ -630,22 +850,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& 
   const char* op = "recv";
   const at::Tensor& t = single(tensors, op);
   check_tag(tag, op);
+  if (src_rank < 0 || src_rank >= comm_->size()) refuse(op, "invalid src ", src_rank);
   Staging s;
   s.outputs = {t};
   at::Tensor dst = write_buffer(t, pool_, s);
-  return launch(c10d::OpType::RECV, op, std::move(s), [&] {
-    return comm_->irecv(dst.data_ptr(), dst.numel(), data_type_of(t, op), src_rank, tag);
+  std::shared_ptr<Receives::Pending> pending;
+  try {
+    pending = receives_->add(dst, src_rank, tag);
+  } catch (const collx::Error& e) {
+    refuse(op, e.what());
+  }
+  auto work = c10::make_intrusive<CollxWork>(comm_->rank(), c10d::OpType::RECV, op,
+                                             std::vector<collx::Request>{}, std::move(s));
+  work->set_prelude([receives = receives_, pending](bool block,
+                                                    std::vector<collx::Request>& requests,
+                                                    std::exception_ptr& error) {
+    if (!receives->advance(pending, block)) return false;
+    if (pending->data_request.valid()) requests.push_back(std::move(pending->data_request));
+    if (pending->error && !error) error = pending->error;
+    return true;
   });
+  Completer::instance().add(work, dst.nbytes() > static_cast<std::size_t>(kQuietBytes));
+  return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(std::vector<at::Tensor>& /*tensors*/,
-                                                                int /*tag*/) {
-  refuse("recv", "a receive from any source (src=None) is not supported: collx receives from a "
-                 "named rank");
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(
+    std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  refuse("recv",
+         "a receive from any source (src=None) is not supported: collx receives from a "
+         "named rank");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
-  return launch(c10d::OpType::BARRIER, "barrier", Staging{}, [&] { return comm_->ibarrier(host_); });
+  return launch(c10d::OpType::BARRIER, "barrier", Staging{},
+                [&] { return comm_->ibarrier(host_); });
 }
 
 }  // namespace collx_torch

@@ -17,7 +17,10 @@
 
 #include "work.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -54,6 +57,54 @@ class StagingPool {
   // (under this mutex) makes new references to it, so a count of one cannot go up meanwhile.
   std::mutex mutex_;
   std::vector<at::Tensor> buffers_;  // uint8
+};
+
+// send/recv with a size check. Every send is a header (elements, dtype) and then the data, on
+// the caller's tag; a recv receives the header first and then exactly the message it announces,
+// so a recv never receives into a buffer smaller than the message (MPI_ERR_TRUNCATE on one rank;
+// on large messages Open MPI 4.1.4's single-copy path then crashed or hung, README) nor fills
+// part of a larger one unnoticed: a mismatch is received into scratch memory and raised.
+// The receives of one (source, tag) post theirs in launch order: the next one's header receive
+// only once the previous one's data receive is posted, or it would match that data message.
+class Receives {
+ public:
+  struct Pending {
+    int source = 0;
+    int tag = 0;
+    at::Tensor buffer;  // contiguous; the data lands here
+    int64_t header[2] = {0, 0};
+    collx::Request header_request;
+    bool header_posted = false;
+    bool data_posted = false;
+    collx::Request data_request;  // moved to the work once posted
+    at::Tensor scratch;           // a mismatched message lands here
+    std::exception_ptr error;
+  };
+
+  Receives(std::shared_ptr<collx::Communicator> comm, std::shared_ptr<std::mutex> post_mutex)
+      : comm_(std::move(comm)), post_mutex_(std::move(post_mutex)) {}
+  // Queues a receive into `buffer` and posts what can be posted.
+  std::shared_ptr<Pending> add(const at::Tensor& buffer, int source, int tag);
+  // Moves the queue of p's (source, tag) on as far as headers have arrived (waiting for them
+  // when `block`); true once p's data receive is posted.
+  bool advance(const std::shared_ptr<Pending>& p, bool block);
+  // Every process group's queues (work.hpp, wait_for); receives_awaiting(): whether any
+  // receive in the process waits for its header.
+  static void advance_all();
+  static bool awaiting() { return awaiting_.load(std::memory_order_acquire) > 0; }
+  // Makes `receives` one of those advance_all() moves on.
+  static void enroll(const std::shared_ptr<Receives>& receives);
+
+ private:
+  // With mutex_ held: one pass over the queue; true once p's (if any) data receive is posted.
+  bool advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const Pending* p);
+
+  static std::atomic<int> awaiting_;  // receives without their data receive, process-wide
+
+  std::shared_ptr<collx::Communicator> comm_;
+  std::shared_ptr<std::mutex> post_mutex_;  // the process group's: held to post
+  std::mutex mutex_;
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Pending>>> queues_;
 };
 
 class ProcessGroupCollx : public BackendBase {
@@ -109,21 +160,47 @@ class ProcessGroupCollx : public BackendBase {
   c10::intrusive_ptr<c10d::Work> allgather_exchange(const std::vector<at::Tensor>& outputs,
                                                     const at::Tensor& in);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
+  // The largest call (its largest buffer) the completion thread is not woken for.
+  static constexpr int64_t kQuietBytes = int64_t{64} << 10;
+
+  // The block every rank of a collective must give alike: torch requires tensors of one size and
+  // dtype on every rank, and collx's collectives take each rank's own count on trust (a peer's
+  // larger message is a truncation error on one rank only; a smaller one fills part of the
+  // block and reports nothing; ranks whose sizes choose different algorithms wait for each other
+  // for ever).
+  struct Block {
+    int64_t elements;
+    at::ScalarType dtype;
+    const char* what;  // "input tensor", "output tensor", ... for the error message
+  };
+  // With order_mutex_ held: one allreduce (MAX of two int64), posted under post_mutex_ and
+  // waited on outside it, tells every rank the group's smallest and largest block; where they
+  // differ every rank refuses the call, before any of its data is sent, and the process group
+  // stays usable.
+  void agree_locked(const char* op, const Block& block);
 
   // Starts `start` (a function returning the collx::Request, or several) and wraps it in a
-  // CollxWork; a collx::Error becomes a torch error that names the torch operation.
+  // CollxWork; a collx::Error becomes a torch error that names the torch operation. With
+  // `agree`, the ranks first agree on that block (agree_locked): such a call returns once every
+  // rank of the group has made it, async_op=True included.
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, Staging staging,
-                                        Start&& start);
+                                        Start&& start, const Block* agree = nullptr);
 
   std::shared_ptr<collx::Communicator> comm_;
   // Every rank must start its collectives in the same order: calls from two threads (the
-  // autograd engine's and a future callback on the completion thread, say) start one at a time.
-  std::mutex launch_mutex_;
+  // autograd engine's and a future callback on the completion thread, say) start one at a time,
+  // an agreement and the collective after it included.
+  std::mutex order_mutex_;
+  // Held to post anything (collectives, point-to-point messages), but not while an agreement is
+  // waited on: the completion thread may post a recv's data receive meanwhile, which a peer's
+  // blocking send may need before it joins the agreement (test_ops.py test_recv_then_agree).
+  std::shared_ptr<std::mutex> post_mutex_ = std::make_shared<std::mutex>();
   // Every call's buffers are CPU tensors (others are refused): a CUDA build of collx need not ask
   // CUDA where each buffer lives.
   collx::Options host_;
   StagingPool pool_;
+  std::shared_ptr<Receives> receives_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.

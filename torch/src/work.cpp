@@ -4,6 +4,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -18,33 +19,65 @@ namespace {
 constexpr auto kSpinFor = std::chrono::microseconds(100);
 constexpr auto kFirstSleep = std::chrono::microseconds(10);
 constexpr auto kLongestSleep = std::chrono::microseconds(200);
+// Unwatched works (work.hpp, Completer): the completion thread's timer, and for how long after
+// the last such work it keeps ticking before it sleeps until woken.
+constexpr auto kQuietTick = std::chrono::milliseconds(1);
+constexpr auto kTickFor = std::chrono::seconds(1);
 
-std::exception_ptr as_torch_error(const collx::Error& e) {
-  return std::make_exception_ptr(std::runtime_error(std::string("collx backend: ") + e.what()));
+std::exception_ptr as_torch_error(const char* op, const collx::Error& e) {
+  return std::make_exception_ptr(
+      std::runtime_error(std::string("collx backend: ") + op + ": " + e.what()));
 }
 
 }  // namespace
 
+void wait_for(collx::Request& request) {
+  for (;;) {
+    if (!receives_awaiting()) {
+      request.wait();
+      return;
+    }
+    if (request.test()) return;
+    advance_receives();
+    std::this_thread::yield();
+  }
+}
+
 // ---------------------------------------------------------------- CollxWork
 
-CollxWork::CollxWork(int rank, c10d::OpType type, std::vector<collx::Request> requests,
-                     Staging staging)
-    : c10d::Work(rank, type), requests_(std::move(requests)), staging_(std::move(staging)) {}
+CollxWork::CollxWork(int rank, c10d::OpType type, const char* op,
+                     std::vector<collx::Request> requests, Staging staging)
+    : c10d::Work(rank, type),
+      op_(op),
+      requests_(std::move(requests)),
+      staging_(std::move(staging)) {}
 
 c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   if (done()) return {};
+  if (prelude_) {
+    bool ready = true;
+    try {
+      ready = prelude_(block, requests_, error_);
+    } catch (const collx::Error& e) {
+      if (!error_) error_ = as_torch_error(op_, e);
+    } catch (...) {
+      if (!error_) error_ = std::current_exception();
+    }
+    if (!ready) return {};
+    prelude_ = nullptr;
+  }
   // Every request is driven to its end, a failed one's error kept: the buffers are released
   // only once no message targets them any more.
   bool in_flight = false;
   for (collx::Request& request : requests_) {
     try {
       if (block) {
-        request.wait();
+        wait_for(request);
       } else if (!request.test()) {
         in_flight = true;
       }
     } catch (const collx::Error& e) {
-      if (!error_) error_ = as_torch_error(e);
+      if (!error_) error_ = as_torch_error(op_, e);
     } catch (...) {
       if (!error_) error_ = std::current_exception();
     }
@@ -142,7 +175,12 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::getFuture() {
     }
     future = future_;
   }
-  if (mark_now) mark(future);
+  if (mark_now) {
+    mark(future);
+  } else if (!done()) {
+    // Someone may rely on the future alone (a DDP comm hook): the completion thread completes it.
+    Completer::instance().watch(c10::intrusive_ptr<CollxWork>::reclaim_copy(this));
+  }
   return future;
 }
 
@@ -157,9 +195,28 @@ Completer::~Completer() {
   stop();
 }
 
-void Completer::add(c10::intrusive_ptr<CollxWork> work) {
+void Completer::add(c10::intrusive_ptr<CollxWork> work, bool watch) {
   std::lock_guard lock(mutex_);
+  if (watch) {
+    pending_.push_back(std::move(work));
+    wake_locked();
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  quiet_.push_back({std::move(work), now});
+  last_quiet_ = now;
+  // A ticking thread looks at quiet_ within a tick; an idle one (none for a while) is woken.
+  if (!ticking_ || !thread_.joinable()) wake_locked();
+}
+
+void Completer::watch(c10::intrusive_ptr<CollxWork> work) {
+  std::lock_guard lock(mutex_);
+  // It may be in quiet_ as well: a work tested twice is harmless, and the list prunes itself.
   pending_.push_back(std::move(work));
+  wake_locked();
+}
+
+void Completer::wake_locked() {
   ++added_;
   if (!thread_.joinable()) {
     stopping_ = false;
@@ -168,14 +225,36 @@ void Completer::add(c10::intrusive_ptr<CollxWork> work) {
   wake_.notify_one();
 }
 
+void Completer::watch_old_locked(std::chrono::steady_clock::time_point now) {
+  std::size_t kept = 0;
+  for (Quiet& q : quiet_) {
+    if (q.work->done()) continue;
+    if (now - q.since >= kQuietTick) {
+      pending_.push_back(std::move(q.work));
+      ++added_;
+    } else {
+      quiet_[kept++] = std::move(q);
+    }
+  }
+  quiet_.resize(kept);
+}
+
 void Completer::stop() {
+  std::vector<Quiet> quiet;
+  bool running = false;
   {
     std::lock_guard lock(mutex_);
-    if (!thread_.joinable()) return;
-    stopping_ = true;
+    quiet.swap(quiet_);
+    running = thread_.joinable();
+    stopping_ = running;
   }
-  wake_.notify_one();
-  thread_.join();
+  if (running) {
+    wake_.notify_one();
+    thread_.join();
+  }
+  // The unwatched works still in flight, after the watched ones (launch order within each list).
+  for (const Quiet& q : quiet)
+    q.work->drive_to_completion();
 }
 
 Completer::InlineWait::InlineWait() {
@@ -199,6 +278,10 @@ Completer::InlineWait::~InlineWait() {
                                        [](const auto& w) { return !w->done(); });
       std::move(unfinished, c.pending_.end(), std::back_inserter(finished));
       c.pending_.erase(unfinished, c.pending_.end());
+      for (Quiet& q : c.quiet_) {
+        if (q.work->done()) finished.push_back(std::move(q.work));
+      }
+      std::erase_if(c.quiet_, [](const Quiet& q) { return !q.work; });
       others_pending = !c.pending_.empty();
     }
   }
@@ -212,9 +295,21 @@ void Completer::run() {
   auto spin_until = std::chrono::steady_clock::now() + kSpinFor;
   auto sleep = kFirstSleep;
   for (;;) {
-    // Idle, or some thread is driving collx in a wait() of its own.
-    wake_.wait(lock, [&] { return stopping_ || (!pending_.empty() && inline_waiters_ == 0); });
     if (stopping_) break;
+    if (pending_.empty() || inline_waiters_ > 0) {
+      // Nothing to poll now (or some thread drives collx in a wait() of its own): ticks while
+      // unwatched works are in flight or were lately, else sleeps until woken.
+      auto now = std::chrono::steady_clock::now();
+      if (!quiet_.empty() || now - last_quiet_ < kTickFor) {
+        ticking_ = true;
+        wake_.wait_for(lock, kQuietTick);
+        watch_old_locked(std::chrono::steady_clock::now());
+      } else {
+        ticking_ = false;
+        wake_.wait(lock);
+      }
+      continue;
+    }
     if (added_ != seen) {
       seen = added_;
       spin_until = std::chrono::steady_clock::now() + kSpinFor;
@@ -228,8 +323,9 @@ void Completer::run() {
     batch.clear();  // the last references to finished works may go here, outside the lock
     lock.lock();
     std::erase_if(pending_, [](const auto& w) { return w->done(); });
-    if (pending_.empty()) continue;
     const auto now = std::chrono::steady_clock::now();
+    watch_old_locked(now);
+    if (pending_.empty()) continue;
     if (completed_any) {
       spin_until = now + kSpinFor;
       sleep = kFirstSleep;

@@ -16,12 +16,22 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace collx_torch {
+
+// Blocks until `request` completes (Request::wait()), moving the receives whose header is awaited
+// on (process_group.hpp, Receives) meanwhile: collx's wait() holds its engine for the whole
+// wait, so no other thread could, and a peer's blocking send may need such a receive posted
+// before it makes the call this wait needs.
+void wait_for(collx::Request& request);
+// Defined with Receives (process_group.cpp).
+bool receives_awaiting();
+void advance_receives();
 
 // What a call needs after its collx request completes: staging buffers copied back into the
 // caller's tensors (non-contiguous tensors, tensor lists that are not one block of memory), and
@@ -36,7 +46,9 @@ struct Staging {
 // all_gather into separate tensors, process_group.cpp), complete when all of them are.
 class CollxWork : public c10d::Work {
  public:
-  CollxWork(int rank, c10d::OpType type, std::vector<collx::Request> requests, Staging staging);
+  // `op`: the torch.distributed operation's name (a string literal), which its errors carry.
+  CollxWork(int rank, c10d::OpType type, const char* op, std::vector<collx::Request> requests,
+            Staging staging);
 
   // Tests the request once when it is not complete (and nobody else is driving it).
   bool isCompleted() override;
@@ -45,6 +57,14 @@ class CollxWork : public c10d::Work {
   // COLLX_TIMEOUT turns a hang into an error that names the collective and the peer.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override;
+
+  // What must happen before the work's requests are all posted (a recv's header, process_group
+  // .cpp): called with the drive mutex held until it returns true, blocking or not as the caller
+  // is; it appends the requests it posts and may set the error to raise once they complete.
+  // Set before the work is shared with another thread.
+  using Prelude = std::function<bool(bool block, std::vector<collx::Request>& requests,
+                                     std::exception_ptr& error)>;
+  void set_prelude(Prelude prelude) { prelude_ = std::move(prelude); }
   // A future that completes when the request does (from the completion thread, or from a
   // wait()), with result() as its value: it is not complete on return unless the request is.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
@@ -64,9 +84,11 @@ class CollxWork : public c10d::Work {
   // run here and may call back into this work).
   void mark(const c10::intrusive_ptr<c10::ivalue::Future>& future);
 
+  const char* op_;
   // Held by whichever thread tests or waits on requests_ (collx::Request is not thread-safe).
   std::mutex drive_mutex_;
   std::vector<collx::Request> requests_;
+  Prelude prelude_;
   // The first request's error, kept (under drive_mutex_) until the others are complete too.
   std::exception_ptr error_;
   Staging staging_;
@@ -76,16 +98,28 @@ class CollxWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// The process's completion thread: every work launched is handed to it; it tests the works in
-// flight, finishes those that complete and marks their futures. It stands aside (sleeps) while
-// some thread waits on a work itself, since that wait progresses every collx operation anyway.
+// The process's completion thread: it tests the works in flight that it watches, finishes those
+// that complete and marks their futures. It stands aside (sleeps) while some thread waits on a
+// work itself, since that wait progresses every collx operation anyway.
+//
+// A small work is not watched at first: the usual small call is waited on at once by its caller
+// (torch's blocking calls are a launch and a wait()), and waking the thread for each one cost
+// more than the call itself where no core is idle: the woken thread takes a core from a rank
+// for its wake-up and its polls (docs/PERFORMANCE.md, "PyTorch"). While unwatched works are in
+// flight (and for a while after the last one) the thread wakes on a timer instead, every
+// kQuietTick, and watches those that have been in flight for a tick by then: an async_op=True
+// call nobody waits on still progresses on its own, at most a tick or two later. A work's
+// getFuture() has it watched at once.
 class Completer {
  public:
   static Completer& instance();
   ~Completer();
 
-  // Starts the thread on first use.
-  void add(c10::intrusive_ptr<CollxWork> work);
+  // A work launched: watched at once (the thread tests it; started on first use) if `watch`,
+  // else after a tick unless it has completed by then.
+  void add(c10::intrusive_ptr<CollxWork> work, bool watch);
+  // The thread watches `work` from now on (its future was asked for).
+  void watch(c10::intrusive_ptr<CollxWork> work);
   // Finishes every work in flight (blocking) and joins the thread; add() starts it again.
   void stop();
 
@@ -101,12 +135,25 @@ class Completer {
  private:
   Completer() = default;
   void run();
+  // With mutex_ held: starts the thread unless it runs, and wakes it.
+  void wake_locked();
+  // With mutex_ held: the unwatched works in flight for a tick join pending_; completed ones
+  // leave.
+  void watch_old_locked(std::chrono::steady_clock::time_point now);
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<c10::intrusive_ptr<CollxWork>> pending_;  // in launch order
-  std::uint64_t added_ = 0;                             // works ever added (new work resets
-                                                        // the back-off)
+  std::vector<c10::intrusive_ptr<CollxWork>> pending_;  // watched, in launch order
+  struct Quiet {
+    c10::intrusive_ptr<CollxWork> work;
+    std::chrono::steady_clock::time_point since;  // launched
+  };
+  std::vector<Quiet> quiet_;  // not watched yet (nor polled)
+  // The last unwatched work's launch; the thread ticks for a while after it.
+  std::chrono::steady_clock::time_point last_quiet_;
+  bool ticking_ = false;     // the thread wakes on its timer (no add() needs to wake it)
+  std::uint64_t added_ = 0;  // works ever added (new work resets
+                             // the back-off)
   int inline_waiters_ = 0;
   bool stopping_ = false;
   std::thread thread_;
