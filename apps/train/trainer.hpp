@@ -42,6 +42,10 @@ struct TrainConfig {
   int replicas = 1;
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
   std::size_t micro_batches = 4;  // pipeline: micro-batches per step in each replica
+  // Pipeline: a stage computes its input gradient first and sends it before its weight
+  // gradients (false: the backward pass as one piece, the gradient sent at its end). The same
+  // arithmetic either way; only when the previous stage can start differs.
+  bool pipeline_input_gradient_first = true;
   Compression compression = Compression::none;
   std::size_t powersgd_rank = 8;  // rank 4 lost more accuracy than 0.5 points (docs/TRAINING.md)
   std::int64_t powersgd_warmup = 10;  // steps of plain allreduce before PowerSGD starts

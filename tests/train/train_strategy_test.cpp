@@ -87,6 +87,9 @@ std::vector<std::pair<std::string, TrainConfig>> strategies() {
     pipe.pipeline_schedule = schedule;
     pipe.micro_batches = 3;
     all.emplace_back("pipeline " + std::string(to_string(schedule)), pipe);
+    pipe.pipeline_input_gradient_first = false;
+    all.emplace_back("pipeline " + std::string(to_string(schedule)) + " --pipeline-backward whole",
+                     pipe);
   }
   all.emplace_back("tensor", strategy_config(Parallel::tensor));
   if (world_size() % 2 == 0 && world_size() > 2) {
@@ -136,6 +139,12 @@ TEST_F(TrainStrategy, PipelineSchedulesGiveTheSameBitsAndMicroBatchesOnlyRegroup
   // Both run the backward passes in micro-batch order: the same sums in the same order.
   EXPECT_TRUE(bitwise_equal(gpipe.params, one_f_one_b.params));
   EXPECT_EQ(gpipe.losses, one_f_one_b.losses);
+  // Sending the input gradient before the weight gradients reorders GEMMs in time only.
+  config.pipeline_input_gradient_first = false;
+  const TrainRun whole = train_steps(config, comm, kSteps);
+  EXPECT_TRUE(bitwise_equal(whole.params, one_f_one_b.params));
+  EXPECT_EQ(whole.losses, one_f_one_b.losses);
+  config.pipeline_input_gradient_first = true;
   for (std::size_t m : {1u, 2u, 8u}) {
     config.micro_batches = m;
     const TrainRun other = train_steps(config, comm, kSteps);
