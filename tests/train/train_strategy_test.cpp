@@ -179,6 +179,44 @@ std::string scratch_path(const std::string& name) {
 
 class Quiet final : public TrainObserver {};
 
+// The pipeline's per-rank breakdown (--log-json's pipeline_ranks): every rank's parts, its
+// passes, its waits; the part of a backward pass before its input gradient is sent is the whole
+// pass on the first stage (it sends none) and no more than the pass on the others.
+TEST_F(TrainStrategy, PipelineReportsEachRanksComputeAndWaits) {
+  class Epochs final : public TrainObserver {
+   public:
+    void on_epoch(const EpochReport& report) override { reports.push_back(report); }
+    std::vector<EpochReport> reports;
+  };
+  TrainConfig config = strategy_config(Parallel::pipeline);
+  config.epochs = 1;
+  config.micro_batches = 3;
+  Epochs epochs;
+  const auto start = std::chrono::steady_clock::now();
+  const FinalReport final_report = run_training(config, comm, small_data(), epochs, start);
+  ASSERT_EQ(epochs.reports.size(), 1u);
+  const std::vector<double>& ranks = epochs.reports[0].pipeline_ranks;
+  constexpr std::size_t kParts = kPasses + 1;
+  ASSERT_EQ(ranks.size(), kParts * static_cast<std::size_t>(world_size()));
+  for (int r = 0; r < world_size(); ++r) {
+    const double* p = &ranks[kParts * static_cast<std::size_t>(r)];
+    EXPECT_EQ(p[kPasses], 3.0 * static_cast<double>(final_report.steps)) << r;
+    EXPECT_GT(p[kForwardCpu], 0) << r;
+    EXPECT_GT(p[kBackwardCpu], 0) << r;
+    if (r == 0) {
+      EXPECT_EQ(p[kBackwardInputCpu], p[kBackwardCpu]);
+      EXPECT_EQ(p[kWaitInput], 0);
+    } else {
+      EXPECT_LE(p[kBackwardInputCpu], p[kBackwardCpu]) << r;
+    }
+    if (r + 1 == world_size()) {
+      EXPECT_EQ(p[kWaitGradient], 0) << r;
+    }
+    for (std::size_t k = kWaitInput; k <= kWaitEnd; ++k)
+      EXPECT_GE(p[k], 0) << r << " " << k;
+  }
+}
+
 // Each strategy writes a checkpoint after 4 steps; it resumes in the same strategy at this
 // rank count (bitwise the uninterrupted run), in one process (data parallel: the sharded
 // pieces re-sliced into one model), and a single process's checkpoint resumes in the strategy.

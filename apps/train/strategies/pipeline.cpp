@@ -128,7 +128,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     const auto start = Clock::now();
     const double cpu_start = thread_cpu_seconds();
     clock_.reset();
-    wait_clock_.reset();
+    input_wait_clock_.reset();
+    gradient_wait_clock_.reset();
+    send_wait_clock_.reset();
     bytes_ = 0;
     const Range global = this->global_batch();
     replica_batch_ = rank_slice(global, replica_, replicas_);
@@ -148,7 +150,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     {
       // Waiting for the neighbours to take the last sends: bubble too (see forward()).
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(send_wait_clock_);
       for (Slot& s : slots_) {
         s.forward_send.wait();
         s.backward_send.wait();
@@ -161,7 +163,8 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     forward_seconds_ = 0;
     this->finish_partitioned_step(result, global, loss_local_, last_stage(), bytes_, start,
                                   pass_seconds_);
-    result.bubble_seconds = wait_clock_.seconds() + this->loss_sum_seconds_;
+    result.bubble_seconds = input_wait_clock_.seconds() + gradient_wait_clock_.seconds() +
+                            send_wait_clock_.seconds() + this->loss_sum_seconds_;
     result.pipeline_seconds = result.seconds - result.update_seconds - this->replica_sum_seconds_;
     // pass_seconds_ now holds every stage's times summed over the replicas.
     PassTimes times;
@@ -178,6 +181,17 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
         times.backward_input[s][i] = (s > 0 && input_first() ? pass[2] : pass[1]) / replicas_;
       }
     }
+    auto& parts = result.pipeline_parts;
+    for (std::size_t i = 0; i < m; ++i) {
+      parts[kForwardCpu] += times.forward[stage_][i];
+      parts[kBackwardCpu] += times.backward[stage_][i];
+      parts[kBackwardInputCpu] += times.backward_input[stage_][i];
+    }
+    parts[kWaitInput] = input_wait_clock_.seconds();
+    parts[kWaitGradient] = gradient_wait_clock_.seconds();
+    parts[kWaitSend] = send_wait_clock_.seconds();
+    parts[kWaitEnd] = this->loss_sum_seconds_;
+    parts[kPasses] = static_cast<double>(m);
     const ReplayedStep replayed = replay_pipeline(config_.pipeline_schedule, times);
     result.replayed_seconds = replayed.seconds;
     result.replayed_idle_seconds = replayed.idle[stage_];
@@ -340,14 +354,14 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       // current pass), so this is waiting for the neighbour's pass as much as a receive is:
       // bubble. With one slot (1F1B's last stage) it is where that stage waits most.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(send_wait_clock_);
       slot.forward_send.wait();
       slot.backward_send.wait();
     }
     if (stage_ > 0) {
       // The bubble: waiting for the previous stage's pass.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(input_wait_clock_);
       slot.input_receive.wait();
     }
     const double cpu_start = thread_cpu_seconds();
@@ -381,7 +395,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     if (!last_stage()) {
       // The bubble: waiting for the next stage's pass.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(gradient_wait_clock_);
       slot.gradient_receive.wait();
     }
     // The first micro-batch writes the gradients, the others add to them.
@@ -431,7 +445,11 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   double forward_seconds_ = 0;
   double bytes_ = 0;
   std::vector<PipelineOp> ops_;       // this stage's passes, in order
-  CommClock wait_clock_;              // the step's waiting for neighbours (the bubble)
+  // The step's waiting for neighbours (the bubble): for input activations, for output
+  // gradients, for earlier sends to be taken.
+  CommClock input_wait_clock_;
+  CommClock gradient_wait_clock_;
+  CommClock send_wait_clock_;
   std::vector<double> pass_seconds_;  // [stage][micro-batch][forward, backward], own stage only
 };
 
