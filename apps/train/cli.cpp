@@ -65,7 +65,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
   auto& c = cli.config;
   std::string hidden = "512,256", dtype = "float32", device = "cpu", optimizer = "adamw";
   std::string schedule = "cosine", algo = "auto", parallel = "dp", pipeline_schedule = "1f1b";
-  std::string compress = "none";
+  std::string compress = "none", pipeline_backward = "input-first";
   // The default directory: $COLLX_TRAIN_DATA (a site's copy), else the Debian package's. Only
   // the default falls back to the synthetic set; a directory given with --data must hold the
   // files.
@@ -100,6 +100,12 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
   app.add_option("--pipeline-schedule", pipeline_schedule, "gpipe or 1f1b")
       ->capture_default_str()
       ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  app.add_option("--pipeline-backward", pipeline_backward,
+                 "pipeline: input-first (a stage sends its input gradient, then computes its "
+                 "weight gradients) or whole (sends it after the whole backward pass); the same "
+                 "results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"input-first", "whole"}));
   app.add_option("--micro-batches", c.micro_batches,
                  "pipeline: micro-batches per step in each replica")
       ->capture_default_str()
@@ -238,6 +244,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
                                         : Parallel::dp;
   c.pipeline_schedule =
       pipeline_schedule == "gpipe" ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
+  c.pipeline_input_gradient_first = pipeline_backward == "input-first";
   c.compression = compress == "bf16"       ? Compression::bf16
                   : compress == "fp16"     ? Compression::fp16
                   : compress == "powersgd" ? Compression::powersgd

@@ -198,7 +198,27 @@ void Reporter::on_epoch(const EpochReport& r) {
                                  {"train_s", r.train_seconds},
                                  {"eval_s", r.eval_seconds},
                                  {"wall_s", r.wall_seconds}};
-    *json_ << line.dump() << '\n' << std::flush;
+    nlohmann::json out = line;
+    if (!r.pipeline_ranks.empty()) {
+      // Per rank (stage), summed over the epoch's steps: compute in thread CPU time, waits in
+      // wall time (StepResult::pipeline_parts).
+      constexpr std::size_t kParts = kPasses + 1;
+      nlohmann::json ranks = nlohmann::json::array();
+      for (std::size_t i = 0; i + kParts <= r.pipeline_ranks.size(); i += kParts) {
+        const double* p = &r.pipeline_ranks[i];
+        ranks.push_back({{"rank", i / kParts},
+                         {"forward_cpu_s", p[kForwardCpu]},
+                         {"backward_cpu_s", p[kBackwardCpu]},
+                         {"backward_input_cpu_s", p[kBackwardInputCpu]},
+                         {"wait_input_s", p[kWaitInput]},
+                         {"wait_gradient_s", p[kWaitGradient]},
+                         {"wait_send_s", p[kWaitSend]},
+                         {"wait_end_s", p[kWaitEnd]},
+                         {"passes", p[kPasses]}});
+      }
+      out["pipeline_ranks"] = ranks;
+    }
+    *json_ << out.dump() << '\n' << std::flush;
   }
 }
 

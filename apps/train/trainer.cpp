@@ -344,12 +344,15 @@ FinalReport run_training(const TrainConfig& config, Communicator& comm, const Da
   };
   while (trainer->epoch() < config.epochs && !final_report.stopped_early) {
     StepTimes times;
+    std::array<double, std::tuple_size_v<decltype(StepResult::pipeline_parts)>> parts{};
     std::size_t samples = 0;
     std::size_t steps = 0;
     have_test = false;
     while (trainer->step_in_epoch() < trainer->steps_per_epoch()) {
       const StepResult step = trainer->train_step();
       times.add(step);
+      for (std::size_t k = 0; k < parts.size(); ++k)
+        parts[k] += step.pipeline_parts[k];
       samples += step.samples;
       ++steps;
       observer.on_step(*trainer, step);
@@ -383,6 +386,11 @@ FinalReport run_training(const TrainConfig& config, Communicator& comm, const Da
             mean.replayed > 0 ? mean.replayed_idle / mean.replayed : 0;
         report.not_running_fraction = mean.step > 0 ? mean.not_running / mean.step : 0;
         report.bubble_formula_fraction = trainer->bubble_formula();
+        if (config.parallel == Parallel::pipeline) {
+          report.pipeline_ranks.resize(parts.size() * static_cast<std::size_t>(comm.size()));
+          comm.allgather(parts.data(), report.pipeline_ranks.data(), parts.size(),
+                         DataType::float64);
+        }
         report.samples_per_s = slowest > 0 ? static_cast<double>(samples) / slowest : 0;
         report.comm_exposed_fraction = mean.step > 0 ? mean.comm / mean.step : 0;
         report.wall_seconds = seconds_since(program_start);

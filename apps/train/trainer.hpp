@@ -8,6 +8,7 @@
 // divided by the global batch; only the order of some sums differs.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +43,10 @@ struct TrainConfig {
   int replicas = 1;
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
   std::size_t micro_batches = 4;  // pipeline: micro-batches per step in each replica
+  // Pipeline: a stage computes its input gradient first and sends it before its weight
+  // gradients (false: the backward pass as one piece, the gradient sent at its end). The same
+  // arithmetic either way; only when the previous stage can start differs.
+  bool pipeline_input_gradient_first = true;
   Compression compression = Compression::none;
   std::size_t powersgd_rank = 8;  // rank 4 lost more accuracy than 0.5 points (docs/TRAINING.md)
   std::int64_t powersgd_warmup = 10;  // steps of plain allreduce before PowerSGD starts
@@ -102,6 +107,23 @@ struct StepResult {
   // Of seconds, the time the rank did not run (wall minus thread CPU time; waits spin): the
   // load of other processes, which a measured bubble includes.
   double not_running_seconds = 0;
+  // Pipeline only: where this rank's step went (PipelineParts), for the per-stage breakdown.
+  std::array<double, 8> pipeline_parts{};
+};
+
+// The indices of StepResult::pipeline_parts: the compute of the stage's passes in thread CPU
+// time (the backward's part before its input gradient was sent), then its waits (wall time):
+// for input activations, for output gradients, for its earlier sends to be taken, for the other
+// stages at the step's end (the loss's allreduce); and its forward passes (micro-batches).
+enum PipelinePart : std::size_t {
+  kForwardCpu,
+  kBackwardCpu,
+  kBackwardInputCpu,
+  kWaitInput,
+  kWaitGradient,
+  kWaitSend,
+  kWaitEnd,
+  kPasses,
 };
 
 // Bytes one rank holds for training, by kind.
@@ -186,6 +208,8 @@ struct EpochReport {
   double bubble_replayed_fraction = 0;
   double bubble_formula_fraction = 0;  // TrainerBase::bubble_formula()
   double not_running_fraction = 0;     // pipeline: the ranks' mean time not running / step time
+  // Pipeline: every rank's StepResult::pipeline_parts summed over the epoch, rank after rank.
+  std::vector<double> pipeline_ranks;
   MemoryUse memory_max;             // each kind's largest over the ranks
   double samples_per_s = 0;
   double comm_exposed_fraction = 0;

@@ -87,6 +87,9 @@ std::vector<std::pair<std::string, TrainConfig>> strategies() {
     pipe.pipeline_schedule = schedule;
     pipe.micro_batches = 3;
     all.emplace_back("pipeline " + std::string(to_string(schedule)), pipe);
+    pipe.pipeline_input_gradient_first = false;
+    all.emplace_back("pipeline " + std::string(to_string(schedule)) + " --pipeline-backward whole",
+                     pipe);
   }
   all.emplace_back("tensor", strategy_config(Parallel::tensor));
   if (world_size() % 2 == 0 && world_size() > 2) {
@@ -136,6 +139,12 @@ TEST_F(TrainStrategy, PipelineSchedulesGiveTheSameBitsAndMicroBatchesOnlyRegroup
   // Both run the backward passes in micro-batch order: the same sums in the same order.
   EXPECT_TRUE(bitwise_equal(gpipe.params, one_f_one_b.params));
   EXPECT_EQ(gpipe.losses, one_f_one_b.losses);
+  // Sending the input gradient before the weight gradients reorders GEMMs in time only.
+  config.pipeline_input_gradient_first = false;
+  const TrainRun whole = train_steps(config, comm, kSteps);
+  EXPECT_TRUE(bitwise_equal(whole.params, one_f_one_b.params));
+  EXPECT_EQ(whole.losses, one_f_one_b.losses);
+  config.pipeline_input_gradient_first = true;
   for (std::size_t m : {1u, 2u, 8u}) {
     config.micro_batches = m;
     const TrainRun other = train_steps(config, comm, kSteps);
@@ -169,6 +178,44 @@ std::string scratch_path(const std::string& name) {
 }
 
 class Quiet final : public TrainObserver {};
+
+// The pipeline's per-rank breakdown (--log-json's pipeline_ranks): every rank's parts, its
+// passes, its waits; the part of a backward pass before its input gradient is sent is the whole
+// pass on the first stage (it sends none) and no more than the pass on the others.
+TEST_F(TrainStrategy, PipelineReportsEachRanksComputeAndWaits) {
+  class Epochs final : public TrainObserver {
+   public:
+    void on_epoch(const EpochReport& report) override { reports.push_back(report); }
+    std::vector<EpochReport> reports;
+  };
+  TrainConfig config = strategy_config(Parallel::pipeline);
+  config.epochs = 1;
+  config.micro_batches = 3;
+  Epochs epochs;
+  const auto start = std::chrono::steady_clock::now();
+  const FinalReport final_report = run_training(config, comm, small_data(), epochs, start);
+  ASSERT_EQ(epochs.reports.size(), 1u);
+  const std::vector<double>& ranks = epochs.reports[0].pipeline_ranks;
+  constexpr std::size_t kParts = kPasses + 1;
+  ASSERT_EQ(ranks.size(), kParts * static_cast<std::size_t>(world_size()));
+  for (int r = 0; r < world_size(); ++r) {
+    const double* p = &ranks[kParts * static_cast<std::size_t>(r)];
+    EXPECT_EQ(p[kPasses], 3.0 * static_cast<double>(final_report.steps)) << r;
+    EXPECT_GT(p[kForwardCpu], 0) << r;
+    EXPECT_GT(p[kBackwardCpu], 0) << r;
+    if (r == 0) {
+      EXPECT_EQ(p[kBackwardInputCpu], p[kBackwardCpu]);
+      EXPECT_EQ(p[kWaitInput], 0);
+    } else {
+      EXPECT_LE(p[kBackwardInputCpu], p[kBackwardCpu]) << r;
+    }
+    if (r + 1 == world_size()) {
+      EXPECT_EQ(p[kWaitGradient], 0) << r;
+    }
+    for (std::size_t k = kWaitInput; k <= kWaitEnd; ++k)
+      EXPECT_GE(p[k], 0) << r << " " << k;
+  }
+}
 
 // Each strategy writes a checkpoint after 4 steps; it resumes in the same strategy at this
 // rank count (bitwise the uninterrupted run), in one process (data parallel: the sharded

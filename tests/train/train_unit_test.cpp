@@ -590,4 +590,35 @@ TEST(PipelineSchedule, BubbleFormulaOfUnequalStages) {
               1e-12);
 }
 
+// A stage that sends its input gradient before computing its weight gradients (the trainer's
+// stages after the first): backward_input equal to the whole backward is the indivisible pass;
+// less lets the previous stage start earlier, and the bubble falls below (S - 1) / (m + S - 1).
+TEST(PipelineSchedule, BubbleFormulaWithInputGradientSentFirst) {
+  const std::vector<double> ones(2, 1.0), twos(2, 2.0);
+  for (PipelineSchedule schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    for (std::size_t m = 1; m <= 9; ++m) {
+      EXPECT_NEAR(pipeline_bubble_formula(schedule, ones, twos, m, twos),
+                  pipeline_bubble_formula(schedule, ones, twos, m), 1e-12);
+    }
+    // m = 1: forwards 0-1, 1-2; stage 1's backward 2-4 sends at 3; stage 0's 3-5. Idle 2 of 5.
+    EXPECT_NEAR(pipeline_bubble_formula(schedule, ones, twos, 1, ones), 0.4, 1e-12);
+  }
+  // The MLP's split of F + B = 3 (first stage 1.5 + 1.5, second 1 + 2 of which 1 is its input
+  // gradient), GPipe, m = 8: stage 0's forwards end at 12, stage 1's at 13; stage 1's backward
+  // i runs from 13 + 2 i and sends at 14 + 2 i, where stage 0's (1.5 < 2) starts; the step ends
+  // at 14 + 14 + 1.5 = 29.5 (against 30.5 for the indivisible pass): 1 - 24 / 29.5.
+  const std::vector<double> forward = {1.5, 1.0}, backward = {1.5, 2.0}, input = {1.5, 1.0};
+  EXPECT_NEAR(pipeline_bubble_formula(PipelineSchedule::gpipe, forward, backward, 8, input),
+              1 - 24 / 29.5, 1e-12);
+  // The replay of measured times reads backward_input the same way.
+  PassTimes times;
+  times.forward = {{1.0}, {1.0}};
+  times.backward = {{2.0}, {2.0}};
+  times.backward_input = {{2.0}, {1.0}};
+  const ReplayedStep step = replay_pipeline(PipelineSchedule::gpipe, times);
+  EXPECT_DOUBLE_EQ(step.seconds, 5);
+  EXPECT_DOUBLE_EQ(step.idle[0], 2);
+  EXPECT_DOUBLE_EQ(step.idle[1], 2);
+}
+
 }  // namespace

@@ -47,7 +47,10 @@ class LayerHooks {
 template <class T>
 class LayerStack {
  public:
-  LayerStack(mlp::Backend<T>& backend, std::vector<LayerDims> layers, std::size_t max_rows)
+  // split_backward: keep every layer's output gradient, for backward_inputs() then
+  // backward_weights() (a pipeline stage sends its input gradient before its weight gradients).
+  LayerStack(mlp::Backend<T>& backend, std::vector<LayerDims> layers, std::size_t max_rows,
+             bool split_backward = false)
       : backend_(backend), layers_(std::move(layers)), max_rows_(max_rows) {
     std::size_t widest = 0;
     for (const LayerDims& d : layers_) {
@@ -56,6 +59,11 @@ class LayerStack {
     }
     grad_a_ = mlp::DeviceBuffer<T>(backend_, max_rows_ * widest);
     grad_b_ = mlp::DeviceBuffer<T>(backend_, max_rows_ * widest);
+    // The last layer's output gradient is grad_a_; the others' their own.
+    if (split_backward) {
+      for (std::size_t l = 0; l + 1 < layers_.size(); ++l)
+        output_gradients_.emplace_back(backend_, max_rows_ * layers_[l].out);
+    }
   }
 
   const std::vector<LayerDims>& layers() const { return layers_; }
@@ -63,6 +71,8 @@ class LayerStack {
     std::size_t n = grad_a_.size() + grad_b_.size();
     for (const auto& a : activations_)
       n += a.size();
+    for (const auto& g : output_gradients_)
+      n += g.size();
     return n;
   }
 
@@ -116,7 +126,47 @@ class LayerStack {
     }
   }
 
+  // backward() in two parts, the same arithmetic in another order (bitwise the same results):
+  // first d loss / d output of every layer down to d loss / d inputs (into input_gradient, as in
+  // backward(); null: none), then every layer's weight and bias gradients. Needs the stack built
+  // with split_backward. A pipeline stage sends its input gradient between the two, so the
+  // previous stage does not wait for the weight gradients, which nothing downstream needs.
+  void backward_inputs(LayerHooks<T>& hooks, T* input_gradient, bool input_relu) {
+    const std::size_t rows = rows_;
+    for (std::size_t l = layers_.size(); l-- > 0;) {
+      const LayerDims& d = layers_[l];
+      if (l == 0 && !input_gradient) break;
+      const LayerTensors<T> t = hooks.tensors(l, true);
+      T* gx = l == 0 ? input_gradient : layer_output_gradient(l - 1);
+      backend_.gemm(mlp::Transpose::no, mlp::Transpose::no, rows, d.in, d.out, T(1),
+                    layer_output_gradient(l), d.out, t.weight, d.in, T(0), gx, d.in);
+      hooks.after_input_gradient(l, gx, rows);
+      if (l > 0) {
+        backend_.relu_backward(gx, activations_[l - 1].data(), rows * d.in);
+      } else if (input_relu) {
+        backend_.relu_backward(gx, inputs_, rows * d.in);
+      }
+    }
+  }
+  void backward_weights(LayerHooks<T>& hooks, bool accumulate) {
+    const std::size_t rows = rows_;
+    for (std::size_t l = layers_.size(); l-- > 0;) {
+      const LayerDims& d = layers_[l];
+      const LayerTensors<T> t = hooks.tensors(l, true);
+      const T* x = l > 0 ? activations_[l - 1].data() : inputs_;
+      const T* grad_out = layer_output_gradient(l);
+      backend_.bias_gradient(grad_out, rows, d.out, t.grad_bias, accumulate);
+      backend_.gemm(mlp::Transpose::yes, mlp::Transpose::no, d.out, d.in, rows, T(1), grad_out,
+                    d.out, x, d.in, accumulate ? T(1) : T(0), t.grad_weight, d.in);
+      hooks.gradients_done(l);
+    }
+  }
+
  private:
+  T* layer_output_gradient(std::size_t l) const {
+    return l + 1 == layers_.size() ? grad_a_.data() : output_gradients_.at(l).data();
+  }
+
   mlp::Backend<T>& backend_;
   std::vector<LayerDims> layers_;
   std::size_t max_rows_;
@@ -125,6 +175,7 @@ class LayerStack {
   std::vector<mlp::DeviceBuffer<T>> activations_;
   mlp::DeviceBuffer<T> grad_a_;
   mlp::DeviceBuffer<T> grad_b_;
+  std::vector<mlp::DeviceBuffer<T>> output_gradients_;  // split_backward: layers but the last
 };
 
 }  // namespace collx::train

@@ -9,7 +9,10 @@
 // nonblocking and every receive is posted ahead, as soon as its buffer is free: a micro-batch's
 // activations when its slot is free (at the step's start for the first slots), its output
 // gradient right after its forward pass. A stage therefore blocks only where the schedule makes
-// it wait for a neighbour's pass; that waiting, and the wait for the other stages at the step's
+// it wait for a neighbour's pass. A stage's backward pass computes the input gradient first
+// (down through its layers), sends it, and only then its weight gradients, which the previous
+// stage does not need (--pipeline-backward input-first, the default; the same GEMMs as one
+// piece, so the same results). That waiting, and the wait for the other stages at the step's
 // end, is its bubble, compared with (S - 1) / (m + S - 1) of equal stages and with the bubble
 // the schedule leaves for these stages' GEMM work (pipeline_bubble_formula: an MLP's stages
 // cannot be equal in both forward and backward, which GPipe pays for). The compute time of
@@ -109,7 +112,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
                                   : std::min(config.micro_batches, stages_ - stage_);
     for (std::size_t k = 0; k < slots; ++k) {
       Slot slot;
-      slot.stack = std::make_unique<LayerStack<T>>(*backend_, dims, rows);
+      slot.stack = std::make_unique<LayerStack<T>>(*backend_, dims, rows, input_first());
       slot.inputs = mlp::DeviceBuffer<T>(*backend_, rows * shape_.sizes[begin()]);
       slot.input_gradient =
           mlp::DeviceBuffer<T>(*backend_, stage_ > 0 ? rows * shape_.sizes[begin()] : 0);
@@ -118,14 +121,16 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       slots_.push_back(std::move(slot));
     }
     ops_ = pipeline_ops(config.pipeline_schedule, stages_, stage_, config.micro_batches);
-    pass_seconds_.assign(stages_ * config.micro_batches * 2, 0.0);
+    pass_seconds_.assign(stages_ * config.micro_batches * kPassTimes, 0.0);
   }
 
   StepResult train_step() override {
     const auto start = Clock::now();
     const double cpu_start = thread_cpu_seconds();
     clock_.reset();
-    wait_clock_.reset();
+    input_wait_clock_.reset();
+    gradient_wait_clock_.reset();
+    send_wait_clock_.reset();
     bytes_ = 0;
     const Range global = this->global_batch();
     replica_batch_ = rank_slice(global, replica_, replicas_);
@@ -145,7 +150,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     {
       // Waiting for the neighbours to take the last sends: bubble too (see forward()).
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(send_wait_clock_);
       for (Slot& s : slots_) {
         s.forward_send.wait();
         s.backward_send.wait();
@@ -158,18 +163,35 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     forward_seconds_ = 0;
     this->finish_partitioned_step(result, global, loss_local_, last_stage(), bytes_, start,
                                   pass_seconds_);
-    result.bubble_seconds = wait_clock_.seconds() + this->loss_sum_seconds_;
+    result.bubble_seconds = input_wait_clock_.seconds() + gradient_wait_clock_.seconds() +
+                            send_wait_clock_.seconds() + this->loss_sum_seconds_;
     result.pipeline_seconds = result.seconds - result.update_seconds - this->replica_sum_seconds_;
     // pass_seconds_ now holds every stage's times summed over the replicas.
     PassTimes times;
     times.forward.assign(stages_, std::vector<double>(m));
     times.backward.assign(stages_, std::vector<double>(m));
+    times.backward_input.assign(stages_, std::vector<double>(m));
     for (std::size_t s = 0; s < stages_; ++s) {
       for (std::size_t i = 0; i < m; ++i) {
-        times.forward[s][i] = pass_seconds_[(s * m + i) * 2] / replicas_;
-        times.backward[s][i] = pass_seconds_[(s * m + i) * 2 + 1] / replicas_;
+        const double* pass = &pass_seconds_[(s * m + i) * kPassTimes];
+        times.forward[s][i] = pass[0] / replicas_;
+        times.backward[s][i] = pass[1] / replicas_;
+        // Sent at the end of the pass where the stage does not split it (and the first stage,
+        // which sends nothing back).
+        times.backward_input[s][i] = (s > 0 && input_first() ? pass[2] : pass[1]) / replicas_;
       }
     }
+    auto& parts = result.pipeline_parts;
+    for (std::size_t i = 0; i < m; ++i) {
+      parts[kForwardCpu] += times.forward[stage_][i];
+      parts[kBackwardCpu] += times.backward[stage_][i];
+      parts[kBackwardInputCpu] += times.backward_input[stage_][i];
+    }
+    parts[kWaitInput] = input_wait_clock_.seconds();
+    parts[kWaitGradient] = gradient_wait_clock_.seconds();
+    parts[kWaitSend] = send_wait_clock_.seconds();
+    parts[kWaitEnd] = this->loss_sum_seconds_;
+    parts[kPasses] = static_cast<double>(m);
     const ReplayedStep replayed = replay_pipeline(config_.pipeline_schedule, times);
     result.replayed_seconds = replayed.seconds;
     result.replayed_idle_seconds = replayed.idle[stage_];
@@ -231,7 +253,11 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     return "layout:    " + this->replica_text("stages") + "pipeline of " + std::to_string(stages_) +
            " stages on consecutive ranks (" + stages + "), " +
            std::string(to_string(config_.pipeline_schedule)) + ", " + std::to_string(m) +
-           " micro-batches per step, bubble of equal stages (S-1)/(m+S-1) = " + bubble +
+           " micro-batches per step" +
+           (config_.pipeline_input_gradient_first && stages_ > 1
+                ? ", input gradients sent before the weight gradients"
+                : "") +
+           ", bubble of equal stages (S-1)/(m+S-1) = " + bubble +
            "\nper step:  per micro-batch: send/recv of its activations forward and of their "
            "gradients backward between neighbouring stages" +
            (replicas_ > 1 ? "; allreduce of each stage's gradients across replicas" : "") +
@@ -261,6 +287,10 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     return (l == 0 ? 1 : 2) * forward_cost(shape, l);
   }
 
+  // A stage after the first sends its input gradient before computing its weight gradients
+  // (--pipeline-backward input-first); the first has no input gradient.
+  bool input_first() const { return config_.pipeline_input_gradient_first && stage_ > 0; }
+
   static std::vector<std::size_t> stage_bounds(const ModelShape& shape, std::size_t stages) {
     std::vector<double> cost;
     for (std::size_t l = 0; l < shape.layers(); ++l)
@@ -270,15 +300,18 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
 
   // What the schedule leaves idle for these stages' GEMM work (pipeline_bubble_formula).
   double stages_bubble_formula() const {
-    std::vector<double> forward(stages_, 0.0), backward(stages_, 0.0);
+    std::vector<double> forward(stages_, 0.0), backward(stages_, 0.0), input(stages_, 0.0);
     for (std::size_t s = 0; s < stages_; ++s) {
       for (std::size_t l = first_layer_[s]; l < first_layer_[s + 1]; ++l) {
         forward[s] += forward_cost(shape_, l);
         backward[s] += backward_cost(shape_, l);
       }
+      // Input-first: the input gradient's GEMMs (one per layer, as large as its forward) come
+      // before the send.
+      input[s] = s > 0 && config_.pipeline_input_gradient_first ? forward[s] : backward[s];
     }
     return pipeline_bubble_formula(config_.pipeline_schedule, forward, backward,
-                                   config_.micro_batches);
+                                   config_.micro_batches, input);
   }
 
   std::size_t begin() const { return first_layer_[stage_]; }
@@ -300,9 +333,13 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
                      group_rank_ - 1, tag(i, false));
   }
 
-  // The compute of one pass, in thread CPU time, for the replay.
-  double& pass_seconds(std::size_t i, bool backward) {
-    return pass_seconds_[(stage_ * config_.micro_batches + i) * 2 + (backward ? 1 : 0)];
+  // The compute of one pass, in thread CPU time, for the replay: forward, backward, and the
+  // part of the backward before its input gradient was sent.
+  static constexpr std::size_t kPassTimes = 3;
+  enum class Pass { forward, backward, backward_input };
+  double& pass_seconds(std::size_t i, Pass pass) {
+    return pass_seconds_[(stage_ * config_.micro_batches + i) * kPassTimes +
+                         static_cast<std::size_t>(pass)];
   }
 
   void forward(std::size_t i) {
@@ -317,14 +354,14 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       // current pass), so this is waiting for the neighbour's pass as much as a receive is:
       // bubble. With one slot (1F1B's last stage) it is where that stage waits most.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(send_wait_clock_);
       slot.forward_send.wait();
       slot.backward_send.wait();
     }
     if (stage_ > 0) {
       // The bubble: waiting for the previous stage's pass.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(input_wait_clock_);
       slot.input_receive.wait();
     }
     const double cpu_start = thread_cpu_seconds();
@@ -338,7 +375,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
                                       shape_.sizes.back(), scale_, slot.stack->output_gradient())
               .loss_sum;
     }
-    pass_seconds(i, false) = thread_cpu_seconds() - cpu_start;
+    pass_seconds(i, Pass::forward) = thread_cpu_seconds() - cpu_start;
     if (!last_stage()) {
       CommClock::Scope timed(clock_);
       const std::size_t count = rows * shape_.sizes[end()];
@@ -358,22 +395,37 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     if (!last_stage()) {
       // The bubble: waiting for the next stage's pass.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(wait_clock_);
+      CommClock::Scope waited(gradient_wait_clock_);
       slot.gradient_receive.wait();
     }
-    const double cpu_start = thread_cpu_seconds();
     // The first micro-batch writes the gradients, the others add to them.
-    slot.stack->backward(*this, i > 0, stage_ > 0 ? slot.input_gradient.data() : nullptr, true);
-    pass_seconds(i, true) = thread_cpu_seconds() - cpu_start;
-    if (stage_ > 0) {
-      CommClock::Scope timed(clock_);
-      const std::size_t count = rows * shape_.sizes[begin()];
-      slot.backward_send =
-          group_.isend(slot.input_gradient.data(), count, type_, group_rank_ - 1, tag(i, true));
-      bytes_ += static_cast<double>(count * sizeof(T));
+    double cpu_start = thread_cpu_seconds();
+    if (input_first()) {
+      // The previous stage waits for the input gradient only: send it, then the weight
+      // gradients (the same GEMMs as backward(), in another order).
+      slot.stack->backward_inputs(*this, slot.input_gradient.data(), true);
+      const double input_seconds = thread_cpu_seconds() - cpu_start;
+      send_input_gradient(i, slot, rows);
+      cpu_start = thread_cpu_seconds();
+      slot.stack->backward_weights(*this, i > 0);
+      pass_seconds(i, Pass::backward_input) = input_seconds;
+      pass_seconds(i, Pass::backward) = input_seconds + thread_cpu_seconds() - cpu_start;
+    } else {
+      slot.stack->backward(*this, i > 0, stage_ > 0 ? slot.input_gradient.data() : nullptr, true);
+      pass_seconds(i, Pass::backward) = thread_cpu_seconds() - cpu_start;
+      pass_seconds(i, Pass::backward_input) = pass_seconds(i, Pass::backward);
+      if (stage_ > 0) send_input_gradient(i, slot, rows);
     }
     // The slot's inputs are free: the receive of the micro-batch that takes it next.
     if (i + slots_.size() < config_.micro_batches) post_input_receive(i + slots_.size());
+  }
+
+  void send_input_gradient(std::size_t i, Slot& slot, std::size_t rows) {
+    CommClock::Scope timed(clock_);
+    const std::size_t count = rows * shape_.sizes[begin()];
+    slot.backward_send =
+        group_.isend(slot.input_gradient.data(), count, type_, group_rank_ - 1, tag(i, true));
+    bytes_ += static_cast<double>(count * sizeof(T));
   }
 
   LayerTensors<T> tensors(std::size_t l, bool) override {
@@ -393,7 +445,11 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   double forward_seconds_ = 0;
   double bytes_ = 0;
   std::vector<PipelineOp> ops_;       // this stage's passes, in order
-  CommClock wait_clock_;              // the step's waiting for neighbours (the bubble)
+  // The step's waiting for neighbours (the bubble): for input activations, for output
+  // gradients, for earlier sends to be taken.
+  CommClock input_wait_clock_;
+  CommClock gradient_wait_clock_;
+  CommClock send_wait_clock_;
   std::vector<double> pass_seconds_;  // [stage][micro-batch][forward, backward], own stage only
 };
 

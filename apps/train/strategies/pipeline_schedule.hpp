@@ -45,10 +45,13 @@ inline std::vector<PipelineOp> pipeline_ops(PipelineSchedule schedule, std::size
   return ops;
 }
 
-// Compute seconds of each pass: forward[s][i], backward[s][i] of stage s, micro-batch i.
+// Compute seconds of each pass: forward[s][i], backward[s][i] of stage s, micro-batch i;
+// backward_input[s][i]: how far into that backward pass its input gradient was ready and sent
+// (a stage computes its input gradient before its weight gradients); empty: at its end.
 struct PassTimes {
   std::vector<std::vector<double>> forward;
   std::vector<std::vector<double>> backward;
+  std::vector<std::vector<double>> backward_input;
 };
 
 struct ReplayedStep {
@@ -57,9 +60,10 @@ struct ReplayedStep {
 };
 
 // Runs every stage's list as soon as its inputs are there: forward i of stage s after forward
-// i of stage s - 1, backward i after backward i of stage s + 1 (and after the stage's previous
-// pass). Messages take no time, so what is idle is the schedule's bubble for these compute
-// times; with equal times per pass on every stage it is (S - 1) / (m + S - 1) of the step.
+// i of stage s - 1, backward i once backward i of stage s + 1 has sent its input gradient (and
+// after the stage's previous pass). Messages take no time, so what is idle is the schedule's
+// bubble for these compute times; with equal times per pass on every stage (and the input
+// gradient sent at a backward pass's end) it is (S - 1) / (m + S - 1) of the step.
 inline ReplayedStep replay_pipeline(PipelineSchedule schedule, const PassTimes& times) {
   const std::size_t stages = times.forward.size();
   const std::size_t m = stages ? times.forward[0].size() : 0;
@@ -68,7 +72,7 @@ inline ReplayedStep replay_pipeline(PipelineSchedule schedule, const PassTimes& 
     ops[s] = pipeline_ops(schedule, stages, s, m);
   constexpr double kNotYet = -1;
   std::vector<std::vector<double>> forward_end(stages, std::vector<double>(m, kNotYet));
-  std::vector<std::vector<double>> backward_end(stages, std::vector<double>(m, kNotYet));
+  std::vector<std::vector<double>> gradient_sent(stages, std::vector<double>(m, kNotYet));
   std::vector<std::size_t> next(stages, 0);
   std::vector<double> free_at(stages, 0);
   ReplayedStep step;
@@ -85,12 +89,17 @@ inline ReplayedStep replay_pipeline(PipelineSchedule schedule, const PassTimes& 
           ready = std::max(ready, forward_end[s - 1][i]);
         }
         if (op.backward && s + 1 < stages) {
-          if (backward_end[s + 1][i] == kNotYet) break;
-          ready = std::max(ready, backward_end[s + 1][i]);
+          if (gradient_sent[s + 1][i] == kNotYet) break;
+          ready = std::max(ready, gradient_sent[s + 1][i]);
         }
         const double cost = op.backward ? times.backward[s][i] : times.forward[s][i];
         free_at[s] = ready + cost;
-        (op.backward ? backward_end : forward_end)[s][i] = free_at[s];
+        if (op.backward) {
+          gradient_sent[s][i] =
+              times.backward_input.empty() ? free_at[s] : ready + times.backward_input[s][i];
+        } else {
+          forward_end[s][i] = free_at[s];
+        }
         step.idle[s] -= cost;
         ++next[s];
         moved = true;
@@ -118,14 +127,22 @@ inline ReplayedStep replay_pipeline(PipelineSchedule schedule, const PassTimes& 
 //     with m towards 1 - mean(F + B) / (max F + max B);
 //   1F1B alternates one forward and one backward in its steady state, so the stages' F + B
 //     sets the pace, and stages of equal F + B come close to (S - 1) / (m + S - 1).
+//
+// backward_input[s]: the part of backward[s] done before the stage sends its input gradient
+// (empty: all of it, the backward pass as one piece). A stage that computes its input gradient
+// first and its weight gradients after sending it lets the previous stage start that much
+// earlier; the formula then falls below (S - 1) / (m + S - 1), which takes a backward pass as
+// indivisible.
 inline double pipeline_bubble_formula(PipelineSchedule schedule, const std::vector<double>& forward,
-                                      const std::vector<double>& backward, std::size_t m) {
+                                      const std::vector<double>& backward, std::size_t m,
+                                      const std::vector<double>& backward_input = {}) {
   const std::size_t stages = forward.size();
   if (stages == 0 || m == 0) return 0;
   PassTimes times;
   for (std::size_t s = 0; s < stages; ++s) {
     times.forward.emplace_back(m, forward[s]);
     times.backward.emplace_back(m, backward[s]);
+    if (!backward_input.empty()) times.backward_input.emplace_back(m, backward_input[s]);
   }
   const ReplayedStep step = replay_pipeline(schedule, times);
   if (step.seconds <= 0) return 0;
