@@ -166,6 +166,32 @@ TEST(Autotune, TheTableKeepsItsChoiceWithinTheMargin) {
   EXPECT_EQ(u.chosen(), Algorithm::ring);
 }
 
+// Below a microsecond the table's choice stays unless a challenger saves kMarginMinNs a call,
+// and a sampled time counts as drift only kDriftMinNs above the trial time.
+TEST(Autotune, SubMicrosecondDifferencesAreNoise) {
+  ClassTuner t;
+  t.start(kThree, 1);
+  run_trials(t, {0.3e-6, 0.2e-6, 0.25e-6}, 1);
+  // ring 33% faster, but by 100 ns: the table's choice stays.
+  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{300, 200, 250}));
+  EXPECT_EQ(t.chosen(), Algorithm::recursive_doubling);
+  // 400 ns saved replaces it.
+  ClassTuner u;
+  u.start(kThree, 1);
+  run_trials(u, {0.7e-6, 0.3e-6, 0.6e-6}, 1);
+  EXPECT_TRUE(u.agreed(std::vector<std::uint64_t>{700, 300, 600}));
+  EXPECT_EQ(u.chosen(), Algorithm::ring);
+  // Settled on recursive doubling at 0.3 us: samples at 3x (0.9 us) are not drift.
+  TunerStep step = TunerStep::none;
+  while (step != TunerStep::agree) {
+    const TrialPick p = t.pick();
+    if (p.timed) step = t.record(0.9e-6);
+  }
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0}));
+  EXPECT_FALSE(t.agreed(std::vector<std::uint64_t>{0}));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+}
+
 // After settling, every kSampleEvery-th call is timed; at the checkpoint the ranks agree on the
 // largest drift; beyond kDriftRatio the class is tried again.
 TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
@@ -188,7 +214,8 @@ TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
   }
   EXPECT_EQ(calls, ClassTuner::kFirstCheck);
   EXPECT_EQ(timed, static_cast<int>(ClassTuner::kFirstCheck / ClassTuner::kSampleEvery));
-  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{1200}));
+  // 0.2 us above its trial time: less than kDriftMinNs, no drift to report.
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0}));
   // Another rank drifted to 1.4x: still settled, next checkpoint twice as far.
   EXPECT_FALSE(t.agreed(std::vector<std::uint64_t>{1400}));
   EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);

@@ -130,7 +130,9 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
     return medians;
   }
   if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0};
-  const double ratio = static_cast<double>(sampled_median_ns()) / static_cast<double>(baseline_ns_);
+  const std::uint64_t sampled = sampled_median_ns();
+  if (sampled < baseline_ns_ + kDriftMinNs) return {0};
+  const double ratio = static_cast<double>(sampled) / static_cast<double>(baseline_ns_);
   return {static_cast<std::uint64_t>(std::lround(ratio * 1000))};
 }
 
@@ -151,7 +153,8 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   }
   const bool challenger_wins =
       fastest < maxima.size() &&
-      static_cast<double>(maxima[fastest]) < static_cast<double>(maxima[0]) * (1 - kMargin);
+      static_cast<double>(maxima[fastest]) < static_cast<double>(maxima[0]) * (1 - kMargin) &&
+      maxima[fastest] + kMarginMinNs <= maxima[0];
   const std::size_t winner = challenger_wins ? fastest : 0;
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];

@@ -69,7 +69,7 @@ class ClassTuner {
   // The values the ranks take the maximum of: while trying, each candidate's median time (ns)
   // over its block of trials but the first;
   // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
-  // samples).
+  // samples, or if the sampled time is less than kDriftMinNs above the trial time).
   std::vector<std::uint64_t> agree_values() const;
   // The maxima over ranks of agree_values(). Returns true where trials settled or restarted.
   bool agreed(std::span<const std::uint64_t> maxima);
@@ -80,10 +80,17 @@ class ClassTuner {
   Algorithm chosen() const { return chosen_; }
   int rounds() const { return rounds_; }
 
-  // A challenger must beat the table's choice by this share to replace it (noise).
+  // A challenger must beat the table's choice by this share to replace it (noise), and by at
+  // least kMarginMinNs a call: below a microsecond a VM's calls jitter by a factor of two from
+  // block to block (docs/PERFORMANCE.md, "The arena's latency path"), more than any difference
+  // between the candidates there, and the table's choice comes from medians of many runs.
   static constexpr double kMargin = 0.03;
-  // A settled class is re-tried when a rank's sampled time exceeds its trial time this much.
+  static constexpr std::uint64_t kMarginMinNs = 250;
+  // A settled class is re-tried when a rank's sampled time exceeds its trial time this much,
+  // and by at least kDriftMinNs (the same jitter: sub-microsecond calls re-tried again and
+  // again ran their slow candidates among the application's calls).
   static constexpr double kDriftRatio = 1.5;
+  static constexpr std::uint64_t kDriftMinNs = 1000;
   // Every kSampleEvery-th settled call is timed; a checkpoint after kFirstCheck settled calls,
   // then at twice the count, ... at most kMaxCheckGap apart.
   static constexpr std::uint32_t kSampleEvery = 16;
