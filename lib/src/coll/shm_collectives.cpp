@@ -1011,6 +1011,14 @@ std::size_t block_bytes_of(std::span<const std::size_t> offsets, std::size_t ele
 std::size_t block_offset_of(std::span<const std::size_t> offsets, std::size_t elem, int r) {
   return offsets[static_cast<std::size_t>(r)] * elem;
 }
+// arena_now_usable for a call of blocks: the largest fits a slot, all of them kArenaPathBytes.
+bool blocks_now_usable(Transport& t, const SharedArena* arena,
+                       std::span<const std::size_t> offsets, std::size_t elem) {
+  std::size_t largest = 0;
+  for (int r = 0; r < t.size(); ++r)
+    largest = std::max(largest, block_bytes_of(offsets, elem, r));
+  return arena_now_usable(t, arena, largest) && offsets.back() * elem <= kArenaPathBytes;
+}
 }  // namespace
 
 Task gather_shared_memory(Operation& op, GatherArgs a) {
@@ -1101,12 +1109,7 @@ bool gather_shared_memory_now(Transport& t, int tag_base, const GatherArgs& a) {
   const int p = t.size();
   const int me = t.rank();
   const std::size_t elem = a.element_size;
-  std::size_t largest = 0;
-  for (int r = 0; r < p; ++r)
-    largest = std::max(largest, block_bytes_of(a.offsets, elem, r));
-  if (!arena_now_usable(t, arena, largest) || a.offsets.back() * elem > kArenaPathBytes) {
-    return false;
-  }
+  if (!blocks_now_usable(t, arena, a.offsets, elem)) return false;
   in_free_turn(*arena, me, [&] {
     constexpr Collective kThis = Collective::gather;
     if (me != a.root) {
@@ -1144,12 +1147,7 @@ bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& a)
   const int p = t.size();
   const int me = t.rank();
   const std::size_t elem = a.element_size;
-  std::size_t largest = 0;
-  for (int r = 0; r < p; ++r)
-    largest = std::max(largest, block_bytes_of(a.offsets, elem, r));
-  if (!arena_now_usable(t, arena, largest) || a.offsets.back() * elem > kArenaPathBytes) {
-    return false;
-  }
+  if (!blocks_now_usable(t, arena, a.offsets, elem)) return false;
   in_free_turn(*arena, me, [&] {
     constexpr Collective kThis = Collective::scatter;
     if (me == a.root) {
