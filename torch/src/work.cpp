@@ -49,12 +49,12 @@ CollxWork::CollxWork(int rank, c10d::OpType type, const char* op,
                      std::vector<collx::Request> requests, Staging staging)
     : c10d::Work(rank, type),
       op_(op),
-      requests_(std::move(requests)),
-      staging_(std::move(staging)) {}
+      staging_(std::move(staging)),
+      requests_(std::move(requests)) {}
 
 c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   if (done()) return {};
-  if (prelude_) {
+  if (prelude_ && !prelude_done_) {
     bool ready = true;
     try {
       ready = prelude_(block, requests_, error_);
@@ -64,7 +64,8 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
       if (!error_) error_ = std::current_exception();
     }
     if (!ready) return {};
-    prelude_ = nullptr;
+    // Not released here: a mismatched receive's scratch (captured) is still being written.
+    prelude_done_ = true;
   }
   // Every request is driven to its end, a failed one's error kept: the buffers are released
   // only once no message targets them any more.

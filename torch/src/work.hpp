@@ -87,11 +87,16 @@ class CollxWork : public c10d::Work {
   const char* op_;
   // Held by whichever thread tests or waits on requests_ (collx::Request is not thread-safe).
   std::mutex drive_mutex_;
-  std::vector<collx::Request> requests_;
+  // Kept for the work's life once it has run: what it captured (a receive's scratch tensor, where
+  // a mismatched message lands) is written by requests_ until they complete.
   Prelude prelude_;
+  bool prelude_done_ = false;
   // The first request's error, kept (under drive_mutex_) until the others are complete too.
   std::exception_ptr error_;
   Staging staging_;
+  // Declared after what its messages read and write, so destroyed first: a request's destructor
+  // waits for its operation while the buffers are still there.
+  std::vector<collx::Request> requests_;
   std::atomic<bool> done_{false};
   // Made on the first getFuture() (most works are waited on, never asked for one); guarded by
   // c10d::Work::mutex_, so that exactly one of getFuture() and the completion marks it.
