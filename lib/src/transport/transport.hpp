@@ -189,7 +189,19 @@ class Transport {
   const patterns::NodeLayout* node_layout() const { return layout_.get(); }
   void set_node_layout(std::shared_ptr<const patterns::NodeLayout> layout) {
     layout_ = std::move(layout);
+    if (layout_ != nullptr && rank() < layout_->size() &&
+        more_processes_than_processors(layout_->ranks_on(layout_->node_of(rank())))) {
+      yield_when_idle_ = true;
+    }
   }
+
+  // More processes on this node than processors (this communicator's ranks on the node, or
+  // the launcher's count of the job's processes there): a wait that spins takes the processor
+  // from the peer it waits for, so the transports' waits yield it when a pass found nothing.
+  // Open MPI does this itself (mpi_yield_when_idle, set when oversubscribed); MPICH's
+  // progress engine does not.
+  bool yield_when_idle() const { return yield_when_idle_; }
+  static bool more_processes_than_processors(int ranks_on_node);
 
   // The communicator's failure notices (failure_notices.hpp), or null (a point-to-point
   // context, the simulated ranks): the transport's waits end when one revokes the communicator,
@@ -201,6 +213,7 @@ class Transport {
   std::shared_ptr<SharedArena> arena_;
   std::shared_ptr<const patterns::NodeLayout> layout_;
   FailureNotices* notices_ = nullptr;
+  bool yield_when_idle_ = more_processes_than_processors(0);
 };
 
 inline void Transfer::abandon() noexcept {

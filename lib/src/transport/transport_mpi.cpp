@@ -1,5 +1,7 @@
 #include "transport_mpi.hpp"
 
+#include <sched.h>
+
 #include <climits>
 #include <string>
 
@@ -177,6 +179,7 @@ void MpiTransport::wait_watching(Transfer& t) {
       return;
     }
     if (pass % kNoticeEvery == 0) failure_notices()->poll();
+    if (yield_when_idle()) sched_yield();
   }
 }
 
@@ -245,14 +248,16 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
     // synchronisation object (a mutex and a condition) to every request and take its lock on
     // each completion, which costs more than the whole exchange of a small message; a test
     // only reads the requests' completion flags between passes of the progress engine.
-    complete_in_batches(ts, rank_, "MPI_Testall",
-                        [](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
-                          int rc;
-                          do {
-                            rc = PMPI_Testall(n, requests, flag, statuses);
-                          } while (rc == MPI_SUCCESS && !*flag);
-                          return rc;
-                        });
+    const bool yield = yield_when_idle();
+    complete_in_batches(
+        ts, rank_, "MPI_Testall",
+        [yield](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
+          int rc;
+          while ((rc = PMPI_Testall(n, requests, flag, statuses)) == MPI_SUCCESS && !*flag) {
+            if (yield) sched_yield();
+          }
+          return rc;
+        });
     return;
   }
   // Each batch waits beside the communicator's notice receive (MPI_Testsome over both, until
@@ -268,9 +273,10 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       int indices[kMaxBatch + 1];
       MPI_Status statuses[kMaxBatch + 1];
       int rc;
-      do {
-        rc = PMPI_Testsome(n + 1, requests, &completed, indices, statuses);
-      } while (rc == MPI_SUCCESS && completed == 0);
+      while ((rc = PMPI_Testsome(n + 1, requests, &completed, indices, statuses)) == MPI_SUCCESS &&
+             completed == 0) {
+        if (yield_when_idle()) sched_yield();
+      }
       if (completed == MPI_UNDEFINED) completed = 0;
       *notices.request() = requests[n];
       pending -= take_completed(n, requests, owners);

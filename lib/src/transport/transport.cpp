@@ -1,0 +1,31 @@
+#include "transport.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace collx::detail {
+
+namespace {
+// The launcher's count of this job's processes on this node, 0 where none says it: Open MPI's
+// mpirun, MPICH's hydra (also Intel MPI's and MVAPICH's), Slurm's srun.
+int launcher_processes_on_node() {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* value = std::getenv(name)) {
+      const int n = std::atoi(value);
+      if (n > 0) return n;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+bool Transport::more_processes_than_processors(int ranks_on_node) {
+  static const int launcher = launcher_processes_on_node();
+  static const long processors = sysconf(_SC_NPROCESSORS_ONLN);
+  return processors > 0 && std::max(ranks_on_node, launcher) > processors;
+}
+
+}  // namespace collx::detail
