@@ -1,6 +1,8 @@
 // COLLX_* parsing and algorithm selection.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "config.hpp"
 #include "cost_model.hpp"
 #include "selector.hpp"
+#include "transport.hpp"
 
 namespace {
 
@@ -448,4 +451,24 @@ TEST(CostModel, NodeAwareAllreduceAcrossNodes) {
   collx::model::Machine m;
   m.nodes = 512;
   EXPECT_EQ(collx::model::best(Collective::allreduce, 4096, 64 << 20, m), Algorithm::multi_leader);
+}
+
+// Whether the transports' waits and the arena's yield the processor: the node's count against
+// its processors, unless Open MPI's mpi_yield_when_idle says otherwise.
+TEST(Config, ProcessorsOversubscribed) {
+  ASSERT_EQ(std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), nullptr) << "run without a launcher";
+  const long processors = sysconf(_SC_NPROCESSORS_ONLN);
+  ASSERT_GT(processors, 0);
+  const int many = static_cast<int>(processors) + 1;
+  unsetenv("OMPI_MCA_mpi_yield_when_idle");
+  EXPECT_TRUE(Transport::processors_oversubscribed(many));
+  EXPECT_FALSE(Transport::processors_oversubscribed(1));
+  EXPECT_FALSE(Transport::processors_oversubscribed(static_cast<int>(processors)));
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+  EXPECT_TRUE(Transport::processors_oversubscribed(1));
+  setenv("OMPI_MCA_mpi_yield_when_idle", "0", 1);
+  EXPECT_FALSE(Transport::processors_oversubscribed(many));
+  setenv("OMPI_MCA_mpi_yield_when_idle", "maybe", 1);  // not a boolean: the count decides
+  EXPECT_TRUE(Transport::processors_oversubscribed(many));
+  unsetenv("OMPI_MCA_mpi_yield_when_idle");
 }

@@ -66,11 +66,6 @@ void futex_wake_all(const SharedArena::Counter& c) {
   syscall(SYS_futex, futex_word(c), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-bool node_oversubscribed(int ranks_on_node) {
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return cores > 0 && ranks_on_node > cores;
-}
-
 }  // namespace
 
 void SharedArena::advance(Counter& c, std::uint64_t value) {
@@ -243,7 +238,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   }
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, true, size, slot_bytes, slots, config().shm_stores));
-  arena->oversubscribed_ = node_oversubscribed(size);
+  arena->oversubscribed_ = Transport::processors_oversubscribed(size);
   arena->take_settings();
   if (config().shm_direct != false) {
     // Direct reads need every rank able to read every other's memory (same user, and ptrace

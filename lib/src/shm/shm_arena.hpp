@@ -164,7 +164,7 @@ class SharedArena {
   std::size_t slot_bytes_;
   int slots_;
   std::byte* data_;
-  bool oversubscribed_ = false;  // more ranks on this node than cores (set at creation)
+  bool oversubscribed_ = false;  // Transport::processors_oversubscribed (set at creation)
   // The settings of the environment the schedules on this arena follow (read once).
   void take_settings();
   bool direct_reads_ = false;  // set at creation

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 namespace collx::detail {
 
@@ -22,7 +23,12 @@ int launcher_processes_on_node() {
 }
 }  // namespace
 
-bool Transport::more_processes_than_processors(int ranks_on_node) {
+bool Transport::processors_oversubscribed(int ranks_on_node) {
+  if (const char* told = std::getenv("OMPI_MCA_mpi_yield_when_idle")) {
+    const std::string_view value(told);
+    if (value == "1" || value == "true") return true;
+    if (value == "0" || value == "false") return false;
+  }
   static const int launcher = launcher_processes_on_node();
   static const long processors = sysconf(_SC_NPROCESSORS_ONLN);
   return processors > 0 && std::max(ranks_on_node, launcher) > processors;

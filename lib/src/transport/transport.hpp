@@ -190,18 +190,19 @@ class Transport {
   void set_node_layout(std::shared_ptr<const patterns::NodeLayout> layout) {
     layout_ = std::move(layout);
     if (layout_ != nullptr && rank() < layout_->size() &&
-        more_processes_than_processors(layout_->ranks_on(layout_->node_of(rank())))) {
+        processors_oversubscribed(layout_->ranks_on(layout_->node_of(rank())))) {
       yield_when_idle_ = true;
     }
   }
 
-  // More processes on this node than processors (this communicator's ranks on the node, or
-  // the launcher's count of the job's processes there): a wait that spins takes the processor
-  // from the peer it waits for, so the transports' waits yield it when a pass found nothing.
-  // Open MPI does this itself (mpi_yield_when_idle, set when oversubscribed); MPICH's
-  // progress engine does not.
+  // Whether waits yield the processor when a pass found nothing (processors_oversubscribed).
   bool yield_when_idle() const { return yield_when_idle_; }
-  static bool more_processes_than_processors(int ranks_on_node);
+  // More processes on this node than processors (`ranks_on_node` of a communicator, or the
+  // launcher's count of the job's processes there), or Open MPI told so
+  // (OMPI_MCA_mpi_yield_when_idle=1; =0 keeps spinning whatever the count, as in Open MPI):
+  // a wait that spins then takes the processor from the peer it waits for. Open MPI yields in
+  // its own progress engine when oversubscribed; MPICH's never does.
+  static bool processors_oversubscribed(int ranks_on_node);
 
   // The communicator's failure notices (failure_notices.hpp), or null (a point-to-point
   // context, the simulated ranks): the transport's waits end when one revokes the communicator,
@@ -213,7 +214,7 @@ class Transport {
   std::shared_ptr<SharedArena> arena_;
   std::shared_ptr<const patterns::NodeLayout> layout_;
   FailureNotices* notices_ = nullptr;
-  bool yield_when_idle_ = more_processes_than_processors(0);
+  bool yield_when_idle_ = processors_oversubscribed(0);
 };
 
 inline void Transfer::abandon() noexcept {

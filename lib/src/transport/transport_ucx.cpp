@@ -205,7 +205,7 @@ class UcxRuntime {
   // takes the processor from the peer it waits for, so waits yield when nothing progressed
   // (what Open MPI does with mpi_yield_when_idle, which it sets when oversubscribed).
   void note_processes_on_node(int processes) {
-    if (Transport::more_processes_than_processors(processes)) yield_when_idle_.store(true);
+    if (Transport::processors_oversubscribed(processes)) yield_when_idle_.store(true);
   }
   bool yield_when_idle() const { return yield_when_idle_.load(std::memory_order_relaxed); }
   // A send released before it completed (UcxTransport::abandon): see ~UcxRuntime.
