@@ -121,8 +121,20 @@ void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, in
 // MPI_Recv / MPI_Sendrecv for codes that prefer that small saving to failure propagation here.
 namespace {
 constexpr std::size_t kEagerBytes = 4096;
+// Open MPI's progress engine yields by itself where it is told to (mpi_yield_when_idle, which
+// it sets when it sees the node oversubscribed): a second yield per pass only delays the
+// handoff. MPICH's never yields, so collx's waits do it there (Transport::yield_when_idle).
+#if defined(OPEN_MPI)
+constexpr bool kMpiYieldsItself = true;
+#else
+constexpr bool kMpiYieldsItself = false;
+#endif
 constexpr unsigned kNoticeEvery = 64;
 }  // namespace
+
+bool MpiTransport::yields_when_idle() const {
+  return yield_when_idle() && !kMpiYieldsItself;
+}
 
 void MpiTransport::send_blocking(const void* buf, std::size_t bytes, int peer, int tag) {
   if (bytes > kEagerBytes) return Transport::send_blocking(buf, bytes, peer, tag);
@@ -179,7 +191,7 @@ void MpiTransport::wait_watching(Transfer& t) {
       return;
     }
     if (pass % kNoticeEvery == 0) failure_notices()->poll();
-    if (yield_when_idle()) sched_yield();
+    if (yields_when_idle()) sched_yield();
   }
 }
 
@@ -248,7 +260,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
     // synchronisation object (a mutex and a condition) to every request and take its lock on
     // each completion, which costs more than the whole exchange of a small message; a test
     // only reads the requests' completion flags between passes of the progress engine.
-    const bool yield = yield_when_idle();
+    const bool yield = yields_when_idle();
     complete_in_batches(
         ts, rank_, "MPI_Testall",
         [yield](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
@@ -275,7 +287,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       int rc;
       while ((rc = PMPI_Testsome(n + 1, requests, &completed, indices, statuses)) == MPI_SUCCESS &&
              completed == 0) {
-        if (yield_when_idle()) sched_yield();
+        if (yields_when_idle()) sched_yield();
       }
       if (completed == MPI_UNDEFINED) completed = 0;
       *notices.request() = requests[n];

@@ -37,6 +37,9 @@ class MpiTransport final : public Transport {
   bool watching() const { return failure_notices() != nullptr; }
   // Whether the latency path's receives do (COLLX_LATENCY_PATH_WATCH).
   bool watching_latency_path() const { return watch_latency_path_ && watching(); }
+  // Whether this transport's test loops yield the processor after a pass that found nothing:
+  // where the node is oversubscribed and MPI's progress engine does not yield by itself.
+  bool yields_when_idle() const;
   // Tests one receive until it completes, and the failure notices now and then.
   void wait_watching(Transfer& t);
   MPI_Comm comm_;
