@@ -588,7 +588,8 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
       comm.reduce_scatter(blocks.data(), block.data(), count, DataType::int64, ReduceOp::sum,
                           with(Algorithm::shared_memory));
       for (std::size_t i = 0; i < count; ++i) {
-        const auto at = static_cast<std::int64_t>(static_cast<std::size_t>(comm.rank()) * count + i);
+        const auto at =
+            static_cast<std::int64_t>(static_cast<std::size_t>(comm.rank()) * count + i);
         ASSERT_EQ(block[i], at * p + static_cast<std::int64_t>(p) * (p - 1) / 2);
       }
       // Gather and scatter through the arena and as messages.
@@ -631,6 +632,19 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
           for (std::size_t i = 0; i < count; ++i)
             ASSERT_EQ(all[static_cast<std::size_t>(r) * count + i],
                       r * 1000 + static_cast<std::int32_t>(i) + root)
+                << to_string(a);
+      }
+      // Alltoall, pairwise (its blocking form where this rank is alone) and Bruck.
+      for (Algorithm a : {Algorithm::pairwise, Algorithm::bruck}) {
+        std::vector<std::int32_t> out(count * static_cast<std::size_t>(p)), in(out.size(), -1);
+        for (std::size_t i = 0; i < out.size(); ++i)
+          out[i] = comm.rank() * 100000 + static_cast<std::int32_t>(i);
+        comm.alltoall(out.data(), in.data(), count, DataType::int32, with(a));
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < count; ++i)
+            ASSERT_EQ(in[static_cast<std::size_t>(r) * count + i],
+                      r * 100000 + static_cast<std::int32_t>(
+                                       static_cast<std::size_t>(comm.rank()) * count + i))
                 << to_string(a);
       }
       comm.barrier();

@@ -112,6 +112,16 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
   auto args_reduce_scatter = [&](int r) {
     return ReduceScatterArgs{whole[r].data(), out[r].data(), uneven, reduction, {}};
   };
+  // alltoall: p blocks of `count` elements in and out (not in place).
+  if (row.collective == Collective::alltoall) {
+    for (int r = 0; r < p; ++r) {
+      in[r] = pattern(type, r, count * static_cast<std::size_t>(p));
+      out[r] = Bytes(in[r].size());
+    }
+  }
+  auto args_alltoall = [&](int r) {
+    return AlltoallArgs{in[r].data(), out[r].data(), count, elem, {}};
+  };
   if (blocking) {
     world.run_threads([&](Transport& t, int r) {
       bool ran = false;
@@ -145,6 +155,10 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
           ran = run_blocking_form<Collective::reduce_scatter>(t, kTagBase, args_reduce_scatter(r),
                                                               row.algorithm);
           break;
+        case Collective::alltoall:
+          ran =
+              run_blocking_form<Collective::alltoall>(t, kTagBase, args_alltoall(r), row.algorithm);
+          break;
         default:
           FAIL() << "a blocking form for " << collx::to_string(row.collective)
                  << ": add it to this test";
@@ -174,6 +188,8 @@ Outcome run_form(const AlgorithmRow& row, int p, std::size_t count, int root, Re
           return scatter_task(op, args_scatter(r), row.algorithm);
         case Collective::reduce_scatter:
           return reduce_scatter_task(op, args_reduce_scatter(r), row.algorithm);
+        case Collective::alltoall:
+          return alltoall_task(op, args_alltoall(r), row.algorithm);
         default:
           return barrier_task(op, BarrierArgs{}, row.algorithm);
       }
@@ -252,7 +268,8 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
                               row.collective == Collective::reduce_scatter;
           const std::size_t sliced_count =
               row.collective == Collective::allreduce ? count : uneven_total(p, count);
-          const std::size_t piece = collx::patterns::piece_elements(64 << 10, 512, p, sizeof(float));
+          const std::size_t piece =
+              collx::patterns::piece_elements(64 << 10, 512, p, sizeof(float));
           const std::vector<std::size_t> sliced_offsets =
               row.collective == Collective::allreduce
                   ? collx::patterns::line_aligned_offsets(count, sizeof(float), p)
@@ -282,6 +299,21 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
             ASSERT_EQ(blocking.outputs[r], schedule.outputs[r]) << what << " rank " << r;
           }
           ASSERT_EQ(blocking.outputs.size(), schedule.outputs.size());
+          if (row.collective == Collective::alltoall) {
+            // Block j of rank r's output is block r of rank j's input.
+            const std::size_t block = count * sizeof(float);
+            for (int r = 0; r < p; ++r) {
+              for (int j = 0; j < p; ++j) {
+                const Bytes input =
+                    pattern(DataType::float32, j, count * static_cast<std::size_t>(p));
+                ASSERT_TRUE(std::equal(
+                    input.begin() + static_cast<std::ptrdiff_t>(r * block),
+                    input.begin() + static_cast<std::ptrdiff_t>((r + 1) * block),
+                    schedule.outputs[r].begin() + static_cast<std::ptrdiff_t>(j * block)))
+                    << what << " rank " << r << " block " << j;
+              }
+            }
+          }
           if (row.collective == Collective::gather) {
             ASSERT_EQ(blocking.outputs.back(), schedule.outputs.back()) << what << " root's buffer";
             std::vector<Bytes> inputs;
@@ -297,8 +329,8 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
   // and shared_memory,
   // reduce/binomial_tree and shared_memory, barrier/dissemination, gather/linear and
   // shared_memory, scatter/linear and shared_memory, allgather/ring and shared_memory,
-  // reduce_scatter/recursive_halving and shared_memory.
-  EXPECT_EQ(rows_with_blocking_form, 16);
+  // reduce_scatter/recursive_halving and shared_memory, alltoall/pairwise.
+  EXPECT_EQ(rows_with_blocking_form, 17);
 }
 
 INSTANTIATE_TEST_SUITE_P(P1to9, SimBlockingForms, ::testing::Range(1, 10));

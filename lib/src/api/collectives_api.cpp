@@ -148,8 +148,11 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
-  AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf), bytes_of(recvbuf),
-                     s->lend_equal_offsets(count), size_of(type), {}};
+  AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf),
+                     bytes_of(recvbuf),
+                     s->lend_equal_offsets(count),
+                     size_of(type),
+                     {}};
   Request done = run_collective(
       s, Collective::allgather, total, options,
       signature(Collective::allgather, count, static_cast<int>(type)), blocking,
@@ -184,8 +187,11 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   }
   CallMemory memory = call_memory(
       *s, collective, options, {{sendbuf, total, "sendbuf"}, {recvbuf, mine, "recvbuf"}}, blocking);
-  ReduceScatterArgs args{bytes_of(sendbuf), bytes_of(recvbuf), std::move(offsets),
-                         Reduction::make(type, reduce_op, s->size, memory.reducer()), {}};
+  ReduceScatterArgs args{bytes_of(sendbuf),
+                         bytes_of(recvbuf),
+                         std::move(offsets),
+                         Reduction::make(type, reduce_op, s->size, memory.reducer()),
+                         {}};
   Request done = run_collective(
       s, collective, total, options,
       signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
@@ -262,7 +268,11 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
       s, Collective::alltoall, total, options,
       signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
       [&](Operation& op, Algorithm a) { return alltoall_task(op, args, a); },
-      std::move(memory.device));
+      std::move(memory.device),
+      [&](Transport& t, int tag_base, Algorithm a) {
+        return run_blocking_form<Collective::alltoall>(t, tag_base, args, a);
+      },
+      kArenaPathBytes);
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
@@ -407,8 +417,8 @@ void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_
   detail::state_of(*this);  // throws if freed
   detail::guarded(state_, Collective::reduce_scatter, [&] {
     detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                                detail::block_offsets(*state_, count, type), type, op,
-                                options, true, Collective::reduce_scatter);
+                                detail::block_offsets(*state_, count, type), type, op, options,
+                                true, Collective::reduce_scatter);
   });
 }
 Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,

@@ -50,6 +50,28 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   }
 }
 
+// The latency path: the same exchanges as alltoall_pairwise, one step at a time, each a
+// blocking send-receive on the same tag (a rank on this path and one on the schedule meet in one
+// call: every pair exchanges one message each way). In place it would need the schedule's
+// copy of the input: not here.
+bool alltoall_pairwise_now(Transport& t, int tag_base, const AlltoallArgs& a) {
+  const int p = t.size();
+  const int rank = t.rank();
+  const std::size_t block = a.count * a.element_size;
+  if (block == 0) return true;
+  if (a.send == a.recv) return false;
+  std::memcpy(a.recv + static_cast<std::size_t>(rank) * block,
+              a.send + static_cast<std::size_t>(rank) * block, block);
+  const int tag = tag_base + a.phases[0];
+  for (int step = 1; step < p; ++step) {
+    const auto pair = patterns::pairwise_step(rank, p, step);
+    t.shift_blocking(a.send + static_cast<std::size_t>(pair.send_to) * block, block, pair.send_to,
+                     a.recv + static_cast<std::size_t>(pair.recv_from) * block, block,
+                     pair.recv_from, tag);
+  }
+  return true;
+}
+
 // Bruck: rotate so that block i is the one for rank + i; in step k every block whose index has
 // bit k set moves 2^k ranks on (packed into one message); after the last step block i holds
 // what rank - i sent here.
@@ -96,7 +118,8 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
 
 std::span<const AlgorithmRow> alltoall_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise, model::alltoall_pairwise),
+      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise, model::alltoall_pairwise,
+                                alltoall_pairwise_now),
       row<Collective::alltoall>(Algorithm::bruck, alltoall_bruck, model::alltoall_bruck),
   };
   return rows;

@@ -133,6 +133,8 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::scatter, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::scatter, 1, 8, kAnySize, Algorithm::linear},
     {Collective::scatter, 9, kAnyRanks, kAnySize, Algorithm::binomial_tree},
+    // Two ranks: one exchange whichever the row; pairwise's has a blocking form (no Operation).
+    {Collective::alltoall, 1, 2, kAnySize, Algorithm::pairwise},
     {Collective::alltoall, 1, kAnyRanks, 512, Algorithm::bruck},
     {Collective::alltoall, 1, kAnyRanks, kAnySize, Algorithm::pairwise},
     {Collective::barrier, 1, kAnyRanks, kAnySize, Algorithm::dissemination},
