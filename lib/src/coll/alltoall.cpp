@@ -60,14 +60,24 @@ bool alltoall_pairwise_now(Transport& t, int tag_base, const AlltoallArgs& a) {
   const std::size_t block = a.count * a.element_size;
   if (block == 0) return true;
   if (a.send == a.recv) return false;
-  std::memcpy(a.recv + static_cast<std::size_t>(rank) * block,
-              a.send + static_cast<std::size_t>(rank) * block, block);
   const int tag = tag_base + a.phases[0];
-  for (int step = 1; step < p; ++step) {
+  const auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
+  // The own block while the first step's messages move, as the schedule does.
+  if (p > 1) {
+    const auto first = patterns::pairwise_step(rank, p, 1);
+    Transfer recv;
+    t.irecv(recv, at(a.recv, first.recv_from), block, first.recv_from, tag);
+    t.send_blocking(at(a.send, first.send_to), block, first.send_to, tag);
+    std::memcpy(at(a.recv, rank), at(a.send, rank), block);
+    Transfer* pending[1] = {&recv};
+    t.wait_all(pending);
+  } else {
+    std::memcpy(at(a.recv, rank), at(a.send, rank), block);
+  }
+  for (int step = 2; step < p; ++step) {
     const auto pair = patterns::pairwise_step(rank, p, step);
-    t.shift_blocking(a.send + static_cast<std::size_t>(pair.send_to) * block, block, pair.send_to,
-                     a.recv + static_cast<std::size_t>(pair.recv_from) * block, block,
-                     pair.recv_from, tag);
+    t.shift_blocking(at(a.send, pair.send_to), block, pair.send_to, at(a.recv, pair.recv_from),
+                     block, pair.recv_from, tag);
   }
   return true;
 }
