@@ -371,13 +371,24 @@ TEST(Selector, NodeRulesKnowTheLayout) {
                                 two_by_two),
               Algorithm::hierarchical)
         << bytes;
-    for (const NodeShape& flat : {one_node, singles, uneven}) {
+    for (const NodeShape& flat : {one_node, uneven}) {
       EXPECT_EQ(
           resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes, 4, 0, false, flat),
           select_from(builtin_rules(), Collective::allreduce, bytes, 4))
           << bytes;
     }
   }
+  // One rank per node: recursive doubling to 32 KiB (every hop crosses the network), then the
+  // flat table.
+  for (std::size_t bytes : {std::size_t{8}, std::size_t{4096}, std::size_t{32} << 10}) {
+    EXPECT_EQ(
+        resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes, 4, 0, false, singles),
+        Algorithm::recursive_doubling)
+        << bytes;
+  }
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, std::size_t{64} << 10, 4,
+                              0, false, singles),
+            select_from(builtin_rules(), Collective::allreduce, std::size_t{64} << 10, 4));
   EXPECT_EQ(
       resolve_algorithm(Collective::allreduce, Algorithm::automatic, 2048, 4, 0, false, two_by_two),
       select_from(builtin_rules(), Collective::allreduce, 2048, 4));

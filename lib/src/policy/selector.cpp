@@ -166,6 +166,12 @@ constexpr NodeRule kNodeRules[] = {
     {Collective::allreduce, (std::size_t{64} << 10) + 1, kAnySize, true, Algorithm::multi_leader},
     {Collective::broadcast, 0, std::size_t{1} << 20, false, Algorithm::hierarchical},
     {Collective::reduce, 0, std::size_t{16} << 10, false, Algorithm::hierarchical},
+    // One rank per node, allreduce to 32 KiB: recursive doubling (log2 p messages of the whole
+    // buffer, each a network hop) where the one-node table has Rabenseifner at 4 KiB and the
+    // ring at 8 KiB for 4 ranks: on the emulated cluster at 4 nodes x 1 rank auto's
+    // Rabenseifner took 0.59-0.62x MPI_Allreduce's speed at 4 KiB, recursive doubling
+    // 1.28-1.49x at 32 KiB (docs/PERFORMANCE.md, "The goal runs again").
+    {Collective::allreduce, 0, std::size_t{32} << 10, true, Algorithm::recursive_doubling, true},
 };
 
 }  // namespace
@@ -175,9 +181,11 @@ std::span<const NodeRule> node_rules() {
 }
 
 Algorithm select_for_nodes(Collective collective, std::size_t bytes, const NodeShape& nodes) {
-  if (!nodes.spans_nodes()) return Algorithm::automatic;
+  if (nodes.nodes < 2) return Algorithm::automatic;
+  const bool one_per_node = nodes.max_per_node == 1;
   for (const NodeRule& rule : kNodeRules) {
-    if (rule.collective == collective && bytes >= rule.min_bytes && bytes <= rule.max_bytes &&
+    if (rule.collective == collective && rule.one_per_node == one_per_node &&
+        bytes >= rule.min_bytes && bytes <= rule.max_bytes &&
         (nodes.uniform || !rule.uniform_only)) {
       return rule.algorithm;
     }
@@ -192,7 +200,9 @@ std::string describe_node_rules() {
            std::to_string(rule.min_bytes) + ".." +
            (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
            "  -> " + std::string(to_string(rule.algorithm)) +
-           (rule.uniform_only ? "  (as many ranks on every node; otherwise the table below)" : "") +
+           (rule.one_per_node   ? "  (one rank on every node)"
+            : rule.uniform_only ? "  (as many ranks on every node; otherwise the table below)"
+                                : "") +
            "\n";
   }
   return out;

@@ -42,15 +42,18 @@ struct NodeShape {
   bool spans_nodes() const { return nodes > 1 && max_per_node > 1; }
 };
 
-// Rows for ranks on several nodes (NodeShape::spans_nodes), read before the table: for
-// `collective` on messages of `min_bytes` to `max_bytes`, `algorithm`, where every node holds as
-// many ranks or (uniform_only false) whatever the layout.
+// Rows for ranks on several nodes, read before the table: for `collective` on messages of
+// `min_bytes` to `max_bytes`, `algorithm`, where every node holds as many ranks or
+// (uniform_only false) whatever the layout; where some node holds several ranks
+// (NodeShape::spans_nodes), or with one_per_node where every node holds one (every hop
+// crosses the network, which the one-node table was not measured on).
 struct NodeRule {
   Collective collective;
   std::size_t min_bytes;
   std::size_t max_bytes;
   bool uniform_only;
   Algorithm algorithm;
+  bool one_per_node = false;
 };
 std::span<const NodeRule> node_rules();
 // What the node rules pick for the call, or Algorithm::automatic where none applies.
