@@ -243,8 +243,8 @@ def test_all_gather():
 
 
 def test_all_gather_exchange():
-    """all_gather's list form from 256 KiB a block: each peer's block received straight into its
-    tensor, point to point (torch/src/process_group.hpp, allgather_exchange). Layouts differ
+    """all_gather's list form from 256 KiB a block: each rank's block broadcast straight into its
+    tensor, one broadcast per rank (torch/src/process_group.hpp, allgather_broadcasts). Layouts differ
     between ranks (one rank one block, the others separate tensors, one of them strided, the
     input its own slot or not) and must still meet; several in flight at once, with the caller's
     own isend/irecv beside them on the same ranks; the last tag the caller may use still works."""

@@ -144,9 +144,9 @@ int rank_arg(int64_t rank, const char* op, const char* what) {
   return static_cast<int>(rank);
 }
 
-// The tag of the backend's own point-to-point messages (an all_gather into separate tensors),
-// on the communicator's point-to-point context, where the caller's send and recv have the others:
-// the two can never match each other's messages.
+// A tag kept for the backend's own point-to-point messages (all_gather's list form used it until
+// 27 November; none does now), on the communicator's point-to-point context, where the caller's
+// send and recv have the others: the two could never match each other's messages.
 constexpr int kExchangeTag = collx::Communicator::kMaxTag;
 
 void check_tag(int tag, const char* op) {
@@ -756,7 +756,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   // Every rank takes the same path (a rank's way of sending must match its peers' way of
   // receiving), so the choice depends on the block's size only, never on the list's layout.
   if (comm_->size() > 1 && in.numel() * static_cast<int64_t>(in.element_size()) >= kExchangeBytes)
-    return allgather_exchange(outputs[0], in);
+    return allgather_broadcasts(outputs[0], in);
   Staging s;
   s.outputs = outputs[0];
   at::Tensor src = read_buffer(in, pool_, s);
@@ -771,7 +771,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
       &block);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_broadcasts(
     const std::vector<at::Tensor>& outputs, const at::Tensor& in) {
   const char* op = "all_gather";
   const int rank = comm_->rank();
@@ -801,23 +801,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
       [=, comm = comm_, host = host_] {
+        // One broadcast per rank, in rank order on every rank, all in flight at once: rank j's
+        // input lands straight in block j of every other rank's list.
         std::vector<collx::Request> requests;
-        requests.reserve(2 * static_cast<std::size_t>(size - 1));
-        // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
-        // send goes to the rank whose k-th receive waits for it.
-        for (int k = 1; k < size; ++k) {
-          const int from = (rank - k + size) % size;
-          const at::Tensor& block = dst[static_cast<std::size_t>(from)];
-          requests.push_back(
-              comm->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
+        requests.reserve(static_cast<std::size_t>(size));
+        for (int j = 0; j < size; ++j) {
+          const at::Tensor& block = j == rank ? src : dst[static_cast<std::size_t>(j)];
+          requests.push_back(comm->ibroadcast(block.data_ptr(), block.numel(), type, j, host));
         }
-        for (int k = 1; k < size; ++k) {
-          requests.push_back(
-              comm->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
-        }
-        // This rank's block once the messages are posted, so the peers read this rank's input (a
-        // single-copy transfer) meanwhile; before the work can complete (its prelude, or
-        // launch(), runs this before the work tests a request).
+        // This rank's own block once the broadcasts are posted, so the peers read this rank's
+        // input meanwhile; before the work can complete (its prelude, or launch(), runs this
+        // before the work tests a request).
         if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
         return requests;
       },

@@ -226,13 +226,16 @@ class ProcessGroupCollx : public BackendBase {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  // all_gather's list form where blocks are large: each peer's block received straight into its
-  // output tensor, point to point, and this rank's copied, instead of collx's allgather into one
-  // staging block and a copy of every block out of it. At these sizes the copy costs as much as
-  // the allgather (memory-bound), and messages this large are bandwidth-bound, whatever their
-  // order (docs/PERFORMANCE.md, "PyTorch").
-  c10::intrusive_ptr<c10d::Work> allgather_exchange(const std::vector<at::Tensor>& outputs,
-                                                    const at::Tensor& in);
+  // all_gather's list form where blocks are large: one broadcast per rank (rank j's input the
+  // root's buffer, block j of the list elsewhere), all in flight at once, so every block lands
+  // straight in its output tensor, and this rank's own is copied; not collx's allgather into
+  // one staging block and a copy of every block out of it (at these sizes the copy costs as much
+  // as the allgather: memory-bound). Broadcasts rather than point-to-point messages (until
+  // 27 November): they run on collx's shared-memory path on one node, where Open MPI's large
+  // point-to-point messages (a rendezvous each) took 1.5-3x as long (docs/PERFORMANCE.md,
+  // "PyTorch").
+  c10::intrusive_ptr<c10d::Work> allgather_broadcasts(const std::vector<at::Tensor>& outputs,
+                                                      const at::Tensor& in);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
   // The largest call (its largest buffer) the completion thread is not woken for.
   static constexpr int64_t kQuietBytes = int64_t{64} << 10;
