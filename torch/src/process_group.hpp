@@ -232,8 +232,8 @@ class ProcessGroupCollx : public BackendBase {
   // one staging block and a copy of every block out of it (at these sizes the copy costs as much
   // as the allgather: memory-bound). Broadcasts rather than point-to-point messages (until
   // 27 November): they run on collx's shared-memory path on one node, where Open MPI's large
-  // point-to-point messages (a rendezvous each) took 1.5-3x as long (docs/PERFORMANCE.md,
-  // "PyTorch").
+  // point-to-point messages (a rendezvous each) took 1.1-2.9x as long at 1-64 MiB
+  // (docs/PERFORMANCE.md, "PyTorch").
   c10::intrusive_ptr<c10d::Work> allgather_broadcasts(const std::vector<at::Tensor>& outputs,
                                                       const at::Tensor& in);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
