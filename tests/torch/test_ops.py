@@ -17,6 +17,7 @@ the *_into_tensor and all_to_all list forms through all_gather and all_to_all_si
 
 Exit status 1 on every rank when any rank found a mismatch.
 """
+import os
 import sys
 import threading
 import time
@@ -242,8 +243,8 @@ def test_all_gather():
 
 
 def test_all_gather_exchange():
-    """all_gather's list form from 256 KiB a block: each peer's block received straight into its
-    tensor, point to point (torch/src/process_group.hpp, allgather_exchange). Layouts differ
+    """all_gather's list form from 256 KiB a block: each rank's block broadcast straight into its
+    tensor, one broadcast per rank (torch/src/process_group.hpp, allgather_broadcasts). Layouts differ
     between ranks (one rank one block, the others separate tensors, one of them strided, the
     input its own slot or not) and must still meet; several in flight at once, with the caller's
     own isend/irecv beside them on the same ranks; the last tag the caller may use still works."""
@@ -627,6 +628,77 @@ def test_recv_then_agree():
     check("recv then all_reduce: the sum", y, torch.full((4,), float(SIZE)))
 
 
+def test_async_agreements():
+    """Calls whose ranks agree on the block first (the list forms, gather, scatter, all_to_all)
+    must not block at launch (torch/src/process_group.hpp, Sequence): each of these programs
+    runs on gloo, and hung while the agreement was waited on inside the call. A watchdog ends
+    every rank (exit status 2) when one does not finish in time.
+      1. two async list-form calls (all_gather, reduce_scatter) issued before either is waited
+         on, then waited on in the other order, below and above the exchange's 256 KiB a block,
+         and an all_reduce launched behind them;
+      2. rank 0 issues an async all_gather, then a blocking recv whose message rank 1 sends
+         (4 MiB: a rendezvous, which needs the receive) before its own all_gather, or after it
+         (then rank 0's all_gather must be posted while rank 0 waits in its recv);
+      3. async all_gathers on two groups of the same ranks, issued in one order on even ranks
+         and in the other on odd ranks, then waited on."""
+    done = threading.Event()
+
+    def watchdog(seconds=90):
+        if not done.wait(seconds):
+            print(f"rank {RANK} test_async_agreements: no result after {seconds} s (a hang)",
+                  flush=True)
+            os._exit(2)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    for n in (5, 70000):
+        x = values(n, torch.float32, salt=1)
+        inputs = [values(n, torch.float32, salt=2 + j) for j in range(SIZE)]
+        gathered = [torch.zeros(n) for _ in range(SIZE)]
+        scattered = torch.zeros(n)
+        summed = values(n, torch.float32, salt=9)
+        w1 = dist.all_gather(gathered, x, async_op=True)
+        w2 = dist.reduce_scatter(scattered, [t.clone() for t in inputs], async_op=True)
+        w3 = dist.all_reduce(summed, async_op=True)
+        for w in (w3, w2, w1):
+            w.wait()
+        for r, (o, w) in enumerate(zip(gathered, gloo_all_gather(x))):
+            check(f"async agreements n={n}: all_gather block {r}", o, w)
+        want = gloo_all_reduce(torch.cat(inputs), "SUM").chunk(SIZE)[RANK]
+        check(f"async agreements n={n}: reduce_scatter", scattered, want)
+        check(f"async agreements n={n}: all_reduce behind them", summed,
+              gloo_all_reduce(values(n, torch.float32, salt=9), "SUM"))
+    for send_first in ((True, False) if SIZE > 1 else ()):
+        n = 1 << 20
+        x = torch.full((4,), float(RANK))
+        out = [torch.zeros(4) for _ in range(SIZE)]
+        what = f"async all_gather, then a recv (sent {'before' if send_first else 'after'})"
+        if RANK == 0:
+            work = dist.all_gather(out, x, async_op=True)
+            got = torch.zeros(n)
+            dist.recv(got, src=1)
+            work.wait()
+            check(f"{what}: the message", got, torch.arange(n, dtype=torch.float32))
+        else:
+            if RANK == 1 and send_first:
+                dist.send(torch.arange(n, dtype=torch.float32), dst=0)
+            dist.all_gather(out, x, async_op=True).wait()
+            if RANK == 1 and not send_first:
+                dist.send(torch.arange(n, dtype=torch.float32), dst=0)
+        for r, o in enumerate(out):
+            check(f"{what}: block {r}", o, torch.full((4,), float(r)))
+    groups = [dist.new_group(backend="collx") for _ in range(2)]
+    order = groups if RANK % 2 == 0 else groups[::-1]
+    xs = {id(g): values(70000 if i == 0 else 5, torch.int32, salt=i) for i, g in enumerate(groups)}
+    outs = {id(g): [torch.zeros_like(xs[id(g)]) for _ in range(SIZE)] for g in groups}
+    works = [dist.all_gather(outs[id(g)], xs[id(g)], group=g, async_op=True) for g in order]
+    for w in works:
+        w.wait()
+    for g in groups:
+        for r, (o, w) in enumerate(zip(outs[id(g)], gloo_all_gather(xs[id(g)]))):
+            check(f"async all_gathers on two groups in either order: block {r}", o, w)
+    done.set()
+
+
 # ---------------------------------------------------------------- errors
 
 def expect_error(name, fn, *words):
@@ -684,7 +756,7 @@ def test_errors():
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
          test_broadcast, test_all_gather, test_all_gather_exchange, test_staging, test_gather_scatter, test_all_to_all, test_send_recv,
-         test_barrier, test_completion, test_unwatched, test_recv_then_agree, test_objects, test_new_group, test_errors]
+         test_barrier, test_completion, test_unwatched, test_recv_then_agree, test_async_agreements, test_objects, test_new_group, test_errors]
 
 if __name__ == "__main__":
     selected = [t for t in TESTS if len(sys.argv) < 2 or t.__name__ in sys.argv[1:]]

@@ -144,9 +144,9 @@ int rank_arg(int64_t rank, const char* op, const char* what) {
   return static_cast<int>(rank);
 }
 
-// The tag of the backend's own point-to-point messages (an all_gather into separate tensors),
-// on the communicator's point-to-point context, where the caller's send and recv have the others:
-// the two can never match each other's messages.
+// A tag kept for the backend's own point-to-point messages (all_gather's list form used it until
+// 27 November; none does now), on the communicator's point-to-point context, where the caller's
+// send and recv have the others: the two could never match each other's messages.
 constexpr int kExchangeTag = collx::Communicator::kMaxTag;
 
 void check_tag(int tag, const char* op) {
@@ -378,6 +378,8 @@ bool Receives::advance(const std::shared_ptr<Pending>& p, bool block) {
       if (advance_locked(it->second, p.get())) return true;
     }
     if (!block) return false;
+    // A peer may need this rank's collectives posted before it sends the header.
+    if (Sequence::waiting()) Sequence::advance_all();
     if (tries < 1000) {
       std::this_thread::yield();
     } else {
@@ -443,6 +445,165 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
   return p != nullptr && p->data_posted;
 }
 
+// ---------------------------------------------------------------- Sequence
+
+std::atomic<int> Sequence::waiting_{0};
+
+namespace {
+std::mutex sequences_mutex;
+std::vector<std::weak_ptr<Sequence>> sequences;
+
+// One key per (elements, dtype), ordered by elements; the MAX of {key, -key} is the group's
+// largest and (negated) smallest key, the same on every rank.
+constexpr int64_t kTypes = 64;
+static_assert(static_cast<int64_t>(at::ScalarType::NumOptions) <= kTypes);
+int64_t key_of(const Block& block) {
+  return block.elements * kTypes + static_cast<int64_t>(block.dtype);
+}
+
+std::exception_ptr as_torch_error(const Sequence::Call& call, const char* what) {
+  return std::make_exception_ptr(
+      std::runtime_error(c10::str("collx backend: ", call.op, ": ", what)));
+}
+}  // namespace
+
+void Sequence::enroll(const std::shared_ptr<Sequence>& sequence) {
+  std::lock_guard lock(sequences_mutex);
+  std::erase_if(sequences, [](const auto& s) { return s.expired(); });
+  sequences.push_back(sequence);
+}
+
+void Sequence::advance_all() {
+  std::vector<std::shared_ptr<Sequence>> all;
+  {
+    std::lock_guard lock(sequences_mutex);
+    for (const auto& s : sequences) {
+      if (auto sequence = s.lock()) all.push_back(std::move(sequence));
+    }
+  }
+  for (const auto& sequence : all) {
+    // Never waits for a sequence another thread is moving on (it may be this thread's launch).
+    std::unique_lock lock(sequence->mutex_, std::try_to_lock);
+    if (lock.owns_lock()) sequence->advance_locked(nullptr);
+  }
+}
+
+bool sequences_waiting() {
+  return Sequence::waiting();
+}
+
+void advance_sequences() {
+  Sequence::advance_all();
+}
+
+void Sequence::queue_locked(const std::shared_ptr<Call>& call) {
+  if (call->agree) {
+    const int64_t key = key_of(call->block);
+    call->range[0] = key;
+    call->range[1] = -key;
+  }
+  queue_.push_back(call);
+  waiting_.fetch_add(1, std::memory_order_acq_rel);
+  advance_locked(nullptr);
+}
+
+void Sequence::pop_locked() {
+  Call& head = *queue_.front();
+  head.done = true;
+  head.start = nullptr;  // what it held (the caller's tensors) is the work's to release
+  waiting_.fetch_sub(1, std::memory_order_acq_rel);
+  queue_.pop_front();
+}
+
+bool Sequence::advance_locked(const Call* call) {
+  while (!queue_.empty()) {
+    Call& head = *queue_.front();
+    if (head.agree) {
+      try {
+        if (!head.agreement_posted) {
+          std::lock_guard post(*post_mutex_);
+          head.agreement = comm_->iallreduce(head.range, head.range, 2, collx::DataType::int64,
+                                             collx::ReduceOp::max, host_);
+          head.agreement_posted = true;
+        }
+        if (!head.agreement.test()) break;
+      } catch (const collx::Error& e) {
+        head.error = as_torch_error(head, e.what());
+        pop_locked();
+        continue;
+      }
+      const int64_t key = key_of(head.block);
+      const int64_t largest = head.range[0];
+      const int64_t smallest = -head.range[1];
+      if (smallest != key || largest != key) {
+        const int64_t other = largest != key ? largest : smallest;
+        head.error = as_torch_error(
+            head,
+            c10::str("the ranks' ", head.block.what, "s differ in size or dtype (rank ",
+                     comm_->rank(), " has ", head.block.elements, " elements of ", head.block.dtype,
+                     ", another rank ", other / kTypes, " elements of ",
+                     static_cast<at::ScalarType>(other % kTypes),
+                     "): every rank of the group must pass tensors of the same size and dtype; "
+                     "nothing was sent, on any rank")
+                .c_str());
+        pop_locked();
+        continue;
+      }
+    }
+    try {
+      std::lock_guard post(*post_mutex_);
+      head.requests = head.start();
+    } catch (const collx::Error& e) {
+      head.error = as_torch_error(head, e.what());
+    } catch (...) {
+      head.error = std::current_exception();
+    }
+    pop_locked();
+  }
+  return call != nullptr && call->done;
+}
+
+bool Sequence::advance(const std::shared_ptr<Call>& call, bool block) {
+  if (!block) {
+    // The completion thread, or a poll: never waits for a thread that holds the sequence.
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    return lock.owns_lock() && (call->done || advance_locked(call.get()));
+  }
+  // Blocking. Where nothing else in the process waits to be posted (the usual blocking call),
+  // the head's agreement is waited on in collx (Request::wait(): the engine's own waits). Else
+  // the sequence is tested back to back for a while, then with yields and at last with sleeps
+  // (up to a millisecond, so that a long wait for a peer leaves the core), and every other
+  // receive and sequence moves on meanwhile: a peer may need them first.
+  auto sleep = std::chrono::microseconds(0);
+  for (int tries = 0;; ++tries) {
+    {
+      std::lock_guard lock(mutex_);
+      if (call->done || advance_locked(call.get())) return true;
+      Call& head = *queue_.front();
+      if (head.agree && head.agreement.valid() && !receives_awaiting() &&
+          waiting_.load(std::memory_order_acquire) == static_cast<int>(queue_.size())) {
+        try {
+          head.agreement.wait();  // then test() finds it complete
+        } catch (const collx::Error& e) {
+          head.error = as_torch_error(head, e.what());
+          pop_locked();
+        }
+        continue;
+      }
+    }
+    advance_receives();
+    advance_all();
+    if (tries < 100) continue;
+    if (tries < 2000) {
+      std::this_thread::yield();
+    } else {
+      sleep = std::min(std::max(sleep * 2, std::chrono::microseconds(10)),
+                       std::chrono::microseconds(1000));
+      std::this_thread::sleep_for(sleep);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- ProcessGroupCollx
 
 ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
@@ -450,51 +611,41 @@ ProcessGroupCollx::ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm)
   host_.memory = collx::MemoryKind::host;
   receives_ = std::make_shared<Receives>(comm_, post_mutex_);
   Receives::enroll(receives_);
-}
-
-void ProcessGroupCollx::agree_locked(const char* op, const Block& block) {
-  if (comm_->size() == 1) return;
-  // One key per (elements, dtype), ordered by elements; the MAX of {key, -key} is the group's
-  // largest and (negated) smallest key, the same on every rank.
-  constexpr int64_t kTypes = 64;
-  static_assert(static_cast<int64_t>(at::ScalarType::NumOptions) <= kTypes);
-  const int64_t key = block.elements * kTypes + static_cast<int64_t>(block.dtype);
-  int64_t range[2] = {key, -key};
-  try {
-    collx::Request request;
-    {
-      std::lock_guard post(*post_mutex_);
-      request =
-          comm_->iallreduce(range, range, 2, collx::DataType::int64, collx::ReduceOp::max, host_);
-    }
-    wait_for(request);
-  } catch (const collx::Error& e) {
-    refuse(op, e.what());
-  }
-  const int64_t largest = range[0];
-  const int64_t smallest = -range[1];
-  if (smallest == key && largest == key) return;
-  const int64_t other = largest != key ? largest : smallest;
-  refuse(op, "the ranks' ", block.what, "s differ in size or dtype (rank ", comm_->rank(), " has ",
-         block.elements, " elements of ", block.dtype, ", another rank ", other / kTypes,
-         " elements of ", static_cast<at::ScalarType>(other % kTypes),
-         "): every rank of the group must pass tensors of the same size and dtype; nothing was "
-         "sent, on any rank");
+  sequence_ = std::make_shared<Sequence>(comm_, post_mutex_, host_);
+  Sequence::enroll(sequence_);
 }
 
 template <class Start>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, const char* op,
                                                          Staging staging, Start&& start,
-                                                         const Block* agree) {
-  std::vector<collx::Request> requests;
-  try {
-    std::lock_guard order(order_mutex_);
-    if (agree) agree_locked(op, *agree);
-    std::lock_guard post(*post_mutex_);
-    if constexpr (std::is_same_v<decltype(start()), collx::Request>) {
-      requests.push_back(start());
+                                                         const Block* agree, bool point_to_point) {
+  auto as_list = [](auto&& posted) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(posted)>, collx::Request>) {
+      std::vector<collx::Request> list;
+      list.push_back(std::move(posted));
+      return list;
     } else {
-      requests = start();
+      return std::vector<collx::Request>(std::move(posted));
+    }
+  };
+  std::vector<collx::Request> requests;
+  std::shared_ptr<Sequence::Call> call;
+  const bool agrees = agree != nullptr && comm_->size() > 1;
+  try {
+    std::unique_lock order(sequence_->mutex(), std::defer_lock);
+    if (!point_to_point) order.lock();
+    if (point_to_point || (!agrees && sequence_->idle_locked())) {
+      std::lock_guard post(*post_mutex_);
+      requests = as_list(start());
+    } else {
+      call = std::make_shared<Sequence::Call>();
+      call->op = op;
+      call->agree = agrees;
+      if (agrees) call->block = *agree;
+      call->start = [as_list, start = std::forward<Start>(start)]() mutable {
+        return as_list(start());
+      };
+      sequence_->queue_locked(call);
     }
   } catch (const collx::Error& e) {
     refuse(op, e.what());
@@ -506,6 +657,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
     bytes = std::max(bytes, static_cast<int64_t>(t.nbytes()));
   auto work = c10::make_intrusive<CollxWork>(comm_->rank(), type, op, std::move(requests),
                                              std::move(staging));
+  if (call) {
+    work->set_prelude([sequence = sequence_, call](bool block,
+                                                   std::vector<collx::Request>& requests,
+                                                   std::exception_ptr& error) {
+      if (!sequence->advance(call, block)) return false;
+      for (collx::Request& r : call->requests)
+        requests.push_back(std::move(r));
+      call->requests.clear();
+      if (call->error && !error) error = call->error;
+      return true;
+    });
+  }
   Completer::instance().add(work, bytes > kQuietBytes);
   return work;
 }
@@ -519,8 +682,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tens
   Staging s;
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, pool_, s);
-  return launch(c10d::OpType::BROADCAST, op, std::move(s), [&] {
-    return comm_->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root, host_);
+  return launch(c10d::OpType::BROADCAST, op, std::move(s), [=, comm = comm_, host = host_] {
+    return comm->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root, host);
   });
 }
 
@@ -532,9 +695,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tens
   Staging s;
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, pool_, s);
-  return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [&] {
-    return comm_->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop,
-                             host_);
+  return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+    return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop,
+                             host);
   });
 }
 
@@ -560,9 +723,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
     offset += t.numel();
   }
   s.keep_alive.push_back(flat);
-  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [&] {
-    return comm_->iallreduce(flat.data_ptr(), flat.data_ptr(), total,
-                             data_type_of(tensors.front(), op), rop, host_);
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
+    return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total,
+                             data_type_of(tensors.front(), op), rop, host);
   });
 }
 
@@ -577,9 +740,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
   s.outputs = {t};
   // Only the root's tensor is written (in place); the others are only read.
   at::Tensor buf = comm_->rank() == root ? update_buffer(t, pool_, s) : read_buffer(t, pool_, s);
-  return launch(c10d::OpType::REDUCE, op, std::move(s), [&] {
-    return comm_->ireduce(buf.data_ptr(), comm_->rank() == root ? buf.data_ptr() : nullptr,
-                          buf.numel(), data_type_of(t, op), rop, root, host_);
+  return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+    return comm->ireduce(buf.data_ptr(), comm->rank() == root ? buf.data_ptr() : nullptr,
+                          buf.numel(), data_type_of(t, op), rop, root, host);
   });
 }
 
@@ -593,7 +756,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   // Every rank takes the same path (a rank's way of sending must match its peers' way of
   // receiving), so the choice depends on the block's size only, never on the list's layout.
   if (comm_->size() > 1 && in.numel() * static_cast<int64_t>(in.element_size()) >= kExchangeBytes)
-    return allgather_exchange(outputs[0], in);
+    return allgather_broadcasts(outputs[0], in);
   Staging s;
   s.outputs = outputs[0];
   at::Tensor src = read_buffer(in, pool_, s);
@@ -601,14 +764,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
-      [&] {
-        return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
-                                 host_);
+      [=, comm = comm_, host = host_] {
+        return comm->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
+                                 host);
       },
       &block);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_broadcasts(
     const std::vector<at::Tensor>& outputs, const at::Tensor& in) {
   const char* op = "all_gather";
   const int rank = comm_->rank();
@@ -637,24 +800,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_exchange(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
-      [&] {
+      [=, comm = comm_, host = host_] {
+        // One broadcast per rank, in rank order on every rank, all in flight at once: rank j's
+        // input lands straight in block j of every other rank's list.
         std::vector<collx::Request> requests;
-        requests.reserve(2 * static_cast<std::size_t>(size - 1));
-        // Receives first, then sends, each in ring order from the nearest peer: every rank's k-th
-        // send goes to the rank whose k-th receive waits for it.
-        for (int k = 1; k < size; ++k) {
-          const int from = (rank - k + size) % size;
-          at::Tensor& block = dst[static_cast<std::size_t>(from)];
-          requests.push_back(
-              comm_->irecv(block.data_ptr(), block.numel(), type, from, kExchangeTag));
+        requests.reserve(static_cast<std::size_t>(size));
+        for (int j = 0; j < size; ++j) {
+          const at::Tensor& block = j == rank ? src : dst[static_cast<std::size_t>(j)];
+          requests.push_back(comm->ibroadcast(block.data_ptr(), block.numel(), type, j, host));
         }
-        for (int k = 1; k < size; ++k) {
-          requests.push_back(
-              comm_->isend(src.data_ptr(), src.numel(), type, (rank + k) % size, kExchangeTag));
-        }
-        // This rank's block once the messages are posted, so the peers read this rank's input (a
-        // single-copy transfer) meanwhile; before the work exists, so no one sees it complete
-        // first.
+        // This rank's own block once the broadcasts are posted, so the peers read this rank's
+        // input meanwhile; before the work can complete (its prelude, or launch(), runs this
+        // before the work tests a request).
         if (!outputs[rank].is_same(in)) outputs[rank].copy_(in);
         return requests;
       },
@@ -674,9 +831,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   const Block block{input.numel(), input.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::_ALLGATHER_BASE, op, std::move(s),
-      [&] {
-        return comm_->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(),
-                                 data_type_of(input, op), host_);
+      [=, comm = comm_, host = host_] {
+        return comm->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(),
+                                 data_type_of(input, op), host);
       },
       &block);
 }
@@ -698,9 +855,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::GATHER, op, std::move(s),
-      [&] {
-        return comm_->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
-                              data_type_of(in, op), root, host_);
+      [=, comm = comm_, host = host_] {
+        return comm->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
+                              data_type_of(in, op), root, host);
       },
       &block);
 }
@@ -722,9 +879,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
   const Block block{out.numel(), out.scalar_type(), "output tensor"};
   return launch(
       c10d::OpType::SCATTER, op, std::move(s),
-      [&] {
-        return comm_->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
-                               data_type_of(out, op), root, host_);
+      [=, comm = comm_, host = host_] {
+        return comm->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
+                               data_type_of(out, op), root, host);
       },
       &block);
 }
@@ -744,9 +901,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
   const Block block{out.numel(), out.scalar_type(), "output tensor"};
   return launch(
       c10d::OpType::REDUCE_SCATTER, op, std::move(s),
-      [&] {
-        return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                      data_type_of(out, op), rop, host_);
+      [=, comm = comm_, host = host_] {
+        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                      data_type_of(out, op), rop, host);
       },
       &block);
 }
@@ -765,9 +922,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
   const Block block{output.numel(), output.scalar_type(), "output tensor"};
   return launch(
       c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s),
-      [&] {
-        return comm_->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                      data_type_of(output, op), rop, host_);
+      [=, comm = comm_, host = host_] {
+        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
+                                      data_type_of(output, op), rop, host);
       },
       &block);
 }
@@ -789,9 +946,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   const Block block{block_elements, input.scalar_type(), "per-rank block"};
   return launch(
       c10d::OpType::ALLTOALL_BASE, op, std::move(s),
-      [&] {
-        return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), block_elements,
-                                data_type_of(input, op), host_);
+      [=, comm = comm_, host = host_] {
+        return comm->ialltoall(src.data_ptr(), dst.data_ptr(), block_elements,
+                                data_type_of(input, op), host);
       },
       &block);
 }
@@ -817,9 +974,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
   const Block block{inputs.front().numel(), inputs.front().scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLTOALL, op, std::move(s),
-      [&] {
-        return comm_->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
-                                data_type_of(inputs.front(), op), host_);
+      [=, comm = comm_, host = host_] {
+        return comm->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
+                                data_type_of(inputs.front(), op), host);
       },
       &block);
 }
@@ -836,13 +993,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
   header[0] = src.numel();
   header[1] = static_cast<int64_t>(src.scalar_type());
   s.keep_alive.push_back(header);
-  return launch(c10d::OpType::SEND, op, std::move(s), [&] {
-    std::vector<collx::Request> requests;
-    requests.push_back(comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
-    requests.push_back(
-        comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag));
-    return requests;
-  });
+  return launch(
+      c10d::OpType::SEND, op, std::move(s),
+      [&] {
+        std::vector<collx::Request> requests;
+        requests.push_back(
+            comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
+        requests.push_back(
+            comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag));
+        return requests;
+      },
+      nullptr, /*point_to_point=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& tensors,
@@ -883,7 +1044,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
   return launch(c10d::OpType::BARRIER, "barrier", Staging{},
-                [&] { return comm_->ibarrier(host_); });
+                [=, comm = comm_, host = host_] { return comm->ibarrier(host); });
 }
 
 }  // namespace collx_torch

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -107,6 +108,79 @@ class Receives {
   std::map<std::pair<int, int>, std::deque<std::shared_ptr<Pending>>> queues_;
 };
 
+// The block every rank of a collective must give alike: torch requires tensors of one size and
+// dtype on every rank, and collx's collectives take each rank's own count on trust (a peer's
+// larger message is a truncation error on one rank only; a smaller one fills part of the
+// block and reports nothing; ranks whose sizes choose different algorithms wait for each other
+// for ever).
+struct Block {
+  int64_t elements = 0;
+  at::ScalarType dtype = at::ScalarType::Undefined;
+  const char* what = "";  // "input tensor", "output tensor", ... for the error message
+};
+
+// The order in which a process group posts its collectives, where some cannot be posted at once.
+// A call whose ranks agree on the block first (Block) posts one small allreduce (MAX of two
+// int64: the group's largest and smallest block), nonblocking, and its collective only once that
+// is complete and equal on every rank; where the blocks differ, every rank's call fails (its
+// wait() raises) and nothing of it is sent. Every rank posts its collectives in one order, so the
+// collectives a process group launches meanwhile wait behind such a call, in launch order.
+//
+// Nothing blocks at launch: a rank that issues several async_op=True calls before waiting on
+// any (or an async call and then a recv that its peer's send needs first, or async calls on two
+// groups that another rank issues in the other order) goes on to its next call, as on gloo.
+// The waiting calls are posted by whoever drives progress: a wait() on any work (wait_for), the
+// completion thread, or a later launch. When the agreement blocked inside the call, such
+// programs hung (test_ops.py test_async_agreements).
+class Sequence {
+ public:
+  using Start = std::function<std::vector<collx::Request>()>;
+  struct Call {
+    const char* op = "";
+    bool agree = false;
+    Block block;
+    int64_t range[2] = {0, 0};  // the agreement's buffer: {key, -key}, then the group's MAX
+    collx::Request agreement;
+    bool agreement_posted = false;
+    Start start;        // posts the collective; released once it has run
+    bool done = false;  // nothing more to post (posted, or failed)
+    std::vector<collx::Request> requests;  // the collective's, until its work takes them
+    std::exception_ptr error;
+  };
+
+  Sequence(std::shared_ptr<collx::Communicator> comm, std::shared_ptr<std::mutex> post_mutex,
+           collx::Options host)
+      : comm_(std::move(comm)), post_mutex_(std::move(post_mutex)), host_(host) {}
+
+  // Held to launch: with it held, idle_locked() says whether a call may be posted at once
+  // (none waits), and queue_locked() adds one that waits (and posts what it can).
+  std::mutex& mutex() { return mutex_; }
+  bool idle_locked() const { return queue_.empty(); }
+  void queue_locked(const std::shared_ptr<Call>& call);
+  // Posts what can be posted, in order (waiting until `call` is done when `block`); true once
+  // `call` is done: then its requests and error are the caller's to take.
+  bool advance(const std::shared_ptr<Call>& call, bool block);
+  // Every process group's sequence moved on once, without blocking (work.hpp, wait_for);
+  // waiting(): whether any call in the process waits to be posted.
+  static void advance_all();
+  static bool waiting() { return waiting_.load(std::memory_order_acquire) > 0; }
+  static void enroll(const std::shared_ptr<Sequence>& sequence);
+
+ private:
+  // With mutex_ held: posts and tests from the head on; true once `call` (if any) is done.
+  bool advance_locked(const Call* call);
+  // With mutex_ held: the head is done; the next call becomes the head.
+  void pop_locked();
+
+  static std::atomic<int> waiting_;  // calls queued and not done, process-wide
+
+  std::shared_ptr<collx::Communicator> comm_;
+  std::shared_ptr<std::mutex> post_mutex_;
+  collx::Options host_;
+  std::mutex mutex_;
+  std::deque<std::shared_ptr<Call>> queue_;
+};
+
 class ProcessGroupCollx : public BackendBase {
  public:
   explicit ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm);
@@ -152,55 +226,46 @@ class ProcessGroupCollx : public BackendBase {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  // all_gather's list form where blocks are large: each peer's block received straight into its
-  // output tensor, point to point, and this rank's copied, instead of collx's allgather into one
-  // staging block and a copy of every block out of it. At these sizes the copy costs as much as
-  // the allgather (memory-bound), and messages this large are bandwidth-bound, whatever their
-  // order (docs/PERFORMANCE.md, "PyTorch").
-  c10::intrusive_ptr<c10d::Work> allgather_exchange(const std::vector<at::Tensor>& outputs,
-                                                    const at::Tensor& in);
+  // all_gather's list form where blocks are large: one broadcast per rank (rank j's input the
+  // root's buffer, block j of the list elsewhere), all in flight at once, so every block lands
+  // straight in its output tensor, and this rank's own is copied; not collx's allgather into
+  // one staging block and a copy of every block out of it (at these sizes the copy costs as much
+  // as the allgather: memory-bound). Broadcasts rather than point-to-point messages (until
+  // 27 November): they run on collx's shared-memory path on one node, where Open MPI's large
+  // point-to-point messages (a rendezvous each) took 1.1-2.9x as long at 1-64 MiB
+  // (docs/PERFORMANCE.md, "PyTorch").
+  c10::intrusive_ptr<c10d::Work> allgather_broadcasts(const std::vector<at::Tensor>& outputs,
+                                                      const at::Tensor& in);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
   // The largest call (its largest buffer) the completion thread is not woken for.
   static constexpr int64_t kQuietBytes = int64_t{64} << 10;
 
-  // The block every rank of a collective must give alike: torch requires tensors of one size and
-  // dtype on every rank, and collx's collectives take each rank's own count on trust (a peer's
-  // larger message is a truncation error on one rank only; a smaller one fills part of the
-  // block and reports nothing; ranks whose sizes choose different algorithms wait for each other
-  // for ever).
-  struct Block {
-    int64_t elements;
-    at::ScalarType dtype;
-    const char* what;  // "input tensor", "output tensor", ... for the error message
-  };
-  // With order_mutex_ held: one allreduce (MAX of two int64), posted under post_mutex_ and
-  // waited on outside it, tells every rank the group's smallest and largest block; where they
-  // differ every rank refuses the call, before any of its data is sent, and the process group
-  // stays usable.
-  void agree_locked(const char* op, const Block& block);
-
   // Starts `start` (a function returning the collx::Request, or several) and wraps it in a
   // CollxWork; a collx::Error becomes a torch error that names the torch operation. With
-  // `agree`, the ranks first agree on that block (agree_locked): such a call returns once every
-  // rank of the group has made it, async_op=True included.
+  // `agree` (and more than one rank), the ranks first agree on that block (Sequence) and the
+  // call is posted once they have; where they differ, the work's wait() raises. A call launched
+  // while another waits in the sequence waits behind it. `start` may run after launch()
+  // returns, on another thread: it holds what it uses by value. point_to_point: posted at
+  // once, whatever waits in the sequence (send and recv are not ordered with collectives).
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, Staging staging,
-                                        Start&& start, const Block* agree = nullptr);
+                                        Start&& start, const Block* agree = nullptr,
+                                        bool point_to_point = false);
 
   std::shared_ptr<collx::Communicator> comm_;
-  // Every rank must start its collectives in the same order: calls from two threads (the
-  // autograd engine's and a future callback on the completion thread, say) start one at a time,
-  // an agreement and the collective after it included.
-  std::mutex order_mutex_;
-  // Held to post anything (collectives, point-to-point messages), but not while an agreement is
+  // Held to post anything (collectives, point-to-point messages); never while anything is
   // waited on: the completion thread may post a recv's data receive meanwhile, which a peer's
-  // blocking send may need before it joins the agreement (test_ops.py test_recv_then_agree).
+  // blocking send may need before it joins a collective (test_ops.py test_recv_then_agree).
   std::shared_ptr<std::mutex> post_mutex_ = std::make_shared<std::mutex>();
   // Every call's buffers are CPU tensors (others are refused): a CUDA build of collx need not ask
   // CUDA where each buffer lives.
   collx::Options host_;
   StagingPool pool_;
   std::shared_ptr<Receives> receives_;
+  // The collectives' order (Sequence); its mutex is held to launch one: calls from two threads
+  // (the autograd engine's and a future callback on the completion thread, say) start one at a
+  // time, in one order on every rank.
+  std::shared_ptr<Sequence> sequence_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.

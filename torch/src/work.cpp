@@ -33,12 +33,15 @@ std::exception_ptr as_torch_error(const char* op, const collx::Error& e) {
 
 void wait_for(collx::Request& request) {
   for (;;) {
-    if (!receives_awaiting()) {
+    const bool receives = receives_awaiting();
+    const bool sequences = sequences_waiting();
+    if (!receives && !sequences) {
       request.wait();
       return;
     }
     if (request.test()) return;
-    advance_receives();
+    if (receives) advance_receives();
+    if (sequences) advance_sequences();
     std::this_thread::yield();
   }
 }

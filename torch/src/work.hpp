@@ -24,14 +24,16 @@
 
 namespace collx_torch {
 
-// Blocks until `request` completes (Request::wait()), moving the receives whose header is awaited
-// on (process_group.hpp, Receives) meanwhile: collx's wait() holds its engine for the whole
-// wait, so no other thread could, and a peer's blocking send may need such a receive posted
-// before it makes the call this wait needs.
+// Blocks until `request` completes (Request::wait()), moving on meanwhile the receives whose
+// header is awaited (process_group.hpp, Receives) and the collectives that wait to be posted
+// (Sequence): collx's wait() holds its engine for the whole wait, so no other thread could, and
+// a peer may need them posted before it makes the call this wait needs.
 void wait_for(collx::Request& request);
-// Defined with Receives (process_group.cpp).
+// Defined with Receives and Sequence (process_group.cpp).
 bool receives_awaiting();
 void advance_receives();
+bool sequences_waiting();
+void advance_sequences();
 
 // What a call needs after its collx request completes: staging buffers copied back into the
 // caller's tensors (non-contiguous tensors, tensor lists that are not one block of memory), and
