@@ -543,6 +543,50 @@ TEST_F(MpiCollectives, RootedArgumentsAreChecked) {
 // transport (or the shared arena's counters) when nothing else is in flight, and as operations
 // otherwise; ranks that take different paths in the same call must still match and agree on
 // the result bits.
+// Zero-count calls move nothing: each rank's is complete at once, before the other ranks have
+// made theirs (they wait in a barrier rank 0 reaches only afterwards), and the calls after them
+// still match.
+TEST_F(MpiCollectives, ZeroCountCallsCompleteAtOnce) {
+  const int p = comm.size();
+  const int root = p - 1;
+  std::vector<float> buffer(4, 1.0f), other(4 * static_cast<std::size_t>(p), 2.0f);
+  const std::vector<std::size_t> zeros(static_cast<std::size_t>(p), 0);
+  auto zero_calls = [&] {
+    std::vector<collx::Request> requests;
+    requests.push_back(
+        comm.iallreduce(buffer.data(), other.data(), 0, DataType::float32, ReduceOp::sum));
+    requests.push_back(comm.ibroadcast(buffer.data(), 0, DataType::float32, root));
+    requests.push_back(
+        comm.ireduce(buffer.data(), other.data(), 0, DataType::float32, ReduceOp::sum, root));
+    requests.push_back(comm.iallgather(buffer.data(), other.data(), 0, DataType::float32));
+    requests.push_back(
+        comm.ireduce_scatter(other.data(), buffer.data(), 0, DataType::float32, ReduceOp::sum));
+    requests.push_back(comm.ireduce_scatter_v(other.data(), buffer.data(), zeros, DataType::float32,
+                                              ReduceOp::avg));
+    requests.push_back(comm.igather(buffer.data(), other.data(), 0, DataType::float32, root));
+    requests.push_back(comm.iscatter(other.data(), buffer.data(), 0, DataType::float32, root));
+    requests.push_back(comm.ialltoall(other.data(), buffer.data(), 0, DataType::float32));
+    return requests;
+  };
+  if (comm.rank() == 0) {
+    std::vector<collx::Request> requests = zero_calls();
+    for (collx::Request& r : requests)
+      EXPECT_TRUE(r.test());
+    comm.barrier();
+    for (collx::Request& r : requests)
+      r.wait();
+  } else {
+    comm.barrier();
+    for (collx::Request& r : zero_calls())
+      r.wait();
+  }
+  EXPECT_EQ(buffer, std::vector<float>(4, 1.0f));
+  EXPECT_EQ(other, std::vector<float>(4 * static_cast<std::size_t>(p), 2.0f));
+  std::vector<float> sum(1, static_cast<float>(comm.rank()));
+  comm.allreduce(sum.data(), sum.data(), 1, DataType::float32, ReduceOp::sum);
+  EXPECT_EQ(sum[0], static_cast<float>(p * (p - 1) / 2));
+}
+
 TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
   collx::Communicator other(MPI_COMM_WORLD);
   const int p = comm.size();

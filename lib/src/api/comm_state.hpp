@@ -278,6 +278,12 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes) {
+  // Nothing to move (every rank's count is 0: these collectives take equal counts, and a
+  // reduce_scatter_v's total is 0 only where every block is): done, as in MPI libraries, with
+  // no sequence number taken on any rank. A barrier is its own purpose; COLLX_CHECK still
+  // compares the call's signature across ranks.
+  if (bytes == 0 && collective != Collective::barrier && !config().check) [[unlikely]]
+    return {};
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes,
                     device == nullptr && state->transport->shared_arena() != nullptr, blocking,
