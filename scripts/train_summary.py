@@ -187,10 +187,10 @@ def bubble_table(directory):
     if not groups:
         return
     print("## pipeline bubble (medians of the last epoch of each run)\n")
-    print("| S | model, backward | m | ideal (S-1)/(m+S-1) | schedule | formula for these stages "
+    print("| S | model, backward | m | split | ideal (S-1)/(m+S-1) | schedule | formula for these stages "
           "| runs | measured bubble | replayed bubble | measured / ideal | measured / formula "
           "| not running | samples/s | all memory per rank |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     order = list(BUBBLE_SETS)
     for (name, m, schedule) in sorted(groups, key=lambda k: (order.index(k[0]), k[1], k[2] != "gpipe")):
         stages, what = BUBBLE_SETS[name]
@@ -198,7 +198,8 @@ def bubble_table(directory):
         med = lambda k: median([l.get(k, float("nan")) for l in lines])
         ideal = (stages - 1) / (m + stages - 1)
         formula = med("bubble_formula_fraction")
-        print(f"| {stages} | {what} | {m} | {ideal:.3f} | {schedule} | {formula:.3f} | {len(lines)} | "
+        splits = sorted({l.get("pipeline_split", "?") for l in lines})
+        print(f"| {stages} | {what} | {m} | {' / '.join(splits)} | {ideal:.3f} | {schedule} | {formula:.3f} | {len(lines)} | "
               f"{med('bubble_fraction'):.3f} | {med('bubble_replayed_fraction'):.3f} | "
               f"{med('bubble_fraction') / ideal:.2f} | {med('bubble_fraction') / formula:.2f} | "
               f"{100 * med('not_running_fraction'):.1f}% | "

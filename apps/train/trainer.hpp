@@ -187,6 +187,9 @@ class TrainerBase {
   // Pipeline: the bubble its schedule leaves for its stages' GEMM work, messages free
   // (pipeline_bubble_formula); 0 for the other strategies.
   virtual double bubble_formula() const { return 0; }
+  // Pipeline: the layers of each stage, as --pipeline-split takes them ("4,3"); empty for the
+  // other strategies.
+  virtual std::string stage_split() const { return {}; }
 };
 
 std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& config, Communicator& comm,

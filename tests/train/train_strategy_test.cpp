@@ -183,6 +183,9 @@ TEST_F(TrainStrategy, EveryPipelineSplitEqualsOneProcess) {
         name += std::string(k ? "," : "") + std::to_string(split[k]);
       expect_equal_runs(train_steps(config, comm, kSteps), reference,
                         name + " " + std::string(to_string(schedule)));
+      // What the header and --log-json's pipeline_split report.
+      EXPECT_EQ("--pipeline-split " + make_trainer(config, comm, small_data())->stage_split(),
+                name);
     }
   }
 }

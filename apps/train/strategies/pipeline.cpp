@@ -199,6 +199,15 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
 
   double bubble_formula() const override { return stages_bubble_formula(); }
 
+  std::string stage_split() const override {
+    std::string counts;
+    for (std::size_t s = 0; s < stages_; ++s) {
+      if (s) counts += ',';
+      counts += std::to_string(first_layer_[s + 1] - first_layer_[s]);
+    }
+    return counts;
+  }
+
   std::string layout_description() const override {
     std::string stages;
     for (std::size_t s = 0; s < stages_; ++s) {
@@ -237,9 +246,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   // The header's split line: how the cut was chosen, as --pipeline-split would give it, and each
   // stage's GEMM work per sample.
   std::string split_description() const {
-    std::string counts;
-    for (std::size_t s = 0; s < stages_; ++s)
-      counts += std::string(s ? "," : "") + std::to_string(first_layer_[s + 1] - first_layer_[s]);
+    const std::string counts = stage_split();
     std::string text = "split:     ";
     if (config_.pipeline_split.empty()) {
       const double cuts = partition_count(shape_.layers(), stages_);
