@@ -744,6 +744,11 @@ TEST(PipelinePartition, TooManyCutsFallBackToMinMax) {
   EXPECT_DOUBLE_EQ(partition_count(7, 3), 15);  // C(6, 2)
   EXPECT_EQ(balanced_stages(layers, 8, PipelineSchedule::gpipe, 4, true),
             min_max_stages(totals, 8));
+  // Fewer cuts but many micro-batches: 40 layers on 4 stages (9,139 cuts), m = 4096.
+  EXPECT_TRUE(replays_every_cut(40, 4, 64));
+  EXPECT_FALSE(replays_every_cut(40, 4, 4096));
+  EXPECT_EQ(balanced_stages(layers, 4, PipelineSchedule::gpipe, 4096, true),
+            min_max_stages(totals, 4));
 }
 
 // --pipeline-split's counts: each stage's first layer, or what is wrong with them.

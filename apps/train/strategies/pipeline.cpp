@@ -251,11 +251,11 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     if (config_.pipeline_split.empty()) {
       const double cuts = partition_count(shape_.layers(), stages_);
       char how[192];
-      if (cuts > kMaxReplayedPartitions) {
+      if (!replays_every_cut(shape_.layers(), stages_, config_.micro_batches)) {
         std::snprintf(how, sizeof how,
-                      "auto = --pipeline-split %s (%.3g cuts, too many to replay: the smallest "
-                      "largest forward + backward GEMM work)",
-                      counts.c_str(), cuts);
+                      "auto = --pipeline-split %s (%.3g cuts x %zu micro-batches, too many to "
+                      "replay: the smallest largest forward + backward GEMM work)",
+                      counts.c_str(), cuts, config_.micro_batches);
       } else {
         std::snprintf(how, sizeof how,
                       "auto = --pipeline-split %s (of the %.0f cuts, the shortest %s step for "

@@ -115,9 +115,11 @@ inline std::vector<std::size_t> min_max_stages(const std::vector<double>& cost,
   return first;
 }
 
-// More cuts than this are not all replayed (C(layers - 1, stages - 1) of them): min_max_stages
-// of forward + backward instead.
+// Every cut is replayed while there are at most this many (C(layers - 1, stages - 1)) and their
+// replays run at most kMaxReplayedPasses passes in all (well under a second); beyond, the
+// min_max_stages of forward + backward.
 constexpr double kMaxReplayedPartitions = 20000;
+constexpr double kMaxReplayedPasses = 2e7;
 
 inline double partition_count(std::size_t layers, std::size_t stages) {
   double count = 1;  // C(layers - 1, stages - 1)
@@ -126,10 +128,17 @@ inline double partition_count(std::size_t layers, std::size_t stages) {
   return count;
 }
 
+inline bool replays_every_cut(std::size_t layers, std::size_t stages, std::size_t m) {
+  const double cuts = partition_count(layers, stages);
+  return cuts <= kMaxReplayedPartitions &&
+         cuts * static_cast<double>(stages) * 2 * static_cast<double>(m) <= kMaxReplayedPasses;
+}
+
 // The partition --pipeline-split auto takes: of every contiguous cut of the layers into
 // `stages` non-empty stages, the one whose replayed step (schedule, m micro-batches, backward
 // mode) is the shortest; among steps within 1e-9 of each other the one with the smaller largest
-// forward + backward, then the first. Each stage's first layer, and the end.
+// forward + backward, then the first (too many replays: min_max_stages). Each stage's first
+// layer, and the end.
 inline std::vector<std::size_t> balanced_stages(const std::vector<LayerCost>& layers,
                                                 std::size_t stages, PipelineSchedule schedule,
                                                 std::size_t m, bool input_first) {
@@ -138,7 +147,7 @@ inline std::vector<std::size_t> balanced_stages(const std::vector<LayerCost>& la
     throw std::invalid_argument("cannot cut " + std::to_string(n) + " layers into " +
                                 std::to_string(stages) + " stages");
   }
-  if (partition_count(n, stages) > kMaxReplayedPartitions) {
+  if (!replays_every_cut(n, stages, m)) {
     std::vector<double> total;
     for (const LayerCost& layer : layers)
       total.push_back(layer.forward + layer.backward);
