@@ -14,10 +14,15 @@
 #               exposed communication, bytes per step, memory per rank (2 epochs of 8192
 #               samples, the second epoch's figures; the pipeline at np=4 is 2 replicas x 2
 #               stages, as the default model has 3 layers; at np=1 it is one stage, m=4 only);
-#   bubble      section 5's bubble table: a model whose 2 stages cost the same (--hidden
-#               256,512), GPipe and 1F1B at m = 1, 2, 4, 8, np=2;
-#   bubble4     the same with 4 stages at np=4 (--hidden 256,512,256,512), oversubscribed on
-#               fewer than 4 cores (its "not running" column then says how far to trust it);
+#   bubble      the bubble table: a model whose 2 stages are equal in forward and in backward
+#               work (--hidden 16,512,512,512,512,512: auto splits it 4,3 at m >= 2, 0.545M / 1.08M
+#               against 0.529M / 1.06M multiply-adds per sample), GPipe and 1F1B at m = 1, 2, 4,
+#               8, np=2, with the default input-first backward and with --pipeline-backward whole;
+#   bubble256   the same on --hidden 256,512, whose 2 stages cannot be equal in both passes
+#               (the first layer has no input gradient and is most of the work);
+#   bubble4     4 stages at np=4 (--hidden 16 then nine 512s, auto split 4,2,2,3 at m >= 4), both backward
+#               modes, oversubscribed on fewer than 4 cores (its "not running" column then says
+#               how far to trust it);
 #   accuracy    each strategy's default run at np=2 (12 epochs), once per repetition: the
 #               test accuracy each reaches (deterministic: one repetition is enough).
 # About 10 minutes on 2 idle cores with RUNS=3. Needs a Release build in $COLLX_BUILD_DIR
@@ -79,27 +84,30 @@ strategies() {
   done
 }
 
-bubble() {
-  local schedule m
+# bubble_sweep PREFIX NP ARGS...: GPipe and 1F1B at m = 1, 2, 4, 8.
+bubble_sweep() {
+  local prefix=$1 np=$2 schedule m
+  shift 2
   for schedule in gpipe 1f1b; do
     for m in 1 2 4 8; do
-      run "bubble_$schedule-m$m" 2 --parallel pipeline --pipeline-schedule "$schedule" \
-        --micro-batches "$m" --hidden 256,512 --epochs 2 --train-limit 8192
+      run "${prefix}_$schedule-m$m" "$np" --parallel pipeline --pipeline-schedule "$schedule" \
+        --micro-batches "$m" --epochs 2 --train-limit 8192 "$@"
     done
   done
 }
-
-# 4 stages of about equal cost: 784x256 x 2 GEMMs, 256x512 x 3, 512x256 x 3, (256x512 +
-# 512x10) x 3 multiply-adds per sample.
+balanced2=(--hidden 16,512,512,512,512,512)
+balanced4=(--hidden 16,512,512,512,512,512,512,512,512,512)
+bubble() {
+  bubble_sweep bubble 2 "${balanced2[@]}"
+  bubble_sweep bubblewhole 2 "${balanced2[@]}" --pipeline-backward whole
+}
+bubble256() {
+  bubble_sweep bubble256 2 --hidden 256,512
+  bubble_sweep bubble256whole 2 --hidden 256,512 --pipeline-backward whole
+}
 bubble4() {
-  local schedule m
-  for schedule in gpipe 1f1b; do
-    for m in 1 2 4 8; do
-      run "bubble4_$schedule-m$m" 4 --parallel pipeline \
-        --pipeline-schedule "$schedule" --micro-batches "$m" --hidden 256,512,256,512 \
-        --epochs 2 --train-limit 8192
-    done
-  done
+  bubble_sweep bubble4 4 "${balanced4[@]}"
+  bubble_sweep bubble4whole 4 "${balanced4[@]}" --pipeline-backward whole
 }
 
 accuracy() {
@@ -122,6 +130,7 @@ for ((r = 1; r <= runs; r++)); do
   fi
   if has strategies; then strategies; fi
   if has bubble; then bubble; fi
+  if has bubble256; then bubble256; fi
   if has bubble4; then bubble4; fi
   if has accuracy && [ "$r" = 1 ]; then accuracy; fi
 done

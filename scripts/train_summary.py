@@ -2,7 +2,7 @@
 """Medians over the runs of scripts/train-figures.sh: reads DIR/{default_np2,scaling_np1,
 scaling_np2,nooverlap_np2}_rN.json, DIR/acc_<strategy>_np2_rN.json,
 DIR/strat_<strategy>_np<N>_rN.json and
-DIR/bubble[4]_<schedule>-m<M>_rN.json (collx-train --log-json files) and prints the figures of
+DIR/<bubble set>_<schedule>-m<M>_rN.json (collx-train --log-json files; the sets in BUBBLE_SETS) and prints the figures of
 docs/TRAINING.md as Markdown."""
 import glob
 import json
@@ -166,28 +166,40 @@ def strategy_table(directory):
     print()
 
 
+# The bubble sets of scripts/train-figures.sh: file prefix -> (stages, what they ran).
+BUBBLE_SETS = {
+    "bubble": (2, "--hidden 16,512,512,512,512,512, input-first"),
+    "bubblewhole": (2, "--hidden 16,512,512,512,512,512, --pipeline-backward whole"),
+    "bubble256": (2, "--hidden 256,512, input-first"),
+    "bubble256whole": (2, "--hidden 256,512, --pipeline-backward whole"),
+    "bubble4": (4, "--hidden 16,512x9, input-first"),
+    "bubble4whole": (4, "--hidden 16,512x9, --pipeline-backward whole"),
+}
+
+
 def bubble_table(directory):
-    """bubble_<schedule>-m<M>_rN.json: 2 stages at np=2; bubble4_...: 4 stages at np=4."""
+    """<set>_<schedule>-m<M>_rN.json for the sets of BUBBLE_SETS."""
     groups = {}
     for path in glob.glob(f"{directory}/bubble*_r*.json"):
-        m = re.search(r"bubble(4?)_(gpipe|1f1b)-m(\d+)_r\d+\.json$", path)
-        if m:
-            stages = 4 if m.group(1) else 2
-            groups.setdefault((stages, int(m.group(3)), m.group(2)), []).append(path)
+        m = re.search(r"/(bubble[a-z0-9]*)_(gpipe|1f1b)-m(\d+)_r\d+\.json$", path)
+        if m and m.group(1) in BUBBLE_SETS:
+            groups.setdefault((m.group(1), int(m.group(3)), m.group(2)), []).append(path)
     if not groups:
         return
-    print("## pipeline bubble (medians of the last epoch of each run): S=2 at np=2 "
-          "(--hidden 256,512), S=4 at np=4 (--hidden 256,512,256,512)\n")
-    print("| S | m | ideal (S-1)/(m+S-1) | schedule | formula for these stages | runs "
-          "| measured bubble | replayed bubble | measured / ideal | measured / formula "
+    print("## pipeline bubble (medians of the last epoch of each run)\n")
+    print("| S | model, backward | m | split | ideal (S-1)/(m+S-1) | schedule | formula for these stages "
+          "| runs | measured bubble | replayed bubble | measured / ideal | measured / formula "
           "| not running | samples/s | all memory per rank |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (stages, m, schedule) in sorted(groups, key=lambda k: (k[0], k[1], k[2] != "gpipe")):
-        lines = last_epochs(groups[(stages, m, schedule)])
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    order = list(BUBBLE_SETS)
+    for (name, m, schedule) in sorted(groups, key=lambda k: (order.index(k[0]), k[1], k[2] != "gpipe")):
+        stages, what = BUBBLE_SETS[name]
+        lines = last_epochs(groups[(name, m, schedule)])
         med = lambda k: median([l.get(k, float("nan")) for l in lines])
         ideal = (stages - 1) / (m + stages - 1)
         formula = med("bubble_formula_fraction")
-        print(f"| {stages} | {m} | {ideal:.3f} | {schedule} | {formula:.3f} | {len(lines)} | "
+        splits = sorted({l.get("pipeline_split", "?") for l in lines})
+        print(f"| {stages} | {what} | {m} | {' / '.join(splits)} | {ideal:.3f} | {schedule} | {formula:.3f} | {len(lines)} | "
               f"{med('bubble_fraction'):.3f} | {med('bubble_replayed_fraction'):.3f} | "
               f"{med('bubble_fraction') / ideal:.2f} | {med('bubble_fraction') / formula:.2f} | "
               f"{100 * med('not_running_fraction'):.1f}% | "

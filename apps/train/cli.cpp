@@ -40,6 +40,29 @@ std::vector<std::size_t> parse_hidden(const std::string& text) {
   return sizes;
 }
 
+// --pipeline-split: auto (empty) or the layers of each stage, e.g. 4,3.
+std::vector<std::size_t> parse_pipeline_split(const std::string& text) {
+  if (text == "auto") return {};
+  auto fail = [&] {
+    throw CLI::ValidationError(
+        "--pipeline-split", "\"" + text +
+                                "\" is neither auto nor a comma-separated list of layers per "
+                                "stage, e.g. 4,3 (stage 0 holds layers 0-3, stage 1 layers 4-6)");
+  };
+  std::vector<std::size_t> counts;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    // 1 to 6 digits: no sign, no space, no count that could overflow the sum.
+    const bool digits = !item.empty() && item.size() <= 6 &&
+                        item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoull(item) == 0) fail();
+    counts.push_back(static_cast<std::size_t>(std::stoull(item)));
+  }
+  if (counts.empty() || text.back() == ',') fail();
+  return counts;
+}
+
 // --optimizer sgd's defaults: SGD with momentum wants a far larger rate than AdamW, and its
 // weight decay is an L2 term in the gradient, not AdamW's decoupled shrinking.
 constexpr double kSgdLr = 0.05;
@@ -65,7 +88,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
   auto& c = cli.config;
   std::string hidden = "512,256", dtype = "float32", device = "cpu", optimizer = "adamw";
   std::string schedule = "cosine", algo = "auto", parallel = "dp", pipeline_schedule = "1f1b";
-  std::string compress = "none", pipeline_backward = "input-first";
+  std::string compress = "none", pipeline_backward = "input-first", pipeline_split = "auto";
   // The default directory: $COLLX_TRAIN_DATA (a site's copy), else the Debian package's. Only
   // the default falls back to the synthetic set; a directory given with --data must hold the
   // files.
@@ -106,6 +129,11 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
                  "results")
       ->capture_default_str()
       ->check(CLI::IsMember({"input-first", "whole"}));
+  app.add_option("--pipeline-split", pipeline_split,
+                 "pipeline: layers per stage, e.g. 4,3 (stage 0 holds layers 0-3, stage 1 "
+                 "layers 4-6), or auto: the cut whose stages' forward and backward GEMM work "
+                 "gives the shortest step under this schedule (printed in the header)")
+      ->capture_default_str();
   app.add_option("--micro-batches", c.micro_batches,
                  "pipeline: micro-batches per step in each replica")
       ->capture_default_str()
@@ -218,6 +246,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
   try {
     app.parse(argc, argv);
     c.hidden = parse_hidden(hidden);
+    c.pipeline_split = parse_pipeline_split(pipeline_split);
     const auto algorithm = collx::parse_algorithm(algo);
     if (!algorithm) throw CLI::ValidationError("--algo", "unknown algorithm \"" + algo + "\"");
     c.algorithm = *algorithm;
@@ -251,6 +280,5 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
                                            : Compression::none;
   return {};
 }
-
 
 }  // namespace collx::train

@@ -71,6 +71,7 @@ Reporter::Reporter(bool print, bool progress, std::ofstream* json, const TrainCo
 
 void Reporter::on_start(const TrainerBase& t) {
   epoch_start_ = std::chrono::steady_clock::now();
+  stage_split_ = t.stage_split();
   if (!print_) return;
   const LrSchedule& lr = t.schedule();
   std::printf("collx-train: %d rank%s, %s, collx %s, %s\n", nranks_, nranks_ == 1 ? "" : "s",
@@ -218,6 +219,7 @@ void Reporter::on_epoch(const EpochReport& r) {
       }
       out["pipeline_ranks"] = ranks;
     }
+    if (!stage_split_.empty()) out["pipeline_split"] = stage_split_;
     *json_ << out.dump() << '\n' << std::flush;
   }
 }

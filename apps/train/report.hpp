@@ -39,6 +39,7 @@ class Reporter final : public TrainObserver {
   std::chrono::steady_clock::time_point epoch_start_{};
   double running_loss_sum_ = 0;
   std::size_t running_samples_ = 0;
+  std::string stage_split_;  // TrainerBase::stage_split(), into --log-json
 };
 
 }  // namespace collx::train

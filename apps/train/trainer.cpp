@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_numbers.hpp"
+#include "strategies/pipeline_partition.hpp"
 #include "strategies/trainer_core.hpp"
 
 namespace collx::train {
@@ -120,6 +121,9 @@ void validate_strategy(const TrainConfig& c, int nranks) {
     fail("--replicas " + std::to_string(c.replicas) + " does not divide the " +
          std::to_string(nranks) + " ranks");
   }
+  if (!c.pipeline_split.empty() && c.parallel != Parallel::pipeline) {
+    fail("--pipeline-split is for --parallel pipeline");
+  }
   if (c.parallel == Parallel::dp) {
     if (c.replicas > 1) fail("--replicas is for pipeline and tensor: dp already is data parallel");
     if (c.compression != Compression::none && c.shard) {
@@ -143,6 +147,9 @@ void validate_strategy(const TrainConfig& c, int nranks) {
   if (c.parallel == Parallel::pipeline && group > layers) {
     fail(name + ": " + std::to_string(group) + " stages but the model has only " +
          std::to_string(layers) + " layers (add --hidden layers, or use --replicas)");
+  }
+  if (c.parallel == Parallel::pipeline && !c.pipeline_split.empty()) {
+    stages_from_counts(c.pipeline_split, layers, group);  // throws what is wrong
   }
   if (c.parallel == Parallel::tensor) {
     for (std::size_t l = 0; l + 1 < layers; l += 2) {

@@ -47,6 +47,10 @@ struct TrainConfig {
   // gradients (false: the backward pass as one piece, the gradient sent at its end). The same
   // arithmetic either way; only when the previous stage can start differs.
   bool pipeline_input_gradient_first = true;
+  // Pipeline: how many consecutive layers each stage holds (--pipeline-split 4,3); empty: auto,
+  // the cut whose replayed step is the shortest for the stages' GEMM work, this schedule, these
+  // micro-batches and this backward mode (strategies/pipeline_partition.hpp).
+  std::vector<std::size_t> pipeline_split;
   Compression compression = Compression::none;
   std::size_t powersgd_rank = 8;  // rank 4 lost more accuracy than 0.5 points (docs/TRAINING.md)
   std::int64_t powersgd_warmup = 10;  // steps of plain allreduce before PowerSGD starts
@@ -183,6 +187,9 @@ class TrainerBase {
   // Pipeline: the bubble its schedule leaves for its stages' GEMM work, messages free
   // (pipeline_bubble_formula); 0 for the other strategies.
   virtual double bubble_formula() const { return 0; }
+  // Pipeline: the layers of each stage, as --pipeline-split takes them ("4,3"); empty for the
+  // other strategies.
+  virtual std::string stage_split() const { return {}; }
 };
 
 std::unique_ptr<TrainerBase> make_trainer(const TrainConfig& config, Communicator& comm,

@@ -104,6 +104,7 @@ TEST(TrainCliFuzz, EveryNumericFlagGivesAClearErrorOrARunThatEnds) {
       {"--hidden", {}},
       {"--replicas", {"--parallel", "tensor"}},
       {"--micro-batches", {"--parallel", "pipeline"}},
+      {"--pipeline-split", {"--parallel", "pipeline"}},
       {"--powersgd-rank", {"--compress", "powersgd"}},
       {"--powersgd-warmup", {"--compress", "powersgd"}},
   };

@@ -34,7 +34,6 @@ using namespace collx::train;
 using namespace collx::train::testing;
 using collx::testing::all_ranks;
 
-
 // Four layers (784-24-16-12-10): a pipeline of up to 4 stages, two tensor-parallel pairs.
 TrainConfig strategy_config(Parallel parallel) {
   TrainConfig c = small_config(collx::DataType::float64);
@@ -149,6 +148,45 @@ TEST_F(TrainStrategy, PipelineSchedulesGiveTheSameBitsAndMicroBatchesOnlyRegroup
     config.micro_batches = m;
     const TrainRun other = train_steps(config, comm, kSteps);
     EXPECT_LE(max_relative_difference(other.params, gpipe.params), 1e-12) << m;
+  }
+}
+
+// Every cut of the 4 layers into this rank count's stages (--pipeline-split), both schedules:
+// the weights of one process, whichever stage holds which layers.
+TEST_F(TrainStrategy, EveryPipelineSplitEqualsOneProcess) {
+  const std::size_t stages = static_cast<std::size_t>(world_size());
+  TrainConfig config = strategy_config(Parallel::pipeline);
+  config.micro_batches = 3;
+  const TrainRun reference = single_process(config, kSteps);
+  std::vector<std::vector<std::size_t>> splits;
+  auto compose = [&](auto&& self, std::vector<std::size_t> counts, std::size_t left) -> void {
+    if (counts.size() + 1 == stages) {
+      counts.push_back(left);
+      splits.push_back(counts);
+      return;
+    }
+    const std::size_t later = stages - counts.size() - 1;  // stages after this one
+    for (std::size_t k = 1; k + later <= left; ++k) {
+      std::vector<std::size_t> next = counts;
+      next.push_back(k);
+      self(self, next, left - k);
+    }
+  };
+  compose(compose, {}, 4);
+  ASSERT_FALSE(splits.empty());
+  for (const auto& split : splits) {
+    for (auto schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+      config.pipeline_split = split;
+      config.pipeline_schedule = schedule;
+      std::string name = "--pipeline-split ";
+      for (std::size_t k = 0; k < split.size(); ++k)
+        name += std::string(k ? "," : "") + std::to_string(split[k]);
+      expect_equal_runs(train_steps(config, comm, kSteps), reference,
+                        name + " " + std::string(to_string(schedule)));
+      // What the header and --log-json's pipeline_split report.
+      EXPECT_EQ("--pipeline-split " + make_trainer(config, comm, small_data())->stage_split(),
+                name);
+    }
   }
 }
 
@@ -278,6 +316,13 @@ TEST_F(TrainStrategy, LayoutsThatCannotRunAreRefusedOnEveryRank) {
   if (world_size() > 2) {
     EXPECT_THROW(make_trainer(too_many_stages, comm, small_data()), std::invalid_argument);
   }
+  TrainConfig bad_split = strategy_config(Parallel::pipeline);
+  bad_split.pipeline_split = std::vector<std::size_t>(static_cast<std::size_t>(world_size()), 1);
+  bad_split.pipeline_split.push_back(1);  // one stage too many
+  EXPECT_THROW(make_trainer(bad_split, comm, small_data()), std::invalid_argument);
+  TrainConfig split_without_pipeline = strategy_config(Parallel::tensor);
+  split_without_pipeline.pipeline_split = {4};
+  EXPECT_THROW(make_trainer(split_without_pipeline, comm, small_data()), std::invalid_argument);
   TrainConfig bad_replicas = strategy_config(Parallel::tensor);
   bad_replicas.replicas = world_size() + 1;
   EXPECT_THROW(make_trainer(bad_replicas, comm, small_data()), std::invalid_argument);

@@ -19,6 +19,7 @@
 #include "mlp_math.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
+#include "pipeline_partition.hpp"
 #include "pipeline_schedule.hpp"
 #include "random.hpp"
 #include "sampler.hpp"
@@ -619,6 +620,157 @@ TEST(PipelineSchedule, BubbleFormulaWithInputGradientSentFirst) {
   EXPECT_DOUBLE_EQ(step.seconds, 5);
   EXPECT_DOUBLE_EQ(step.idle[0], 2);
   EXPECT_DOUBLE_EQ(step.idle[1], 2);
+}
+
+// ---- the pipeline's stage partition (pipeline_partition.hpp) ----
+
+// The GEMM work of 784-256-512-10: the first layer has no input gradient.
+TEST(PipelinePartition, MlpLayerCosts) {
+  const std::vector<LayerCost> layers = mlp_layer_costs({784, 256, 512, 10});
+  ASSERT_EQ(layers.size(), 3u);
+  EXPECT_DOUBLE_EQ(layers[0].forward, 784.0 * 256);
+  EXPECT_DOUBLE_EQ(layers[0].backward, 784.0 * 256);
+  EXPECT_DOUBLE_EQ(layers[0].input_gradient, 0);
+  EXPECT_DOUBLE_EQ(layers[1].forward, 256.0 * 512);
+  EXPECT_DOUBLE_EQ(layers[1].backward, 2 * 256.0 * 512);
+  EXPECT_DOUBLE_EQ(layers[1].input_gradient, 256.0 * 512);
+  // Stage 1 = layers 1-2 sends its input gradient after its input gradients' GEMMs only.
+  const StageCosts costs = stage_costs(layers, {0, 1, 3}, true);
+  EXPECT_DOUBLE_EQ(costs.forward[1], 256.0 * 512 + 512.0 * 10);
+  EXPECT_DOUBLE_EQ(costs.backward[1], 2 * (256.0 * 512 + 512.0 * 10));
+  EXPECT_DOUBLE_EQ(costs.backward_input[1], 256.0 * 512 + 512.0 * 10);
+  EXPECT_DOUBLE_EQ(costs.backward_input[0], costs.backward[0]);
+  EXPECT_EQ(stage_costs(layers, {0, 1, 3}, false).backward_input[1], costs.backward[1]);
+}
+
+// Equal layers: equal stages, under both schedules and both backward modes.
+TEST(PipelinePartition, EqualLayersGiveEqualStages) {
+  const std::vector<LayerCost> layers(8, LayerCost{1, 2, 1});
+  for (PipelineSchedule schedule : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    for (bool input_first : {false, true}) {
+      for (std::size_t m : {1u, 2u, 4u, 8u}) {
+        EXPECT_EQ(balanced_stages(layers, 1, schedule, m, input_first),
+                  (std::vector<std::size_t>{0, 8}));
+        // With few micro-batches the fill and drain dominate, and equal stages are not always
+        // the shortest step (below); GPipe with whole backward passes is sum(F) + sum(B) +
+        // (m - 1)(max F + max B) at every m.
+        if (m < 4 && (input_first || schedule != PipelineSchedule::gpipe)) continue;
+        EXPECT_EQ(balanced_stages(layers, 2, schedule, m, input_first),
+                  (std::vector<std::size_t>{0, 4, 8}))
+            << to_string(schedule) << " m " << m << " input-first " << input_first;
+        EXPECT_EQ(balanced_stages(layers, 4, schedule, m, input_first),
+                  (std::vector<std::size_t>{0, 2, 4, 6, 8}))
+            << to_string(schedule) << " m " << m << " input-first " << input_first;
+        EXPECT_EQ(balanced_stages(layers, 8, schedule, m, input_first).size(), 9u);
+      }
+    }
+  }
+  // One micro-batch runs the stages one after the other, and with input-first a stage's
+  // backward overlaps the next stage's weight gradients: a later stage with more layers is
+  // shorter. 1F1B, m = 2, stages of 5 and 3 layers (F, B = 5, 10 and 3, 6): stage 1 runs F0 at
+  // 5-8, B0 8-14, F1 14-17, B1 17-23, stage 0 B0 14-24, B1 24-34: 34 against 36 for 4 and 4.
+  const auto one = balanced_stages(layers, 2, PipelineSchedule::gpipe, 1, true);
+  EXPECT_LT(predicted_step(PipelineSchedule::gpipe, stage_costs(layers, one, true), 1),
+            predicted_step(PipelineSchedule::gpipe, stage_costs(layers, {0, 4, 8}, true), 1));
+  const auto two = balanced_stages(layers, 2, PipelineSchedule::one_f_one_b, 2, false);
+  EXPECT_EQ(two, (std::vector<std::size_t>{0, 5, 8}));
+  EXPECT_DOUBLE_EQ(
+      predicted_step(PipelineSchedule::one_f_one_b, stage_costs(layers, two, false), 2), 34);
+  EXPECT_DOUBLE_EQ(
+      predicted_step(PipelineSchedule::one_f_one_b, stage_costs(layers, {0, 4, 8}, false), 2), 36);
+  EXPECT_THROW(balanced_stages(layers, 9, PipelineSchedule::gpipe, 4, true), std::invalid_argument);
+}
+
+// auto is the shortest replayed step of every cut, which is not always the cut of the smallest
+// largest forward + backward: 784-64-1024-32-1024-64-10 on 3 stages, 1F1B, m = 8. The min-max
+// cut (layer 0 | 1-2 | 3-5) leaves stage 0 a pass without input gradient and the other two
+// their full backward; layers 0-1 | 2-3 | 4-5 run a 1F1B step about 8 % shorter.
+TEST(PipelinePartition, AutoTakesTheShortestReplayedStep) {
+  const std::vector<LayerCost> layers = mlp_layer_costs({784, 64, 1024, 32, 1024, 64, 10});
+  const auto schedule = PipelineSchedule::one_f_one_b;
+  const std::vector<std::size_t> chosen = balanced_stages(layers, 3, schedule, 8, true);
+  std::vector<double> totals;
+  for (const LayerCost& layer : layers)
+    totals.push_back(layer.forward + layer.backward);
+  const std::vector<std::size_t> min_max = min_max_stages(totals, 3);
+  EXPECT_EQ(chosen, (std::vector<std::size_t>{0, 2, 4, 6}));
+  EXPECT_EQ(min_max, (std::vector<std::size_t>{0, 1, 3, 6}));
+  const double step = predicted_step(schedule, stage_costs(layers, chosen, true), 8);
+  EXPECT_LT(step, 0.95 * predicted_step(schedule, stage_costs(layers, min_max, true), 8));
+  // And no cut is shorter, for either schedule, backward mode and several m.
+  for (PipelineSchedule sched : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    for (bool input_first : {false, true}) {
+      for (std::size_t m : {1u, 2u, 4u, 8u}) {
+        const double best = predicted_step(
+            sched,
+            stage_costs(layers, balanced_stages(layers, 3, sched, m, input_first), input_first), m);
+        for (std::size_t a = 1; a < layers.size(); ++a) {
+          for (std::size_t b = a + 1; b < layers.size(); ++b) {
+            EXPECT_LE(best,
+                      predicted_step(sched, stage_costs(layers, {0, a, b, 6}, input_first), m) *
+                          (1 + 1e-9))
+                << "cut " << a << "," << b << " m " << m;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Two cuts of about the same largest forward + backward (784-256-256-256-256-10 on 2 stages:
+// layer 0 alone, 0.5975M, or layers 0-1, 0.5980M): 1F1B's step tells them apart (4 % shorter
+// with layers 0-1), GPipe's the other way.
+TEST(PipelinePartition, CutsOfAboutEqualWorkAreToldApartByTheSchedule) {
+  const std::vector<LayerCost> layers = mlp_layer_costs({784, 256, 256, 256, 256, 10});
+  const auto schedule = PipelineSchedule::one_f_one_b;
+  const std::vector<std::size_t> chosen = balanced_stages(layers, 2, schedule, 8, true);
+  EXPECT_EQ(chosen, (std::vector<std::size_t>{0, 2, 5}));
+  EXPECT_LT(predicted_step(schedule, stage_costs(layers, chosen, true), 8),
+            0.97 * predicted_step(schedule, stage_costs(layers, {0, 1, 5}, true), 8));
+  EXPECT_EQ(balanced_stages(layers, 2, PipelineSchedule::gpipe, 8, true),
+            (std::vector<std::size_t>{0, 1, 5}));
+}
+
+// Beyond kMaxReplayedPartitions cuts: the min-max cut of forward + backward.
+TEST(PipelinePartition, TooManyCutsFallBackToMinMax) {
+  std::vector<LayerCost> layers;
+  std::vector<double> totals;
+  for (std::size_t l = 0; l < 40; ++l) {
+    const double gemm = 1.0 + static_cast<double>((l * 7) % 5);
+    layers.push_back({gemm, 2 * gemm, gemm});
+    totals.push_back(3 * gemm);
+  }
+  EXPECT_GT(partition_count(40, 8), kMaxReplayedPartitions);
+  EXPECT_DOUBLE_EQ(partition_count(7, 3), 15);  // C(6, 2)
+  EXPECT_EQ(balanced_stages(layers, 8, PipelineSchedule::gpipe, 4, true),
+            min_max_stages(totals, 8));
+  // Fewer cuts but many micro-batches: 40 layers on 4 stages (9,139 cuts), m = 4096.
+  EXPECT_TRUE(replays_every_cut(40, 4, 64));
+  EXPECT_FALSE(replays_every_cut(40, 4, 4096));
+  EXPECT_EQ(balanced_stages(layers, 4, PipelineSchedule::gpipe, 4096, true),
+            min_max_stages(totals, 4));
+}
+
+// --pipeline-split's counts: each stage's first layer, or what is wrong with them.
+TEST(PipelinePartition, SplitFromLayerCounts) {
+  EXPECT_EQ(stages_from_counts({1, 2}, 3, 2), (std::vector<std::size_t>{0, 1, 3}));
+  EXPECT_EQ(stages_from_counts({4, 3}, 7, 2), (std::vector<std::size_t>{0, 4, 7}));
+  EXPECT_EQ(stages_from_counts({5}, 5, 1), (std::vector<std::size_t>{0, 5}));
+  auto message = [](const std::vector<std::size_t>& counts, std::size_t layers,
+                    std::size_t stages) -> std::string {
+    try {
+      stages_from_counts(counts, layers, stages);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(message({1, 1, 1}, 3, 2),
+            "--pipeline-split 1,1,1 gives 3 stages, the pipeline has 2 (ranks / --replicas)");
+  EXPECT_EQ(message({2, 2}, 3, 2),
+            "--pipeline-split 2,2 places 4 layers, the model has 3 (--hidden widths + 1)");
+  EXPECT_EQ(message({3, 0}, 3, 2),
+            "--pipeline-split 3,0: stage 1 holds no layer (each stage needs at least one)");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// Pipeline parallel: the layers cut into stages of about equal cost (the GEMMs' work per sample,
-// forward and backward) on consecutive ranks; each replica's slice of the global batch cut into
+// Pipeline parallel: the layers cut into stages on consecutive ranks (--pipeline-split, or
+// auto: the cut whose stages' forward and backward GEMM work gives this schedule its shortest
+// step, pipeline_partition.hpp); each replica's slice of the global batch cut into
 // micro-batches. Stage s receives a micro-batch's activations from stage s - 1 and sends its
 // output to stage s + 1; the backward pass sends the gradients of those activations back. The
 // last stage computes the loss. Each stage sums its layers' gradients over the micro-batches,
@@ -23,10 +24,10 @@
 #include <time.h>
 
 #include <algorithm>
-#include <limits>
 
 #include "layer_stack.hpp"
 #include "partitioned.hpp"
+#include "pipeline_partition.hpp"
 #include "pipeline_schedule.hpp"
 
 namespace collx::train {
@@ -38,39 +39,6 @@ double thread_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-// Cuts layers with these costs into `stages` contiguous runs minimising the largest run's cost;
-// returns each stage's first layer, and the end.
-std::vector<std::size_t> balance_stages(const std::vector<double>& cost, std::size_t stages) {
-  const std::size_t n = cost.size();
-  std::vector<double> prefix(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i)
-    prefix[i + 1] = prefix[i] + cost[i];
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  // best[s][i]: the smallest largest cost of the first i layers in s stages; cut[s][i]: where
-  // the last of those stages begins.
-  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, kInf));
-  std::vector<std::vector<std::size_t>> cut(stages + 1, std::vector<std::size_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (std::size_t s = 1; s <= stages; ++s) {
-    for (std::size_t i = s; i <= n; ++i) {
-      for (std::size_t j = s - 1; j < i; ++j) {
-        const double value = std::max(best[s - 1][j], prefix[i] - prefix[j]);
-        if (value < best[s][i]) {
-          best[s][i] = value;
-          cut[s][i] = j;
-        }
-      }
-    }
-  }
-  std::vector<std::size_t> first(stages + 1);
-  first[stages] = n;
-  for (std::size_t s = stages, i = n; s > 0; --s) {
-    i = cut[s][i];
-    first[s - 1] = i;
-  }
-  return first;
 }
 
 template <class T>
@@ -85,7 +53,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       : Base(config, comm, data, comm.size() / config.replicas),
         stages_(static_cast<std::size_t>(group_size_)),
         stage_(static_cast<std::size_t>(group_rank_)),
-        first_layer_(stage_bounds(shape_, stages_)) {
+        first_layer_(stage_bounds(config, shape_, stages_)) {
     std::vector<RankPieces> pieces(stages_);
     for (std::size_t s = 0; s < stages_; ++s) {
       for (std::size_t l = first_layer_[s]; l < first_layer_[s + 1]; ++l)
@@ -231,6 +199,15 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
 
   double bubble_formula() const override { return stages_bubble_formula(); }
 
+  std::string stage_split() const override {
+    std::string counts;
+    for (std::size_t s = 0; s < stages_; ++s) {
+      if (s) counts += ',';
+      counts += std::to_string(first_layer_[s + 1] - first_layer_[s]);
+    }
+    return counts;
+  }
+
   std::string layout_description() const override {
     std::string stages;
     for (std::size_t s = 0; s < stages_; ++s) {
@@ -257,7 +234,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
            (config_.pipeline_input_gradient_first && stages_ > 1
                 ? ", input gradients sent before the weight gradients"
                 : "") +
-           ", bubble of equal stages (S-1)/(m+S-1) = " + bubble +
+           ", bubble of equal stages (S-1)/(m+S-1) = " + bubble + "\n" + split_description() +
            "\nper step:  per micro-batch: send/recv of its activations forward and of their "
            "gradients backward between neighbouring stages" +
            (replicas_ > 1 ? "; allreduce of each stage's gradients across replicas" : "") +
@@ -266,6 +243,40 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
 
  private:
   static constexpr int kEvalTag = 32767;
+  // The header's split line: how the cut was chosen, as --pipeline-split would give it, and each
+  // stage's GEMM work per sample.
+  std::string split_description() const {
+    const std::string counts = stage_split();
+    std::string text = "split:     ";
+    if (config_.pipeline_split.empty()) {
+      const double cuts = partition_count(shape_.layers(), stages_);
+      char how[192];
+      if (!replays_every_cut(shape_.layers(), stages_, config_.micro_batches)) {
+        std::snprintf(how, sizeof how,
+                      "auto = --pipeline-split %s (%.3g cuts x %zu micro-batches, too many to "
+                      "replay: the smallest largest forward + backward GEMM work)",
+                      counts.c_str(), cuts, config_.micro_batches);
+      } else {
+        std::snprintf(how, sizeof how,
+                      "auto = --pipeline-split %s (of the %.0f cuts, the shortest %s step for "
+                      "the stages' GEMM work)",
+                      counts.c_str(), cuts,
+                      std::string(to_string(config_.pipeline_schedule)).c_str());
+      }
+      text += how;
+    } else {
+      text += "--pipeline-split " + counts;
+    }
+    text += "; forward / backward multiply-adds per sample:";
+    const StageCosts costs = stages_costs();
+    for (std::size_t s = 0; s < stages_; ++s) {
+      char stage[96];
+      std::snprintf(stage, sizeof stage, "%s stage %zu %.3gM / %.3gM", s ? "," : "", s,
+                    costs.forward[s] / 1e6, costs.backward[s] / 1e6);
+      text += stage;
+    }
+    return text;
+  }
 
   struct Slot {
     std::unique_ptr<LayerStack<T>> stack;
@@ -277,41 +288,31 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     Request backward_send;
   };
 
-  // A layer's GEMM work per sample: in x out multiply-adds forward; backward as many for its
-  // weight gradient and as many again for its input gradient, which the first layer does not
-  // need.
-  static double forward_cost(const ModelShape& shape, std::size_t l) {
-    return static_cast<double>(shape.sizes[l] * shape.sizes[l + 1]);
-  }
-  static double backward_cost(const ModelShape& shape, std::size_t l) {
-    return (l == 0 ? 1 : 2) * forward_cost(shape, l);
-  }
-
   // A stage after the first sends its input gradient before computing its weight gradients
   // (--pipeline-backward input-first); the first has no input gradient.
   bool input_first() const { return config_.pipeline_input_gradient_first && stage_ > 0; }
 
-  static std::vector<std::size_t> stage_bounds(const ModelShape& shape, std::size_t stages) {
-    std::vector<double> cost;
-    for (std::size_t l = 0; l < shape.layers(); ++l)
-      cost.push_back(forward_cost(shape, l) + backward_cost(shape, l));
-    return balance_stages(cost, stages);
+  // --pipeline-split's counts, or auto: the cut with the shortest replayed step for the layers'
+  // GEMM work (pipeline_partition.hpp).
+  static std::vector<std::size_t> stage_bounds(const TrainConfig& config, const ModelShape& shape,
+                                               std::size_t stages) {
+    if (!config.pipeline_split.empty()) {
+      return stages_from_counts(config.pipeline_split, shape.layers(), stages);
+    }
+    return balanced_stages(mlp_layer_costs(shape.sizes), stages, config.pipeline_schedule,
+                           config.micro_batches, config.pipeline_input_gradient_first);
+  }
+
+  StageCosts stages_costs() const {
+    return stage_costs(mlp_layer_costs(shape_.sizes), first_layer_,
+                       config_.pipeline_input_gradient_first);
   }
 
   // What the schedule leaves idle for these stages' GEMM work (pipeline_bubble_formula).
   double stages_bubble_formula() const {
-    std::vector<double> forward(stages_, 0.0), backward(stages_, 0.0), input(stages_, 0.0);
-    for (std::size_t s = 0; s < stages_; ++s) {
-      for (std::size_t l = first_layer_[s]; l < first_layer_[s + 1]; ++l) {
-        forward[s] += forward_cost(shape_, l);
-        backward[s] += backward_cost(shape_, l);
-      }
-      // Input-first: the input gradient's GEMMs (one per layer, as large as its forward) come
-      // before the send.
-      input[s] = s > 0 && config_.pipeline_input_gradient_first ? forward[s] : backward[s];
-    }
-    return pipeline_bubble_formula(config_.pipeline_schedule, forward, backward,
-                                   config_.micro_batches, input);
+    const StageCosts costs = stages_costs();
+    return pipeline_bubble_formula(config_.pipeline_schedule, costs.forward, costs.backward,
+                                   config_.micro_batches, costs.backward_input);
   }
 
   std::size_t begin() const { return first_layer_[stage_]; }
@@ -444,7 +445,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   double loss_local_ = 0;
   double forward_seconds_ = 0;
   double bytes_ = 0;
-  std::vector<PipelineOp> ops_;       // this stage's passes, in order
+  std::vector<PipelineOp> ops_;  // this stage's passes, in order
   // The step's waiting for neighbours (the bubble): for input activations, for output
   // gradients, for earlier sends to be taken.
   CommClock input_wait_clock_;
