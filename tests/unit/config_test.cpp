@@ -378,8 +378,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
           << bytes;
     }
   }
-  // One rank per node: recursive doubling to 32 KiB (every hop crosses the network), then the
-  // flat table.
+  // One rank per node: recursive doubling to 32 KiB (every hop crosses the network),
+  // Rabenseifner to 256 KiB, then the flat table.
   for (std::size_t bytes : {std::size_t{8}, std::size_t{4096}, std::size_t{32} << 10}) {
     EXPECT_EQ(
         resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes, 4, 0, false, singles),
@@ -388,7 +388,10 @@ TEST(Selector, NodeRulesKnowTheLayout) {
   }
   EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, std::size_t{64} << 10, 4,
                               0, false, singles),
-            select_from(builtin_rules(), Collective::allreduce, std::size_t{64} << 10, 4));
+            Algorithm::rabenseifner);
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, std::size_t{1} << 20, 4,
+                              0, false, singles),
+            select_from(builtin_rules(), Collective::allreduce, std::size_t{1} << 20, 4));
   EXPECT_EQ(
       resolve_algorithm(Collective::allreduce, Algorithm::automatic, 2048, 4, 0, false, two_by_two),
       select_from(builtin_rules(), Collective::allreduce, 2048, 4));
