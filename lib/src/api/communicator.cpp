@@ -150,6 +150,9 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // Collective like the rest of this constructor: every rank of `comm` takes part.
     node_layout = discover_node_layout(comm, rank, size, emulated_layout);
     transport->set_node_layout(node_layout);
+    // The point-to-point context runs no node-aware algorithm; its waits yield on the same
+    // node as the collectives' (Transport::yield_when_idle).
+    p2p_transport->set_node_layout(node_layout);
     // An emulated layout of several nodes has no segment, as real nodes would not.
     if (node_layout->nodes() == 1) transport->set_shared_arena(SharedArena::create(comm));
   } catch (...) {

@@ -12,7 +12,6 @@
 #include <unordered_map>
 
 #include "collx/error.hpp"
-#include "collx/info.hpp"
 #include "config.hpp"
 #include "failure_notices.hpp"
 #include "transport_mpi.hpp"
@@ -201,13 +200,6 @@ class UcxRuntime {
     return instance().lock();
   }
 
-  // More processes on this node than processors: a rank that spins in ucp_worker_progress
-  // takes the processor from the peer it waits for, so waits yield when nothing progressed
-  // (what Open MPI does with mpi_yield_when_idle, which it sets when oversubscribed).
-  void note_processes_on_node(int processes) {
-    if (Transport::processors_oversubscribed(processes)) yield_when_idle_.store(true);
-  }
-  bool yield_when_idle() const { return yield_when_idle_.load(std::memory_order_relaxed); }
   // A send released before it completed (UcxTransport::abandon): see ~UcxRuntime.
   void note_abandoned_send() { abandoned_sends_.store(true); }
 
@@ -243,7 +235,6 @@ class UcxRuntime {
   std::mutex endpoints_mutex_;
   std::unordered_map<std::string, ucp_ep_h> endpoints_;
   std::atomic<bool> abandoned_sends_{false};
-  std::atomic<bool> yield_when_idle_{false};
 };
 
 UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
@@ -261,7 +252,6 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
   }
   runtime_ = UcxRuntime::acquire(size_);
   worker_ = runtime_->worker();
-  runtime_->note_processes_on_node(node_placement(comm).size);
   context_id_ = agree_context_id(comm, rank_);
   const std::vector<std::string> addresses =
       exchange_addresses(comm, rank_, size_, runtime_->address());
@@ -395,7 +385,9 @@ bool UcxTransport::poll(Transfer& t) {
 }
 
 void UcxTransport::progress() {
-  if (ucp_worker_progress(worker_) == 0 && runtime_->yield_when_idle()) sched_yield();
+  // Where processors are oversubscribed a rank that spins in ucp_worker_progress takes the
+  // processor from the peer it waits for (Transport::yield_when_idle).
+  if (ucp_worker_progress(worker_) == 0 && yield_when_idle()) sched_yield();
   // The communicator's failure notices travel on MPI (failure_notices.hpp).
   if (FailureNotices* notices = failure_notices()) notices->poll();
 }
@@ -454,7 +446,7 @@ void UcxTransport::wait_all(std::span<Transfer* const> ts) {
       if (t->pending() && !poll(*t)) all_done = false;
     }
     if (all_done) return;
-    if (ucp_worker_progress(worker_) == 0 && runtime_->yield_when_idle()) sched_yield();
+    if (ucp_worker_progress(worker_) == 0 && yield_when_idle()) sched_yield();
     // The notices (an MPI_Test) now and then: MPI's progress costs more than UCX's.
     if ((spins & 255) == 0) {
       if (FailureNotices* notices = failure_notices()) notices->poll();
