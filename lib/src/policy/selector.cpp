@@ -168,11 +168,10 @@ constexpr NodeRule kNodeRules[] = {
     {Collective::reduce, 0, std::size_t{16} << 10, false, Algorithm::hierarchical},
     // One rank per node, allreduce to 32 KiB: recursive doubling (log2 p messages of the whole
     // buffer, each a network hop) where the one-node table has Rabenseifner at 4 KiB and the
-    // ring at 8 KiB for 4 ranks: on the emulated cluster at 4 nodes x 1 rank auto's
-    // Rabenseifner took 0.59-0.62x MPI_Allreduce's speed at 4 KiB, recursive doubling
-    // 1.28-1.49x at 32 KiB (docs/PERFORMANCE.md, "The goal runs again").
-    // Above, to 256 KiB, Rabenseifner (at 64 KiB, 4 x 1: 1.05x MPI's speed, where the one-node
-    // table's recursive doubling took 0.74x; the same runs).
+    // ring at 8 KiB for 4 ranks, which lost to MPI_Allreduce at 4 nodes x 1 rank on the
+    // emulated cluster; above, to 256 KiB, Rabenseifner, where the one-node table's recursive
+    // doubling lost at 64 KiB (docs/PERFORMANCE.md, "The goal runs again" and "Allreduce at 4
+    // nodes x 1 rank after the one-rank-per-node rule").
     {Collective::allreduce, 0, std::size_t{32} << 10, true, Algorithm::recursive_doubling, true},
     {Collective::allreduce, (std::size_t{32} << 10) + 1, std::size_t{256} << 10, true,
      Algorithm::rabenseifner, true},
