@@ -52,6 +52,7 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   check.buffer(sendbuf, bytes, "sendbuf");
   check.buffer(recvbuf, bytes, "recvbuf");
   check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  if (nothing_to_move(Collective::allreduce, bytes)) return {};
   CallMemory memory =
       call_memory(*s, Collective::allreduce, options,
                   {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
@@ -78,6 +79,7 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
   const std::size_t bytes = check.bytes(count, type);
   check.buffer(buffer, bytes, "buffer");
   check.rank_in_range(root, s->size, "root");
+  if (nothing_to_move(Collective::broadcast, bytes)) return {};
   CallMemory memory =
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
   const BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
@@ -104,6 +106,7 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
     check.buffer(recvbuf, bytes, "recvbuf");
     check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
   }
+  if (nothing_to_move(Collective::reduce, bytes)) return {};
   // recvbuf is significant at the root only.
   CallMemory memory = call_memory(
       *s, Collective::reduce, options,
@@ -145,6 +148,7 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s->rank) * block;
   const bool in_place = sendbuf == nullptr || sendbuf == own;
   if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
+  if (nothing_to_move(Collective::allgather, total)) return {};
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -179,6 +183,10 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   check.buffer(recvbuf, mine, "recvbuf");
   if (sendbuf != recvbuf) {
     check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
+  }
+  if (nothing_to_move(collective, total)) {
+    s->give_back_offsets(CommState::kNoSpareOffsets, std::move(offsets));
+    return {};
   }
   // The signature covers every rank's block length, so COLLX_CHECK catches differing counts.
   std::uint64_t counts_hash = 0;
@@ -226,6 +234,7 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   // The memory of the buffers this rank uses: the full one at the root, its own unless in place.
   const void* full_used = is_root ? full : nullptr;
   const void* own_used = in_place ? nullptr : own;
+  if (nothing_to_move(C, total)) return {};
   CallMemory memory =
       call_memory(*s, C, options,
                   {{kGather ? own_used : full_used, kGather ? block : total, "sendbuf"},
@@ -260,6 +269,7 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
   check.buffer(sendbuf, total, "sendbuf");
   check.buffer(recvbuf, total, "recvbuf");
   check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
+  if (nothing_to_move(Collective::alltoall, total)) return {};
   CallMemory memory =
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);

@@ -268,6 +268,15 @@ inline bool order_sensitive(const CallSignature& signature, int nranks) {
          is_floating(static_cast<DataType>(signature.type));
 }
 
+// Whether a call has nothing to move (every rank's count is 0: these collectives take equal
+// counts, and a reduce_scatter_v's total is 0 only where every block is): it is done, as in MPI
+// libraries, with no sequence number taken on any rank. A barrier is its own purpose;
+// COLLX_CHECK still compares the call's signature across ranks. The collectives test it once
+// their arguments are checked, before they set up the call's memory and arguments.
+inline bool nothing_to_move(Collective collective, std::size_t bytes) {
+  return bytes == 0 && collective != Collective::barrier && !config().check;
+}
+
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
@@ -278,11 +287,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes) {
-  // Nothing to move (every rank's count is 0: these collectives take equal counts, and a
-  // reduce_scatter_v's total is 0 only where every block is): done, as in MPI libraries, with
-  // no sequence number taken on any rank. A barrier is its own purpose; COLLX_CHECK still
-  // compares the call's signature across ranks.
-  if (bytes == 0 && collective != Collective::barrier && !config().check) [[unlikely]]
+  if (nothing_to_move(collective, bytes)) [[unlikely]]
     return {};
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes,
