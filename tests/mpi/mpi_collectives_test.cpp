@@ -666,8 +666,10 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
                         7 * root)
               << to_string(a);
       }
-      // Allgather: every rank's block, in place and not.
-      for (Algorithm a : {Algorithm::ring, Algorithm::shared_memory}) {
+      // Allgather: every rank's block (recursive doubling's blocking form on a power of two
+      // where this rank is alone).
+      for (Algorithm a :
+           {Algorithm::ring, Algorithm::recursive_doubling, Algorithm::shared_memory}) {
         std::vector<std::int32_t> own(count), all(count * static_cast<std::size_t>(p), -1);
         for (std::size_t i = 0; i < count; ++i)
           own[i] = comm.rank() * 1000 + static_cast<std::int32_t>(i) + root;
