@@ -271,8 +271,9 @@ inline bool order_sensitive(const CallSignature& signature, int nranks) {
 // Whether a call has nothing to move (every rank's count is 0: these collectives take equal
 // counts, and a reduce_scatter_v's total is 0 only where every block is): it is done, as in MPI
 // libraries, with no sequence number taken on any rank. A barrier is its own purpose;
-// COLLX_CHECK still compares the call's signature across ranks. The collectives test it once
-// their arguments are checked, before they set up the call's memory and arguments.
+// COLLX_CHECK still compares the call's signature across ranks. The collectives return on it
+// once their arguments are checked, before they set up the call's memory and arguments, so
+// such a call never reaches run_collective.
 inline bool nothing_to_move(Collective collective, std::size_t bytes) {
   return bytes == 0 && collective != Collective::barrier && !config().check;
 }
@@ -287,8 +288,6 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes) {
-  if (nothing_to_move(collective, bytes)) [[unlikely]]
-    return {};
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes,
                     device == nullptr && state->transport->shared_arena() != nullptr, blocking,

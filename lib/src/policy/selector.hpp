@@ -38,7 +38,8 @@ struct NodeShape {
   int nodes = 1;
   int max_per_node = 1;  // ranks on the fullest node
   bool uniform = true;   // every node holds as many ranks
-  // Several nodes, more than one rank on some: where the node rules apply.
+  // Several nodes, more than one rank on some: where the node-aware algorithms split (with one
+  // rank per node they run their flat forms; the node rules apply from two nodes on).
   bool spans_nodes() const { return nodes > 1 && max_per_node > 1; }
 };
 

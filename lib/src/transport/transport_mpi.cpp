@@ -276,6 +276,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
   // one completes; not MPI_Waitsome, for the reason above): a notice that revokes the
   // communicator ends the wait with its error.
   FailureNotices& notices = *failure_notices();
+  const bool yield = yields_when_idle();
   for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
     int pending = n;
     while (pending > 0) {
@@ -287,7 +288,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       int rc;
       while ((rc = PMPI_Testsome(n + 1, requests, &completed, indices, statuses)) == MPI_SUCCESS &&
              completed == 0) {
-        if (yields_when_idle()) sched_yield();
+        if (yield) sched_yield();
       }
       if (completed == MPI_UNDEFINED) completed = 0;
       *notices.request() = requests[n];
