@@ -19,6 +19,31 @@
 namespace collx_torch {
 namespace {
 
+// The live objects of one kind that a waiting thread moves on (Receives, Sequence): held
+// weakly, so a destroyed group's leave the list at the next enrolment.
+template <class T>
+class Enrolled {
+ public:
+  void add(const std::shared_ptr<T>& object) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(objects_, [](const auto& o) { return o.expired(); });
+    objects_.push_back(object);
+  }
+  // The ones alive now, taken out of the lock (moving them on takes their own locks).
+  std::vector<std::shared_ptr<T>> alive() {
+    std::vector<std::shared_ptr<T>> all;
+    std::lock_guard lock(mutex_);
+    for (const auto& o : objects_) {
+      if (auto object = o.lock()) all.push_back(std::move(object));
+    }
+    return all;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::weak_ptr<T>> objects_;
+};
+
 // Every refusal is a RuntimeError in Python that names the torch.distributed operation.
 template <class... Args>
 [[noreturn]] void refuse(const char* op, const Args&... args) {
@@ -320,25 +345,15 @@ at::Tensor StagingPool::take(at::IntArrayRef sizes, const at::TensorOptions& opt
 std::atomic<int> Receives::awaiting_{0};
 
 namespace {
-std::mutex enrolled_mutex;
-std::vector<std::weak_ptr<Receives>> enrolled;
+Enrolled<Receives> enrolled_receives;
 }  // namespace
 
 void Receives::enroll(const std::shared_ptr<Receives>& receives) {
-  std::lock_guard lock(enrolled_mutex);
-  std::erase_if(enrolled, [](const auto& r) { return r.expired(); });
-  enrolled.push_back(receives);
+  enrolled_receives.add(receives);
 }
 
 void Receives::advance_all() {
-  std::vector<std::shared_ptr<Receives>> all;
-  {
-    std::lock_guard lock(enrolled_mutex);
-    for (const auto& r : enrolled) {
-      if (auto receives = r.lock()) all.push_back(std::move(receives));
-    }
-  }
-  for (const auto& receives : all) {
+  for (const auto& receives : enrolled_receives.alive()) {
     std::lock_guard lock(receives->mutex_);
     for (auto& [key, queue] : receives->queues_)
       receives->advance_locked(queue, nullptr);
@@ -450,8 +465,7 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
 std::atomic<int> Sequence::waiting_{0};
 
 namespace {
-std::mutex sequences_mutex;
-std::vector<std::weak_ptr<Sequence>> sequences;
+Enrolled<Sequence> enrolled_sequences;
 
 // One key per (elements, dtype), ordered by elements; the MAX of {key, -key} is the group's
 // largest and (negated) smallest key, the same on every rank.
@@ -468,20 +482,11 @@ std::exception_ptr as_torch_error(const Sequence::Call& call, const char* what) 
 }  // namespace
 
 void Sequence::enroll(const std::shared_ptr<Sequence>& sequence) {
-  std::lock_guard lock(sequences_mutex);
-  std::erase_if(sequences, [](const auto& s) { return s.expired(); });
-  sequences.push_back(sequence);
+  enrolled_sequences.add(sequence);
 }
 
 void Sequence::advance_all() {
-  std::vector<std::shared_ptr<Sequence>> all;
-  {
-    std::lock_guard lock(sequences_mutex);
-    for (const auto& s : sequences) {
-      if (auto sequence = s.lock()) all.push_back(std::move(sequence));
-    }
-  }
-  for (const auto& sequence : all) {
+  for (const auto& sequence : enrolled_sequences.alive()) {
     // Never waits for a sequence another thread is moving on (it may be this thread's launch).
     std::unique_lock lock(sequence->mutex_, std::try_to_lock);
     if (lock.owns_lock()) sequence->advance_locked(nullptr);
