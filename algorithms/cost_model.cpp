@@ -404,6 +404,14 @@ const Entry alltoall_bruck{
       return Cost{s.lg, s.lg * s.n / 2, 0, s.lg * s.n + 2 * s.n};
     },
     "Bruck: ceil(log2 p) steps, each moving about half the blocks (packed)."};
+const Entry alltoall_shared_memory{
+    [](const Shape& s) {
+      // Each rank copies (p-1)/p n into its ring and as much out of the others', a slot at a time.
+      return shared_pipeline((s.p - 1) / s.p * s.n, s.segment);
+    },
+    "One node only: pairwise's p-1 steps through a shared arena: in step s each rank copies its "
+    "block for rank+s slot by slot into its ring and copies the slots of rank-s's block for it "
+    "out. No bytes on a wire."};
 
 // ---- barrier, point-to-point ----
 const Entry barrier_dissemination{

@@ -86,7 +86,7 @@ extern const Entry reduce_scatter_ring, reduce_scatter_recursive_halving,
     reduce_scatter_shared_memory, reduce_scatter_hierarchical;
 extern const Entry gather_binomial_tree, gather_linear, gather_shared_memory, scatter_binomial_tree,
     scatter_linear, scatter_shared_memory;
-extern const Entry alltoall_pairwise, alltoall_bruck;
+extern const Entry alltoall_pairwise, alltoall_bruck, alltoall_shared_memory;
 extern const Entry barrier_dissemination, sendrecv_direct;
 
 // What follows reads the entries through the algorithm registry (implemented beside it, in

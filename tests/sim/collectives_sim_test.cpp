@@ -594,8 +594,8 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
 
 }  // namespace
 
-// The shared-memory algorithms keep their rings' counters across calls: broadcasts, allgathers
-// and reduces in turn on one world (roots, sizes and block lengths changing, zero-length
+// The shared-memory algorithms keep their rings' counters across calls: broadcasts, allgathers,
+// alltoalls and reduces in turn on one world (roots, sizes and block lengths changing, zero-length
 // blocks, more pieces than ring entries), with and without a shared segment (without one they
 // run point-to-point).
 namespace {
@@ -680,6 +680,28 @@ void calls_in_sequence_on_one_segment() {
                   });
         for (int r = 0; r < p; ++r)
           ASSERT_EQ(recv[r], expected) << where << " allgather rank " << r;
+        // Then an alltoall of count / p elements per block (several ring slots each), in
+        // place every other call.
+        const std::size_t per_block = count / static_cast<std::size_t>(p);
+        const std::size_t block_bytes = per_block * 4;
+        std::vector<Bytes> blocks(p), out(p, Bytes(block_bytes * p, std::byte{0x44}));
+        for (int r = 0; r < p; ++r)
+          blocks[r] = pattern(DataType::int32, r + call, per_block * p);
+        if (in_place) out = blocks;
+        world.run(info_for(Collective::alltoall, Algorithm::shared_memory, kPipelines[0]),
+                  [&](Operation& op, int r) {
+                    const std::byte* from = in_place ? out[r].data() : blocks[r].data();
+                    return alltoall_task(op, {from, out[r].data(), per_block, 4, {}},
+                                         Algorithm::shared_memory);
+                  });
+        for (int r = 0; r < p; ++r) {
+          for (int i = 0; i < p; ++i) {
+            const auto from = blocks[i].begin() + static_cast<std::ptrdiff_t>(r * block_bytes);
+            ASSERT_TRUE(std::equal(from, from + static_cast<std::ptrdiff_t>(block_bytes),
+                                   out[r].begin() + static_cast<std::ptrdiff_t>(i * block_bytes)))
+                << where << " alltoall block from " << i << " at " << r;
+          }
+        }
       }
     }
   }

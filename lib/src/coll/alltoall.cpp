@@ -1,4 +1,5 @@
-// Alltoall: pairwise exchange (any size) and Bruck (small blocks, ceil(log2 p) messages).
+// Alltoall: pairwise exchange (any size) and Bruck (small blocks, ceil(log2 p) messages); the
+// arena's row (one node) is in shm_collectives.cpp.
 #include <cstring>
 #include <vector>
 
@@ -131,6 +132,8 @@ std::span<const AlgorithmRow> alltoall_rows() {
       row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise, model::alltoall_pairwise,
                                 alltoall_pairwise_now),
       row<Collective::alltoall>(Algorithm::bruck, alltoall_bruck, model::alltoall_bruck),
+      row<Collective::alltoall>(Algorithm::shared_memory, alltoall_shared_memory,
+                                model::alltoall_shared_memory, nullptr, Algorithm::pairwise),
   };
   return rows;
 }

@@ -148,6 +148,7 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);
 Task allreduce_shared_memory(Operation& op, AllreduceArgs args);
 Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs args);
+Task alltoall_shared_memory(Operation& op, AlltoallArgs args);
 
 // ---- node-aware algorithms (hierarchical, multi_leader; docs/ALGORITHMS.md) ----
 // Their parts run on groups of the operation's ranks (Operation::Group) taken from the

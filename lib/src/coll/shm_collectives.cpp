@@ -1184,4 +1184,64 @@ bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& a)
   return true;
 }
 
+// Alltoall: the steps of pairwise's exchange through the rings. In step s this rank fills its
+// ring, slot by slot, with its block for rank + s, and takes the slots of the block rank - s
+// fills for it in the same step, one slot of each in turn (so no ring waits on a reader that
+// waits on it). A producer's ring holds its blocks in step order; each reader steps its counter
+// over the slots of the blocks meant for others, up front for those before its own and once
+// its own are taken for the rest (as scatter's readers do), so every slot published is consumed
+// by every other rank. Two copies per byte, as MPI's shared-memory messages take, but plain
+// memcpy on both sides and one handoff per slot.
+Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t block = a.count * a.element_size;
+  const auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
+  const std::size_t total_bytes = block * static_cast<std::size_t>(p);
+  // In place, from three ranks on, a block is overwritten (step s) before it is sent (step
+  // p - s): send from a copy. At two ranks the one block sent is the one received, and each
+  // slot is published before the slot it receives overwrites it.
+  ScratchBuffer input_copy;
+  const std::byte* input = a.send;
+  if (a.send == a.recv && p > 2) {
+    input_copy = op.scratch(total_bytes);
+    op.copy(input_copy.data(), a.recv, total_bytes);
+    input = input_copy.data();
+  }
+  const kernels::CopyFn copy = copy_for_output(total_bytes);
+  if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
+  if (block == 0 || p == 1) co_return;
+  SharedArena& arena = *op.transport().shared_arena();
+  const std::size_t slot = slot_payload_bytes(arena);
+  const auto pieces = static_cast<std::uint64_t>(pieces_of(block, slot));
+  const auto steps = static_cast<std::uint64_t>(p - 1);
+  // Where each producer's ring stood before this call; this rank's block in producer j's ring
+  // is the one of j's step (me - j) mod p.
+  std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
+  for (int j = 0; j < p; ++j) {
+    const auto ji = static_cast<std::size_t>(j);
+    if (j == me) {
+      base[ji] = arena.published(me).load(std::memory_order_relaxed);
+      continue;
+    }
+    base[ji] = arena.consumed(me, j).load(std::memory_order_relaxed);
+    const auto step = static_cast<std::uint64_t>((me - j + p) % p);
+    if (step > 1) arena.advance(arena.consumed(me, j), base[ji] + (step - 1) * pieces);
+  }
+  for (int s = 1; s < p; ++s) {
+    const int to = (me + s) % p;
+    const int from = (me - s + p) % p;
+    const auto first = static_cast<std::uint64_t>(s - 1) * pieces;
+    for (std::uint64_t k = 0; k < pieces; ++k) {
+      const std::size_t offset = static_cast<std::size_t>(k) * slot;
+      const std::size_t length = std::min(slot, block - offset);
+      co_await publish(op, arena, base[static_cast<std::size_t>(me)] + first + k,
+                       at(input, to) + offset, length);
+      co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first + k,
+                    at(a.recv, from) + offset, length, copy);
+    }
+    arena.advance(arena.consumed(me, from), base[static_cast<std::size_t>(from)] + steps * pieces);
+  }
+}
+
 }  // namespace collx::detail
