@@ -1184,6 +1184,24 @@ bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& a)
   return true;
 }
 
+namespace {
+// Alltoall blocks of 32-64 KiB are read directly from their producer's input (one kernel copy
+// of lines the producer has not just written) where the ranks may read each other's memory:
+// through the ring they were 1.2-1.4x slower there (two copies, the second of lines the other
+// core has just written), while from 128 KiB blocks the ring's two copies won
+// (docs/PERFORMANCE.md, "Alltoall through the arena"). COLLX_SHM_DIRECT=1|0 forces it either
+// way. Never in place: the reader would copy what its producer overwrites.
+constexpr std::size_t kAlltoallDirectMinBlockBytes = std::size_t{32} << 10;
+constexpr std::size_t kAlltoallDirectMaxBlockBytes = std::size_t{64} << 10;
+
+bool alltoall_reads_directly(const SharedArena& arena, std::size_t block, bool in_place) {
+  if (!arena.direct_reads() || in_place) return false;
+  const std::optional<bool> forced = arena.direct_reads_forced();
+  if (forced.has_value()) return *forced;
+  return block >= kAlltoallDirectMinBlockBytes && block <= kAlltoallDirectMaxBlockBytes;
+}
+}  // namespace
+
 // Alltoall: the steps of pairwise's exchange through the rings. In step s this rank fills its
 // ring, slot by slot, with its block for rank + s, and takes the slots of the block rank - s
 // fills for it in the same step, one slot of each in turn (so no ring waits on a reader that
@@ -1213,7 +1231,11 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   if (block == 0 || p == 1) co_return;
   SharedArena& arena = *op.transport().shared_arena();
   const std::size_t slot = slot_payload_bytes(arena);
-  const auto pieces = static_cast<std::uint64_t>(pieces_of(block, slot));
+  // Direct: each block is one slot holding a pointer; its reader copies it straight from this
+  // rank's input (not where the input is the output: the reader would copy what this rank
+  // overwrites). Decided from what every rank sees alike, so all count the same slots.
+  const bool direct = alltoall_reads_directly(arena, block, input == a.recv);
+  const auto pieces = direct ? std::uint64_t{1} : static_cast<std::uint64_t>(pieces_of(block, slot));
   const auto steps = static_cast<std::uint64_t>(p - 1);
   // Where each producer's ring stood before this call; this rank's block in producer j's ring
   // is the one of j's step (me - j) mod p.
@@ -1232,6 +1254,16 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
     const int to = (me + s) % p;
     const int from = (me - s + p) % p;
     const auto first = static_cast<std::uint64_t>(s - 1) * pieces;
+    if (direct) {
+      co_await publish_direct(op, arena, base[static_cast<std::size_t>(me)] + first,
+                              at(input, to), block);
+      bool whole = false;
+      co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first,
+                    at(a.recv, from), block, copy, &whole);
+      arena.advance(arena.consumed(me, from),
+                    base[static_cast<std::size_t>(from)] + steps * pieces);
+      continue;
+    }
     for (std::uint64_t k = 0; k < pieces; ++k) {
       const std::size_t offset = static_cast<std::size_t>(k) * slot;
       const std::size_t length = std::min(slot, block - offset);
@@ -1242,6 +1274,8 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
     }
     arena.advance(arena.consumed(me, from), base[static_cast<std::size_t>(from)] + steps * pieces);
   }
+  // The readers copy from the input until they have all taken this rank's last block.
+  if (direct) co_await wait_for_readers(op, arena, base[static_cast<std::size_t>(me)] + steps - 1);
 }
 
 }  // namespace collx::detail

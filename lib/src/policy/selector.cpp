@@ -134,13 +134,9 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::scatter, 1, 8, kAnySize, Algorithm::linear},
     {Collective::scatter, 9, kAnyRanks, kAnySize, Algorithm::binomial_tree},
     // Alltoall at two ranks: pairwise (one exchange, its blocking form) to 256 B, where the
-    // arena is no faster; the arena from 512 B to 32 KiB and from 256 KiB, where it took
-    // 1.1-2.9x MPI's time under Open MPI and MPICH; pairwise (MPI's own point-to-point, parity)
-    // at 64 and 128 KiB, where the arena lost (0.86-0.87x at 128 KiB under both;
-    // docs/PERFORMANCE.md, "Alltoall through the arena").
+    // arena is no faster; above, the arena (its blocks of 32-64 KiB read directly), 1.1-2.9x
+    // MPI's time under Open MPI and MPICH (docs/PERFORMANCE.md, "Alltoall through the arena").
     {Collective::alltoall, 1, 2, 256, Algorithm::pairwise},
-    {Collective::alltoall, 1, 2, 32 << 10, Algorithm::shared_memory},
-    {Collective::alltoall, 1, 2, 128 << 10, Algorithm::pairwise},
     {Collective::alltoall, 1, 2, kAnySize, Algorithm::shared_memory},
     {Collective::alltoall, 1, 2, kAnySize, Algorithm::pairwise},
     {Collective::alltoall, 1, kAnyRanks, 512, Algorithm::bruck},
