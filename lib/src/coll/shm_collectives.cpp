@@ -1235,7 +1235,8 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   // rank's input (not where the input is the output: the reader would copy what this rank
   // overwrites). Decided from what every rank sees alike, so all count the same slots.
   const bool direct = alltoall_reads_directly(arena, block, input == a.recv);
-  const auto pieces = direct ? std::uint64_t{1} : static_cast<std::uint64_t>(pieces_of(block, slot));
+  const auto pieces =
+      direct ? std::uint64_t{1} : static_cast<std::uint64_t>(pieces_of(block, slot));
   const auto steps = static_cast<std::uint64_t>(p - 1);
   // Where each producer's ring stood before this call; this rank's block in producer j's ring
   // is the one of j's step (me - j) mod p.
@@ -1255,11 +1256,11 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
     const int from = (me - s + p) % p;
     const auto first = static_cast<std::uint64_t>(s - 1) * pieces;
     if (direct) {
-      co_await publish_direct(op, arena, base[static_cast<std::size_t>(me)] + first,
-                              at(input, to), block);
+      co_await publish_direct(op, arena, base[static_cast<std::size_t>(me)] + first, at(input, to),
+                              block);
       bool whole = false;
-      co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first,
-                    at(a.recv, from), block, copy, &whole);
+      co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first, at(a.recv, from),
+                    block, copy, &whole);
       arena.advance(arena.consumed(me, from),
                     base[static_cast<std::size_t>(from)] + steps * pieces);
       continue;
