@@ -80,10 +80,12 @@ constexpr SelectionRule kBuiltinRules[] = {
     // shared-memory sweep of docs/PERFORMANCE.md ("Shared memory"), 5 interleaved runs, medians;
     // allgather at 3+ ranks takes shared_memory above 512 B (at 64 MiB, 4 ranks: 1.77-1.97x MPI
     // in each of 5 runs since its rings change their stores, the ring 0.92-1.01x).
-    // Allgather at two ranks takes shared_memory above 256 KiB since its rings change their
-    // stores, and hand blocks over directly, while plain stores are slow (ring_stores.hpp):
-    // 1.2-1.6x MPI in runs in the machine's fast state, about parity (the ring's figure)
-    // in its slow state, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The slow state").
+    // Allgather at two ranks takes shared_memory at every size: above 256 KiB since its rings
+    // change their stores, and hand blocks over directly, while plain stores are slow
+    // (ring_stores.hpp): 1.2-1.6x MPI in runs in the machine's fast state, about parity (the
+    // ring's figure) in its slow state, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The
+    // slow state"); at 64-256 KiB since blocks of 32-64 KiB are read directly (1.04-1.18x MPI
+    // at 64-128 KiB where the ring ran 0.9-1.0x; "Alltoall through the arena").
     // At two ranks, broadcast, reduce and allgather take the arena from 8 B (its blocking forms,
     // one slot per producer and no Operation, up to kArenaPathBytes: 2-10x MPI's time at
     // 8 B-32 KiB, docs/PERFORMANCE.md, "The arena's latency path"); broadcast to 32 KiB, then
@@ -100,8 +102,6 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::reduce, 1, 2, kAnySize, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, 32 << 20, Algorithm::binomial_tree},
     {Collective::reduce, 3, kAnyRanks, kAnySize, Algorithm::rabenseifner},
-    {Collective::allgather, 1, 2, 32 << 10, Algorithm::shared_memory},
-    {Collective::allgather, 1, 2, 256 << 10, Algorithm::ring},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::shared_memory},
     {Collective::allgather, 1, 2, kAnySize, Algorithm::ring},
     {Collective::allgather, 3, kAnyRanks, 512, Algorithm::recursive_doubling},
