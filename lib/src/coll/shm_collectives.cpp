@@ -195,16 +195,18 @@ Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequenc
 constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
 constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 
-// Blocks of 32-64 KiB are read directly from their producer's buffer (one kernel copy of lines
-// the producer has not just written) whatever the ring's stores, where the ranks may read each
-// other's memory: through the ring, alltoall and allgather blocks of this size were 1.1-1.4x
-// slower (two copies, the second of lines the other core has just written), while from 128 KiB
-// blocks the ring's two copies won again (docs/PERFORMANCE.md, "Alltoall through the arena").
+// At two ranks, blocks of 32-64 KiB are read directly from their producer's buffer (one kernel
+// copy of lines the producer has not just written) whatever the ring's stores, where the ranks
+// may read each other's memory: through the ring, alltoall and allgather blocks of this size were
+// 1.1-1.4x slower (two copies, the second of lines the other core has just written), while from
+// 128 KiB blocks the ring's two copies won again. At four ranks the same blocks were 1.3-1.7x
+// slower read directly than through the ring (docs/PERFORMANCE.md, "Alltoall through the arena").
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
-bool in_direct_window(std::size_t block) {
-  return block >= kDirectWindowMinBlockBytes && block <= kDirectWindowMaxBlockBytes;
+bool in_direct_window(const SharedArena& arena, std::size_t block) {
+  return arena.size() == 2 && block >= kDirectWindowMinBlockBytes &&
+         block <= kDirectWindowMaxBlockBytes;
 }
 
 // Whether this rank hands its allgather block of `block` bytes (of `output` in all) to the
@@ -213,7 +215,7 @@ bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size
   if (!arena.direct_reads() || block == 0) return false;
   const std::optional<bool> forced = arena.direct_reads_forced();
   if (forced.has_value()) return *forced;
-  if (in_direct_window(block)) return true;
+  if (in_direct_window(arena, block)) return true;
   if (block < kDirectMinBlockBytes || output > kDirectMaxOutputBytes) return false;
   RingStores& stores = arena.ring_stores(me);
   // Only while streaming is the choice and no trial of either kind is due (a trial goes
@@ -1205,7 +1207,7 @@ bool alltoall_reads_directly(const SharedArena& arena, std::size_t block, bool i
   if (!arena.direct_reads() || in_place) return false;
   const std::optional<bool> forced = arena.direct_reads_forced();
   if (forced.has_value()) return *forced;
-  return in_direct_window(block);
+  return in_direct_window(arena, block);
 }
 }  // namespace
 
