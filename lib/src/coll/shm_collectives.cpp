@@ -1218,7 +1218,8 @@ bool alltoall_reads_directly(const SharedArena& arena, std::size_t block, bool i
 // over the slots of the blocks meant for others, up front for those before its own and once
 // its own are taken for the rest (as scatter's readers do), so every slot published is consumed
 // by every other rank. Two copies per byte, as MPI's shared-memory messages take, but plain
-// memcpy on both sides and one handoff per slot.
+// memcpy on both sides and one handoff per slot; or, in the direct window, one kernel copy per
+// block (alltoall_reads_directly).
 Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const int p = op.size();
   const int me = op.rank();
@@ -1270,17 +1271,15 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
       bool whole = false;
       co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first, at(a.recv, from),
                     block, copy, &whole);
-      arena.advance(arena.consumed(me, from),
-                    base[static_cast<std::size_t>(from)] + steps * pieces);
-      continue;
-    }
-    for (std::uint64_t k = 0; k < pieces; ++k) {
-      const std::size_t offset = static_cast<std::size_t>(k) * slot;
-      const std::size_t length = std::min(slot, block - offset);
-      co_await publish(op, arena, base[static_cast<std::size_t>(me)] + first + k,
-                       at(input, to) + offset, length);
-      co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first + k,
-                    at(a.recv, from) + offset, length, copy);
+    } else {
+      for (std::uint64_t k = 0; k < pieces; ++k) {
+        const std::size_t offset = static_cast<std::size_t>(k) * slot;
+        const std::size_t length = std::min(slot, block - offset);
+        co_await publish(op, arena, base[static_cast<std::size_t>(me)] + first + k,
+                         at(input, to) + offset, length);
+        co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first + k,
+                      at(a.recv, from) + offset, length, copy);
+      }
     }
     arena.advance(arena.consumed(me, from), base[static_cast<std::size_t>(from)] + steps * pieces);
   }
