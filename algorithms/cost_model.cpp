@@ -161,19 +161,25 @@ const Entry allreduce_multi_leader{
     true};
 
 // The reductions that slice the buffer through the arena: rank r reduces block r in pieces of
-// this many bytes (the schedules' piece, lib/src/coll/shm_collectives.cpp), one counter
-// handoff per piece and phase.
-constexpr double kSlicePieceBytes = 64 << 10;
+// this many bytes, at most a p-th of a ring slot (the schedules' piece,
+// lib/src/coll/shm_collectives.cpp), one counter handoff per piece and phase.
+constexpr double kSlicePieceBytes = 256 << 10;
+static double slice_rounds(const Shape& s) {
+  const double piece =
+      s.segment > 0 ? std::min(kSlicePieceBytes, s.segment / s.p) : kSlicePieceBytes;
+  return std::max(1.0, std::ceil(s.n / s.p / piece));
+}
 const Entry allreduce_shared_memory{
     [](const Shape& s) {
-      const double rounds = std::max(1.0, std::ceil(s.n / s.p / kSlicePieceBytes));
+      const double rounds = slice_rounds(s);
       const double others = (s.p - 1) / s.p * s.n;
       // Pieces of the others' blocks in, the own block reduced and copied out, the others'
       // reduced pieces out.
       return Cost{2 * rounds, 0, others, 2 * others + s.n / s.p};
     },
     "One node only: rank r reduces block r of the buffer and nothing else. Round by round "
-    "(64 KiB pieces per block) every rank copies its input's pieces of the other blocks into "
+    "(256 KiB pieces per block, at most a p-th of a ring slot) every rank copies its input's "
+    "pieces of the other blocks into "
     "its ring slot in a shared arena, reduces its own piece from its input and the p-1 slots "
     "(rank order 0..p-1, the same bits everywhere) while the piece is in cache, publishes it "
     "in a second slot, and copies the others' reduced pieces into its output: (p-1)/p n in, "
@@ -265,11 +271,12 @@ const Entry reduce_scatter_recursive_halving{
     "log2 p' halving steps over the core ranks' shares; fold for non-powers of two."};
 const Entry reduce_scatter_shared_memory{
     [](const Shape& s) {
-      const double rounds = std::max(1.0, std::ceil(s.n / s.p / kSlicePieceBytes));
+      const double rounds = slice_rounds(s);
       const double others = (s.p - 1) / s.p * s.n;
       return Cost{rounds, 0, others, others};
     },
-    "One node only: round by round (64 KiB pieces per block) every rank copies its input's "
+    "One node only: round by round (256 KiB pieces per block, at most a p-th of a ring slot) "
+    "every rank copies its input's "
     "pieces of the other blocks into its ring slot in a shared arena and reduces its own "
     "block's piece from its input and the p-1 slots straight into its output (rank order "
     "0..p-1): (p-1)/p n copied in, no bytes on a wire."};

@@ -601,10 +601,12 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
 namespace {
 
 // Bytes of one rank's piece per round (when the ring slot holds p of them): small enough that
-// a piece is reduced while it is in the cache its producer just wrote it from, large enough
-// that the two counter handoffs per round stay cheap (docs/PERFORMANCE.md, "Allreduce through
-// the arena").
-constexpr std::size_t kSlicePieceBytes = std::size_t{64} << 10;
+// a piece is reduced while it is in the cache its producer just wrote it from (p pieces in a
+// core's L2), large enough that the two counter handoffs per round stay cheap: 256 KiB pieces
+// (128 KiB at four ranks, where the slot holds no more) took half the time of 64 KiB ones at
+// two ranks from 512 KiB to 2 MiB (docs/PERFORMANCE.md, "Allreduce through the arena" and
+// "Larger slices").
+constexpr std::size_t kSlicePieceBytes = std::size_t{256} << 10;
 
 // Where each rank's ring stood before this call: this rank's published count, and for every
 // other producer what this rank has consumed of it (the same value, see shm_arena.hpp).
