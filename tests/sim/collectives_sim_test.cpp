@@ -724,6 +724,47 @@ bool direct_reads_with(std::optional<bool> setting) {
 }
 }  // namespace
 
+// Alltoall through the arena where the even ranks call in place and the odd ones not: the
+// ranks agree whether blocks go as pointers (at two ranks, blocks of 48 KiB are in the direct
+// window; COLLX_SHM_DIRECT=1 makes every block go so) whatever each rank's call, and every
+// block arrives. Blocks of 8 KiB go through the 512-byte ring slots.
+TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
+  for (std::optional<bool> setting : {std::optional<bool>{}, std::optional<bool>{true}}) {
+    Config c;
+    c.shm_direct = setting;
+    set_config(c);
+    for (int p : {2, 3}) {
+      for (std::size_t block_bytes : {std::size_t{8} << 10, std::size_t{48} << 10}) {
+        SimWorld world(p);
+        ASSERT_NE(world.shared_arena(), nullptr);
+        const std::size_t per_block = block_bytes / 4;
+        std::vector<Bytes> blocks(p), out(p, Bytes(block_bytes * p, std::byte{0x44}));
+        for (int r = 0; r < p; ++r) {
+          blocks[r] = pattern(DataType::int32, r + 1, per_block * p);
+          if (r % 2 == 0) out[r] = blocks[r];
+        }
+        world.run(info_for(Collective::alltoall, Algorithm::shared_memory, kPipelines[0]),
+                  [&](Operation& op, int r) {
+                    const std::byte* from = r % 2 == 0 ? out[r].data() : blocks[r].data();
+                    return alltoall_task(op, {from, out[r].data(), per_block, 4, {}},
+                                         Algorithm::shared_memory);
+                  });
+        for (int r = 0; r < p; ++r) {
+          for (int i = 0; i < p; ++i) {
+            const auto from = blocks[i].begin() + static_cast<std::ptrdiff_t>(r * block_bytes);
+            ASSERT_TRUE(std::equal(from, from + static_cast<std::ptrdiff_t>(block_bytes),
+                                   out[r].begin() + static_cast<std::ptrdiff_t>(i * block_bytes)))
+                << "p=" << p << " block " << block_bytes << " direct "
+                << (setting.has_value() ? "forced" : "unset") << ": block from " << i << " at "
+                << r;
+          }
+        }
+      }
+    }
+  }
+  set_config(Config{});
+}
+
 // The same with every allgather block handed over as a pointer (readers copy it straight from
 // the producer's buffer, here with process_vm_readv on this process), between pieces that
 // broadcasts and reduces put through the rings.

@@ -204,18 +204,25 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
-bool in_direct_window(const SharedArena& arena, std::size_t block) {
-  return arena.size() == 2 && block >= kDirectWindowMinBlockBytes &&
-         block <= kDirectWindowMaxBlockBytes;
+// Whether blocks of `block` bytes go as pointers whatever this rank's stores, where that is
+// settled by what every rank sees alike: no direct reads possible (false), COLLX_SHM_DIRECT set
+// (its value), the direct window (true); nullopt otherwise.
+std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t block) {
+  if (!arena.direct_reads()) return false;
+  const std::optional<bool> forced = arena.direct_reads_forced();
+  if (forced.has_value()) return forced;
+  if (arena.size() == 2 && block >= kDirectWindowMinBlockBytes &&
+      block <= kDirectWindowMaxBlockBytes) {
+    return true;
+  }
+  return std::nullopt;
 }
 
 // Whether this rank hands its allgather block of `block` bytes (of `output` in all) to the
 // readers as a pointer this time.
 bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output) {
-  if (!arena.direct_reads() || block == 0) return false;
-  const std::optional<bool> forced = arena.direct_reads_forced();
-  if (forced.has_value()) return *forced;
-  if (in_direct_window(arena, block)) return true;
+  if (block == 0) return false;
+  if (const std::optional<bool> settled = direct_by_setting(arena, block)) return *settled;
   if (block < kDirectMinBlockBytes || output > kDirectMaxOutputBytes) return false;
   RingStores& stores = arena.ring_stores(me);
   // Only while streaming is the choice and no trial of either kind is due (a trial goes
@@ -1201,18 +1208,6 @@ bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& a)
   return true;
 }
 
-namespace {
-// Alltoall blocks in the direct window are read straight from their producer's input (see
-// kDirectWindowMinBlockBytes). COLLX_SHM_DIRECT=1|0 forces it either way. Never in place: the
-// reader would copy what its producer overwrites.
-bool alltoall_reads_directly(const SharedArena& arena, std::size_t block, bool in_place) {
-  if (!arena.direct_reads() || in_place) return false;
-  const std::optional<bool> forced = arena.direct_reads_forced();
-  if (forced.has_value()) return *forced;
-  return in_direct_window(arena, block);
-}
-}  // namespace
-
 // Alltoall: the steps of pairwise's exchange through the rings. In step s this rank fills its
 // ring, slot by slot, with its block for rank + s, and takes the slots of the block rank - s
 // fills for it in the same step, one slot of each in turn (so no ring waits on a reader that
@@ -1220,20 +1215,26 @@ bool alltoall_reads_directly(const SharedArena& arena, std::size_t block, bool i
 // over the slots of the blocks meant for others, up front for those before its own and once
 // its own are taken for the rest (as scatter's readers do), so every slot published is consumed
 // by every other rank. Two copies per byte, as MPI's shared-memory messages take, but plain
-// memcpy on both sides and one handoff per slot; or, in the direct window, one kernel copy per
-// block (alltoall_reads_directly).
+// memcpy on both sides and one handoff per slot; or, where direct_by_setting says so, one
+// kernel copy per block straight from the producer's input.
 Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const int p = op.size();
   const int me = op.rank();
   const std::size_t block = a.count * a.element_size;
   const auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
   const std::size_t total_bytes = block * static_cast<std::size_t>(p);
-  // In place, from three ranks on, a block is overwritten (step s) before it is sent (step
-  // p - s): send from a copy. At two ranks the one block sent is the one received, and each
-  // slot is published before the slot it receives overwrites it.
+  SharedArena* arena_here = op.transport().shared_arena();
+  // Direct: each block is one slot holding a pointer. Decided from what every rank sees alike
+  // (not from whether this rank's call is in place), so all count the same slots.
+  const bool direct = block > 0 && p > 1 && arena_here != nullptr &&
+                      direct_by_setting(*arena_here, block).value_or(false);
+  // In place, send from a copy: from three ranks on a block is overwritten (step s) before it
+  // is sent (step p - s), and a block read directly would be read while it is overwritten. At
+  // two ranks through the ring the one block sent is the one received, and each slot is
+  // published before the slot it receives overwrites it.
   ScratchBuffer input_copy;
   const std::byte* input = a.send;
-  if (a.send == a.recv && p > 2) {
+  if (a.send == a.recv && (p > 2 || direct)) {
     input_copy = op.scratch(total_bytes);
     op.copy(input_copy.data(), a.recv, total_bytes);
     input = input_copy.data();
@@ -1241,12 +1242,8 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const kernels::CopyFn copy = copy_for_output(total_bytes);
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *arena_here;
   const std::size_t slot = slot_payload_bytes(arena);
-  // Direct: each block is one slot holding a pointer; its reader copies it straight from this
-  // rank's input (not where the input is the output: the reader would copy what this rank
-  // overwrites). Decided from what every rank sees alike, so all count the same slots.
-  const bool direct = alltoall_reads_directly(arena, block, input == a.recv);
   const auto pieces =
       direct ? std::uint64_t{1} : static_cast<std::uint64_t>(pieces_of(block, slot));
   const auto steps = static_cast<std::uint64_t>(p - 1);
