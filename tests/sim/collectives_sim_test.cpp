@@ -3,9 +3,11 @@
 // 1, odd and large, in-place forms, small segments so the pipelines' windows are exercised.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <random>
@@ -599,6 +601,34 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
 // blocks, more pieces than ring entries), with and without a shared segment (without one they
 // run point-to-point).
 namespace {
+// Runs an alltoall through the arena of `world` with `per_block` int32 elements per block
+// (patterns seeded by `seed`; the ranks r with in_place(r) call in place) and checks that every
+// block arrived where it belongs.
+void check_arena_alltoall(SimWorld& world, int seed, std::size_t per_block,
+                          const std::function<bool(int)>& in_place, const std::string& where) {
+  const int p = world.size();
+  const std::size_t block_bytes = per_block * 4;
+  std::vector<Bytes> blocks(p), out(p, Bytes(block_bytes * p, std::byte{0x44}));
+  for (int r = 0; r < p; ++r) {
+    blocks[r] = pattern(DataType::int32, r + seed, per_block * p);
+    if (in_place(r)) out[r] = blocks[r];
+  }
+  world.run(
+      info_for(Collective::alltoall, Algorithm::shared_memory, kPipelines[0]),
+      [&](Operation& op, int r) {
+        const std::byte* from = in_place(r) ? out[r].data() : blocks[r].data();
+        return alltoall_task(op, {from, out[r].data(), per_block, 4, {}}, Algorithm::shared_memory);
+      });
+  for (int r = 0; r < p; ++r) {
+    for (int i = 0; i < p; ++i) {
+      const auto from = blocks[i].begin() + static_cast<std::ptrdiff_t>(r * block_bytes);
+      ASSERT_TRUE(std::equal(from, from + static_cast<std::ptrdiff_t>(block_bytes),
+                             out[r].begin() + static_cast<std::ptrdiff_t>(i * block_bytes)))
+          << where << " alltoall block from " << i << " at " << r;
+    }
+  }
+}
+
 void calls_in_sequence_on_one_segment() {
   for (int p : {2, 3, 4, 7}) {
     for (int chunks : {0, 1, 3}) {
@@ -682,26 +712,9 @@ void calls_in_sequence_on_one_segment() {
           ASSERT_EQ(recv[r], expected) << where << " allgather rank " << r;
         // Then an alltoall of count / p elements per block (several ring slots each), in
         // place every other call.
-        const std::size_t per_block = count / static_cast<std::size_t>(p);
-        const std::size_t block_bytes = per_block * 4;
-        std::vector<Bytes> blocks(p), out(p, Bytes(block_bytes * p, std::byte{0x44}));
-        for (int r = 0; r < p; ++r)
-          blocks[r] = pattern(DataType::int32, r + call, per_block * p);
-        if (in_place) out = blocks;
-        world.run(info_for(Collective::alltoall, Algorithm::shared_memory, kPipelines[0]),
-                  [&](Operation& op, int r) {
-                    const std::byte* from = in_place ? out[r].data() : blocks[r].data();
-                    return alltoall_task(op, {from, out[r].data(), per_block, 4, {}},
-                                         Algorithm::shared_memory);
-                  });
-        for (int r = 0; r < p; ++r) {
-          for (int i = 0; i < p; ++i) {
-            const auto from = blocks[i].begin() + static_cast<std::ptrdiff_t>(r * block_bytes);
-            ASSERT_TRUE(std::equal(from, from + static_cast<std::ptrdiff_t>(block_bytes),
-                                   out[r].begin() + static_cast<std::ptrdiff_t>(i * block_bytes)))
-                << where << " alltoall block from " << i << " at " << r;
-          }
-        }
+        check_arena_alltoall(
+            world, call, count / static_cast<std::size_t>(p), [&](int) { return in_place; }, where);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
@@ -737,28 +750,11 @@ TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
       for (std::size_t block_bytes : {std::size_t{8} << 10, std::size_t{48} << 10}) {
         SimWorld world(p);
         ASSERT_NE(world.shared_arena(), nullptr);
-        const std::size_t per_block = block_bytes / 4;
-        std::vector<Bytes> blocks(p), out(p, Bytes(block_bytes * p, std::byte{0x44}));
-        for (int r = 0; r < p; ++r) {
-          blocks[r] = pattern(DataType::int32, r + 1, per_block * p);
-          if (r % 2 == 0) out[r] = blocks[r];
-        }
-        world.run(info_for(Collective::alltoall, Algorithm::shared_memory, kPipelines[0]),
-                  [&](Operation& op, int r) {
-                    const std::byte* from = r % 2 == 0 ? out[r].data() : blocks[r].data();
-                    return alltoall_task(op, {from, out[r].data(), per_block, 4, {}},
-                                         Algorithm::shared_memory);
-                  });
-        for (int r = 0; r < p; ++r) {
-          for (int i = 0; i < p; ++i) {
-            const auto from = blocks[i].begin() + static_cast<std::ptrdiff_t>(r * block_bytes);
-            ASSERT_TRUE(std::equal(from, from + static_cast<std::ptrdiff_t>(block_bytes),
-                                   out[r].begin() + static_cast<std::ptrdiff_t>(i * block_bytes)))
-                << "p=" << p << " block " << block_bytes << " direct "
-                << (setting.has_value() ? "forced" : "unset") << ": block from " << i << " at "
-                << r;
-          }
-        }
+        check_arena_alltoall(
+            world, 1, block_bytes / 4, [](int r) { return r % 2 == 0; },
+            "p=" + std::to_string(p) + " block " + std::to_string(block_bytes) + " direct " +
+                (setting.has_value() ? "forced" : "unset"));
+        if (HasFatalFailure()) return;
       }
     }
   }
