@@ -407,6 +407,54 @@ TEST_F(MpiCollectives, SharedMemoryOperationsInFlightTogether) {
   }
 }
 
+// The node-aware schedules in flight together: under COLLX_NODE_LAYOUT (the layout runs) each
+// takes its node's segment for the phases inside the node, the turn taken in call order and
+// held for the whole operation (collectives.hpp, with_node_arena), however the ranks wait.
+TEST_F(MpiCollectives, NodeAwareOperationsInFlightTogether) {
+  const std::size_t n = (std::size_t{3} << 20) / 4 + 5;
+  const collx::Options hier = with(Algorithm::hierarchical);
+  const collx::Options leaders = with(Algorithm::multi_leader);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::int32_t> a_in(n, me + 1), a_out(n, 0), b_in(n, 2 * me), b_out(n, 0);
+    std::vector<std::int32_t> bc(n, me == (round + 1) % p ? 60 + round : 0);
+    std::vector<std::int32_t> mine(n, me - round), ag(n * p, -1);
+    std::vector<std::int32_t> red_in(n, me + 5), red_out(n, 0);
+    std::vector<std::int32_t> scattered(n * p, me + 3), kept(n, 0);
+    std::vector<collx::Request> reqs;
+    reqs.push_back(
+        comm.iallreduce(a_in.data(), a_out.data(), n, DataType::int32, ReduceOp::sum, leaders));
+    reqs.push_back(comm.ibroadcast(bc.data(), n, DataType::int32, (round + 1) % p, hier));
+    reqs.push_back(
+        comm.iallreduce(b_in.data(), b_out.data(), n, DataType::int32, ReduceOp::sum, hier));
+    reqs.push_back(comm.iallgather(mine.data(), ag.data(), n, DataType::int32, hier));
+    reqs.push_back(comm.ireduce(red_in.data(), red_out.data(), n, DataType::int32, ReduceOp::sum,
+                                p - 1, hier));
+    reqs.push_back(comm.ireduce_scatter(scattered.data(), kept.data(), n, DataType::int32,
+                                        ReduceOp::sum, hier));
+    for (std::size_t k = 0; k < reqs.size(); ++k)
+      reqs[(k * 5 + static_cast<std::size_t>(me)) % reqs.size()].wait();
+    const int ranks_sum = p * (p - 1) / 2;
+    ASSERT_TRUE(all_ranks(
+        std::all_of(a_out.begin(), a_out.end(), [&](int v) { return v == ranks_sum + p; })));
+    ASSERT_TRUE(all_ranks(
+        std::all_of(b_out.begin(), b_out.end(), [&](int v) { return v == 2 * ranks_sum; })));
+    ASSERT_TRUE(
+        all_ranks(std::all_of(bc.begin(), bc.end(), [&](int v) { return v == 60 + round; })));
+    bool gathered = true;
+    for (int r = 0; r < p; ++r) {
+      for (std::size_t i = 0; i < n; ++i)
+        gathered = gathered && ag[static_cast<std::size_t>(r) * n + i] == r - round;
+    }
+    ASSERT_TRUE(all_ranks(gathered)) << "round " << round;
+    ASSERT_TRUE(all_ranks(
+        std::all_of(kept.begin(), kept.end(), [&](int v) { return v == ranks_sum + 3 * p; })));
+    if (me == p - 1) {
+      for (auto v : red_out)
+        ASSERT_EQ(v, ranks_sum + 5 * p);
+    }
+  }
+}
+
 // A rank waiting in a shared-memory collective keeps MPI progressing: here rank 0's blocking
 // MPI_Send (a rendezvous) completes only through rank 1's progress engine, while rank 1 waits
 // in the broadcast for rank 0's data. Without progress in that wait the two ranks wait for

@@ -29,14 +29,20 @@ struct Pipeline {
   int depth;
 };
 
-// Runs one allreduce on p simulated ranks; returns every rank's output.
-std::vector<std::vector<std::byte>> run_allreduce(int p, Algorithm algorithm, DataType type,
-                                                  ReduceOp op, std::size_t count, bool in_place,
-                                                  Pipeline pipeline,
-                                                  const std::vector<std::vector<std::byte>>& inputs,
-                                                  std::size_t shm_slot_bytes = 512,
-                                                  const NodeLayout* layout = nullptr,
-                                                  std::size_t* max_waiting_sends = nullptr) {
+// With node arenas (SimWorld::use_node_arenas): what went through them, and the messages
+// between two ranks of one node (none, where every phase inside a node took its arena).
+struct NodeArenaRun {
+  std::uint64_t slots = 0;
+  std::size_t messages_inside_nodes = 0;
+};
+
+// Runs one allreduce on p simulated ranks; returns every rank's output. `node_run`: with a
+// layout, the nodes of more than one rank get arenas of their own, and it says what they did.
+std::vector<std::vector<std::byte>> run_allreduce(
+    int p, Algorithm algorithm, DataType type, ReduceOp op, std::size_t count, bool in_place,
+    Pipeline pipeline, const std::vector<std::vector<std::byte>>& inputs,
+    std::size_t shm_slot_bytes = 512, const NodeLayout* layout = nullptr,
+    std::size_t* max_waiting_sends = nullptr, NodeArenaRun* node_run = nullptr) {
   const std::size_t bytes = count * collx::size_of(type);
   std::vector<std::vector<std::byte>> send = inputs;
   std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(bytes, std::byte{0xAB}));
@@ -46,6 +52,7 @@ std::vector<std::vector<std::byte>> run_allreduce(int p, Algorithm algorithm, Da
     const auto shared = std::make_shared<const NodeLayout>(*layout);
     for (int r = 0; r < p; ++r)
       world.transport(r).set_node_layout(shared);
+    if (node_run != nullptr) world.use_node_arenas(*layout, shm_slot_bytes);
   }
   OpInfo info;
   info.collective = collx::Collective::allreduce;
@@ -62,6 +69,18 @@ std::vector<std::vector<std::byte>> run_allreduce(int p, Algorithm algorithm, Da
     return collx::detail::allreduce_task(o, args, algorithm);
   });
   if (max_waiting_sends != nullptr) *max_waiting_sends = world.max_waiting_sends();
+  if (node_run != nullptr && layout != nullptr) {
+    node_run->slots = world.node_arena_slots();
+    // (postings() is empty where no message was posted at all.)
+    for (std::size_t r = 0; r < world.postings().size(); ++r) {
+      for (const auto& posting : world.postings()[r]) {
+        if (posting.is_send &&
+            layout->node_of(posting.peer) == layout->node_of(static_cast<int>(r))) {
+          ++node_run->messages_inside_nodes;
+        }
+      }
+    }
+  }
   return recv;
 }
 
@@ -296,16 +315,28 @@ TEST_P(SimNodeAware, ExactForEveryCount) {
     for (std::size_t count : counts) {
       for (Pipeline pipeline : {Pipeline{256 << 10, 4}, Pipeline{64, 2}}) {
         if (pipeline.segment_bytes < 1024 && count > 2000) continue;
-        const bool in_place = count % 2 == 1;
-        const auto inputs = exact_inputs(p, DataType::float32, ReduceOp::sum, count);
-        const auto out = run_allreduce(p, algorithm, DataType::float32, ReduceOp::sum, count,
-                                       in_place, pipeline, inputs, 512, &layout);
-        const auto expected = exact_result(p, DataType::float32, ReduceOp::sum, count);
-        for (int r = 0; r < p; ++r) {
-          ASSERT_EQ(wrong_elements(out[r], expected, DataType::float32), 0u)
-              << GetParam().name << " "
-              << label(p, algorithm, DataType::float32, ReduceOp::sum, count, in_place, pipeline)
-              << " rank " << r;
+        for (bool node_arenas : {false, true}) {
+          const bool in_place = count % 2 == 1;
+          const auto inputs = exact_inputs(p, DataType::float32, ReduceOp::sum, count);
+          NodeArenaRun node_run;
+          const auto out = run_allreduce(p, algorithm, DataType::float32, ReduceOp::sum, count,
+                                         in_place, pipeline, inputs, count > 2000 ? 16 << 10 : 512,
+                                         &layout, nullptr, node_arenas ? &node_run : nullptr);
+          const auto expected = exact_result(p, DataType::float32, ReduceOp::sum, count);
+          for (int r = 0; r < p; ++r) {
+            ASSERT_EQ(wrong_elements(out[r], expected, DataType::float32), 0u)
+                << GetParam().name << " "
+                << label(p, algorithm, DataType::float32, ReduceOp::sum, count, in_place, pipeline)
+                << (node_arenas ? " node arenas" : "") << " rank " << r;
+          }
+          // Through the node arenas, no message stays inside a node (a phase that fell back to
+          // messages would send some); a layout with a node of several ranks uses them.
+          if (node_arenas && layout.hierarchical() && count > 0) {
+            EXPECT_EQ(node_run.messages_inside_nodes, 0u)
+                << GetParam().name << " " << collx::to_string(algorithm) << " count=" << count;
+            EXPECT_GT(node_run.slots, 0u)
+                << GetParam().name << " " << collx::to_string(algorithm) << " count=" << count;
+          }
         }
       }
     }
@@ -326,13 +357,17 @@ TEST_P(SimNodeAware, EveryTypeAndOp) {
         const bool in_place = (t + o) % 2 == 0;
         const Pipeline pipeline{48, 3};
         const auto inputs = exact_inputs(p, type, op, count);
-        const auto out =
-            run_allreduce(p, algorithm, type, op, count, in_place, pipeline, inputs, 512, &layout);
         const auto expected = exact_result(p, type, op, count);
-        for (int r = 0; r < p; ++r) {
-          ASSERT_EQ(wrong_elements(out[r], expected, type), 0u)
-              << GetParam().name << " " << label(p, algorithm, type, op, count, in_place, pipeline)
-              << " rank " << r;
+        for (bool node_arenas : {false, true}) {
+          NodeArenaRun node_run;
+          const auto out = run_allreduce(p, algorithm, type, op, count, in_place, pipeline, inputs,
+                                         512, &layout, nullptr, node_arenas ? &node_run : nullptr);
+          for (int r = 0; r < p; ++r) {
+            ASSERT_EQ(wrong_elements(out[r], expected, type), 0u)
+                << GetParam().name << " "
+                << label(p, algorithm, type, op, count, in_place, pipeline)
+                << (node_arenas ? " node arenas" : "") << " rank " << r;
+          }
         }
       }
     }
@@ -368,12 +403,15 @@ TEST_P(SimNodeAware, BitwiseIdenticalAcrossRanksForRandomFloats) {
           }
         }
         const Pipeline pipeline{512, 2};
-        const auto out =
-            run_allreduce(p, algorithm, type, op, count, false, pipeline, inputs, 512, &layout);
-        for (int r = 1; r < p; ++r) {
-          ASSERT_EQ(std::memcmp(out[r].data(), out[0].data(), out[0].size()), 0)
-              << GetParam().name << " " << label(p, algorithm, type, op, count, false, pipeline)
-              << ": rank " << r << " differs from rank 0";
+        for (bool node_arenas : {false, true}) {
+          NodeArenaRun node_run;
+          const auto out = run_allreduce(p, algorithm, type, op, count, false, pipeline, inputs,
+                                         512, &layout, nullptr, node_arenas ? &node_run : nullptr);
+          for (int r = 1; r < p; ++r) {
+            ASSERT_EQ(std::memcmp(out[r].data(), out[0].data(), out[0].size()), 0)
+                << GetParam().name << " " << label(p, algorithm, type, op, count, false, pipeline)
+                << (node_arenas ? " node arenas" : "") << ": rank " << r << " differs from rank 0";
+          }
         }
       }
     }

@@ -81,13 +81,25 @@ OpInfo info_for(Collective c, Pipeline pl) {
   return info;
 }
 
-// No shared arena: the ranks are on different nodes.
-std::unique_ptr<SimWorld> world_for(const NodeLayout& layout) {
+// No arena of the whole world: the ranks are on different nodes. `node_arenas`: each node of
+// several ranks has one of its own (slots of 512 B, so the phases inside a node take many).
+std::unique_ptr<SimWorld> world_for(const NodeLayout& layout, bool node_arenas) {
   auto world = std::make_unique<SimWorld>(layout.size(), 512, 0);
   const auto shared = std::make_shared<const NodeLayout>(layout);
   for (int r = 0; r < layout.size(); ++r)
     world->transport(r).set_node_layout(shared);
+  if (node_arenas) world->use_node_arenas(layout);
   return world;
+}
+
+// Messages sent between two ranks of one node.
+std::size_t messages_inside_nodes(const SimWorld& world, const NodeLayout& layout) {
+  std::size_t n = 0;
+  for (std::size_t r = 0; r < world.postings().size(); ++r) {
+    for (const auto& p : world.postings()[r])
+      n += p.is_send && layout.node_of(p.peer) == layout.node_of(static_cast<int>(r)) ? 1 : 0;
+  }
+  return n;
 }
 
 // The bytes every rank sent to a rank on another node.
@@ -141,9 +153,24 @@ std::string what(const char* layout, Collective c, DataType t, std::size_t count
          " segment=" + std::to_string(pl.segment_bytes);
 }
 
-class SimNodeAwareCollectives : public ::testing::TestWithParam<LayoutCase> {
+// With and without node arenas (the phases inside a node through them, or as messages).
+class SimNodeAwareCollectives : public ::testing::TestWithParam<std::tuple<LayoutCase, bool>> {
  protected:
-  NodeLayout layout() const { return NodeLayout::from_keys(GetParam().keys); }
+  NodeLayout layout() const { return NodeLayout::from_keys(std::get<0>(GetParam()).keys); }
+  bool node_arenas() const { return std::get<1>(GetParam()); }
+  std::string name() const {
+    return std::string(std::get<0>(GetParam()).name) + (node_arenas() ? " node arenas" : "");
+  }
+  std::unique_ptr<SimWorld> world(const NodeLayout& l) const { return world_for(l, node_arenas()); }
+  // Through the node arenas, a schedule that splits by node sends no message inside a node
+  // (allgather and reduce_scatter split only where every node has as many ranks).
+  void expect_no_messages_inside_nodes(const SimWorld& w, const NodeLayout& l, Collective c,
+                                       std::size_t bytes) const {
+    const bool splits =
+        l.hierarchical() && (l.uniform() || c == Collective::broadcast || c == Collective::reduce);
+    if (!node_arenas() || !splits || bytes == 0) return;
+    EXPECT_EQ(messages_inside_nodes(w, l), 0u) << name() << " " << collx::to_string(c);
+  }
 };
 
 TEST_P(SimNodeAwareCollectives, Broadcast) {
@@ -155,14 +182,15 @@ TEST_P(SimNodeAwareCollectives, Broadcast) {
         const DataType type = DataType::int8;
         std::vector<Bytes> buf(p, Bytes(count, std::byte{0x77}));
         buf[root] = pattern(type, root, count);
-        auto world = world_for(l);
+        auto world = this->world(l);
         world->run(info_for(Collective::broadcast, pl), [&](Operation& op, int r) {
           return broadcast_task(op, {buf[r].data(), count, 1, root, {}}, Algorithm::hierarchical);
         });
+        expect_no_messages_inside_nodes(*world, l, Collective::broadcast, count);
         const Bytes expected = pattern(type, root, count);
         for (int r = 0; r < p; ++r) {
           ASSERT_EQ(buf[r], expected)
-              << what(GetParam().name, Collective::broadcast, type, count, root, false, pl)
+              << what(name().c_str(), Collective::broadcast, type, count, root, false, pl)
               << " rank " << r;
         }
       }
@@ -185,7 +213,7 @@ TEST_P(SimNodeAwareCollectives, Reduce) {
             for (int r = 0; r < p; ++r)
               collx::verify::fill_input(send[r].data(), type, rop, r, p, count);
             if (in_place) recv[root] = send[root];
-            auto world = world_for(l);
+            auto world = this->world(l);
             world->run(info_for(Collective::reduce, pl), [&](Operation& op, int r) {
               const std::byte* s = in_place && r == root ? recv[r].data() : send[r].data();
               return reduce_task(op,
@@ -198,10 +226,11 @@ TEST_P(SimNodeAwareCollectives, Reduce) {
                                   Algorithm::ring},
                                  Algorithm::hierarchical);
             });
+            expect_no_messages_inside_nodes(*world, l, Collective::reduce, bytes);
             Bytes expected(bytes);
             collx::verify::fill_expected(expected.data(), type, rop, p, count);
             ASSERT_EQ(recv[root], expected)
-                << what(GetParam().name, Collective::reduce, type, count, root, in_place, pl);
+                << what(name().c_str(), Collective::reduce, type, count, root, in_place, pl);
           }
         }
       }
@@ -229,15 +258,16 @@ TEST_P(SimNodeAwareCollectives, Allgather) {
             if (in_place && n > 0)
               std::memcpy(recv[r].data() + offsets[r] * 8, send[r].data(), n * 8);
           }
-          auto world = world_for(l);
+          auto world = this->world(l);
           world->run(info_for(Collective::allgather, pl), [&](Operation& op, int r) {
             return allgather_task(
                 op, {in_place ? nullptr : send[r].data(), recv[r].data(), offsets, 8, {}},
                 Algorithm::hierarchical);
           });
+          expect_no_messages_inside_nodes(*world, l, Collective::allgather, total);
           for (int r = 0; r < p; ++r) {
             ASSERT_EQ(recv[r], expected)
-                << what(GetParam().name, Collective::allgather, type, count, -1, in_place, pl)
+                << what(name().c_str(), Collective::allgather, type, count, -1, in_place, pl)
                 << (uneven ? " uneven" : "") << " rank " << r;
           }
         }
@@ -265,22 +295,23 @@ TEST_P(SimNodeAwareCollectives, ReduceScatter) {
               collx::verify::fill_input(send[r].data(), type, rop, r, p, total);
               recv[r].assign((offsets[r + 1] - offsets[r]) * elem, std::byte{0x11});
             }
-            auto world = world_for(l);
+            auto world = this->world(l);
             world->run(info_for(Collective::reduce_scatter, pl), [&](Operation& op, int r) {
               std::byte* out = in_place ? send[r].data() : recv[r].data();
               return reduce_scatter_task(
                   op, {send[r].data(), out, offsets, Reduction::make(type, rop, p), {}},
                   Algorithm::hierarchical);
             });
+            expect_no_messages_inside_nodes(*world, l, Collective::reduce_scatter, total * elem);
             for (int r = 0; r < p; ++r) {
               const std::size_t n = offsets[r + 1] - offsets[r];
               Bytes expected(n * elem);
               collx::verify::fill_expected(expected.data(), type, rop, p, n, offsets[r]);
               Bytes got(send[r].begin(), send[r].begin() + static_cast<std::ptrdiff_t>(n * elem));
               if (!in_place) got = recv[r];
-              ASSERT_EQ(got, expected) << what(GetParam().name, Collective::reduce_scatter, type,
-                                               count, -1, in_place, pl)
-                                       << (uneven ? " uneven" : "") << " rank " << r;
+              ASSERT_EQ(got, expected)
+                  << what(name().c_str(), Collective::reduce_scatter, type, count, -1, in_place, pl)
+                  << (uneven ? " uneven" : "") << " rank " << r;
             }
           }
         }
@@ -301,13 +332,13 @@ TEST_P(SimNodeAwareCollectives, BytesAcrossNodes) {
   const Pipeline pl{256 << 10, 4};
   for (int root : roots_for(l)) {
     std::vector<Bytes> buf(p, Bytes(count));
-    auto world = world_for(l);
+    auto world = this->world(l);
     world->run(info_for(Collective::broadcast, pl), [&](Operation& op, int r) {
       return broadcast_task(op, {buf[r].data(), count, 1, root, {}}, Algorithm::hierarchical);
     });
     EXPECT_EQ(bytes_across(*world, l), (nodes - 1) * count) << "broadcast root " << root;
     std::vector<Bytes> send(p, Bytes(count * 4)), recv(p, Bytes(count * 4));
-    auto world2 = world_for(l);
+    auto world2 = this->world(l);
     world2->run(info_for(Collective::reduce, pl), [&](Operation& op, int r) {
       return reduce_task(op,
                          {send[r].data(),
@@ -323,7 +354,7 @@ TEST_P(SimNodeAwareCollectives, BytesAcrossNodes) {
   }
   if (l.uniform()) {
     std::vector<Bytes> recv(p, Bytes(count * static_cast<std::size_t>(p)));
-    auto world = world_for(l);
+    auto world = this->world(l);
     world->run(info_for(Collective::allgather, pl), [&](Operation& op, int r) {
       return allgather_task(op, {nullptr, recv[r].data(), equal_offsets(count, p), 1, {}},
                             Algorithm::hierarchical);
@@ -332,9 +363,11 @@ TEST_P(SimNodeAwareCollectives, BytesAcrossNodes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, SimNodeAwareCollectives, ::testing::ValuesIn(kLayouts),
-                         [](const ::testing::TestParamInfo<LayoutCase>& info) {
-                           return std::string(info.param.name);
+INSTANTIATE_TEST_SUITE_P(Layouts, SimNodeAwareCollectives,
+                         ::testing::Combine(::testing::ValuesIn(kLayouts), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<LayoutCase, bool>>& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) ? "_node_arenas" : "_messages");
                          });
 
 }  // namespace

@@ -72,14 +72,43 @@ SimWorld::SimWorld(int nranks, std::size_t shm_slot_bytes, int shm_slots) {
   }
 }
 
-std::uint64_t SimWorld::shm_activity() const {
-  if (!arena_) return 0;
-  std::uint64_t sum = 0;
-  for (int r = 0; r < size(); ++r) {
-    sum += arena_->published(r).load();
-    for (int q = 0; q < size(); ++q)
-      sum += arena_->consumed(r, q).load();
+void SimWorld::use_node_arenas(const patterns::NodeLayout& layout, std::size_t slot_bytes,
+                               int slots) {
+  for (int node = 0; node < layout.nodes(); ++node) {
+    const std::span<const int> members = layout.members(node);
+    if (members.size() < 2) continue;
+    node_arenas_.push_back(
+        detail::SharedArena::create_local(static_cast<int>(members.size()), slot_bytes, slots));
+    for (int r : members)
+      transport(r).set_node_arena(node_arenas_.back());
   }
+}
+
+namespace {
+std::uint64_t counters_of(detail::SharedArena& arena) {
+  std::uint64_t sum = 0;
+  for (int r = 0; r < arena.size(); ++r) {
+    sum += arena.published(r).load();
+    for (int q = 0; q < arena.size(); ++q)
+      sum += arena.consumed(r, q).load();
+  }
+  return sum;
+}
+}  // namespace
+
+std::uint64_t SimWorld::node_arena_slots() const {
+  std::uint64_t sum = 0;
+  for (const auto& arena : node_arenas_) {
+    for (int r = 0; r < arena->size(); ++r)
+      sum += arena->published(r).load();
+  }
+  return sum;
+}
+
+std::uint64_t SimWorld::shm_activity() const {
+  std::uint64_t sum = arena_ ? counters_of(*arena_) : 0;
+  for (const auto& arena : node_arenas_)
+    sum += counters_of(*arena);
   return sum;
 }
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "node_layout.hpp"
 #include "operation.hpp"
 #include "transport.hpp"
 
@@ -85,6 +86,12 @@ class SimWorld {
   std::uint64_t messages_abandoned() const { return abandoned_; }
   // The ranks' shared arena (null without one).
   detail::SharedArena* shared_arena() const { return arena_.get(); }
+  // Gives the ranks of each node of `layout` (already set on the transports) with more than
+  // one rank an arena of their own (Transport::node_arena), as real nodes have.
+  void use_node_arenas(const patterns::NodeLayout& layout, std::size_t slot_bytes = 512,
+                       int slots = 3);
+  // Slots published through the node arenas so far (0 without any).
+  std::uint64_t node_arena_slots() const;
   std::uint64_t bytes_moved() const { return bytes_; }
 
  private:
@@ -111,6 +118,7 @@ class SimWorld {
 
   std::vector<std::unique_ptr<SimTransport>> transports_;
   std::shared_ptr<detail::SharedArena> arena_;
+  std::vector<std::shared_ptr<detail::SharedArena>> node_arenas_;
   std::map<Key, std::deque<Posted>> sends_;
   std::map<Key, std::deque<Posted>> recvs_;
   std::vector<std::uint8_t> done_;

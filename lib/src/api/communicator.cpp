@@ -154,7 +154,26 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // node as the collectives' (Transport::yield_when_idle).
     p2p_transport->set_node_layout(node_layout);
     // An emulated layout of several nodes has no segment, as real nodes would not.
-    if (node_layout->nodes() == 1) transport->set_shared_arena(SharedArena::create(comm));
+    if (node_layout->nodes() == 1) {
+      transport->set_shared_arena(SharedArena::create(comm));
+    } else if (node_layout->hierarchical()) {
+      // Each node's ranks share a segment of their own, for the node-aware algorithms' phases
+      // inside the node; made collectively on the node's communicator (local-rank order), which
+      // is needed only for that.
+      MPI_Comm node_comm = MPI_COMM_NULL;
+      check_mpi(MPI_Comm_split(comm, node_layout->node_of(rank), node_layout->local_rank(rank),
+                               &node_comm),
+                "MPI_Comm_split");
+      std::shared_ptr<SharedArena> node_arena;
+      try {
+        node_arena = SharedArena::create(node_comm);
+      } catch (...) {
+        MPI_Comm_free(&node_comm);
+        throw;
+      }
+      MPI_Comm_free(&node_comm);
+      transport->set_node_arena(std::move(node_arena));
+    }
   } catch (...) {
     // No destructor runs for a constructor that throws: the duplicates are freed here.
     transport.reset();

@@ -126,10 +126,11 @@ Algorithm flat_allgather(std::size_t bytes, int nranks) {
 
 // Hierarchical (as many ranks, k, on every node): the ranks of local rank i allgather their
 // blocks across nodes into region i of a buffer laid out local rank first (each rank's link
-// carries 1/k of what crosses nodes), a ring allgather inside each node assembles the k regions,
-// and every rank copies the blocks to their places. One node, one rank per node, or nodes with
-// different rank counts: the flat allgather.
-Task allgather_hierarchical(Operation& op, AllgatherArgs a) {
+// carries 1/k of what crosses nodes), an allgather inside each node (through `node_arena` where
+// the node has one, else a ring) assembles the k regions, and every rank copies the blocks to
+// their places. One node, one rank per node, or nodes with different rank counts: the flat
+// allgather.
+Task allgather_hierarchical_in(Operation& op, AllgatherArgs a, SharedArena* node_arena) {
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.element_size;
   const patterns::NodeLayout* layout = node_split(op);
@@ -151,16 +152,21 @@ Task allgather_hierarchical(Operation& op, AllgatherArgs a) {
     co_await allgather_task(op, across, flat_allgather(within.back() * elem, order.nodes));
   }
   {
-    const Operation::Group group(op, layout->members(layout->node_of(rank)));
+    const Operation::Group group(op, layout->members(layout->node_of(rank)), node_arena);
     const AllgatherArgs inside{nullptr, work.data(), regions, elem,
                                a.phases.part("node allgather", 2, 2)};
-    co_await allgather_task(op, inside, Algorithm::ring);
+    co_await allgather_task(op, inside,
+                            node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring);
   }
   for (std::size_t i = 0; i < order.order.size(); ++i) {
     const int r = order.order[i];
     op.copy(a.recv + blocks.offset(r) * elem, work.data() + order.at[i] * elem,
             blocks.length(r) * elem);
   }
+}
+
+Task allgather_hierarchical(Operation& op, AllgatherArgs a) {
+  return with_node_arena<AllgatherArgs, allgather_hierarchical_in>(op, std::move(a));
 }
 
 }  // namespace

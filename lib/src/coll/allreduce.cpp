@@ -211,11 +211,12 @@ Algorithm flat_allreduce(std::size_t bytes) {
   return bytes <= (std::size_t{32} << 10) ? Algorithm::recursive_doubling : Algorithm::rabenseifner;
 }
 
-// Hierarchical: a binomial reduce inside each node to its leader (local rank 0), an allreduce
-// of the leaders across nodes, a binomial broadcast inside each node. The leaders' allreduce
-// completes (and for avg divides) every value once, and the broadcast copies its bits, so
-// every rank gets the same result. Any layout.
-Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
+// Hierarchical: a reduce inside each node to its leader (local rank 0), an allreduce of the
+// leaders across nodes, a broadcast inside each node. The leaders' allreduce completes (and for
+// avg divides) every value once, and the broadcast copies its bits, so every rank gets the same
+// result. Any layout. The phases inside a node run through `node_arena` where the node has one
+// (its turn held for the whole operation, see allreduce_hierarchical), else as binomial trees.
+Task allreduce_hierarchical_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
   if (trivial(op, a)) co_return;
   const std::size_t bytes = a.count * a.reduction.element_size;
   const patterns::NodeLayout* layout = node_split(op);
@@ -225,14 +226,16 @@ Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
   }
   const std::span<const int> node = layout->members(layout->node_of(op.rank()));
   const bool leader = layout->local_rank(op.rank()) == 0;
+  const Algorithm inside =
+      node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree;
   // Partial sums inside a node: no avg division before the last combining step.
   Reduction partial = a.reduction;
   partial.divisor = 0;
   {
-    const Operation::Group group(op, node);
+    const Operation::Group group(op, node, node_arena);
     const ReduceArgs reduce{
         a.send, a.recv, a.count, partial, 0, a.phases.part("node reduce", 0, 1), Algorithm::ring};
-    co_await reduce_task(op, reduce, Algorithm::binomial_tree);
+    co_await reduce_task(op, reduce, inside);
   }
   if (leader) {
     const Operation::Group group(op, layout->leaders());
@@ -241,20 +244,25 @@ Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
     co_await allreduce_task(op, across, flat_allreduce(bytes));
   }
   {
-    const Operation::Group group(op, node);
+    const Operation::Group group(op, node, node_arena);
     const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
                                   a.phases.part("node broadcast", 3, 1)};
-    co_await broadcast_task(op, broadcast, Algorithm::binomial_tree);
+    co_await broadcast_task(op, broadcast, inside);
   }
 }
 
-// Multi-leader: with k ranks on every node, a ring reduce-scatter inside each node leaves
-// slice i of the node's sum on local rank i; the ranks of local rank i allreduce slice i across
-// nodes; a ring allgather inside each node assembles the slices. Every rank's link across nodes
-// carries 1/k of the buffer. Slice i is completed once, by its allreduce across nodes, and
-// copied by the allgather: the same bits on every rank. Where the nodes hold different numbers
-// of ranks it runs the hierarchical schedule.
-Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
+Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
+  return with_node_arena<AllreduceArgs, allreduce_hierarchical_in>(op, std::move(a));
+}
+
+// Multi-leader: with k ranks on every node, a reduce-scatter inside each node leaves slice i of
+// the node's sum on local rank i; the ranks of local rank i allreduce slice i across nodes; an
+// allgather inside each node assembles the slices. Every rank's link across nodes carries 1/k
+// of the buffer. Slice i is completed once, by its allreduce across nodes, and copied by the
+// allgather: the same bits on every rank. The phases inside a node run through `node_arena`
+// where the node has one, else as rings. Where the nodes hold different numbers of ranks it
+// runs the hierarchical schedule.
+Task allreduce_multi_leader_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
   if (trivial(op, a)) co_return;
   const std::size_t elem = a.reduction.element_size;
   const patterns::NodeLayout* layout = node_split(op);
@@ -263,7 +271,7 @@ Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
     co_return;
   }
   if (!layout->uniform()) {
-    co_await allreduce_hierarchical(op, a);
+    co_await allreduce_hierarchical_in(op, a, node_arena);
     co_return;
   }
   const std::span<const int> node = layout->members(layout->node_of(op.rank()));
@@ -273,13 +281,14 @@ Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
   const auto i = static_cast<std::size_t>(local);
   std::byte* const slice = a.recv + offsets[i] * elem;
   const std::size_t slice_count = offsets[i + 1] - offsets[i];
+  const Algorithm inside = node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring;
   Reduction partial = a.reduction;
   partial.divisor = 0;
   {
-    const Operation::Group group(op, node);
+    const Operation::Group group(op, node, node_arena);
     const ReduceScatterArgs scatter{a.send, slice, offsets, partial,
                                     a.phases.part("node reduce_scatter", 0, 2)};
-    co_await reduce_scatter_task(op, scatter, Algorithm::ring);
+    co_await reduce_scatter_task(op, scatter, inside);
   }
   {
     const Operation::Group group(op, layout->peers(local));
@@ -288,10 +297,14 @@ Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
     co_await allreduce_task(op, across, flat_allreduce(slice_count * elem));
   }
   {
-    const Operation::Group group(op, node);
+    const Operation::Group group(op, node, node_arena);
     const AllgatherArgs gather{slice, a.recv, offsets, elem, a.phases.part("node allgather", 4, 2)};
-    co_await allgather_task(op, gather, Algorithm::ring);
+    co_await allgather_task(op, gather, inside);
   }
+}
+
+Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
+  return with_node_arena<AllreduceArgs, allreduce_multi_leader_in>(op, std::move(a));
 }
 
 // ---- the latency-bound path (see run_collective) ----

@@ -147,8 +147,9 @@ std::vector<int> node_heads(const patterns::NodeLayout& layout, int root) {
 }
 
 // Hierarchical: a broadcast across nodes from the root to one rank on every other node (its
-// leader), then a binomial broadcast inside each node from that rank. Any layout.
-Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
+// leader), then a broadcast inside each node from that rank: through `node_arena` where the
+// node has one, else a binomial tree. Any layout.
+Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node_arena) {
   const std::size_t bytes = a.count * a.element_size;
   const patterns::NodeLayout* layout = node_split(op);
   if (layout == nullptr) {
@@ -166,11 +167,16 @@ Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
     co_await broadcast_task(op, across, flat_broadcast(bytes, layout->nodes()));
   }
   {
-    const Operation::Group group(op, layout->members(node));
+    const Operation::Group group(op, layout->members(node), node_arena);
     const BroadcastArgs inside{a.buffer, a.count, a.element_size, layout->local_rank(head),
                                a.phases.part("node broadcast", 3, 1)};
-    co_await broadcast_task(op, inside, Algorithm::binomial_tree);
+    co_await broadcast_task(
+        op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree);
   }
+}
+
+Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
+  return with_node_arena<BroadcastArgs, broadcast_hierarchical_in>(op, std::move(a));
 }
 
 }  // namespace

@@ -131,6 +131,12 @@ bool shared_memory_usable(Operation& op);
 // Runs `body` (a shared-memory task) once every shared-memory operation started before it on
 // this communicator has finished: they take turns on the segment.
 Task in_turn(Operation& op, Task body);
+// The same on a given segment where this rank is `me`: a node-aware composite takes its node's
+// turn when it is built and holds it for its whole run (Operation::Group).
+Task in_turn(Operation& op, SharedArena& arena, int me, Task body);
+// The segment of this rank's node (Transport::node_arena) where an operation of the whole
+// communicator on host memory can run its phases inside the node through it; else null.
+SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
 // The shared-memory schedules (their rows name the point-to-point algorithm that runs where the
 // operation cannot use the segment, see registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
@@ -156,6 +162,18 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs args);
 // holds more than one rank; null otherwise (one node, one rank per node, no layout known, or
 // already inside a group), where the node-aware schedules run a flat algorithm instead.
 const patterns::NodeLayout* node_split(Operation& op);
+
+// A node-aware schedule whose phases inside a node run through the node's segment where it has
+// one (`node_arena` non-null, else messages): the node's turn is taken here, when the operation
+// is built (in call order on every rank), and held until the schedule ends, so the phases take
+// none of their own (Operation::Group).
+template <class Args, Task (*Schedule)(Operation&, Args, SharedArena*)>
+Task with_node_arena(Operation& op, Args a) {
+  const patterns::NodeLayout* layout = node_split(op);
+  SharedArena* arena = layout != nullptr ? node_arena_for(op, *layout) : nullptr;
+  if (arena == nullptr) return Schedule(op, std::move(a), nullptr);
+  return in_turn(op, *arena, layout->local_rank(op.rank()), Schedule(op, std::move(a), arena));
+}
 // The flat allreduce the node-aware schedules run across nodes, and in their stead where
 // node_split is null: recursive doubling up to 32 KiB, Rabenseifner above (each message across
 // nodes is a latency; the bytes are halved at every step). Both take two tag phases.

@@ -116,10 +116,11 @@ Algorithm flat_reduce(std::size_t bytes) {
   return bytes <= (std::size_t{64} << 10) ? Algorithm::binomial_tree : Algorithm::rabenseifner;
 }
 
-// Hierarchical: a binomial reduce inside each node to one rank of it (the root on the root's
-// node, the leader elsewhere), then a reduce of those partial sums across nodes to the root. The
-// root alone completes (and for avg divides) the result. Any layout.
-Task reduce_hierarchical(Operation& op, ReduceArgs a) {
+// Hierarchical: a reduce inside each node to one rank of it (the root on the root's node, the
+// leader elsewhere; through `node_arena` where the node has one, else a binomial tree), then a
+// reduce of those partial sums across nodes to the root. The root alone completes (and for avg
+// divides) the result. Any layout.
+Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena) {
   const std::size_t bytes = a.count * a.reduction.element_size;
   const patterns::NodeLayout* layout = node_split(op);
   if (layout == nullptr) {
@@ -142,7 +143,7 @@ Task reduce_hierarchical(Operation& op, ReduceArgs a) {
   Reduction partial = a.reduction;
   partial.divisor = 0;
   {
-    const Operation::Group group(op, layout->members(node));
+    const Operation::Group group(op, layout->members(node), node_arena);
     const ReduceArgs inside{a.send,
                             node_sum,
                             a.count,
@@ -150,7 +151,8 @@ Task reduce_hierarchical(Operation& op, ReduceArgs a) {
                             layout->local_rank(head),
                             a.phases.part("node reduce", 0, 1),
                             Algorithm::ring};
-    co_await reduce_task(op, inside, Algorithm::binomial_tree);
+    co_await reduce_task(
+        op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree);
   }
   if (op.rank() == head) {
     const Operation::Group group(op, heads);
@@ -163,6 +165,10 @@ Task reduce_hierarchical(Operation& op, ReduceArgs a) {
                             Algorithm::ring};
     co_await reduce_task(op, across, flat_reduce(bytes));
   }
+}
+
+Task reduce_hierarchical(Operation& op, ReduceArgs a) {
+  return with_node_arena<ReduceArgs, reduce_hierarchical_in>(op, std::move(a));
 }
 
 }  // namespace

@@ -203,12 +203,12 @@ Algorithm flat_reduce_scatter(std::size_t bytes) {
 }
 
 // Hierarchical (as many ranks, k, on every node): every rank copies its input into a buffer laid
-// out local rank first; a ring reduce-scatter inside each node leaves region i (the blocks of
-// the ranks of local rank i) summed over the node on local rank i; those ranks reduce-scatter
-// their region across nodes, each keeping its own block (each rank's link carries 1/k of what
-// crosses nodes). One node, one rank per node, or nodes with different rank counts: the flat
-// reduce-scatter.
-Task reduce_scatter_hierarchical(Operation& op, ReduceScatterArgs a) {
+// out local rank first; a reduce-scatter inside each node (through `node_arena` where the node
+// has one, else a ring) leaves region i (the blocks of the ranks of local rank i) summed over
+// the node on local rank i; those ranks reduce-scatter their region across nodes, each keeping
+// its own block (each rank's link carries 1/k of what crosses nodes). One node, one rank per
+// node, or nodes with different rank counts: the flat reduce-scatter.
+Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedArena* node_arena) {
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.reduction.element_size;
   const patterns::NodeLayout* layout = node_split(op);
@@ -231,10 +231,11 @@ Task reduce_scatter_hierarchical(Operation& op, ReduceScatterArgs a) {
   Reduction partial = a.reduction;
   partial.divisor = 0;
   {
-    const Operation::Group group(op, layout->members(layout->node_of(op.rank())));
+    const Operation::Group group(op, layout->members(layout->node_of(op.rank())), node_arena);
     const ReduceScatterArgs inside{work.data(), region.data(), regions, partial,
                                    a.phases.part("node reduce_scatter", 0, 2)};
-    co_await reduce_scatter_task(op, inside, Algorithm::ring);
+    co_await reduce_scatter_task(
+        op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring);
   }
   {
     const Operation::Group group(op, layout->peers(local));
@@ -242,6 +243,10 @@ Task reduce_scatter_hierarchical(Operation& op, ReduceScatterArgs a) {
                                    a.phases.part("across nodes", 2, 2)};
     co_await reduce_scatter_task(op, across, flat_reduce_scatter(within.back() * elem));
   }
+}
+
+Task reduce_scatter_hierarchical(Operation& op, ReduceScatterArgs a) {
+  return with_node_arena<ReduceScatterArgs, reduce_scatter_hierarchical_in>(op, std::move(a));
 }
 
 }  // namespace

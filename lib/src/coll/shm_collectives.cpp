@@ -238,8 +238,9 @@ bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size
 }  // namespace
 
 namespace {
-Task wait_turn_then(Operation& op, SharedArena& arena, std::uint64_t ticket, Task body) {
-  const CounterReached turn(arena, arena.turn(op.rank()), ticket, op.rank(),
+// `me`: this rank's place in `arena`.
+Task wait_turn_then(Operation& op, SharedArena& arena, int me, std::uint64_t ticket, Task body) {
+  const CounterReached turn(arena, arena.turn(me), ticket, me,
                             "an earlier shared-memory operation on", false);
   co_await op.until(turn);
   std::exception_ptr error;
@@ -248,28 +249,39 @@ Task wait_turn_then(Operation& op, SharedArena& arena, std::uint64_t ticket, Tas
   } catch (...) {
     error = std::current_exception();
   }
-  arena.end_turn(op.rank());
+  arena.end_turn(me);
   if (error) std::rethrow_exception(error);
 }
 }  // namespace
 
 // Not a coroutine: the ticket is taken when the dispatcher builds the task, which is in call
 // order on every rank (a coroutine's body would run later, after COLLX_CHECK's comparison).
+// Inside a Group the turn of the group's arena is the composite's, held for its whole run.
 Task in_turn(Operation& op, Task body) {
-  SharedArena& arena = *op.transport().shared_arena();
+  if (op.in_group()) return body;
+  return in_turn(op, *op.arena(), op.rank(), std::move(body));
+}
+
+Task in_turn(Operation& op, SharedArena& arena, int me, Task body) {
   op.set_holds_turn();
-  return wait_turn_then(op, arena, arena.take_ticket(op.rank()), std::move(body));
+  return wait_turn_then(op, arena, me, arena.take_ticket(me), std::move(body));
 }
 
 bool shared_memory_usable(Operation& op) {
-  const SharedArena* arena = op.transport().shared_arena();
-  return arena != nullptr && !op.in_group() && arena->size() == op.size() && !op.device_memory();
+  const SharedArena* arena = op.arena();
+  return arena != nullptr && arena->size() == op.size() && !op.device_memory();
+}
+
+SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout) {
+  SharedArena* arena = op.transport().node_arena();
+  if (arena == nullptr || op.in_group() || op.device_memory()) return nullptr;
+  return arena->size() == layout.ranks_on(layout.node_of(op.rank())) ? arena : nullptr;
 }
 
 Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0 || op.size() == 1) co_return;
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *op.arena();
   const std::size_t slot = slot_payload_bytes(arena);
   const std::size_t n = pieces_of(bytes, slot);
   const int me = op.rank();
@@ -496,7 +508,7 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
     if (a.send != nullptr && a.send != block(me)) std::memcpy(block(me), a.send, block_bytes(me));
     co_return;
   }
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *op.arena();
   const std::size_t slot = slot_payload_bytes(arena);
   const std::size_t rounds = pieces_of(largest, slot);
   const std::byte* own = a.send != nullptr ? a.send : block(me);
@@ -545,7 +557,7 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
   const std::size_t elem = a.reduction.element_size;
   const std::size_t bytes = a.count * elem;
   if (bytes == 0) co_return;
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *op.arena();
   // Whole elements per slot (every element size divides a ring slot of whole KiB).
   const std::size_t slot = slot_payload_bytes(arena) / elem * elem;
   const std::size_t n = pieces_of(bytes, slot);
@@ -772,7 +784,7 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
     if (a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
     co_return;
   }
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *op.arena();
   const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena.slot_bytes(), p, elem);
   if (piece == 0) {
     // A ring slot too small for one element per rank (only a test's tiny arena): messages.
@@ -844,7 +856,7 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
     if (own_bytes > 0 && a.send != a.recv) std::memmove(a.recv, a.send, own_bytes);
     co_return;
   }
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *op.arena();
   const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena.slot_bytes(), p, elem);
   if (piece == 0) {
     co_await reduce_scatter_task(op, a, Algorithm::ring);
@@ -1049,7 +1061,7 @@ Task gather_shared_memory(Operation& op, GatherArgs a) {
   const int p = op.size();
   const int me = op.rank();
   const std::size_t elem = a.element_size;
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *op.arena();
   const std::size_t slot = slot_payload_bytes(arena);
   const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
   if (me != a.root) {
@@ -1087,7 +1099,7 @@ Task scatter_shared_memory(Operation& op, ScatterArgs a) {
   const int p = op.size();
   const int me = op.rank();
   const std::size_t elem = a.element_size;
-  SharedArena& arena = *op.transport().shared_arena();
+  SharedArena& arena = *op.arena();
   const std::size_t slot = slot_payload_bytes(arena);
   const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
   if (me == a.root) {
@@ -1223,7 +1235,7 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const std::size_t block = a.count * a.element_size;
   const auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
   const std::size_t total_bytes = block * static_cast<std::size_t>(p);
-  SharedArena* arena_here = op.transport().shared_arena();
+  SharedArena* arena_here = op.arena();
   // Direct: each block is one slot holding a pointer. Decided from what every rank sees alike
   // (not from whether this rank's call is in place), so all count the same slots.
   const bool direct = block > 0 && p > 1 && arena_here != nullptr &&

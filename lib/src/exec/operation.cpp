@@ -205,19 +205,21 @@ void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int ph
   recv_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
-Operation::Group::Group(Operation& op, std::span<const int> members) : op_(op) {
+Operation::Group::Group(Operation& op, std::span<const int> members, SharedArena* arena) : op_(op) {
   const auto at = std::find(members.begin(), members.end(), op.transport_.rank());
   if (op.in_group() || at == members.end()) [[unlikely]] {
     throw Error(ErrorCode::internal, std::string(to_string(op.info_.collective)), op.rank_,
                 op.in_group() ? "nested rank groups" : "a rank group without this rank");
   }
   op.members_ = members;
+  op.group_arena_ = arena;
   op.rank_ = static_cast<int>(at - members.begin());
   op.size_ = static_cast<int>(members.size());
 }
 
 Operation::Group::~Group() {
   op_.members_ = {};
+  op_.group_arena_ = nullptr;
   op_.rank_ = op_.transport_.rank();
   op_.size_ = op_.transport_.size();
 }

@@ -128,6 +128,9 @@ class Operation {
   int size() const { return size_; }
   // Whether a Group is open: the algorithm addresses some of the communicator's ranks only.
   bool in_group() const { return !members_.empty(); }
+  // The segment the ranks the algorithm sees share: the communicator's (Transport::
+  // shared_arena), or within a Group the one it was opened with; null where there is none.
+  SharedArena* arena() const { return members_.empty() ? transport_.shared_arena() : group_arena_; }
 
   // A schedule that holds a turn of the shared arena (in_turn) took its ticket when it was
   // built; where the call fails before the schedule runs (COLLX_CHECK's mismatch) the turn must
@@ -153,9 +156,14 @@ class Operation {
   // among them) and the peers of send()/recv() are indexes into it. Messages keep the
   // operation's tags, so the part takes a share of its Phases like any other. Open one in the
   // coroutine around the part's co_await; groups do not nest.
+  //
+  // `arena`: the segment `members` share (their node's, Transport::node_arena), through which
+  // the part may run the arena's schedules (shared_memory_usable). Only an operation that
+  // holds that arena's turn for its whole run (in_turn) opens a Group with it: the schedules
+  // run inside take no turn of their own.
   class Group {
    public:
-    Group(Operation& op, std::span<const int> members);
+    Group(Operation& op, std::span<const int> members, SharedArena* arena = nullptr);
     ~Group();
     Group(const Group&) = delete;
     Group& operator=(const Group&) = delete;
@@ -263,7 +271,8 @@ class Operation {
   OpInfo info_;
   int rank_;
   int size_;
-  std::span<const int> members_;  // the open Group's ranks; empty: the communicator's
+  std::span<const int> members_;        // the open Group's ranks; empty: the communicator's
+  SharedArena* group_arena_ = nullptr;  // the open Group's segment
   std::shared_ptr<void> keepalive_;
   HostPath host_path_;
   // Before task_: the coroutine frame (which may hold device scratch and the call's reduction)

@@ -182,6 +182,11 @@ class Transport {
   // shm_arena.hpp), null otherwise: what the shared_memory algorithms move bytes through.
   SharedArena* shared_arena() const { return arena_.get(); }
   void set_shared_arena(std::shared_ptr<SharedArena> arena) { arena_ = std::move(arena); }
+  // Where the ranks span several nodes: the segment this rank's node shares (its ranks in
+  // local-rank order, node_layout()), null where the node has one rank or none was made. What
+  // the node-aware algorithms' phases inside a node move bytes through (Operation::Group).
+  SharedArena* node_arena() const { return node_arena_.get(); }
+  void set_node_arena(std::shared_ptr<SharedArena> arena) { node_arena_ = std::move(arena); }
 
   // Which of this transport's ranks share a node (node_layout.hpp), found once when the
   // communicator is created: what the node-aware algorithms (hierarchical, multi_leader) split
@@ -212,6 +217,7 @@ class Transport {
 
  private:
   std::shared_ptr<SharedArena> arena_;
+  std::shared_ptr<SharedArena> node_arena_;
   std::shared_ptr<const patterns::NodeLayout> layout_;
   FailureNotices* notices_ = nullptr;
   bool yield_when_idle_ = processors_oversubscribed(0);
