@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
   int status = 0;
   // Collective: whether the ranks of this run can share a segment.
   bool shared_memory = false;
+  // Nodes with a segment of their own (counted by their leaders).
+  int node_segments = 0;
   collx::NodeLayoutInfo layout;
   std::vector<std::string> learned;
   std::vector<collx::TuningRule> learned_rules;
@@ -114,6 +116,8 @@ int main(int argc, char** argv) {
     collx::Communicator world(MPI_COMM_WORLD);
     shared_memory = world.shared_memory();
     layout = world.node_layout();
+    const int leads_with_segment = layout.local_rank == 0 && world.node_shared_memory() ? 1 : 0;
+    MPI_Reduce(&leads_with_segment, &node_segments, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (autotune) {
       run_trials(world, *max_bytes);
       learned = world.learned_choices();
@@ -164,6 +168,11 @@ int main(int argc, char** argv) {
         std::printf("nodes:         %d, ranks per node %s (%s)%s\n", layout.nodes, sizes.c_str(),
                     layout.uniform ? "uniform" : "not uniform",
                     layout.emulated ? ", emulated by COLLX_NODE_LAYOUT" : "");
+        if (layout.nodes > 1) {
+          std::printf("node segments: %d of %d nodes (the node-aware algorithms' phases inside "
+                      "a node run through them; a node of one rank needs none)\n",
+                      node_segments, layout.nodes);
+        }
       }
       std::printf("host kernels:  %s\n", info.host_kernels.c_str());
       std::string types;

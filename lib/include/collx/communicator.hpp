@@ -64,6 +64,10 @@ class Communicator {
   // Whether its ranks share a memory segment (all on one node, more than one rank, COLLX_SHM
   // not 0): then Algorithm::shared_memory runs through it, and auto may choose it.
   bool shared_memory() const;
+  // Where its ranks span several nodes: whether this rank's node has a segment of its own,
+  // shared by the node's ranks of this communicator (more than one of them, COLLX_SHM not 0),
+  // through which the node-aware algorithms run their phases inside the node.
+  bool node_shared_memory() const;
   // Which of its ranks share a node: found once when the communicator was created
   // (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or the blocks COLLX_NODE_LAYOUT describes).
   // The node-aware algorithms (hierarchical, multi_leader) and auto's table split by it.

@@ -451,6 +451,10 @@ bool Communicator::shared_memory() const {
   return detail::state_of(*this).transport->shared_arena() != nullptr;
 }
 
+bool Communicator::node_shared_memory() const {
+  return detail::state_of(*this).transport->node_arena() != nullptr;
+}
+
 NodeLayoutInfo Communicator::node_layout() const {
   const detail::CommState& s = detail::state_of(*this);
   const patterns::NodeLayout& l = *s.node_layout;
