@@ -169,9 +169,10 @@ int main(int argc, char** argv) {
                     layout.uniform ? "uniform" : "not uniform",
                     layout.emulated ? ", emulated by COLLX_NODE_LAYOUT" : "");
         if (layout.nodes > 1) {
-          std::printf("node segments: %d of %d nodes (the node-aware algorithms' phases inside "
-                      "a node run through them; a node of one rank needs none)\n",
-                      node_segments, layout.nodes);
+          std::printf(
+              "node segments: %d of %d nodes (the node-aware algorithms' phases inside "
+              "a node run through them; a node of one rank needs none)\n",
+              node_segments, layout.nodes);
         }
       }
       std::printf("host kernels:  %s\n", info.host_kernels.c_str());
