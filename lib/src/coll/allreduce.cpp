@@ -1,5 +1,6 @@
 // Allreduce: ring, recursive doubling and Rabenseifner, all with the non-power-of-two fold
 // (or none needed) and bitwise-identical results on every rank.
+#include <algorithm>
 #include <cstring>
 
 #include <bit>
@@ -255,6 +256,101 @@ Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
   return with_node_arena<AllreduceArgs, allreduce_hierarchical_in>(op, std::move(a));
 }
 
+// Multi-leader on two nodes, pipelined: the buffer in chunks (each rank's slice of one is a
+// segment), and the slices' allreduce across the two nodes in flight while the node works on the
+// neighbouring chunks, so the phases inside a node and across nodes overlap chunk by chunk.
+// Across two nodes the allreduce of a slice is Rabenseifner's at two ranks, in two exchanges:
+// each side sends the half of its partial slice that the other completes and receives the half
+// it completes (X1), combines node 0's partial with node 1's (avg divided), and sends its
+// completed half back (X2). Chunk c's X1 is in flight while the node reduce-scatters chunk c + 1;
+// its X2 while the node allgathers chunk c - 1 and reduce-scatters chunk c + 2. Each half is
+// completed on one side only and copied: the same bits on every rank.
+Task allreduce_multi_leader_two_nodes(Operation& op, const AllreduceArgs& a,
+                                      const patterns::NodeLayout& layout, SharedArena* node_arena,
+                                      std::size_t chunk) {
+  const std::size_t elem = a.reduction.element_size;
+  const std::span<const int> node = layout.members(layout.node_of(op.rank()));
+  const int local = layout.local_rank(op.rank());
+  const int k = static_cast<int>(node.size());
+  // The ranks of this local rank, node 0's first: this rank is number node_of(rank) of them.
+  const std::span<const int> peers = layout.peers(local);
+  const int side = layout.node_of(op.rank());
+  const int other = 1 - side;
+  const Algorithm inside = node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring;
+  Reduction partial = a.reduction;
+  partial.divisor = 0;
+  const Phases node_scatter = a.phases.part("node reduce_scatter", 0, 2);
+  const Phases across = a.phases.part("across nodes", 2, 2);
+  const Phases node_gather = a.phases.part("node allgather", 4, 2);
+  struct Chunk {
+    std::size_t begin = 0;
+    std::vector<std::size_t> offsets;   // the k slices, within the chunk
+    std::byte* slice = nullptr;         // this rank's, in recv
+    std::size_t halves[3] = {0, 0, 0};  // the slice's two halves: side 0's, side 1's (elements)
+    std::byte* half(int s) const { return slice + halves[s] * elem_size; }
+    std::size_t half_count(int s) const { return halves[s + 1] - halves[s]; }
+    std::size_t elem_size = 0;
+  };
+  const auto chunk_at = [&](std::size_t c) {
+    Chunk ch;
+    ch.elem_size = elem;
+    ch.begin = c * chunk;
+    ch.offsets = offsets_of(patterns::BlockLayout{std::min(chunk, a.count - ch.begin), k});
+    const auto i = static_cast<std::size_t>(local);
+    ch.slice = a.recv + (ch.begin + ch.offsets[i]) * elem;
+    const std::size_t n = ch.offsets[i + 1] - ch.offsets[i];
+    ch.halves[1] = n / 2;
+    ch.halves[2] = n;
+    return ch;
+  };
+  const std::size_t chunks = (a.count + chunk - 1) / chunk;
+  // The other side's partial of the half this side completes (X1's receive).
+  ScratchBuffer received = op.scratch(((chunk / static_cast<std::size_t>(k)) / 2 + 2) * elem);
+  Transfer x1_send, x1_recv;
+  // X2 of chunk c and of chunk c - 1 are in flight at once: by parity.
+  Transfer x2_send[2], x2_recv[2];
+  std::vector<Chunk> window(3);  // chunks c, c - 1, c - 2, by c % 3
+  const auto at = [&](std::size_t c) -> Chunk& { return window[c % 3]; };
+  for (std::size_t c = 0; c < chunks + 2; ++c) {
+    if (c < chunks) {
+      at(c) = chunk_at(c);
+      const Chunk& now = at(c);
+      const Operation::Group group(op, node, node_arena);
+      const ReduceScatterArgs scatter{a.send + now.begin * elem, now.slice, now.offsets, partial,
+                                      node_scatter};
+      co_await reduce_scatter_task(op, scatter, inside);
+    }
+    if (c >= 1 && c - 1 < chunks) {
+      // Chunk c - 1: complete this side's half, send it back.
+      co_await op.wait(x1_send, x1_recv);
+      const Chunk& done = at(c - 1);
+      std::byte* mine = done.half(side);
+      const std::byte* lower = side == 0 ? mine : received.data();
+      const std::byte* upper = side == 0 ? received.data() : mine;
+      a.reduction.combine(mine, lower, upper, done.half_count(side), true);
+      const Operation::Group group(op, peers);
+      const std::size_t parity = (c - 1) % 2;
+      op.recv(x2_recv[parity], done.half(other), done.half_count(other) * elem, other, across[1]);
+      op.send(x2_send[parity], mine, done.half_count(side) * elem, other, across[1]);
+    }
+    if (c < chunks) {
+      const Chunk& now = at(c);
+      const Operation::Group group(op, peers);
+      op.recv(x1_recv, received.data(), now.half_count(side) * elem, other, across[0]);
+      op.send(x1_send, now.half(other), now.half_count(other) * elem, other, across[0]);
+    }
+    if (c >= 2) {
+      const std::size_t parity = (c - 2) % 2;
+      co_await op.wait(x2_send[parity], x2_recv[parity]);
+      const Chunk& done = at(c - 2);
+      const Operation::Group group(op, node, node_arena);
+      const AllgatherArgs gather{done.slice, a.recv + done.begin * elem, done.offsets, elem,
+                                 node_gather};
+      co_await allgather_task(op, gather, inside);
+    }
+  }
+}
+
 // Multi-leader: with k ranks on every node, a reduce-scatter inside each node leaves slice i of
 // the node's sum on local rank i; the ranks of local rank i allreduce slice i across nodes; an
 // allgather inside each node assembles the slices. Every rank's link across nodes carries 1/k
@@ -277,6 +373,17 @@ Task allreduce_multi_leader_in(Operation& op, AllreduceArgs a, SharedArena* node
   const std::span<const int> node = layout->members(layout->node_of(op.rank()));
   const int local = layout->local_rank(op.rank());
   const int k = static_cast<int>(node.size());
+  if (layout->nodes() == 2 && !op.device_memory()) {
+    // Each rank's slice of a chunk four segments or more, and about 8 chunks at most: with slices
+    // of one segment the chunks' messages and handoffs cost more than the overlap gave on the
+    // emulated cluster (docs/PERFORMANCE.md, "Overlap across two nodes").
+    const std::size_t chunk = std::max({4 * op.segment_bytes() * static_cast<std::size_t>(k) / elem,
+                                        a.count / 8, static_cast<std::size_t>(k)});
+    if (a.count > chunk) {
+      co_await allreduce_multi_leader_two_nodes(op, a, *layout, node_arena, chunk);
+      co_return;
+    }
+  }
   const std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, k});
   const auto i = static_cast<std::size_t>(local);
   std::byte* const slice = a.recv + offsets[i] * elem;
