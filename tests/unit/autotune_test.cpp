@@ -238,6 +238,57 @@ TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
   EXPECT_EQ(t.rounds(), 2);
 }
 
+// Settled calls up to the next checkpoint, each timed one taking `seconds`; returns how many.
+std::uint32_t calls_to_checkpoint(ClassTuner& t, double seconds) {
+  std::uint32_t calls = 0;
+  TunerStep step = TunerStep::none;
+  while (step != TunerStep::agree) {
+    const TrialPick p = t.pick();
+    ++calls;
+    if (p.timed) step = t.record(seconds);
+  }
+  return calls;
+}
+
+// A challenger that displaced the table's choice in the first round is tried again at the first
+// checkpoint however steady its time (a second opinion); the table's choice winning the second
+// round keeps it, and no further second opinion follows.
+TEST(Autotune, AFirstRoundChallengerGetsASecondOpinion) {
+  ClassTuner t;
+  t.start(kThree, 1);
+  run_trials(t, {3e-6, 1e-6, 3e-6}, 1);
+  ASSERT_TRUE(t.agreed(std::vector<std::uint64_t>{3000, 1000, 3000}));
+  ASSERT_EQ(t.chosen(), Algorithm::ring);
+  // Steady at its trial time: no drift, but the checkpoint asks for the second opinion.
+  EXPECT_EQ(calls_to_checkpoint(t, 1e-6), ClassTuner::kFirstCheck);
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{ClassTuner::kSecondOpinion}));
+  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{ClassTuner::kSecondOpinion}));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  EXPECT_EQ(t.untimed_choice(), Algorithm::ring);
+  // This time the table's choice is the fastest: it is kept.
+  EXPECT_EQ(run_trials(t, {1e-6, 3e-6, 3e-6}, 1), TunerStep::agree);
+  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{1000, 3000, 3000}));
+  EXPECT_EQ(t.chosen(), Algorithm::recursive_doubling);
+  EXPECT_EQ(t.rounds(), 2);
+  // No second opinion after the second round, whoever won it.
+  EXPECT_EQ(calls_to_checkpoint(t, 1e-6), ClassTuner::kFirstCheck);
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0}));
+  EXPECT_FALSE(t.agreed(std::vector<std::uint64_t>{0}));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+}
+
+// The table's choice winning the first round needs no second opinion.
+TEST(Autotune, TheTablesChoiceNeedsNoSecondOpinion) {
+  ClassTuner t;
+  t.start(kThree, 1);
+  run_trials(t, {1e-6, 3e-6, 3e-6}, 1);
+  ASSERT_TRUE(t.agreed(std::vector<std::uint64_t>{1000, 3000, 3000}));
+  EXPECT_EQ(calls_to_checkpoint(t, 1e-6), ClassTuner::kFirstCheck);
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0}));
+  EXPECT_FALSE(t.agreed(std::vector<std::uint64_t>{0}));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+}
+
 TEST(Autotune, TrialsAreFewerWhereCallsAreLong) {
   EXPECT_GT(trials_for(64), trials_for(std::size_t{1} << 20));
   EXPECT_GT(trials_for(std::size_t{1} << 20), trials_for(std::size_t{1} << 30));

@@ -301,6 +301,11 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
     if (tuner.rounds() > before) {
       std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
                    describe_trials(collective, size_class_of(bytes), tuner).c_str());
+    } else if (!values.empty() && values[0] == ClassTuner::kSecondOpinion) {
+      std::fprintf(stderr,
+                   "collx INFO rank 0: autotune %s class of %zu B: a challenger displaced the "
+                   "table's choice; trying again for a second opinion\n",
+                   std::string(to_string(collective)).c_str(), bytes);
     } else {
       std::fprintf(stderr,
                    "collx INFO rank 0: autotune %s class of %zu B: the chosen algorithm drifted "

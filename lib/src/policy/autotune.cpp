@@ -129,6 +129,7 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
       medians[i] = trial_median_ns(i);
     return medians;
   }
+  if (second_opinion_) return {kSecondOpinion};
   if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0};
   const std::uint64_t sampled = sampled_median_ns();
   if (sampled < baseline_ns_ + kDriftMinNs) return {0};
@@ -139,6 +140,7 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
 bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   if (checking_) {
     checking_ = false;
+    second_opinion_ = false;
     if (!maxima.empty() && static_cast<double>(maxima[0]) > kDriftRatio * 1000) {
       restart();
       return true;
@@ -158,6 +160,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   const std::size_t winner = challenger_wins ? fastest : 0;
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];
+  second_opinion_ = challenger_wins && rounds_ == 0;
   baseline_ns_ = trial_median_ns(winner);
   phase_ = Phase::settled;
   settled_calls_ = 0;

@@ -12,7 +12,11 @@
 // call can be short while the calls in a row are slow (a rank that arrives late finds its data
 // there, but the next call waits for the slot it frees), and a run of calls is what an application
 // makes. A sample of the later calls is timed; at checkpoints the ranks agree whether any of them
-// sees its chosen algorithm drift (1.5x its trial time) and, if so, try again.
+// sees its chosen algorithm drift (1.5x its trial time) and, if so, try again. A challenger that
+// displaced the table's choice in the first round is tried again at the first checkpoint in any
+// case (a second opinion): a machine's passing slow spell during the table's blocks would
+// otherwise keep a choice the rest of the run does not bear out (docs/PERFORMANCE.md, "The goal
+// table, sixth run").
 //
 // Every step is keyed on what every rank sees alike: the collective, the size class, the call's
 // place among the blocking calls of its class, the candidates (the table, the communicator's
@@ -69,7 +73,9 @@ class ClassTuner {
   // The values the ranks take the maximum of: while trying, each candidate's median time (ns)
   // over its block of trials but the first;
   // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
-  // samples, or if the sampled time is less than kDriftMinNs above the trial time).
+  // samples, or if the sampled time is less than kDriftMinNs above the trial time), or
+  // kSecondOpinion where the first round's challenger is to be tried again (the same on every
+  // rank: it follows from the agreed times).
   std::vector<std::uint64_t> agree_values() const;
   // The maxima over ranks of agree_values(). Returns true where trials settled or restarted.
   bool agreed(std::span<const std::uint64_t> maxima);
@@ -90,6 +96,9 @@ class ClassTuner {
   // and by at least kDriftMinNs (the same jitter: sub-microsecond calls re-tried again and
   // again ran their slow candidates among the application's calls).
   static constexpr double kDriftRatio = 1.5;
+  // What agree_values() reports at the first checkpoint after a challenger won the first round:
+  // above any drift, so the class is tried again.
+  static constexpr std::uint64_t kSecondOpinion = std::uint64_t{1} << 40;
   static constexpr std::uint64_t kDriftMinNs = 1000;
   // Every kSampleEvery-th settled call is timed; a checkpoint after kFirstCheck settled calls,
   // then at twice the count, ... at most kMaxCheckGap apart.
@@ -123,7 +132,8 @@ class ClassTuner {
   std::uint8_t block_ = 1;   // calls per block
   std::uint8_t passes_ = 1;  // blocks per candidate
   std::uint8_t rounds_ = 0;
-  bool checking_ = false;  // the pending agreement is a drift checkpoint
+  bool checking_ = false;        // the pending agreement is a drift checkpoint
+  bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
   std::array<Algorithm, kMaxCandidates> candidates_{};
   // This rank's timed trial calls of each candidate.
   std::array<std::array<std::uint64_t, kMaxTrials>, kMaxCandidates> trial_ns_{};
