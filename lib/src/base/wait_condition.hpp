@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <string>
 
 namespace collx::detail {
@@ -18,7 +19,9 @@ class WaitCondition {
   // Blocks up to `limit` or until the condition is met; true when it is.
   virtual bool wait_for(std::chrono::microseconds limit) const = 0;
   // "a slot from rank 3 (shared memory)", for the timeout message.
-  virtual std::string describe() const = 0;
+  // `ranks`: the communicator ranks of the peer indexes the condition names (the open Group's
+  // members, Operation::Group), empty where they are the communicator's own.
+  virtual std::string describe(std::span<const int> ranks) const = 0;
   // Whether no peer sends this operation a message while it waits here (a wait inside the
   // arena's data movement), so a message with its tags means the peers run another algorithm
   // (Operation::refuse_foreign_messages).

@@ -67,7 +67,7 @@ const AlgorithmRow* find_row(Collective collective, Algorithm algorithm) {
 }
 
 void no_algorithm(Operation& op, Collective collective, Algorithm algorithm) {
-  throw Error(ErrorCode::unsupported, std::string(to_string(collective)), op.rank(),
+  throw Error(ErrorCode::unsupported, std::string(to_string(collective)), op.transport().rank(),
               "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
 }
 

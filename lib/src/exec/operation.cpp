@@ -169,7 +169,9 @@ bool Operation::progress() {
 }
 
 void Operation::rethrow_if_failed() const {
-  if (error_) rethrow_named(error_, info_.collective, rank_);
+  // The communicator's rank: an operation that failed while suspended inside a Group still
+  // has the group's rank in rank_.
+  if (error_) rethrow_named(error_, info_.collective, transport_.rank());
 }
 
 void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
@@ -254,7 +256,7 @@ void Operation::move(void* dst, const void* src, std::size_t bytes) {
 }
 
 std::string Operation::waiting_description() const {
-  if (watched_ != nullptr) return watched_->describe();
+  if (watched_ != nullptr) return watched_->describe(members_);
   std::string out;
   for (const Transfer* t : waiting_) {
     if (!t->pending()) continue;
@@ -361,13 +363,15 @@ void Engine::wait(Operation& op) {
       if (waited.count() > timeout && !op.done()) {
         std::erase(active_, &op);
         operations_in_flight.store(static_cast<int>(active_.size()), std::memory_order_release);
-        const Error error(ErrorCode::timeout, to_string(op.info().collective), op.rank(),
-                          "no progress for " + std::to_string(waited.count()) +
-                              " s (COLLX_TIMEOUT) in " +
-                              std::string(to_string(op.info().collective)) + " #" +
-                              std::to_string(op.info().sequence) + " (" +
-                              std::string(to_string(op.info().algorithm)) +
-                              "), waiting on: " + op.waiting_description());
+        // The communicator's rank: the operation may be inside a Group, whose rank() is the
+        // group's.
+        const Error error(
+            ErrorCode::timeout, to_string(op.info().collective), op.transport().rank(),
+            "no progress for " + std::to_string(waited.count()) + " s (COLLX_TIMEOUT) in " +
+                std::string(to_string(op.info().collective)) + " #" +
+                std::to_string(op.info().sequence) + " (" +
+                std::string(to_string(op.info().algorithm)) +
+                "), waiting on: " + op.waiting_description());
         // The peers hear of it (and their waits end) through the failure notices; the
         // operation itself is abandoned, not done (its frame stays: see ~Operation).
         if (FailureNotices* notices = op.transport().failure_notices())

@@ -200,8 +200,9 @@ class CounterReached final : public WaitCondition {
   bool wait_for(std::chrono::microseconds limit) const override {
     return arena_.wait_for(counter_, target_, limit);
   }
-  std::string describe() const override {
-    return std::string(what_) + " rank " + std::to_string(peer_) + " (shared memory)";
+  std::string describe(std::span<const int> ranks) const override {
+    const int rank = ranks.empty() ? peer_ : ranks[static_cast<std::size_t>(peer_)];
+    return std::string(what_) + " rank " + std::to_string(rank) + " (shared memory)";
   }
   bool peers_silent() const override { return peers_silent_; }
 
