@@ -153,10 +153,11 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // The point-to-point context runs no node-aware algorithm; its waits yield on the same
     // node as the collectives' (Transport::yield_when_idle).
     p2p_transport->set_node_layout(node_layout);
-    // An emulated layout of several nodes has no segment, as real nodes would not.
+    // A layout of several nodes (real or emulated) has no segment across them, as real nodes
+    // would not; each node of more than one rank gets one of its own.
     if (node_layout->nodes() == 1) {
       transport->set_shared_arena(SharedArena::create(comm));
-    } else if (node_layout->hierarchical()) {
+    } else if (node_layout->hierarchical() && config().shared_memory) {
       // Each node's ranks share a segment of their own, for the node-aware algorithms' phases
       // inside the node; made collectively on the node's communicator (local-rank order), which
       // is needed only for that.

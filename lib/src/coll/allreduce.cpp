@@ -284,23 +284,23 @@ Task allreduce_multi_leader_two_nodes(Operation& op, const AllreduceArgs& a,
   const Phases node_gather = a.phases.part("node allgather", 4, 2);
   struct Chunk {
     std::size_t begin = 0;
-    std::vector<std::size_t> offsets;   // the k slices, within the chunk
-    std::byte* slice = nullptr;         // this rank's, in recv
-    std::size_t halves[3] = {0, 0, 0};  // the slice's two halves: side 0's, side 1's (elements)
-    std::byte* half(int s) const { return slice + halves[s] * elem_size; }
-    std::size_t half_count(int s) const { return halves[s + 1] - halves[s]; }
-    std::size_t elem_size = 0;
+    std::vector<std::size_t> offsets;  // the k slices, within the chunk
+    std::byte* slice = nullptr;        // this rank's, in recv
+    // The slice's two halves, the one side 0 completes and the one side 1 completes.
+    std::byte* half[2] = {nullptr, nullptr};
+    std::size_t half_count[2] = {0, 0};
   };
   const auto chunk_at = [&](std::size_t c) {
     Chunk ch;
-    ch.elem_size = elem;
     ch.begin = c * chunk;
     ch.offsets = offsets_of(patterns::BlockLayout{std::min(chunk, a.count - ch.begin), k});
     const auto i = static_cast<std::size_t>(local);
     ch.slice = a.recv + (ch.begin + ch.offsets[i]) * elem;
     const std::size_t n = ch.offsets[i + 1] - ch.offsets[i];
-    ch.halves[1] = n / 2;
-    ch.halves[2] = n;
+    ch.half_count[0] = n / 2;
+    ch.half_count[1] = n - n / 2;
+    ch.half[0] = ch.slice;
+    ch.half[1] = ch.slice + ch.half_count[0] * elem;
     return ch;
   };
   const std::size_t chunks = (a.count + chunk - 1) / chunk;
@@ -324,20 +324,20 @@ Task allreduce_multi_leader_two_nodes(Operation& op, const AllreduceArgs& a,
       // Chunk c - 1: complete this side's half, send it back.
       co_await op.wait(x1_send, x1_recv);
       const Chunk& done = at(c - 1);
-      std::byte* mine = done.half(side);
+      std::byte* mine = done.half[side];
       const std::byte* lower = side == 0 ? mine : received.data();
       const std::byte* upper = side == 0 ? received.data() : mine;
-      a.reduction.combine(mine, lower, upper, done.half_count(side), true);
+      a.reduction.combine(mine, lower, upper, done.half_count[side], true);
       const Operation::Group group(op, peers);
       const std::size_t parity = (c - 1) % 2;
-      op.recv(x2_recv[parity], done.half(other), done.half_count(other) * elem, other, across[1]);
-      op.send(x2_send[parity], mine, done.half_count(side) * elem, other, across[1]);
+      op.recv(x2_recv[parity], done.half[other], done.half_count[other] * elem, other, across[1]);
+      op.send(x2_send[parity], mine, done.half_count[side] * elem, other, across[1]);
     }
     if (c < chunks) {
       const Chunk& now = at(c);
       const Operation::Group group(op, peers);
-      op.recv(x1_recv, received.data(), now.half_count(side) * elem, other, across[0]);
-      op.send(x1_send, now.half(other), now.half_count(other) * elem, other, across[0]);
+      op.recv(x1_recv, received.data(), now.half_count[side] * elem, other, across[0]);
+      op.send(x1_send, now.half[other], now.half_count[other] * elem, other, across[0]);
     }
     if (c >= 2) {
       const std::size_t parity = (c - 2) % 2;
