@@ -204,6 +204,23 @@ std::uint32_t calls_to_checkpoint(ClassTuner& t, double seconds) {
   return calls;
 }
 
+// At a checkpoint whose agreed value is `value`: the class is tried again (nonblocking calls
+// keep running `kept` meanwhile), and a second round in which every rank times candidate i at
+// `seconds[i]` settles on `winner`.
+void expect_second_round(ClassTuner& t, std::uint64_t value, Algorithm kept,
+                         const std::vector<double>& seconds, Algorithm winner) {
+  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{value}));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  EXPECT_EQ(t.untimed_choice(), kept);
+  EXPECT_EQ(run_trials(t, seconds, 1), TunerStep::agree);
+  std::vector<std::uint64_t> maxima;
+  for (double s : seconds)
+    maxima.push_back(static_cast<std::uint64_t>(s * 1e9 + 0.5));
+  EXPECT_TRUE(t.agreed(maxima));
+  EXPECT_EQ(t.chosen(), winner);
+  EXPECT_EQ(t.rounds(), 2);
+}
+
 // After settling, every kSampleEvery-th call is timed; at the checkpoint the ranks agree on the
 // largest drift; beyond kDriftRatio the class is tried again.
 TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
@@ -235,14 +252,8 @@ TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
   // 2x its trial time; the checkpoint at 512 settled calls.
   EXPECT_EQ(calls_to_checkpoint(t, 2e-6), ClassTuner::kFirstCheck);
   EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{2000}));
-  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{2000}));
-  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
   // The second round tries every candidate again; meanwhile nonblocking calls keep the choice.
-  EXPECT_EQ(t.untimed_choice(), Algorithm::recursive_doubling);
-  EXPECT_EQ(run_trials(t, {5e-6, 2e-6, 3e-6}, 1), TunerStep::agree);
-  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{5000, 2000, 3000}));
-  EXPECT_EQ(t.chosen(), Algorithm::ring);
-  EXPECT_EQ(t.rounds(), 2);
+  expect_second_round(t, 2000, Algorithm::recursive_doubling, {5e-6, 2e-6, 3e-6}, Algorithm::ring);
 }
 
 // A challenger that displaced the table's choice in the first round is tried again at the first
@@ -257,14 +268,9 @@ TEST(Autotune, AFirstRoundChallengerGetsASecondOpinion) {
   // Steady at its trial time: no drift, but the checkpoint asks for the second opinion.
   EXPECT_EQ(calls_to_checkpoint(t, 1e-6), ClassTuner::kFirstCheck);
   EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{ClassTuner::kSecondOpinion}));
-  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{ClassTuner::kSecondOpinion}));
-  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
-  EXPECT_EQ(t.untimed_choice(), Algorithm::ring);
   // This time the table's choice is the fastest: it is kept.
-  EXPECT_EQ(run_trials(t, {1e-6, 3e-6, 3e-6}, 1), TunerStep::agree);
-  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{1000, 3000, 3000}));
-  EXPECT_EQ(t.chosen(), Algorithm::recursive_doubling);
-  EXPECT_EQ(t.rounds(), 2);
+  expect_second_round(t, ClassTuner::kSecondOpinion, Algorithm::ring, {1e-6, 3e-6, 3e-6},
+                      Algorithm::recursive_doubling);
   // No second opinion after the second round, whoever won it.
   EXPECT_EQ(calls_to_checkpoint(t, 1e-6), ClassTuner::kFirstCheck);
   EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0}));
