@@ -742,6 +742,10 @@ bool direct_reads_with(std::optional<bool> setting) {
 // window; COLLX_SHM_DIRECT=1 makes every block go so) whatever each rank's call, and every
 // block arrives. Blocks of 8 KiB go through the 512-byte ring slots.
 TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
+  // The default configuration again however the test ends (its assertions return early).
+  struct DefaultConfigAtExit {
+    ~DefaultConfigAtExit() { set_config(Config{}); }
+  } restore;
   for (std::optional<bool> setting : {std::optional<bool>{}, std::optional<bool>{true}}) {
     Config c;
     c.shm_direct = setting;
@@ -758,7 +762,6 @@ TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
       }
     }
   }
-  set_config(Config{});
 }
 
 // The same with every allgather block handed over as a pointer (readers copy it straight from
