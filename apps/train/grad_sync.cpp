@@ -58,7 +58,6 @@ void GradientSync::launch_through(std::size_t end) {
       requests_[launched_] =
           comm_.ireduce_scatter(data, block, b.size() / nranks, type_, ReduceOp::sum, options_);
     }
-    if (order_) order_->after_launch(launched_);
     ++launched_;
   }
 }
@@ -93,7 +92,6 @@ void GradientSync::launch_all() {
 }
 
 void GradientSync::wait(std::size_t bucket) {
-  if (order_) order_->use_result(bucket);
   if (!requests_[bucket].valid()) return;
   CommClock::Scope timed(clock_);
   requests_[bucket].wait();

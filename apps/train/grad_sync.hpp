@@ -58,12 +58,9 @@ class StreamOrder {
  public:
   virtual ~StreamOrder() = default;
   // Before bucket b's collective is launched: it reads what the computation enqueued so far.
+  // (Its result needs no ordering: a nonblocking collective on device memory completes once its
+  // device work has, so what is enqueued after wait() sees it.)
   virtual void before_launch(std::size_t bucket) = 0;
-  // Right after bucket b's collective was launched: marks the point where its result is
-  // complete.
-  virtual void after_launch(std::size_t bucket) = 0;
-  // The computation enqueued from now on runs after bucket b's result is complete.
-  virtual void use_result(std::size_t bucket) = 0;
 };
 
 class GradientSync final : public GradientHooks {

@@ -1,6 +1,7 @@
 // The device-memory tests on the emulated device (host memory, deferred and reordered streams).
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "device_api.hpp"
 #include "emulated_device.hpp"
@@ -16,11 +17,18 @@ class Emulated final : public TestDevice {
   std::string unavailable() override { return ""; }
   void* allocate(std::size_t bytes) override { return device_->allocate_device(bytes); }
   void release(void* p) override { device_->free_device(p); }
-  // Device memory is quiescent between calls (blocking calls have completed their device work).
+  // As cudaMemcpy from pageable memory: the upload returns once the source has been read, and
+  // reaches device memory later, in the default stream's order (a call must wait for it); the
+  // download returns once that stream's work so far and the copy are done.
   void upload(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
+    if (bytes == 0) return;
+    auto staged = std::make_shared<std::vector<std::byte>>(
+        static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + bytes);
+    device_->enqueue(device_->default_stream(),
+                     [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
   }
   void download(void* dst, const void* src, std::size_t bytes) override {
+    device_->synchronize_stream(device_->default_stream());
     if (bytes) std::memcpy(dst, src, bytes);
   }
   void* create_stream() override { return device_->create_stream(); }

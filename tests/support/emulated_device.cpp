@@ -22,7 +22,10 @@ void* aligned(std::size_t bytes) {
 }
 }  // namespace
 
-EmulatedDevice::EmulatedDevice(std::uint32_t seed) : rng_(seed) {}
+EmulatedDevice::EmulatedDevice(std::uint32_t seed) : rng_(seed) {
+  queues_.push_back(std::make_unique<Queue>());
+  default_queue_ = queues_.back().get();
+}
 
 EmulatedDevice::~EmulatedDevice() {
   for (auto& [begin, bytes] : device_blocks_)
@@ -58,6 +61,7 @@ void* EmulatedDevice::allocate_device(std::size_t bytes) {
 void EmulatedDevice::free_device(void* pointer) {
   if (pointer == nullptr) return;
   std::lock_guard lock(mutex_);
+  synchronize_device_locked("free_device (cudaFree)");
   device_blocks_.erase(reinterpret_cast<std::uintptr_t>(pointer));
   std::free(pointer);
 }
@@ -66,6 +70,9 @@ void* EmulatedDevice::allocate_pinned(std::size_t bytes) {
   return aligned(bytes);
 }
 void EmulatedDevice::free_pinned(void* pointer) {
+  if (pointer == nullptr) return;
+  std::lock_guard lock(mutex_);
+  synchronize_device_locked("free_pinned (cudaFreeHost)");
   std::free(pointer);
 }
 
@@ -134,9 +141,9 @@ void EmulatedDevice::reduce(void* dst, const void* a, const void* b, std::size_t
        Op{[=] { kernels::reduce(dst, a, b, n, type, op, divisor); }, {}, {}});
 }
 
-void EmulatedDevice::wait_gate(Stream stream, std::shared_ptr<detail::StreamGate> gate) {
+void EmulatedDevice::hold(Stream stream, std::shared_ptr<StreamHold> hold) {
   std::lock_guard lock(mutex_);
-  push(*static_cast<Queue*>(stream), Op{{}, {}, std::move(gate)});
+  push(*static_cast<Queue*>(stream), Op{{}, {}, std::move(hold)});
 }
 
 void EmulatedDevice::enqueue(Stream stream, std::function<void()> work) {
@@ -170,7 +177,7 @@ bool EmulatedDevice::ready(const Op& op) const {
   for (const Mark& m : op.after) {
     if (!complete(m)) return false;
   }
-  return !op.gate || op.gate->is_open();
+  return !op.hold || op.hold->is_open();
 }
 
 bool EmulatedDevice::step_locked() {
@@ -196,11 +203,24 @@ void EmulatedDevice::run_some_locked() {
   }
 }
 
+void EmulatedDevice::synchronize_device_locked(const char* what) {
+  while (step_locked()) {
+  }
+  for (const auto& q : queues_) {
+    if (!q->ops.empty()) {
+      throw Error(ErrorCode::internal, "", -1,
+                  std::string("emulated device: ") + what +
+                      " waits for every stream of the device, and a stream is held: on a GPU "
+                      "this never returns");
+    }
+  }
+}
+
 void EmulatedDevice::run_until_locked(const Mark& m) {
   while (!complete(m)) {
     if (!step_locked()) {
       throw Error(ErrorCode::internal, "", -1,
-                  "emulated device: waiting for work that can never run (a stream behind a gate "
+                  "emulated device: waiting for work that can never run (a stream behind a hold "
                   "or an event that is never reached)");
     }
   }

@@ -6,6 +6,7 @@
 // the copy out of it) then reads or writes the wrong bytes and the results show it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -20,12 +21,26 @@
 
 namespace collx::testing {
 
+// Holds a stream of the emulated device (EmulatedDevice::hold): its work enqueued after the hold
+// waits until open().
+class StreamHold {
+ public:
+  void open() noexcept { open_ = true; }
+  bool is_open() const noexcept { return open_; }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
 class EmulatedDevice final : public detail::DeviceApi {
  public:
   explicit EmulatedDevice(std::uint32_t seed = 1);
   ~EmulatedDevice() override;
 
   // ---- for the tests ----
+  // Work enqueued on `stream` from now on waits until hold->open(): device work that stays
+  // pending as long as a test wants.
+  void hold(Stream stream, std::shared_ptr<StreamHold> hold);
   // Runs `work` on the device, in `stream`'s order.
   void enqueue(Stream stream, std::function<void()> work);
   // Runs the device until `stream`'s work so far has completed.
@@ -47,6 +62,7 @@ class EmulatedDevice final : public detail::DeviceApi {
   void free_pinned(void* pointer) override;
   Stream create_stream() override;
   void destroy_stream(Stream stream) noexcept override;
+  Stream default_stream() override { return default_queue_; }
   Event create_event() override;
   void destroy_event(Event event) noexcept override;
   void record(Event event, Stream stream) override;
@@ -56,7 +72,6 @@ class EmulatedDevice final : public detail::DeviceApi {
   void copy(void* dst, const void* src, std::size_t bytes, Copy kind, Stream stream) override;
   void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
               double divisor, Stream stream) override;
-  void wait_gate(Stream stream, std::shared_ptr<detail::StreamGate> gate) override;
 
  private:
   struct Queue;
@@ -67,7 +82,7 @@ class EmulatedDevice final : public detail::DeviceApi {
   struct Op {
     std::function<void()> work;
     std::vector<Mark> after;                   // events it waits for
-    std::shared_ptr<detail::StreamGate> gate;  // or a gate
+    std::shared_ptr<StreamHold> hold;          // or a hold
   };
   struct Queue {
     std::deque<Op> ops;
@@ -86,12 +101,15 @@ class EmulatedDevice final : public detail::DeviceApi {
   bool step_locked();
   void run_some_locked();
   void run_until_locked(const Mark& m);
+  // cudaFree and cudaFreeHost wait for all the device's work: every stream runs dry first.
+  void synchronize_device_locked(const char* what);
 
   std::recursive_mutex mutex_;
   std::mt19937 rng_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::map<std::uintptr_t, std::size_t> device_blocks_;  // begin -> bytes
   std::uint64_t run_ = 0;
+  Queue* default_queue_ = nullptr;
 };
 
 }  // namespace collx::testing

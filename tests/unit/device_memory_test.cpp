@@ -156,10 +156,9 @@ TEST_F(Emulated, APooledBufferIsReusedOnlyAfterItsFences) {
   std::byte* first = pool.acquire(1000, capacity);
   EXPECT_EQ(capacity, 1024u);
   EXPECT_TRUE(device->pointer_kind(first).device);
-  // Work on the buffer still pending on the device (behind a closed gate): given back with its
-  // event.
-  auto gate = std::make_shared<StreamGate>();
-  device->wait_gate(s, gate);
+  // Work on the buffer still pending on the device (behind a hold): given back with its event.
+  auto hold = std::make_shared<collx::testing::StreamHold>();
+  device->hold(s, hold);
   device->enqueue(s, [] {});
   EventRef pending = events->acquire();
   device->record(pending->event, s);
@@ -170,7 +169,7 @@ TEST_F(Emulated, APooledBufferIsReusedOnlyAfterItsFences) {
   EXPECT_NE(second, first);
   pool.give_back(second, c2, {});
   // Once the fence has completed the buffer comes back.
-  gate->open();
+  hold->open();
   device->synchronize(pending->event);
   std::byte* again = pool.acquire(900, c2);
   std::byte* again2 = pool.acquire(900, c2);

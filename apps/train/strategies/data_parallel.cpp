@@ -53,22 +53,15 @@ Options memory_options(Options options, void* stream) {
   return options;
 }
 
-// Orders the gradient buckets' collectives (on the backend's side stream) with the backend's
-// computation (its stream) through events: bucket b uses events 2b (its inputs are complete)
-// and 2b + 1 (its result is).
+// Orders the gradient buckets' collectives (on the backend's side stream) after the backend's
+// computation (its stream) through events: event b marks bucket b's inputs complete.
 template <class T>
 class BackendStreamOrder final : public StreamOrder {
  public:
   explicit BackendStreamOrder(mlp::Backend<T>& backend) : backend_(backend) {}
   void before_launch(std::size_t bucket) override {
-    backend_.record_event(2 * bucket, backend_.stream());
-    backend_.wait_event(backend_.side_stream(), 2 * bucket);
-  }
-  void after_launch(std::size_t bucket) override {
-    backend_.record_event(2 * bucket + 1, backend_.side_stream());
-  }
-  void use_result(std::size_t bucket) override {
-    backend_.wait_event(backend_.stream(), 2 * bucket + 1);
+    backend_.record_event(bucket, backend_.stream());
+    backend_.wait_event(backend_.side_stream(), bucket);
   }
 
  private:

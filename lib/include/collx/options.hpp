@@ -28,12 +28,14 @@ struct Options {
   MemoryKind memory = MemoryKind::automatic;
   // Stream-ordered form, for device memory: a cudaStream_t (cudaStreamLegacy or
   // cudaStreamPerThread for the default streams; nullptr: not stream-ordered). The collective
-  // reads its inputs after the work enqueued on `stream` before the call, and work enqueued on
-  // `stream` after the call (blocking) or after the start of a nonblocking call runs after the
-  // result is complete. A nonblocking call must still be waited on (or progressed by
-  // COLLX_PROGRESS_THREAD=1): until then the stream waits. Without a stream, device inputs must
-  // be complete when the call is made (as with a CUDA-aware MPI) and the results are complete
-  // when it returns (blocking) or its request completes.
+  // reads its inputs after the work enqueued on `stream` before the call; work enqueued on
+  // `stream` after a blocking call runs after the result is complete (the host does not wait for
+  // the device). A nonblocking call never holds `stream`: its request completes once the result
+  // is complete on the device, so work enqueued after wait() (or a test() that returned true)
+  // sees it. Without a stream, the inputs are read after the work enqueued so far on the legacy
+  // default stream (and the blocking streams it waits for: a cudaMemcpy from pageable memory
+  // included), and the results are complete when the call returns (blocking) or its request
+  // completes.
   void* stream = nullptr;
 };
 

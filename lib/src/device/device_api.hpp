@@ -18,22 +18,6 @@
 
 namespace collx::detail {
 
-// What a stream waits behind in the nonblocking stream-ordered form: work enqueued on the stream
-// after the gate runs once open() was called.
-class StreamGate {
- public:
-  void open() noexcept {
-    open_.store(true, std::memory_order_release);
-    open_.notify_all();
-  }
-  bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
-  // Blocks the calling thread until open() (the CUDA host function on the stream).
-  void wait() const noexcept { open_.wait(false, std::memory_order_acquire); }
-
- private:
-  std::atomic<bool> open_{false};
-};
-
 struct DeviceDescription {
   int index = 0;
   std::string name;
@@ -74,6 +58,11 @@ class DeviceApi {
   // Streams and events of the current device. Every failure throws collx::Error.
   virtual Stream create_stream() = 0;
   virtual void destroy_stream(Stream stream) noexcept = 0;
+  // The stream that the caller's device work without a stream of its own is ordered on (CUDA's
+  // legacy default stream, which also waits for every blocking stream): a device call without
+  // Options::stream reads and writes its buffers after the work enqueued there so far, such as a
+  // cudaMemcpy from pageable memory, which returns before its copy has reached the device.
+  virtual Stream default_stream() = 0;
   virtual Event create_event() = 0;
   virtual void destroy_event(Event event) noexcept = 0;
   virtual void record(Event event, Stream stream) = 0;
@@ -88,8 +77,6 @@ class DeviceApi {
   // dst = a op b over n elements (divisor > 0: avg's final division fused), as the host kernels.
   virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
                       ReduceOp op, double divisor, Stream stream) = 0;
-  // Work enqueued on `stream` after this waits until gate->open().
-  virtual void wait_gate(Stream stream, std::shared_ptr<StreamGate> gate) = 0;
 };
 
 // The device API of this process: CUDA's in a CUDA build (whether or not a device is present),

@@ -29,18 +29,6 @@ cudaEvent_t as_event(DeviceApi::Event e) {
   return static_cast<cudaEvent_t>(e);
 }
 
-// The host function a stream runs in the nonblocking stream-ordered form: it holds the stream
-// until the collective is complete. It makes no CUDA call (which host functions must not), and
-// what it waits for never depends on a host function: the collective's device work runs on the
-// engine's own streams, and its inputs were recorded on the caller's stream before this.
-// CUDA may run host functions of different streams one after another, so a second gated call
-// opens its stream only after the first.
-void CUDART_CB wait_for_gate(void* data) {
-  auto* gate = static_cast<std::shared_ptr<StreamGate>*>(data);
-  (*gate)->wait();
-  delete gate;
-}
-
 #if defined(__linux__) && defined(__GLIBC__)
 // Memory that CUDA cannot have handed out, told apart without asking it (a driver call per
 // buffer is several times a small allreduce's own cost): the brk heap above where it ended when
@@ -137,6 +125,7 @@ class CudaApi final : public DeviceApi {
   void destroy_stream(Stream stream) noexcept override {
     if (cudaStreamDestroy(as_stream(stream)) != cudaSuccess) (void)cudaGetLastError();
   }
+  Stream default_stream() override { return cudaStreamLegacy; }
   Event create_event() override {
     cudaEvent_t e = nullptr;
     check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -170,14 +159,6 @@ class CudaApi final : public DeviceApi {
   void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
               double divisor, Stream stream) override {
     kernels::device_reduce(dst, a, b, n, type, op, divisor, stream);
-  }
-  void wait_gate(Stream stream, std::shared_ptr<StreamGate> gate) override {
-    auto* held = new std::shared_ptr<StreamGate>(std::move(gate));
-    const cudaError_t status = cudaLaunchHostFunc(as_stream(stream), wait_for_gate, held);
-    if (status != cudaSuccess) {
-      delete held;
-      check_cuda(status, "cudaLaunchHostFunc");
-    }
   }
 
  private:

@@ -213,17 +213,8 @@ namespace {
 
 class EngineCall final : public DeviceCall {
  public:
-  EngineCall(DeviceEngine& engine, Transport& inner, void* user_stream, bool blocking,
-             std::shared_ptr<StreamGate> gate)
-      : engine_(engine),
-        inner_(inner),
-        user_stream_(user_stream),
-        blocking_(blocking),
-        gate_(std::move(gate)) {}
-  // A call that never finished (an error, an abandoned operation) lets the caller's stream go.
-  ~EngineCall() override {
-    if (gate_) gate_->open();
-  }
+  EngineCall(DeviceEngine& engine, Transport& inner, void* user_stream, bool blocking)
+      : engine_(engine), inner_(inner), user_stream_(user_stream), blocking_(blocking) {}
 
   void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
     engine_.send(inner_, t, buf, bytes, peer, tag);
@@ -266,14 +257,15 @@ class EngineCall final : public DeviceCall {
       tail_.clear();
       return true;
     }
+    // Nonblocking (with or without the caller's stream): complete once the device work is, so
+    // whatever the caller enqueues after wait() sees the results. The caller's stream is never
+    // held meanwhile: a host function waiting for this work would break CUDA's rule that host
+    // functions wait for nothing outstanding on the device, and deadlocks on a GPU as soon as
+    // anything (a pinned or device allocation, cudaFree) orders the device's streams.
     for (const EventRef& e : tail_) {
       if (!api.done(e->event)) return false;
     }
     tail_.clear();
-    if (gate_) {
-      gate_->open();
-      gate_.reset();
-    }
     return true;
   }
 
@@ -284,7 +276,6 @@ class EngineCall final : public DeviceCall {
   Transport& inner_;
   void* user_stream_;
   bool blocking_;
-  std::shared_ptr<StreamGate> gate_;
   bool tail_taken_ = false;
   std::vector<EventRef> tail_;
 };
@@ -319,24 +310,20 @@ DeviceEngine::~DeviceEngine() {
 std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
                                                      std::span<const DeviceBuffer> buffers,
                                                      void* user_stream, bool blocking) {
-  std::shared_ptr<StreamGate> gate;
-  if (user_stream != nullptr) {
+  {
     std::lock_guard lock(mutex_);
     DeviceGuard guard(*api_, device_);
-    // The inputs are ready after the work enqueued on the caller's stream so far.
+    // The buffers are ready after the work enqueued so far on the caller's stream, or without
+    // one on the default stream (the engine's own streams are non-blocking: they would not wait
+    // for it).
     EventRef ready = events_->acquire();
-    api_->record(ready->event, user_stream);
+    api_->record(ready->event, user_stream != nullptr ? user_stream : api_->default_stream());
     for (const DeviceBuffer& b : buffers) {
       if (b.bytes > 0)
         ledger_.add(Ledger::external, ready, {{}, ByteRange::of(b.pointer, b.bytes)});
     }
-    if (!blocking) {
-      // The caller's later work waits until the request is complete.
-      gate = std::make_shared<StreamGate>();
-      api_->wait_gate(user_stream, gate);
-    }
   }
-  return std::make_unique<EngineCall>(*this, inner, user_stream, blocking, std::move(gate));
+  return std::make_unique<EngineCall>(*this, inner, user_stream, blocking);
 }
 
 void DeviceEngine::add_external(const EventRef& event, std::span<const DeviceBuffer> buffers) {
