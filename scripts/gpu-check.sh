@@ -30,7 +30,7 @@ if [ -n "${UCX_SRC_TGZ:-}" ] && [ -n "${UCX_CUDA_PREFIX:-}" ] && has ucx; then
   (set -e; export -n OMPI_MCA_op; d=$(mktemp -d); tar -xzf "$UCX_SRC_TGZ" -C "$d"; cd "$d"/*;
    nvml=$(dirname "$(find /usr/local/cuda*/ /usr/include -name nvml.h 2>/dev/null | head -1)")
    ./contrib/configure-release --prefix="$UCX_CUDA_PREFIX" --with-cuda=/usr/local/cuda \
-     --without-rocm --without-verbs --without-rdmacm --without-knem --without-xpmem --without-go \
+     --without-rocm --without-verbs --without-mlx5 --without-gda --without-rdmacm --without-knem --without-xpmem --without-go \
      --without-java --disable-doxygen-doc CPPFLAGS="-I$nvml" \
      LDFLAGS="-L/usr/local/cuda/lib64/stubs -L/usr/local/cuda/lib64"
    timeout 300 make -j "$(($(nproc) - 2))" >/dev/null && make install >/dev/null) >"$out/ucx-build.log" 2>&1 &
