@@ -48,7 +48,10 @@ fi
 if has tests; then
   (cd "$B" && timeout -k 5 "${TESTS_LIMIT:-600}" ctest -L gpu ${TESTS_EXCLUDE:+-E "$TESTS_EXCLUDE"} \
     --output-on-failure --timeout 60) >"$out/ctest-gpu.txt" 2>&1
+  rc=$?
   pkill -9 -f "$B/tests/" 2>/dev/null; pkill -9 orted 2>/dev/null
+  # ctest does not always end a hung mpiexec (it waits for the job's output): name the test.
+  [ $rc -ge 124 ] && note "ctest stopped after ${TESTS_LIMIT:-600} s in: $(grep -E '^ *Start' "$out/ctest-gpu.txt" | tail -1)"
   note "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.txt" | tail -1)"
   grep -E '^\s+[0-9]+ - |Skipped|Not Run' "$out/ctest-gpu.txt" | head -20
 fi
