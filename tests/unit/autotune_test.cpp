@@ -36,6 +36,16 @@ TunerStep run_trials(ClassTuner& t, const std::vector<double>& seconds, int tria
   return step;
 }
 
+// A first round over kThree in which this rank times candidate i at `seconds[i]` and the ranks
+// agree on `maxima` (each candidate's slowest rank, in ns); returns whether they agreed on a
+// choice (t.chosen()).
+bool first_round(ClassTuner& t, const std::vector<double>& seconds,
+                 const std::vector<std::uint64_t>& maxima) {
+  t.start(kThree, 1);
+  run_trials(t, seconds, 1);
+  return t.agreed(maxima);
+}
+
 TEST(Autotune, SizeClassesArePowersOfTwo) {
   EXPECT_EQ(size_class_of(0), 0);
   EXPECT_EQ(size_class_of(1), 0);
@@ -152,34 +162,26 @@ TEST(Autotune, TwoPassesAndTheLowerOfTheirMediansCounts) {
 }
 
 TEST(Autotune, TheTableKeepsItsChoiceWithinTheMargin) {
-  ClassTuner t;
-  t.start(kThree, 1);
-  run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
   // 2% faster is noise: the table's choice stays.
-  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{10000, 9800, 9900}));
+  ClassTuner t;
+  EXPECT_TRUE(first_round(t, {1e-6, 1e-6, 1e-6}, {10000, 9800, 9900}));
   EXPECT_EQ(t.chosen(), Algorithm::recursive_doubling);
   // 5% faster replaces it.
   ClassTuner u;
-  u.start(kThree, 1);
-  run_trials(u, {1e-6, 1e-6, 1e-6}, 1);
-  EXPECT_TRUE(u.agreed(std::vector<std::uint64_t>{10000, 9500, 9900}));
+  EXPECT_TRUE(first_round(u, {1e-6, 1e-6, 1e-6}, {10000, 9500, 9900}));
   EXPECT_EQ(u.chosen(), Algorithm::ring);
 }
 
 // Below a microsecond the table's choice stays unless a challenger saves kMarginMinNs a call,
 // and a sampled time counts as drift only kDriftMinNs above the trial time.
 TEST(Autotune, SubMicrosecondDifferencesAreNoise) {
-  ClassTuner t;
-  t.start(kThree, 1);
-  run_trials(t, {0.3e-6, 0.2e-6, 0.25e-6}, 1);
   // ring 33% faster, but by 100 ns: the table's choice stays.
-  EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{300, 200, 250}));
+  ClassTuner t;
+  EXPECT_TRUE(first_round(t, {0.3e-6, 0.2e-6, 0.25e-6}, {300, 200, 250}));
   EXPECT_EQ(t.chosen(), Algorithm::recursive_doubling);
   // 400 ns saved replaces it.
   ClassTuner u;
-  u.start(kThree, 1);
-  run_trials(u, {0.7e-6, 0.3e-6, 0.6e-6}, 1);
-  EXPECT_TRUE(u.agreed(std::vector<std::uint64_t>{700, 300, 600}));
+  EXPECT_TRUE(first_round(u, {0.7e-6, 0.3e-6, 0.6e-6}, {700, 300, 600}));
   EXPECT_EQ(u.chosen(), Algorithm::ring);
   // Settled on recursive doubling at 0.3 us: samples at 3x (0.9 us) are not drift.
   TunerStep step = TunerStep::none;
@@ -225,9 +227,7 @@ void expect_second_round(ClassTuner& t, std::uint64_t value, Algorithm kept,
 // largest drift; beyond kDriftRatio the class is tried again.
 TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
   ClassTuner t;
-  t.start(kThree, 1);
-  run_trials(t, {1e-6, 2e-6, 3e-6}, 1);
-  ASSERT_TRUE(t.agreed(std::vector<std::uint64_t>{1000, 2000, 3000}));
+  ASSERT_TRUE(first_round(t, {1e-6, 2e-6, 3e-6}, {1000, 2000, 3000}));
   ASSERT_EQ(t.chosen(), Algorithm::recursive_doubling);
   // Settled calls: timed only every kSampleEvery-th and at the checkpoint.
   int timed = 0;
@@ -261,9 +261,7 @@ TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
 // round keeps it, and no further second opinion follows.
 TEST(Autotune, AFirstRoundChallengerGetsASecondOpinion) {
   ClassTuner t;
-  t.start(kThree, 1);
-  run_trials(t, {3e-6, 1e-6, 3e-6}, 1);
-  ASSERT_TRUE(t.agreed(std::vector<std::uint64_t>{3000, 1000, 3000}));
+  ASSERT_TRUE(first_round(t, {3e-6, 1e-6, 3e-6}, {3000, 1000, 3000}));
   ASSERT_EQ(t.chosen(), Algorithm::ring);
   // Steady at its trial time: no drift, but the checkpoint asks for the second opinion.
   EXPECT_EQ(calls_to_checkpoint(t, 1e-6), ClassTuner::kFirstCheck);
