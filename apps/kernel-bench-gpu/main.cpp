@@ -8,15 +8,19 @@
 // (cudaEvent). The goal row, "a+b->c", should reach --target (default 0.85) of the copy.
 // The result is checked against the host kernels before anything is timed.
 //
+// --round-trips N then times the small CUDA round trips a staged call is made of (8 bytes).
+//
 // Exit status: 0 done, 1 error or wrong result, 3 below target with --check-target,
 // 77 no CUDA device (nothing measured).
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +49,7 @@ struct Options {
   std::vector<std::string> types = {"float32", "float16", "bfloat16"};
   double target = 0.85;
   bool check_target = false;
+  int latency_reps = 500;
 };
 
 // A device allocation that frees itself.
@@ -99,6 +104,85 @@ struct Row {
   std::size_t bytes_moved = 0;
   std::vector<double> ms;
 };
+
+// What a small device call pays before any byte moves: the host-visible round trips of the CUDA
+// calls a staged collective is made of (8 bytes each, a non-blocking stream as the engine uses),
+// each timed on the host clock, median of `reps`.
+void print_round_trips(int reps) {
+  void* device = nullptr;
+  void* pinned = nullptr;
+  check_cuda(cudaMalloc(&device, 64), "cudaMalloc(64 bytes)");
+  check_cuda(cudaMallocHost(&pinned, 64), "cudaMallocHost(64 bytes)");
+  unsigned char pageable[64] = {};
+  CudaStream stream;
+  CudaEvent done(false);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream.handle());
+  const auto cuda_event = static_cast<cudaEvent_t>(done.handle());
+  const auto poll = [&] {
+    cudaError_t state;
+    while ((state = cudaEventQuery(cuda_event)) == cudaErrorNotReady) {
+    }
+    check_cuda(state, "cudaEventQuery");
+  };
+  const auto d2h = [&] {
+    check_cuda(cudaMemcpyAsync(pinned, device, 8, cudaMemcpyDeviceToHost, cuda_stream),
+               "cudaMemcpyAsync D2H");
+  };
+  const auto h2d = [&] {
+    check_cuda(cudaMemcpyAsync(device, pinned, 8, cudaMemcpyHostToDevice, cuda_stream),
+               "cudaMemcpyAsync H2D");
+  };
+  const auto record_and_poll = [&] {
+    check_cuda(cudaEventRecord(cuda_event, cuda_stream), "cudaEventRecord");
+    poll();
+  };
+  struct Trip {
+    const char* name;
+    std::function<void()> run;
+  };
+  const std::vector<Trip> trips = {
+      {"event record + cudaEventQuery, idle stream", record_and_poll},
+      {"cudaMemcpy D2H, pageable (blocking)",
+       [&] { check_cuda(cudaMemcpy(pageable, device, 8, cudaMemcpyDeviceToHost), "cudaMemcpy"); }},
+      {"cudaMemcpyAsync D2H pinned + cudaStreamSynchronize",
+       [&] {
+         d2h();
+         check_cuda(cudaStreamSynchronize(cuda_stream), "cudaStreamSynchronize");
+       }},
+      {"cudaMemcpyAsync D2H pinned + event, polled",
+       [&] {
+         d2h();
+         record_and_poll();
+       }},
+      {"D2H + H2D pinned, one event, polled",
+       [&] {
+         d2h();
+         h2d();
+         record_and_poll();
+       }},
+      {"D2H pinned polled, then H2D pinned polled",
+       [&] {
+         d2h();
+         record_and_poll();
+         h2d();
+         record_and_poll();
+       }},
+  };
+  std::printf("\nround trips, 8 bytes, host clock, median of %d (min):\n", reps);
+  for (const Trip& trip : trips) {
+    std::vector<double> us;
+    for (int rep = -10; rep < reps; ++rep) {
+      const auto begin = std::chrono::steady_clock::now();
+      trip.run();
+      const auto end = std::chrono::steady_clock::now();
+      if (rep >= 0) us.push_back(std::chrono::duration<double, std::micro>(end - begin).count());
+    }
+    std::printf("  %-52s %9.2f us (%.2f)\n", trip.name, median(us),
+                *std::min_element(us.begin(), us.end()));
+  }
+  cudaFreeHost(pinned);
+  cudaFree(device);
+}
 
 int run(const Options& options) {
   std::vector<DataType> types;
@@ -240,6 +324,7 @@ int run(const Options& options) {
   std::printf(
       "\nx_copy: GB/s of the row / GB/s of cudaMemcpy D2D in the same run; x_peak: / DRAM "
       "peak.\n");
+  if (options.latency_reps > 0) print_round_trips(options.latency_reps);
   if (!all_correct) return 1;
   if (options.check_target && !all_met) return kExitBelowTarget;
   return 0;
@@ -269,6 +354,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--check-target", options.check_target,
                "exit with status 3 when a+b->c misses the target for some type");
+  app.add_option("--round-trips", options.latency_reps,
+                 "repetitions of each small CUDA round trip timed after the bandwidth rows (0: "
+                 "none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);

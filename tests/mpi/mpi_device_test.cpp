@@ -504,6 +504,63 @@ TEST_F(MpiDevice, MixedHostAndDeviceArgumentsAreRejectedBeforeAnythingIsSent) {
   EXPECT_EQ(host[0], static_cast<float>(p));
 }
 
+// The memory kind is each rank's own: rank 0 calls with device buffers, the others with host
+// buffers, and every collective still meets (docs/DEVICE_MEMORY.md: ranks may differ).
+TEST_F(MpiDevice, RanksMayDifferInMemoryKind) {
+  for (const std::size_t count : {std::size_t{16}, std::size_t{1000}, std::size_t{70000}}) {
+    const auto c = make_case(DataType::float32, ReduceOp::sum, count, me, p, 31);
+    Bytes got(c.expected.size());
+    if (me == 0) {
+      DeviceBytes dev(c.input);
+      comm.allreduce(dev.get(), dev.get(), count, DataType::float32, ReduceOp::sum);
+      got = dev.host();
+    } else {
+      got = c.input;
+      comm.allreduce(got.data(), got.data(), count, DataType::float32, ReduceOp::sum);
+    }
+    ASSERT_TRUE(all_ranks(got == c.expected)) << "allreduce count " << count;
+    Bytes block = pattern(DataType::int32, me, count);
+    Bytes gathered(block.size() * static_cast<std::size_t>(p));
+    Bytes expected;
+    for (int r = 0; r < p; ++r) {
+      const Bytes b = pattern(DataType::int32, r, count);
+      expected.insert(expected.end(), b.begin(), b.end());
+    }
+    if (me == 0) {
+      DeviceBytes in(block), out(gathered.size());
+      comm.allgather(in.get(), out.get(), count, DataType::int32);
+      gathered = out.host();
+    } else {
+      comm.allgather(block.data(), gathered.data(), count, DataType::int32);
+    }
+    ASSERT_TRUE(all_ranks(gathered == expected)) << "allgather count " << count;
+    Bytes data = me == 0 ? pattern(DataType::int32, 7, count) : Bytes(block.size());
+    if (me == 1 % p) {
+      DeviceBytes dev(data);
+      comm.broadcast(dev.get(), count, DataType::int32, 0);
+      data = dev.host();
+    } else {
+      comm.broadcast(data.data(), count, DataType::int32, 0);
+    }
+    ASSERT_TRUE(all_ranks(data == pattern(DataType::int32, 7, count))) << "broadcast " << count;
+  }
+}
+
+// Many small blocking calls (on host copies of their buffers where staged, message by message
+// otherwise) leave the engine's ledger of device work no longer than a few calls' worth.
+TEST_F(MpiDevice, LedgerStaysShortOverManyCalls) {
+  const auto c = make_case(DataType::int32, ReduceOp::sum, 16, me, p, 5);
+  DeviceBytes in(c.input), out(Bytes(c.input.size()));
+  for (int i = 0; i < 300; ++i)
+    comm.allreduce(in.get(), out.get(), 16, DataType::int32, ReduceOp::sum);
+  ASSERT_TRUE(all_ranks(out.host() == c.expected));
+  int device = 0;
+  if (collx::detail::device_api() != nullptr)
+    device = collx::detail::device_api()->current_device();
+  const std::size_t entries = collx::detail::state_of(comm).device_engine(device).ledger_entries();
+  EXPECT_TRUE(all_ranks(entries < 64)) << entries << " entries after 300 calls";
+}
+
 TEST_F(MpiDevice, MemoryKindGivenByTheCaller) {
   const auto c = make_case(DataType::int32, ReduceOp::max, 777, me, p, 900);
   DeviceBytes dev(c.input);

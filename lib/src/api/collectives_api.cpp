@@ -56,11 +56,11 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   CallMemory memory =
       call_memory(*s, Collective::allreduce, options,
                   {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
-  const AllreduceArgs args{bytes_of(sendbuf),
-                           bytes_of(recvbuf),
-                           count,
-                           Reduction::make(type, reduce_op, s->size, memory.reducer()),
-                           {}};
+  AllreduceArgs args{bytes_of(sendbuf),
+                     bytes_of(recvbuf),
+                     count,
+                     Reduction::make(type, reduce_op, s->size, memory.reducer()),
+                     {}};
   return run_collective(
       s, Collective::allreduce, bytes, options,
       signature(Collective::allreduce, count, static_cast<int>(type), static_cast<int>(reduce_op)),
@@ -69,7 +69,12 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::allreduce>(t, tag_base, args, a);
       },
-      kArenaPathBytes);
+      kArenaPathBytes,
+      [&](StagedCall& staged) {
+        args.send = staged.copy_of(sendbuf, bytes, true, 0);
+        args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
+        args.reduction = Reduction::make(type, reduce_op, s->size);
+      });
 }
 
 Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
@@ -82,7 +87,7 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
   if (nothing_to_move(Collective::broadcast, bytes)) return {};
   CallMemory memory =
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
-  const BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
+  BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
   return run_collective(
       s, Collective::broadcast, bytes, options,
       signature(Collective::broadcast, count, static_cast<int>(type), -1, root), blocking,
@@ -91,7 +96,11 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::broadcast>(t, tag_base, args, a);
       },
-      kArenaPathBytes);
+      kArenaPathBytes,
+      [&](StagedCall& staged) {
+        const bool is_root = s->rank == root;
+        args.buffer = staged.copy_of(buffer, bytes, is_root, is_root ? 0 : bytes);
+      });
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -135,7 +144,12 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::reduce>(t, tag_base, args, a);
       },
-      kArenaPathBytes);
+      kArenaPathBytes,
+      [&](StagedCall& staged) {
+        args.send = staged.copy_of(sendbuf, bytes, true, 0);
+        if (s->rank == root) args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
+        args.reduction = Reduction::make(type, reduce_op, s->size);
+      });
 }
 
 Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -165,7 +179,12 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::allgather>(t, tag_base, args, a);
       },
-      kDirectPathBytes);
+      kDirectPathBytes,
+      [&](StagedCall& staged) {
+        // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
+        if (!in_place) args.send = staged.copy_of(sendbuf, block, true, 0);
+        args.recv = staged.copy_of(recvbuf, total, in_place, total);
+      });
   s->give_back_offsets(count, std::move(args.offsets));
   return done;
 }
@@ -208,7 +227,12 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::reduce_scatter>(t, tag_base, args, a);
       },
-      kArenaPathBytes);
+      kArenaPathBytes,
+      [&](StagedCall& staged) {
+        args.send = staged.copy_of(sendbuf, total, true, 0);
+        args.recv = staged.copy_of(recvbuf, mine, false, mine);
+        args.reduction = Reduction::make(type, reduce_op, s->size);
+      });
   // Kept for its storage (the blocks may be a reduce_scatter_v's).
   s->give_back_offsets(CommState::kNoSpareOffsets, std::move(args.offsets));
   return done;
@@ -253,7 +277,19 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<C>(t, tag_base, args, a);
       },
-      kDirectPathBytes);
+      kDirectPathBytes,
+      [&](StagedCall& staged) {
+        // The buffers this rank uses (as call_memory was given them): gather's own block in and,
+        // at the root, the full buffer out (in place, the root's own block is in it: in too);
+        // scatter's full buffer in at the root and the own block out.
+        if (kGather) {
+          if (own_used != nullptr) args.send = staged.copy_of(own_used, block, true, 0);
+          if (full_used != nullptr) args.recv = staged.copy_of(full_used, total, in_place, total);
+        } else {
+          if (full_used != nullptr) args.send = staged.copy_of(full_used, total, true, 0);
+          if (own_used != nullptr) args.recv = staged.copy_of(own_used, block, false, block);
+        }
+      });
   s->give_back_offsets(count, std::move(args.offsets));
   return done;
 }
@@ -273,7 +309,7 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
   CallMemory memory =
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
-  const AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
+  AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
   return run_collective(
       s, Collective::alltoall, total, options,
       signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
@@ -282,7 +318,11 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
       [&](Transport& t, int tag_base, Algorithm a) {
         return run_blocking_form<Collective::alltoall>(t, tag_base, args, a);
       },
-      kArenaPathBytes);
+      kArenaPathBytes,
+      [&](StagedCall& staged) {
+        args.send = staged.copy_of(sendbuf, total, true, 0);
+        args.recv = staged.copy_of(recvbuf, total, false, total);
+      });
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {

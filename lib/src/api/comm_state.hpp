@@ -22,6 +22,7 @@
 #include "config.hpp"
 #include "device_call.hpp"
 #include "failure_notices.hpp"
+#include "memory.hpp"
 #include "operation.hpp"
 #include "selector.hpp"
 #include "transport.hpp"
@@ -219,17 +220,17 @@ Request start_nonblocking(std::shared_ptr<Operation> op, Task task);
 
 // Runs the task that `make(op)` builds on the communicator: blocking (returns an empty Request
 // after completion) or nonblocking (returns the Request; the operation keeps `state` alive).
-// `device`: the call's buffers are device memory (see memory.hpp).
+// `path`: how the call's bytes move where they are not plain host memory (memory.hpp).
 template <class MakeTask>
 Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
                const CallSignature& signature, bool blocking, MakeTask&& make,
-               std::unique_ptr<DeviceCall> device = nullptr) {
+               std::unique_ptr<DataPath> path = nullptr) {
   if (blocking) {
-    Operation op(*state->transport, info, {}, std::move(device));
+    Operation op(*state->transport, info, {}, std::move(path));
     run_blocking(op, prepare(op, signature, make(op)));
     return {};
   }
-  auto op = std::make_shared<Operation>(*state->transport, info, state, std::move(device));
+  auto op = std::make_shared<Operation>(*state->transport, info, state, std::move(path));
   Task task = prepare(*op, signature, make(*op));
   return start_nonblocking(std::move(op), std::move(task));
 }
@@ -282,17 +283,39 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
 // (before sending anything) for an algorithm it does not run; it is tried for calls of at most
-// `latency_bytes`.
-template <class MakeTask, class RunNow = std::nullptr_t>
+// `latency_bytes`. `host_copies(staged)`, where given, points the call's arguments at host
+// copies of its device buffers (StagedCall::copy_of) for a device call that runs on them.
+//
+// The algorithm is chosen as for host memory whatever the call's memory: ranks whose buffers
+// differ in kind (one rank's device buffer, another's host buffer) then run the same one.
+template <class MakeTask, class RunNow = std::nullptr_t, class HostCopies = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
-                       RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes) {
-  const CommState::CallChoice choice =
-      state->choose(collective, options.algorithm, bytes,
-                    device == nullptr && state->transport->shared_arena() != nullptr, blocking,
-                    order_sensitive(signature, state->size));
+                       RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes,
+                       HostCopies&& host_copies = nullptr) {
+  const CommState::CallChoice choice = state->choose(
+      collective, options.algorithm, bytes, state->transport->shared_arena() != nullptr, blocking,
+      order_sensitive(signature, state->size));
   const Algorithm algorithm = choice.algorithm;
+  std::unique_ptr<DataPath> path;
+  const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies
+  if (device != nullptr) [[unlikely]] {
+    if constexpr (!std::is_same_v<std::decay_t<HostCopies>, std::nullptr_t>) {
+      if (needs_host_copy(collective, algorithm, *state->transport, bytes, blocking, *device)) {
+        auto staged = std::make_unique<StagedCall>(*state->transport, std::move(device));
+        host_copies(*staged);
+        if (blocking) {
+          staged->inputs_ready();
+        } else {
+          inputs_in_flight = staged.get();
+        }
+        path = std::move(staged);
+      }
+    }
+    if (path == nullptr) path = std::move(device);
+  }
+  const bool on_device = path != nullptr && !path->host_accessible();
   // Straight-line, no lambda around the call: this is the path of every small blocking call,
   // and each call frame on it is paid per call.
   using Clock = std::chrono::steady_clock;
@@ -300,10 +323,15 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const OpInfo info = state->next_op(collective, algorithm, options);
   bool done_now = false;
   if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
-    if (blocking && device == nullptr && bytes <= latency_bytes && bytes <= info.segment_bytes &&
+    if (blocking && !on_device && bytes <= latency_bytes && bytes <= info.segment_bytes &&
         can_run_in_place()) {
       try {
         done_now = now(*state->transport, info.tag_base, algorithm);
+        // A device call on host copies: the results go back now (a blocking finish).
+        if (done_now && path != nullptr) {
+          while (!path->finish()) {
+          }
+        }
       } catch (...) {
         state->notices->failed_in_flight(info.sequence, collective, std::current_exception());
         rethrow_named(std::current_exception(), collective, state->rank);
@@ -320,8 +348,13 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
     return {};
   }
   Request done = launch(
-      state, info, signature, blocking, [&](Operation& op) { return make(op, algorithm); },
-      std::move(device));
+      state, info, signature, blocking,
+      [&](Operation& op) {
+        if (inputs_in_flight != nullptr) [[unlikely]]
+          return after_inputs_landed(op, *inputs_in_flight, make(op, algorithm));
+        return make(op, algorithm);
+      },
+      std::move(path));
   timed();
   return done;
 }

@@ -1,11 +1,15 @@
 #include "memory.hpp"
 
+#include <thread>
 #include <vector>
 
 #include "collx/error.hpp"
 #include "comm_state.hpp"
+#include "config.hpp"
 #include "device_api.hpp"
 #include "device_engine.hpp"
+#include "operation.hpp"
+#include "registry.hpp"
 
 namespace collx::detail {
 
@@ -122,6 +126,58 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   memory.device = engine.begin_call(p2p ? *state.p2p_transport : *state.transport, regions,
                                     options.stream, blocking);
   return memory;
+}
+
+std::byte* StagedCall::copy_of(const void* device, std::size_t bytes, bool input,
+                               std::size_t output_bytes) {
+  for (Copy& c : copies_) {
+    if (c.device == device) {
+      // The same buffer twice (in place): one copy, downloaded when it is also an input (the
+      // caller names the input first).
+      c.output_bytes = std::max(c.output_bytes, output_bytes);
+      return c.host;
+    }
+  }
+  std::byte* host = device_->host_copy(device, bytes, input);
+  copies_.push_back({device, host, output_bytes});
+  return host;
+}
+
+bool StagedCall::finish() {
+  if (!uploaded_) {
+    for (const Copy& c : copies_) {
+      if (c.output_bytes > 0) device_->upload(const_cast<void*>(c.device), c.host, c.output_bytes);
+    }
+    uploaded_ = true;
+  }
+  return device_->finish();
+}
+
+bool StagedCall::InputsLanded::wait_for(std::chrono::microseconds limit) const {
+  // Copies of a call's inputs take microseconds: poll, giving the core away in between.
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!met()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body) {
+  co_await op.until(staged.inputs_landed());
+  co_await std::move(body);
+}
+
+bool needs_host_copy(Collective collective, Algorithm algorithm, const Transport& transport,
+                     std::size_t bytes, bool blocking, const DeviceCall& call) {
+  // The node-aware rows run their phases inside a node through the node's segment and choose
+  // their schedules by the memory (allreduce.cpp); the shared arena's rows through the arena.
+  if (algorithm == Algorithm::hierarchical || algorithm == Algorithm::multi_leader) return true;
+  if (transport.shared_arena() != nullptr) {
+    const AlgorithmRow* row = find_row(schedules_of(collective), algorithm);
+    if (row != nullptr && row->without_segment != Algorithm::automatic) return true;
+  }
+  return blocking && call.mode() == "staged" && bytes <= config().device_host_copy_bytes;
 }
 
 }  // namespace collx::detail

@@ -4,20 +4,26 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "collx/algorithm.hpp"
 #include "collx/options.hpp"
+#include "data_path.hpp"
 #include "device_api.hpp"
 #include "device_call.hpp"
+#include "task.hpp"
+#include "wait_condition.hpp"
 
 namespace collx::detail {
 
 struct CommState;
+class Operation;
 
 // One buffer argument of a call.
 struct BufferArg {
@@ -43,6 +49,82 @@ struct MemoryDecision {
 // given for host buffers. A call with no bytes to move runs on the host.
 MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
                              std::span<const DetectedBuffer> buffers);
+
+// ---- whole-call staging ----
+// A device call that runs its algorithm on host copies of its buffers: the inputs are copied to
+// pinned host memory first, the algorithm runs as on host memory (the shared arena's schedules
+// and the latency path included), and finish() copies the outputs back and completes once the
+// device has them. Every rank runs the algorithm that auto chooses for host memory, whatever its
+// buffers: a device call takes this form where that algorithm needs host memory (the shared
+// arena's rows, the node-aware rows), so that ranks whose buffers differ in kind still run one
+// algorithm, and where it is cheaper (a small blocking staged call: two copies instead of one
+// per step). See needs_host_copy.
+class StagedCall final : public DataPath {
+ public:
+  StagedCall(Transport& transport, std::unique_ptr<DeviceCall> device)
+      : host_(transport), device_(std::move(device)) {}
+  // The host copy of `device` (bytes > 0), downloaded when `input`, uploaded by finish() when
+  // `output` (its first `output_bytes`). One copy per device pointer.
+  std::byte* copy_of(const void* device, std::size_t bytes, bool input, std::size_t output_bytes);
+  // Waits until the inputs' copies have landed (a blocking call, before the algorithm runs); a
+  // nonblocking call's task waits for inputs_landed() instead (after_inputs_landed), so that
+  // the call returns at once.
+  void inputs_ready() { device_->wait_downloads(); }
+  const WaitCondition& inputs_landed() const { return landed_; }
+
+  void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
+    host_.send(t, buf, bytes, peer, tag);
+  }
+  void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+            bool exact_length) override {
+    host_.recv(t, buf, bytes, peer, tag, exact_length);
+  }
+  bool test_all(std::span<Transfer* const> ts) override { return host_.test_all(ts); }
+  void wait_all(std::span<Transfer* const> ts) override { host_.wait_all(ts); }
+  ScratchBuffer scratch(std::size_t bytes) override { return host_.scratch(bytes); }
+  void copy(void* dst, const void* src, std::size_t bytes) override { host_.copy(dst, src, bytes); }
+  void move(void* dst, const void* src, std::size_t bytes) override { host_.move(dst, src, bytes); }
+  void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
+              double divisor) override {
+    host_.reduce(dst, a, b, n, type, op, divisor);
+  }
+  bool finish() override;
+  bool host_accessible() const override { return true; }
+  std::string_view mode() const override { return "host copy"; }
+
+ private:
+  struct Copy {
+    const void* device;
+    std::byte* host;
+    std::size_t output_bytes;
+  };
+  class InputsLanded final : public WaitCondition {
+   public:
+    explicit InputsLanded(DeviceCall& device) : device_(device) {}
+    bool met() const override { return device_.downloads_done(); }
+    bool wait_for(std::chrono::microseconds limit) const override;
+    std::string describe(std::span<const int>) const override {
+      return "the copies of this call's device buffers into host memory";
+    }
+
+   private:
+    DeviceCall& device_;
+  };
+  HostPath host_;
+  std::unique_ptr<DeviceCall> device_;
+  std::vector<Copy> copies_;
+  bool uploaded_ = false;
+  InputsLanded landed_{*device_};
+};
+
+// A nonblocking call's task on host copies: `body` once the inputs have landed.
+Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body);
+
+// Whether a device call with `algorithm` runs on host copies of its buffers (StagedCall):
+// where the algorithm needs host memory on this transport, and for blocking calls of at most
+// COLLX_DEVICE_HOST_COPY_BYTES staged through host memory anyway.
+bool needs_host_copy(Collective collective, Algorithm algorithm, const Transport& transport,
+                     std::size_t bytes, bool blocking, const DeviceCall& call);
 
 // ---- per call ----
 struct CallMemory {

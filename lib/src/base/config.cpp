@@ -257,6 +257,11 @@ Config config_from_environment() {
     if (s != "0" && s != "1") bad_value("COLLX_CUDA_AWARE", v, "expected 0 or 1");
     c.cuda_aware = s == "1";
   }
+  if (const char* v = env("COLLX_DEVICE_HOST_COPY_BYTES")) {
+    const auto bytes = parse_byte_size(v);
+    if (!bytes) bad_value("COLLX_DEVICE_HOST_COPY_BYTES", v, "expected a size (0: never)");
+    c.device_host_copy_bytes = *bytes;
+  }
   if (const char* v = env("COLLX_SHM")) {
     const std::string_view s = trim(v);
     if (s != "0" && s != "1") bad_value("COLLX_SHM", v, "expected 0 or 1");

@@ -65,6 +65,11 @@ struct Config {
   // device buffers are staged through pinned host memory (0); unset: what the MPI library
   // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
   std::optional<bool> cuda_aware;
+  // COLLX_DEVICE_HOST_COPY_BYTES (K/M/G suffixes; 0 = never): blocking calls on device memory of at
+  // most this many bytes, staged through pinned host memory, run on a host copy of their buffers
+  // (one copy in, the host algorithm, one copy out) instead of staging each message: a small
+  // call then pays two copies' round trips instead of one per step (docs/DEVICE_MEMORY.md).
+  std::size_t device_host_copy_bytes = std::size_t{256} << 10;
   // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory arena
   // for the shared_memory algorithms (default 1); COLLX_SHM_SLOT_BYTES (old name
   // COLLX_SHM_CHUNK_BYTES): its slot size; COLLX_SHM_STORES=auto|plain|streaming: how producers

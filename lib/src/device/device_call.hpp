@@ -23,6 +23,17 @@ class DeviceCall : public DataPath {
   // copy() may be given overlapping regions: device copies are ordered, not racing.
   void move(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
   bool host_accessible() const override { return false; }
+
+  // Whole-call staging: the call runs its algorithm on host copies of its buffers
+  // (StagedCall, memory.hpp). A pinned host buffer of `bytes`, owned by the call and given back
+  // when it is destroyed (after the copies that use it); with `download`, the device bytes are
+  // copied into it after the device work that writes them (the call's ready event included).
+  virtual std::byte* host_copy(const void* device, std::size_t bytes, bool download) = 0;
+  // The host waits until every download so far has landed; downloads_done() asks.
+  virtual void wait_downloads() = 0;
+  virtual bool downloads_done() = 0;
+  // host -> device, after the device work still on those bytes; finish() covers it.
+  virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
 };
 
 }  // namespace collx::detail

@@ -271,13 +271,53 @@ class EngineCall final : public DeviceCall {
 
   std::string_view mode() const override { return engine_.direct() ? "direct" : "staged"; }
 
+  std::byte* host_copy(const void* device, std::size_t bytes, bool download) override {
+    std::size_t capacity = 0;
+    std::byte* host = engine_.acquire_pinned(bytes, capacity);
+    host_copies_.push_back({host, capacity});
+    if (download && bytes > 0) downloads_.push_back(engine_.download(host, device, bytes));
+    return host;
+  }
+  void wait_downloads() override {
+    DeviceApi& api = engine_.api();
+    DeviceGuard guard(api, engine_.device());
+    for (const EventRef& e : downloads_)
+      api.synchronize(e->event);
+    downloads_.clear();
+  }
+  bool downloads_done() override {
+    DeviceApi& api = engine_.api();
+    DeviceGuard guard(api, engine_.device());
+    for (const EventRef& e : downloads_) {
+      if (!api.done(e->event)) return false;
+    }
+    downloads_.clear();
+    return true;
+  }
+  void upload(void* device, const void* host, std::size_t bytes) override {
+    if (bytes > 0) engine_.upload(device, host, bytes);
+  }
+
+  ~EngineCall() override {
+    for (const HostCopy& c : host_copies_)
+      engine_.give_back_pinned(c.data, c.capacity);
+  }
+  EngineCall(const EngineCall&) = delete;
+  EngineCall& operator=(const EngineCall&) = delete;
+
  private:
+  struct HostCopy {
+    std::byte* data;
+    std::size_t capacity;
+  };
   DeviceEngine& engine_;
   Transport& inner_;
   void* user_stream_;
   bool blocking_;
   bool tail_taken_ = false;
   std::vector<EventRef> tail_;
+  std::vector<HostCopy> host_copies_;
+  std::vector<EventRef> downloads_;
 };
 
 }  // namespace
@@ -313,6 +353,10 @@ std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
   {
     std::lock_guard lock(mutex_);
     DeviceGuard guard(*api_, device_);
+    // Completed work leaves the ledger here too: a call on host copies of its buffers sends no
+    // message through the engine (whose progress prunes it otherwise), and the ledger would grow
+    // by its copies with every such call.
+    ledger_.prune(*api_);
     // The buffers are ready after the work enqueued so far on the caller's stream, or without
     // one on the default stream (the engine's own streams are non-blocking: they would not wait
     // for it).
@@ -576,21 +620,60 @@ ScratchBuffer DeviceEngine::scratch(std::size_t bytes) {
 }
 
 void DeviceEngine::give_back(std::byte* data, std::size_t capacity) {
+  give_back_to(*scratch_pool_, data, capacity);
+}
+
+void DeviceEngine::give_back_to(FencedPool& pool, std::byte* data, std::size_t capacity) noexcept {
   try {
     std::lock_guard lock(mutex_);
     DeviceGuard guard(*api_, device_);
     std::vector<EventRef> fences;
     ledger_.touching(ByteRange::of(data, capacity), fences);
-    scratch_pool_->give_back(data, capacity, std::move(fences));
+    pool.give_back(data, capacity, std::move(fences));
   } catch (...) {
     // Called from destructors: a buffer that cannot be fenced is not reused (leaked).
   }
+}
+
+std::byte* DeviceEngine::acquire_pinned(std::size_t bytes, std::size_t& capacity) {
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  return pinned_pool_->acquire(std::max<std::size_t>(bytes, 1), capacity);
+}
+
+void DeviceEngine::give_back_pinned(std::byte* data, std::size_t capacity) noexcept {
+  give_back_to(*pinned_pool_, data, capacity);
+}
+
+EventRef DeviceEngine::download(void* host, const void* device, std::size_t bytes) {
+  return copy_on(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
+}
+
+void DeviceEngine::upload(void* device, const void* host, std::size_t bytes) {
+  copy_on(Ledger::h2d, device, host, bytes, DeviceApi::Copy::host_to_device);
+}
+
+EventRef DeviceEngine::copy_on(int lane, void* dst, const void* src, std::size_t bytes,
+                               DeviceApi::Copy kind) {
+  std::lock_guard lock(mutex_);
+  DeviceGuard guard(*api_, device_);
+  const Access access{{ByteRange::of(src, bytes), {}}, ByteRange::of(dst, bytes)};
+  stream_after(lane, access);
+  api_->copy(dst, src, bytes, kind, stream(lane));
+  EventRef copied = record(lane);
+  ledger_.add(lane, copied, access);
+  return copied;
 }
 
 std::vector<EventRef> DeviceEngine::record_tail() {
   std::lock_guard lock(mutex_);
   DeviceGuard guard(*api_, device_);
   return {record(Ledger::compute), record(Ledger::h2d)};
+}
+
+std::size_t DeviceEngine::ledger_entries() {
+  std::lock_guard lock(mutex_);
+  return ledger_.size();
 }
 
 std::size_t DeviceEngine::messages_in_flight() {

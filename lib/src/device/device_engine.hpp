@@ -181,6 +181,13 @@ class DeviceEngine final : public ScratchSource {
               double divisor);
   ScratchBuffer scratch(std::size_t bytes);
   void give_back(std::byte* data, std::size_t capacity) override;
+  // Whole-call staging (DeviceCall::host_copy): pinned memory from the pool, and copies between
+  // it and device memory on the d2h and h2d streams, ordered through the ledger.
+  std::byte* acquire_pinned(std::size_t bytes, std::size_t& capacity);
+  void give_back_pinned(std::byte* data, std::size_t capacity) noexcept;
+  // Returns the copy's event.
+  EventRef download(void* host, const void* device, std::size_t bytes);
+  void upload(void* device, const void* host, std::size_t bytes);
   // Events recorded now on the streams that write device memory (compute, h2d): the work of every
   // call so far is before them.
   std::vector<EventRef> record_tail();
@@ -190,10 +197,16 @@ class DeviceEngine final : public ScratchSource {
 
   // Messages not yet seen done, for tests: 0 after every call completed.
   std::size_t messages_in_flight();
+  // Device work still listed in the ledger, for tests: bounded however many calls ran.
+  std::size_t ledger_entries();
 
  private:
   struct Message;
   void stream_after(int lane, const Access& access);
+  // dst <- src on `lane`'s stream, after the listed work it conflicts with; the copy's event.
+  EventRef copy_on(int lane, void* dst, const void* src, std::size_t bytes, DeviceApi::Copy kind);
+  // `data` back to `pool` with the events of the listed work that still touches it.
+  void give_back_to(FencedPool& pool, std::byte* data, std::size_t capacity) noexcept;
   void copy_to_pinned(Message& m, const void* buf, std::size_t bytes, const Access& reading);
   EventRef record(int lane);
   void post(Message& m);
