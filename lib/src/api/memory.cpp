@@ -177,7 +177,7 @@ bool needs_host_copy(Collective collective, Algorithm algorithm, const Transport
     const AlgorithmRow* row = find_row(schedules_of(collective), algorithm);
     if (row != nullptr && row->without_segment != Algorithm::automatic) return true;
   }
-  return blocking && call.mode() == "staged" && bytes <= config().device_host_copy_bytes;
+  return blocking && !call.direct() && bytes <= config().device_host_copy_bytes;
 }
 
 }  // namespace collx::detail

@@ -23,6 +23,10 @@ class DeviceCall : public DataPath {
   // copy() may be given overlapping regions: device copies are ordered, not racing.
   void move(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
   bool host_accessible() const override { return false; }
+  // Whether the transport takes the device buffers themselves (else they are staged through
+  // pinned host memory, message by message).
+  virtual bool direct() const = 0;
+  std::string_view mode() const override { return direct() ? "direct" : "staged"; }
 
   // Whole-call staging: the call runs its algorithm on host copies of its buffers
   // (StagedCall, memory.hpp). A pinned host buffer of `bytes`, owned by the call and given back

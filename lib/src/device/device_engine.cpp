@@ -269,7 +269,7 @@ class EngineCall final : public DeviceCall {
     return true;
   }
 
-  std::string_view mode() const override { return engine_.direct() ? "direct" : "staged"; }
+  bool direct() const override { return engine_.direct(); }
 
   std::byte* host_copy(const void* device, std::size_t bytes, bool download) override {
     std::size_t capacity = 0;
