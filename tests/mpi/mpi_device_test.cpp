@@ -504,6 +504,42 @@ TEST_F(MpiDevice, MixedHostAndDeviceArgumentsAreRejectedBeforeAnythingIsSent) {
   EXPECT_EQ(host[0], static_cast<float>(p));
 }
 
+#if defined(COLLX_TEST_DEVICE_CAN_HOLD)
+// A nonblocking stream-ordered call returns before its inputs exist: the caller's stream is held
+// (as behind a long kernel) with the inputs' upload queued behind the hold, and the call neither
+// waits for them nor completes until they are there. Sizes where the call runs on host copies of
+// its buffers (the shared arena's row: asked for, and auto's at 3-4 ranks) and where it stages
+// message by message (auto at 2 ranks).
+TEST_F(MpiDevice, NonblockingCallReturnsBeforeItsInputsAreReady) {
+  auto& device = test_device();
+  void* stream = device.create_stream();
+  std::uint64_t seed = 700;
+  for (const Algorithm a : {Algorithm::automatic, Algorithm::shared_memory})
+    for (const std::size_t count : {std::size_t{16}, std::size_t{70000}}) {
+      const auto c = make_case(DataType::int32, ReduceOp::sum, count, me, p, seed++);
+      DeviceBytes buf(c.input.size());
+      const std::function<void()> release = device.hold(stream);
+      device.upload_async(buf.get(), c.input.data(), c.input.size(), stream);
+      collx::Options o;
+      o.stream = stream;
+      o.algorithm = a;
+      collx::Request r = comm.iallreduce(buf.get(), buf.get(), count, DataType::int32,
+                                         ReduceOp::sum, o);  // returns: nothing waits for the hold
+      // (One rank's in-place allreduce has nothing to compute: it may be complete at once.)
+      const bool done_before_inputs = p > 1 && r.test();
+      EXPECT_FALSE(done_before_inputs) << collx::to_string(a) << " count " << count;
+      release();
+      r.wait();
+      Bytes got(c.input.size());
+      device.download_async(got.data(), buf.get(), got.size(), stream);
+      device.synchronize(stream);
+      ASSERT_TRUE(all_ranks(!done_before_inputs && got == c.expected))
+          << collx::to_string(a) << " count " << count;
+    }
+  device.destroy_stream(stream);
+}
+#endif
+
 // The memory kind is each rank's own: rank 0 calls with device buffers, the others with host
 // buffers, and every collective still meets (docs/DEVICE_MEMORY.md: ranks may differ).
 TEST_F(MpiDevice, RanksMayDifferInMemoryKind) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace collx::testing {
@@ -23,6 +24,11 @@ class TestDevice {
   virtual void upload_async(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
   virtual void download_async(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
   virtual void synchronize(void* stream) = 0;
+  // Holds `stream` (its work from now on waits, as behind a long kernel) until the returned
+  // function is called; only the emulated device can (on a GPU only a host function could, and
+  // a host function must never wait for a collective): the tests that use it are built for the
+  // emulated device only (COLLX_TEST_DEVICE_CAN_HOLD).
+  virtual std::function<void()> hold(void* stream) = 0;
 };
 
 // The process's test device (installs the emulation on first use where that is the backend).

@@ -40,6 +40,11 @@ class Emulated final : public TestDevice {
     device_->enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
   }
   void synchronize(void* stream) override { device_->synchronize_stream(stream); }
+  std::function<void()> hold(void* stream) override {
+    auto held = std::make_shared<StreamHold>();
+    device_->hold(stream, held);
+    return [held] { held->open(); };
+  }
 
  private:
   std::shared_ptr<EmulatedDevice> device_;
