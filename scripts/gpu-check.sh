@@ -84,7 +84,9 @@ fi
 if has ucx && [ -n "${UCX_CUDA_PREFIX:-}" ] && [ -e "$UCX_CUDA_PREFIX/lib/libucp.so.0" ]; then
   LD_LIBRARY_PATH=$UCX_CUDA_PREFIX/lib:$LD_LIBRARY_PATH "$B/apps/info/collx-info" >"$out/info-ucx.txt" 2>&1
   grep -E 'UCX|device buffers' "$out/info-ucx.txt"
-  "$UCX_CUDA_PREFIX/bin/ucx_info" -d >"$out/ucx-info.txt" 2>&1
+  # Its own libraries first: the staged Open MPI brings UCX 1.13's, which lacks its symbols.
+  LD_LIBRARY_PATH=$UCX_CUDA_PREFIX/lib:$LD_LIBRARY_PATH "$UCX_CUDA_PREFIX/bin/ucx_info" -d \
+    >"$out/ucx-info.txt" 2>&1
   note "ucx_info -d: $(grep -oE 'Transport: [a-z_0-9]+' "$out/ucx-info.txt" | sort -u | tr '\n' ' ')"
   LD_LIBRARY_PATH=$UCX_CUDA_PREFIX/lib:$LD_LIBRARY_PATH bench_allreduce allreduce_device_ucx \
     LD_LIBRARY_PATH -- -m device --transport mpi,ucx
