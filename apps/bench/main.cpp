@@ -703,11 +703,22 @@ struct Run {
 
 // The header's memory line: with -m device, the device and how collx and the mpi row move
 // device buffers.
+// collx's part says, per transport of the rows, whether it takes the device buffers (direct) or
+// they are staged through pinned host memory.
 std::string memory_line(const Run& run) {
   if (!run.plan.device) return run.s.memory;
   const bool direct = collx::mpi_takes_device_memory();
-  return run.s.memory + " (" + collx::bench::device_name() +
-         "; collx: " + (direct ? "MPI takes device buffers" : "staged through pinned host memory") +
+  const auto paths = collx::device_memory_info().device_paths;
+  std::string collx_part;
+  std::stringstream transports(run.transport_line);
+  for (std::string t; std::getline(transports, t, ',');) {
+    std::string how = "?";
+    for (const auto& [name, path] : paths)
+      if (name == t)
+        how = path == "direct" ? "takes device buffers" : "staged through pinned host memory";
+    collx_part += (collx_part.empty() ? "" : ", ") + t + " " + how;
+  }
+  return run.s.memory + " (" + collx::bench::device_name() + "; collx: " + collx_part +
          "; mpi row: " +
          (direct ? "device buffers" : "host buffers with the copies to and from the device") + ")";
 }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -103,6 +104,8 @@ class MpiDevice : public ::testing::Test {
       EXPECT_EQ(collx::detail::state_of(comm).device_engine(device).messages_in_flight(), 0u);
     }
   }
+  // The test device first: the communicator asks the device API when it is made.
+  bool device_installed_ = (test_device(), true);
   collx::Communicator comm{MPI_COMM_WORLD};
   int p = comm.size();
   int me = comm.rank();
@@ -579,6 +582,79 @@ TEST_F(MpiDevice, RanksMayDifferInMemoryKind) {
       comm.broadcast(data.data(), count, DataType::int32, 0);
     }
     ASSERT_TRUE(all_ranks(data == pattern(DataType::int32, 7, count))) << "broadcast " << count;
+  }
+}
+
+// Where every rank's transport takes device memory (direct), a large call leaves the shared
+// arena aside on every rank: device buffers move device to device, not through host copies,
+// and a rank with host buffers runs the same algorithm. Small calls keep the arena.
+TEST_F(MpiDevice, LargeDirectCallsLeaveTheArenaAside) {
+  auto& state = collx::detail::state_of(comm);
+  const bool direct = state.transport->supports_device_memory();
+  const bool arena = comm.shared_memory();
+  // A transport that takes device memory (COLLX_CUDA_AWARE=1 here), with the test device on every
+  // rank, is agreed when the communicator is made.
+  EXPECT_EQ(state.device_direct_everywhere, direct && arena);
+  const std::size_t large =
+      std::max(collx::detail::config().device_host_copy_bytes, collx::detail::kDirectPathBytes) /
+          sizeof(float) +
+      1000;
+  EXPECT_EQ(state.arena_for(large * sizeof(float)), arena && !direct);
+  EXPECT_EQ(state.arena_for(64), arena);
+  int device = 0;
+  if (collx::detail::device_api() != nullptr)
+    device = collx::detail::device_api()->current_device();
+  auto& engine = state.device_engine(device);
+  for (const std::size_t count : {std::size_t{16}, large}) {
+    const auto c = make_case(DataType::float32, ReduceOp::sum, count, me, p, 77);
+    Bytes got = c.input;
+    const std::size_t before = engine.downloaded_bytes();
+    // Rank 1 (where there is one) holds host buffers: one algorithm all the same.
+    if (me == 1) {
+      comm.allreduce(got.data(), got.data(), count, DataType::float32, ReduceOp::sum);
+    } else {
+      DeviceBytes dev(c.input);
+      comm.allreduce(dev.get(), dev.get(), count, DataType::float32, ReduceOp::sum);
+      got = dev.host();
+    }
+    ASSERT_TRUE(all_ranks(got == c.expected)) << "count " << count;
+    if (count == large && direct) {
+      EXPECT_EQ(engine.downloaded_bytes(), before) << "a large direct call ran on host copies";
+    }
+  }
+}
+
+// A small blocking call runs on host copies of its buffers (two copies and the host's algorithm,
+// cheaper than a device step per message), staged or direct; a nonblocking one does not.
+TEST_F(MpiDevice, SmallBlockingCallsRunOnHostCopies) {
+  auto& state = collx::detail::state_of(comm);
+  const bool direct = state.transport->supports_device_memory();
+  const std::size_t limit = direct ? std::min(collx::detail::config().device_host_copy_bytes,
+                                              collx::detail::kDirectHostCopyBytes)
+                                   : collx::detail::config().device_host_copy_bytes;
+  int device = 0;
+  if (collx::detail::device_api() != nullptr)
+    device = collx::detail::device_api()->current_device();
+  auto& engine = state.device_engine(device);
+  collx::Options o;
+  o.algorithm = collx::Algorithm::recursive_doubling;  // no arena row: only the size decides
+  for (const std::size_t count : {std::size_t{16}, std::size_t{3000}, std::size_t{20000}}) {
+    const std::size_t bytes = count * sizeof(std::int32_t);
+    const auto c = make_case(DataType::int32, ReduceOp::sum, count, me, p, 3);
+    for (const bool blocking : {true, false}) {
+      DeviceBytes dev(c.input);
+      const std::size_t before = engine.downloaded_bytes();
+      if (blocking) {
+        comm.allreduce(dev.get(), dev.get(), count, DataType::int32, ReduceOp::sum, o);
+      } else {
+        comm.iallreduce(dev.get(), dev.get(), count, DataType::int32, ReduceOp::sum, o).wait();
+      }
+      ASSERT_TRUE(all_ranks(dev.host() == c.expected)) << "count " << count;
+      const bool host_copies = engine.downloaded_bytes() != before;
+      EXPECT_EQ(host_copies, blocking && bytes <= limit)
+          << bytes << " bytes, " << (blocking ? "blocking" : "nonblocking")
+          << (direct ? ", direct" : ", staged");
+    }
   }
 }
 

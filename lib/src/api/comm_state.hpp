@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -140,6 +141,24 @@ struct CommState {
   }
   // The device side of this communicator on `device`, made on first use.
   DeviceEngine& device_engine(int device);
+  // Whether a call of `bytes` may run through the shared arena: there is one (the ranks share a
+  // node), and the call is not a large one where every rank's transport takes device memory
+  // itself. Above max(COLLX_DEVICE_HOST_COPY_BYTES, the latency paths' sizes) such a
+  // communicator's calls run as where there is no arena, on every rank whatever its buffers:
+  // a device call then moves its buffers device to device (CUDA IPC within a node) instead of
+  // through host copies and the host's reductions, and ranks whose buffers differ in kind still
+  // run one algorithm. Keyed on what every rank sees alike (the arena and the agreement below
+  // are made collectively), never on the call's memory.
+  bool arena_for(std::size_t bytes) const {
+    if (transport->shared_arena() == nullptr) return false;
+    if (!device_direct_everywhere) [[likely]]
+      return true;
+    return bytes <= std::max(config().device_host_copy_bytes, kDirectPathBytes);
+  }
+  // Every rank's transport takes device memory and every rank sees a device: agreed once, where
+  // there is a shared arena, in a build with a device API (communicator.cpp).
+  bool device_direct_everywhere = false;
+  void agree_on_device_memory();
 
   MPI_Comm comm = MPI_COMM_NULL;
   // A second context for the user's point-to-point messages, so their tags are free and never
@@ -294,15 +313,16 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes,
                        HostCopies&& host_copies = nullptr) {
-  const CommState::CallChoice choice = state->choose(
-      collective, options.algorithm, bytes, state->transport->shared_arena() != nullptr, blocking,
-      order_sensitive(signature, state->size));
+  const bool arena = state->arena_for(bytes);
+  const CommState::CallChoice choice =
+      state->choose(collective, options.algorithm, bytes, arena, blocking,
+                    order_sensitive(signature, state->size));
   const Algorithm algorithm = choice.algorithm;
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies
   if (device != nullptr) [[unlikely]] {
     if constexpr (!std::is_same_v<std::decay_t<HostCopies>, std::nullptr_t>) {
-      if (needs_host_copy(collective, algorithm, *state->transport, bytes, blocking, *device)) {
+      if (needs_host_copy(collective, algorithm, arena, bytes, blocking, *device)) {
         auto staged = std::make_unique<StagedCall>(*state->transport, std::move(device));
         host_copies(*staged);
         if (blocking) {
@@ -320,7 +340,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   // and each call frame on it is paid per call.
   using Clock = std::chrono::steady_clock;
   const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
-  const OpInfo info = state->next_op(collective, algorithm, options);
+  OpInfo info = state->next_op(collective, algorithm, options);
+  info.shared_arena = arena;
   bool done_now = false;
   if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
     if (blocking && !on_device && bytes <= latency_bytes && bytes <= info.segment_bytes &&

@@ -157,6 +157,7 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // would not; each node of more than one rank gets one of its own.
     if (node_layout->nodes() == 1) {
       transport->set_shared_arena(SharedArena::create(comm));
+      if (transport->shared_arena() != nullptr) agree_on_device_memory();
     } else if (node_layout->hierarchical() && config().shared_memory) {
       // Each node's ranks share a segment of their own, for the node-aware algorithms' phases
       // inside the node; made collectively on the node's communicator (local-rank order), which
@@ -228,7 +229,7 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
       collective == Collective::sendrecv || algorithms_of(collective).size() < 2) {
     return nullptr;
   }
-  const bool arena = transport->shared_arena() != nullptr;
+  const bool arena = arena_for(bytes);
   if (!table_decides(collective, bytes, size, arena)) return nullptr;
   if (!tuners) tuners = std::make_unique<ClassTuners>();
   ClassTuner& tuner = (*tuners)[static_cast<std::size_t>(collective)]
@@ -245,7 +246,7 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
 std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
                                                     std::size_t bytes) const {
   // Keyed on what every rank sees alike: the arena (made collectively), not the call's memory.
-  const bool arena = transport->shared_arena() != nullptr;
+  const bool arena = arena_for(bytes);
   const NodeShape shape = node_shape();
   const auto table = [&](std::size_t b) {
     return resolve_algorithm(collective, Algorithm::automatic, b, size, rank, arena, shape);
@@ -328,6 +329,17 @@ std::vector<CommState::LearnedClass> CommState::learned() const {
     }
   }
   return out;
+}
+
+void CommState::agree_on_device_memory() {
+  // Collective: the arena was made collectively, and the device API is the build's (or a test's
+  // emulation installed on every rank), so every rank of `comm` comes here or none does.
+  DeviceApi* api = device_api();
+  if (api == nullptr) return;
+  const int mine = transport->supports_device_memory() && api->device_count() > 0 ? 1 : 0;
+  int everywhere = 0;
+  check_mpi(PMPI_Allreduce(&mine, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
+  device_direct_everywhere = everywhere != 0;
 }
 
 DeviceEngine& CommState::device_engine(int device) {
@@ -479,7 +491,7 @@ NodeLayoutInfo Communicator::node_layout() const {
 Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, DataType type,
                                     ReduceOp op, bool* trying) {
   detail::CommState& s = detail::state_of(*this);
-  const bool arena = s.transport->shared_arena() != nullptr;
+  const bool arena = s.arena_for(bytes);
   const bool reducing = collective == Collective::allreduce || collective == Collective::reduce ||
                         collective == Collective::reduce_scatter ||
                         collective == Collective::reduce_scatter_v;
@@ -511,7 +523,6 @@ std::vector<std::string> Communicator::learned_choices() const {
 
 std::vector<TuningRule> Communicator::learned_rules() const {
   const detail::CommState& s = detail::state_of(*this);
-  const bool arena = s.transport->shared_arena() != nullptr;
   std::vector<TuningRule> rules;
   const auto learned = s.learned();
   for (int c = 0; c < kCollectiveCount; ++c) {
@@ -522,8 +533,9 @@ std::vector<TuningRule> Communicator::learned_rules() const {
     for (int k = 0; k <= last; ++k) {
       const std::size_t max_bytes = detail::size_class_max_bytes(k);
       // A class without trials keeps the table's choice (a tuner with one candidate holds it).
-      Algorithm algorithm = detail::resolve_algorithm(collective, Algorithm::automatic, max_bytes,
-                                                      s.size, s.rank, arena, s.node_shape());
+      Algorithm algorithm =
+          detail::resolve_algorithm(collective, Algorithm::automatic, max_bytes, s.size, s.rank,
+                                    s.arena_for(max_bytes), s.node_shape());
       for (const auto& l : learned)
         if (l.collective == collective && l.size_class == k) algorithm = l.tuner->chosen();
       // One row per run of classes with the same algorithm.

@@ -1,5 +1,6 @@
 #include "memory.hpp"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -168,16 +169,23 @@ Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body) {
   co_await std::move(body);
 }
 
-bool needs_host_copy(Collective collective, Algorithm algorithm, const Transport& transport,
-                     std::size_t bytes, bool blocking, const DeviceCall& call) {
+bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std::size_t bytes,
+                     bool blocking, const DeviceCall& call) {
   // The node-aware rows run their phases inside a node through the node's segment and choose
   // their schedules by the memory (allreduce.cpp); the shared arena's rows through the arena.
   if (algorithm == Algorithm::hierarchical || algorithm == Algorithm::multi_leader) return true;
-  if (transport.shared_arena() != nullptr) {
+  if (arena) {
     const AlgorithmRow* row = find_row(schedules_of(collective), algorithm);
     if (row != nullptr && row->without_segment != Algorithm::automatic) return true;
   }
-  return blocking && !call.direct() && bytes <= config().device_host_copy_bytes;
+  if (!blocking) return false;
+  // A transport that takes device memory moves a large buffer device to device faster than two
+  // copies and the host's algorithm would; a small one it moves slower (docs/DEVICE_MEMORY.md,
+  // "Host copies": UCX with CUDA, one GPU, 4 ranks).
+  const std::size_t limit = call.direct()
+                                ? std::min(config().device_host_copy_bytes, kDirectHostCopyBytes)
+                                : config().device_host_copy_bytes;
+  return bytes <= limit;
 }
 
 }  // namespace collx::detail

@@ -121,10 +121,13 @@ class StagedCall final : public DataPath {
 Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body);
 
 // Whether a device call with `algorithm` runs on host copies of its buffers (StagedCall):
-// where the algorithm needs host memory on this transport, and for blocking calls of at most
-// COLLX_DEVICE_HOST_COPY_BYTES staged through host memory anyway.
-bool needs_host_copy(Collective collective, Algorithm algorithm, const Transport& transport,
-                     std::size_t bytes, bool blocking, const DeviceCall& call);
+// where the algorithm needs host memory (`arena`: the call may run through the shared arena,
+// CommState::arena_for), and for blocking calls of at most COLLX_DEVICE_HOST_COPY_BYTES staged
+// through host memory anyway, or of at most the smaller of that and kDirectHostCopyBytes where
+// the transport takes device memory (direct).
+inline constexpr std::size_t kDirectHostCopyBytes = std::size_t{32} << 10;
+bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std::size_t bytes,
+                     bool blocking, const DeviceCall& call);
 
 // ---- per call ----
 struct CallMemory {

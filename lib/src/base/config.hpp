@@ -66,9 +66,10 @@ struct Config {
   // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
   std::optional<bool> cuda_aware;
   // COLLX_DEVICE_HOST_COPY_BYTES (K/M/G suffixes; 0 = never): blocking calls on device memory of at
-  // most this many bytes, staged through pinned host memory, run on a host copy of their buffers
-  // (one copy in, the host algorithm, one copy out) instead of staging each message: a small
-  // call then pays two copies' round trips instead of one per step (docs/DEVICE_MEMORY.md).
+  // most this many bytes (at most kDirectHostCopyBytes of them where the transport takes device
+  // memory) run on a host copy of their buffers (one copy in, the host algorithm, one copy out)
+  // instead of a device step per message: a small call then pays two copies' round trips
+  // instead of one per step (docs/DEVICE_MEMORY.md).
   std::size_t device_host_copy_bytes = std::size_t{256} << 10;
   // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory arena
   // for the shared_memory algorithms (default 1); COLLX_SHM_SLOT_BYTES (old name

@@ -646,7 +646,10 @@ void DeviceEngine::give_back_pinned(std::byte* data, std::size_t capacity) noexc
 }
 
 EventRef DeviceEngine::download(void* host, const void* device, std::size_t bytes) {
-  return copy_on(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
+  EventRef copied = copy_on(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
+  std::lock_guard lock(mutex_);
+  downloaded_bytes_ += bytes;
+  return copied;
 }
 
 void DeviceEngine::upload(void* device, const void* host, std::size_t bytes) {
@@ -674,6 +677,11 @@ std::vector<EventRef> DeviceEngine::record_tail() {
 std::size_t DeviceEngine::ledger_entries() {
   std::lock_guard lock(mutex_);
   return ledger_.size();
+}
+
+std::size_t DeviceEngine::downloaded_bytes() {
+  std::lock_guard lock(mutex_);
+  return downloaded_bytes_;
 }
 
 std::size_t DeviceEngine::messages_in_flight() {

@@ -199,6 +199,9 @@ class DeviceEngine final : public ScratchSource {
   std::size_t messages_in_flight();
   // Device work still listed in the ledger, for tests: bounded however many calls ran.
   std::size_t ledger_entries();
+  // Bytes copied device -> host so far for calls that run on host copies of their buffers
+  // (download), for tests: which calls take that form.
+  std::size_t downloaded_bytes();
 
  private:
   struct Message;
@@ -228,6 +231,7 @@ class DeviceEngine final : public ScratchSource {
   std::deque<Message*> recv_queue_;
   std::vector<Message*> on_wire_;
   std::size_t live_messages_ = 0;
+  std::size_t downloaded_bytes_ = 0;
 };
 
 }  // namespace collx::detail

@@ -39,6 +39,9 @@ struct OpInfo {
   int tag_base = 0;            // distinct for operations that may be in flight together
   std::size_t segment_bytes = 0;
   int pipeline_depth = 1;
+  // false: the call runs as where the ranks share no arena (CommState::arena_for), every rank
+  // alike.
+  bool shared_arena = true;
 };
 
 // Tags: each operation owns kPhasesPerOp consecutive tags so that several operations on one
@@ -130,7 +133,10 @@ class Operation {
   bool in_group() const { return !members_.empty(); }
   // The segment the ranks the algorithm sees share: the communicator's (Transport::
   // shared_arena), or within a Group the one it was opened with; null where there is none.
-  SharedArena* arena() const { return members_.empty() ? transport_.shared_arena() : group_arena_; }
+  SharedArena* arena() const {
+    if (!members_.empty()) return group_arena_;
+    return info_.shared_arena ? transport_.shared_arena() : nullptr;
+  }
 
   // A schedule that holds a turn of the shared arena (in_turn) took its ticket when it was
   // built; where the call fails before the schedule runs (COLLX_CHECK's mismatch) the turn must
