@@ -10,9 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cli_numbers.hpp"
 #include "collx/collx.hpp"
 #include "cost_model.hpp"
 #include "host_reduce.hpp"
@@ -129,6 +132,28 @@ void prediction_table(Collective c, int p, const Machine& m, const std::vector<d
   }
 }
 
+// Every algorithm's predicted seconds at every size, for scripts (scripts/model-vs-bench.py
+// ranks them against collx-bench's measurements).
+nlohmann::json prediction_json(Collective c, int p, const Machine& m,
+                               const std::vector<double>& sizes) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (double bytes : sizes) {
+    nlohmann::json predicted = nlohmann::json::object();
+    for (Algorithm a : collx::algorithms_of(c)) {
+      if (a == Algorithm::shared_memory && !m.one_node) continue;
+      const auto cost = collx::model::cost(c, a, p, bytes, m.segment_bytes, m.nodes);
+      if (cost) predicted[std::string(collx::to_string(a))] = cost->seconds(m);
+    }
+    rows.push_back({{"size_bytes", bytes},
+                    {"best", std::string(collx::to_string(collx::model::best(c, p, bytes, m)))},
+                    {"seconds", predicted}});
+  }
+  return {{"collective", std::string(collx::to_string(c))},
+          {"ranks", p},
+          {"nodes", m.nodes},
+          {"rows", rows}};
+}
+
 void crossover_line(Collective c, int p, const Machine& m) {
   if (m.nodes > 1) {
     std::printf("- p = %d (%d nodes x %d ranks):", p, m.nodes, p / m.nodes);
@@ -182,6 +207,15 @@ int main(int argc, char** argv) {
                  "network bandwidth between nodes (GB/s, one link per node)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  std::vector<std::string> size_texts;
+  app.add_option("--sizes", size_texts,
+                 "sizes of the tables, comma-separated (8,4K,1M; default 8,1K,64K,1M,64M,1G)")
+      ->delimiter(',')
+      ->check([](const std::string& text) { return collx::apps::size_error("--sizes", text); });
+  std::string json_path;
+  app.add_option("--json", json_path,
+                 "also write every algorithm's predicted seconds at every size and rank count to "
+                 "this file");
   app.add_flag("--markdown", doc, "print markdown tables (docs/ALGORITHMS.md)");
   app.add_flag("--one-node", m.one_node,
                "every rank on one node: include the shared_memory algorithms");
@@ -238,7 +272,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collx-model: unknown collective %s\n", collective_name.c_str());
     return 2;
   }
-  const std::vector<double> sizes = {8, 1024, 64 * 1024, 1 << 20, 64 << 20, double(1 << 30)};
+  std::vector<double> sizes = {8, 1024, 64 * 1024, 1 << 20, 64 << 20, double(1 << 30)};
+  if (!size_texts.empty()) {
+    sizes.clear();
+    for (const std::string& text : size_texts)
+      sizes.push_back(static_cast<double>(*collx::apps::parse_size(text)));
+  }
+
   std::printf("# machine: ");
   print_machine(m);
   for (Collective c : collectives) {
@@ -267,6 +307,28 @@ int main(int argc, char** argv) {
         prediction_table(c, p, m, sizes);
         crossover_line(c, p, m);
       }
+    }
+  }
+  if (!json_path.empty()) {
+    nlohmann::json predictions = nlohmann::json::array();
+    for (Collective c : collectives)
+      for (int p : ranks)
+        predictions.push_back(prediction_json(c, p, m, sizes));
+    std::ofstream out(json_path);
+    const nlohmann::json document{{"machine",
+                                   {{"alpha_us", m.alpha * 1e6},
+                                    {"bandwidth_gbps", 1e-9 / m.beta},
+                                    {"gamma_gbps", 1e-9 / m.gamma},
+                                    {"copy_gbps", 1e-9 / m.copy},
+                                    {"nodes", m.nodes},
+                                    {"inter_alpha_us", m.alpha_inter * 1e6},
+                                    {"inter_gbps", 1e-9 / m.beta_inter},
+                                    {"segment_bytes", m.segment_bytes}}},
+                                  {"predictions", predictions}};
+    out << document.dump(1) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "collx-model: cannot write %s\n", json_path.c_str());
+      return 1;
     }
   }
   return 0;
