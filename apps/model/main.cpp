@@ -187,7 +187,13 @@ int main(int argc, char** argv) {
   app.add_option("--bandwidth-gbps", bandwidth, "link bandwidth (GB/s)")->capture_default_str();
   app.add_option("--gamma-gbps", gamma, "reduction speed (GB/s of input)")->capture_default_str();
   app.add_option("--copy-gbps", copy, "local copy speed (GB/s)")->capture_default_str();
-  app.add_option("--segment", segment, "pipeline segment size")->capture_default_str();
+  app.add_option("--segment", segment, "pipeline segment size")
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        if (const auto bytes = collx::apps::parse_size(text); bytes && *bytes == 0)
+          return std::string("--segment 0: a segment holds at least one byte");
+        return collx::apps::size_error("--segment", text);
+      });
   app.add_option("-c,--collective", collective_name, "collective, or 'all'")->capture_default_str();
   auto* ranks_option =
       app.add_option("-p,--ranks", ranks, "rank counts")->delimiter(',')->capture_default_str();
@@ -239,10 +245,7 @@ int main(int argc, char** argv) {
     m.nodes = nodes;
     ranks = {nodes * ranks_per_node};
   }
-  m.segment_bytes =
-      static_cast<std::size_t>(std::stoull(segment)) * (segment.back() == 'K'   ? 1024
-                                                        : segment.back() == 'M' ? 1 << 20
-                                                                                : 1);
+  m.segment_bytes = *collx::apps::parse_size(segment);
 
   if (calibrate_here) {
     collx::Environment environment(argc, argv);

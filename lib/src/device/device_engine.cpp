@@ -646,10 +646,8 @@ void DeviceEngine::give_back_pinned(std::byte* data, std::size_t capacity) noexc
 }
 
 EventRef DeviceEngine::download(void* host, const void* device, std::size_t bytes) {
-  EventRef copied = copy_on(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
-  std::lock_guard lock(mutex_);
-  downloaded_bytes_ += bytes;
-  return copied;
+  downloaded_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return copy_on(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
 }
 
 void DeviceEngine::upload(void* device, const void* host, std::size_t bytes) {
@@ -680,8 +678,7 @@ std::size_t DeviceEngine::ledger_entries() {
 }
 
 std::size_t DeviceEngine::downloaded_bytes() {
-  std::lock_guard lock(mutex_);
-  return downloaded_bytes_;
+  return downloaded_bytes_.load(std::memory_order_relaxed);
 }
 
 std::size_t DeviceEngine::messages_in_flight() {

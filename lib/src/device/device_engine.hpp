@@ -26,6 +26,7 @@
 // the events of the work still using it and is reused only after they have completed.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -231,7 +232,7 @@ class DeviceEngine final : public ScratchSource {
   std::deque<Message*> recv_queue_;
   std::vector<Message*> on_wire_;
   std::size_t live_messages_ = 0;
-  std::size_t downloaded_bytes_ = 0;
+  std::atomic<std::size_t> downloaded_bytes_{0};  // a count for tests, outside the mutex
 };
 
 }  // namespace collx::detail
