@@ -418,12 +418,15 @@ TEST_P(SimNodeAware, BitwiseIdenticalAcrossRanksForRandomFloats) {
   }
 }
 
-// Two nodes: multi_leader pipelines the buffer in chunks, the exchange of one chunk across the
-// nodes in flight while the node's ranks reduce-scatter the next and allgather the one before.
-// In one rank's postings the messages across nodes and those inside its node then alternate
-// (the unpipelined schedule posts them in three runs: inside, across, inside); exact results.
-TEST(SimMultiLeaderTwoNodes, NodeAndNetworkPhasesInterleave) {
-  for (const std::vector<int>& sizes : {std::vector<int>{2, 2}, std::vector<int>{3, 3}}) {
+// On 2, 4 or 8 nodes multi_leader pipelines the buffer in chunks, the exchanges of some chunks
+// across the nodes in flight while the node's ranks reduce-scatter the next and allgather the
+// ones before. In one rank's postings the messages across nodes and those inside its node then
+// alternate (the unpipelined schedule posts them in three runs: inside, across, inside); exact
+// results.
+TEST(SimMultiLeaderPipelined, NodeAndNetworkPhasesInterleave) {
+  for (const std::vector<int>& sizes :
+       {std::vector<int>{2, 2}, std::vector<int>{3, 3}, std::vector<int>{2, 2, 2, 2},
+        std::vector<int>{3, 3, 3, 3}, std::vector<int>(8, 2)}) {
     const NodeLayout layout = NodeLayout::from_sizes(sizes);
     const int p = layout.size();
     for (int t = 0; t < collx::kDataTypeCount; ++t) {

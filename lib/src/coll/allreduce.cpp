@@ -256,96 +256,125 @@ Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
   return with_node_arena<AllreduceArgs, allreduce_hierarchical_in>(op, std::move(a));
 }
 
-// Multi-leader on two nodes, pipelined: the buffer in chunks (each rank's slice of one is a
-// segment), and the slices' allreduce across the two nodes in flight while the node works on the
-// neighbouring chunks, so the phases inside a node and across nodes overlap chunk by chunk.
-// Across two nodes the allreduce of a slice is Rabenseifner's at two ranks, in two exchanges:
-// each side sends the half of its partial slice that the other completes and receives the half
-// it completes (X1), combines node 0's partial with node 1's (avg divided), and sends its
-// completed half back (X2). Chunk c's X1 is in flight while the node reduce-scatters chunk c + 1;
-// its X2 while the node allgathers chunk c - 1 and reduce-scatters chunk c + 2. Each half is
-// completed on one side only and copied: the same bits on every rank.
-Task allreduce_multi_leader_two_nodes(Operation& op, const AllreduceArgs& a,
+// Multi-leader on 2, 4, 8, ... nodes, pipelined: the buffer in chunks (each rank's slice of one
+// at least four segments), and the slices' allreduce across the nodes in flight while the node
+// works on the neighbouring chunks, so the phases inside a node and across nodes overlap chunk
+// by chunk. Across N = 2^L nodes the allreduce of a slice is Rabenseifner's: L exchanges of
+// recursive halving (each keeps half of its range, sends the other half to the peer at node
+// distance N/2, N/4, ..., and combines what it receives with its own: the lower node's partial
+// first, the last step dividing for avg) and L of recursive doubling (the completed ranges
+// swapped back in the reverse order). Chunk c posts its exchange e at iteration c + e, right
+// after the node has reduce-scattered chunk c + e, and is allgathered inside the node at
+// iteration c + 2L: up to 2L chunks' exchanges are in flight at once, each pair of peers
+// seeing its messages of one step in chunk order. Every element is completed on one rank and
+// copied from there: the same bits on every rank.
+Task allreduce_multi_leader_pipelined(Operation& op, const AllreduceArgs& a,
                                       const patterns::NodeLayout& layout, SharedArena* node_arena,
                                       std::size_t chunk) {
   const std::size_t elem = a.reduction.element_size;
   const std::span<const int> node = layout.members(layout.node_of(op.rank()));
   const int local = layout.local_rank(op.rank());
   const int k = static_cast<int>(node.size());
-  // The ranks of this local rank, node 0's first: this rank is number node_of(rank) of them.
+  // The ranks of this local rank, by node: this rank is number node_of(rank) of them.
   const std::span<const int> peers = layout.peers(local);
-  const int side = layout.node_of(op.rank());
-  const int other = 1 - side;
+  const int nodes = layout.nodes();
+  const int v = layout.node_of(op.rank());
+  const int steps = std::countr_zero(static_cast<unsigned>(nodes));  // L
   const Algorithm inside = node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring;
   Reduction partial = a.reduction;
   partial.divisor = 0;
   const Phases node_scatter = a.phases.part("node reduce_scatter", 0, 2);
   const Phases across = a.phases.part("across nodes", 2, 2);
   const Phases node_gather = a.phases.part("node allgather", 4, 2);
+  // Element ranges within a slice: after halving step j this rank keeps kept[j + 1] of
+  // kept[j] and its peer of that step the rest.
+  struct Range {
+    std::size_t begin = 0, end = 0;
+    std::size_t count() const { return end - begin; }
+  };
+  const auto halvings = [&](std::size_t n) {
+    std::vector<Range> kept(static_cast<std::size_t>(steps) + 1);
+    kept[0] = {0, n};
+    for (int j = 0; j < steps; ++j) {
+      const Range r = kept[static_cast<std::size_t>(j)];
+      const std::size_t mid = r.begin + r.count() / 2;
+      const bool lower = (v & (nodes >> (j + 1))) == 0;
+      kept[static_cast<std::size_t>(j) + 1] = lower ? Range{r.begin, mid} : Range{mid, r.end};
+    }
+    return kept;
+  };
+  // The part of kept[j] that kept[j + 1] is not: the peer's of step j.
+  const auto given = [](const std::vector<Range>& kept, int j) {
+    const Range whole = kept[static_cast<std::size_t>(j)];
+    const Range mine = kept[static_cast<std::size_t>(j) + 1];
+    return mine.begin == whole.begin ? Range{mine.end, whole.end} : Range{whole.begin, mine.begin};
+  };
+  const std::size_t chunks = (a.count + chunk - 1) / chunk;
+  const std::size_t in_flight = static_cast<std::size_t>(2 * steps) + 1;
   struct Chunk {
     std::size_t begin = 0;
     std::vector<std::size_t> offsets;  // the k slices, within the chunk
     std::byte* slice = nullptr;        // this rank's, in recv
-    // The slice's two halves, the one side 0 completes and the one side 1 completes.
-    std::byte* half[2] = {nullptr, nullptr};
-    std::size_t half_count[2] = {0, 0};
+    std::vector<Range> kept;
+    ScratchBuffer received;  // the peer's partial of the range this rank keeps at a halving
+    Transfer send, recv;
   };
-  const auto chunk_at = [&](std::size_t c) {
-    Chunk ch;
-    ch.begin = c * chunk;
-    ch.offsets = offsets_of(patterns::BlockLayout{std::min(chunk, a.count - ch.begin), k});
-    const auto i = static_cast<std::size_t>(local);
-    ch.slice = a.recv + (ch.begin + ch.offsets[i]) * elem;
-    const std::size_t n = ch.offsets[i + 1] - ch.offsets[i];
-    ch.half_count[0] = n / 2;
-    ch.half_count[1] = n - n / 2;
-    ch.half[0] = ch.slice;
-    ch.half[1] = ch.slice + ch.half_count[0] * elem;
-    return ch;
+  std::vector<Chunk> window(in_flight);
+  const std::size_t largest_half = (chunk / static_cast<std::size_t>(k)) / 2 + 2;
+  for (Chunk& ch : window)
+    ch.received = op.scratch(largest_half * elem);
+  const auto at = [&](std::size_t c) -> Chunk& { return window[c % in_flight]; };
+  const auto at_slice = [&](const Chunk& ch, std::size_t i) { return ch.slice + i * elem; };
+  // Exchange e of chunk c: halving e < L, doubling 2L - 1 - e after.
+  const auto post = [&](Chunk& ch, int e) {
+    const Operation::Group group(op, peers);
+    const int j = e < steps ? e : 2 * steps - 1 - e;
+    const int peer = v ^ (nodes >> (j + 1));
+    const Range mine = ch.kept[static_cast<std::size_t>(j) + 1];
+    const Range theirs = given(ch.kept, j);
+    if (e < steps) {
+      op.recv(ch.recv, ch.received.data(), mine.count() * elem, peer, across[0]);
+      op.send(ch.send, at_slice(ch, theirs.begin), theirs.count() * elem, peer, across[0]);
+    } else {
+      op.recv(ch.recv, at_slice(ch, theirs.begin), theirs.count() * elem, peer, across[1]);
+      op.send(ch.send, at_slice(ch, mine.begin), mine.count() * elem, peer, across[1]);
+    }
   };
-  const std::size_t chunks = (a.count + chunk - 1) / chunk;
-  // The other side's partial of the half this side completes (X1's receive).
-  ScratchBuffer received = op.scratch(((chunk / static_cast<std::size_t>(k)) / 2 + 2) * elem);
-  Transfer x1_send, x1_recv;
-  // X2 of chunk c and of chunk c - 1 are in flight at once: by parity.
-  Transfer x2_send[2], x2_recv[2];
-  std::vector<Chunk> window(3);  // chunks c, c - 1, c - 2, by c % 3
-  const auto at = [&](std::size_t c) -> Chunk& { return window[c % 3]; };
-  for (std::size_t c = 0; c < chunks + 2; ++c) {
-    if (c < chunks) {
-      at(c) = chunk_at(c);
-      const Chunk& now = at(c);
+  const auto combine_halving = [&](Chunk& ch, int j) {
+    const int peer = v ^ (nodes >> (j + 1));
+    const Range mine = ch.kept[static_cast<std::size_t>(j) + 1];
+    std::byte* own = at_slice(ch, mine.begin);
+    const std::byte* lower = v < peer ? own : ch.received.data();
+    const std::byte* upper = v < peer ? ch.received.data() : own;
+    a.reduction.combine(own, lower, upper, mine.count(), j == steps - 1);
+  };
+  for (std::size_t t = 0; t < chunks + static_cast<std::size_t>(2 * steps); ++t) {
+    if (t < chunks) {
+      Chunk& now = at(t);
+      now.begin = t * chunk;
+      now.offsets = offsets_of(patterns::BlockLayout{std::min(chunk, a.count - now.begin), k});
+      const auto i = static_cast<std::size_t>(local);
+      now.slice = a.recv + (now.begin + now.offsets[i]) * elem;
+      now.kept = halvings(now.offsets[i + 1] - now.offsets[i]);
+      {
+        const Operation::Group group(op, node, node_arena);
+        const ReduceScatterArgs scatter{a.send + now.begin * elem, now.slice, now.offsets, partial,
+                                        node_scatter};
+        co_await reduce_scatter_task(op, scatter, inside);
+      }
+      post(now, 0);
+    }
+    for (int e = 1; e <= 2 * steps; ++e) {
+      if (t < static_cast<std::size_t>(e) || t - static_cast<std::size_t>(e) >= chunks) continue;
+      Chunk& ch = at(t - static_cast<std::size_t>(e));
+      co_await op.wait(ch.send, ch.recv);
+      if (e - 1 < steps) combine_halving(ch, e - 1);
+      if (e < 2 * steps) {
+        post(ch, e);
+        continue;
+      }
       const Operation::Group group(op, node, node_arena);
-      const ReduceScatterArgs scatter{a.send + now.begin * elem, now.slice, now.offsets, partial,
-                                      node_scatter};
-      co_await reduce_scatter_task(op, scatter, inside);
-    }
-    if (c >= 1 && c - 1 < chunks) {
-      // Chunk c - 1: complete this side's half, send it back.
-      co_await op.wait(x1_send, x1_recv);
-      const Chunk& done = at(c - 1);
-      std::byte* mine = done.half[side];
-      const std::byte* lower = side == 0 ? mine : received.data();
-      const std::byte* upper = side == 0 ? received.data() : mine;
-      a.reduction.combine(mine, lower, upper, done.half_count[side], true);
-      const Operation::Group group(op, peers);
-      const std::size_t parity = (c - 1) % 2;
-      op.recv(x2_recv[parity], done.half[other], done.half_count[other] * elem, other, across[1]);
-      op.send(x2_send[parity], mine, done.half_count[side] * elem, other, across[1]);
-    }
-    if (c < chunks) {
-      const Chunk& now = at(c);
-      const Operation::Group group(op, peers);
-      op.recv(x1_recv, received.data(), now.half_count[side] * elem, other, across[0]);
-      op.send(x1_send, now.half[other], now.half_count[other] * elem, other, across[0]);
-    }
-    if (c >= 2) {
-      const std::size_t parity = (c - 2) % 2;
-      co_await op.wait(x2_send[parity], x2_recv[parity]);
-      const Chunk& done = at(c - 2);
-      const Operation::Group group(op, node, node_arena);
-      const AllgatherArgs gather{done.slice, a.recv + done.begin * elem, done.offsets, elem,
-                                 node_gather};
+      const AllgatherArgs gather{ch.slice, a.recv + ch.begin * elem, ch.offsets, elem, node_gather};
       co_await allgather_task(op, gather, inside);
     }
   }
@@ -373,14 +402,14 @@ Task allreduce_multi_leader_in(Operation& op, AllreduceArgs a, SharedArena* node
   const std::span<const int> node = layout->members(layout->node_of(op.rank()));
   const int local = layout->local_rank(op.rank());
   const int k = static_cast<int>(node.size());
-  if (layout->nodes() == 2 && !op.device_memory()) {
+  if (std::has_single_bit(static_cast<unsigned>(layout->nodes())) && !op.device_memory()) {
     // Each rank's slice of a chunk four segments or more, and about 8 chunks at most: with slices
     // of one segment the chunks' messages and handoffs cost more than the overlap gave on the
     // emulated cluster (docs/PERFORMANCE.md, "Overlap across two nodes").
     const std::size_t chunk = std::max({4 * op.segment_bytes() * static_cast<std::size_t>(k) / elem,
                                         a.count / 8, static_cast<std::size_t>(k)});
     if (a.count > chunk) {
-      co_await allreduce_multi_leader_two_nodes(op, a, *layout, node_arena, chunk);
+      co_await allreduce_multi_leader_pipelined(op, a, *layout, node_arena, chunk);
       co_return;
     }
   }
