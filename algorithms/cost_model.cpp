@@ -194,6 +194,13 @@ const Entry broadcast_binomial_tree{
 const Entry broadcast_pipelined_chain{
     [](const Shape& s) { return pipeline(s.p - 1, s.n, s.segment, 0.0); },
     "p-1 hops in a chain, segments pipelined: (p - 2 + n/s) segment times."};
+const Entry broadcast_linear{
+    [](const Shape& s) {
+      return Cost{s.p - 1, (s.p - 1) * s.n, 0, 0};
+    },
+    "The root sends the whole buffer to each of the p-1 others: p-1 messages and (p-1) n bytes "
+    "on its link, counted one after the other (the model has no overlap of one sender's "
+    "latencies), so never ahead of the binomial tree here; auto takes it by a measured rule."};
 const Entry broadcast_scatter_allgather{
     [](const Shape& s) {
       return Cost{s.lg + (s.p - 1), 2 * (s.p - 1) / s.p * s.n, 0, 0};

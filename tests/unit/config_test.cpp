@@ -412,6 +412,29 @@ TEST(Selector, NodeRulesKnowTheLayout) {
       }
     }
   }
+  // Broadcast with one rank on each of up to 4 nodes, above 4 KiB to 32 KiB: linear; on more
+  // nodes, and outside those sizes, the flat table.
+  const NodeShape eight_singles{8, 1, true};
+  for (std::size_t bytes : {std::size_t{4097}, std::size_t{16} << 10, std::size_t{32} << 10}) {
+    EXPECT_EQ(
+        resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false, singles),
+        Algorithm::linear)
+        << bytes;
+    EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 8, 0, false,
+                                eight_singles),
+              select_from(builtin_rules(), Collective::broadcast, bytes, 8))
+        << bytes;
+    EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false,
+                                two_by_two),
+              Algorithm::hierarchical)
+        << bytes;
+  }
+  for (std::size_t bytes : {std::size_t{4096}, (std::size_t{32} << 10) + 1}) {
+    EXPECT_EQ(
+        resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false, singles),
+        select_from(builtin_rules(), Collective::broadcast, bytes, 4))
+        << bytes;
+  }
   for (Collective c : {Collective::allgather, Collective::reduce_scatter}) {
     EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, big, 4, 0, false, two_by_two),
               select_from(builtin_rules(), c, big, 4));

@@ -1,5 +1,6 @@
-// Broadcast: binomial tree and pipelined chain (one segmented tree walk), scatter + ring
-// allgather (van de Geijn) for large messages, and the node-aware hierarchical broadcast.
+// Broadcast: binomial tree and pipelined chain (one segmented tree walk), linear (the root
+// sends to every rank at once), scatter + ring allgather (van de Geijn) for large messages,
+// and the node-aware hierarchical broadcast.
 #include <algorithm>
 #include <span>
 #include <vector>
@@ -69,6 +70,27 @@ Task broadcast_chain(Operation& op, BroadcastArgs a) {
   co_await tree_broadcast(op, a, place.parent, place.children.span());
 }
 
+// Linear (a flat tree): the root posts the whole buffer to every other rank at once and each
+// receives it once, unsegmented. One level instead of the binomial tree's ceil(log2 p): for a
+// few ranks and messages whose cost is mostly the network's latency, the p-1 sends' latencies
+// overlap while the tree pays one per level.
+Task broadcast_linear(Operation& op, BroadcastArgs a) {
+  const int p = op.size();
+  const std::size_t bytes = a.count * a.element_size;
+  if (p == 1 || bytes == 0) co_return;
+  if (op.rank() != a.root) {
+    Transfer recv;
+    op.recv(recv, a.buffer, bytes, a.root, a.phases[0]);
+    co_await op.wait(recv);
+    co_return;
+  }
+  TransferArray sends(static_cast<std::size_t>(p - 1));
+  for (int v = 1; v < p; ++v)
+    op.send(sends[static_cast<std::size_t>(v - 1)], a.buffer, bytes, (a.root + v) % p, a.phases[0]);
+  for (int v = 1; v < p; ++v)
+    co_await op.wait(sends[static_cast<std::size_t>(v - 1)]);
+}
+
 // van de Geijn: the root's buffer in p blocks (block v for virtual rank v) is scattered down a
 // binomial tree straight into every rank's buffer, then a ring allgather completes it. Moves
 // about 2n bytes per rank instead of n log p.
@@ -129,6 +151,21 @@ bool broadcast_chain_now(Transport& t, int tag_base, const BroadcastArgs& a) {
   return tree_broadcast_now(t, tag_base, a, patterns::chain_place(t.rank(), a.root, t.size()));
 }
 
+bool broadcast_linear_now(Transport& t, int tag_base, const BroadcastArgs& a) {
+  const std::size_t bytes = a.count * a.element_size;
+  if (bytes > kLatencyPathBytes) return false;
+  const int p = t.size();
+  if (bytes == 0 || p == 1) return true;
+  const int tag = tag_base + a.phases[0];
+  if (t.rank() != a.root) {
+    t.recv_blocking(a.buffer, bytes, a.root, tag);
+    return true;
+  }
+  for (int v = 1; v < p; ++v)
+    t.send_blocking(a.buffer, bytes, (a.root + v) % p, tag);
+  return true;
+}
+
 // The flat broadcast the hierarchical one runs across nodes, and in its stead where node_split
 // is null: the binomial tree (pipelined) up to 256 KiB or on up to 3 ranks, scatter + allgather
 // above (about 2n bytes from the root instead of n log p). Takes at most three tag phases.
@@ -187,6 +224,8 @@ std::span<const AlgorithmRow> broadcast_rows() {
                                  model::broadcast_binomial_tree, broadcast_binomial_now),
       row<Collective::broadcast>(Algorithm::pipelined_chain, broadcast_chain,
                                  model::broadcast_pipelined_chain, broadcast_chain_now),
+      row<Collective::broadcast>(Algorithm::linear, broadcast_linear, model::broadcast_linear,
+                                 broadcast_linear_now),
       row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather,
                                  model::broadcast_scatter_allgather),
       row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,

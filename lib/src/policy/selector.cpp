@@ -183,6 +183,15 @@ constexpr NodeRule kNodeRules[] = {
     {Collective::allreduce, 0, std::size_t{32} << 10, true, Algorithm::recursive_doubling, true},
     {Collective::allreduce, (std::size_t{32} << 10) + 1, std::size_t{256} << 10, true,
      Algorithm::rabenseifner, true},
+    // One rank on each of up to 4 nodes, broadcast above 4 KiB to 32 KiB: linear (the root's
+    // sends at once, one level) where the binomial tree's two levels took 0.66-0.92x
+    // MPI_Bcast's speed at 8-32 KiB on the emulated cluster at 4 nodes x 1 rank and linear
+    // 0.98-1.02x (docs/PERFORMANCE.md, "Broadcast across nodes: linear"). Measured, not
+    // modelled: the cost model counts the root's p-1 sends one after the other, where on the
+    // network their latencies overlap; it is measured on 4 nodes only, so more nodes keep the
+    // tree (whose levels grow as log2 p where the root's sends grow as p).
+    {Collective::broadcast, (std::size_t{4} << 10) + 1, std::size_t{32} << 10, true,
+     Algorithm::linear, true, 4},
 };
 
 }  // namespace
@@ -197,7 +206,8 @@ Algorithm select_for_nodes(Collective collective, std::size_t bytes, const NodeS
   for (const NodeRule& rule : kNodeRules) {
     if (rule.collective == collective && rule.one_per_node == one_per_node &&
         bytes >= rule.min_bytes && bytes <= rule.max_bytes &&
-        (nodes.uniform || !rule.uniform_only)) {
+        (nodes.uniform || !rule.uniform_only) &&
+        (rule.max_nodes == 0 || nodes.nodes <= rule.max_nodes)) {
       return rule.algorithm;
     }
   }
@@ -211,6 +221,7 @@ std::string describe_node_rules() {
            std::to_string(rule.min_bytes) + ".." +
            (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
            "  -> " + std::string(to_string(rule.algorithm)) +
+           (rule.max_nodes > 0 ? "  on up to " + std::to_string(rule.max_nodes) + " nodes" : "") +
            (rule.one_per_node   ? "  (one rank on every node)"
             : rule.uniform_only ? "  (as many ranks on every node; otherwise the table below)"
                                 : "") +

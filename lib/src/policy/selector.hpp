@@ -47,7 +47,8 @@ struct NodeShape {
 // `min_bytes` to `max_bytes`, `algorithm`, where every node holds as many ranks or
 // (uniform_only false) whatever the layout; where some node holds several ranks
 // (NodeShape::spans_nodes), or with one_per_node where every node holds one (every hop
-// crosses the network, which the one-node table was not measured on).
+// crosses the network, which the one-node table was not measured on); on at most `max_nodes`
+// nodes where that is not 0.
 struct NodeRule {
   Collective collective;
   std::size_t min_bytes;
@@ -55,6 +56,7 @@ struct NodeRule {
   bool uniform_only;
   Algorithm algorithm;
   bool one_per_node = false;
+  int max_nodes = 0;
 };
 std::span<const NodeRule> node_rules();
 // What the node rules pick for the call, or Algorithm::automatic where none applies.
