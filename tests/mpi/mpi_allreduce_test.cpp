@@ -121,44 +121,47 @@ TEST_F(MpiAllreduce, RandomRealFloatsGiveBitwiseIdenticalResults) {
   }
 }
 
-// multi_leader's pipelined form (nodes a power of two, several ranks on each): segments of 1 KiB
-// cut 70001 elements into several chunks, whose exchanges across the nodes are in flight while
-// the nodes work on the neighbouring chunks. Exact against the reference, and random real floats
-// bitwise identical on every rank. Elsewhere (one node, uneven nodes) it checks the fallbacks.
-TEST_F(MpiAllreduce, MultiLeaderInChunksIsExactAndIdentical) {
+// The node-aware allreduces' pipelined forms (nodes a power of two): segments of 1 KiB cut
+// 70001 elements into several chunks, whose exchanges across the nodes are in flight while the
+// nodes work on the neighbouring chunks. Exact against the reference, and random real floats
+// bitwise identical on every rank. Elsewhere (one node, 3 nodes) it checks the other forms.
+TEST_F(MpiAllreduce, NodeAwareInChunksIsExactAndIdentical) {
   const int p = comm.size();
-  collx::Options options;
-  options.algorithm = Algorithm::multi_leader;
-  options.segment_bytes = 1024;
   std::uint64_t seed = 77;
-  for (DataType type :
-       {DataType::float32, DataType::float64, DataType::int32, DataType::bfloat16}) {
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
-      if (!collx::is_supported(type, op)) continue;
-      for (bool in_place : {false, true}) {
-        const std::size_t count = 70001;
-        const Case c = make_case(type, op, count, comm.rank(), p, seed++);
-        std::vector<std::byte> out(c.input.size(), std::byte{0x5A});
-        if (in_place) {
-          out = c.input;
-          comm.allreduce(collx::in_place, out.data(), count, type, op, options);
-        } else {
-          comm.allreduce(c.input.data(), out.data(), count, type, op, options);
-        }
-        EXPECT_TRUE(all_ranks(out == c.expected))
-            << describe(Algorithm::multi_leader, type, op, count, in_place) << " segments of 1 KiB";
-      }
-    }
-  }
   std::mt19937 rng(static_cast<unsigned>(comm.rank()) * 31u + 5u);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
-    std::vector<double> d(70001);
-    for (auto& v : d)
-      v = dist(rng);
-    comm.allreduce<double>(std::span<double>(d), op, options);
-    EXPECT_TRUE(identical_on_all_ranks(d.data(), d.size() * sizeof(double)))
-        << "multi_leader float64 " << collx::to_string(op) << " segments of 1 KiB";
+  for (Algorithm algorithm : {Algorithm::multi_leader, Algorithm::hierarchical}) {
+    collx::Options options;
+    options.algorithm = algorithm;
+    options.segment_bytes = 1024;
+    for (DataType type :
+         {DataType::float32, DataType::float64, DataType::int32, DataType::bfloat16}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+        if (!collx::is_supported(type, op)) continue;
+        for (bool in_place : {false, true}) {
+          const std::size_t count = 70001;
+          const Case c = make_case(type, op, count, comm.rank(), p, seed++);
+          std::vector<std::byte> out(c.input.size(), std::byte{0x5A});
+          if (in_place) {
+            out = c.input;
+            comm.allreduce(collx::in_place, out.data(), count, type, op, options);
+          } else {
+            comm.allreduce(c.input.data(), out.data(), count, type, op, options);
+          }
+          EXPECT_TRUE(all_ranks(out == c.expected))
+              << describe(algorithm, type, op, count, in_place) << " segments of 1 KiB";
+        }
+      }
+    }
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      std::vector<double> d(70001);
+      for (auto& v : d)
+        v = dist(rng);
+      comm.allreduce<double>(std::span<double>(d), op, options);
+      EXPECT_TRUE(identical_on_all_ranks(d.data(), d.size() * sizeof(double)))
+          << collx::to_string(algorithm) << " float64 " << collx::to_string(op)
+          << " segments of 1 KiB";
+    }
   }
 }
 

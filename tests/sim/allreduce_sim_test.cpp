@@ -418,62 +418,73 @@ TEST_P(SimNodeAware, BitwiseIdenticalAcrossRanksForRandomFloats) {
   }
 }
 
-// On 2, 4 or 8 nodes multi_leader pipelines the buffer in chunks, the exchanges of some chunks
-// across the nodes in flight while the node's ranks reduce-scatter the next and allgather the
-// ones before. In one rank's postings the messages across nodes and those inside its node then
-// alternate (the unpipelined schedule posts them in three runs: inside, across, inside); exact
-// results.
-TEST(SimMultiLeaderPipelined, NodeAndNetworkPhasesInterleave) {
-  for (const std::vector<int>& sizes :
-       {std::vector<int>{2, 2}, std::vector<int>{3, 3}, std::vector<int>{2, 2, 2, 2},
-        std::vector<int>{3, 3, 3, 3}, std::vector<int>(8, 2)}) {
-    const NodeLayout layout = NodeLayout::from_sizes(sizes);
-    const int p = layout.size();
-    for (int t = 0; t < collx::kDataTypeCount; ++t) {
-      for (int o = 0; o < collx::kReduceOpCount; ++o) {
-        const auto type = static_cast<DataType>(t);
-        const auto rop = static_cast<ReduceOp>(o);
-        if (!collx::is_supported(type, rop)) continue;
-        const std::size_t elem = collx::size_of(type);
-        const std::size_t count = 4001;
-        const bool in_place = (t + o) % 2 == 0;
-        const auto inputs = exact_inputs(p, type, rop, count);
-        std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(count * elem));
-        if (in_place) recv = inputs;
-        SimWorld world(p, 512, 0);
-        const auto shared = std::make_shared<const NodeLayout>(layout);
-        for (int r = 0; r < p; ++r)
-          world.transport(r).set_node_layout(shared);
-        OpInfo info;
-        info.collective = collx::Collective::allreduce;
-        info.algorithm = Algorithm::multi_leader;
-        info.tag_base = 1;
-        // Chunks of count / 8 elements (more than four segments per slice): 9 chunks here.
-        info.segment_bytes = 16 * elem;
-        info.pipeline_depth = 2;
-        world.run(info, [&](collx::detail::Operation& o_, int r) {
-          AllreduceArgs args{in_place ? recv[r].data() : inputs[r].data(),
-                             recv[r].data(),
-                             count,
-                             Reduction::make(type, rop, p),
-                             {}};
-          return collx::detail::allreduce_task(o_, args, Algorithm::multi_leader);
-        });
-        const auto expected = exact_result(p, type, rop, count);
-        const std::string what = "p=" + std::to_string(p) + " " +
-                                 std::string(collx::to_string(type)) + " " +
-                                 std::string(collx::to_string(rop)) + (in_place ? " in place" : "");
-        for (int r = 0; r < p; ++r) {
-          ASSERT_EQ(wrong_elements(recv[r], expected, type), 0u) << what << " rank " << r;
-          int runs = 0;
-          bool last_across = false;
-          for (const auto& posting : world.postings()[static_cast<std::size_t>(r)]) {
-            const bool across = layout.node_of(posting.peer) != layout.node_of(r);
-            if (runs == 0 || across != last_across) ++runs;
-            last_across = across;
+// On 2, 4 or 8 nodes the node-aware allreduces pipeline the buffer in chunks, the exchanges of
+// some chunks across the nodes in flight while the node's ranks run their phases on the next
+// and on the ones before (multi_leader: every rank carries a slice across; hierarchical: the
+// leaders carry the chunk, any layout; multi_leader runs it on nodes of different sizes). In
+// the postings of a rank that both crosses the network
+// and has a node of several ranks, the messages across nodes and those inside its node then
+// alternate (the unpipelined schedules post them in three runs: inside, across, inside); exact
+// results on every rank.
+TEST(SimNodeAwarePipelined, NodeAndNetworkPhasesInterleave) {
+  const std::vector<std::vector<int>> layouts = {
+      {2, 2}, {3, 3}, {2, 2, 2, 2}, {3, 3, 3, 3}, std::vector<int>(8, 2), {3, 1}, {1, 3, 2, 2}};
+  for (Algorithm algorithm : {Algorithm::multi_leader, Algorithm::hierarchical}) {
+    for (const std::vector<int>& sizes : layouts) {
+      const NodeLayout layout = NodeLayout::from_sizes(sizes);
+      const int p = layout.size();
+      for (int t = 0; t < collx::kDataTypeCount; ++t) {
+        for (int o = 0; o < collx::kReduceOpCount; ++o) {
+          const auto type = static_cast<DataType>(t);
+          const auto rop = static_cast<ReduceOp>(o);
+          if (!collx::is_supported(type, rop)) continue;
+          const std::size_t elem = collx::size_of(type);
+          const std::size_t count = 4001;
+          const bool in_place = (t + o) % 2 == 0;
+          const auto inputs = exact_inputs(p, type, rop, count);
+          std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(count * elem));
+          if (in_place) recv = inputs;
+          SimWorld world(p, 512, 0);
+          const auto shared = std::make_shared<const NodeLayout>(layout);
+          for (int r = 0; r < p; ++r)
+            world.transport(r).set_node_layout(shared);
+          OpInfo info;
+          info.collective = collx::Collective::allreduce;
+          info.algorithm = algorithm;
+          info.tag_base = 1;
+          // Chunks of count / 8 elements (more than four segments per share): 9 chunks here.
+          info.segment_bytes = 16 * elem;
+          info.pipeline_depth = 2;
+          world.run(info, [&](collx::detail::Operation& o_, int r) {
+            AllreduceArgs args{in_place ? recv[r].data() : inputs[r].data(),
+                               recv[r].data(),
+                               count,
+                               Reduction::make(type, rop, p),
+                               {}};
+            return collx::detail::allreduce_task(o_, args, algorithm);
+          });
+          const auto expected = exact_result(p, type, rop, count);
+          const std::string what =
+              std::string(collx::to_string(algorithm)) + " p=" + std::to_string(p) + " layout " +
+              std::to_string(sizes[0]) + "... (" + std::to_string(sizes.size()) + " nodes) " +
+              std::string(collx::to_string(type)) + " " + std::string(collx::to_string(rop)) +
+              (in_place ? " in place" : "");
+          for (int r = 0; r < p; ++r) {
+            ASSERT_EQ(wrong_elements(recv[r], expected, type), 0u) << what << " rank " << r;
+            // multi_leader on nodes of different sizes runs hierarchical.
+            const bool crosses = (algorithm == Algorithm::multi_leader && layout.uniform()) ||
+                                 layout.local_rank(r) == 0;
+            if (!crosses || layout.ranks_on(layout.node_of(r)) < 2) continue;
+            int runs = 0;
+            bool last_across = false;
+            for (const auto& posting : world.postings()[static_cast<std::size_t>(r)]) {
+              const bool across = layout.node_of(posting.peer) != layout.node_of(r);
+              if (runs == 0 || across != last_across) ++runs;
+              last_across = across;
+            }
+            EXPECT_GT(runs, 6) << what << " rank " << r
+                               << ": the node and network phases do not alternate";
           }
-          EXPECT_GT(runs, 6) << what << " rank " << r
-                             << ": the node and network phases do not alternate";
         }
       }
     }

@@ -212,80 +212,44 @@ Algorithm flat_allreduce(std::size_t bytes) {
   return bytes <= (std::size_t{32} << 10) ? Algorithm::recursive_doubling : Algorithm::rabenseifner;
 }
 
-// Hierarchical: a reduce inside each node to its leader (local rank 0), an allreduce of the
-// leaders across nodes, a broadcast inside each node. The leaders' allreduce completes (and for
-// avg divides) every value once, and the broadcast copies its bits, so every rank gets the same
-// result. Any layout. The phases inside a node run through `node_arena` where the node has one
-// (its turn held for the whole operation, see allreduce_hierarchical), else as binomial trees.
-Task allreduce_hierarchical_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
-  if (trivial(op, a)) co_return;
-  const std::size_t bytes = a.count * a.reduction.element_size;
-  const patterns::NodeLayout* layout = node_split(op);
-  if (layout == nullptr) {
-    co_await allreduce_task(op, a, flat_allreduce(bytes));
-    co_return;
-  }
-  const std::span<const int> node = layout->members(layout->node_of(op.rank()));
-  const bool leader = layout->local_rank(op.rank()) == 0;
-  const Algorithm inside =
-      node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree;
-  // Partial sums inside a node: no avg division before the last combining step.
-  Reduction partial = a.reduction;
-  partial.divisor = 0;
-  {
-    const Operation::Group group(op, node, node_arena);
-    const ReduceArgs reduce{
-        a.send, a.recv, a.count, partial, 0, a.phases.part("node reduce", 0, 1), Algorithm::ring};
-    co_await reduce_task(op, reduce, inside);
-  }
-  if (leader) {
-    const Operation::Group group(op, layout->leaders());
-    const AllreduceArgs across{a.recv, a.recv, a.count, a.reduction,
-                               a.phases.part("across nodes", 1, 2)};
-    co_await allreduce_task(op, across, flat_allreduce(bytes));
-  }
-  {
-    const Operation::Group group(op, node, node_arena);
-    const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
-                                  a.phases.part("node broadcast", 3, 1)};
-    co_await broadcast_task(op, broadcast, inside);
-  }
-}
+// The node-aware allreduces on 2, 4, 8, ... nodes, pipelined: the buffer in chunks, and the
+// allreduce across the nodes of what crosses them in flight while the node works on the
+// neighbouring chunks, so the phases inside a node and across nodes overlap chunk by chunk.
+// multi_leader (`sliced`): the node reduce-scatters a chunk, each local rank allreduces its
+// slice across the nodes with the ranks of its local rank, the node allgathers the slices.
+// hierarchical: the node reduces a chunk to its leader (local rank 0), the leaders allreduce it
+// across the nodes, the leader broadcasts it in its node; the other ranks only run the node
+// phases. Across N = 2^L nodes the allreduce of a slice (or chunk) is Rabenseifner's: L
+// exchanges of recursive halving (each keeps half of its range, sends the other half to the
+// peer at node distance N/2, N/4, ..., and combines what it receives with its own: the lower
+// node's partial first, the last step dividing for avg) and L of recursive doubling (the
+// completed ranges swapped back in the reverse order). Chunk c posts its exchange e at
+// iteration c + e, right after the node has run its first phase on chunk c + e, and runs its
+// last node phase at iteration c + 2L: up to 2L chunks' exchanges are in flight at once, each
+// pair of peers seeing its messages of one step in chunk order. Every element is completed on
+// one rank and copied from there: the same bits on every rank.
+struct NodeAwareForm {
+  bool sliced = true;  // multi_leader's slices; false: hierarchical's leaders carry the chunk
+  Algorithm inside = Algorithm::ring;
+  Phases node_first, across, node_last;
+};
 
-Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
-  return with_node_arena<AllreduceArgs, allreduce_hierarchical_in>(op, std::move(a));
-}
-
-// Multi-leader on 2, 4, 8, ... nodes, pipelined: the buffer in chunks (each rank's slice of one
-// at least four segments), and the slices' allreduce across the nodes in flight while the node
-// works on the neighbouring chunks, so the phases inside a node and across nodes overlap chunk
-// by chunk. Across N = 2^L nodes the allreduce of a slice is Rabenseifner's: L exchanges of
-// recursive halving (each keeps half of its range, sends the other half to the peer at node
-// distance N/2, N/4, ..., and combines what it receives with its own: the lower node's partial
-// first, the last step dividing for avg) and L of recursive doubling (the completed ranges
-// swapped back in the reverse order). Chunk c posts its exchange e at iteration c + e, right
-// after the node has reduce-scattered chunk c + e, and is allgathered inside the node at
-// iteration c + 2L: up to 2L chunks' exchanges are in flight at once, each pair of peers
-// seeing its messages of one step in chunk order. Every element is completed on one rank and
-// copied from there: the same bits on every rank.
-Task allreduce_multi_leader_pipelined(Operation& op, const AllreduceArgs& a,
-                                      const patterns::NodeLayout& layout, SharedArena* node_arena,
-                                      std::size_t chunk) {
+Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
+                                    const patterns::NodeLayout& layout, SharedArena* node_arena,
+                                    std::size_t chunk, const NodeAwareForm& form) {
   const std::size_t elem = a.reduction.element_size;
   const std::span<const int> node = layout.members(layout.node_of(op.rank()));
   const int local = layout.local_rank(op.rank());
-  const int k = static_cast<int>(node.size());
-  // The ranks of this local rank, by node: this rank is number node_of(rank) of them.
-  const std::span<const int> peers = layout.peers(local);
+  const int k = form.sliced ? static_cast<int>(node.size()) : 1;
+  // Who crosses the network with this rank: the ranks of its local rank (sliced), or the
+  // leaders; by node, so this rank is number node_of(rank) of them.
+  const bool crosses = form.sliced || local == 0;
+  const std::span<const int> peers = layout.peers(form.sliced ? local : 0);
   const int nodes = layout.nodes();
   const int v = layout.node_of(op.rank());
   const int steps = std::countr_zero(static_cast<unsigned>(nodes));  // L
-  const Algorithm inside = node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring;
   Reduction partial = a.reduction;
   partial.divisor = 0;
-  const Phases node_scatter = a.phases.part("node reduce_scatter", 0, 2);
-  const Phases across = a.phases.part("across nodes", 2, 2);
-  const Phases node_gather = a.phases.part("node allgather", 4, 2);
   // Element ranges within a slice: after halving step j this rank keeps kept[j + 1] of
   // kept[j] and its peer of that step the rest.
   struct Range {
@@ -313,16 +277,19 @@ Task allreduce_multi_leader_pipelined(Operation& op, const AllreduceArgs& a,
   const std::size_t in_flight = static_cast<std::size_t>(2 * steps) + 1;
   struct Chunk {
     std::size_t begin = 0;
-    std::vector<std::size_t> offsets;  // the k slices, within the chunk
-    std::byte* slice = nullptr;        // this rank's, in recv
+    std::size_t count = 0;
+    std::vector<std::size_t> offsets;  // sliced: the k slices, within the chunk
+    std::byte* slice = nullptr;        // what this rank carries across, in recv
     std::vector<Range> kept;
     ScratchBuffer received;  // the peer's partial of the range this rank keeps at a halving
     Transfer send, recv;
   };
   std::vector<Chunk> window(in_flight);
-  const std::size_t largest_half = (chunk / static_cast<std::size_t>(k)) / 2 + 2;
-  for (Chunk& ch : window)
-    ch.received = op.scratch(largest_half * elem);
+  if (crosses) {
+    const std::size_t largest_half = (chunk / static_cast<std::size_t>(k)) / 2 + 2;
+    for (Chunk& ch : window)
+      ch.received = op.scratch(largest_half * elem);
+  }
   const auto at = [&](std::size_t c) -> Chunk& { return window[c % in_flight]; };
   const auto at_slice = [&](const Chunk& ch, std::size_t i) { return ch.slice + i * elem; };
   // Exchange e of chunk c: halving e < L, doubling 2L - 1 - e after.
@@ -333,11 +300,11 @@ Task allreduce_multi_leader_pipelined(Operation& op, const AllreduceArgs& a,
     const Range mine = ch.kept[static_cast<std::size_t>(j) + 1];
     const Range theirs = given(ch.kept, j);
     if (e < steps) {
-      op.recv(ch.recv, ch.received.data(), mine.count() * elem, peer, across[0]);
-      op.send(ch.send, at_slice(ch, theirs.begin), theirs.count() * elem, peer, across[0]);
+      op.recv(ch.recv, ch.received.data(), mine.count() * elem, peer, form.across[0]);
+      op.send(ch.send, at_slice(ch, theirs.begin), theirs.count() * elem, peer, form.across[0]);
     } else {
-      op.recv(ch.recv, at_slice(ch, theirs.begin), theirs.count() * elem, peer, across[1]);
-      op.send(ch.send, at_slice(ch, mine.begin), mine.count() * elem, peer, across[1]);
+      op.recv(ch.recv, at_slice(ch, theirs.begin), theirs.count() * elem, peer, form.across[1]);
+      op.send(ch.send, at_slice(ch, mine.begin), mine.count() * elem, peer, form.across[1]);
     }
   };
   const auto combine_halving = [&](Chunk& ch, int j) {
@@ -352,32 +319,118 @@ Task allreduce_multi_leader_pipelined(Operation& op, const AllreduceArgs& a,
     if (t < chunks) {
       Chunk& now = at(t);
       now.begin = t * chunk;
-      now.offsets = offsets_of(patterns::BlockLayout{std::min(chunk, a.count - now.begin), k});
-      const auto i = static_cast<std::size_t>(local);
-      now.slice = a.recv + (now.begin + now.offsets[i]) * elem;
-      now.kept = halvings(now.offsets[i + 1] - now.offsets[i]);
+      now.count = std::min(chunk, a.count - now.begin);
+      std::byte* const out = a.recv + now.begin * elem;
+      const std::byte* const in = a.send + now.begin * elem;
       {
         const Operation::Group group(op, node, node_arena);
-        const ReduceScatterArgs scatter{a.send + now.begin * elem, now.slice, now.offsets, partial,
-                                        node_scatter};
-        co_await reduce_scatter_task(op, scatter, inside);
+        if (form.sliced) {
+          now.offsets = offsets_of(patterns::BlockLayout{now.count, k});
+          const auto i = static_cast<std::size_t>(local);
+          now.slice = out + now.offsets[i] * elem;
+          now.kept = halvings(now.offsets[i + 1] - now.offsets[i]);
+          const ReduceScatterArgs scatter{in, now.slice, now.offsets, partial, form.node_first};
+          co_await reduce_scatter_task(op, scatter, form.inside);
+        } else {
+          now.slice = out;
+          now.kept = halvings(now.count);
+          const ReduceArgs reduce{in, out, now.count, partial, 0, form.node_first, Algorithm::ring};
+          co_await reduce_task(op, reduce, form.inside);
+        }
       }
-      post(now, 0);
+      if (crosses) post(now, 0);
     }
     for (int e = 1; e <= 2 * steps; ++e) {
       if (t < static_cast<std::size_t>(e) || t - static_cast<std::size_t>(e) >= chunks) continue;
       Chunk& ch = at(t - static_cast<std::size_t>(e));
-      co_await op.wait(ch.send, ch.recv);
-      if (e - 1 < steps) combine_halving(ch, e - 1);
-      if (e < 2 * steps) {
-        post(ch, e);
+      if (crosses) {
+        co_await op.wait(ch.send, ch.recv);
+        if (e - 1 < steps) combine_halving(ch, e - 1);
+        if (e < 2 * steps) {
+          post(ch, e);
+          continue;
+        }
+      } else if (e < 2 * steps) {
         continue;
       }
       const Operation::Group group(op, node, node_arena);
-      const AllgatherArgs gather{ch.slice, a.recv + ch.begin * elem, ch.offsets, elem, node_gather};
-      co_await allgather_task(op, gather, inside);
+      if (form.sliced) {
+        const AllgatherArgs gather{ch.slice, a.recv + ch.begin * elem, ch.offsets, elem,
+                                   form.node_last};
+        co_await allgather_task(op, gather, form.inside);
+      } else {
+        const BroadcastArgs broadcast{a.recv + ch.begin * elem, ch.count, elem, 0, form.node_last};
+        co_await broadcast_task(op, broadcast, form.inside);
+      }
     }
   }
+}
+
+// Whether the node-aware allreduce of `a` runs pipelined, and in chunks of how many elements:
+// nodes a power of two, host memory, and a buffer of more than one chunk. Each carrier's share
+// of a chunk (a slice of k ranks' chunk, or the leader's whole chunk) is four segments or more,
+// and there are about 8 chunks at most: with shares of one segment the chunks' messages and
+// handoffs cost more than the overlap gave on the emulated cluster (docs/PERFORMANCE.md,
+// "Overlap across two nodes").
+std::size_t pipelined_chunk(const Operation& op, const AllreduceArgs& a,
+                            const patterns::NodeLayout& layout, int carriers_per_node) {
+  if (!std::has_single_bit(static_cast<unsigned>(layout.nodes())) || op.device_memory()) return 0;
+  const auto k = static_cast<std::size_t>(carriers_per_node);
+  const std::size_t chunk =
+      std::max({4 * op.segment_bytes() * k / a.reduction.element_size, a.count / 8, k});
+  return a.count > chunk ? chunk : 0;
+}
+
+// Hierarchical: a reduce inside each node to its leader (local rank 0), an allreduce of the
+// leaders across nodes, a broadcast inside each node. The leaders' allreduce completes (and for
+// avg divides) every value once, and the broadcast copies its bits, so every rank gets the same
+// result. Any layout. The phases inside a node run through `node_arena` where the node has one
+// (its turn held for the whole operation, see allreduce_hierarchical), else as binomial trees.
+// On 2, 4, 8, ... nodes a buffer of several chunks runs pipelined (above).
+Task allreduce_hierarchical_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
+  if (trivial(op, a)) co_return;
+  const std::size_t bytes = a.count * a.reduction.element_size;
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr) {
+    co_await allreduce_task(op, a, flat_allreduce(bytes));
+    co_return;
+  }
+  const std::span<const int> node = layout->members(layout->node_of(op.rank()));
+  const bool leader = layout->local_rank(op.rank()) == 0;
+  const Algorithm inside =
+      node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree;
+  if (const std::size_t chunk = pipelined_chunk(op, a, *layout, 1); chunk > 0) {
+    const NodeAwareForm form{false, inside, a.phases.part("node reduce", 0, 1),
+                             a.phases.part("across nodes", 1, 2),
+                             a.phases.part("node broadcast", 3, 1)};
+    co_await allreduce_node_aware_pipelined(op, a, *layout, node_arena, chunk, form);
+    co_return;
+  }
+  // Partial sums inside a node: no avg division before the last combining step.
+  Reduction partial = a.reduction;
+  partial.divisor = 0;
+  {
+    const Operation::Group group(op, node, node_arena);
+    const ReduceArgs reduce{
+        a.send, a.recv, a.count, partial, 0, a.phases.part("node reduce", 0, 1), Algorithm::ring};
+    co_await reduce_task(op, reduce, inside);
+  }
+  if (leader) {
+    const Operation::Group group(op, layout->leaders());
+    const AllreduceArgs across{a.recv, a.recv, a.count, a.reduction,
+                               a.phases.part("across nodes", 1, 2)};
+    co_await allreduce_task(op, across, flat_allreduce(bytes));
+  }
+  {
+    const Operation::Group group(op, node, node_arena);
+    const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
+                                  a.phases.part("node broadcast", 3, 1)};
+    co_await broadcast_task(op, broadcast, inside);
+  }
+}
+
+Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
+  return with_node_arena<AllreduceArgs, allreduce_hierarchical_in>(op, std::move(a));
 }
 
 // Multi-leader: with k ranks on every node, a reduce-scatter inside each node leaves slice i of
@@ -402,16 +455,13 @@ Task allreduce_multi_leader_in(Operation& op, AllreduceArgs a, SharedArena* node
   const std::span<const int> node = layout->members(layout->node_of(op.rank()));
   const int local = layout->local_rank(op.rank());
   const int k = static_cast<int>(node.size());
-  if (std::has_single_bit(static_cast<unsigned>(layout->nodes())) && !op.device_memory()) {
-    // Each rank's slice of a chunk four segments or more, and about 8 chunks at most: with slices
-    // of one segment the chunks' messages and handoffs cost more than the overlap gave on the
-    // emulated cluster (docs/PERFORMANCE.md, "Overlap across two nodes").
-    const std::size_t chunk = std::max({4 * op.segment_bytes() * static_cast<std::size_t>(k) / elem,
-                                        a.count / 8, static_cast<std::size_t>(k)});
-    if (a.count > chunk) {
-      co_await allreduce_multi_leader_pipelined(op, a, *layout, node_arena, chunk);
-      co_return;
-    }
+  if (const std::size_t chunk = pipelined_chunk(op, a, *layout, k); chunk > 0) {
+    const NodeAwareForm form{
+        true, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring,
+        a.phases.part("node reduce_scatter", 0, 2), a.phases.part("across nodes", 2, 2),
+        a.phases.part("node allgather", 4, 2)};
+    co_await allreduce_node_aware_pipelined(op, a, *layout, node_arena, chunk, form);
+    co_return;
   }
   const std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, k});
   const auto i = static_cast<std::size_t>(local);
