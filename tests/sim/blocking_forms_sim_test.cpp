@@ -234,6 +234,11 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
       const std::size_t edge = kDirectPathBytes / sizeof(float) / static_cast<std::size_t>(p);
       counts.insert(counts.end(), {1000, edge, edge + 1});
     }
+    if (row.collective == Collective::broadcast) {
+      // The trees' and linear's forms take calls of up to kArenaPathBytes (no scratch).
+      const std::size_t edge = kArenaPathBytes / sizeof(float);
+      counts.insert(counts.end(), {1000, edge, edge + 1});
+    }
     std::vector<int> roots{0};
     if (rooted && p > 2) roots.push_back(p / 2);
     if (rooted && p > 1) roots.push_back(p - 1);
@@ -284,6 +289,8 @@ TEST_P(SimBlockingForms, PostTheSameMessagesAndGiveTheSameBitsAsTheirSchedules) 
                (sliced && (sliced_count * sizeof(float) > 512 || !one_round)));
           const bool too_large =
               arena_too_large ||
+              (!arena && row.collective == Collective::broadcast &&
+               count * sizeof(float) > kArenaPathBytes) ||
               (!arena && gathering &&
                count * sizeof(float) * static_cast<std::size_t>(p) > kDirectPathBytes) ||
               (row.collective == Collective::reduce_scatter && scattered > kLatencyPathBytes);
