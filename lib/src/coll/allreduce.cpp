@@ -256,8 +256,8 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
     std::size_t begin = 0, end = 0;
     std::size_t count() const { return end - begin; }
   };
-  const auto halvings = [&](std::size_t n) {
-    std::vector<Range> kept(static_cast<std::size_t>(steps) + 1);
+  const auto halve = [&](std::vector<Range>& kept, std::size_t n) {
+    kept.resize(static_cast<std::size_t>(steps) + 1);
     kept[0] = {0, n};
     for (int j = 0; j < steps; ++j) {
       const Range r = kept[static_cast<std::size_t>(j)];
@@ -265,7 +265,6 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
       const bool lower = (v & (nodes >> (j + 1))) == 0;
       kept[static_cast<std::size_t>(j) + 1] = lower ? Range{r.begin, mid} : Range{mid, r.end};
     }
-    return kept;
   };
   // The part of kept[j] that kept[j + 1] is not: the peer's of step j.
   const auto given = [](const std::vector<Range>& kept, int j) {
@@ -275,12 +274,13 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
   };
   const std::size_t chunks = (a.count + chunk - 1) / chunk;
   const std::size_t in_flight = static_cast<std::size_t>(2 * steps) + 1;
+  // The chunks in flight, their storage reused by the chunk 2L + 1 later.
   struct Chunk {
     std::size_t begin = 0;
     std::size_t count = 0;
     std::vector<std::size_t> offsets;  // sliced: the k slices, within the chunk
     std::byte* slice = nullptr;        // what this rank carries across, in recv
-    std::vector<Range> kept;
+    std::vector<Range> kept;           // halve()'s ranges
     ScratchBuffer received;  // the peer's partial of the range this rank keeps at a halving
     Transfer send, recv;
   };
@@ -328,12 +328,12 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
           now.offsets = offsets_of(patterns::BlockLayout{now.count, k});
           const auto i = static_cast<std::size_t>(local);
           now.slice = out + now.offsets[i] * elem;
-          now.kept = halvings(now.offsets[i + 1] - now.offsets[i]);
+          halve(now.kept, now.offsets[i + 1] - now.offsets[i]);
           const ReduceScatterArgs scatter{in, now.slice, now.offsets, partial, form.node_first};
           co_await reduce_scatter_task(op, scatter, form.inside);
         } else {
           now.slice = out;
-          now.kept = halvings(now.count);
+          halve(now.kept, now.count);
           const ReduceArgs reduce{in, out, now.count, partial, 0, form.node_first, Algorithm::ring};
           co_await reduce_task(op, reduce, form.inside);
         }

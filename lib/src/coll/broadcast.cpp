@@ -2,7 +2,6 @@
 // sends to every rank at once), scatter + ring allgather (van de Geijn) for large messages,
 // and the node-aware hierarchical broadcast.
 #include <algorithm>
-#include <array>
 #include <span>
 #include <vector>
 
@@ -132,55 +131,50 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
 }
 
 // The latency path of the trees and of linear: one segment (the operation path cuts none at
-// these sizes), received whole, then sent to every child at once, as the operation path posts
-// the sends. The buffer is the caller's: no scratch, so calls of up to kArenaPathBytes.
+// these sizes), received whole from `parent` (none at the root), then sent to the `children`
+// (child(c) for c < children) at once, as the operation path posts the sends. The buffer is
+// the caller's: no scratch, so calls of up to kArenaPathBytes.
+template <class Child>
 bool tree_broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a, int parent,
-                        std::span<const int> children) {
+                        int children, Child child) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes > kArenaPathBytes) return false;
   if (bytes == 0 || t.size() == 1) return true;
   const int tag = tag_base + a.phases[0];
   if (parent >= 0) t.recv_blocking(a.buffer, bytes, parent, tag);
-  if (children.size() == 1) {
-    t.send_blocking(a.buffer, bytes, children[0], tag);
+  if (children == 1) {
+    t.send_blocking(a.buffer, bytes, child(0), tag);
     return true;
   }
-  constexpr std::size_t kInline = 8;
-  std::array<Transfer, kInline> inline_sends;
-  std::array<Transfer*, kInline> inline_waiting{};
-  std::vector<Transfer> more_sends(children.size() > kInline ? children.size() : 0);
-  std::vector<Transfer*> more_waiting(more_sends.size());
-  const bool inline_fits = children.size() <= kInline;
-  Transfer* sends = inline_fits ? inline_sends.data() : more_sends.data();
-  Transfer** waiting = inline_fits ? inline_waiting.data() : more_waiting.data();
-  for (std::size_t c = 0; c < children.size(); ++c) {
-    t.isend(sends[c], a.buffer, bytes, children[c], tag);
-    waiting[c] = &sends[c];
+  TransferArray sends(static_cast<std::size_t>(children));
+  for (int c = 0; c < children; ++c)
+    t.isend(sends[static_cast<std::size_t>(c)], a.buffer, bytes, child(c), tag);
+  for (Transfer& send : sends) {
+    Transfer* const pending[1] = {&send};
+    t.wait_all(pending);
   }
-  t.wait_all({waiting, children.size()});
   return true;
 }
 
+bool tree_place_now(Transport& t, int tag_base, const BroadcastArgs& a, const TreePlace& place) {
+  return tree_broadcast_now(t, tag_base, a, place.parent, place.children.size(),
+                            [&](int c) { return place.children[c]; });
+}
+
 bool broadcast_binomial_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  const TreePlace place = patterns::binomial_place(t.rank(), a.root, t.size());
-  return tree_broadcast_now(t, tag_base, a, place.parent, place.children.span());
+  return tree_place_now(t, tag_base, a, patterns::binomial_place(t.rank(), a.root, t.size()));
 }
 
 bool broadcast_chain_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  const TreePlace place = patterns::chain_place(t.rank(), a.root, t.size());
-  return tree_broadcast_now(t, tag_base, a, place.parent, place.children.span());
+  return tree_place_now(t, tag_base, a, patterns::chain_place(t.rank(), a.root, t.size()));
 }
 
+// The flat tree: the root's children are every other rank, in the schedule's order.
 bool broadcast_linear_now(Transport& t, int tag_base, const BroadcastArgs& a) {
   const int p = t.size();
-  if (t.rank() != a.root) return tree_broadcast_now(t, tag_base, a, a.root, {});
-  std::array<int, 8> inline_children;
-  std::vector<int> more_children(p - 1 > 8 ? static_cast<std::size_t>(p - 1) : 0);
-  int* children = p - 1 > 8 ? more_children.data() : inline_children.data();
-  for (int v = 1; v < p; ++v)
-    children[v - 1] = (a.root + v) % p;
-  return tree_broadcast_now(t, tag_base, a, -1,
-                            {children, static_cast<std::size_t>(std::max(0, p - 1))});
+  const bool root = t.rank() == a.root;
+  return tree_broadcast_now(t, tag_base, a, root ? -1 : a.root, root ? p - 1 : 0,
+                            [&](int c) { return (a.root + 1 + c) % p; });
 }
 
 // The flat broadcast the hierarchical one runs across nodes, and in its stead where node_split
