@@ -106,13 +106,19 @@ void print_machine(const Machine& m) {
   std::printf("\n");
 }
 
-// One markdown table: rows = sizes, columns = algorithms' predicted times, best marked.
-void prediction_table(Collective c, int p, const Machine& m, const std::vector<double>& sizes) {
-  // The shared-memory algorithms only where every rank is on one node (--one-node).
+// The algorithms predicted for `c` on `m`: the shared-memory ones only where every rank is on
+// one node (--one-node).
+std::vector<Algorithm> predicted_algorithms(Collective c, const Machine& m) {
   std::vector<Algorithm> algos;
   for (Algorithm a : collx::algorithms_of(c)) {
     if (a != Algorithm::shared_memory || m.one_node) algos.push_back(a);
   }
+  return algos;
+}
+
+// One markdown table: rows = sizes, columns = algorithms' predicted times, best marked.
+void prediction_table(Collective c, int p, const Machine& m, const std::vector<double>& sizes) {
+  const std::vector<Algorithm> algos = predicted_algorithms(c, m);
   std::printf("| size |");
   for (Algorithm a : algos)
     std::printf(" %s |", std::string(collx::to_string(a)).c_str());
@@ -139,8 +145,7 @@ nlohmann::json prediction_json(Collective c, int p, const Machine& m,
   nlohmann::json rows = nlohmann::json::array();
   for (double bytes : sizes) {
     nlohmann::json predicted = nlohmann::json::object();
-    for (Algorithm a : collx::algorithms_of(c)) {
-      if (a == Algorithm::shared_memory && !m.one_node) continue;
+    for (Algorithm a : predicted_algorithms(c, m)) {
       const auto cost = collx::model::cost(c, a, p, bytes, m.segment_bytes, m.nodes);
       if (cost) predicted[std::string(collx::to_string(a))] = cost->seconds(m);
     }
