@@ -2,7 +2,9 @@
 // row with #wrong 0 and its first calls (warm-up, auto's trials) timed, and an mpi row at every
 // size. With --memcpy: a memcpy row at every size and
 // every row's x_memcpy (its time over the memcpy row's). With --cold: the run says so, the
-// last-level cache it assumed, and every row ran on two buffer sets at least.
+// last-level cache it assumed, and every row ran on two buffer sets at least. With
+// --mpi-again: an mpi_again row at every size whose vs_mpi is the mpi row's time over its own
+// (the mpi row's own vs_mpi 1).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +17,7 @@
 int main(int argc, char** argv) {
   bool want_memcpy = false;
   bool want_cold = false;
+  bool want_again = false;
   int positional = 0;
   const char* args[3] = {nullptr, nullptr, nullptr};
   for (int i = 1; i < argc; ++i) {
@@ -22,6 +25,8 @@ int main(int argc, char** argv) {
       want_memcpy = true;
     } else if (std::strcmp(argv[i], "--cold") == 0) {
       want_cold = true;
+    } else if (std::strcmp(argv[i], "--mpi-again") == 0) {
+      want_again = true;
     } else if (positional < 3) {
       args[positional++] = argv[i];
     } else {
@@ -29,7 +34,8 @@ int main(int argc, char** argv) {
     }
   }
   if (positional != 3) {
-    std::fprintf(stderr, "usage: %s FILE COLLECTIVE NRANKS [--memcpy] [--cold]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s FILE COLLECTIVE NRANKS [--memcpy] [--cold] [--mpi-again]\n",
+                 argv[0]);
     return 2;
   }
   std::ifstream in(args[0]);
@@ -57,6 +63,7 @@ int main(int argc, char** argv) {
   }
   std::map<long long, std::set<std::string>> algos_by_size;
   std::map<long long, double> memcpy_us;
+  std::map<long long, double> mpi_us;
   for (const auto& row : doc["rows"]) {
     for (const char* key : {"size_bytes", "count", "type", "op", "root", "algo", "time_us",
                             "algbw_gbps", "busbw_gbps", "wrong"}) {
@@ -71,6 +78,7 @@ int main(int argc, char** argv) {
     if (!(row["time_us"].get<double>() > 0)) fail("no time: " + row.dump());
     const long long size = row["size_bytes"].get<long long>();
     algos_by_size[size].insert(row["algo"].get<std::string>());
+    if (row["algo"] == "mpi") mpi_us[size] = row["time_us"].get<double>();
     if (row["algo"] == "memcpy") {
       memcpy_us[size] = row["time_us"].get<double>();
       if (!row.contains("memcpy_bytes")) fail("memcpy row without memcpy_bytes: " + row.dump());
@@ -94,11 +102,31 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (want_again) {
+    // vs_mpi is the mpi row's time over the row's: 1 for the mpi row itself, the noise between
+    // two identical calls for mpi_again.
+    for (const auto& row : doc["rows"]) {
+      const std::string algo = row["algo"].get<std::string>();
+      if (algo != "mpi" && algo != "mpi_again") continue;
+      const long long size = row["size_bytes"].get<long long>();
+      if (!mpi_us.count(size) || !row.contains("vs_mpi")) {
+        fail("mpi row without its reference or vs_mpi: " + row.dump());
+        continue;
+      }
+      const double expected = mpi_us[size] / row["time_us"].get<double>();
+      if (std::fabs(row["vs_mpi"].get<double>() - expected) > 1e-6 * expected) {
+        fail("vs_mpi is not the mpi row's time over the row's: " + row.dump());
+      }
+    }
+  }
   if (algos_by_size.empty()) fail("no rows");
   const auto& first = algos_by_size.begin()->second;
   for (const auto& [size, algos] : algos_by_size) {
     if (algos != first) fail("size " + std::to_string(size) + " has other algorithms");
     if (!algos.count("mpi")) fail("size " + std::to_string(size) + " has no mpi row");
+    if (want_again && !algos.count("mpi_again")) {
+      fail("size " + std::to_string(size) + " has no mpi_again row");
+    }
     if (want_memcpy && !algos.count("memcpy")) {
       fail("size " + std::to_string(size) + " has no memcpy row");
     }

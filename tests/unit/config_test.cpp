@@ -365,10 +365,16 @@ TEST(Selector, NodeRulesKnowTheLayout) {
   EXPECT_EQ(
       resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 4, 0, false, two_by_two),
       select_from(builtin_rules(), Collective::allreduce, 8, 4));
-  // From 2 KiB to 64 KiB on uniform nodes: hierarchical (measured on the emulated cluster).
+  // From 2 KiB to 64 KiB on uniform nodes: multi_leader on two nodes, hierarchical on more
+  // (measured on the emulated cluster).
+  const NodeShape four_by_two{4, 2, true};
   for (std::size_t bytes : {std::size_t{2049}, std::size_t{4096}, std::size_t{64} << 10}) {
     EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes, 4, 0, false,
                                 two_by_two),
+              Algorithm::multi_leader)
+        << bytes;
+    EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes, 8, 0, false,
+                                four_by_two),
               Algorithm::hierarchical)
         << bytes;
     for (const NodeShape& flat : {one_node, uneven}) {
@@ -407,15 +413,18 @@ TEST(Selector, NodeRulesKnowTheLayout) {
                   Algorithm::hierarchical);
       }
       for (const NodeShape& flat : {one_node, singles}) {
+        // One rank per node, broadcast to 32 KiB: linear (below).
+        if (c == Collective::broadcast && flat.max_per_node == 1 && bytes <= (32 << 10)) continue;
         EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, bytes, 4, 0, false, flat),
                   select_from(builtin_rules(), c, bytes, 4));
       }
     }
   }
-  // Broadcast with one rank on each of up to 4 nodes, above 4 KiB to 32 KiB: linear; on more
-  // nodes, and outside those sizes, the flat table.
+  // Broadcast with one rank on each of up to 4 nodes, to 32 KiB: linear; on more nodes, and
+  // above, the flat table.
   const NodeShape eight_singles{8, 1, true};
-  for (std::size_t bytes : {std::size_t{4097}, std::size_t{16} << 10, std::size_t{32} << 10}) {
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, std::size_t{4096},
+                            std::size_t{16} << 10, std::size_t{32} << 10}) {
     EXPECT_EQ(
         resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false, singles),
         Algorithm::linear)
@@ -429,7 +438,7 @@ TEST(Selector, NodeRulesKnowTheLayout) {
               Algorithm::hierarchical)
         << bytes;
   }
-  for (std::size_t bytes : {std::size_t{4096}, (std::size_t{32} << 10) + 1}) {
+  for (std::size_t bytes : {(std::size_t{32} << 10) + 1, std::size_t{1} << 20}) {
     EXPECT_EQ(
         resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false, singles),
         select_from(builtin_rules(), Collective::broadcast, bytes, 4))

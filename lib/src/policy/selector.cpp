@@ -163,12 +163,18 @@ constexpr SelectionRule kBuiltinRules[] = {
 // Rabenseifner (reduce, from 32 KiB) win on the fast networks: the flat table. Allgather and
 // reduce_scatter keep the flat table: their hierarchical rows win on the slow network but on
 // the fast ones only in a window (about 4 KiB to 1 MiB) that moves with the layout.
-// Allreduce from 2 KiB to 64 KiB on uniform nodes: hierarchical. Measured, not modelled: on the
-// emulated cluster at 2 nodes x 2 ranks (idle, medians of 3; docs/PERFORMANCE.md, "The
-// node-aware algorithms, idle") it took 1.12x and 2.00x MPI_Allreduce's speed at 4 and 32 KiB
-// where the one-node table's Rabenseifner and recursive doubling took 0.74x and 1.32x; at 8 and
-// 64 B recursive doubling stays ahead (0.96-1.04x against 0.83-0.96x), hence the lower edge.
+// Allreduce from 2 KiB to 64 KiB on uniform nodes: hierarchical, and on two nodes multi_leader.
+// Measured, not modelled: on the emulated cluster at 2 nodes x 2 ranks (idle, medians of 3;
+// docs/PERFORMANCE.md, "The node-aware algorithms, idle") hierarchical took 1.12x and 2.00x
+// MPI_Allreduce's speed at 4 and 32 KiB where the one-node table's Rabenseifner and recursive
+// doubling took 0.74x and 1.32x; at 8 and 64 B recursive doubling stays ahead (0.96-1.04x
+// against 0.83-0.96x), hence the lower edge. multi_leader then took hierarchical's place on two
+// nodes (2x2: 1.01-1.69x against 0.86-1.40x at 2-64 KiB, six runs; the goal runs of three
+// sessions the same way) but not on four (4x2: 0.87-1.31x against 1.07-1.70x at 4-64 KiB):
+// docs/PERFORMANCE.md, "multi_leader from 2 KiB on two nodes".
 constexpr NodeRule kNodeRules[] = {
+    {Collective::allreduce, (std::size_t{2} << 10) + 1, std::size_t{64} << 10, true,
+     Algorithm::multi_leader, false, 2},
     {Collective::allreduce, (std::size_t{2} << 10) + 1, std::size_t{64} << 10, true,
      Algorithm::hierarchical},
     {Collective::allreduce, (std::size_t{64} << 10) + 1, kAnySize, true, Algorithm::multi_leader},
@@ -183,15 +189,17 @@ constexpr NodeRule kNodeRules[] = {
     {Collective::allreduce, 0, std::size_t{32} << 10, true, Algorithm::recursive_doubling, true},
     {Collective::allreduce, (std::size_t{32} << 10) + 1, std::size_t{256} << 10, true,
      Algorithm::rabenseifner, true},
-    // One rank on each of up to 4 nodes, broadcast above 4 KiB to 32 KiB: linear (the root's
-    // sends at once, one level) where the binomial tree's two levels took 0.66-0.92x
-    // MPI_Bcast's speed at 8-32 KiB on the emulated cluster at 4 nodes x 1 rank and linear
-    // 0.98-1.02x (docs/PERFORMANCE.md, "Broadcast across nodes: linear"). Measured, not
+    // One rank on each of up to 4 nodes, broadcast to 32 KiB: linear (the root's sends at
+    // once, one level) where the binomial tree's two levels took 0.66-0.92x MPI_Bcast's speed
+    // at 8-32 KiB on the emulated cluster at 4 nodes x 1 rank and linear 0.98-1.02x
+    // (docs/PERFORMANCE.md, "Broadcast across nodes: linear"); from 8 B to 4 KiB, with both
+    // latency paths sending at once, linear took 1.16-1.92x and the tree 0.87-1.17x in calls
+    // two at a time, where in runs of 50 calls the tree led at 8-512 B (auto's trials, which
+    // time runs, decide between them: "Isolated calls and runs of calls"). Measured, not
     // modelled: the cost model counts the root's p-1 sends one after the other, where on the
     // network their latencies overlap; it is measured on 4 nodes only, so more nodes keep the
     // tree (whose levels grow as log2 p where the root's sends grow as p).
-    {Collective::broadcast, (std::size_t{4} << 10) + 1, std::size_t{32} << 10, true,
-     Algorithm::linear, true, 4},
+    {Collective::broadcast, 0, std::size_t{32} << 10, true, Algorithm::linear, true, 4},
 };
 
 }  // namespace
