@@ -161,6 +161,47 @@ TEST(Autotune, TwoPassesAndTheLowerOfTheirMediansCounts) {
   EXPECT_EQ(t.chosen(), Algorithm::ring);
 }
 
+// Across nodes (from_meeting) the ranks meet before each block's first timed call (its second
+// call; the only call of a block of one), never before the others nor once settled, and a
+// block's calls count by their mean from there: a candidate fast in two calls of three but slow
+// in the third (its root ran ahead and the third waited for it) loses to a steady one faster
+// than its mean. Without the meeting (one node) the same calls count by their median and the
+// bimodal candidate wins (10 us against 14), and no call asks for a meeting.
+TEST(Autotune, AcrossNodesBlocksAreTimedFromAMeetingByTheirMean) {
+  const std::vector<std::vector<double>> blocks = {
+      {1e-6, 10e-6, 10e-6, 30e-6},  // pass 1: candidate 1 (mean 16.67)
+      {1e-6, 14e-6, 14e-6, 14e-6},  // candidate 2
+      {1e-6, 20e-6, 20e-6, 20e-6},  // candidate 0
+      {1e-6, 10e-6, 30e-6, 10e-6},  // pass 2: candidate 1, the same
+      {1e-6, 14e-6, 14e-6, 14e-6},  // candidate 2
+      {1e-6, 20e-6, 20e-6, 20e-6}};
+  for (const bool from_meeting : {true, false}) {
+    ClassTuner t;
+    t.start(kThree, 8, from_meeting);  // two passes of blocks of 4 calls, 3 of them timed
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      for (std::size_t i = 0; i < blocks[b].size(); ++i) {
+        const TrialPick pick = t.pick();
+        EXPECT_TRUE(pick.timed);
+        EXPECT_EQ(pick.meet, from_meeting && i == 1) << "block " << b << " call " << i;
+        t.record(blocks[b][i]);
+      }
+    }
+    const std::vector<std::uint64_t> times = t.agree_values();
+    EXPECT_EQ(times, from_meeting ? (std::vector<std::uint64_t>{20000, 16667, 14000})
+                                  : (std::vector<std::uint64_t>{20000, 10000, 14000}));
+    EXPECT_TRUE(t.agreed(times));
+    EXPECT_EQ(t.chosen(), from_meeting ? kThree[2] : kThree[1]);
+    EXPECT_FALSE(t.pick().meet);  // settled: no meeting
+  }
+  // Blocks of one call (one trial each): every call is its block's first timed call.
+  ClassTuner single;
+  single.start(kThree, 1, true);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(single.pick().meet) << i;
+    single.record(1e-6);
+  }
+}
+
 TEST(Autotune, TheTableKeepsItsChoiceWithinTheMargin) {
   // 2% faster is noise: the table's choice stays.
   ClassTuner t;

@@ -66,6 +66,7 @@ struct CommState {
   struct CallChoice {
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;
+    bool meet = false;  // the ranks meet before the call is timed (TrialPick::meet)
   };
   // `order_sensitive`: the result's bits can depend on the order of combination (a floating-point
   // sum, product or average over three or more ranks), so only COLLX_AUTOTUNE=all tries
@@ -91,7 +92,7 @@ struct CommState {
     if (last.tuner == nullptr) return {last.algorithm, nullptr};
     if (!blocking) return {last.tuner->untimed_choice(), nullptr};
     const TrialPick pick = last.tuner->pick();
-    return {pick.algorithm, pick.timed ? last.tuner : nullptr};
+    return {pick.algorithm, pick.timed ? last.tuner : nullptr, pick.meet};
   }
   // Whether COLLX_AUTOTUNE tries calls of this kind at all (an order-sensitive one only under
   // `all`); tuner_for() then says whether this collective and size are tried.
@@ -119,6 +120,9 @@ struct CommState {
     spare_offsets_count_ = count;
   }
   static constexpr std::size_t kNoSpareOffsets = static_cast<std::size_t>(-1);
+  // The ranks meet (every rank returns once all have called it): before a trial block's first
+  // timed call, so that its calls are timed from a common start.
+  void meet();
   // Hands a timed call's duration to its tuner; where the tuner asks, the ranks agree (a
   // maximum over ranks, an internal allreduce every rank makes at the same call).
   void after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
@@ -339,6 +343,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   // Straight-line, no lambda around the call: this is the path of every small blocking call,
   // and each call frame on it is paid per call.
   using Clock = std::chrono::steady_clock;
+  if (choice.meet) [[unlikely]]
+    state->meet();
   const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
   OpInfo info = state->next_op(collective, algorithm, options);
   info.shared_arena = arena;

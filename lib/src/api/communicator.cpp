@@ -238,7 +238,7 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
     // Every call of a class tries the candidates of the first call's size: the class's calls
     // share one tuner, and every rank sees the same first call.
     const std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
-    tuner.start(candidates, trials_for(bytes));
+    tuner.start(candidates, trials_for(bytes), node_layout != nullptr && node_layout->nodes() > 1);
   }
   return &tuner;
 }
@@ -291,6 +291,11 @@ std::vector<std::uint64_t> CommState::agree_max(std::span<const std::uint64_t> v
                            {}};
   run_blocking(op, allreduce_task(op, args, Algorithm::recursive_doubling));
   return maxima;
+}
+
+void CommState::meet() {
+  const std::uint64_t nothing[1] = {0};
+  (void)agree_max(nothing);
 }
 
 void CommState::after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,

@@ -33,7 +33,8 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
   return out;
 }
 
-void ClassTuner::start(std::span<const Algorithm> candidates, int trials) {
+void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting) {
+  from_meeting_ = from_meeting;
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
@@ -63,7 +64,11 @@ void ClassTuner::restart() {
 }
 
 TrialPick ClassTuner::pick() {
-  if (phase_ == Phase::trying) return {candidates_[trying_index()], true};
+  if (phase_ == Phase::trying) {
+    // trial_calls_ counts the calls recorded so far: this call's place in its block.
+    const bool first_timed = block_ == 1 || trial_calls_ % block_ == 1;
+    return {candidates_[trying_index()], true, from_meeting_ && first_timed};
+  }
   if (count_ <= 1) return {chosen_, false};
   ++settled_calls_;
   return {chosen_, settled_calls_ % kSampleEvery == 0 || settled_calls_ == next_check_};
@@ -104,30 +109,35 @@ std::uint64_t ClassTuner::sampled_median_ns() const {
   return sorted[sorted.size() / 2];
 }
 
-std::uint64_t ClassTuner::median_ns(std::size_t candidate, std::size_t first, std::size_t n) const {
-  std::vector<std::uint64_t> sorted(
-      trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(first),
-      trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(first + n));
-  std::sort(sorted.begin(), sorted.end());
-  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+std::uint64_t ClassTuner::block_ns(std::size_t candidate, std::size_t first, std::size_t n) const {
+  const auto begin = trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(first);
+  if (!from_meeting_) {
+    std::vector<std::uint64_t> sorted(begin, begin + static_cast<std::ptrdiff_t>(n));
+    std::sort(sorted.begin(), sorted.end());
+    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+  std::uint64_t sum = 0;
+  for (std::size_t i = first; i < first + n; ++i)
+    sum += trial_ns_[candidate][i];
+  return (sum + n / 2) / n;
 }
 
-std::uint64_t ClassTuner::trial_median_ns(std::size_t candidate) const {
+std::uint64_t ClassTuner::trial_ns(std::size_t candidate) const {
   const std::size_t n = timed_[candidate];
   if (n == 0) return 0;
   const std::size_t per_pass = timed_per_block();
   std::uint64_t lowest = std::numeric_limits<std::uint64_t>::max();
   for (std::size_t first = 0; first < n; first += per_pass)
-    lowest = std::min(lowest, median_ns(candidate, first, std::min(per_pass, n - first)));
+    lowest = std::min(lowest, block_ns(candidate, first, std::min(per_pass, n - first)));
   return lowest;
 }
 
 std::vector<std::uint64_t> ClassTuner::agree_values() const {
   if (!checking_) {
-    std::vector<std::uint64_t> medians(count_);
+    std::vector<std::uint64_t> times(count_);
     for (std::size_t i = 0; i < count_; ++i)
-      medians[i] = trial_median_ns(i);
-    return medians;
+      times[i] = trial_ns(i);
+    return times;
   }
   if (second_opinion_) return {kSecondOpinion};
   if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0};
@@ -161,7 +171,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];
   second_opinion_ = challenger_wins && rounds_ == 0;
-  baseline_ns_ = trial_median_ns(winner);
+  baseline_ns_ = trial_ns(winner);
   phase_ = Phase::settled;
   settled_calls_ = 0;
   next_check_ = kFirstCheck;

@@ -4,19 +4,26 @@
 // shared arena's row, the cost model's best with and without the arena), each in blocks of
 // consecutive calls, in two passes over the candidates where a candidate has four trials or more;
 // then the ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its
-// passes' medians over a block but its first call; an allreduce of the times) and every later call
-// of the class runs it. Two passes, because what disturbs a block (the process's first messages
-// to a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both
-// (docs/PERFORMANCE.md, "The goal table, second run"). Blocks and medians, not
-// interleaved calls and minima: a rank's time in one
-// call can be short while the calls in a row are slow (a rank that arrives late finds its data
-// there, but the next call waits for the slot it frees), and a run of calls is what an application
-// makes. A sample of the later calls is timed; at checkpoints the ranks agree whether any of them
-// sees its chosen algorithm drift (1.5x its trial time) and, if so, try again. A challenger that
-// displaced the table's choice in the first round is tried again at the first checkpoint in any
-// case (a second opinion): a machine's passing slow spell during the table's blocks would
-// otherwise keep a choice the rest of the run does not bear out (docs/PERFORMANCE.md, "The goal
-// table, sixth run").
+// passes' block times, over a block but its first call; an allreduce of the times) and every
+// later call of the class runs it. Two passes, because what disturbs a block (the process's first
+// messages to a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both
+// (docs/PERFORMANCE.md, "The goal table, second run"). Blocks, not interleaved calls: a rank's
+// time in one call can be short while the calls in a row are slow (a rank that arrives late
+// finds its data there, but the next call waits for the slot it frees), and a run of calls is
+// what an application makes. A block's time: the median of its calls, or, where the
+// communicator spans several nodes, their mean from a meeting of the ranks (a barrier) before
+// the first timed call, as collx-bench times a round. Across nodes, each rank timing its calls
+// from wherever the previous ones left it made an algorithm whose root returns early (a binomial
+// tree's two sends against linear's three) look a third faster where from a common start it was
+// a third slower (docs/PERFORMANCE.md, "The trials from a common start"). Inside one node the
+// meeting's own skew between ranks (microseconds on a busy node) is as long as the calls
+// through the node's segment (0.2-2 us) and made the trials noisier, so one node keeps medians
+// of back-to-back calls. A sample of the later calls is timed; at checkpoints the ranks agree
+// whether any of them sees its chosen algorithm drift (1.5x its trial time) and, if so, try again.
+// A challenger that displaced the table's choice in the first round is tried again at the first
+// checkpoint in any case (a second opinion): a machine's passing slow spell during the table's
+// blocks would otherwise keep a choice the rest of the run does not bear out (docs/PERFORMANCE.md,
+// "The goal table, sixth run").
 //
 // Every step is keyed on what every rank sees alike: the collective, the size class, the call's
 // place among the blocking calls of its class, the candidates (the table, the communicator's
@@ -47,6 +54,7 @@ inline constexpr int kSizeClasses = 65;
 struct TrialPick {
   Algorithm algorithm = Algorithm::automatic;
   bool timed = false;  // time the call and hand the time to record()
+  bool meet = false;   // the ranks meet (a barrier) before the call: a block's first timed call
 };
 
 // What record() asks of the caller: nothing, or an agreement among the ranks over the values
@@ -60,8 +68,10 @@ class ClassTuner {
   enum class Phase : std::uint8_t { fresh, trying, settled };
 
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
-  // the margin), each tried `trials` times. One candidate: settled at once, never timed.
-  void start(std::span<const Algorithm> candidates, int trials);
+  // the margin), each tried `trials` times; `from_meeting`: blocks timed from a meeting of the
+  // ranks, by their mean (a communicator across nodes), else by their median. One candidate:
+  // settled at once, never timed.
+  void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false);
   Phase phase() const { return phase_; }
 
   // The algorithm of the next blocking call of this class (counts the call).
@@ -70,8 +80,8 @@ class ClassTuner {
   Algorithm untimed_choice() const;
   // The time of a timed call (seconds, this rank's).
   TunerStep record(double seconds);
-  // The values the ranks take the maximum of: while trying, each candidate's median time (ns)
-  // over its block of trials but the first;
+  // The values the ranks take the maximum of: while trying, each candidate's time (ns): the
+  // lower of its passes' block times (block_ns) over a block but its first call;
   // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
   // samples, or if the sampled time is less than kDriftMinNs above the trial time), or
   // kSecondOpinion where the first round's challenger is to be tried again (the same on every
@@ -115,10 +125,11 @@ class ClassTuner {
  private:
   void restart();
   std::uint64_t sampled_median_ns() const;
-  // The lower of the candidate's passes' medians.
-  std::uint64_t trial_median_ns(std::size_t candidate) const;
-  // The median of `n` timed trials of `candidate` from index `first`.
-  std::uint64_t median_ns(std::size_t candidate, std::size_t first, std::size_t n) const;
+  // The lower of the candidate's passes' block_ns.
+  std::uint64_t trial_ns(std::size_t candidate) const;
+  // A block's time from its `n` timed trials of `candidate` from index `first`: their mean
+  // where the block started from a meeting, else their median.
+  std::uint64_t block_ns(std::size_t candidate, std::size_t first, std::size_t n) const;
   // The candidate of the current trial call: the challengers' blocks first, the table's choice
   // last. The first calls of a class also pay for what the application's new buffers cost the
   // first time they are touched (page faults, lines in other caches: several calls at 1 MiB
@@ -133,6 +144,7 @@ class ClassTuner {
   std::uint8_t passes_ = 1;  // blocks per candidate
   std::uint8_t rounds_ = 0;
   bool checking_ = false;        // the pending agreement is a drift checkpoint
+  bool from_meeting_ = false;    // blocks start from a meeting of the ranks (start())
   bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
   std::array<Algorithm, kMaxCandidates> candidates_{};
   // This rank's timed trial calls of each candidate.
