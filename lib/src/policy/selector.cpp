@@ -194,11 +194,11 @@ constexpr NodeRule kNodeRules[] = {
     // at 8-32 KiB on the emulated cluster at 4 nodes x 1 rank and linear 0.98-1.02x
     // (docs/PERFORMANCE.md, "Broadcast across nodes: linear"); from 8 B to 4 KiB, with both
     // latency paths sending at once, linear took 1.16-1.92x and the tree 0.87-1.17x in calls
-    // two at a time, where in runs of 50 calls the tree led at 8-512 B (auto's trials, which
-    // time runs, decide between them: "Isolated calls and runs of calls"). Measured, not
-    // modelled: the cost model counts the root's p-1 sends one after the other, where on the
-    // network their latencies overlap; it is measured on 4 nodes only, so more nodes keep the
-    // tree (whose levels grow as log2 p where the root's sends grow as p).
+    // two at a time, where in runs of 50 calls the tree led at 8-512 B (auto's trials decide
+    // between them: "Isolated calls and runs of calls", "The trials from a common start").
+    // Measured, not modelled: the cost model counts the root's p-1 sends one after the other, where
+    // on the network their latencies overlap; it is measured on 4 nodes only, so more nodes keep
+    // the tree (whose levels grow as log2 p where the root's sends grow as p).
     {Collective::broadcast, 0, std::size_t{32} << 10, true, Algorithm::linear, true, 4},
 };
 
