@@ -401,13 +401,23 @@ TEST(Selector, NodeRulesKnowTheLayout) {
   EXPECT_EQ(
       resolve_algorithm(Collective::allreduce, Algorithm::automatic, 2048, 4, 0, false, two_by_two),
       select_from(builtin_rules(), Collective::allreduce, 2048, 4));
-  // Broadcast (to 1 MiB) and reduce (to 16 KiB): hierarchical for any layout across nodes; above,
-  // and allgather and reduce_scatter: the flat table.
+  // Broadcast (257 B to 1 MiB) and reduce (to 16 KiB): hierarchical for any layout across nodes;
+  // below and above, and allgather and reduce_scatter: the flat table.
   for (Collective c : {Collective::broadcast, Collective::reduce}) {
     const std::size_t edge = c == Collective::broadcast ? big : 16 << 10;
+    const std::size_t low = c == Collective::broadcast ? 257 : 8;
     EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, edge + 1, 4, 0, false, two_by_two),
               select_from(builtin_rules(), c, edge + 1, 4));
-    for (std::size_t bytes : {std::size_t{8}, edge}) {
+    if (c == Collective::broadcast) {
+      for (std::size_t bytes : {std::size_t{8}, std::size_t{256}}) {
+        for (const NodeShape& across : {two_by_two, uneven}) {
+          EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, bytes, 4, 0, false, across),
+                    select_from(builtin_rules(), c, bytes, 4))
+              << bytes;
+        }
+      }
+    }
+    for (std::size_t bytes : {low, edge}) {
       for (const NodeShape& across : {two_by_two, uneven}) {
         EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, bytes, 4, 0, false, across),
                   Algorithm::hierarchical);
@@ -435,7 +445,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
         << bytes;
     EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false,
                                 two_by_two),
-              Algorithm::hierarchical)
+              bytes > 256 ? Algorithm::hierarchical
+                          : select_from(builtin_rules(), Collective::broadcast, bytes, 4))
         << bytes;
   }
   for (std::size_t bytes : {(std::size_t{32} << 10) + 1, std::size_t{1} << 20}) {
