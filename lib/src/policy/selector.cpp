@@ -155,17 +155,18 @@ constexpr SelectionRule kBuiltinRules[] = {
 // eager limit (64 KiB); on the emulated cluster it took 1.17x and 1.39x MPI_Allreduce's speed at
 // 2 and 16 MiB (2x2). Up to 2 KiB, and layouts whose nodes differ, take the flat table
 // (recursive doubling's first log2 k steps stay inside a node); 2-64 KiB: see below.
-// Broadcast from 257 B up to 1 MiB and reduce up to 16 KiB, any layout: hierarchical (the buffer
-// crosses into each node once, the other hops stay inside nodes). Up to 256 B the broadcast's
-// binomial tree took 1.23-1.64x MPI_Bcast's speed at 2x2 where hierarchical took 0.95-1.47x
-// (two sets of 6 runs; docs/PERFORMANCE.md, "Broadcast at 2x2 up to 256 B"): the flat table,
-// and auto's trials, decide there; from 512 B hierarchical led (1.68-2.47x against 1.09-1.40x). Up
-// to there the cost model predicts it fastest for every layout from 2x2 to 64x8 ranks and every
-// machine tried: a 100 Gb/s, 2 us network with this machine's calibrated links inside a node or the
-// model's defaults, and the emulated cluster's (0.5 GB/s, 250 us). Above, the pipelined chain
-// (broadcast, from 2 MiB) and Rabenseifner (reduce, from 32 KiB) win on the fast networks: the flat
-// table. Allgather and reduce_scatter keep the flat table: their hierarchical rows win on the slow
-// network but on the fast ones only in a window (about 4 KiB to 1 MiB) that moves with the layout.
+// Broadcast up to 1 MiB and reduce up to 16 KiB, any layout: hierarchical (the buffer crosses
+// into each node once, the other hops stay inside nodes). Up to there the cost model predicts
+// it fastest for every layout from 2x2 to 64x8 ranks and every machine tried: a 100 Gb/s, 2 us
+// network with this machine's calibrated links inside a node or the model's defaults, and the
+// emulated cluster's (0.5 GB/s, 250 us). Above, the pipelined chain (broadcast, from 2 MiB) and
+// Rabenseifner (reduce, from 32 KiB) win on the fast networks: the flat table. The broadcast's
+// lower edge is measured against the model: up to 256 B the binomial tree took 1.23-1.64x
+// MPI_Bcast's speed at 2x2 where hierarchical took 0.95-1.47x, from 512 B hierarchical led
+// (1.68-2.47x against 1.09-1.40x; two sets of 6 runs, docs/PERFORMANCE.md, "Broadcast at 2x2 up
+// to 256 B"), so up to 256 B the flat table, and auto's trials, decide. Allgather and
+// reduce_scatter keep the flat table: their hierarchical rows win on the slow network but on
+// the fast ones only in a window (about 4 KiB to 1 MiB) that moves with the layout.
 // Allreduce from 2 KiB to 64 KiB on uniform nodes: hierarchical, and on two nodes multi_leader.
 // Measured, not modelled: on the emulated cluster at 2 nodes x 2 ranks (idle, medians of 3;
 // docs/PERFORMANCE.md, "The node-aware algorithms, idle") hierarchical took 1.12x and 2.00x
@@ -181,7 +182,8 @@ constexpr NodeRule kNodeRules[] = {
     {Collective::allreduce, (std::size_t{2} << 10) + 1, std::size_t{64} << 10, true,
      Algorithm::hierarchical},
     {Collective::allreduce, (std::size_t{64} << 10) + 1, kAnySize, true, Algorithm::multi_leader},
-    {Collective::broadcast, 257, std::size_t{1} << 20, false, Algorithm::hierarchical},
+    {Collective::broadcast, std::size_t{256} + 1, std::size_t{1} << 20, false,
+     Algorithm::hierarchical},
     {Collective::reduce, 0, std::size_t{16} << 10, false, Algorithm::hierarchical},
     // One rank per node, allreduce to 32 KiB: recursive doubling (log2 p messages of the whole
     // buffer, each a network hop) where the one-node table has Rabenseifner at 4 KiB and the
