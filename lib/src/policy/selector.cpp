@@ -198,7 +198,7 @@ constexpr NodeRule kNodeRules[] = {
     // once, one level) where the binomial tree's two levels took 0.66-0.92x MPI_Bcast's speed
     // at 8-32 KiB on the emulated cluster at 4 nodes x 1 rank and linear 0.98-1.02x
     // (docs/PERFORMANCE.md, "Broadcast across nodes: linear"); from 8 B to 4 KiB, with both
-    // latency paths sending at once, linear took 1.16-1.92x and the tree 0.87-1.17x in calls
+    // latency paths sending at once, linear took 1.05-1.92x and the tree 0.87-1.17x in calls
     // two at a time, where in runs of 50 calls the tree led at 8-512 B (auto's trials decide
     // between them: "Isolated calls and runs of calls", "The trials from a common start").
     // Measured, not modelled: the cost model counts the root's p-1 sends one after the other, where
