@@ -188,9 +188,10 @@ def bubble_table(directory):
         return
     print("## pipeline bubble (medians of the last epoch of each run)\n")
     print("| S | model, backward | m | split | ideal (S-1)/(m+S-1) | schedule | formula for these stages "
-          "| runs | measured bubble | replayed bubble | measured / ideal | measured / formula "
+          "| runs | measured bubble | of it transfer | waiting for a pass | replayed bubble "
+          "| measured / ideal | waiting for a pass / ideal | measured / formula "
           "| not running | samples/s | all memory per rank |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- " * 18 + "|")
     order = list(BUBBLE_SETS)
     for (name, m, schedule) in sorted(groups, key=lambda k: (order.index(k[0]), k[1], k[2] != "gpipe")):
         stages, what = BUBBLE_SETS[name]
@@ -199,9 +200,15 @@ def bubble_table(directory):
         ideal = (stages - 1) / (m + stages - 1)
         formula = med("bubble_formula_fraction")
         splits = sorted({l.get("pipeline_split", "?") for l in lines})
+        # The bubble without the messages' copies (collx-train's bubble_transfer_fraction),
+        # run by run; files from before it was measured count no transfer.
+        waiting = median([l.get("bubble_fraction", float("nan")) - l.get("bubble_transfer_fraction", 0)
+                          for l in lines])
         print(f"| {stages} | {what} | {m} | {' / '.join(splits)} | {ideal:.3f} | {schedule} | {formula:.3f} | {len(lines)} | "
-              f"{med('bubble_fraction'):.3f} | {med('bubble_replayed_fraction'):.3f} | "
-              f"{med('bubble_fraction') / ideal:.2f} | {med('bubble_fraction') / formula:.2f} | "
+              f"{med('bubble_fraction'):.3f} | {med('bubble_transfer_fraction'):.3f} | {waiting:.3f} | "
+              f"{med('bubble_replayed_fraction'):.3f} | "
+              f"{med('bubble_fraction') / ideal:.2f} | {waiting / ideal:.2f} | "
+              f"{med('bubble_fraction') / formula:.2f} | "
               f"{100 * med('not_running_fraction'):.1f}% | "
               f"{med('samples_per_s'):.0f} | {mib(med('memory_total_max')):.2f} MiB |")
     print()

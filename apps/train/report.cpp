@@ -169,9 +169,11 @@ void Reporter::on_epoch(const EpochReport& r) {
         r.samples_per_s, 100.0 * r.comm_exposed_fraction, r.compute_seconds, r.comm_seconds,
         r.comm_bytes_per_step / 1e6,
         config_.parallel == Parallel::pipeline
-            ? format("  bubble %.1f%% (replayed %.1f%%, formula %.1f%%, not running %.1f%%)",
-                     100.0 * r.bubble_fraction, 100.0 * r.bubble_replayed_fraction,
-                     100.0 * r.bubble_formula_fraction, 100.0 * r.not_running_fraction)
+            ? format("  bubble %.1f%% (of it transfer %.1f%%; replayed %.1f%%, formula %.1f%%, "
+                     "not running %.1f%%)",
+                     100.0 * r.bubble_fraction, 100.0 * r.bubble_transfer_fraction,
+                     100.0 * r.bubble_replayed_fraction, 100.0 * r.bubble_formula_fraction,
+                     100.0 * r.not_running_fraction)
                   .c_str()
             : "",
         r.wall_seconds);
@@ -191,6 +193,7 @@ void Reporter::on_epoch(const EpochReport& r) {
                                  {"comm_s", r.comm_seconds},
                                  {"comm_bytes_per_step", r.comm_bytes_per_step},
                                  {"bubble_fraction", r.bubble_fraction},
+                                 {"bubble_transfer_fraction", r.bubble_transfer_fraction},
                                  {"bubble_replayed_fraction", r.bubble_replayed_fraction},
                                  {"bubble_formula_fraction", r.bubble_formula_fraction},
                                  {"not_running_fraction", r.not_running_fraction},
@@ -215,6 +218,7 @@ void Reporter::on_epoch(const EpochReport& r) {
                          {"wait_gradient_s", p[kWaitGradient]},
                          {"wait_send_s", p[kWaitSend]},
                          {"wait_end_s", p[kWaitEnd]},
+                         {"wait_transfer_s", p[kWaitTransfer]},
                          {"passes", p[kPasses]}});
       }
       out["pipeline_ranks"] = ranks;

@@ -224,7 +224,8 @@ struct StepTimes {
   double replayed = 0;
   double replayed_idle = 0;
   double not_running = 0;
-  static constexpr std::size_t kFields = 11;
+  double transfer = 0;
+  static constexpr std::size_t kFields = 12;
 
   void add(const StepResult& s) {
     step += s.seconds;
@@ -238,6 +239,7 @@ struct StepTimes {
     replayed += s.replayed_seconds;
     replayed_idle += s.replayed_idle_seconds;
     not_running += s.not_running_seconds;
+    transfer += s.transfer_seconds;
   }
   // The mean over the ranks (collective).
   StepTimes averaged(Communicator& comm) const {
@@ -389,6 +391,7 @@ FinalReport run_training(const TrainConfig& config, Communicator& comm, const Da
         report.memory_max = largest_memory(*trainer, comm);
         report.comm_bytes_per_step = steps ? mean.bytes / static_cast<double>(steps) : 0;
         report.bubble_fraction = mean.pipeline > 0 ? mean.bubble / mean.pipeline : 0;
+        report.bubble_transfer_fraction = mean.pipeline > 0 ? mean.transfer / mean.pipeline : 0;
         report.bubble_replayed_fraction =
             mean.replayed > 0 ? mean.replayed_idle / mean.replayed : 0;
         report.not_running_fraction = mean.step > 0 ? mean.not_running / mean.step : 0;

@@ -102,6 +102,9 @@ struct StepResult {
   // output gradients and, at the step's end, for the other stages (the loss's allreduce), out
   // of pipeline_seconds: the step without the optimizer update and the replicas' allreduce.
   double bubble_seconds = 0;
+  // Of bubble_seconds, the progress calls that completed the receives: the messages' copies
+  // (Pipeline::wait_for_message); the rest is waiting for a neighbour's pass.
+  double transfer_seconds = 0;
   double pipeline_seconds = 0;
   // The same schedule replayed over the compute times (thread CPU time) that every stage
   // measured for its passes in this step, messages taking no time: the replayed step and this
@@ -112,13 +115,15 @@ struct StepResult {
   // load of other processes, which a measured bubble includes.
   double not_running_seconds = 0;
   // Pipeline only: where this rank's step went (PipelineParts), for the per-stage breakdown.
-  std::array<double, 8> pipeline_parts{};
+  std::array<double, 9> pipeline_parts{};
 };
 
 // The indices of StepResult::pipeline_parts: the compute of the stage's passes in thread CPU
 // time (the backward's part before its input gradient was sent), then its waits (wall time):
 // for input activations, for output gradients, for its earlier sends to be taken, for the other
-// stages at the step's end (the loss's allreduce); and its forward passes (micro-batches).
+// stages at the step's end (the loss's allreduce); of the waits for input activations and
+// output gradients, the calls that copied the messages (transfer); and its forward passes
+// (micro-batches).
 enum PipelinePart : std::size_t {
   kForwardCpu,
   kBackwardCpu,
@@ -127,6 +132,7 @@ enum PipelinePart : std::size_t {
   kWaitGradient,
   kWaitSend,
   kWaitEnd,
+  kWaitTransfer,
   kPasses,
 };
 
@@ -212,6 +218,7 @@ struct EpochReport {
   // Pipeline: the ranks' mean waiting time over their mean pipeline time (StepResult), and the
   // same from the replay of the schedule over the measured compute times.
   double bubble_fraction = 0;
+  double bubble_transfer_fraction = 0;  // of bubble_fraction, the messages' copies
   double bubble_replayed_fraction = 0;
   double bubble_formula_fraction = 0;  // TrainerBase::bubble_formula()
   double not_running_fraction = 0;     // pipeline: the ranks' mean time not running / step time

@@ -252,6 +252,50 @@ TEST_F(TrainStrategy, PipelineReportsEachRanksComputeAndWaits) {
     }
     for (std::size_t k = kWaitInput; k <= kWaitEnd; ++k)
       EXPECT_GE(p[k], 0) << r << " " << k;
+    // The messages' copies are part of the waits.
+    EXPECT_LE(p[kWaitTransfer], p[kWaitInput] + p[kWaitGradient] + p[kWaitSend]) << r;
+  }
+  EXPECT_LE(epochs.reports[0].bubble_transfer_fraction, epochs.reports[0].bubble_fraction);
+}
+
+// Of a stage's waits, the polls that copied a message count as transfer: the two stages on
+// either side of a 16 -> 8192 layer's output (1 MiB messages at 16 rows) copy some in their
+// waits; no poll counts where there is one stage (no messages), and the transfer is part of
+// the waits and of the bubble.
+TEST_F(TrainStrategy, PipelineCountsTheMessagesCopiesAsTransfer) {
+  class Epochs final : public TrainObserver {
+   public:
+    void on_epoch(const EpochReport& report) override { reports.push_back(report); }
+    std::vector<EpochReport> reports;
+  };
+  TrainConfig config = strategy_config(Parallel::pipeline);
+  config.hidden = {16, 8192, 16};
+  config.epochs = 1;
+  config.micro_batches = 3;
+  // The stage that ends with the 8192-wide layer (layer 1): `wide`.
+  const std::vector<std::vector<std::size_t>> splits = {{4}, {2, 2}, {2, 1, 1}, {1, 1, 1, 1}};
+  const auto p = static_cast<std::size_t>(world_size());
+  ASSERT_LE(p, splits.size());
+  config.pipeline_split = splits[p - 1];
+  const int wide = p == 4 ? 1 : 0;
+  Epochs epochs;
+  run_training(config, comm, small_data(), epochs, std::chrono::steady_clock::now());
+  ASSERT_EQ(epochs.reports.size(), 1u);
+  const EpochReport& report = epochs.reports[0];
+  constexpr std::size_t kParts = kPasses + 1;
+  ASSERT_EQ(report.pipeline_ranks.size(), kParts * p);
+  for (int r = 0; r < world_size(); ++r) {
+    const double* part = &report.pipeline_ranks[kParts * static_cast<std::size_t>(r)];
+    EXPECT_LE(part[kWaitTransfer], part[kWaitInput] + part[kWaitGradient] + part[kWaitSend]) << r;
+    if (p > 1 && (r == wide || r == wide + 1)) {
+      EXPECT_GT(part[kWaitTransfer], 0) << r;
+    } else if (p == 1) {
+      EXPECT_EQ(part[kWaitTransfer], 0);
+    }
+  }
+  EXPECT_LE(report.bubble_transfer_fraction, report.bubble_fraction);
+  if (p > 1) {
+    EXPECT_GT(report.bubble_transfer_fraction, 0);
   }
 }
 

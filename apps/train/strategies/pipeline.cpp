@@ -99,6 +99,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     input_wait_clock_.reset();
     gradient_wait_clock_.reset();
     send_wait_clock_.reset();
+    transfer_seconds_ = 0;
     bytes_ = 0;
     const Range global = this->global_batch();
     replica_batch_ = rank_slice(global, replica_, replicas_);
@@ -120,8 +121,8 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       CommClock::Scope timed(clock_);
       CommClock::Scope waited(send_wait_clock_);
       for (Slot& s : slots_) {
-        s.forward_send.wait();
-        s.backward_send.wait();
+        wait_for_message(s.forward_send);
+        wait_for_message(s.backward_send);
       }
     }
     StepResult result;
@@ -159,6 +160,8 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     parts[kWaitGradient] = gradient_wait_clock_.seconds();
     parts[kWaitSend] = send_wait_clock_.seconds();
     parts[kWaitEnd] = this->loss_sum_seconds_;
+    parts[kWaitTransfer] = transfer_seconds_;
+    result.transfer_seconds = transfer_seconds_;
     parts[kPasses] = static_cast<double>(m);
     const ReplayedStep replayed = replay_pipeline(config_.pipeline_schedule, times);
     result.replayed_seconds = replayed.seconds;
@@ -356,14 +359,14 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       // bubble. With one slot (1F1B's last stage) it is where that stage waits most.
       CommClock::Scope timed(clock_);
       CommClock::Scope waited(send_wait_clock_);
-      slot.forward_send.wait();
-      slot.backward_send.wait();
+      wait_for_message(slot.forward_send);
+      wait_for_message(slot.backward_send);
     }
     if (stage_ > 0) {
       // The bubble: waiting for the previous stage's pass.
       CommClock::Scope timed(clock_);
       CommClock::Scope waited(input_wait_clock_);
-      slot.input_receive.wait();
+      wait_for_message(slot.input_receive);
     }
     const double cpu_start = thread_cpu_seconds();
     if (stage_ == 0) this->load_positions(part, slot.inputs.data());
@@ -397,7 +400,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       // The bubble: waiting for the next stage's pass.
       CommClock::Scope timed(clock_);
       CommClock::Scope waited(gradient_wait_clock_);
-      slot.gradient_receive.wait();
+      wait_for_message(slot.gradient_receive);
     }
     // The first micro-batch writes the gradients, the others add to them.
     double cpu_start = thread_cpu_seconds();
@@ -419,6 +422,29 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     }
     // The slot's inputs are free: the receive of the micro-batch that takes it next.
     if (i + slots_.size() < config_.micro_batches) post_input_receive(i + slots_.size());
+  }
+
+  // Waits for a message of this stage's (a receive posted ahead, or a send to be taken), and
+  // counts the polls that copied messages as their transfer. The MPI library copies a message
+  // that has arrived in whichever progress call finds it, in any wait (a rendezvous whose
+  // receiver reads the sender's buffer, as Open MPI's shared memory does with CMA; an eager
+  // message out of the queue), so a wait is polls that find nothing, the waiting for a
+  // neighbour's pass, and polls that copy. A poll that ran on this thread's CPU for more than
+  // kCopyPoll is taken to be a copy (an empty poll takes a few microseconds at most; one 256 KiB
+  // message tens of them: docs/TRAINING.md), and its CPU time counts as transfer. After a
+  // second of polls it waits as any request does (Request::wait, where COLLX_TIMEOUT applies),
+  // the rest counted as waiting.
+  static constexpr double kCopyPoll = 16e-6;
+  void wait_for_message(Request& request) {
+    const auto start = Clock::now();
+    while (seconds_since(start) < 1.0) {
+      const double cpu_before = thread_cpu_seconds();
+      const bool done = request.test();
+      const double cpu = thread_cpu_seconds() - cpu_before;
+      if (cpu > kCopyPoll) transfer_seconds_ += cpu;
+      if (done) return;
+    }
+    request.wait();
   }
 
   void send_input_gradient(std::size_t i, Slot& slot, std::size_t rows) {
@@ -444,6 +470,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   T scale_ = 1;
   double loss_local_ = 0;
   double forward_seconds_ = 0;
+  double transfer_seconds_ = 0;  // of the waits, see wait_for_message
   double bytes_ = 0;
   std::vector<PipelineOp> ops_;  // this stage's passes, in order
   // The step's waiting for neighbours (the bubble): for input activations, for output
