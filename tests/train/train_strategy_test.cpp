@@ -217,15 +217,17 @@ std::string scratch_path(const std::string& name) {
 
 class Quiet final : public TrainObserver {};
 
+// Keeps every epoch's report.
+class Epochs final : public TrainObserver {
+ public:
+  void on_epoch(const EpochReport& report) override { reports.push_back(report); }
+  std::vector<EpochReport> reports;
+};
+
 // The pipeline's per-rank breakdown (--log-json's pipeline_ranks): every rank's parts, its
 // passes, its waits; the part of a backward pass before its input gradient is sent is the whole
 // pass on the first stage (it sends none) and no more than the pass on the others.
 TEST_F(TrainStrategy, PipelineReportsEachRanksComputeAndWaits) {
-  class Epochs final : public TrainObserver {
-   public:
-    void on_epoch(const EpochReport& report) override { reports.push_back(report); }
-    std::vector<EpochReport> reports;
-  };
   TrainConfig config = strategy_config(Parallel::pipeline);
   config.epochs = 1;
   config.micro_batches = 3;
@@ -263,11 +265,6 @@ TEST_F(TrainStrategy, PipelineReportsEachRanksComputeAndWaits) {
 // waits; no poll counts where there is one stage (no messages), and the transfer is part of
 // the waits and of the bubble.
 TEST_F(TrainStrategy, PipelineCountsTheMessagesCopiesAsTransfer) {
-  class Epochs final : public TrainObserver {
-   public:
-    void on_epoch(const EpochReport& report) override { reports.push_back(report); }
-    std::vector<EpochReport> reports;
-  };
   TrainConfig config = strategy_config(Parallel::pipeline);
   config.hidden = {16, 8192, 16};
   config.epochs = 1;
