@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -87,6 +88,10 @@ struct Transfer {
 class TransferArray {
  public:
   explicit TransferArray(std::size_t n) : size_(n) {
+    // A count from a negative int (a caller's bug) fails here as an allocation would, and
+    // the bound lets the compiler see that the array's size cannot overflow.
+    if (n > static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(Transfer))
+      throw std::bad_array_new_length();
     if (n > kInline) heap_ = std::make_unique<Transfer[]>(n);
   }
   Transfer& operator[](std::size_t i) { return data()[i]; }
