@@ -102,7 +102,7 @@ struct StepResult {
   // output gradients and, at the step's end, for the other stages (the loss's allreduce), out
   // of pipeline_seconds: the step without the optimizer update and the replicas' allreduce.
   double bubble_seconds = 0;
-  // Of bubble_seconds, the progress calls that completed the receives: the messages' copies
+  // Of bubble_seconds, the CPU time of the polls in those waits that copied messages
   // (Pipeline::wait_for_message); the rest is waiting for a neighbour's pass.
   double transfer_seconds = 0;
   double pipeline_seconds = 0;
@@ -121,9 +121,8 @@ struct StepResult {
 // The indices of StepResult::pipeline_parts: the compute of the stage's passes in thread CPU
 // time (the backward's part before its input gradient was sent), then its waits (wall time):
 // for input activations, for output gradients, for its earlier sends to be taken, for the other
-// stages at the step's end (the loss's allreduce); of the waits for input activations and
-// output gradients, the calls that copied the messages (transfer); and its forward passes
-// (micro-batches).
+// stages at the step's end (the loss's allreduce); of the first three waits, the polls that
+// copied messages (transfer, in CPU time); and its forward passes (micro-batches).
 enum PipelinePart : std::size_t {
   kForwardCpu,
   kBackwardCpu,
