@@ -455,9 +455,31 @@ TEST(Selector, NodeRulesKnowTheLayout) {
         select_from(builtin_rules(), Collective::broadcast, bytes, 4))
         << bytes;
   }
-  for (Collective c : {Collective::allgather, Collective::reduce_scatter}) {
-    EXPECT_EQ(resolve_algorithm(c, Algorithm::automatic, big, 4, 0, false, two_by_two),
-              select_from(builtin_rules(), c, big, 4));
+  EXPECT_EQ(
+      resolve_algorithm(Collective::allgather, Algorithm::automatic, big, 4, 0, false, two_by_two),
+      select_from(builtin_rules(), Collective::allgather, big, 4));
+  // Reduce-scatter from 4 KiB to 512 KiB on two uniform nodes of several ranks: hierarchical
+  // (measured on the emulated cluster); below, above, on more nodes, on uneven ones or with one
+  // rank per node: the flat table.
+  const std::size_t half = std::size_t{512} << 10;
+  for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{64} << 10, half}) {
+    EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, bytes, 4, 0,
+                                false, two_by_two),
+              Algorithm::hierarchical)
+        << bytes;
+    for (const NodeShape& other : {four_by_two, uneven, singles, one_node}) {
+      const int p = other.nodes * other.max_per_node;
+      EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, bytes, p, 0,
+                                  false, other),
+                select_from(builtin_rules(), Collective::reduce_scatter, bytes, p))
+          << bytes;
+    }
+  }
+  for (std::size_t bytes : {std::size_t{2} << 10, half + 1}) {
+    EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, bytes, 4, 0,
+                                false, two_by_two),
+              select_from(builtin_rules(), Collective::reduce_scatter, bytes, 4))
+        << bytes;
   }
 }
 

@@ -165,8 +165,9 @@ constexpr SelectionRule kBuiltinRules[] = {
 // MPI_Bcast's speed at 2x2 where hierarchical took 0.95-1.47x, from 512 B hierarchical led
 // (1.68-2.47x against 1.09-1.40x; two sets of 6 runs, docs/PERFORMANCE.md, "Broadcast at 2x2 up
 // to 256 B"), so up to 256 B the flat table, and auto's trials, decide. Allgather and
-// reduce_scatter keep the flat table: their hierarchical rows win on the slow network but on
-// the fast ones only in a window (about 4 KiB to 1 MiB) that moves with the layout.
+// reduce_scatter keep the flat table (but for the measured reduce_scatter rule below): their
+// hierarchical rows win on the slow network but on the fast ones only in a window (about 4 KiB
+// to 1 MiB) that moves with the layout.
 // Allreduce from 2 KiB to 64 KiB on uniform nodes: hierarchical, and on two nodes multi_leader.
 // Measured, not modelled: on the emulated cluster at 2 nodes x 2 ranks (idle, medians of 3;
 // docs/PERFORMANCE.md, "The node-aware algorithms, idle") hierarchical took 1.12x and 2.00x
@@ -205,6 +206,16 @@ constexpr NodeRule kNodeRules[] = {
     // on the network their latencies overlap; it is measured on 4 nodes only, so more nodes keep
     // the tree (whose levels grow as log2 p where the root's sends grow as p).
     {Collective::broadcast, 0, std::size_t{32} << 10, true, Algorithm::linear, true, 4},
+    // Reduce-scatter from 4 KiB to 512 KiB on two nodes holding as many ranks each (more than
+    // one): hierarchical, inside the window (about 4 KiB to 1 MiB) where the cost model has it
+    // ahead on fast networks too. Measured on the emulated cluster at 2 nodes x 2 ranks
+    // (docs/PERFORMANCE.md, "Reduce-scatter at 2x2: hierarchical"): 1.09-1.39x
+    // MPI_Reduce_scatter_block's speed at 4-64 KiB in 7 runs where the flat table's recursive
+    // halving took 0.93-1.17x, 2.79x at 256 KiB against the ring's 2.39x (3 runs); at 1 MiB the
+    // ring was ahead (3.94x against 3.62x), at 1 KiB recursive halving (1.01x against 0.75x): the
+    // edges. More nodes are unmeasured: the flat table.
+    {Collective::reduce_scatter, std::size_t{4} << 10, std::size_t{512} << 10, true,
+     Algorithm::hierarchical, false, 2},
 };
 
 }  // namespace
