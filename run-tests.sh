@@ -32,9 +32,11 @@ collx_choose_mpi mpich "$BUILD_DIR-mpich-static"
 # The consumer project in C++ (the package's promise to MPICH users) and the drop-in's link and
 # preload (the C+C++ and pkg-config consumers run on Open MPI).
 mpich_tests='^((mpi_allreduce|mpi_collectives)_np[2-5]|dropin_np[23]|dropin_(fortran|preload|disabled).*'
-mpich_tests+='|package_(install|cmake_CXX|dropin_.*))$'
+mpich_tests+='|package_(install|cmake_CXX|dropin_.*)'
+mpich_tests+='|dropin_error_codes|conformance_(patterns|fuzz)_np[23]|conformance_errors_np3)$'
 mpich_targets=(collx collx_mpi mpi_allreduce_test mpi_collectives_test dropin_check
-               dropin_check_plain dropin_check_fortran_mpifh dropin_check_fortran_module)
+               dropin_check_plain dropin_check_fortran_mpifh dropin_check_fortran_module
+               dropin_error_codes_test conformance)
 collx_configure -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF -DCOLLX_CUDA=OFF -DCOLLX_TORCH=OFF
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${mpich_targets[@]}"
 collx_mpi_env

@@ -1,18 +1,23 @@
 // The intercepted MPI collectives, blocking and nonblocking: each decides whether collx takes
-// the call as it is (from arguments MPI requires to agree across ranks, so every rank decides
-// alike), then runs it on collx or passes it to the PMPI_ function unchanged.
+// the call (from what MPI requires to agree across ranks, so every rank decides alike:
+// interpose.hpp), then runs it on collx, packing what is not contiguous (call_buffers.hpp), or
+// passes it to the PMPI_ function unchanged.
+#include <initializer_list>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "interpose.hpp"
 
 using collx_mpi::Blocking;
 using collx_mpi::Call;
-using collx_mpi::contiguous_bytes;
+using collx_mpi::CallBuffers;
 using collx_mpi::intercept;
+using collx_mpi::layout_of;
 using collx_mpi::Nonblocking;
 using collx_mpi::PassReason;
 using collx_mpi::reduction_of;
+using collx_mpi::TypeLayout;
 
 namespace {
 
@@ -30,312 +35,364 @@ int comm_rank(MPI_Comm comm) {
   return rank;
 }
 
-// Arguments MPI rejects itself (with its own error class) go to MPI: a bad count or root, a
-// null buffer that has elements.
-PassReason argument_reason(int count, const void* buffer) {
-  if (count < 0) return "negative count";
-  if (count > 0 && buffer == nullptr) return "null buffer";
-  return nullptr;
+std::size_t to_size(int count) {
+  return static_cast<std::size_t>(count);
+}
+
+// Erroneous arguments go to MPI, which reports them with its own error class: a negative count,
+// a root out of range, a datatype that is not one, a null buffer holding elements of a type
+// whose bytes start at the buffer (with MPI_BOTTOM, a derived type's absolute addresses are
+// legal), send and receive blocks of different lengths (their type signatures differ).
+const char* const kNotReducible =
+    "datatype or op collx does not reduce as MPI defines (user-defined, MINLOC/MAXLOC, logical, "
+    "bitwise, or a type collx lacks)";
+const char* const kNotADatatype = "not a datatype";
+const char* const kBlocksDiffer = "send and receive blocks of different lengths";
+
+PassReason count_reason(int count) {
+  return count < 0 ? "negative count" : nullptr;
+}
+
+PassReason buffer_reason(const void* buffer, int count, const TypeLayout& layout) {
+  return count > 0 && layout.size > 0 && buffer == nullptr && layout.offset == 0 ? "null buffer"
+                                                                                 : nullptr;
 }
 
 PassReason root_reason(int root, MPI_Comm comm) {
   return root < 0 || root >= comm_size(comm) ? "root out of range" : nullptr;
 }
 
-const char* const kNotReducible =
-    "datatype or op collx does not reduce as MPI defines (user-defined, MINLOC/MAXLOC, logical, "
-    "bitwise, or a type collx lacks)";
-const char* const kNotContiguous = "not a predefined datatype without gaps";
-const char* const kBlocksDiffer = "send and receive blocks of different lengths";
-
-const void* source(const void* sendbuf, void* recvbuf) {
-  return sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+// The first reason of several.
+PassReason first(std::initializer_list<PassReason> reasons) {
+  for (PassReason r : reasons)
+    if (r) return r;
+  return nullptr;
 }
 
-std::size_t to_size(int count) {
-  return static_cast<std::size_t>(count);
-}
-
-// The block length of a data-movement call in which every rank sends and receives (allgather,
-// alltoall), or nothing with the reason.
-struct Blocks {
-  std::optional<std::size_t> block;
-  PassReason reason = nullptr;
+// A datatype's layout, and the reason to pass where it has none.
+struct Typed {
+  const TypeLayout* layout;
+  PassReason reason;
 };
-Blocks every_rank_blocks(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                         int recvcount, MPI_Datatype recvtype) {
-  Blocks b{contiguous_bytes(recvtype, recvcount), nullptr};
-  b.reason = b.block ? argument_reason(recvcount, recvbuf) : kNotContiguous;
-  if (!b.reason && sendbuf != MPI_IN_PLACE && contiguous_bytes(sendtype, sendcount) != b.block)
-    b.reason = kBlocksDiffer;
-  return b;
+Typed typed(MPI_Datatype type, int count, const void* buffer) {
+  const TypeLayout* layout = layout_of(type);
+  if (!layout) return {nullptr, kNotADatatype};
+  return {layout, first({count_reason(count), buffer_reason(buffer, count, *layout)})};
 }
 
-// The same for a rooted call (gather, scatter): `local` is the side every rank has (gather's
-// send, scatter's receive), the root side is significant at the root only and alone says the
-// length at a root that passes MPI_IN_PLACE for its local side.
-struct RootedBlocks : Blocks {
-  bool in_place = false;
-};
-RootedBlocks rooted_blocks(int root, MPI_Comm comm, const void* local_buffer, int local_count,
-                           MPI_Datatype local_type, const void* root_buffer, int root_count,
-                           MPI_Datatype root_type) {
-  RootedBlocks b;
-  b.reason = root_reason(root, comm);
-  const bool at_root = !b.reason && comm_rank(comm) == root;
-  b.in_place = at_root && local_buffer == MPI_IN_PLACE;
-  b.block =
-      at_root ? contiguous_bytes(root_type, root_count) : contiguous_bytes(local_type, local_count);
-  if (!b.reason && !b.block) b.reason = kNotContiguous;
-  if (!b.reason && at_root && !b.in_place && contiguous_bytes(local_type, local_count) != b.block)
-    b.reason = kBlocksDiffer;
-  if (!b.reason && at_root) b.reason = argument_reason(root_count, root_buffer);
-  return b;
+// The bytes of `count` elements of a datatype.
+std::size_t bytes_of(int count, const TypeLayout& layout) {
+  return to_size(count) * layout.size;
 }
+
+// The PMPI_ call of a pass-through: blocking where `request` is null, nonblocking otherwise.
+#define COLLX_PASS(blocking_call, nonblocking_call, ...)                                  \
+  [&](MPI_Request* request) {                                                             \
+    return request ? nonblocking_call(__VA_ARGS__, request) : blocking_call(__VA_ARGS__); \
+  }
 
 // ---- one function per collective, for both forms (Mode: Blocking or Nonblocking) ----
 
 template <class Mode>
 int allreduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
               MPI_Op op, MPI_Comm comm) {
-  const auto reduction = reduction_of(datatype, op);
-  PassReason reason = reduction ? argument_reason(count, recvbuf) : kNotReducible;
+  const TypeLayout* layout = layout_of(datatype);
+  const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
+  const PassReason reason =
+      reduction ? first({count_reason(count), buffer_reason(recvbuf, count, *layout)})
+                : kNotReducible;
   return intercept(
       mode, Call::allreduce, comm, reason,
-      [&](collx::Communicator& c) {
-        const void* in = source(sendbuf, recvbuf);
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const std::size_t n = to_size(count);
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        const std::byte* in = in_place ? nullptr : b.in(sendbuf, n, datatype, *layout);
+        std::byte* out = b.out(recvbuf, n, datatype, *layout, in_place ? n : 0);
+        if (in_place) in = out;
+        const std::size_t elements = n * reduction->elements;
         if constexpr (Mode::blocking)
-          c.allreduce(in, recvbuf, to_size(count), reduction->type, reduction->op);
+          c.allreduce(in, out, elements, reduction->type, reduction->op);
         else
-          return c.iallreduce(in, recvbuf, to_size(count), reduction->type, reduction->op);
+          return c.iallreduce(in, out, elements, reduction->type, reduction->op);
       },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-        else
-          return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, mode.request);
-      });
+      COLLX_PASS(PMPI_Allreduce, PMPI_Iallreduce, sendbuf, recvbuf, count, datatype, op, comm));
 }
 
 template <class Mode>
 int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
            MPI_Op op, int root, MPI_Comm comm) {
-  const auto reduction = reduction_of(datatype, op);
-  PassReason reason = reduction ? argument_reason(count, source(sendbuf, recvbuf)) : kNotReducible;
-  if (!reason) reason = root_reason(root, comm);
+  const TypeLayout* layout = layout_of(datatype);
+  const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
+  const PassReason reason =
+      reduction
+          ? first({count_reason(count), root_reason(root, comm),
+                   buffer_reason(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, *layout)})
+          : kNotReducible;
   return intercept(
       mode, Call::reduce, comm, reason,
-      [&](collx::Communicator& c) {
-        const void* in = source(sendbuf, recvbuf);
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const std::size_t n = to_size(count);
+        const bool is_root = c.rank() == root;
+        const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
+        const std::byte* in = in_place ? nullptr : b.in(sendbuf, n, datatype, *layout);
+        // recvbuf is significant at the root only.
+        std::byte* out = is_root ? b.out(recvbuf, n, datatype, *layout, in_place ? n : 0) : nullptr;
+        if (in_place) in = out;
+        const std::size_t elements = n * reduction->elements;
         if constexpr (Mode::blocking)
-          c.reduce(in, recvbuf, to_size(count), reduction->type, reduction->op, root);
+          c.reduce(in, out, elements, reduction->type, reduction->op, root);
         else
-          return c.ireduce(in, recvbuf, to_size(count), reduction->type, reduction->op, root);
+          return c.ireduce(in, out, elements, reduction->type, reduction->op, root);
       },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-        else
-          return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, mode.request);
-      });
+      COLLX_PASS(PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, datatype, op, root, comm));
 }
 
 template <class Mode>
 int bcast(Mode mode, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  const auto bytes = contiguous_bytes(datatype, count);
-  PassReason reason = bytes ? argument_reason(count, buffer) : kNotContiguous;
-  if (!reason) reason = root_reason(root, comm);
+  const auto [layout, reason] = typed(datatype, count, buffer);
   return intercept(
-      mode, Call::bcast, comm, reason,
-      [&](collx::Communicator& c) {
+      mode, Call::bcast, comm, first({reason, root_reason(root, comm)}),
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const std::size_t n = to_size(count);
+        // The root's elements go out as they are packed; the others' come in packed.
+        std::byte* bytes = c.rank() == root
+                               ? const_cast<std::byte*>(b.in(buffer, n, datatype, *layout))
+                               : b.out(buffer, n, datatype, *layout);
         if constexpr (Mode::blocking)
-          c.broadcast(buffer, *bytes, kBytes, root);
+          c.broadcast(bytes, bytes_of(count, *layout), kBytes, root);
         else
-          return c.ibroadcast(buffer, *bytes, kBytes, root);
+          return c.ibroadcast(bytes, bytes_of(count, *layout), kBytes, root);
       },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Bcast(buffer, count, datatype, root, comm);
-        else
-          return PMPI_Ibcast(buffer, count, datatype, root, comm, mode.request);
-      });
+      COLLX_PASS(PMPI_Bcast, PMPI_Ibcast, buffer, count, datatype, root, comm));
+}
+
+// The send side of a call in which every rank sends and receives blocks of `block` bytes
+// (allgather, alltoall): the reason to pass where it is not the receive side's length.
+PassReason send_side_reason(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                            std::size_t block, const TypeLayout** layout) {
+  if (sendbuf == MPI_IN_PLACE) return nullptr;
+  const auto [l, reason] = typed(sendtype, sendcount, sendbuf);
+  *layout = l;
+  if (reason) return reason;
+  return bytes_of(sendcount, *l) == block ? nullptr : kBlocksDiffer;
 }
 
 template <class Mode>
 int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
               int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const auto [block, reason] =
-      every_rank_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  const auto [recv_layout, recv_reason] = typed(recvtype, recvcount, recvbuf);
+  const TypeLayout* send_layout = nullptr;
+  const PassReason reason = recv_reason
+                                ? recv_reason
+                                : send_side_reason(sendbuf, sendcount, sendtype,
+                                                   bytes_of(recvcount, *recv_layout), &send_layout);
   return intercept(
       mode, Call::allgather, comm, reason,
-      [&](collx::Communicator& c) {
-        // In place: this rank's block is already at recvbuf + rank * block.
-        const void* in = sendbuf == MPI_IN_PLACE
-                             ? static_cast<char*>(recvbuf) + *block * to_size(c.rank())
-                             : sendbuf;
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        const std::size_t block = bytes_of(recvcount, *recv_layout);
+        const std::size_t all = to_size(c.size()) * to_size(recvcount);
+        std::byte* out = b.out(recvbuf, all, recvtype, *recv_layout, in_place ? all : 0);
+        // In place: this rank's block is already in recvbuf, block `rank`.
+        const std::byte* in = in_place ? out + block * to_size(c.rank())
+                                       : b.in(sendbuf, to_size(sendcount), sendtype, *send_layout);
         if constexpr (Mode::blocking)
-          c.allgather(in, recvbuf, *block, kBytes);
+          c.allgather(in, out, block, kBytes);
         else
-          return c.iallgather(in, recvbuf, *block, kBytes);
+          return c.iallgather(in, out, block, kBytes);
       },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-        else
-          return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                 mode.request);
-      });
-}
-
-template <class Mode>
-int reduce_scatter_block(Mode mode, const void* sendbuf, void* recvbuf, int recvcount,
-                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  const auto reduction = reduction_of(datatype, op);
-  PassReason reason = reduction ? argument_reason(recvcount, recvbuf) : kNotReducible;
-  return intercept(
-      mode, Call::reduce_scatter_block, comm, reason,
-      [&](collx::Communicator& c) {
-        // In place (MPI_IN_PLACE): the input is recvbuf and the result its first block, as
-        // collx's sendbuf == recvbuf form.
-        const void* in = source(sendbuf, recvbuf);
-        if constexpr (Mode::blocking)
-          c.reduce_scatter(in, recvbuf, to_size(recvcount), reduction->type, reduction->op);
-        else
-          return c.ireduce_scatter(in, recvbuf, to_size(recvcount), reduction->type, reduction->op);
-      },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-        else
-          return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm,
-                                            mode.request);
-      });
-}
-
-template <class Mode>
-int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recvcounts[],
-                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  const auto reduction = reduction_of(datatype, op);
-  PassReason reason = reduction ? nullptr : kNotReducible;
-  // Nonblocking: collx reads the counts when the call is made (they are copied).
-  std::vector<std::size_t> counts;
-  if (!reason && !recvcounts) reason = "null recvcounts";
-  if (!reason) {
-    const int size = comm_size(comm);
-    for (int r = 0; r < size && !reason; ++r) {
-      if (recvcounts[r] < 0) reason = "negative count";
-      counts.push_back(to_size(recvcounts[r]));
-    }
-    if (!reason && size > 0) reason = argument_reason(recvcounts[comm_rank(comm)], recvbuf);
-  }
-  return intercept(
-      mode, Call::reduce_scatter, comm, reason,
-      [&](collx::Communicator& c) {
-        const void* in = source(sendbuf, recvbuf);
-        if constexpr (Mode::blocking)
-          c.reduce_scatter_v(in, recvbuf, counts, reduction->type, reduction->op);
-        else
-          return c.ireduce_scatter_v(in, recvbuf, counts, reduction->type, reduction->op);
-      },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-        else
-          return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm,
-                                      mode.request);
-      });
-}
-
-template <class Mode>
-int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-           int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const auto b =
-      rooted_blocks(root, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
-  const auto block = b.block;
-  const bool in_place = b.in_place;
-  return intercept(
-      mode, Call::gather, comm, b.reason,
-      [&](collx::Communicator& c) {
-        const void* in = in_place ? static_cast<char*>(recvbuf) + *block * to_size(root) : sendbuf;
-        if constexpr (Mode::blocking)
-          c.gather(in, recvbuf, *block, kBytes, root);
-        else
-          return c.igather(in, recvbuf, *block, kBytes, root);
-      },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                             comm);
-        else
-          return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                              comm, mode.request);
-      });
-}
-
-template <class Mode>
-int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const auto b =
-      rooted_blocks(root, comm, recvbuf, recvcount, recvtype, sendbuf, sendcount, sendtype);
-  const auto block = b.block;
-  const bool in_place = b.in_place;
-  return intercept(
-      mode, Call::scatter, comm, b.reason,
-      [&](collx::Communicator& c) {
-        void* out = in_place ? nullptr : recvbuf;
-        if constexpr (Mode::blocking)
-          c.scatter(sendbuf, out, *block, kBytes, root);
-        else
-          return c.iscatter(sendbuf, out, *block, kBytes, root);
-      },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                              comm);
-        else
-          return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                               comm, mode.request);
-      });
+      COLLX_PASS(PMPI_Allgather, PMPI_Iallgather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                 recvtype, comm));
 }
 
 template <class Mode>
 int alltoall(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const auto [block, reason] =
-      every_rank_blocks(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  const auto [recv_layout, recv_reason] = typed(recvtype, recvcount, recvbuf);
+  const TypeLayout* send_layout = nullptr;
+  const PassReason reason = recv_reason
+                                ? recv_reason
+                                : send_side_reason(sendbuf, sendcount, sendtype,
+                                                   bytes_of(recvcount, *recv_layout), &send_layout);
   return intercept(
       mode, Call::alltoall, comm, reason,
-      [&](collx::Communicator& c) {
-        const void* in = source(sendbuf, recvbuf);
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        const std::size_t p = to_size(c.size());
+        const std::size_t all = p * to_size(recvcount);
+        std::byte* out = b.out(recvbuf, all, recvtype, *recv_layout, in_place ? all : 0);
+        const std::byte* in =
+            in_place ? out : b.in(sendbuf, p * to_size(sendcount), sendtype, *send_layout);
+        const std::size_t block = bytes_of(recvcount, *recv_layout);
         if constexpr (Mode::blocking)
-          c.alltoall(in, recvbuf, *block, kBytes);
+          c.alltoall(in, out, block, kBytes);
         else
-          return c.ialltoall(in, recvbuf, *block, kBytes);
+          return c.ialltoall(in, out, block, kBytes);
       },
-      [&] {
+      COLLX_PASS(PMPI_Alltoall, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                 recvtype, comm));
+}
+
+// Gather and scatter: every rank has a `local` side (gather's send, scatter's receive) but the
+// root, where MPI_IN_PLACE may stand for it; the root's side (the whole buffer) is significant
+// at the root only. The block length comes from the root's side at the root and from the
+// local side elsewhere: MPI requires the two to match.
+struct Rooted {
+  const TypeLayout* local = nullptr;
+  const TypeLayout* whole = nullptr;  // at the root
+  PassReason reason = nullptr;
+};
+Rooted rooted(int root, MPI_Comm comm, const void* local_buffer, int local_count,
+              MPI_Datatype local_type, const void* root_buffer, int root_count,
+              MPI_Datatype root_type) {
+  Rooted r;
+  r.reason = root_reason(root, comm);
+  if (r.reason) return r;
+  const bool in_place = local_buffer == MPI_IN_PLACE;
+  if (comm_rank(comm) != root) {
+    const Typed local = typed(local_type, local_count, local_buffer);
+    r.local = local.layout;
+    r.reason = local.reason;
+    return r;
+  }
+  const Typed whole = typed(root_type, root_count, root_buffer);
+  r.whole = whole.layout;
+  r.reason = whole.reason;
+  if (!r.reason && !in_place)
+    r.reason = send_side_reason(local_buffer, local_count, local_type,
+                                bytes_of(root_count, *r.whole), &r.local);
+  return r;
+}
+
+template <class Mode>
+int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+           int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const Rooted r = rooted(root, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  return intercept(
+      mode, Call::gather, comm, r.reason,
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const bool is_root = c.rank() == root;
+        const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
+        const std::size_t block =
+            is_root ? bytes_of(recvcount, *r.whole) : bytes_of(sendcount, *r.local);
+        const std::size_t all = to_size(c.size()) * to_size(recvcount);
+        std::byte* out =
+            is_root ? b.out(recvbuf, all, recvtype, *r.whole, in_place ? all : 0) : nullptr;
+        const std::byte* in = in_place ? out + block * to_size(root)
+                                       : b.in(sendbuf, to_size(sendcount), sendtype, *r.local);
         if constexpr (Mode::blocking)
-          return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+          c.gather(in, out, block, kBytes, root);
         else
-          return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                mode.request);
-      });
+          return c.igather(in, out, block, kBytes, root);
+      },
+      COLLX_PASS(PMPI_Gather, PMPI_Igather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                 recvtype, root, comm));
+}
+
+template <class Mode>
+int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const Rooted r = rooted(root, comm, recvbuf, recvcount, recvtype, sendbuf, sendcount, sendtype);
+  return intercept(
+      mode, Call::scatter, comm, r.reason,
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const bool is_root = c.rank() == root;
+        const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
+        const std::size_t block =
+            is_root ? bytes_of(sendcount, *r.whole) : bytes_of(recvcount, *r.local);
+        const std::byte* in =
+            is_root ? b.in(sendbuf, to_size(c.size()) * to_size(sendcount), sendtype, *r.whole)
+                    : nullptr;
+        // In place the root's own block stays in sendbuf.
+        std::byte* out =
+            in_place ? nullptr : b.out(recvbuf, to_size(recvcount), recvtype, *r.local);
+        if constexpr (Mode::blocking)
+          c.scatter(in, out, block, kBytes, root);
+        else
+          return c.iscatter(in, out, block, kBytes, root);
+      },
+      COLLX_PASS(PMPI_Scatter, PMPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                 recvtype, root, comm));
+}
+
+template <class Mode>
+int reduce_scatter_block(Mode mode, const void* sendbuf, void* recvbuf, int recvcount,
+                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  const TypeLayout* layout = layout_of(datatype);
+  const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
+  const PassReason reason =
+      reduction ? first({count_reason(recvcount), buffer_reason(recvbuf, recvcount, *layout)})
+                : kNotReducible;
+  return intercept(
+      mode, Call::reduce_scatter_block, comm, reason,
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const std::size_t n = to_size(recvcount);
+        const std::size_t all = to_size(c.size()) * n;
+        // In place (MPI_IN_PLACE): the input is recvbuf and the result its first block, as
+        // collx's sendbuf == recvbuf form.
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        std::byte* out = b.out(recvbuf, n, datatype, *layout, in_place ? all : 0);
+        const std::byte* in = in_place ? out : b.in(sendbuf, all, datatype, *layout);
+        const std::size_t elements = n * reduction->elements;
+        if constexpr (Mode::blocking)
+          c.reduce_scatter(in, out, elements, reduction->type, reduction->op);
+        else
+          return c.ireduce_scatter(in, out, elements, reduction->type, reduction->op);
+      },
+      COLLX_PASS(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, sendbuf, recvbuf, recvcount,
+                 datatype, op, comm));
+}
+
+template <class Mode>
+int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recvcounts[],
+                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  const TypeLayout* layout = layout_of(datatype);
+  const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
+  PassReason reason = reduction ? nullptr : kNotReducible;
+  // collx's counts, in its elements (a nonblocking call copies them).
+  std::vector<std::size_t> counts;
+  std::size_t all = 0;
+  if (!reason && !recvcounts) reason = "null recvcounts";
+  if (!reason) {
+    const int size = comm_size(comm);
+    for (int r = 0; r < size && !reason; ++r) {
+      reason = count_reason(recvcounts[r]);
+      counts.push_back(to_size(recvcounts[r]) * reduction->elements);
+      all += to_size(recvcounts[r]);
+    }
+    if (!reason && size > 0) {
+      const int mine = recvcounts[comm_rank(comm)];
+      reason = buffer_reason(recvbuf, mine, *layout);
+    }
+  }
+  return intercept(
+      mode, Call::reduce_scatter, comm, reason,
+      [&](collx::Communicator& c, CallBuffers& b) {
+        const std::size_t mine = to_size(recvcounts[c.rank()]);
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        std::byte* out = b.out(recvbuf, mine, datatype, *layout, in_place ? all : 0);
+        const std::byte* in = in_place ? out : b.in(sendbuf, all, datatype, *layout);
+        if constexpr (Mode::blocking)
+          c.reduce_scatter_v(in, out, counts, reduction->type, reduction->op);
+        else
+          return c.ireduce_scatter_v(in, out, counts, reduction->type, reduction->op);
+      },
+      COLLX_PASS(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf, recvcounts, datatype,
+                 op, comm));
 }
 
 template <class Mode>
 int barrier(Mode mode, MPI_Comm comm) {
   return intercept(
       mode, Call::barrier, comm, nullptr,
-      [&](collx::Communicator& c) {
+      [&](collx::Communicator& c, CallBuffers&) {
         if constexpr (Mode::blocking)
           c.barrier();
         else
           return c.ibarrier();
       },
-      [&] {
-        if constexpr (Mode::blocking)
-          return PMPI_Barrier(comm);
-        else
-          return PMPI_Ibarrier(comm, mode.request);
+      [&](MPI_Request* request) {
+        return request ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm);
       });
 }
 

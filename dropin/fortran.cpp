@@ -101,6 +101,20 @@ void mpi_barrier_(MPI_Fint* comm, MPI_Fint* ierr) {
 }
 COLLX_FORTRAN_ALIASES(mpi_barrier, MPI_BARRIER)
 
+// Open MPI's Fortran MPI_INIT and MPI_INIT_THREAD call PMPI_Init(_thread): the ranks' agreement
+// on collx (interpose.hpp) needs ours.
+void mpi_init_(MPI_Fint* ierr) {
+  *ierr = MPI_Init(nullptr, nullptr);
+}
+COLLX_FORTRAN_ALIASES(mpi_init, MPI_INIT)
+
+void mpi_init_thread_(MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) {
+  int level = 0;
+  *ierr = MPI_Init_thread(nullptr, nullptr, *required, &level);
+  *provided = level;
+}
+COLLX_FORTRAN_ALIASES(mpi_init_thread, MPI_INIT_THREAD)
+
 // Open MPI's Fortran MPI_FINALIZE calls PMPI_Finalize: collx's state and statistics need ours.
 void mpi_finalize_(MPI_Fint* ierr) {
   *ierr = MPI_Finalize();

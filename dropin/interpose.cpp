@@ -1,6 +1,8 @@
 // The per-communicator state, errors, statistics and settings of libcollx_mpi.
 #include "interpose.hpp"
 
+#include "error_codes.hpp"
+
 #include <collx/error.hpp>
 
 #include <array>
@@ -8,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <new>
 #include <set>
@@ -40,6 +43,31 @@ const Settings& settings() {
   return read;
 }
 
+int thread_level() {
+  static const int level = [] {
+    int provided = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&provided);
+    return provided;
+  }();
+  return level;
+}
+
+// Whether collx may take calls at all, as every rank of MPI_COMM_WORLD agreed when MPI was
+// initialised (agree_at_init); where MPI_Init was not seen here (a library initialised MPI by
+// its PMPI_ name), this rank's own settings.
+enum class Agreement { not_asked, collx, mpi_only };
+Agreement agreement = Agreement::not_asked;
+const char* agreement_reason = nullptr;
+bool nonblocking_agreed = false;  // every rank's MPI has the progress callback
+
+// This rank's own reason to pass every call through, or nullptr.
+PassReason local_reason() {
+  if (!settings().enabled) return "COLLX_PMPI=0";
+  // Several threads may call collectives at once; collx's calls are not made for that.
+  if (thread_level() == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+  return nullptr;
+}
+
 // Blocking forms first, then the nonblocking ones.
 constexpr int kFormCount = 2 * kCallCount;
 struct Counts {
@@ -58,6 +86,8 @@ std::set<MPI_Comm> registry;
 int keyval = MPI_KEYVAL_INVALID;
 
 int delete_state(MPI_Comm comm, int, void* value, void*) {
+  const CollxScope inside;
+  forget_communicator(comm);
   {
     std::lock_guard lock(registry_mutex);
     registry.erase(comm);
@@ -74,44 +104,6 @@ int world_rank() {
   int rank = -1;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
-}
-
-int thread_level() {
-  static const int level = [] {
-    int provided = MPI_THREAD_SINGLE;
-    PMPI_Query_thread(&provided);
-    return provided;
-  }();
-  return level;
-}
-
-// One added MPI error code per error class, its string replaced by the latest collx message
-// (MPI_Add_error_string replaces a string set before): MPI_Error_string names collx's reason.
-// MPICH gives a code added to a predefined class its generic message instead; there the code
-// goes to a class of collx's own ("collx: <predefined class's message>").
-int error_code_for(int error_class, const char* message) {
-  static std::mutex mutex;
-  static std::array<int, 64> codes{};
-  std::lock_guard lock(mutex);
-  int& code = codes.at(static_cast<std::size_t>(error_class) % codes.size());
-  if (code == 0) {
-    if (PMPI_Add_error_code(error_class, &code) != MPI_SUCCESS) return error_class;
-    PMPI_Add_error_string(code, message);
-    char seen[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    PMPI_Error_string(code, seen, &length);
-    if (std::strcmp(seen, message) != 0) {
-      int own_class = 0;
-      if (PMPI_Add_error_class(&own_class) != MPI_SUCCESS ||
-          PMPI_Add_error_code(own_class, &code) != MPI_SUCCESS)
-        return error_class;
-      char predefined[MPI_MAX_ERROR_STRING];
-      PMPI_Error_string(error_class, predefined, &length);
-      PMPI_Add_error_string(own_class, (std::string("collx: ") + predefined).c_str());
-    }
-  }
-  PMPI_Add_error_string(code, message);
-  return code;
 }
 
 int error_class_of(collx::ErrorCode code) {
@@ -156,34 +148,85 @@ const char* mpi_name(Call call, bool blocking) {
   return names[form_index(call, blocking)];
 }
 
-PassReason communicator_reason(MPI_Comm comm) {
-  if (!settings().enabled) return "COLLX_PMPI=0";
+namespace {
+
+// collx's state of `comm`, or null where it has none yet.
+collx::Communicator* existing_state(MPI_Comm comm) {
+  if (keyval == MPI_KEYVAL_INVALID) return nullptr;
+  void* value = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, keyval, &value, &found);
+  return found ? static_cast<collx::Communicator*>(value) : nullptr;
+}
+
+}  // namespace
+
+PassReason communicator_reason(MPI_Comm comm, bool blocking) {
+  if (agreement == Agreement::mpi_only) return agreement_reason;
+  if (agreement == Agreement::not_asked) {
+    if (const PassReason reason = local_reason()) return reason;
+  }
   if (comm == MPI_COMM_NULL) return "MPI_COMM_NULL";
-  // Several threads may call collectives at once; collx's calls are not made for that.
-  if (thread_level() == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
   int inter = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return "not a communicator";
   if (inter) return "intercommunicator";
+  if (!blocking) {
+    const bool hook =
+        agreement == Agreement::not_asked ? progress_hook_available() : nonblocking_agreed;
+    if (!hook) return "nonblocking: the MPI library has no progress callback for collx";
+    if (existing_state(comm) == nullptr)
+      return "a nonblocking call on a communicator before its first blocking collective";
+    install_progress_hook();
+  }
   return nullptr;
 }
 
 collx::Communicator& communicator_of(MPI_Comm comm) {
+  if (collx::Communicator* existing = existing_state(comm)) return *existing;
   if (keyval == MPI_KEYVAL_INVALID) {
     // MPI_COMM_NULL_COPY_FN: a duplicate of the program's communicator gets collx state of its
     // own on first use.
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &keyval, nullptr);
   }
-  void* value = nullptr;
-  int found = 0;
-  PMPI_Comm_get_attr(comm, keyval, &value, &found);
-  if (found) return *static_cast<collx::Communicator*>(value);
   // Collective over comm: every rank reaches this in the same call, since the decision to
-  // intercept depends only on arguments MPI requires to agree.
+  // intercept depends only on what MPI requires to agree.
   auto* created = new collx::Communicator(comm);
   PMPI_Comm_set_attr(comm, keyval, created);
   std::lock_guard lock(registry_mutex);
   registry.insert(comm);
   return *created;
+}
+
+void agree_at_init() {
+  const CollxScope inside;
+  int mine = local_reason() == nullptr ? 1 : 0;
+  int hook = progress_hook_available() ? 1 : 0;
+  int everyone = 0;
+  PMPI_Allreduce(&hook, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  nonblocking_agreed = everyone == 1;
+  PMPI_Allreduce(&mine, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (everyone == 0) {
+    agreement = Agreement::mpi_only;
+    agreement_reason = mine ? "another rank passes every call through (COLLX_PMPI=0 or "
+                              "MPI_THREAD_MULTIPLE there)"
+                            : local_reason();
+    return;
+  }
+  agreement = Agreement::collx;
+  // MPI_COMM_WORLD's state now, while every rank is here: the program's first call on it may
+  // be a nonblocking one.
+  int made = 1;
+  try {
+    communicator_of(MPI_COMM_WORLD);
+  } catch (...) {
+    made = 0;
+  }
+  PMPI_Allreduce(&made, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (everyone == 0) {
+    if (existing_state(MPI_COMM_WORLD)) PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
+    agreement = Agreement::mpi_only;
+    agreement_reason = "collx could not start on every rank";
+  }
 }
 
 void count(Call call, bool blocking, bool intercepted, PassReason reason) {
@@ -211,12 +254,24 @@ int raise_error(MPI_Comm comm) {
     code = error_code_for(MPI_ERR_INTERN, e.what());
   }
   // MPI_ERRORS_ARE_FATAL aborts here; MPI_ERRORS_RETURN (or a handler of the program's) returns.
-  PMPI_Comm_call_errhandler(comm, code);
+  // A nonblocking call's communicator may have been freed since (MPI allows it): then the
+  // error goes where MPI raises errors that belong to no communicator.
+  PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_SELF : comm, code);
   return code;
+}
+
+void statistics(long* intercepted, long* passed) {
+  *intercepted = 0;
+  *passed = 0;
+  for (int i = 0; i < kFormCount; ++i) {
+    *intercepted += counts.intercepted[static_cast<std::size_t>(i)].load();
+    *passed += counts.passed[static_cast<std::size_t>(i)].load();
+  }
 }
 
 // Releases collx's state of every communicator still holding some, then prints the statistics.
 void finalize_state() {
+  const CollxScope inside;
   std::set<MPI_Comm> left;
   {
     std::lock_guard lock(registry_mutex);
@@ -225,6 +280,9 @@ void finalize_state() {
   for (MPI_Comm comm : left)
     PMPI_Comm_delete_attr(comm, keyval);
   if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
+  release_type_layouts();
+  release_pack_communicator();
+  remove_progress_hook();
   if (!settings().stats) return;
   std::string line = "collx_mpi rank " + std::to_string(world_rank()) + ":";
   long intercepted = 0, passed = 0;
@@ -247,7 +305,29 @@ void finalize_state() {
 
 }  // namespace collx_mpi
 
-extern "C" int MPI_Finalize() {
+extern "C" {
+
+int MPI_Init(int* argc, char*** argv) {
+  const int result = PMPI_Init(argc, argv);
+  if (result == MPI_SUCCESS) collx_mpi::agree_at_init();
+  return result;
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  const int result = PMPI_Init_thread(argc, argv, required, provided);
+  if (result == MPI_SUCCESS) collx_mpi::agree_at_init();
+  return result;
+}
+
+int MPI_Finalize() {
   collx_mpi::finalize_state();
   return PMPI_Finalize();
 }
+
+// How many calls this rank's program had intercepted and passed through so far (the
+// conformance tests compare them across ranks: each rank must intercept the same calls).
+__attribute__((visibility("default"))) void collx_mpi_statistics(long* intercepted, long* passed) {
+  collx_mpi::statistics(intercepted, passed);
+}
+
+}  // extern "C"
