@@ -25,6 +25,7 @@
 #include "failure_notices.hpp"
 #include "memory.hpp"
 #include "operation.hpp"
+#include "registry.hpp"
 #include "selector.hpp"
 #include "transport.hpp"
 
@@ -302,6 +303,14 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
   return bytes == 0 && collective != Collective::barrier && !config().check;
 }
 
+// Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
+inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
+  if (signature.op < 0 || signature.type < 0) return mpi_library_takes(nullptr, bytes);
+  const Reduction reduction = Reduction::make(static_cast<DataType>(signature.type),
+                                              static_cast<ReduceOp>(signature.op), 1);
+  return mpi_library_takes(&reduction, bytes);
+}
+
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
@@ -321,7 +330,18 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes, arena, blocking,
                     order_sensitive(signature, state->size));
-  const Algorithm algorithm = choice.algorithm;
+  Algorithm algorithm = choice.algorithm;
+  // The MPI library's collective where it cannot take this call (a 16-bit float or avg
+  // reduction, a count beyond MPI's int): the table's choice, on every rank alike.
+  if (algorithm == Algorithm::mpi && !library_takes(signature, bytes)) [[unlikely]] {
+    if (options.algorithm == Algorithm::mpi) {
+      throw Error(ErrorCode::unsupported, to_string(collective), state->rank,
+                  "algorithm mpi: the MPI library has no such reduction, or the count exceeds "
+                  "its int");
+    }
+    algorithm = resolve_algorithm(collective, Algorithm::automatic, bytes, state->size,
+                                  state->rank, arena, state->node_shape());
+  }
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies
   if (device != nullptr) [[unlikely]] {
@@ -348,6 +368,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
   OpInfo info = state->next_op(collective, algorithm, options);
   info.shared_arena = arena;
+  info.blocking = blocking;
   bool done_now = false;
   if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
     if (blocking && !on_device && bytes <= latency_bytes && bytes <= info.segment_bytes &&

@@ -131,6 +131,7 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     (void)active_tuning();
     const TransportKind kind = transport_kind(choice);
     transport = make_transport(comm, rank, kind);
+    transport->set_library_comm(comm);
     p2p_transport = make_transport(p2p_comm, rank, kind);
     // The notices take a tag above the user's point-to-point tags where MPI has one (it
     // promises only 32767, which the user's tags reach).
@@ -270,6 +271,10 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
     others.push_back(model::best(schedules_of(collective), size, size_in_bytes, machine));
   }
   std::vector<Algorithm> candidates = candidate_list(table(bytes), others);
+  // The MPI library's own collective, always: auto runs it where it is faster than every one of
+  // collx's candidates (mpi_library.cpp), so auto never loses to the MPI it wraps.
+  if (transport->library_comm() != MPI_COMM_NULL && implements(collective, Algorithm::mpi))
+    candidates.push_back(Algorithm::mpi);
   if (!shape.spans_nodes()) {
     // One rank per node or one node: the node-aware rows run as their flat forms.
     std::erase_if(candidates, [&](Algorithm a) {

@@ -42,6 +42,9 @@ struct OpInfo {
   // false: the call runs as where the ranks share no arena (CommState::arena_for), every rank
   // alike.
   bool shared_arena = true;
+  // A blocking call (every rank's form of the call is the same, as MPI requires): the MPI
+  // library's own collective (Algorithm::mpi) then runs its blocking form.
+  bool blocking = false;
 };
 
 // Tags: each operation owns kPhasesPerOp consecutive tags so that several operations on one

@@ -26,7 +26,7 @@ int trials_for(std::size_t bytes) {
 std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm> others) {
   std::vector<Algorithm> out{table};
   for (Algorithm a : others) {
-    if (out.size() >= static_cast<std::size_t>(ClassTuner::kMaxCandidates)) break;
+    if (out.size() >= static_cast<std::size_t>(ClassTuner::kMaxOwnCandidates)) break;
     if (a == Algorithm::automatic) continue;
     if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   }

@@ -64,7 +64,9 @@ enum class TunerStep { none, agree };
 // One collective's size class on one communicator.
 class ClassTuner {
  public:
-  static constexpr int kMaxCandidates = 4;
+  // collx's own candidates (candidate_list), and the MPI library's own collective beside them.
+  static constexpr int kMaxOwnCandidates = 4;
+  static constexpr int kMaxCandidates = kMaxOwnCandidates + 1;
   enum class Phase : std::uint8_t { fresh, trying, settled };
 
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
@@ -165,7 +167,7 @@ class ClassTuner {
 // fewer where it is long (the trials' cost stays within a few calls' time).
 int trials_for(std::size_t bytes);
 
-// The candidates of a call, deduplicated, table's first, at most ClassTuner::kMaxCandidates:
+// The candidates of a call, deduplicated, table's first, at most ClassTuner::kMaxOwnCandidates:
 // `table` then `others` in order.
 std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm> others);
 
