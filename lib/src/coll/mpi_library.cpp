@@ -11,6 +11,8 @@
 // see collx's own calls). Host memory only: device buffers come through host copies
 // (needs_host_copy); reductions of types and ops MPI has (no 16-bit floats, no avg:
 // mpi_library_takes).
+#include <dlfcn.h>
+
 #include <climits>
 #include <string>
 #include <vector>
@@ -84,6 +86,41 @@ int as_int(Operation* op, Transport& t, std::size_t count) {
   return static_cast<int>(count);
 }
 
+// While this thread blocks in one of the MPI library's blocking collectives, collx's other
+// operations in flight go on through the MPI library's progress engine (where it offers a
+// callback: Open MPI's opal_progress_register, found at run time): a peer may wait in one of them
+// for this rank's part, as MPI's progress rule lets it. Elsewhere (MPICH) they wait for this
+// call to end, as any operation of collx's waits while the program is outside collx.
+thread_local bool in_blocking_library_call = false;
+
+int progress_callback() {
+  if (in_blocking_library_call) Engine::instance().progress_elsewhere();
+  return 0;
+}
+
+void register_progress_callback_once() {
+  static const bool registered = [] {
+    using Register = int (*)(int (*)());
+    auto add = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "opal_progress_register"));
+    return add != nullptr && add(progress_callback) == 0;
+  }();
+  (void)registered;
+}
+
+// Runs `call` (a blocking collective of the MPI library) with the callback above armed.
+template <class Call>
+void blocking_library_call(Call&& call) {
+  register_progress_callback_once();
+  in_blocking_library_call = true;
+  try {
+    call();
+  } catch (...) {
+    in_blocking_library_call = false;
+    throw;
+  }
+  in_blocking_library_call = false;
+}
+
 // The MPI request of a nonblocking call, as something the engine waits on.
 class LibraryRequestDone final : public WaitCondition {
  public:
@@ -117,7 +154,7 @@ Task library_call(Operation& op, Blocking blocking, Start start) {
   if (op.device_memory()) unsupported(op, "device memory goes through host copies");
   std::vector<int> counts;  // what MPI reads until the call completes (reduce_scatter's)
   if (op.info().blocking) {
-    blocking(comm, counts);
+    blocking_library_call([&] { blocking(comm, counts); });
     co_return;
   }
   MPI_Request request = MPI_REQUEST_NULL;
@@ -271,7 +308,7 @@ bool now(Transport& t, int, const ArgsOf<C>& args) {
   const MPI_Comm comm = t.library_comm();
   if (comm == MPI_COMM_NULL) return false;
   std::vector<int> counts;
-  Call(nullptr, t, comm, args, nullptr, counts);
+  blocking_library_call([&] { Call(nullptr, t, comm, args, nullptr, counts); });
   return true;
 }
 
