@@ -16,7 +16,7 @@ Besides, collx's weights must be bitwise the same on every rank (DDP's replicas 
 and a comm hook chained on collx's futures (get_future().then(), completed by the completion
 thread) must train to the same weights as DDP's own allreduce on collx.
 
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 tests/torch/test_ddp.py
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python tests/torch/test_ddp.py
 """
 import sys
 

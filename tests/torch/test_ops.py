@@ -5,7 +5,7 @@ Every operation x dtype x reduce op, blocking, async (work.wait()) and on non-co
 shared-memory (in-place) tensors; sub-groups made by new_group; error cases, after which the
 process group must still work. Run under mpirun at any rank count:
 
-    PYTHONPATH=build/torch mpirun -np 3 /usr/bin/python3 tests/torch/test_ops.py
+    PYTHONPATH=build/torch mpirun -np 3 build-venv/bin/python tests/torch/test_ops.py
 
 The inputs are small integers (-2..2, 0..4 for uint8), so every SUM, PRODUCT, MIN and MAX is
 exact in every dtype and summation order: those results must equal gloo's bit for bit. AVG is

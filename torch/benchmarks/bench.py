@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch.distributed on collx against gloo, in the same job: time per call from Python.
 
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 torch/benchmarks/bench.py \
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python torch/benchmarks/bench.py \
         --ops all_reduce,broadcast,all_gather --runs 3 --ddp 10 --json out.json
 
 Each (operation, size) is timed on collx and on gloo in turn, --runs times, interleaved: one run

@@ -69,8 +69,5 @@ _C.initialize()
 atexit.register(_C.finalize)
 _set_rendezvous_environment()
 if BACKEND.upper() not in dist.Backend._plugins:
-    try:
-        # PyTorch >= 2.1 also asks which devices the backend serves.
-        dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True, devices=["cpu"])
-    except TypeError:
-        dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True)
+    dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True,
+                                  devices=_C.devices())

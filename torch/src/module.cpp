@@ -153,6 +153,14 @@ PYBIND11_MODULE(_C, m) {
         "initialize() initialised it",
         py::call_guard<py::gil_scoped_release>());
 
+  // The device types whose tensors this build takes: torch.distributed sends those to collx.
+  m.def("devices", [] {
+#ifdef COLLX_TORCH_CUDA
+    return std::vector<std::string>{"cpu", "cuda"};
+#else
+    return std::vector<std::string>{"cpu"};
+#endif
+  });
   m.def("world_rank", &collx_torch::world_rank);
   m.def("world_size", &collx_torch::world_size);
   m.def("broadcast_string", &collx_torch::broadcast_string, py::arg("value"), py::arg("root"));

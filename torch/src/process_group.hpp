@@ -1,17 +1,16 @@
 // collx as a torch.distributed backend: a c10d process group whose collectives are collx's.
 //
-// Written against PyTorch 1.13 (Debian 12), where a third-party backend derives from
-// c10d::ProcessGroup; from PyTorch 2.0 on it derives from c10d::Backend with the same virtual
-// methods, which is what BackendBase picks.
+// PyTorch 2.x: a third-party backend is a c10d::Backend, which torch.distributed's ProcessGroup
+// dispatches each operation to by device type (torch/requirements.txt pins the version tested).
 #pragma once
 
 #include <torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#if TORCH_VERSION_MAJOR < 2
+#error "collx_torch needs PyTorch 2.x (torch/requirements.txt pins the version it is tested with)"
+#endif
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-#if TORCH_VERSION_MAJOR >= 2
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#endif
 
 #include <collx/collx.hpp>
 
@@ -29,11 +28,7 @@
 
 namespace collx_torch {
 
-#if TORCH_VERSION_MAJOR >= 2
 using BackendBase = c10d::Backend;
-#else
-using BackendBase = c10d::ProcessGroup;
-#endif
 
 // Staging memory reused from call to call, one pool per process group: the buffers collx reads
 // or writes in place of the caller's tensors where those are not one contiguous block (a list of
