@@ -50,21 +50,36 @@ template <class... Args>
   throw std::runtime_error(c10::str("collx backend: ", op, ": ", args...));
 }
 
-collx::DataType data_type_of(const at::Tensor& t, const char* op) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return collx::DataType::float32;
-    case at::kDouble: return collx::DataType::float64;
-    case at::kHalf: return collx::DataType::float16;
-    case at::kBFloat16: return collx::DataType::bfloat16;
-    case at::kChar: return collx::DataType::int8;
-    case at::kByte: return collx::DataType::uint8;
-    case at::kInt: return collx::DataType::int32;
-    case at::kLong: return collx::DataType::int64;
-    default: break;
+// How collx moves a tensor's elements: in collx's own type where it has one, else as bytes
+// (bool, int16, uint16, complex, float8...: every dtype moves; only reductions need the type).
+struct Moved {
+  collx::DataType type;
+  int64_t per_element;  // collx elements per tensor element
+};
+
+Moved moved_as(at::ScalarType s) {
+  switch (s) {
+    case at::kFloat: return {collx::DataType::float32, 1};
+    case at::kDouble: return {collx::DataType::float64, 1};
+    case at::kHalf: return {collx::DataType::float16, 1};
+    case at::kBFloat16: return {collx::DataType::bfloat16, 1};
+    case at::kChar: return {collx::DataType::int8, 1};
+    case at::kByte: return {collx::DataType::uint8, 1};
+    case at::kInt: return {collx::DataType::int32, 1};
+    case at::kLong: return {collx::DataType::int64, 1};
+    case at::kUInt32: return {collx::DataType::uint32, 1};
+    case at::kUInt64: return {collx::DataType::uint64, 1};
+    default: return {collx::DataType::uint8, static_cast<int64_t>(c10::elementSize(s))};
   }
-  refuse(op, "tensors of dtype ", t.scalar_type(),
-         " are not supported (collx takes float32, float64, float16, bfloat16, int8, uint8, int32, "
-         "int64)");
+}
+
+collx::DataType data_type_of(const at::Tensor& t, const char* /*op*/) {
+  return moved_as(t.scalar_type()).type;
+}
+
+// collx's count for `elements` elements of t's dtype.
+int64_t count_of(const at::Tensor& t, int64_t elements) {
+  return elements * moved_as(t.scalar_type()).per_element;
 }
 
 const char* torch_op_name(c10d::ReduceOp::RedOpType op) {
@@ -82,24 +97,142 @@ const char* torch_op_name(c10d::ReduceOp::RedOpType op) {
   }
 }
 
-collx::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const char* name) {
-  collx::ReduceOp result;
+}  // namespace
+
+// How one reduction runs (process_group.hpp, Reduction).
+Reduction Reduction::of(const c10d::ReduceOp& op, const at::Tensor& t, const char* name) {
+  using R = c10d::ReduceOp;
+  const at::ScalarType s = t.scalar_type();
+  const bool boolean = s == at::kBool;
+  const bool complex = at::isComplexType(s);
+  const bool floating = at::isFloatingType(s) && !at::isFloat8Type(s);
+  const bool integral = at::isIntegralType(s, /*includeBool=*/false);
+  auto refuse_pair = [&](const char* why) {
+    refuse(name, "ReduceOp.", torch_op_name(op.op_), " on ", s, " tensors is not supported (", why,
+           ")");
+  };
+  if (!boolean && !complex && !floating && !integral) {
+    refuse_pair("collx moves tensors of every dtype, but reduces only integer, bool, floating "
+                "and complex ones");
+  }
+  Reduction r;
+  auto native = [&](collx::DataType type, collx::ReduceOp rop, int64_t units = 1) {
+    r.fold = false;
+    r.type = type;
+    r.op = rop;
+    r.units = units;
+  };
+  auto folded = [&] { r.fold = true; };
+  const Moved moved = moved_as(s);
+  const bool has_native = moved.per_element == 1;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: result = collx::ReduceOp::sum; break;
-    case c10d::ReduceOp::AVG: result = collx::ReduceOp::avg; break;
-    case c10d::ReduceOp::PRODUCT: result = collx::ReduceOp::prod; break;
-    case c10d::ReduceOp::MIN: result = collx::ReduceOp::min; break;
-    case c10d::ReduceOp::MAX: result = collx::ReduceOp::max; break;
+    case R::PREMUL_SUM: {
+      if (!floating && !complex) refuse_pair("PREMUL_SUM scales by a floating-point factor");
+      auto* factor = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+      if (!factor) refuse(name, "ReduceOp.PREMUL_SUM without its factor");
+      if (factor->tensor_factor.defined()) {
+        r.premul_tensor = factor->tensor_factor;
+      } else {
+        r.premul = factor->double_factor;
+      }
+      [[fallthrough]];
+    }
+    case R::SUM:
+      if (boolean) {
+        native(collx::DataType::uint8, collx::ReduceOp::max);  // torch's bool SUM: any
+      } else if (complex) {
+        native(s == at::kComplexDouble ? collx::DataType::float64 : collx::DataType::float32,
+               collx::ReduceOp::sum, 2);
+      } else if (has_native) {
+        native(moved.type, collx::ReduceOp::sum);
+      } else {
+        folded();
+      }
+      break;
+    case R::AVG:
+      if (!floating && !complex) refuse_pair("collx averages floating-point and complex tensors only");
+      if (complex) {
+        native(s == at::kComplexDouble ? collx::DataType::float64 : collx::DataType::float32,
+               collx::ReduceOp::avg, 2);
+      } else {
+        native(moved.type, collx::ReduceOp::avg);
+      }
+      break;
+    case R::PRODUCT:
+    case R::MIN:
+    case R::MAX: {
+      if (complex && op.op_ != R::PRODUCT) refuse_pair("complex numbers have no order");
+      const collx::ReduceOp rop = op.op_ == R::PRODUCT ? collx::ReduceOp::prod
+                                  : op.op_ == R::MIN   ? collx::ReduceOp::min
+                                                       : collx::ReduceOp::max;
+      if (boolean) {
+        native(collx::DataType::uint8,
+               op.op_ == R::MAX ? collx::ReduceOp::max : collx::ReduceOp::min);  // any / all
+      } else if (has_native && !complex) {
+        native(moved.type, rop);
+      } else {
+        folded();
+      }
+      break;
+    }
+    case R::BAND:
+    case R::BOR:
+    case R::BXOR:
+      if (!integral && !boolean) refuse_pair("bitwise operations take integer and bool tensors");
+      if (boolean && op.op_ != R::BXOR) {
+        native(collx::DataType::uint8,
+               op.op_ == R::BOR ? collx::ReduceOp::max : collx::ReduceOp::min);
+      } else {
+        folded();
+      }
+      break;
     default:
-      refuse(name, "ReduceOp.", torch_op_name(op.op_),
-             " is not supported (collx reduces with SUM, AVG, PRODUCT, MIN and MAX)");
+      refuse(name, "ReduceOp.", torch_op_name(op.op_), " is not supported");
   }
-  if (!collx::is_supported(data_type_of(t, name), result)) {
-    refuse(name, "ReduceOp.", torch_op_name(op.op_), " on ", t.scalar_type(),
-           " tensors is not supported (collx averages floating-point tensors only)");
-  }
-  return result;
+  r.torch_op = op.op_;
+  return r;
 }
+
+void Reduction::prescale(at::Tensor& t) const {
+  if (premul_tensor.defined()) {
+    t.mul_(premul_tensor.to(t.device()));
+  } else if (premul) {
+    t.mul_(*premul);
+  }
+}
+
+at::Tensor Reduction::fold_rows(const at::Tensor& rows) const {
+  using R = c10d::ReduceOp;
+  const at::ScalarType s = rows.scalar_type();
+  // Sums, products and bitwise operations on a same-width signed view: torch lacks some of them
+  // on unsigned types (uint16-64), and two's complement gives the same bits.
+  at::Tensor in = rows;
+  if (torch_op != R::MIN && torch_op != R::MAX) {
+    switch (s) {
+      case at::kUInt16: in = rows.view(at::kShort); break;
+      case at::kUInt32: in = rows.view(at::kInt); break;
+      case at::kUInt64: in = rows.view(at::kLong); break;
+      default: break;
+    }
+  }
+  at::Tensor acc = in[0].clone();
+  for (int64_t j = 1; j < in.size(0); ++j) {
+    const at::Tensor row = in[j];
+    switch (torch_op) {
+      case R::SUM: acc.add_(row); break;
+      case R::PRODUCT: acc.mul_(row); break;
+      case R::MIN: at::minimum_out(acc, acc, row); break;
+      case R::MAX: at::maximum_out(acc, acc, row); break;
+      case R::BAND: acc.bitwise_and_(row); break;
+      case R::BOR: acc.bitwise_or_(row); break;
+      case R::BXOR: acc.bitwise_xor_(row); break;
+      default: break;  // Reduction::of folds no other operation
+    }
+  }
+  return acc.view(s);
+}
+
+namespace {
 
 void check_tensor(const at::Tensor& t, const char* op) {
   if (!t.defined()) refuse(op, "undefined tensor");
@@ -169,15 +302,18 @@ int rank_arg(int64_t rank, const char* op, const char* what) {
   return static_cast<int>(rank);
 }
 
-// A tag kept for the backend's own point-to-point messages (all_gather's list form used it until
-// 27 November; none does now), on the communicator's point-to-point context, where the caller's
-// send and recv have the others: the two could never match each other's messages.
-constexpr int kExchangeTag = collx::Communicator::kMaxTag;
+// Tags kept for the backend's own point-to-point messages, on the communicator's point-to-point
+// context, where the caller's send and recv have the others (which could never match them):
+// all_to_all_single with split sizes, and monitored_barrier.
+constexpr int kAlltoallTag = collx::Communicator::kMaxTag;
+constexpr int kMonitorTag = collx::Communicator::kMaxTag - 1;
+constexpr int kFirstReservedTag = kMonitorTag;
 
 void check_tag(int tag, const char* op) {
-  if (tag < 0 || tag >= kExchangeTag) {
-    refuse(op, "tag ", tag, " is outside the range 0..", kExchangeTag - 1, " (collx's tags end at ",
-           collx::Communicator::kMaxTag, ", which the backend keeps for itself)");
+  if (tag < 0 || tag >= kFirstReservedTag) {
+    refuse(op, "tag ", tag, " is outside the range 0..", kFirstReservedTag - 1,
+           " (collx's tags end at ", collx::Communicator::kMaxTag,
+           "; the backend keeps the last two for itself)");
   }
 }
 
@@ -274,27 +410,29 @@ at::Tensor write_list(const std::vector<at::Tensor>& list, StagingPool& pool, St
   return flat;
 }
 
-// Elements per rank of all_to_all_single: dim 0 split equally (collx's alltoall moves blocks of
-// one size).
-int64_t alltoall_block(const at::Tensor& t, const std::vector<int64_t>& splits, int ranks,
-                       const char* op, const char* what) {
+// all_to_all_single's split sizes (rows of dim 0 per rank) for t: the given ones, checked, or
+// equal splits.
+std::vector<int64_t> split_rows(const at::Tensor& t, const std::vector<int64_t>& splits, int ranks,
+                                const char* op, const char* what) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   if (splits.empty()) {
     if (rows % ranks != 0) {
       refuse(op, what, " has ", rows, " rows, not divisible by the group's ", ranks, " ranks");
     }
-  } else {
-    if (splits.size() != static_cast<std::size_t>(ranks)) {
-      refuse(op, what, " split sizes list ", splits.size(), " entries for ", ranks, " ranks");
-    }
-    for (int64_t split : splits) {
-      if (split * ranks != rows) {
-        refuse(op, "uneven ", what, " split sizes are not supported (collx's alltoall moves ",
-               "blocks of equal size: give ", rows / ranks, " rows to every rank)");
-      }
-    }
+    return std::vector<int64_t>(static_cast<std::size_t>(ranks), rows / ranks);
   }
-  return rows == 0 ? 0 : t.numel() / rows * (rows / ranks);
+  if (splits.size() != static_cast<std::size_t>(ranks)) {
+    refuse(op, what, " split sizes list ", splits.size(), " entries for ", ranks, " ranks");
+  }
+  int64_t total = 0;
+  for (int64_t split : splits) {
+    if (split < 0) refuse(op, what, " split sizes hold a negative size, ", split);
+    total += split;
+  }
+  if (total != rows) {
+    refuse(op, what, " split sizes add up to ", total, " rows, the tensor has ", rows);
+  }
+  return splits;
 }
 
 }  // namespace
@@ -432,7 +570,7 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
     {
       std::lock_guard post(*post_mutex_);
       if (elements == head.buffer.numel() && dtype == head.buffer.scalar_type()) {
-        head.data_request = comm_->irecv(head.buffer.data_ptr(), elements,
+        head.data_request = comm_->irecv(head.buffer.data_ptr(), count_of(head.buffer, elements),
                                          data_type_of(head.buffer, "recv"), head.source, head.tag);
       } else {
         // Received whole, where no one reads it, then refused (no receive for a header that
@@ -688,7 +826,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tens
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, pool_, s);
   return launch(c10d::OpType::BROADCAST, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root, host);
+    return comm->ibroadcast(buf.data_ptr(), count_of(t, buf.numel()), data_type_of(t, op), root,
+                             host);
   });
 }
 
@@ -696,13 +835,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tens
                                                             const c10d::AllreduceOptions& opts) {
   const char* op = "all_reduce";
   const at::Tensor& t = single(tensors, op);
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, t, op);
+  const Reduction red = Reduction::of(opts.reduceOp, t, op);
   Staging s;
   s.outputs = {t};
+  if (red.fold) {
+    // Every rank's block gathered, then folded in rank order on every rank.
+    at::Tensor src = read_buffer(t, pool_, s);
+    at::Tensor rows = pool_.take({comm_->size(), t.numel()}, t.options());
+    s.finish.push_back([red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
+    return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+      return comm->iallgather(src.data_ptr(), rows.data_ptr(), count_of(t, t.numel()),
+                               data_type_of(t, op), host);
+    });
+  }
   at::Tensor buf = update_buffer(t, pool_, s);
+  red.prescale(buf);  // PREMUL_SUM: the result overwrites the scaled input
   return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop,
-                             host);
+    return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel() * red.units, red.type,
+                             red.op, host);
   });
 }
 
@@ -715,7 +865,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
     check_same_kind(t, tensors.front(), op, "the tensor list");
     total += t.numel();
   }
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, tensors.front(), op);
+  const Reduction red = Reduction::of(opts.reduceOp, tensors.front(), op);
   // One allreduce over the tensors laid end to end.
   Staging s;
   s.outputs = tensors;
@@ -728,9 +878,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
     offset += t.numel();
   }
   s.keep_alive.push_back(flat);
+  const at::Tensor& like = tensors.front();
+  if (red.fold) {
+    at::Tensor rows = pool_.take({comm_->size(), total}, like.options());
+    s.finish.push_back([red, rows, flat]() mutable { flat.copy_(red.fold_rows(rows)); });
+    return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s),
+                  [=, comm = comm_, host = host_] {
+                    return comm->iallgather(flat.data_ptr(), rows.data_ptr(),
+                                             count_of(like, total), data_type_of(like, op), host);
+                  });
+  }
+  red.prescale(flat);
   return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total,
-                             data_type_of(tensors.front(), op), rop, host);
+    return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total * red.units, red.type, red.op,
+                             host);
   });
 }
 
@@ -740,14 +901,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
   const at::Tensor& t = single(tensors, op);
   if (opts.rootTensor != 0) refuse(op, "rootTensor must be 0 (one tensor per process)");
   const int root = rank_arg(opts.rootRank, op, "dst");
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, t, op);
+  const Reduction red = Reduction::of(opts.reduceOp, t, op);
+  const bool is_root = comm_->rank() == root;
   Staging s;
   s.outputs = {t};
-  // Only the root's tensor is written (in place); the others are only read.
-  at::Tensor buf = comm_->rank() == root ? update_buffer(t, pool_, s) : read_buffer(t, pool_, s);
+  if (red.fold) {
+    at::Tensor src = read_buffer(t, pool_, s);
+    at::Tensor rows;
+    if (is_root) {
+      rows = pool_.take({comm_->size(), t.numel()}, t.options());
+      s.finish.push_back(
+          [red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
+    }
+    return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+      return comm->igather(src.data_ptr(), is_root ? rows.data_ptr() : nullptr,
+                            count_of(t, t.numel()), data_type_of(t, op), root, host);
+    });
+  }
+  // Only the root's tensor is written (in place); the others are only read (PREMUL_SUM: a scaled
+  // copy of theirs).
+  at::Tensor buf;
+  if (is_root) {
+    buf = update_buffer(t, pool_, s);
+    red.prescale(buf);
+  } else if (red.scaled()) {
+    buf = pool_.take(t.sizes(), t.options());
+    buf.copy_(t);
+    red.prescale(buf);
+    s.keep_alive.push_back(buf);
+  } else {
+    buf = read_buffer(t, pool_, s);
+  }
   return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->ireduce(buf.data_ptr(), comm->rank() == root ? buf.data_ptr() : nullptr,
-                          buf.numel(), data_type_of(t, op), rop, root, host);
+    return comm->ireduce(buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
+                          buf.numel() * red.units, red.type, red.op, root, host);
   });
 }
 
@@ -770,8 +957,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
       [=, comm = comm_, host = host_] {
-        return comm->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
-                                 host);
+        return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(in, src.numel()),
+                                 data_type_of(in, op), host);
       },
       &block);
 }
@@ -812,7 +999,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_broadcasts(
         requests.reserve(static_cast<std::size_t>(size));
         for (int j = 0; j < size; ++j) {
           const at::Tensor& block = j == rank ? src : dst[static_cast<std::size_t>(j)];
-          requests.push_back(comm->ibroadcast(block.data_ptr(), block.numel(), type, j, host));
+          requests.push_back(
+              comm->ibroadcast(block.data_ptr(), count_of(in, block.numel()), type, j, host));
         }
         // This rank's own block once the broadcasts are posted, so the peers read this rank's
         // input meanwhile; before the work can complete (its prelude, or launch(), runs this
@@ -837,7 +1025,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   return launch(
       c10d::OpType::_ALLGATHER_BASE, op, std::move(s),
       [=, comm = comm_, host = host_] {
-        return comm->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(),
+        return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(input, src.numel()),
                                  data_type_of(input, op), host);
       },
       &block);
@@ -861,8 +1049,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
   return launch(
       c10d::OpType::GATHER, op, std::move(s),
       [=, comm = comm_, host = host_] {
-        return comm->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
-                              data_type_of(in, op), root, host);
+        return comm->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr,
+                              count_of(in, src.numel()), data_type_of(in, op), root, host);
       },
       &block);
 }
@@ -885,8 +1073,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
   return launch(
       c10d::OpType::SCATTER, op, std::move(s),
       [=, comm = comm_, host = host_] {
-        return comm->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
-                               data_type_of(out, op), root, host);
+        return comm->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(),
+                               count_of(out, dst.numel()), data_type_of(out, op), root, host);
       },
       &block);
 }
@@ -898,19 +1086,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
   const at::Tensor& out = single(outputs, op);
   if (inputs.size() != 1) refuse(op, "takes one input list per process, got ", inputs.size());
   check_list(inputs[0], comm_->size(), out, op, "the input list");
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, out, op);
+  const Reduction red = Reduction::of(opts.reduceOp, out, op);
   Staging s;
   s.outputs = {out};
   at::Tensor src = read_list(inputs[0], pool_, s);
-  at::Tensor dst = write_buffer_apart(out, src, pool_, s);
-  const Block block{out.numel(), out.scalar_type(), "output tensor"};
-  return launch(
-      c10d::OpType::REDUCE_SCATTER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                      data_type_of(out, op), rop, host);
-      },
-      &block);
+  return reduce_scatter_flat(c10d::OpType::REDUCE_SCATTER, op, std::move(s), red, src, out);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
@@ -919,17 +1099,46 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
   check_tensor(output, op);
   check_same_kind(input, output, op, "the input tensor");
   check_numel(input, output.numel() * comm_->size(), op, "the input tensor");
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, output, op);
+  const Reduction red = Reduction::of(opts.reduceOp, output, op);
   Staging s;
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
-  at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  const Block block{output.numel(), output.scalar_type(), "output tensor"};
+  return reduce_scatter_flat(c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s), red, src,
+                             output);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_flat(c10d::OpType type,
+                                                                      const char* op, Staging s,
+                                                                      const Reduction& red,
+                                                                      at::Tensor src,
+                                                                      const at::Tensor& out) {
+  const Block block{out.numel(), out.scalar_type(), "output tensor"};
+  if (red.fold) {
+    // Block j of every rank's input comes to rank j (alltoall), which folds them in rank order.
+    at::Tensor rows = pool_.take({comm_->size(), out.numel()}, out.options());
+    s.finish.push_back(
+        [red, rows, out]() mutable { out.copy_(red.fold_rows(rows).view(out.sizes())); });
+    return launch(
+        type, op, std::move(s),
+        [=, comm = comm_, host = host_] {
+          return comm->ialltoall(src.data_ptr(), rows.data_ptr(), count_of(out, out.numel()),
+                                  data_type_of(out, op), host);
+        },
+        &block);
+  }
+  if (red.scaled()) {
+    at::Tensor scaled = pool_.take(src.sizes(), src.options());
+    scaled.copy_(src);
+    red.prescale(scaled);
+    src = scaled;
+    s.keep_alive.push_back(src);
+  }
+  at::Tensor dst = write_buffer_apart(out, src, pool_, s);
   return launch(
-      c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s),
+      type, op, std::move(s),
       [=, comm = comm_, host = host_] {
-        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                      data_type_of(output, op), rop, host);
+        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel() * red.units,
+                                      red.type, red.op, host);
       },
       &block);
 }
@@ -940,22 +1149,73 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   const char* op = "all_to_all_single";
   check_tensor(input, op);
   check_same_kind(output, input, op, "the output tensor");
-  check_numel(output, input.numel(), op, "the output tensor");
-  const int64_t block_elements =
-      alltoall_block(input, input_split_sizes, comm_->size(), op, "input");
-  alltoall_block(output, output_split_sizes, comm_->size(), op, "output");
+  const int size = comm_->size();
+  const int rank = comm_->rank();
+  const std::vector<int64_t> in_rows = split_rows(input, input_split_sizes, size, op, "input");
+  const std::vector<int64_t> out_rows = split_rows(output, output_split_sizes, size, op, "output");
+  // Elements per row (dim 0) of each tensor; both must agree.
+  const int64_t row = input.dim() <= 1 ? 1 : c10::multiply_integers(input.sizes().slice(1));
+  const int64_t out_row = output.dim() <= 1 ? 1 : c10::multiply_integers(output.sizes().slice(1));
+  if (row != out_row) {
+    refuse(op, "the input's rows hold ", row, " elements, the output's ", out_row);
+  }
   Staging s;
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  const Block block{block_elements, input.scalar_type(), "per-rank block"};
-  return launch(
-      c10d::OpType::ALLTOALL_BASE, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->ialltoall(src.data_ptr(), dst.data_ptr(), block_elements,
-                                data_type_of(input, op), host);
-      },
-      &block);
+  const collx::DataType type = data_type_of(input, op);
+  if (input_split_sizes.empty() && output_split_sizes.empty()) {
+    // Equal blocks: collx's alltoall, once the ranks agree on the block.
+    check_numel(output, input.numel(), op, "the output tensor");
+    const int64_t block_elements = in_rows[0] * row;
+    const Block block{block_elements, input.scalar_type(), "per-rank block"};
+    return launch(
+        c10d::OpType::ALLTOALL_BASE, op, std::move(s),
+        [=, comm = comm_, host = host_] {
+          return comm->ialltoall(src.data_ptr(), dst.data_ptr(), count_of(input, block_elements),
+                                  type, host);
+        },
+        &block);
+  }
+  // Split sizes given: block j of the input goes to rank j as one point-to-point message (on
+  // the backend's own tag), every receive posted before its send, and this rank's own block is
+  // copied. The sizes are taken on trust, as MPI_Alltoallv does: a peer's larger block is an
+  // error on the receiving rank, a smaller one fills part of its rows.
+  if (in_rows[static_cast<std::size_t>(rank)] != out_rows[static_cast<std::size_t>(rank)]) {
+    refuse(op, "this rank sends itself ", in_rows[static_cast<std::size_t>(rank)],
+           " rows but receives ", out_rows[static_cast<std::size_t>(rank)], " from itself");
+  }
+  std::vector<int64_t> in_offset(static_cast<std::size_t>(size) + 1, 0);
+  std::vector<int64_t> out_offset(static_cast<std::size_t>(size) + 1, 0);
+  for (std::size_t j = 0; j < static_cast<std::size_t>(size); ++j) {
+    in_offset[j + 1] = in_offset[j] + in_rows[j] * row;
+    out_offset[j + 1] = out_offset[j] + out_rows[j] * row;
+  }
+  at::Tensor src_flat = src.reshape({-1});
+  at::Tensor dst_flat = dst.reshape({-1});
+  return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s),
+                [=, comm = comm_] {
+                  const auto piece = [&](const at::Tensor& flat, const std::vector<int64_t>& off,
+                                         int j) {
+                    const auto k = static_cast<std::size_t>(j);
+                    return flat.narrow(0, off[k], off[k + 1] - off[k]);
+                  };
+                  std::vector<collx::Request> requests;
+                  for (int step = 1; step < size; ++step) {
+                    const int from = (rank - step + size) % size;
+                    at::Tensor in = piece(dst_flat, out_offset, from);
+                    requests.push_back(comm->irecv(in.data_ptr(), count_of(input, in.numel()), type,
+                                                   from, kAlltoallTag));
+                  }
+                  for (int step = 1; step < size; ++step) {
+                    const int to = (rank + step) % size;
+                    at::Tensor out = piece(src_flat, in_offset, to);
+                    requests.push_back(comm->isend(out.data_ptr(), count_of(input, out.numel()),
+                                                   type, to, kAlltoallTag));
+                  }
+                  piece(dst_flat, out_offset, rank).copy_(piece(src_flat, in_offset, rank));
+                  return requests;
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tensor>& outputs,
@@ -980,7 +1240,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
   return launch(
       c10d::OpType::ALLTOALL, op, std::move(s),
       [=, comm = comm_, host = host_] {
-        return comm->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
+        return comm->ialltoall(src.data_ptr(), dst.data_ptr(),
+                                count_of(inputs.front(), inputs.front().numel()),
                                 data_type_of(inputs.front(), op), host);
       },
       &block);
@@ -1005,7 +1266,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
         requests.push_back(
             comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
         requests.push_back(
-            comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag));
+            comm_->isend(src.data_ptr(), count_of(t, src.numel()), data_type_of(t, op), dst_rank, tag));
         return requests;
       },
       nullptr, /*point_to_point=*/true);
@@ -1050,6 +1311,89 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
   return launch(c10d::OpType::BARRIER, "barrier", Staging{},
                 [=, comm = comm_, host = host_] { return comm->ibarrier(host); });
+}
+
+// gloo's protocol: every other rank sends rank 0 a token and waits for its answer; rank 0 waits
+// for the tokens until the timeout, then answers every rank (1: passed, 0: failed), so a rank
+// that comes late still finds its token received and its answer sent. What is still in flight
+// when this rank gives up is kept (monitor_) until it completes or the group is freed.
+void ProcessGroupCollx::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  const char* op = "monitored_barrier";
+  const int size = comm_->size();
+  const int rank = comm_->rank();
+  if (size == 1) return;
+  const auto timeout =
+      opts.timeout.count() > 0 ? opts.timeout : std::chrono::milliseconds(30 * 60 * 1000);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto buffers = std::make_shared<std::vector<uint8_t>>(static_cast<std::size_t>(2 * size), 0);
+  uint8_t* token = buffers->data();         // [j]: rank j's token (rank 0), or this rank's
+  uint8_t* answer = buffers->data() + size;  // [j]: rank 0's answer to rank j
+  std::vector<collx::Request> requests;
+  // Tests `requests[first..]` until all complete or the deadline; returns those still in flight.
+  auto wait_until = [&](std::size_t first) {
+    std::vector<std::size_t> open;
+    for (;;) {
+      open.clear();
+      for (std::size_t i = first; i < requests.size(); ++i) {
+        if (requests[i].valid() && !requests[i].test()) open.push_back(i);
+      }
+      if (open.empty() || std::chrono::steady_clock::now() >= deadline) return open;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  };
+  auto keep = [&] {
+    std::lock_guard lock(monitor_mutex_);
+    monitor_.push_back({buffers, std::move(requests)});
+  };
+  try {
+    if (rank == 0) {
+      {
+        std::lock_guard post(*post_mutex_);
+        for (int j = 1; j < size; ++j)
+          requests.push_back(comm_->irecv(token + j, 1, collx::DataType::uint8, j, kMonitorTag));
+      }
+      const std::vector<std::size_t> missing = wait_until(0);
+      const uint8_t passed = missing.empty() ? 1 : 0;
+      {
+        std::lock_guard post(*post_mutex_);
+        for (int j = 1; j < size; ++j) {
+          answer[j] = passed;
+          requests.push_back(comm_->isend(answer + j, 1, collx::DataType::uint8, j, kMonitorTag));
+        }
+      }
+      if (!missing.empty()) {
+        std::string ranks;
+        const std::size_t shown = wait_all_ranks ? missing.size() : 1;
+        for (std::size_t i = 0; i < shown; ++i)
+          ranks += (i ? ", " : "") + std::to_string(missing[i] + 1);
+        keep();
+        refuse(op, wait_all_ranks ? "ranks " : "rank ", ranks, " failed to pass monitoredBarrier in ",
+               timeout.count(), " ms");
+      }
+      const std::size_t answers = requests.size() - static_cast<std::size_t>(size - 1);
+      if (!wait_until(answers).empty()) {
+        keep();
+        refuse(op, "a rank did not take rank 0's answer within ", timeout.count(), " ms");
+      }
+    } else {
+      token[0] = 1;
+      {
+        std::lock_guard post(*post_mutex_);
+        requests.push_back(comm_->irecv(answer, 1, collx::DataType::uint8, 0, kMonitorTag));
+        requests.push_back(comm_->isend(token, 1, collx::DataType::uint8, 0, kMonitorTag));
+      }
+      if (!wait_until(0).empty()) {
+        keep();
+        refuse(op, "rank 0 did not answer within ", timeout.count(), " ms");
+      }
+      if (answer[0] != 1) {
+        refuse(op, "rank 0 reports that another rank failed to pass monitoredBarrier in time");
+      }
+    }
+  } catch (const collx::Error& e) {
+    keep();
+    refuse(op, e.what());
+  }
 }
 
 }  // namespace collx_torch

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -176,6 +177,29 @@ class Sequence {
   std::deque<std::shared_ptr<Call>> queue_;
 };
 
+// How a reduction on a tensor runs: by collx itself where it has the dtype and the operation
+// (bool as uint8 MAX/MIN, complex as pairs of reals for SUM and AVG, PREMUL_SUM as SUM of a
+// scaled copy), else folded by torch: the ranks' blocks gathered by collx (allgather, gather,
+// alltoall), then combined in rank order on every rank (int16, uint16, the bitwise operations,
+// complex PRODUCT), so every rank's result has the same bits. Pairs neither can reduce are
+// refused with an error that names them.
+struct Reduction {
+  static Reduction of(const c10d::ReduceOp& op, const at::Tensor& t, const char* name);
+  // PREMUL_SUM: multiplies t (a buffer of the call's own) by the factor.
+  void prescale(at::Tensor& t) const;
+  bool scaled() const { return premul.has_value() || premul_tensor.defined(); }
+  // The fold of the rows of `rows` (ranks x elements) in rank order.
+  at::Tensor fold_rows(const at::Tensor& rows) const;
+
+  bool fold = false;
+  collx::DataType type = collx::DataType::uint8;  // collx's, when not folded
+  collx::ReduceOp op = collx::ReduceOp::sum;
+  int64_t units = 1;  // collx elements per tensor element
+  c10d::ReduceOp::RedOpType torch_op = c10d::ReduceOp::SUM;
+  std::optional<double> premul;
+  at::Tensor premul_tensor;
+};
+
 class ProcessGroupCollx : public BackendBase {
  public:
   explicit ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm);
@@ -219,6 +243,7 @@ class ProcessGroupCollx : public BackendBase {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
   // all_gather's list form where blocks are large: one broadcast per rank (rank j's input the
@@ -231,6 +256,11 @@ class ProcessGroupCollx : public BackendBase {
   // (docs/PERFORMANCE.md, "PyTorch").
   c10::intrusive_ptr<c10d::Work> allgather_broadcasts(const std::vector<at::Tensor>& outputs,
                                                       const at::Tensor& in);
+  // reduce_scatter's two forms once the input is one flat buffer (`src`): collx's reduce_scatter,
+  // or an alltoall and a fold (Reduction).
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(c10d::OpType type, const char* op,
+                                                     Staging s, const Reduction& red,
+                                                     at::Tensor src, const at::Tensor& out);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
   // The largest call (its largest buffer) the completion thread is not woken for.
   static constexpr int64_t kQuietBytes = int64_t{64} << 10;
@@ -261,6 +291,13 @@ class ProcessGroupCollx : public BackendBase {
   // (the autograd engine's and a future callback on the completion thread, say) start one at a
   // time, in one order on every rank.
   std::shared_ptr<Sequence> sequence_;
+  // monitored_barrier's messages still in flight when it gave up, and their buffers.
+  struct Abandoned {
+    std::shared_ptr<std::vector<uint8_t>> buffers;
+    std::vector<collx::Request> requests;
+  };
+  std::mutex monitor_mutex_;
+  std::vector<Abandoned> monitor_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.

@@ -90,12 +90,15 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   std::exception_ptr error = error_;
   if (!error) {
     try {
+      for (auto& step : staging_.finish)
+        step();
       for (auto& [caller, staged] : staging_.copy_back)
         caller.copy_(staged);
     } catch (...) {
       error = std::current_exception();
     }
   }
+  staging_.finish.clear();
   staging_.copy_back.clear();
   staging_.keep_alive.clear();
   c10::intrusive_ptr<c10::ivalue::Future> future;

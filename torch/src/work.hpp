@@ -39,6 +39,8 @@ void advance_sequences();
 // caller's tensors (non-contiguous tensors, tensor lists that are not one block of memory), and
 // every tensor the request reads or writes, kept alive until then.
 struct Staging {
+  // Run first, in order, once the requests are complete (a folded reduction's combining step).
+  std::vector<std::function<void()>> finish;
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (caller's tensor, staging buffer)
   std::vector<at::Tensor> keep_alive;
   std::vector<at::Tensor> outputs;  // Work::result() and the future's value
