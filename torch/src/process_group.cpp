@@ -1031,6 +1031,79 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
       &block);
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "all_gather_into_tensor (coalesced)";
+  if (outputs.size() != inputs.size()) {
+    refuse(op, outputs.size(), " outputs for ", inputs.size(), " inputs");
+  }
+  Staging s;
+  s.outputs = outputs;
+  std::vector<at::Tensor> src, dst;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(inputs[i], op);
+    check_same_kind(outputs[i], inputs[i], op, "an output tensor");
+    check_numel(outputs[i], inputs[i].numel() * comm_->size(), op, "an output tensor");
+    src.push_back(read_buffer(inputs[i], pool_, s));
+    dst.push_back(write_buffer(outputs[i], pool_, s));
+  }
+  // One allgather per pair, all in flight at once.
+  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
+    std::vector<collx::Request> requests;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      requests.push_back(comm->iallgather(src[i].data_ptr(), dst[i].data_ptr(),
+                                          count_of(src[i], src[i].numel()),
+                                          data_type_of(src[i], op), host));
+    }
+    return requests;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor (coalesced)";
+  if (outputs.size() != inputs.size()) {
+    refuse(op, outputs.size(), " outputs for ", inputs.size(), " inputs");
+  }
+  Staging s;
+  s.outputs = outputs;
+  std::vector<at::Tensor> src, dst;
+  std::vector<Reduction> reductions;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(outputs[i], op);
+    check_same_kind(inputs[i], outputs[i], op, "an input tensor");
+    check_numel(inputs[i], outputs[i].numel() * comm_->size(), op, "an input tensor");
+    Reduction red = Reduction::of(opts.reduceOp, outputs[i], op);
+    if (red.fold) {
+      refuse(op, "ReduceOp on ", outputs[i].scalar_type(),
+             " tensors is folded, not reduced by collx: call reduce_scatter_tensor one by one");
+    }
+    at::Tensor in = read_buffer(inputs[i], pool_, s);
+    if (red.scaled()) {
+      at::Tensor scaled = pool_.take(in.sizes(), in.options());
+      scaled.copy_(in);
+      red.prescale(scaled);
+      in = scaled;
+      s.keep_alive.push_back(in);
+    }
+    src.push_back(in);
+    dst.push_back(write_buffer_apart(outputs[i], in, pool_, s));
+    reductions.push_back(std::move(red));
+  }
+  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
+    std::vector<collx::Request> requests;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      const Reduction& red = reductions[i];
+      requests.push_back(comm->ireduce_scatter(src[i].data_ptr(), dst[i].data_ptr(),
+                                               dst[i].numel() * red.units, red.type, red.op,
+                                               host));
+    }
+    return requests;
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {

@@ -219,6 +219,12 @@ class ProcessGroupCollx : public BackendBase {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
@@ -308,6 +314,15 @@ void initialize();
 // process group still holds, then finalises MPI if initialize() initialised it. Process groups
 // used after this throw.
 void finalize();
+// Only MPI (MPI_Init_thread, the thread level checked), without the world communicator.
+void initialize_mpi();
+// Processes that are not one MPI job (torchrun's) join one: rank 0 opens a port (open_port()),
+// every process calls join() with it and its torch rank; the world is then ordered by those
+// ranks. Open MPI's singletons need an ompi-server to connect (collx_torch/__init__.py).
+std::string open_port();
+void join(const std::string& port, int rank, int size);
+bool initialized();
+std::string mpi_library();
 int world_rank();
 int world_size();
 // Rank `root`'s string on every rank of MPI_COMM_WORLD.

@@ -137,7 +137,13 @@ bool CollxWork::poll() {
     if (!drive.owns_lock()) return false;  // another thread is waiting on it
     future = progress_locked(false);
   }
-  mark(future);
+  if (future && nested_) {
+    mark(future);
+  } else if (future) {
+    // Its callbacks run elsewhere (CallbackRunners): this thread goes on completing works.
+    CallbackRunners::instance().post(
+        [work = c10::intrusive_ptr<CollxWork>::reclaim_copy(this), future] { work->mark(future); });
+  }
   return done();
 }
 
@@ -189,6 +195,64 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::getFuture() {
     Completer::instance().watch(c10::intrusive_ptr<CollxWork>::reclaim_copy(this));
   }
   return future;
+}
+
+// ---------------------------------------------------------------- CallbackRunners
+
+CallbackRunners& CallbackRunners::instance() {
+  static CallbackRunners runners;
+  return runners;
+}
+
+CallbackRunners::~CallbackRunners() {
+  stop();
+}
+
+namespace {
+thread_local bool in_callback = false;
+}  // namespace
+
+bool running_callback() {
+  return in_callback;
+}
+
+void CallbackRunners::post(std::function<void()> task) {
+  std::lock_guard lock(mutex_);
+  tasks_.push_back(std::move(task));
+  if (!thread_.joinable()) {
+    stopping_ = false;
+    thread_ = std::thread([this] { run(); });
+  }
+  wake_.notify_one();
+}
+
+void CallbackRunners::run() {
+  in_callback = true;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (tasks_.empty()) {
+      if (stopping_) return;
+      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      continue;
+    }
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    task = nullptr;  // the work it held may go here, outside the lock
+    lock.lock();
+  }
+}
+
+void CallbackRunners::stop() {
+  std::thread thread;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    thread.swap(thread_);
+  }
+  wake_.notify_all();
+  if (thread.joinable()) thread.join();
 }
 
 // ---------------------------------------------------------------- Completer
@@ -262,6 +326,8 @@ void Completer::stop() {
   // The unwatched works still in flight, after the watched ones (launch order within each list).
   for (const Quiet& q : quiet)
     q.work->drive_to_completion();
+  // The callbacks of what the thread completed.
+  CallbackRunners::instance().stop();
 }
 
 Completer::InlineWait::InlineWait() {
