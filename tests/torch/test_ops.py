@@ -911,6 +911,13 @@ def test_errors():
         op=ReduceOp.MAX), "MAX", "complex")
     expect_error("list length", lambda: dist.all_gather([f.clone() for _ in range(SIZE + 1)], f),
                  "all_gather", "tensors for a group of")
+    # A tensor on a device the backend does not serve (torch's Python passes meta tensors to
+    # kernels that do nothing: call the backend itself). CUDA tensors: where no GPU is, torch
+    # itself refuses to make one ("Found no NVIDIA driver"); test_cuda.py runs where one is.
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    expect_error("meta tensor", lambda: backend.broadcast([torch.empty(4, device="meta")],
+                                                          dist.BroadcastOptions()),
+                 "broadcast", "meta")
     # torch's Python checks dtypes before the process group sees them: call the group itself.
     expect_error("mixed dtypes", lambda: group.allgather(
         [[torch.ones(4, dtype=torch.float64)] + [f.clone() for _ in range(SIZE - 1)]], [f]),

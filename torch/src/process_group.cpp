@@ -236,10 +236,17 @@ namespace {
 
 void check_tensor(const at::Tensor& t, const char* op) {
   if (!t.defined()) refuse(op, "undefined tensor");
+#ifdef COLLX_TORCH_CUDA
+  if (!t.device().is_cpu() && !t.device().is_cuda()) {
+    refuse(op, "a tensor on ", t.device(), ": the collx backend takes CPU and CUDA tensors");
+  }
+#else
   if (!t.device().is_cpu()) {
     refuse(op, "a tensor on ", t.device(),
-           ": this build of the collx backend takes CPU tensors only");
+           ": this build of the collx backend takes CPU tensors only (CUDA tensors need collx and "
+           "torch both built with CUDA)");
   }
+#endif
   if (t.layout() != at::kStrided) refuse(op, "only dense (strided) tensors are supported");
   data_type_of(t, op);
 }
@@ -437,12 +444,59 @@ std::vector<int64_t> split_rows(const at::Tensor& t, const std::vector<int64_t>&
 
 }  // namespace
 
+// ---------------------------------------------------------------- CUDA tensors
+
+CallMemory ProcessGroupCollx::memory_of(const Staging& s, const char* op) const {
+  CallMemory memory;
+  memory.options = host_;
+  std::optional<at::Device> device;
+  auto look = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().is_cpu()) {
+      if (device) refuse(op, "CPU and CUDA tensors in one call");
+      return;
+    }
+    if (device && *device != t.device()) {
+      refuse(op, "tensors on ", *device, " and ", t.device(), " in one call");
+    }
+    device = t.device();
+  };
+  bool cpu = false;
+  for (const at::Tensor& t : s.keep_alive) {
+    if (t.defined() && t.device().is_cpu()) cpu = true;
+    look(t);
+  }
+  for (const at::Tensor& t : s.outputs) {
+    if (t.defined() && t.device().is_cpu()) cpu = true;
+    look(t);
+  }
+  if (device && cpu) refuse(op, "CPU and CUDA tensors in one call");
+#ifdef COLLX_TORCH_CUDA
+  if (device) {
+    // collx reads the inputs after the work enqueued on the device's current stream, and its
+    // request completes once the result is complete on the device (collx/options.hpp).
+    memory.device = device->index();
+    memory.options.memory = collx::MemoryKind::device;
+    memory.options.stream = c10::cuda::getCurrentCUDAStream(device->index()).stream();
+  }
+#endif
+  return memory;
+}
+
+DeviceScope::DeviceScope(int device) {
+#ifdef COLLX_TORCH_CUDA
+  if (device >= 0) guard_.emplace(static_cast<c10::DeviceIndex>(device));
+#else
+  (void)device;
+#endif
+}
+
 // ---------------------------------------------------------------- StagingPool
 
 at::Tensor StagingPool::take(at::IntArrayRef sizes, const at::TensorOptions& options) {
   const int64_t bytes =
       c10::multiply_integers(sizes) * static_cast<int64_t>(options.dtype().itemsize());
-  if (bytes == 0) return at::empty(sizes, options);
+  // Device memory is torch's caching allocator's to reuse; the pool holds host memory.
+  if (bytes == 0 || options.device().type() != at::kCPU) return at::empty(sizes, options);
   at::Tensor buffer;
   {
     std::lock_guard lock(mutex_);
@@ -774,19 +828,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
   std::vector<collx::Request> requests;
   std::shared_ptr<Sequence::Call> call;
   const bool agrees = agree != nullptr && comm_->size() > 1;
+  // Where the call's buffers live (CPU, or one CUDA device on its current stream).
+  const CallMemory memory = memory_of(staging, op);
   try {
     std::unique_lock order(sequence_->mutex(), std::defer_lock);
     if (!point_to_point) order.lock();
     if (point_to_point || (!agrees && sequence_->idle_locked())) {
       std::lock_guard post(*post_mutex_);
-      requests = as_list(start());
+      DeviceScope device(memory.device);
+      requests = as_list(start(memory.options));
     } else {
       call = std::make_shared<Sequence::Call>();
       call->op = op;
       call->agree = agrees;
       if (agrees) call->block = *agree;
-      call->start = [as_list, start = std::forward<Start>(start)]() mutable {
-        return as_list(start());
+      call->start = [as_list, memory, start = std::forward<Start>(start)]() mutable {
+        DeviceScope device(memory.device);
+        return as_list(start(memory.options));
       };
       sequence_->queue_locked(call);
     }
@@ -825,7 +883,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tens
   Staging s;
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, pool_, s);
-  return launch(c10d::OpType::BROADCAST, op, std::move(s), [=, comm = comm_, host = host_] {
+  return launch(c10d::OpType::BROADCAST, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
     return comm->ibroadcast(buf.data_ptr(), count_of(t, buf.numel()), data_type_of(t, op), root,
                              host);
   });
@@ -843,14 +901,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tens
     at::Tensor src = read_buffer(t, pool_, s);
     at::Tensor rows = pool_.take({comm_->size(), t.numel()}, t.options());
     s.finish.push_back([red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
-    return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+    return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
       return comm->iallgather(src.data_ptr(), rows.data_ptr(), count_of(t, t.numel()),
                                data_type_of(t, op), host);
     });
   }
   at::Tensor buf = update_buffer(t, pool_, s);
   red.prescale(buf);  // PREMUL_SUM: the result overwrites the scaled input
-  return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+  return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
     return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel() * red.units, red.type,
                              red.op, host);
   });
@@ -883,13 +941,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
     at::Tensor rows = pool_.take({comm_->size(), total}, like.options());
     s.finish.push_back([red, rows, flat]() mutable { flat.copy_(red.fold_rows(rows)); });
     return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s),
-                  [=, comm = comm_, host = host_] {
+                  [=, comm = comm_](const collx::Options& host) {
                     return comm->iallgather(flat.data_ptr(), rows.data_ptr(),
                                              count_of(like, total), data_type_of(like, op), host);
                   });
   }
   red.prescale(flat);
-  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
     return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total * red.units, red.type, red.op,
                              host);
   });
@@ -913,7 +971,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
       s.finish.push_back(
           [red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
     }
-    return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+    return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
       return comm->igather(src.data_ptr(), is_root ? rows.data_ptr() : nullptr,
                             count_of(t, t.numel()), data_type_of(t, op), root, host);
     });
@@ -932,7 +990,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
   } else {
     buf = read_buffer(t, pool_, s);
   }
-  return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
+  return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
     return comm->ireduce(buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
                           buf.numel() * red.units, red.type, red.op, root, host);
   });
@@ -956,7 +1014,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(in, src.numel()),
                                  data_type_of(in, op), host);
       },
@@ -992,7 +1050,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_broadcasts(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         // One broadcast per rank, in rank order on every rank, all in flight at once: rank j's
         // input lands straight in block j of every other rank's list.
         std::vector<collx::Request> requests;
@@ -1024,7 +1082,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   const Block block{input.numel(), input.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::_ALLGATHER_BASE, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(input, src.numel()),
                                  data_type_of(input, op), host);
       },
@@ -1049,7 +1107,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_into_tensor_coalesce
     dst.push_back(write_buffer(outputs[i], pool_, s));
   }
   // One allgather per pair, all in flight at once.
-  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
+  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
     std::vector<collx::Request> requests;
     for (std::size_t i = 0; i < src.size(); ++i) {
       requests.push_back(comm->iallgather(src[i].data_ptr(), dst[i].data_ptr(),
@@ -1092,7 +1150,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_tensor_coalesce
     dst.push_back(write_buffer_apart(outputs[i], in, pool_, s));
     reductions.push_back(std::move(red));
   }
-  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
+  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
     std::vector<collx::Request> requests;
     for (std::size_t i = 0; i < src.size(); ++i) {
       const Reduction& red = reductions[i];
@@ -1121,7 +1179,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::GATHER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         return comm->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr,
                               count_of(in, src.numel()), data_type_of(in, op), root, host);
       },
@@ -1145,7 +1203,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
   const Block block{out.numel(), out.scalar_type(), "output tensor"};
   return launch(
       c10d::OpType::SCATTER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         return comm->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(),
                                count_of(out, dst.numel()), data_type_of(out, op), root, host);
       },
@@ -1193,7 +1251,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_flat(c10d::OpTy
         [red, rows, out]() mutable { out.copy_(red.fold_rows(rows).view(out.sizes())); });
     return launch(
         type, op, std::move(s),
-        [=, comm = comm_, host = host_] {
+        [=, comm = comm_](const collx::Options& host) {
           return comm->ialltoall(src.data_ptr(), rows.data_ptr(), count_of(out, out.numel()),
                                   data_type_of(out, op), host);
         },
@@ -1209,7 +1267,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_flat(c10d::OpTy
   at::Tensor dst = write_buffer_apart(out, src, pool_, s);
   return launch(
       type, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel() * red.units,
                                       red.type, red.op, host);
       },
@@ -1244,11 +1302,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
     const Block block{block_elements, input.scalar_type(), "per-rank block"};
     return launch(
         c10d::OpType::ALLTOALL_BASE, op, std::move(s),
-        [=, comm = comm_, host = host_] {
+        [=, comm = comm_](const collx::Options& host) {
           return comm->ialltoall(src.data_ptr(), dst.data_ptr(), count_of(input, block_elements),
                                   type, host);
         },
         &block);
+  }
+  if (!input.device().is_cpu()) {
+    refuse(op, "split sizes with tensors on ", input.device(), " (the point-to-point path takes "
+           "CPU tensors; equal splits without split sizes take CUDA tensors)");
   }
   // Split sizes given: block j of the input goes to rank j as one point-to-point message (on
   // the backend's own tag), every receive posted before its send, and this rank's own block is
@@ -1267,7 +1329,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   at::Tensor src_flat = src.reshape({-1});
   at::Tensor dst_flat = dst.reshape({-1});
   return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s),
-                [=, comm = comm_] {
+                [=, comm = comm_](const collx::Options& /*host*/) {
                   const auto piece = [&](const at::Tensor& flat, const std::vector<int64_t>& off,
                                          int j) {
                     const auto k = static_cast<std::size_t>(j);
@@ -1312,7 +1374,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
   const Block block{inputs.front().numel(), inputs.front().scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLTOALL, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         return comm->ialltoall(src.data_ptr(), dst.data_ptr(),
                                 count_of(inputs.front(), inputs.front().numel()),
                                 data_type_of(inputs.front(), op), host);
@@ -1324,6 +1386,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
                                                        int dst_rank, int tag) {
   const char* op = "send";
   const at::Tensor& t = single(tensors, op);
+  if (!t.device().is_cpu()) {
+    refuse(op, "a tensor on ", t.device(), ": send and recv take CPU tensors (collx's point-to-point "
+           "messages are in host memory)");
+  }
   check_tag(tag, op);
   Staging s;
   at::Tensor src = read_buffer(t, pool_, s);
@@ -1334,7 +1400,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
   s.keep_alive.push_back(header);
   return launch(
       c10d::OpType::SEND, op, std::move(s),
-      [&] {
+      [&](const collx::Options& /*host*/) {
         std::vector<collx::Request> requests;
         requests.push_back(
             comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
@@ -1349,6 +1415,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& 
                                                        int src_rank, int tag) {
   const char* op = "recv";
   const at::Tensor& t = single(tensors, op);
+  if (!t.device().is_cpu()) {
+    refuse(op, "a tensor on ", t.device(), ": send and recv take CPU tensors (collx's point-to-point "
+           "messages are in host memory)");
+  }
   check_tag(tag, op);
   if (src_rank < 0 || src_rank >= comm_->size()) refuse(op, "invalid src ", src_rank);
   Staging s;
@@ -1383,7 +1453,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
   return launch(c10d::OpType::BARRIER, "barrier", Staging{},
-                [=, comm = comm_, host = host_] { return comm->ibarrier(host); });
+                [=, comm = comm_](const collx::Options& host) { return comm->ibarrier(host); });
 }
 
 // gloo's protocol: every other rank sends rank 0 a token and waits for its answer; rank 0 waits

@@ -13,6 +13,10 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <collx/collx.hpp>
+#ifdef COLLX_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "work.hpp"
 
@@ -177,6 +181,25 @@ class Sequence {
   std::deque<std::shared_ptr<Call>> queue_;
 };
 
+// Where one call's buffers live: host memory, or CUDA device `device` on its current stream
+// (a build with COLLX_TORCH_CUDA: collx and torch both built with CUDA).
+struct CallMemory {
+  collx::Options options;
+  int device = -1;
+};
+
+// The current CUDA device set to `device` (>= 0) for its scope: collx's device path works on
+// the current device. Nothing without CUDA, or for -1.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+
+ private:
+#ifdef COLLX_TORCH_CUDA
+  std::optional<c10::cuda::CUDAGuard> guard_;
+#endif
+};
+
 // How a reduction on a tensor runs: by collx itself where it has the dtype and the operation
 // (bool as uint8 MAX/MIN, complex as pairs of reals for SUM and AVG, PREMUL_SUM as SUM of a
 // scaled copy), else folded by torch: the ranks' blocks gathered by collx (allgather, gather,
@@ -278,6 +301,8 @@ class ProcessGroupCollx : public BackendBase {
   // while another waits in the sequence waits behind it. `start` may run after launch()
   // returns, on another thread: it holds what it uses by value. point_to_point: posted at
   // once, whatever waits in the sequence (send and recv are not ordered with collectives).
+  // The memory of a call's tensors (its staging's): all on the CPU, or all on one CUDA device.
+  CallMemory memory_of(const Staging& s, const char* op) const;
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, Staging staging,
                                         Start&& start, const Block* agree = nullptr,

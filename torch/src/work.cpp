@@ -94,6 +94,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
         step();
       for (auto& [caller, staged] : staging_.copy_back)
         caller.copy_(staged);
+      finish_device_copies();
     } catch (...) {
       error = std::current_exception();
     }
@@ -113,6 +114,21 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   done_.store(true, std::memory_order_release);
   cv_.notify_all();
   return future;
+}
+
+void CollxWork::finish_device_copies() {
+#ifdef COLLX_TORCH_CUDA
+  // The copies above (CUDA tensors) were enqueued on this thread's current stream of their
+  // device: complete before the work is, so that the caller's streams see them after wait().
+  std::optional<at::Device> device;
+  for (const auto& [caller, staged] : staging_.copy_back) {
+    if (caller.is_cuda()) device = caller.device();
+  }
+  for (const at::Tensor& t : staging_.outputs) {
+    if (!staging_.finish.empty() && t.is_cuda()) device = t.device();
+  }
+  if (device) c10::cuda::getCurrentCUDAStream(device->index()).synchronize();
+#endif
 }
 
 void CollxWork::mark(const c10::intrusive_ptr<c10::ivalue::Future>& future) {

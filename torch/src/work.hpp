@@ -8,6 +8,9 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#ifdef COLLX_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <collx/collx.hpp>
 
@@ -19,6 +22,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -88,6 +92,8 @@ class CollxWork : public c10d::Work {
   // With drive_mutex_ held: completes the request (blocking, or one test) and the copy-backs;
   // returns the future to mark once the mutex is released (null if none, or not done).
   c10::intrusive_ptr<c10::ivalue::Future> progress_locked(bool block);
+  // Waits for the copies and folds a CUDA call enqueued on this thread's stream.
+  void finish_device_copies();
   // Marks `future` complete with the work's outcome; never with a lock held (its callbacks
   // run here and may call back into this work).
   void mark(const c10::intrusive_ptr<c10::ivalue::Future>& future);
