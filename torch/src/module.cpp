@@ -104,8 +104,8 @@ void join(const std::string& port, int rank, int size) {
   if (p.world) throw std::runtime_error("collx backend: the world communicator exists already");
   auto check = [](int status, const char* what) {
     if (status != MPI_SUCCESS) {
-      throw std::runtime_error(c10::str("collx backend: ", what,
-                                        " failed while the processes joined one MPI world"));
+      throw std::runtime_error(
+          c10::str("collx backend: ", what, " failed while the processes joined one MPI world"));
     }
   };
   // Every process joined so far accepts the next one (rank 0's port), whichever connects first;

@@ -59,17 +59,28 @@ struct Moved {
 
 Moved moved_as(at::ScalarType s) {
   switch (s) {
-    case at::kFloat: return {collx::DataType::float32, 1};
-    case at::kDouble: return {collx::DataType::float64, 1};
-    case at::kHalf: return {collx::DataType::float16, 1};
-    case at::kBFloat16: return {collx::DataType::bfloat16, 1};
-    case at::kChar: return {collx::DataType::int8, 1};
-    case at::kByte: return {collx::DataType::uint8, 1};
-    case at::kInt: return {collx::DataType::int32, 1};
-    case at::kLong: return {collx::DataType::int64, 1};
-    case at::kUInt32: return {collx::DataType::uint32, 1};
-    case at::kUInt64: return {collx::DataType::uint64, 1};
-    default: return {collx::DataType::uint8, static_cast<int64_t>(c10::elementSize(s))};
+    case at::kFloat:
+      return {collx::DataType::float32, 1};
+    case at::kDouble:
+      return {collx::DataType::float64, 1};
+    case at::kHalf:
+      return {collx::DataType::float16, 1};
+    case at::kBFloat16:
+      return {collx::DataType::bfloat16, 1};
+    case at::kChar:
+      return {collx::DataType::int8, 1};
+    case at::kByte:
+      return {collx::DataType::uint8, 1};
+    case at::kInt:
+      return {collx::DataType::int32, 1};
+    case at::kLong:
+      return {collx::DataType::int64, 1};
+    case at::kUInt32:
+      return {collx::DataType::uint32, 1};
+    case at::kUInt64:
+      return {collx::DataType::uint64, 1};
+    default:
+      return {collx::DataType::uint8, static_cast<int64_t>(c10::elementSize(s))};
   }
 }
 
@@ -112,8 +123,9 @@ Reduction Reduction::of(const c10d::ReduceOp& op, const at::Tensor& t, const cha
            ")");
   };
   if (!boolean && !complex && !floating && !integral) {
-    refuse_pair("collx moves tensors of every dtype, but reduces only integer, bool, floating "
-                "and complex ones");
+    refuse_pair(
+        "collx moves tensors of every dtype, but reduces only integer, bool, floating "
+        "and complex ones");
   }
   Reduction r;
   auto native = [&](collx::DataType type, collx::ReduceOp rop, int64_t units = 1) {
@@ -150,7 +162,8 @@ Reduction Reduction::of(const c10d::ReduceOp& op, const at::Tensor& t, const cha
       }
       break;
     case R::AVG:
-      if (!floating && !complex) refuse_pair("collx averages floating-point and complex tensors only");
+      if (!floating && !complex)
+        refuse_pair("collx averages floating-point and complex tensors only");
       if (complex) {
         native(s == at::kComplexDouble ? collx::DataType::float64 : collx::DataType::float32,
                collx::ReduceOp::avg, 2);
@@ -209,24 +222,46 @@ at::Tensor Reduction::fold_rows(const at::Tensor& rows) const {
   at::Tensor in = rows;
   if (torch_op != R::MIN && torch_op != R::MAX) {
     switch (s) {
-      case at::kUInt16: in = rows.view(at::kShort); break;
-      case at::kUInt32: in = rows.view(at::kInt); break;
-      case at::kUInt64: in = rows.view(at::kLong); break;
-      default: break;
+      case at::kUInt16:
+        in = rows.view(at::kShort);
+        break;
+      case at::kUInt32:
+        in = rows.view(at::kInt);
+        break;
+      case at::kUInt64:
+        in = rows.view(at::kLong);
+        break;
+      default:
+        break;
     }
   }
   at::Tensor acc = in[0].clone();
   for (int64_t j = 1; j < in.size(0); ++j) {
     const at::Tensor row = in[j];
     switch (torch_op) {
-      case R::SUM: acc.add_(row); break;
-      case R::PRODUCT: acc.mul_(row); break;
-      case R::MIN: at::minimum_out(acc, acc, row); break;
-      case R::MAX: at::maximum_out(acc, acc, row); break;
-      case R::BAND: acc.bitwise_and_(row); break;
-      case R::BOR: acc.bitwise_or_(row); break;
-      case R::BXOR: acc.bitwise_xor_(row); break;
-      default: break;  // Reduction::of folds no other operation
+      case R::SUM:
+        acc.add_(row);
+        break;
+      case R::PRODUCT:
+        acc.mul_(row);
+        break;
+      case R::MIN:
+        at::minimum_out(acc, acc, row);
+        break;
+      case R::MAX:
+        at::maximum_out(acc, acc, row);
+        break;
+      case R::BAND:
+        acc.bitwise_and_(row);
+        break;
+      case R::BOR:
+        acc.bitwise_or_(row);
+        break;
+      case R::BXOR:
+        acc.bitwise_xor_(row);
+        break;
+      default:
+        break;  // Reduction::of folds no other operation
     }
   }
   return acc.view(s);
@@ -883,10 +918,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tens
   Staging s;
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, pool_, s);
-  return launch(c10d::OpType::BROADCAST, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-    return comm->ibroadcast(buf.data_ptr(), count_of(t, buf.numel()), data_type_of(t, op), root,
-                             host);
-  });
+  return launch(c10d::OpType::BROADCAST, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->ibroadcast(buf.data_ptr(), count_of(t, buf.numel()),
+                                          data_type_of(t, op), root, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tensor>& tensors,
@@ -901,17 +937,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tens
     at::Tensor src = read_buffer(t, pool_, s);
     at::Tensor rows = pool_.take({comm_->size(), t.numel()}, t.options());
     s.finish.push_back([red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
-    return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-      return comm->iallgather(src.data_ptr(), rows.data_ptr(), count_of(t, t.numel()),
-                               data_type_of(t, op), host);
-    });
+    return launch(c10d::OpType::ALLREDUCE, op, std::move(s),
+                  [=, comm = comm_](const collx::Options& host) {
+                    return comm->iallgather(src.data_ptr(), rows.data_ptr(), count_of(t, t.numel()),
+                                            data_type_of(t, op), host);
+                  });
   }
   at::Tensor buf = update_buffer(t, pool_, s);
   red.prescale(buf);  // PREMUL_SUM: the result overwrites the scaled input
-  return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-    return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel() * red.units, red.type,
-                             red.op, host);
-  });
+  return launch(c10d::OpType::ALLREDUCE, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel() * red.units,
+                                          red.type, red.op, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
@@ -942,15 +980,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
     s.finish.push_back([red, rows, flat]() mutable { flat.copy_(red.fold_rows(rows)); });
     return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s),
                   [=, comm = comm_](const collx::Options& host) {
-                    return comm->iallgather(flat.data_ptr(), rows.data_ptr(),
-                                             count_of(like, total), data_type_of(like, op), host);
+                    return comm->iallgather(flat.data_ptr(), rows.data_ptr(), count_of(like, total),
+                                            data_type_of(like, op), host);
                   });
   }
   red.prescale(flat);
-  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-    return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total * red.units, red.type, red.op,
-                             host);
-  });
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total * red.units,
+                                          red.type, red.op, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>& tensors,
@@ -971,10 +1010,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
       s.finish.push_back(
           [red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
     }
-    return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-      return comm->igather(src.data_ptr(), is_root ? rows.data_ptr() : nullptr,
-                            count_of(t, t.numel()), data_type_of(t, op), root, host);
-    });
+    return launch(c10d::OpType::REDUCE, op, std::move(s),
+                  [=, comm = comm_](const collx::Options& host) {
+                    return comm->igather(src.data_ptr(), is_root ? rows.data_ptr() : nullptr,
+                                         count_of(t, t.numel()), data_type_of(t, op), root, host);
+                  });
   }
   // Only the root's tensor is written (in place); the others are only read (PREMUL_SUM: a scaled
   // copy of theirs).
@@ -990,10 +1030,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
   } else {
     buf = read_buffer(t, pool_, s);
   }
-  return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-    return comm->ireduce(buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
-                          buf.numel() * red.units, red.type, red.op, root, host);
-  });
+  return launch(c10d::OpType::REDUCE, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->ireduce(buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
+                                       buf.numel() * red.units, red.type, red.op, root, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
@@ -1016,7 +1057,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
       c10d::OpType::ALLGATHER, op, std::move(s),
       [=, comm = comm_](const collx::Options& host) {
         return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(in, src.numel()),
-                                 data_type_of(in, op), host);
+                                data_type_of(in, op), host);
       },
       &block);
 }
@@ -1084,7 +1125,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
       c10d::OpType::_ALLGATHER_BASE, op, std::move(s),
       [=, comm = comm_](const collx::Options& host) {
         return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(input, src.numel()),
-                                 data_type_of(input, op), host);
+                                data_type_of(input, op), host);
       },
       &block);
 }
@@ -1107,15 +1148,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_into_tensor_coalesce
     dst.push_back(write_buffer(outputs[i], pool_, s));
   }
   // One allgather per pair, all in flight at once.
-  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-    std::vector<collx::Request> requests;
-    for (std::size_t i = 0; i < src.size(); ++i) {
-      requests.push_back(comm->iallgather(src[i].data_ptr(), dst[i].data_ptr(),
-                                          count_of(src[i], src[i].numel()),
-                                          data_type_of(src[i], op), host));
-    }
-    return requests;
-  });
+  return launch(c10d::OpType::COALESCED, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  std::vector<collx::Request> requests;
+                  for (std::size_t i = 0; i < src.size(); ++i) {
+                    requests.push_back(comm->iallgather(src[i].data_ptr(), dst[i].data_ptr(),
+                                                        count_of(src[i], src[i].numel()),
+                                                        data_type_of(src[i], op), host));
+                  }
+                  return requests;
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_tensor_coalesced(
@@ -1150,16 +1192,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_tensor_coalesce
     dst.push_back(write_buffer_apart(outputs[i], in, pool_, s));
     reductions.push_back(std::move(red));
   }
-  return launch(c10d::OpType::COALESCED, op, std::move(s), [=, comm = comm_](const collx::Options& host) {
-    std::vector<collx::Request> requests;
-    for (std::size_t i = 0; i < src.size(); ++i) {
-      const Reduction& red = reductions[i];
-      requests.push_back(comm->ireduce_scatter(src[i].data_ptr(), dst[i].data_ptr(),
-                                               dst[i].numel() * red.units, red.type, red.op,
-                                               host));
-    }
-    return requests;
-  });
+  return launch(c10d::OpType::COALESCED, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  std::vector<collx::Request> requests;
+                  for (std::size_t i = 0; i < src.size(); ++i) {
+                    const Reduction& red = reductions[i];
+                    requests.push_back(comm->ireduce_scatter(src[i].data_ptr(), dst[i].data_ptr(),
+                                                             dst[i].numel() * red.units, red.type,
+                                                             red.op, host));
+                  }
+                  return requests;
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
@@ -1181,7 +1224,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
       c10d::OpType::GATHER, op, std::move(s),
       [=, comm = comm_](const collx::Options& host) {
         return comm->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr,
-                              count_of(in, src.numel()), data_type_of(in, op), root, host);
+                             count_of(in, src.numel()), data_type_of(in, op), root, host);
       },
       &block);
 }
@@ -1205,7 +1248,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
       c10d::OpType::SCATTER, op, std::move(s),
       [=, comm = comm_](const collx::Options& host) {
         return comm->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(),
-                               count_of(out, dst.numel()), data_type_of(out, op), root, host);
+                              count_of(out, dst.numel()), data_type_of(out, op), root, host);
       },
       &block);
 }
@@ -1253,7 +1296,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_flat(c10d::OpTy
         type, op, std::move(s),
         [=, comm = comm_](const collx::Options& host) {
           return comm->ialltoall(src.data_ptr(), rows.data_ptr(), count_of(out, out.numel()),
-                                  data_type_of(out, op), host);
+                                 data_type_of(out, op), host);
         },
         &block);
   }
@@ -1269,7 +1312,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_flat(c10d::OpTy
       type, op, std::move(s),
       [=, comm = comm_](const collx::Options& host) {
         return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel() * red.units,
-                                      red.type, red.op, host);
+                                     red.type, red.op, host);
       },
       &block);
 }
@@ -1304,12 +1347,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
         c10d::OpType::ALLTOALL_BASE, op, std::move(s),
         [=, comm = comm_](const collx::Options& host) {
           return comm->ialltoall(src.data_ptr(), dst.data_ptr(), count_of(input, block_elements),
-                                  type, host);
+                                 type, host);
         },
         &block);
   }
   if (!input.device().is_cpu()) {
-    refuse(op, "split sizes with tensors on ", input.device(), " (the point-to-point path takes "
+    refuse(op, "split sizes with tensors on ", input.device(),
+           " (the point-to-point path takes "
            "CPU tensors; equal splits without split sizes take CUDA tensors)");
   }
   // Split sizes given: block j of the input goes to rank j as one point-to-point message (on
@@ -1328,29 +1372,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   }
   at::Tensor src_flat = src.reshape({-1});
   at::Tensor dst_flat = dst.reshape({-1});
-  return launch(c10d::OpType::ALLTOALL_BASE, op, std::move(s),
-                [=, comm = comm_](const collx::Options& /*host*/) {
-                  const auto piece = [&](const at::Tensor& flat, const std::vector<int64_t>& off,
-                                         int j) {
-                    const auto k = static_cast<std::size_t>(j);
-                    return flat.narrow(0, off[k], off[k + 1] - off[k]);
-                  };
-                  std::vector<collx::Request> requests;
-                  for (int step = 1; step < size; ++step) {
-                    const int from = (rank - step + size) % size;
-                    at::Tensor in = piece(dst_flat, out_offset, from);
-                    requests.push_back(comm->irecv(in.data_ptr(), count_of(input, in.numel()), type,
-                                                   from, kAlltoallTag));
-                  }
-                  for (int step = 1; step < size; ++step) {
-                    const int to = (rank + step) % size;
-                    at::Tensor out = piece(src_flat, in_offset, to);
-                    requests.push_back(comm->isend(out.data_ptr(), count_of(input, out.numel()),
-                                                   type, to, kAlltoallTag));
-                  }
-                  piece(dst_flat, out_offset, rank).copy_(piece(src_flat, in_offset, rank));
-                  return requests;
-                });
+  return launch(
+      c10d::OpType::ALLTOALL_BASE, op, std::move(s),
+      [=, comm = comm_](const collx::Options& /*host*/) {
+        const auto piece = [&](const at::Tensor& flat, const std::vector<int64_t>& off, int j) {
+          const auto k = static_cast<std::size_t>(j);
+          return flat.narrow(0, off[k], off[k + 1] - off[k]);
+        };
+        std::vector<collx::Request> requests;
+        for (int step = 1; step < size; ++step) {
+          const int from = (rank - step + size) % size;
+          at::Tensor in = piece(dst_flat, out_offset, from);
+          requests.push_back(
+              comm->irecv(in.data_ptr(), count_of(input, in.numel()), type, from, kAlltoallTag));
+        }
+        for (int step = 1; step < size; ++step) {
+          const int to = (rank + step) % size;
+          at::Tensor out = piece(src_flat, in_offset, to);
+          requests.push_back(
+              comm->isend(out.data_ptr(), count_of(input, out.numel()), type, to, kAlltoallTag));
+        }
+        piece(dst_flat, out_offset, rank).copy_(piece(src_flat, in_offset, rank));
+        return requests;
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tensor>& outputs,
@@ -1376,8 +1420,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
       c10d::OpType::ALLTOALL, op, std::move(s),
       [=, comm = comm_](const collx::Options& host) {
         return comm->ialltoall(src.data_ptr(), dst.data_ptr(),
-                                count_of(inputs.front(), inputs.front().numel()),
-                                data_type_of(inputs.front(), op), host);
+                               count_of(inputs.front(), inputs.front().numel()),
+                               data_type_of(inputs.front(), op), host);
       },
       &block);
 }
@@ -1387,7 +1431,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
   const char* op = "send";
   const at::Tensor& t = single(tensors, op);
   if (!t.device().is_cpu()) {
-    refuse(op, "a tensor on ", t.device(), ": send and recv take CPU tensors (collx's point-to-point "
+    refuse(op, "a tensor on ", t.device(),
+           ": send and recv take CPU tensors (collx's point-to-point "
            "messages are in host memory)");
   }
   check_tag(tag, op);
@@ -1404,8 +1449,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
         std::vector<collx::Request> requests;
         requests.push_back(
             comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
-        requests.push_back(
-            comm_->isend(src.data_ptr(), count_of(t, src.numel()), data_type_of(t, op), dst_rank, tag));
+        requests.push_back(comm_->isend(src.data_ptr(), count_of(t, src.numel()),
+                                        data_type_of(t, op), dst_rank, tag));
         return requests;
       },
       nullptr, /*point_to_point=*/true);
@@ -1416,7 +1461,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& 
   const char* op = "recv";
   const at::Tensor& t = single(tensors, op);
   if (!t.device().is_cpu()) {
-    refuse(op, "a tensor on ", t.device(), ": send and recv take CPU tensors (collx's point-to-point "
+    refuse(op, "a tensor on ", t.device(),
+           ": send and recv take CPU tensors (collx's point-to-point "
            "messages are in host memory)");
   }
   check_tag(tag, op);
@@ -1469,7 +1515,7 @@ void ProcessGroupCollx::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
       opts.timeout.count() > 0 ? opts.timeout : std::chrono::milliseconds(30 * 60 * 1000);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto buffers = std::make_shared<std::vector<uint8_t>>(static_cast<std::size_t>(2 * size), 0);
-  uint8_t* token = buffers->data();         // [j]: rank j's token (rank 0), or this rank's
+  uint8_t* token = buffers->data();          // [j]: rank j's token (rank 0), or this rank's
   uint8_t* answer = buffers->data() + size;  // [j]: rank 0's answer to rank j
   std::vector<collx::Request> requests;
   // Tests `requests[first..]` until all complete or the deadline; returns those still in flight.
@@ -1510,8 +1556,8 @@ void ProcessGroupCollx::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
         for (std::size_t i = 0; i < shown; ++i)
           ranks += (i ? ", " : "") + std::to_string(missing[i] + 1);
         keep();
-        refuse(op, wait_all_ranks ? "ranks " : "rank ", ranks, " failed to pass monitoredBarrier in ",
-               timeout.count(), " ms");
+        refuse(op, wait_all_ranks ? "ranks " : "rank ", ranks,
+               " failed to pass monitoredBarrier in ", timeout.count(), " ms");
       }
       const std::size_t answers = requests.size() - static_cast<std::size_t>(size - 1);
       if (!wait_until(answers).empty()) {

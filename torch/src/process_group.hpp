@@ -287,9 +287,9 @@ class ProcessGroupCollx : public BackendBase {
                                                       const at::Tensor& in);
   // reduce_scatter's two forms once the input is one flat buffer (`src`): collx's reduce_scatter,
   // or an alltoall and a fold (Reduction).
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(c10d::OpType type, const char* op,
-                                                     Staging s, const Reduction& red,
-                                                     at::Tensor src, const at::Tensor& out);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(c10d::OpType type, const char* op, Staging s,
+                                                     const Reduction& red, at::Tensor src,
+                                                     const at::Tensor& out);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
   // The largest call (its largest buffer) the completion thread is not woken for.
   static constexpr int64_t kQuietBytes = int64_t{64} << 10;

@@ -145,7 +145,6 @@ class CallbackRunners {
   bool stopping_ = false;
 };
 
-
 // The process's completion thread: it tests the works in flight that it watches, finishes those
 // that complete and marks their futures. It stands aside (sleeps) while some thread waits on a
 // work itself, since that wait progresses every collx operation anyway.
