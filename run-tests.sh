@@ -11,6 +11,7 @@ both_mpis=0
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
 # Each step says how long it took (collx_step_done), so a slow CI run shows where.
 collx_install_packages
+collx_install_torch
 collx_step_done "install"
 collx_build
 collx_step_done "build"

@@ -36,7 +36,7 @@ COLLX_PACKAGES=(
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)
   iproute2 iputils-ping munge slurmctld slurmd slurm-client  # tests -L cluster: scripts/emulated-cluster
-  python3-torch libtorch-dev python3-pybind11  # the torch.distributed backend (collx_torch)
+  python3-venv python3-dev      # the torch.distributed backend: PyTorch from PyPI (below)
 )
 
 collx_install_packages() {
@@ -54,9 +54,31 @@ collx_install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# PyTorch for the torch.distributed backend (collx_torch): the pinned 2.x of
+# torch/requirements.txt, from PyPI, in a virtual environment of Debian's python3 in build-venv/
+# (COLLX_TORCH_VENV elsewhere), which the build and the tests use (COLLX_TORCH_PYTHON). Installed
+# again only when torch/requirements.txt changes. COLLX_TORCH_VENV=none installs nothing (the
+# backend is then built only if the interpreter given as COLLX_TORCH_PYTHON has torch 2.x).
+COLLX_TORCH_VENV="${COLLX_TORCH_VENV:-$COLLX_ROOT/build-venv}"
+collx_install_torch() {
+  [ "$COLLX_TORCH_VENV" != none ] || return 0
+  local requirements="$COLLX_ROOT/torch/requirements.txt" stamp="$COLLX_TORCH_VENV/.collx-requirements"
+  if [ -x "$COLLX_TORCH_VENV/bin/python" ] && cmp -s "$requirements" "$stamp"; then
+    return 0
+  fi
+  echo "collx: installing $(grep -m1 '^torch==' "$requirements") from PyPI into $COLLX_TORCH_VENV"
+  rm -f "$stamp"
+  /usr/bin/python3 -m venv "$COLLX_TORCH_VENV"
+  "$COLLX_TORCH_VENV/bin/python" -m pip install --quiet --no-input -r "$requirements"
+  cp "$requirements" "$stamp"
+}
+
 # collx_configure [CMAKE OPTIONS...]: configures BUILD_DIR for COLLX_MPI (cmake/mpi_choice.cmake).
 collx_configure() {
-  cmake -S "$COLLX_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" "$@"
+  local torch=()
+  [ "$COLLX_TORCH_VENV" = none ] || torch=(-DCOLLX_TORCH_PYTHON="$COLLX_TORCH_VENV/bin/python")
+  cmake -S "$COLLX_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" \
+    "${torch[@]}" "$@"
 }
 
 # collx_build [CMAKE OPTIONS...]: configures and builds every target.
