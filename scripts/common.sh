@@ -26,22 +26,29 @@ collx_choose_mpi() {
 }
 collx_choose_mpi "${COLLX_MPI:-openmpi}"
 
-# Debian packages the build, the tests and the apps use.
-COLLX_PACKAGES=(
+# Debian packages the main job (the library and collx-train) needs: what ./run-main.sh installs.
+COLLX_MAIN_PACKAGES=(
   build-essential cmake pkg-config
   openmpi-bin libopenmpi-dev libucx-dev
-  mpich libmpich-dev            # the second MPI (COLLX_MPI=mpich; ./run-tests.sh runs both)
-  gfortran                      # the drop-in's Fortran tests (mpif.h, use mpi)
-  libgtest-dev libcli11-dev nlohmann-json3-dev
+  libgtest-dev libcli11-dev nlohmann-json3-dev  # the build's configuration and the apps' flags
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)
+)
+# And what the whole test suite needs besides: ./run-tests.sh installs both lists.
+COLLX_TEST_PACKAGES=(
+  mpich libmpich-dev            # the second MPI (COLLX_MPI=mpich; ./run-tests.sh runs both)
+  gfortran                      # the drop-in's Fortran tests (mpif.h, use mpi)
   iproute2 iputils-ping munge slurmctld slurmd slurm-client  # tests -L cluster: scripts/emulated-cluster
   python3-venv python3-dev      # the torch.distributed backend: PyTorch from PyPI (below)
 )
 
+# collx_install_packages [main]: installs what is missing of both lists (of the main job's only
+# with `main`).
 collx_install_packages() {
+  local wanted=("${COLLX_MAIN_PACKAGES[@]}")
+  [ "${1:-}" = main ] || wanted+=("${COLLX_TEST_PACKAGES[@]}")
   local missing=()
-  for pkg in "${COLLX_PACKAGES[@]}"; do
+  for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   if [ ${#missing[@]} -eq 0 ]; then
