@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "autotune.hpp"
 #include "collx/collx.hpp"
+#include "comm_state.hpp"
 #include "config.hpp"
 #include "config_override.hpp"
 #include "mpi_test_util.hpp"
@@ -224,6 +227,66 @@ TEST(MpiLibraryInAuto, TheTrialsTryIt) {
     named = named || (line.find("allreduce") != std::string::npos &&
                       line.find(" mpi ") != std::string::npos);
   EXPECT_TRUE(named) << "no learned line names the MPI library's collective";
+}
+
+// A size class settled on the MPI library goes to it straight (CommState::delegates): the
+// calls give collx's bits, take their sequence numbers, and never reach the class's trials (no
+// learned line for the class); a size class next to it still goes through collx.
+TEST(MpiLibraryDelegated, SettledClassesGoStraightToTheMpiLibrary) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  const std::size_t count = 1000;  // 4000 B of int32: the class of 2049..4096 B
+  collx::detail::ClassTuner settled;
+  const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
+  settled.start(only_mpi, 1);
+  ASSERT_EQ(settled.phase(), collx::detail::ClassTuner::Phase::settled);
+  for (Collective c : {Collective::allreduce, Collective::broadcast, Collective::reduce,
+                       Collective::allgather, Collective::reduce_scatter, Collective::gather,
+                       Collective::scatter, Collective::alltoall, Collective::barrier}) {
+    const std::size_t bytes =
+        c == Collective::barrier ? 0
+        : (c == Collective::allreduce || c == Collective::broadcast || c == Collective::reduce)
+            ? count * 4
+            : count * 4 * static_cast<std::size_t>(comm.size());
+    s.note_settled(c, bytes, settled);
+  }
+  const int p = comm.size(), r = comm.rank();
+  const auto in = values(r, count * static_cast<std::size_t>(p), 6);
+  std::vector<std::int32_t> out(count * static_cast<std::size_t>(p)), want(out.size());
+  const std::uint64_t before = s.next_sequence;
+  comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+  comm.allreduce(in.data(), want.data(), count, DataType::int32, ReduceOp::sum,
+                 collx::Options{Algorithm::ring});
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + count, out.begin()));
+  std::vector<std::int32_t> buffer = values(0, count, 7);
+  if (r != 0) buffer.assign(count, 0);
+  comm.broadcast(buffer.data(), count, DataType::int32, 0);
+  EXPECT_EQ(buffer, values(0, count, 7));
+  comm.allgather(in.data(), out.data(), count, DataType::int32);
+  comm.allgather(in.data(), want.data(), count, DataType::int32, collx::Options{Algorithm::ring});
+  EXPECT_EQ(out, want);
+  comm.reduce_scatter(in.data(), out.data(), count, DataType::int32, ReduceOp::max);
+  comm.reduce_scatter(in.data(), want.data(), count, DataType::int32, ReduceOp::max,
+                      collx::Options{Algorithm::ring});
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + count, out.begin()));
+  comm.alltoall(in.data(), out.data(), count, DataType::int32);
+  comm.alltoall(in.data(), want.data(), count, DataType::int32,
+                collx::Options{Algorithm::pairwise});
+  EXPECT_EQ(out, want);
+  comm.barrier();
+  // Ten calls, each with its sequence number (the ring and pairwise ones included).
+  EXPECT_EQ(s.next_sequence, before + 10);
+  // No trials started for the delegated classes (the normal path starts them at the first call).
+  const int delegated_class = collx::detail::size_class_of(count * 4);
+  for (const auto& started : s.learned())
+    EXPECT_FALSE(started.collective == Collective::allreduce &&
+                 started.size_class == delegated_class)
+        << "the delegated allreduce class reached its trials";
+  // The class next to it is still collx's (its trials start: a learned line appears).
+  std::vector<std::int32_t> small(100, 1), sum(100);
+  for (int i = 0; i < 60; ++i)
+    comm.allreduce(small.data(), sum.data(), small.size(), DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(sum[0], p);
 }
 
 }  // namespace

@@ -139,7 +139,26 @@ struct CommState {
   // The tuner of the call's size class, started on first use; null where the call is not tuned
   // (COLLX_AUTOTUNE=0, one rank, no bytes, COLLX_ALGO or a tuning file decides, point-to-point).
   ClassTuner* tuner_for(Collective collective, std::size_t bytes);
-  // The node layout as the selection table sees it.
+  // The delegated path: whether a blocking call of `collective` on `bytes` goes straight to the
+  // MPI library's own collective (delegated_call), as auto's trials of its size class settled:
+  // decided once per size class (no more trials, no drift checks), the same on every rank (the
+  // trials' choice is agreed, and every condition here is what every rank's call shares). Not
+  // with an explicit algorithm, device memory or a stream, COLLX_CHECK, COLLX_DEBUG.
+  bool delegates(Collective collective, std::size_t bytes, const Options& options) const {
+    if (!delegating_) [[likely]]
+      return false;
+    if (options.algorithm != Algorithm::automatic || options.stream != nullptr) return false;
+    if (!(options.memory == MemoryKind::host ||
+          (options.memory == MemoryKind::automatic &&
+           process_is_host_only.load(std::memory_order_relaxed))))
+      return false;
+    if (bytes == 0 && collective != Collective::barrier) return false;
+    const int k = size_class_of(bytes);
+    return delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
+           delegating_config_ == &config();
+  }
+  // Marks what after_timed_call settled.
+  void note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner);
   NodeShape node_shape() const {
     if (!node_layout) return {};
     return {node_layout->nodes(), node_layout->max_ranks_per_node(), node_layout->uniform()};
@@ -209,6 +228,11 @@ struct CommState {
   void refresh_op_defaults(Collective collective, const Options& options);
   std::vector<std::size_t> spare_offsets_;
   std::size_t spare_offsets_count_ = kNoSpareOffsets;
+  // The size classes delegated to the MPI library (delegates()), for the configuration in force
+  // when they settled.
+  bool delegating_ = false;
+  const Config* delegating_config_ = nullptr;
+  std::array<std::array<bool, kSizeClasses>, kCollectiveCount> delegated_{};
   // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
   const Config* defaults_config = nullptr;
   std::size_t default_segment_bytes = 0;
@@ -303,6 +327,20 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
   return bytes == 0 && collective != Collective::barrier && !config().check;
 }
 
+// A delegated call (CommState::delegates) made: it takes its sequence number like every call
+// (a rank whose call runs another way, through host copies say, numbers it too), and the MPI
+// library's error becomes collx's.
+inline void delegated_call(CommState& s, Collective collective, int code) {
+  ++s.next_sequence;
+  if (code != MPI_SUCCESS) [[unlikely]] {
+    char message[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    PMPI_Error_string(code, message, &length);
+    throw Error(ErrorCode::mpi, to_string(collective), s.rank,
+                std::string("the MPI library's collective failed: ") + message);
+  }
+}
+
 // Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
 inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
   if (signature.op < 0 || signature.type < 0) return mpi_library_takes(nullptr, bytes);
@@ -339,8 +377,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                   "algorithm mpi: the MPI library has no such reduction, or the count exceeds "
                   "its int");
     }
-    algorithm = resolve_algorithm(collective, Algorithm::automatic, bytes, state->size,
-                                  state->rank, arena, state->node_shape());
+    algorithm = resolve_algorithm(collective, Algorithm::automatic, bytes, state->size, state->rank,
+                                  arena, state->node_shape());
   }
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies

@@ -226,8 +226,11 @@ void CommState::refresh_op_defaults(Collective collective, const Options& option
 }
 
 ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
-  if (config().autotune == AutotuneMode::off || size < 2 || bytes == 0 ||
-      collective == Collective::sendrecv || algorithms_of(collective).size() < 2) {
+  // A barrier moves no bytes but is tried too: the MPI library's own is its second candidate.
+  const bool library = transport->library_comm() != MPI_COMM_NULL;
+  if (config().autotune == AutotuneMode::off || size < 2 ||
+      (bytes == 0 && collective != Collective::barrier) || collective == Collective::sendrecv ||
+      algorithms_of(collective).size() + (library ? 1 : 0) < 2) {
     return nullptr;
   }
   const bool arena = arena_for(bytes);
@@ -309,6 +312,7 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   const std::vector<std::uint64_t> values = tuner.agree_values();
   const int before = tuner.rounds();
   if (!tuner.agreed(agree_max(values))) return;
+  note_settled(collective, bytes, tuner);
   if (rank == 0 && config().debug >= DebugLevel::info) {
     if (tuner.rounds() > before) {
       std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
@@ -324,6 +328,21 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
                    "past %.1fx its trial time; trying again\n",
                    std::string(to_string(collective)).c_str(), bytes, ClassTuner::kDriftRatio);
     }
+  }
+}
+
+void CommState::note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner) {
+  const Config& c = config();
+  // COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT
+  // ends a wait that is collx's: all need collx's path.
+  if (c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0) return;
+  const bool to_mpi =
+      tuner.phase() == ClassTuner::Phase::settled && tuner.chosen() == Algorithm::mpi;
+  delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))] =
+      to_mpi;
+  if (to_mpi) {
+    delegating_ = true;
+    delegating_config_ = &c;
   }
 }
 

@@ -4,7 +4,8 @@
 // on any machine, beyond the trials' own cost.
 //
 // A blocking call runs the MPI library's blocking collective (MPI_Allreduce), a nonblocking
-// call its nonblocking one (MPI_Iallreduce), completed by collx's engine like any operation:
+// call (and, under COLLX_TIMEOUT, every call) its nonblocking one (MPI_Iallreduce), completed by
+// collx's engine like any operation:
 // MPI matches a blocking collective only with blocking ones, and every rank's call has the same
 // form, so every rank makes the same MPI call. It runs on the communicator's duplicate that
 // collx sends on (Transport::library_comm), with the library's PMPI_ names (the drop-in must not
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "collx/error.hpp"
+#include "config.hpp"
 #include "registry.hpp"
 
 namespace collx::detail {
@@ -153,7 +155,9 @@ Task library_call(Operation& op, Blocking blocking, Start start) {
   if (comm == MPI_COMM_NULL) unsupported(op, "no MPI communicator (simulated ranks)");
   if (op.device_memory()) unsupported(op, "device memory goes through host copies");
   std::vector<int> counts;  // what MPI reads until the call completes (reduce_scatter's)
-  if (op.info().blocking) {
+  // With COLLX_TIMEOUT (on every rank alike) a blocking call runs the nonblocking form too: a
+  // wait in collx's engine ends at the timeout, a wait inside the MPI library would not.
+  if (op.info().blocking && config().timeout_seconds <= 0) {
     blocking_library_call([&] { blocking(comm, counts); });
     co_return;
   }
@@ -319,6 +323,13 @@ AlgorithmRow library_row() {
 }
 
 }  // namespace
+
+MPI_Datatype mpi_library_type(DataType type) {
+  return mpi_type(type);
+}
+MPI_Op mpi_library_op(ReduceOp op) {
+  return mpi_op(op);
+}
 
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements) {
   if (elements > static_cast<std::size_t>(INT_MAX)) return false;

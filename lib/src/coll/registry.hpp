@@ -130,6 +130,9 @@ std::span<const AlgorithmRow> mpi_library_rows();
 // reduction (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on
 // every rank (every rank's call has the same count, type and op).
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
+// The MPI library's datatype and op for collx's (MPI_DATATYPE_NULL, MPI_OP_NULL: none).
+MPI_Datatype mpi_library_type(DataType type);
+MPI_Op mpi_library_op(ReduceOp op);
 
 // Every row, collective by collective.
 std::span<const AlgorithmRow> registry();

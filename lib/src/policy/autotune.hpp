@@ -102,6 +102,8 @@ class ClassTuner {
   // least kMarginMinNs a call: below a microsecond a VM's calls jitter by a factor of two from
   // block to block (docs/PERFORMANCE.md, "The arena's latency path"), more than any difference
   // between the candidates there, and the table's choice comes from medians of many runs.
+  // The MPI library's own collective (Algorithm::mpi) needs the share only: chosen where it only
+  // seemed faster, auto still runs as fast as the MPI it wraps.
   static constexpr double kMargin = 0.03;
   static constexpr std::uint64_t kMarginMinNs = 250;
   // A settled class is re-tried when a rank's sampled time exceeds its trial time this much,
