@@ -426,10 +426,11 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t cou
   detail::CommState& s = detail::state_of(*this);  // throws if freed
   if (s.delegates(Collective::allreduce, count * checked_size(type), options) && count > 0 &&
       sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, count, type, op)) {
-    detail::delegated_call(s, Collective::allreduce,
-                           PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                          static_cast<int>(count), detail::mpi_library_type(type),
-                                          detail::mpi_library_op(op), s.comm));
+    detail::delegated_call(s, Collective::allreduce, [&] {
+      return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                            static_cast<int>(count), detail::mpi_library_type(type),
+                            detail::mpi_library_op(op), s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::allreduce, [&] {
@@ -454,8 +455,9 @@ void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int
   const std::size_t bytes = count * checked_size(type);
   if (s.delegates(Collective::broadcast, bytes, options) && count > 0 && fits_int(bytes) &&
       buffer != nullptr && root_ok(s, root)) {
-    detail::delegated_call(s, Collective::broadcast,
-                           PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s.comm));
+    detail::delegated_call(s, Collective::broadcast, [&] {
+      return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::broadcast, [&] {
@@ -477,10 +479,10 @@ void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count,
       root_ok(s, root) && sendbuf != nullptr && (s.rank != root || recvbuf != nullptr) &&
       delegable_reduction(s, count, type, op)) {
     const bool in_place = s.rank == root && sendbuf == recvbuf;
-    detail::delegated_call(
-        s, Collective::reduce,
-        PMPI_Reduce(in_place ? MPI_IN_PLACE : sendbuf, recvbuf, static_cast<int>(count),
-                    detail::mpi_library_type(type), detail::mpi_library_op(op), root, s.comm));
+    detail::delegated_call(s, Collective::reduce, [&] {
+      return PMPI_Reduce(in_place ? MPI_IN_PLACE : sendbuf, recvbuf, static_cast<int>(count),
+                         detail::mpi_library_type(type), detail::mpi_library_op(op), root, s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::reduce, [&] {
@@ -504,10 +506,10 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t cou
     const void* own =
         static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(s.rank);
     const bool in_place = sendbuf == nullptr || sendbuf == own;
-    detail::delegated_call(
-        s, Collective::allgather,
-        PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
-                       recvbuf, static_cast<int>(block), MPI_BYTE, s.comm));
+    detail::delegated_call(s, Collective::allgather, [&] {
+      return PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
+                            recvbuf, static_cast<int>(block), MPI_BYTE, s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::allgather, [&] {
@@ -535,11 +537,11 @@ void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_
   const std::size_t all = count * static_cast<std::size_t>(s.size);
   if (s.delegates(Collective::reduce_scatter, all * checked_size(type), options) && count > 0 &&
       sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, all, type, op)) {
-    detail::delegated_call(
-        s, Collective::reduce_scatter,
-        PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                  static_cast<int>(count), detail::mpi_library_type(type),
-                                  detail::mpi_library_op(op), s.comm));
+    detail::delegated_call(s, Collective::reduce_scatter, [&] {
+      return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                                       static_cast<int>(count), detail::mpi_library_type(type),
+                                       detail::mpi_library_op(op), s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::reduce_scatter, [&] {
@@ -607,10 +609,10 @@ void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count,
     const bool in_place = s.rank == root && (sendbuf == nullptr ||
                                              sendbuf == static_cast<const std::byte*>(recvbuf) +
                                                             block * static_cast<std::size_t>(root));
-    detail::delegated_call(
-        s, Collective::gather,
-        PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE, recvbuf,
-                    static_cast<int>(block), MPI_BYTE, root, s.comm));
+    detail::delegated_call(s, Collective::gather, [&] {
+      return PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
+                         recvbuf, static_cast<int>(block), MPI_BYTE, root, s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::gather, [&] {
@@ -635,10 +637,11 @@ void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count
     const bool in_place = s.rank == root && (recvbuf == nullptr ||
                                              recvbuf == static_cast<const std::byte*>(sendbuf) +
                                                             block * static_cast<std::size_t>(root));
-    detail::delegated_call(
-        s, Collective::scatter,
-        PMPI_Scatter(sendbuf, static_cast<int>(block), MPI_BYTE, in_place ? MPI_IN_PLACE : recvbuf,
-                     static_cast<int>(block), MPI_BYTE, root, s.comm));
+    detail::delegated_call(s, Collective::scatter, [&] {
+      return PMPI_Scatter(sendbuf, static_cast<int>(block), MPI_BYTE,
+                          in_place ? MPI_IN_PLACE : recvbuf, static_cast<int>(block), MPI_BYTE,
+                          root, s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::scatter, [&] {
@@ -660,10 +663,10 @@ void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t coun
   if (s.delegates(Collective::alltoall, block * static_cast<std::size_t>(s.size), options) &&
       count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && sendbuf != nullptr &&
       recvbuf != nullptr) {
-    detail::delegated_call(
-        s, Collective::alltoall,
-        PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(block),
-                      MPI_BYTE, recvbuf, static_cast<int>(block), MPI_BYTE, s.comm));
+    detail::delegated_call(s, Collective::alltoall, [&] {
+      return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(block),
+                           MPI_BYTE, recvbuf, static_cast<int>(block), MPI_BYTE, s.comm);
+    });
     return;
   }
   detail::guarded(state_, Collective::alltoall, [&] {
@@ -681,7 +684,7 @@ Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t 
 void Communicator::barrier(const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
   if (s.delegates(Collective::barrier, 0, options)) {
-    detail::delegated_call(s, Collective::barrier, PMPI_Barrier(s.comm));
+    detail::delegated_call(s, Collective::barrier, [&] { return PMPI_Barrier(s.comm); });
     return;
   }
   detail::guarded(state_, Collective::barrier,

@@ -327,10 +327,15 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
   return bytes == 0 && collective != Collective::barrier && !config().check;
 }
 
-// A delegated call (CommState::delegates) made: it takes its sequence number like every call
-// (a rank whose call runs another way, through host copies say, numbers it too), and the MPI
-// library's error becomes collx's.
-inline void delegated_call(CommState& s, Collective collective, int code) {
+// A delegated call (CommState::delegates): `call()` makes the MPI library's blocking collective
+// (collx's other operations in flight go on inside it, library_call_begins); it takes its
+// sequence number like every call (a rank whose call runs another way, through host copies say,
+// numbers it too), and the MPI library's error becomes collx's.
+template <class Call>
+void delegated_call(CommState& s, Collective collective, Call&& call) {
+  library_call_begins();
+  const int code = call();
+  library_call_ends();
   ++s.next_sequence;
   if (code != MPI_SUCCESS) [[unlikely]] {
     char message[MPI_MAX_ERROR_STRING] = {};

@@ -112,15 +112,14 @@ void register_progress_callback_once() {
 // Runs `call` (a blocking collective of the MPI library) with the callback above armed.
 template <class Call>
 void blocking_library_call(Call&& call) {
-  register_progress_callback_once();
-  in_blocking_library_call = true;
+  library_call_begins();
   try {
     call();
   } catch (...) {
-    in_blocking_library_call = false;
+    library_call_ends();
     throw;
   }
-  in_blocking_library_call = false;
+  library_call_ends();
 }
 
 // The MPI request of a nonblocking call, as something the engine waits on.
@@ -323,6 +322,14 @@ AlgorithmRow library_row() {
 }
 
 }  // namespace
+
+void library_call_begins() {
+  register_progress_callback_once();
+  in_blocking_library_call = true;
+}
+void library_call_ends() {
+  in_blocking_library_call = false;
+}
 
 MPI_Datatype mpi_library_type(DataType type) {
   return mpi_type(type);

@@ -130,6 +130,10 @@ std::span<const AlgorithmRow> mpi_library_rows();
 // reduction (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on
 // every rank (every rank's call has the same count, type and op).
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
+// Around a blocking call of the MPI library's own collective: collx's other operations in flight
+// go on inside it through the MPI library's progress callback, where it has one.
+void library_call_begins();
+void library_call_ends();
 // The MPI library's datatype and op for collx's (MPI_DATATYPE_NULL, MPI_OP_NULL: none).
 MPI_Datatype mpi_library_type(DataType type);
 MPI_Op mpi_library_op(ReduceOp op);
