@@ -8,6 +8,7 @@
 #include "collectives.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
+#include "collx/mpi_types.hpp"
 #include "comm_state.hpp"
 #include "memory.hpp"
 #include "registry.hpp"
@@ -407,9 +408,7 @@ bool fits_int(std::size_t n) {
 bool delegable_reduction(const detail::CommState& s, std::size_t count, DataType type,
                          ReduceOp op) {
   if (!fits_int(count)) return false;
-  if (detail::mpi_library_type(type) == MPI_DATATYPE_NULL ||
-      detail::mpi_library_op(op) == MPI_OP_NULL)
-    return false;
+  if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
   const detail::CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
                                         static_cast<int>(op), -1};
   return !detail::order_sensitive(signature, s.size);
@@ -428,8 +427,7 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t cou
       sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, count, type, op)) {
     detail::delegated_call(s, Collective::allreduce, [&] {
       return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                            static_cast<int>(count), detail::mpi_library_type(type),
-                            detail::mpi_library_op(op), s.comm);
+                            static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
     });
     return;
   }
@@ -481,7 +479,7 @@ void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count,
     const bool in_place = s.rank == root && sendbuf == recvbuf;
     detail::delegated_call(s, Collective::reduce, [&] {
       return PMPI_Reduce(in_place ? MPI_IN_PLACE : sendbuf, recvbuf, static_cast<int>(count),
-                         detail::mpi_library_type(type), detail::mpi_library_op(op), root, s.comm);
+                         mpi_datatype(type), mpi_op(op), root, s.comm);
     });
     return;
   }
@@ -539,8 +537,8 @@ void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_
       sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, all, type, op)) {
     detail::delegated_call(s, Collective::reduce_scatter, [&] {
       return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                       static_cast<int>(count), detail::mpi_library_type(type),
-                                       detail::mpi_library_op(op), s.comm);
+                                       static_cast<int>(count), mpi_datatype(type), mpi_op(op),
+                                       s.comm);
     });
     return;
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collx/error.hpp"
+#include "collx/mpi_types.hpp"
 #include "config.hpp"
 #include "registry.hpp"
 
@@ -38,44 +39,6 @@ void check(Operation* op, Transport& t, int code, const char* call) {
   PMPI_Error_string(code, message, &length);
   const std::string collective = op ? std::string(to_string(op->info().collective)) : "mpi";
   throw Error(ErrorCode::mpi, collective, t.rank(), std::string(call) + " failed: " + message);
-}
-
-MPI_Datatype mpi_type(DataType type) {
-  switch (type) {
-    case DataType::int8:
-      return MPI_INT8_T;
-    case DataType::uint8:
-      return MPI_UINT8_T;
-    case DataType::int32:
-      return MPI_INT32_T;
-    case DataType::uint32:
-      return MPI_UINT32_T;
-    case DataType::int64:
-      return MPI_INT64_T;
-    case DataType::uint64:
-      return MPI_UINT64_T;
-    case DataType::float32:
-      return MPI_FLOAT;
-    case DataType::float64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;  // 16-bit floats: MPI has none
-  }
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return MPI_SUM;
-    case ReduceOp::prod:
-      return MPI_PROD;
-    case ReduceOp::min:
-      return MPI_MIN;
-    case ReduceOp::max:
-      return MPI_MAX;
-    default:
-      return MPI_OP_NULL;  // avg: MPI has none
-  }
 }
 
 // A count as MPI's int, or the reason it is not one.
@@ -175,7 +138,7 @@ const void* in_place_or(const void* send, const void* recv) {
 void allreduce_call(Operation* op, Transport& t, MPI_Comm comm, const AllreduceArgs& a,
                     MPI_Request* request, std::vector<int>& /*counts*/) {
   const int n = as_int(op, t, a.count);
-  const MPI_Datatype type = mpi_type(a.reduction.type);
+  const MPI_Datatype type = mpi_datatype(a.reduction.type);
   const MPI_Op reduce = mpi_op(a.reduction.op);
   const void* send = in_place_or(a.send, a.recv);
   check(op, t,
@@ -196,7 +159,7 @@ void broadcast_call(Operation* op, Transport& t, MPI_Comm comm, const BroadcastA
 void reduce_call(Operation* op, Transport& t, MPI_Comm comm, const ReduceArgs& a,
                  MPI_Request* request, std::vector<int>& /*counts*/) {
   const int n = as_int(op, t, a.count);
-  const MPI_Datatype type = mpi_type(a.reduction.type);
+  const MPI_Datatype type = mpi_datatype(a.reduction.type);
   const MPI_Op reduce = mpi_op(a.reduction.op);
   const bool root = t.rank() == a.root;
   const void* send = root ? in_place_or(a.send, a.recv) : a.send;
@@ -225,7 +188,7 @@ void allgather_call(Operation* op, Transport& t, MPI_Comm comm, const AllgatherA
 
 void reduce_scatter_call(Operation* op, Transport& t, MPI_Comm comm, const ReduceScatterArgs& a,
                          MPI_Request* request, std::vector<int>& counts) {
-  const MPI_Datatype type = mpi_type(a.reduction.type);
+  const MPI_Datatype type = mpi_datatype(a.reduction.type);
   const MPI_Op reduce = mpi_op(a.reduction.op);
   const void* send = in_place_or(a.send, a.recv);
   const std::size_t p = a.offsets.size() - 1;
@@ -331,17 +294,10 @@ void library_call_ends() {
   in_blocking_library_call = false;
 }
 
-MPI_Datatype mpi_library_type(DataType type) {
-  return mpi_type(type);
-}
-MPI_Op mpi_library_op(ReduceOp op) {
-  return mpi_op(op);
-}
-
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements) {
   if (elements > static_cast<std::size_t>(INT_MAX)) return false;
   if (reduction == nullptr) return true;
-  return mpi_type(reduction->type) != MPI_DATATYPE_NULL && mpi_op(reduction->op) != MPI_OP_NULL;
+  return mpi_datatype(reduction->type) != MPI_DATATYPE_NULL && mpi_op(reduction->op) != MPI_OP_NULL;
 }
 
 std::span<const AlgorithmRow> mpi_library_rows() {
@@ -360,3 +316,45 @@ std::span<const AlgorithmRow> mpi_library_rows() {
 }
 
 }  // namespace collx::detail
+
+namespace collx {
+
+MPI_Datatype mpi_datatype(DataType type) {
+  switch (type) {
+    case DataType::int8:
+      return MPI_INT8_T;
+    case DataType::uint8:
+      return MPI_UINT8_T;
+    case DataType::int32:
+      return MPI_INT32_T;
+    case DataType::uint32:
+      return MPI_UINT32_T;
+    case DataType::int64:
+      return MPI_INT64_T;
+    case DataType::uint64:
+      return MPI_UINT64_T;
+    case DataType::float32:
+      return MPI_FLOAT;
+    case DataType::float64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;  // 16-bit floats: MPI has none
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::prod:
+      return MPI_PROD;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    default:
+      return MPI_OP_NULL;  // avg: MPI has none
+  }
+}
+
+}  // namespace collx

@@ -134,9 +134,7 @@ bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
 // go on inside it through the MPI library's progress callback, where it has one.
 void library_call_begins();
 void library_call_ends();
-// The MPI library's datatype and op for collx's (MPI_DATATYPE_NULL, MPI_OP_NULL: none).
-MPI_Datatype mpi_library_type(DataType type);
-MPI_Op mpi_library_op(ReduceOp op);
+
 
 // Every row, collective by collective.
 std::span<const AlgorithmRow> registry();
