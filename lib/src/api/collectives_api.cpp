@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <vector>
 
 #include "collectives.hpp"
 #include "collx/communicator.hpp"
@@ -477,9 +478,16 @@ void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count,
       root_ok(s, root) && sendbuf != nullptr && (s.rank != root || recvbuf != nullptr) &&
       delegable_reduction(s, count, type, op)) {
     const bool in_place = s.rank == root && sendbuf == recvbuf;
+    const void* send = in_place ? MPI_IN_PLACE : sendbuf;
+    std::vector<std::byte> input;  // the root's data where MPI_IN_PLACE cannot be passed
+    if (in_place && detail::library_misreads_in_place_reduce(root)) {
+      const auto* data = static_cast<const std::byte*>(recvbuf);
+      input.assign(data, data + count * size_of(type));
+      send = input.data();
+    }
     detail::delegated_call(s, Collective::reduce, [&] {
-      return PMPI_Reduce(in_place ? MPI_IN_PLACE : sendbuf, recvbuf, static_cast<int>(count),
-                         mpi_datatype(type), mpi_op(op), root, s.comm);
+      return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op),
+                         root, s.comm);
     });
     return;
   }

@@ -130,6 +130,11 @@ std::span<const AlgorithmRow> mpi_library_rows();
 // reduction (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on
 // every rank (every rank's call has the same count, type and op).
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
+// Whether the MPI library's blocking MPI_Reduce at root `root` reads MPI_IN_PLACE as an address
+// (MPICH before 4.2 at a nonzero root above its short-message size: pmodels/mpich#6540, a
+// segfault in a legal call). Where it does, the root passes a copy of its data instead
+// (in_place_reduce_input): the same bytes, one copy more, and no rank's decision changes.
+bool library_misreads_in_place_reduce(int root);
 // Around a blocking call of the MPI library's own collective: collx's other operations in flight
 // go on inside it through the MPI library's progress callback, where it has one.
 void library_call_begins();
