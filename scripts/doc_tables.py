@@ -12,7 +12,8 @@ A doc asks for a table between two comments; everything between them is this scr
     <!-- end table -->
 
 The path is relative to the doc. Options after it (shell quoting):
-    columns=A|B|C        these columns, in this order (default: all)
+    columns=A|B|C        these columns, in this order (default: all); LABEL:=TEMPLATE is a
+                         column made of others ({COLUMN} is the row's value)
     where=COL=V1|V2      only rows whose COL is one of the values (COL!=V: none of them);
                          repeat for more conditions (all must hold)
     rows=T cols=T cell=T a pivot: one row per distinct rows template, one column per distinct
@@ -161,11 +162,16 @@ def render(doc_dir, target, options):
         table = markdown([opts.get('corner', '')] + col_keys,
                          [[rk] + [' / '.join(cells.get((rk, ck), [])) for ck in col_keys] for rk in row_keys])
     else:
-        columns = opts['columns'].split('|') if 'columns' in opts else header
-        for c in columns:
-            if c not in header:
-                raise Failure('%s: no column "%s"' % (target, c))
-        table = markdown(columns, [[r[c] for c in columns] for r in records])
+        labels, templates = [], []
+        for c in (opts['columns'].split('|') if 'columns' in opts else header):
+            label, sep, template = c.partition(':=')
+            if not sep:
+                if c not in header:
+                    raise Failure('%s: no column "%s"' % (target, c))
+                template = '{%s}' % c
+            labels.append(label)
+            templates.append(template)
+        table = markdown(labels, [[fill(t, r, path) for t in templates] for r in records])
     out = table + ['']
     line = ''
     if opts.get('values', 'yes') != 'no' and 'values' in prov:
