@@ -22,8 +22,8 @@ std::string_view to_string(Isa isa);
 
 // dst <- src (n bytes, no overlap) with non-temporal stores: for large outputs that will not be
 // read again soon, it writes memory without first reading each destination line into the
-// cache, which is faster than memcpy for large outputs (figures in docs/PERFORMANCE.md). Falls
-// back to memcpy where the instruction set has no streaming stores.
+// cache, which is faster than memcpy for large outputs (docs/results/arena-streaming-stores.csv).
+// Falls back to memcpy where the instruction set has no streaming stores.
 using CopyFn = void (*)(void* dst, const void* src, std::size_t n);
 
 struct KernelTable {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Issue 16's goal table (docs/PERFORMANCE.md, "The goal table"): auto against the MPI library's
-# own collective and the memcpy row, alone in the run (-a auto,mpi,memcpy), np=2 for allreduce,
-# reduce_scatter, allgather, broadcast and reduce, hot and --cold, RUNS interleaved runs of each
-# (perf-sweep.sh), 8 B-128 KiB with many iterations and 1-64 MiB with few; then np=4 allreduce
-# from 1 MiB (oversubscribed: Open MPI's ranks yield). No tuning file: auto's trials run in each
-# run's warm-up, as a new user's first calls would, and the JSON keeps their cost (first_calls).
+# Issue 16's goal table (docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI"): auto
+# against the MPI library's own collective and the memcpy row, alone in the run (-a
+# auto,mpi,memcpy), np=2 for allreduce, reduce_scatter, allgather, broadcast and reduce, hot and
+# --cold, RUNS interleaved runs of each (perf-sweep.sh), 8 B-128 KiB with many iterations and 1-64
+# MiB with few; then np=4 allreduce from 1 MiB (oversubscribed: Open MPI's ranks yield). No tuning
+# file: auto's trials run in each run's warm-up, as a new user's first calls would, and the JSON
+# keeps their cost (first_calls).
 #
 #   scripts/goal-sweep.sh OUTDIR [RUNS=5]
 #

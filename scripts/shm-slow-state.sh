@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Provokes and shows the shared-memory path's slow state on a 2-core VM (docs/PERFORMANCE.md,
-# "Shared memory", "The slow state"): each round runs a heavy oversubscribed np=4 reduce sweep,
-# then times the np=2 allgather and broadcast through shared memory with plain stores into the
-# rings (COLLX_SHM_STORES=plain, no direct reads) and as auto runs them, beside MPI's. In the
-# slow state the plain rows are 3-15x slower than in the fast one while the mpi row is not;
-# the auto rows switch to streaming stores or direct reads.
+# Provokes and shows the shared-memory path's slow state on a 2-core VM (docs/PERFORMANCE.md, "Why
+# the arena, and the VM's slow state"): each round runs a heavy oversubscribed np=4 reduce sweep,
+# then times the np=2 allgather and broadcast through shared memory with plain stores into the rings
+# (COLLX_SHM_STORES=plain, no direct reads) and as auto runs them, beside MPI's. In the slow state
+# the plain rows are 3-15x slower than in the fast one while the mpi row is not; the auto rows
+# switch to streaming stores or direct reads.
 #
 #   scripts/shm-slow-state.sh [ROUNDS=6]
 set -euo pipefail

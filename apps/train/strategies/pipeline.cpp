@@ -431,9 +431,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   // message out of the queue), so a wait is polls that find nothing, the waiting for a
   // neighbour's pass, and polls that copy. A poll that ran on this thread's CPU for more than
   // kCopyPoll is taken to be a copy (an empty poll takes a few microseconds at most; one 256 KiB
-  // message tens of them: docs/TRAINING.md), and its CPU time counts as transfer. After a
-  // second of polls it waits as any request does (Request::wait, where COLLX_TIMEOUT applies),
-  // the rest counted as waiting.
+  // message tens of them: docs/TRAINING.md, "How the bubble is measured"), and its CPU time
+  // counts as transfer. After a second of polls it waits as any request does (Request::wait,
+  // where COLLX_TIMEOUT applies), the rest counted as waiting.
   static constexpr double kCopyPoll = 16e-6;
   void wait_for_message(Request& request) {
     const auto start = Clock::now();

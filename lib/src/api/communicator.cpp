@@ -26,7 +26,8 @@
 namespace collx::detail {
 
 namespace {
-// Pipeline defaults until a tuning file says otherwise (see docs/PERFORMANCE.md).
+// Pipeline defaults until a tuning file says otherwise (docs/PERFORMANCE.md, "Segment size and
+// pipeline depth").
 constexpr std::size_t kDefaultChunkBytes = std::size_t{256} << 10;
 constexpr int kDefaultPipelineDepth = 4;
 
@@ -269,7 +270,7 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
   if (arena) {
     // The best point-to-point algorithm too: where the table's choice is the arena's, its
     // handshakes are what a loaded or oversubscribed node makes slow (docs/PERFORMANCE.md,
-    // "The MPICH table, idle"), and the neighbours may all be the arena's as well.
+    // "MPICH", four ranks on two cores), and the neighbours may all be the arena's as well.
     machine.one_node = false;
     others.push_back(model::best(schedules_of(collective), size, size_in_bytes, machine));
   }

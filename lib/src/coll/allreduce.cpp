@@ -370,8 +370,8 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
 // nodes a power of two, host memory, and a buffer of more than one chunk. Each carrier's share
 // of a chunk (a slice of k ranks' chunk, or the leader's whole chunk) is four segments or more,
 // and there are about 8 chunks at most: with shares of one segment the chunks' messages and
-// handoffs cost more than the overlap gave on the emulated cluster (docs/PERFORMANCE.md,
-// "Overlap across two nodes").
+// handoffs cost more than the overlap gave on the emulated cluster
+// (docs/results/cluster-multi-leader-pipelined-forms-2x2.csv).
 std::size_t pipelined_chunk(const Operation& op, const AllreduceArgs& a,
                             const patterns::NodeLayout& layout, int carriers_per_node) {
   if (!std::has_single_bit(static_cast<unsigned>(layout.nodes())) || op.device_memory()) return 0;

@@ -31,7 +31,7 @@ namespace {
 // Slots are whole ring slots. Handing a slot to another core costs far more here than a
 // counter store (the counter's line moves between the cores, the reader may have to wake up):
 // a broadcast of 1 MiB in 32 KiB slots was several times slower than in 256-512 KiB slots
-// (docs/PERFORMANCE.md, "Shared memory: broadcast, allgather and reduce"). So the fewer handoffs
+// (docs/results/arena-slot-size-broadcast.csv). So the fewer handoffs
 // the better, as long as a few slots are in flight for the largest messages.
 std::size_t slot_payload_bytes(const SharedArena& arena) {
   return arena.slot_bytes();
@@ -39,8 +39,7 @@ std::size_t slot_payload_bytes(const SharedArena& arena) {
 
 // Outputs of more than this many bytes are written with streaming stores (no read of each
 // destination line first): they do not stay in the caches anyway, and the copy out of the ring
-// is then bound by memory writes (docs/PERFORMANCE.md, "Shared memory: broadcast, allgather and
-// reduce").
+// is then bound by memory writes (docs/results/arena-streaming-stores.csv).
 constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
 
 bool streams_output(std::size_t output_bytes) {
@@ -95,8 +94,9 @@ void record_stores(SharedArena& arena, int me, RingStores::Kind kind, std::size_
 // of stores the rank's RingStores choose. With `also`, the slot goes to `also` as well (the
 // allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
 // stores they go block by block, so that `source` is read once and the second copy reads what
-// the first just brought into the L1 cache (faster than a second pass over `source`,
-// docs/PERFORMANCE.md, "Shared memory"); streaming stores are not cut up so, since each
+// the first just brought into the L1 cache (faster than a second pass over `source`: the
+// notebook in git, docs/PERFORMANCE.md at cc55b41, "The slow state: stores into lines the other
+// core holds"); streaming stores are not cut up so, since each
 // call ends with a fence that waits for them to reach memory.
 Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const std::byte* source,
              std::size_t bytes, std::byte* also = nullptr, bool also_streams = false) {
@@ -191,7 +191,8 @@ Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequenc
 // plain stores are slow, up to outputs of kDirectMaxOutputBytes: there the kernel's copy of
 // the producer's buffer (what MPI's single-copy path does) beats streaming stores into the
 // ring and a copy out of memory, while above it streaming wins (the sizes where each wins, on
-// the machine they were measured on: docs/PERFORMANCE.md, "The slow state").
+// the machine they were measured on: docs/PERFORMANCE.md, "Why the arena, and the VM's slow
+// state").
 constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
 constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 
@@ -200,7 +201,7 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 // may read each other's memory: through the ring, alltoall and allgather blocks of this size were
 // 1.1-1.4x slower (two copies, the second of lines the other core has just written), while from
 // 128 KiB blocks the ring's two copies won again. At four ranks the same blocks were 1.3-1.7x
-// slower read directly than through the ring (docs/PERFORMANCE.md, "Alltoall through the arena").
+// slower read directly than through the ring (docs/results/alltoall-arena-vs-pairwise.csv).
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
@@ -614,8 +615,8 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
 // stays in cache. An allreduce then publishes the reduced piece in a second slot and every
 // rank copies the others' reduced pieces straight into its output: per rank, (p-1)/p n bytes
 // in, n/p reduced, (p-1)/p n out, and no byte through the MPI library. Why through the arena
-// and not process_vm_readv of the peers' buffers: docs/PERFORMANCE.md, "Allreduce through the
-// arena".
+// and not process_vm_readv of the peers' buffers: docs/PERFORMANCE.md, "Why the arena, and the
+// VM's slow state".
 
 namespace {
 
@@ -623,8 +624,7 @@ namespace {
 // a piece is reduced while it is in the cache its producer just wrote it from (p pieces in a
 // core's L2), large enough that the two counter handoffs per round stay cheap: 256 KiB pieces
 // (128 KiB at four ranks, where the slot holds no more) took half the time of 64 KiB ones at
-// two ranks from 512 KiB to 2 MiB (docs/PERFORMANCE.md, "Allreduce through the arena" and
-// "Larger slices").
+// two ranks from 512 KiB to 2 MiB (docs/results/arena-slice-piece.csv).
 constexpr std::size_t kSlicePieceBytes = std::size_t{256} << 10;
 
 // Where each rank's ring stood before this call: this rank's published count, and for every

@@ -373,9 +373,10 @@ inline bool can_run_in_place() {
 // MPI progress (the acknowledgment of a rendezvous it sent before) before it can move the
 // counter; without it the two ranks wait for each other for ever. The first slice (1 ms)
 // outlasts an ordinary handoff, so a wait normally ends with the producer's wake-up, not a
-// timeout: waking more often made an oversubscribed reduce several times slower
-// (docs/PERFORMANCE.md). Long waits back off to 16 ms slices. After each slice of a wait where
-// condition.peers_silent(), `refuse()` may throw (Operation::refuse_foreign_messages).
+// timeout: waking more often made an oversubscribed reduce several times slower (the notebook
+// in git, docs/PERFORMANCE.md at cc55b41, "A hang, and progress while waiting"). Long waits back
+// off to 16 ms slices. After each slice of a wait where condition.peers_silent(), `refuse()` may
+// throw (Operation::refuse_foreign_messages).
 template <class Refuse>
 void wait_in_slices(Transport& transport, const WaitCondition& condition, Refuse&& refuse) {
   auto slice = std::chrono::microseconds(1000);

@@ -1,29 +1,28 @@
-// auto's trials on the machine it runs on (COLLX_AUTOTUNE, on by default): the first blocking
-// calls of each size class of a collective on a communicator run the two to four candidates that
-// the table ranks closest (its own choice, its choices for the neighbouring size classes, the
-// shared arena's row, the cost model's best with and without the arena), each in blocks of
-// consecutive calls, in two passes over the candidates where a candidate has four trials or more;
-// then the ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its
-// passes' block times, over a block but its first call; an allreduce of the times) and every
-// later call of the class runs it. Two passes, because what disturbs a block (the process's first
-// messages to a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both
-// (docs/PERFORMANCE.md, "The goal table, second run"). Blocks, not interleaved calls: a rank's
-// time in one call can be short while the calls in a row are slow (a rank that arrives late
-// finds its data there, but the next call waits for the slot it frees), and a run of calls is
-// what an application makes. A block's time: the median of its calls, or, where the
-// communicator spans several nodes, their mean from a meeting of the ranks (a barrier) before
-// the first timed call, as collx-bench times a round. Across nodes, each rank timing its calls
-// from wherever the previous ones left it made an algorithm whose root returns early (a binomial
-// tree's two sends against linear's three) look a third faster where from a common start it was
-// a third slower (docs/PERFORMANCE.md, "The trials from a common start"). Inside one node the
-// meeting's own skew between ranks (microseconds on a busy node) is as long as the calls
-// through the node's segment (0.2-2 us) and made the trials noisier, so one node keeps medians
-// of back-to-back calls. A sample of the later calls is timed; at checkpoints the ranks agree
-// whether any of them sees its chosen algorithm drift (1.5x its trial time) and, if so, try again.
-// A challenger that displaced the table's choice in the first round is tried again at the first
-// checkpoint in any case (a second opinion): a machine's passing slow spell during the table's
-// blocks would otherwise keep a choice the rest of the run does not bear out (docs/PERFORMANCE.md,
-// "The goal table, sixth run").
+// auto's trials on the machine it runs on (COLLX_AUTOTUNE, on by default): the first blocking calls
+// of each size class of a collective on a communicator run the two to four candidates that the
+// table ranks closest (its own choice, its choices for the neighbouring size classes, the shared
+// arena's row, the cost model's best with and without the arena), each in blocks of consecutive
+// calls, in two passes over the candidates where a candidate has four trials or more; then the
+// ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its passes'
+// block times, over a block but its first call; an allreduce of the times) and every later call of
+// the class runs it. Two passes, because what disturbs a block (the process's first messages to a
+// peer, new buffers' first touch, a spell of the machine's) rarely disturbs both (the notebook in
+// git: docs/PERFORMANCE.md at cc55b41, "The goal table, second run"). Blocks, not interleaved
+// calls: a rank's time in one call can be short while the calls in a row are slow (a rank that
+// arrives late finds its data there, but the next call waits for the slot it frees), and a run of
+// calls is what an application makes. A block's time: the median of its calls, or, where the
+// communicator spans several nodes, their mean from a meeting of the ranks (a barrier) before the
+// first timed call, as collx-bench times a round. Across nodes, each rank timing its calls from
+// wherever the previous ones left it made an algorithm whose root returns early (a binomial tree's
+// two sends against linear's three) look a third faster where from a common start it was a third
+// slower (docs/results/cluster-436e633.csv, with its source section). Inside one node the meeting's
+// own skew between ranks (microseconds on a busy node) is as long as the calls through the node's
+// segment (0.2-2 us) and made the trials noisier, so one node keeps medians of back-to-back calls.
+// A sample of the later calls is timed; at checkpoints the ranks agree whether any of them sees its
+// chosen algorithm drift (1.5x its trial time) and, if so, try again. A challenger that displaced
+// the table's choice in the first round is tried again at the first checkpoint in any case (a
+// second opinion): a machine's passing slow spell during the table's blocks would otherwise keep a
+// choice the rest of the run does not bear out (docs/results/onenode-np2-goals-per-run.csv).
 //
 // Every step is keyed on what every rank sees alike: the collective, the size class, the call's
 // place among the blocking calls of its class, the candidates (the table, the communicator's
@@ -100,8 +99,9 @@ class ClassTuner {
 
   // A challenger must beat the table's choice by this share to replace it (noise), and by at
   // least kMarginMinNs a call: below a microsecond a VM's calls jitter by a factor of two from
-  // block to block (docs/PERFORMANCE.md, "The arena's latency path"), more than any difference
-  // between the candidates there, and the table's choice comes from medians of many runs.
+  // block to block (docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI", 8-128 B),
+  // more than any difference between the candidates there, and the table's choice comes from
+  // medians of many runs.
   // The MPI library's own collective (Algorithm::mpi) needs the share only: chosen where it only
   // seemed faster, auto still runs as fast as the MPI it wraps.
   static constexpr double kMargin = 0.03;

@@ -13,13 +13,14 @@ namespace collx::detail {
 namespace {
 
 // Allreduce rows from collx-bench sweeps (8 B .. 64 MiB by factors of 2, every algorithm,
-// median of 3 runs); the machine, the sweep and its result are in docs/PERFORMANCE.md. The edges
+// median of 3 runs); the machine, the sweep and its result: docs/results/sweep-*.csv and the
+// notebook in git (docs/PERFORMANCE.md at cc55b41, "Where auto's table comes from"). The edges
 // follow Open MPI's 4 KiB eager limit: a 4 KiB exchange is a rendezvous, so at 4 KiB the algorithms
 // that send halves or p-ths win. The last row of each rank range catches every larger size.
 constexpr SelectionRule kBuiltinRules[] = {
     // Two ranks with a shared arena, under either MPI (no message is sent): recursive doubling
     // up to 256 B, then the arena's sliced allreduce through its blocking form to 32 KiB
-    // (docs/PERFORMANCE.md, "The arena's latency path").
+    // (docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI").
     {Collective::allreduce, 1, 2, 256, Algorithm::recursive_doubling},
     {Collective::allreduce, 1, 2, 32 << 10, Algorithm::shared_memory},
 #if defined(MPICH_VERSION)
@@ -37,7 +38,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allreduce, 1, 2, kAnySize, Algorithm::ring},
     // 3 and 4 ranks on one node (a shared arena) from 16 KiB: the arena's sliced allreduce,
     // which beat every message algorithm and MPI_Allreduce there on a quiet machine
-    // (docs/PERFORMANCE.md, "The goal table, second run"); 5 ranks and more were not measured
+    // (docs/results/onenode-np34-allreduce.csv); 5 ranks and more were not measured
     // (two cores) and keep the message algorithms.
     // 3 ranks
     {Collective::allreduce, 3, 3, 2 << 10, Algorithm::recursive_doubling},
@@ -71,25 +72,27 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allreduce, 8, kAnyRanks, kAnySize, Algorithm::rabenseifner},
     // The other collectives: collx-bench -a all sweeps at 2 and 4 ranks (8 B .. 32 MiB by
     // factors of 4, 5 runs, medians; scripts/perf-sweep.sh, rows suggested by
-    // scripts/selector_rows.py, tables in docs/PERFORMANCE.md). Rows measured at 4 ranks serve
+    // scripts/selector_rows.py, docs/results/sweep-*.csv). Rows measured at 4 ranks serve
     // 3 ranks and up; gather and scatter go back to the binomial tree from 9 ranks, where the
     // root's p-1 messages of the linear form cost more than log p (docs/ALGORITHMS.md).
     // Rows naming shared_memory count only where the communicator has a shared arena (all
     // ranks on one node, host buffers; see select_from); elsewhere the next matching row
     // decides. Broadcast, reduce and allgather rows: scripts/selector_rows.py over the
-    // shared-memory sweep of docs/PERFORMANCE.md ("Shared memory"), 5 interleaved runs, medians;
+    // shared-memory sweep of the notebook in git (docs/PERFORMANCE.md at cc55b41, "Status
+    // against the goals (issues 3 and 4)"), 5 interleaved runs, medians;
     // allgather at 3+ ranks takes shared_memory above 512 B (at 64 MiB, 4 ranks: 1.77-1.97x MPI
     // in each of 5 runs since its rings change their stores, the ring 0.92-1.01x).
     // Allgather at two ranks takes shared_memory at every size: above 256 KiB since its rings
     // change their stores, and hand blocks over directly, while plain stores are slow
     // (ring_stores.hpp): 1.2-1.6x MPI in runs in the machine's fast state, about parity (the
-    // ring's figure) in its slow state, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "The
-    // slow state"); at 64-256 KiB since blocks of 32-64 KiB are read directly (1.04-1.18x MPI
-    // at 64-128 KiB where the ring ran 0.9-1.0x; "Alltoall through the arena").
+    // ring's figure) in its slow state, 1.4-1.8x from 16 MiB in both (docs/PERFORMANCE.md, "Why
+    // the arena, and the VM's slow state"); at 64-256 KiB since blocks of 32-64 KiB are read
+    // directly (1.04-1.18x MPI at 64-128 KiB where the ring ran 0.9-1.0x;
+    // docs/results/alltoall-arena-vs-pairwise.csv).
     // At two ranks, broadcast, reduce and allgather take the arena from 8 B (its blocking forms,
     // one slot per producer and no Operation, up to kArenaPathBytes: 2-10x MPI's time at
-    // 8 B-32 KiB, docs/PERFORMANCE.md, "The arena's latency path"); broadcast to 32 KiB, then
-    // the binomial tree (docs/PERFORMANCE.md, "Broadcast at two ranks").
+    // 8 B-32 KiB, docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI"); broadcast
+    // to 32 KiB, then the binomial tree (docs/results/broadcast-np2-tree-vs-arena.csv).
     {Collective::broadcast, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::broadcast, 1, 2, 256 << 10, Algorithm::binomial_tree},
     {Collective::broadcast, 1, kAnyRanks, kAnySize, Algorithm::shared_memory},
@@ -109,8 +112,8 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::allgather, 3, kAnyRanks, 256 << 10, Algorithm::recursive_doubling},
     {Collective::allgather, 3, kAnyRanks, kAnySize, Algorithm::ring},
     // Reduce-scatter at two ranks: the arena's blocking form to 8 KiB in all (docs/PERFORMANCE.md,
-    // "The arena's latency path"); at 3 and 4 ranks on one node from 16 KiB: the arena's, as
-    // allreduce's (same runs); 5 ranks and more unmeasured.
+    // "One node, two ranks: auto against Open MPI"); at 3 and 4 ranks on one node from 16 KiB:
+    // the arena's, as allreduce's (same runs); 5 ranks and more unmeasured.
     {Collective::reduce_scatter, 1, 2, 8 << 10, Algorithm::shared_memory},
     {Collective::reduce_scatter, 1, 2, 32 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter, 1, 2, kAnySize, Algorithm::ring},
@@ -126,7 +129,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::reduce_scatter_v, 3, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter_v, 3, kAnyRanks, kAnySize, Algorithm::ring},
     // Gather and scatter at two ranks through the arena to 32 KiB in all (its blocking forms;
-    // docs/PERFORMANCE.md, "The arena's latency path"); 3+ ranks not measured with it.
+    // docs/PERFORMANCE.md, "Gather, scatter and alltoall"); 3+ ranks not measured with it.
     {Collective::gather, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::gather, 1, 8, kAnySize, Algorithm::linear},
     {Collective::gather, 9, kAnyRanks, kAnySize, Algorithm::binomial_tree},
@@ -135,7 +138,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::scatter, 9, kAnyRanks, kAnySize, Algorithm::binomial_tree},
     // Alltoall at two ranks: pairwise (one exchange, its blocking form) to 256 B, where the
     // arena is no faster; above, the arena (its blocks of 32-64 KiB read directly), 1.1-2.9x
-    // MPI's time under Open MPI and MPICH (docs/PERFORMANCE.md, "Alltoall through the arena").
+    // MPI's time under Open MPI and MPICH (docs/PERFORMANCE.md, "Gather, scatter and alltoall").
     {Collective::alltoall, 1, 2, 256, Algorithm::pairwise},
     {Collective::alltoall, 1, 2, kAnySize, Algorithm::shared_memory},
     {Collective::alltoall, 1, 2, kAnySize, Algorithm::pairwise},
@@ -163,20 +166,20 @@ constexpr SelectionRule kBuiltinRules[] = {
 // Rabenseifner (reduce, from 32 KiB) win on the fast networks: the flat table. The broadcast's
 // lower edge is measured against the model: up to 256 B the binomial tree took 1.23-1.64x
 // MPI_Bcast's speed at 2x2 where hierarchical took 0.95-1.47x, from 512 B hierarchical led
-// (1.68-2.47x against 1.09-1.40x; two sets of 6 runs, docs/PERFORMANCE.md, "Broadcast at 2x2 up
-// to 256 B"), so up to 256 B the flat table, and auto's trials, decide. Allgather and
-// reduce_scatter keep the flat table (but for the measured reduce_scatter rule below): their
-// hierarchical rows win on the slow network but on the fast ones only in a window (about 4 KiB
-// to 1 MiB) that moves with the layout.
+// (1.68-2.47x against 1.09-1.40x; two sets of 6 runs,
+// docs/results/cluster-broadcast-small-2x2.csv), so up to 256 B the flat table, and auto's
+// trials, decide. Allgather and reduce_scatter keep the flat table (but for the measured
+// reduce_scatter rule below): their hierarchical rows win on the slow network but on the fast
+// ones only in a window (about 4 KiB to 1 MiB) that moves with the layout.
 // Allreduce from 2 KiB to 64 KiB on uniform nodes: hierarchical, and on two nodes multi_leader.
 // Measured, not modelled: on the emulated cluster at 2 nodes x 2 ranks (idle, medians of 3;
-// docs/PERFORMANCE.md, "The node-aware algorithms, idle") hierarchical took 1.12x and 2.00x
+// docs/results/cluster-node-aware-idle.csv) hierarchical took 1.12x and 2.00x
 // MPI_Allreduce's speed at 4 and 32 KiB where the one-node table's Rabenseifner and recursive
 // doubling took 0.74x and 1.32x; at 8 and 64 B recursive doubling stays ahead (0.96-1.04x
 // against 0.83-0.96x), hence the lower edge. multi_leader then took hierarchical's place on two
 // nodes (2x2: 1.01-1.69x against 0.86-1.40x at 2-64 KiB, six runs; the goal runs of three
 // sessions the same way) but not on four (4x2: 0.87-1.31x against 1.07-1.70x at 4-64 KiB):
-// docs/PERFORMANCE.md, "multi_leader from 2 KiB on two nodes".
+// docs/results/cluster-allreduce-node-rule.csv.
 constexpr NodeRule kNodeRules[] = {
     {Collective::allreduce, (std::size_t{2} << 10) + 1, std::size_t{64} << 10, true,
      Algorithm::multi_leader, false, 2},
@@ -190,18 +193,18 @@ constexpr NodeRule kNodeRules[] = {
     // buffer, each a network hop) where the one-node table has Rabenseifner at 4 KiB and the
     // ring at 8 KiB for 4 ranks, which lost to MPI_Allreduce at 4 nodes x 1 rank on the
     // emulated cluster; above, to 256 KiB, Rabenseifner, where the one-node table's recursive
-    // doubling lost at 64 KiB (docs/PERFORMANCE.md, "The goal runs again" and "Allreduce at 4
-    // nodes x 1 rank after the one-rank-per-node rule").
+    // doubling lost at 64 KiB (docs/results/cluster-goal-runs-allreduce.csv and
+    // cluster-allreduce-4x1-rule.csv).
     {Collective::allreduce, 0, std::size_t{32} << 10, true, Algorithm::recursive_doubling, true},
     {Collective::allreduce, (std::size_t{32} << 10) + 1, std::size_t{256} << 10, true,
      Algorithm::rabenseifner, true},
     // One rank on each of up to 4 nodes, broadcast to 32 KiB: linear (the root's sends at
     // once, one level) where the binomial tree's two levels took 0.66-0.92x MPI_Bcast's speed
     // at 8-32 KiB on the emulated cluster at 4 nodes x 1 rank and linear 0.98-1.02x
-    // (docs/PERFORMANCE.md, "Broadcast across nodes: linear"); from 8 B to 4 KiB, with both
+    // (docs/results/cluster-broadcast-linear.csv); from 8 B to 4 KiB, with both
     // latency paths sending at once, linear took 1.05-1.92x and the tree 0.87-1.17x in calls
     // two at a time, where in runs of 50 calls the tree led at 8-512 B (auto's trials decide
-    // between them: "Isolated calls and runs of calls", "The trials from a common start").
+    // between them, from a common start: autotune.hpp, docs/results/cluster-436e633.csv).
     // Measured, not modelled: the cost model counts the root's p-1 sends one after the other, where
     // on the network their latencies overlap; it is measured on 4 nodes only, so more nodes keep
     // the tree (whose levels grow as log2 p where the root's sends grow as p).
@@ -209,7 +212,7 @@ constexpr NodeRule kNodeRules[] = {
     // Reduce-scatter from 4 KiB to 512 KiB on two nodes holding as many ranks each (more than
     // one): hierarchical, inside the window (about 4 KiB to 1 MiB) where the cost model has it
     // ahead on fast networks too. Measured on the emulated cluster at 2 nodes x 2 ranks
-    // (docs/PERFORMANCE.md, "Reduce-scatter at 2x2: hierarchical"): 1.09-1.39x
+    // (docs/results/cluster-reduce-scatter-2x2.csv): 1.09-1.39x
     // MPI_Reduce_scatter_block's speed at 4-64 KiB in 7 runs where the flat table's recursive
     // halving took 0.93-1.17x, 2.79x at 256 KiB against the ring's 2.39x (3 runs); at 1 MiB the
     // ring was ahead (3.94x against 3.62x), at 1 KiB recursive halving (1.01x against 0.75x): the

@@ -6,7 +6,8 @@
 // (the reader then finds the slot in cache). On some machines it sometimes is not (the host's
 // placement of the vCPUs of a VM, we guess; it cannot be seen from inside): then every ring slot
 // a reader has copied out is many times slower to write again, while streaming stores, which need
-// no line first, stay fast (the figures of one VM: docs/PERFORMANCE.md, "The slow state"). Which
+// no line first, stay fast (the figures of one VM: docs/PERFORMANCE.md, "Why the arena, and the
+// VM's slow state"). Which
 // state the machine is in changes every few seconds and cannot be asked, so the producer times its
 // copies and keeps
 // the faster kind: the best of each kind's last few times (a preempted copy only looks slower),

@@ -40,8 +40,8 @@ class SharedArena {
   static_assert(Counter::is_always_lock_free, "counters in shared memory must be lock-free");
 
   // Ring geometry: 4 entries of 512 KiB per rank, 2 MiB (the entry size measured best for
-  // broadcast and allgather at 2 and 4 ranks, docs/PERFORMANCE.md; COLLX_SHM_CHUNK_BYTES
-  // overrides it).
+  // broadcast and allgather at 2 and 4 ranks, docs/results/arena-slot-size-broadcast.csv;
+  // COLLX_SHM_CHUNK_BYTES overrides it).
   static constexpr std::size_t kDefaultSlotBytes = std::size_t{512} << 10;
   static constexpr int kDefaultSlots = 4;
 

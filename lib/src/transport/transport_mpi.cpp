@@ -117,7 +117,8 @@ void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, in
 // leaves eagerly in every MPI library, so it stays one MPI_Send even with failure notices to
 // watch; a receive is posted and tested until it completes, with the notices tested every
 // kNoticeEvery passes (a blocking MPI_Recv would never see them; MPI_Waitany over both was
-// slower still at 8 B, docs/PERFORMANCE.md). COLLX_LATENCY_PATH_WATCH=0 keeps the blocking
+// slower still at 8 B: the notebook in git, docs/PERFORMANCE.md at cc55b41, "The layout alone,
+// and the notices' watch on top"). COLLX_LATENCY_PATH_WATCH=0 keeps the blocking
 // MPI_Recv / MPI_Sendrecv for codes that prefer that small saving to failure propagation here.
 namespace {
 constexpr std::size_t kEagerBytes = 4096;
