@@ -19,7 +19,8 @@ The path is relative to the doc. Options after it (shell quoting):
     rows=T cols=T cell=T a pivot: one row per distinct rows template, one column per distinct
                          cols template, the cell template in between ({COLUMN} is the row's value;
                          several rows in one cell are joined with " / "), corner=TEXT heads the
-                         first column
+                         first column; [TEXT] in a template is left out where a {COLUMN}
+                         in it is empty
     values=no            leave out the line that says what the numbers are
     commands=no          leave out the commands (when the text around gives them)
 
@@ -85,6 +86,13 @@ def fill(template, record, path):
         if m.group(1) not in record:
             raise Failure('%s: no column "%s"' % (path, m.group(1)))
         return record[m.group(1)]
+
+    def optional(m):
+        names = re.findall(r'\{([^{}]+)\}', m.group(1))
+        if any(record.get(n, '') == '' for n in names):
+            return ''
+        return m.group(1)
+    template = re.sub(r'\[([^\[\]]*)\]', optional, template)
     return re.sub(r'\{([^{}]+)\}', one, template).strip()
 
 
