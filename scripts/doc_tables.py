@@ -27,10 +27,11 @@ The path is relative to the doc. Options after it (shell quoting):
 Under the table come what the numbers are, where they were measured (date, machine, MPI, commit,
 the data file) and the commands that reproduce them.
 
-    scripts/doc_tables.py            rewrite the tables of README.md and docs/*.md in place
+    scripts/doc_tables.py            rewrite the tables of README.md, docs/*.md and
+                                     docs/results/README.md in place
     scripts/doc_tables.py --check    exit 1 (and print the difference) where a doc is stale, or
                                      where a result file lacks its provenance
-    scripts/doc_tables.py --unused   list the result files no doc shows
+    scripts/doc_tables.py --unused   list the result files no table shows (the index lists all)
     --root DIR                       the tree to read (default: the one this script is in)
 
 `<!-- index -->` ... `<!-- end table -->` in a doc of docs/results/ lists every result file of
@@ -211,7 +212,6 @@ def regenerate(doc_path):
         try:
             if m.group(3):
                 out += [''] + index(doc_dir)
-                used += glob.glob(os.path.join(doc_dir, '*.csv'))
             else:
                 out += [''] + render(doc_dir, m.group(1), m.group(2))
                 used.append(os.path.normpath(os.path.join(doc_dir, m.group(1))))
