@@ -119,18 +119,35 @@ def provenance(prov, name, link):
     return line + '.'
 
 
+# Which docs show each result file as a table (filled by main() before docs/results/README.md,
+# which comes last), and the largest file the index shows whole.
+SHOWN = {}
+INDEX_TABLE_ROWS = 100
+
+
 def index(doc_dir):
-    """Every result file in the doc's own folder: its title, machine, date, commit, commands."""
+    """Every result file in the doc's own folder: its title, machine, date, commit and commands,
+    and its table where no other doc shows it and it is small enough."""
     out = []
     for path in sorted(glob.glob(os.path.join(doc_dir, '*.csv'))):
         prov, header, rows = read_result(path)
         name = os.path.basename(path)
-        out += ['- **[%s](%s)** (%d rows): %s.' % (name, name, len(rows), '; '.join(prov['title']))]
-        line = '  Machine: %s' % '; '.join(prov['machine'])
+        out += ['### [%s](%s)' % (name, name), '', '%s (%d rows).' % ('; '.join(prov['title']), len(rows)), '']
+        line = 'Machine: %s' % '; '.join(prov['machine'])
         if 'mpi' in prov:
             line += '; ' + '; '.join(prov['mpi'])
         out += [line + '. Measured: %s. collx: %s.' % ('; '.join(prov['measured']), '; '.join(prov['commit']))]
-        out += ['', '      ' + '\n      '.join(prov['command']), '']
+        if 'values' in prov:
+            out += ['', '; '.join(prov['values']) + '.']
+        out += [''] + ['    ' + c for c in prov['command']] + ['']
+        docs = SHOWN.get(os.path.normpath(path), [])
+        if docs:
+            out += ['Shown in %s.' % ', '.join(
+                '[%s](%s)' % (d, os.path.relpath(os.path.join(ROOT, d), doc_dir)) for d in docs), '']
+        elif len(rows) <= INDEX_TABLE_ROWS:
+            out += markdown(header, rows) + ['']
+        else:
+            out += ['Too long to show here: the file itself.', '']
     return out
 
 
@@ -237,6 +254,10 @@ def main(argv):
             old = open(doc).read()
             new, shown = regenerate(doc)
             used.update(shown)
+            for path in shown:
+                SHOWN.setdefault(path, [])
+                if os.path.relpath(doc, ROOT) not in SHOWN[path]:
+                    SHOWN[path].append(os.path.relpath(doc, ROOT))
             if new == old:
                 continue
             name = os.path.relpath(doc, ROOT)
