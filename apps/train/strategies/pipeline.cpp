@@ -436,6 +436,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   // where COLLX_TIMEOUT applies), the rest counted as waiting.
   static constexpr double kCopyPoll = 16e-6;
   void wait_for_message(Request& request) {
+    // No message (a stage without that neighbour): nothing to wait for, and no poll to time (a
+    // poll's CPU time on a busy machine can pass kCopyPoll without any copy in it).
+    if (!request.valid()) return;
     const auto start = Clock::now();
     while (seconds_since(start) < 1.0) {
       const double cpu_before = thread_cpu_seconds();
