@@ -157,6 +157,8 @@ struct CommState {
     return delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
            delegating_config_ == &config();
   }
+  // Whether some size class of this communicator is trying its candidates.
+  bool trials_running() const { return trying_classes_ > 0; }
   // Marks what after_timed_call settled.
   void note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner);
   NodeShape node_shape() const {
@@ -222,6 +224,9 @@ struct CommState {
   std::vector<std::uint64_t> agree_max(std::span<const std::uint64_t> values);
   using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
   std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
+  // How many size classes are trying their candidates: while any is, run_collective reads the
+  // clock where a call enters it (the trials' time of collx's candidates starts there).
+  int trying_classes_ = 0;
   std::array<Choice, kCollectiveCount> last_choice{};
   // Rejects a negative options.pipeline_depth; sets next_op's defaults for the configuration
   // in force where they were set for another.
@@ -369,6 +374,15 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes,
                        HostCopies&& host_copies = nullptr) {
+  using Clock = std::chrono::steady_clock;
+  // A trial of one of collx's candidates is timed from here: the choice and the call's
+  // bookkeeping are part of what collx's algorithm costs a call, and a rank timed only from
+  // inside the algorithm misses what its peer did meanwhile (a gather's child publishing while
+  // the root was still in the previous call's return and this call's entry: a run of calls then
+  // takes longer than the calls' timed medians say). The MPI library's candidate is timed from
+  // its start (below): once chosen it runs the delegated path, which skips this bookkeeping.
+  const Clock::time_point entered =
+      blocking && state->trials_running() ? Clock::now() : Clock::time_point{};
   const bool arena = state->arena_for(bytes);
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes, arena, blocking,
@@ -405,10 +419,13 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const bool on_device = path != nullptr && !path->host_accessible();
   // Straight-line, no lambda around the call: this is the path of every small blocking call,
   // and each call frame on it is paid per call.
-  using Clock = std::chrono::steady_clock;
   if (choice.meet) [[unlikely]]
     state->meet();
-  const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
+  const Clock::time_point started =
+      choice.tuner == nullptr ? Clock::time_point{}
+      : entered != Clock::time_point{} && !choice.meet && algorithm != Algorithm::mpi
+          ? entered
+          : Clock::now();
   OpInfo info = state->next_op(collective, algorithm, options);
   info.shared_arena = arena;
   info.blocking = blocking;

@@ -244,6 +244,7 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
     // share one tuner, and every rank sees the same first call.
     const std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
     tuner.start(candidates, trials_for(bytes), node_layout != nullptr && node_layout->nodes() > 1);
+    if (tuner.phase() == ClassTuner::Phase::trying) ++trying_classes_;
   }
   return &tuner;
 }
@@ -312,7 +313,10 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   if (tuner.record(seconds) != TunerStep::agree) return;
   const std::vector<std::uint64_t> values = tuner.agree_values();
   const int before = tuner.rounds();
+  const bool was_trying = tuner.phase() == ClassTuner::Phase::trying;
   if (!tuner.agreed(agree_max(values))) return;
+  trying_classes_ += static_cast<int>(tuner.phase() == ClassTuner::Phase::trying) -
+                    static_cast<int>(was_trying);
   note_settled(collective, bytes, tuner);
   if (rank == 0 && config().debug >= DebugLevel::info) {
     if (tuner.rounds() > before) {
