@@ -84,7 +84,8 @@ class ClassTuner {
   // The values the ranks take the maximum of: while trying, each candidate's time (ns): the
   // lower of its passes' block times (block_ns) over a block but its first call;
   // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
-  // samples, or if the sampled time is less than kDriftMinNs above the trial time), or
+  // samples, or if the sampled time is less than kDriftMinNs above the trial time; at least
+  // kBelowLibrary where it is more than the margin above the MPI library's trial time), or
   // kSecondOpinion where the first round's challenger is to be tried again (the same on every
   // rank: it follows from the agreed times).
   std::vector<std::uint64_t> agree_values() const;
@@ -114,6 +115,10 @@ class ClassTuner {
   // above any drift, so the class is tried again.
   static constexpr std::uint64_t kSecondOpinion = std::uint64_t{1} << 40;
   static constexpr std::uint64_t kDriftMinNs = 1000;
+  // What agree_values() reports at a checkpoint where the chosen algorithm (collx's) now runs
+  // slower than the MPI library's collective did in the trials: above any drift, so the class is
+  // tried again however short its calls.
+  static constexpr std::uint64_t kBelowLibrary = static_cast<std::uint64_t>(kDriftRatio * 1000) + 1;
   // Every kSampleEvery-th settled call is timed; a checkpoint after kFirstCheck settled calls,
   // then at twice the count, ... at most kMaxCheckGap apart.
   static constexpr std::uint32_t kSampleEvery = 16;
@@ -129,6 +134,9 @@ class ClassTuner {
  private:
   void restart();
   std::uint64_t sampled_median_ns() const;
+  // The MPI library's candidate's agreed trial time (ns), where it was a candidate and is not
+  // the choice; else 0.
+  std::uint64_t library_trial_ns() const;
   // The lower of the candidate's passes' block_ns.
   std::uint64_t trial_ns(std::size_t candidate) const;
   // A block's time from its `n` timed trials of `candidate` from index `first`: their mean
