@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autotune.hpp"
+#include "call_clock.hpp"
 #include "collx/communicator.hpp"
 #include "collx/options.hpp"
 #include "collx/request.hpp"
@@ -342,7 +343,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const bool on_device = path != nullptr && !path->host_accessible();
   // Straight-line, no lambda around the call: this is the path of every small blocking call,
   // and each call frame on it is paid per call.
-  using Clock = std::chrono::steady_clock;
+  using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
   if (choice.meet) [[unlikely]]
     state->meet();
   const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
