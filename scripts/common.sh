@@ -37,6 +37,7 @@ COLLX_PACKAGES=(
   dataset-fashion-mnist         # collx-train's data (the main job)
   iproute2 iputils-ping munge slurmctld slurmd slurm-client  # tests -L cluster: scripts/emulated-cluster
   python3-torch libtorch-dev python3-pybind11  # the torch.distributed backend (collx_torch)
+  libsimgrid-dev                # SimGrid's SMPI: collx at 1,000 simulated ranks (docs/SCALE.md)
 )
 
 collx_install_packages() {
@@ -63,6 +64,14 @@ collx_configure() {
 collx_build() {
   collx_configure "$@"
   cmake --build "$BUILD_DIR" -j "$(nproc)"
+}
+
+# collx_build_smpi [CMAKE OPTIONS...]: the build against SimGrid's SMPI (COLLX_MPI=smpi, static
+# libcollx, collx-bench and tests/smpi; docs/SCALE.md) in COLLX_SMPI_BUILD_DIR (build-smpi).
+collx_build_smpi() {
+  local dir="${COLLX_SMPI_BUILD_DIR:-$COLLX_ROOT/build-smpi}"
+  cmake -S "$COLLX_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI=smpi "$@" &&
+    cmake --build "$dir" -j "$(nproc)"
 }
 
 # collx_step_done NAME: prints how long the step that just ended took (and the run so far).
