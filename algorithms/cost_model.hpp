@@ -88,6 +88,9 @@ extern const Entry gather_binomial_tree, gather_linear, gather_shared_memory, sc
     scatter_linear, scatter_shared_memory;
 extern const Entry alltoall_pairwise, alltoall_bruck, alltoall_shared_memory;
 extern const Entry barrier_dissemination, sendrecv_direct;
+// The MPI library's own collective (Algorithm::mpi): not modelled (the trials measure it), so
+// the model never ranks it first.
+extern const Entry mpi_library;
 
 // What follows reads the entries through the algorithm registry (implemented beside it, in
 // lib/src/coll/registry.cpp).

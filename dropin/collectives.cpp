@@ -177,15 +177,29 @@ PassReason send_side_reason(const void* sendbuf, int sendcount, MPI_Datatype sen
   return bytes_of(sendcount, *l) == block ? nullptr : kBlocksDiffer;
 }
 
+// Both sides of a call in which every rank sends and receives (allgather, alltoall): the
+// receive side's layout says the block's length, the send side's must match it.
+struct EveryRank {
+  const TypeLayout* recv_layout = nullptr;
+  const TypeLayout* send_layout = nullptr;
+  PassReason reason = nullptr;
+};
+EveryRank every_rank(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                     int recvcount, MPI_Datatype recvtype) {
+  EveryRank e;
+  const Typed recv = typed(recvtype, recvcount, recvbuf);
+  e.recv_layout = recv.layout;
+  e.reason = recv.reason ? recv.reason
+                         : send_side_reason(sendbuf, sendcount, sendtype,
+                                            bytes_of(recvcount, *recv.layout), &e.send_layout);
+  return e;
+}
+
 template <class Mode>
 int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
               int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const auto [recv_layout, recv_reason] = typed(recvtype, recvcount, recvbuf);
-  const TypeLayout* send_layout = nullptr;
-  const PassReason reason = recv_reason
-                                ? recv_reason
-                                : send_side_reason(sendbuf, sendcount, sendtype,
-                                                   bytes_of(recvcount, *recv_layout), &send_layout);
+  const auto [recv_layout, send_layout, reason] =
+      every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   return intercept(
       mode, Call::allgather, comm, reason,
       [&](collx::Communicator& c, CallBuffers& b) {
@@ -208,12 +222,8 @@ int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendty
 template <class Mode>
 int alltoall(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const auto [recv_layout, recv_reason] = typed(recvtype, recvcount, recvbuf);
-  const TypeLayout* send_layout = nullptr;
-  const PassReason reason = recv_reason
-                                ? recv_reason
-                                : send_side_reason(sendbuf, sendcount, sendtype,
-                                                   bytes_of(recvcount, *recv_layout), &send_layout);
+  const auto [recv_layout, send_layout, reason] =
+      every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   return intercept(
       mode, Call::alltoall, comm, reason,
       [&](collx::Communicator& c, CallBuffers& b) {

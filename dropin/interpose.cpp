@@ -85,9 +85,20 @@ std::mutex registry_mutex;
 std::set<MPI_Comm> registry;
 int keyval = MPI_KEYVAL_INVALID;
 
+// The communicator of the last call and what was asked of MPI about it: a run of calls on one
+// communicator (the usual case) asks MPI nothing more. Forgotten when the communicator is freed
+// (its handle may be given to a new one).
+struct LastCommunicator {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool inter = false;
+  collx::Communicator* state = nullptr;
+};
+LastCommunicator last;
+
 int delete_state(MPI_Comm comm, int, void* value, void*) {
   const CollxScope inside;
   forget_communicator(comm);
+  if (comm == last.comm) last = {};
   {
     std::lock_guard lock(registry_mutex);
     registry.erase(comm);
@@ -159,6 +170,19 @@ collx::Communicator* existing_state(MPI_Comm comm) {
   return found ? static_cast<collx::Communicator*>(value) : nullptr;
 }
 
+const LastCommunicator& look_up(MPI_Comm comm) {
+  if (comm != last.comm) {
+    int inter = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) {
+      last = {};
+      last.inter = true;  // not a communicator: passes through (MPI reports it)
+      return last;
+    }
+    last = {comm, inter != 0, inter ? nullptr : existing_state(comm)};
+  }
+  return last;
+}
+
 }  // namespace
 
 PassReason communicator_reason(MPI_Comm comm, bool blocking) {
@@ -167,14 +191,14 @@ PassReason communicator_reason(MPI_Comm comm, bool blocking) {
     if (const PassReason reason = local_reason()) return reason;
   }
   if (comm == MPI_COMM_NULL) return "MPI_COMM_NULL";
-  int inter = 0;
-  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return "not a communicator";
-  if (inter) return "intercommunicator";
+  const LastCommunicator& known = look_up(comm);
+  if (known.comm == MPI_COMM_NULL) return "not a communicator";
+  if (known.inter) return "intercommunicator";
   if (!blocking) {
     const bool hook =
         agreement == Agreement::not_asked ? progress_hook_available() : nonblocking_agreed;
     if (!hook) return "nonblocking: the MPI library has no progress callback for collx";
-    if (existing_state(comm) == nullptr)
+    if (known.state == nullptr)
       return "a nonblocking call on a communicator before its first blocking collective";
     install_progress_hook();
   }
@@ -182,6 +206,7 @@ PassReason communicator_reason(MPI_Comm comm, bool blocking) {
 }
 
 collx::Communicator& communicator_of(MPI_Comm comm) {
+  if (comm == last.comm && last.state != nullptr) return *last.state;
   if (collx::Communicator* existing = existing_state(comm)) return *existing;
   if (keyval == MPI_KEYVAL_INVALID) {
     // MPI_COMM_NULL_COPY_FN: a duplicate of the program's communicator gets collx state of its
@@ -192,6 +217,7 @@ collx::Communicator& communicator_of(MPI_Comm comm) {
   // intercept depends only on what MPI requires to agree.
   auto* created = new collx::Communicator(comm);
   PMPI_Comm_set_attr(comm, keyval, created);
+  if (comm == last.comm) last.state = created;
   std::lock_guard lock(registry_mutex);
   registry.insert(comm);
   return *created;

@@ -26,23 +26,30 @@ collx_choose_mpi() {
 }
 collx_choose_mpi "${COLLX_MPI:-openmpi}"
 
-# Debian packages the build, the tests and the apps use.
-COLLX_PACKAGES=(
+# Debian packages the main job (the library and collx-train) needs: what ./run-main.sh installs.
+COLLX_MAIN_PACKAGES=(
   build-essential cmake pkg-config
   openmpi-bin libopenmpi-dev libucx-dev
-  mpich libmpich-dev            # the second MPI (COLLX_MPI=mpich; ./run-tests.sh runs both)
-  gfortran                      # the drop-in's Fortran tests (mpif.h, use mpi)
-  libgtest-dev libcli11-dev nlohmann-json3-dev
+  libgtest-dev libcli11-dev nlohmann-json3-dev  # the build's configuration and the apps' flags
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
   dataset-fashion-mnist         # collx-train's data (the main job)
+)
+# And what the whole test suite needs besides: ./run-tests.sh installs both lists.
+COLLX_TEST_PACKAGES=(
+  mpich libmpich-dev            # the second MPI (COLLX_MPI=mpich; ./run-tests.sh runs both)
+  gfortran                      # the drop-in's Fortran tests (mpif.h, use mpi)
   iproute2 iputils-ping munge slurmctld slurmd slurm-client  # tests -L cluster: scripts/emulated-cluster
-  python3-torch libtorch-dev python3-pybind11  # the torch.distributed backend (collx_torch)
+  python3-venv python3-dev      # the torch.distributed backend: PyTorch from PyPI (below)
   libsimgrid-dev                # SimGrid's SMPI: collx at 1,000 simulated ranks (docs/SCALE.md)
 )
 
+# collx_install_packages [main]: installs what is missing of both lists (of the main job's only
+# with `main`).
 collx_install_packages() {
+  local wanted=("${COLLX_MAIN_PACKAGES[@]}")
+  [ "${1:-}" = main ] || wanted+=("${COLLX_TEST_PACKAGES[@]}")
   local missing=()
-  for pkg in "${COLLX_PACKAGES[@]}"; do
+  for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   if [ ${#missing[@]} -eq 0 ]; then
@@ -55,9 +62,31 @@ collx_install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# PyTorch for the torch.distributed backend (collx_torch): the pinned 2.x of
+# torch/requirements.txt, from PyPI, in a virtual environment of Debian's python3 in build-venv/
+# (COLLX_TORCH_VENV elsewhere), which the build and the tests use (COLLX_TORCH_PYTHON). Installed
+# again only when torch/requirements.txt changes. COLLX_TORCH_VENV=none installs nothing (the
+# backend is then built only if the interpreter given as COLLX_TORCH_PYTHON has torch 2.x).
+COLLX_TORCH_VENV="${COLLX_TORCH_VENV:-$COLLX_ROOT/build-venv}"
+collx_install_torch() {
+  [ "$COLLX_TORCH_VENV" != none ] || return 0
+  local requirements="$COLLX_ROOT/torch/requirements.txt" stamp="$COLLX_TORCH_VENV/.collx-requirements"
+  if [ -x "$COLLX_TORCH_VENV/bin/python" ] && cmp -s "$requirements" "$stamp"; then
+    return 0
+  fi
+  echo "collx: installing $(grep -m1 '^torch==' "$requirements") from PyPI into $COLLX_TORCH_VENV"
+  rm -f "$stamp"
+  /usr/bin/python3 -m venv "$COLLX_TORCH_VENV"
+  "$COLLX_TORCH_VENV/bin/python" -m pip install --quiet --no-input -r "$requirements"
+  cp "$requirements" "$stamp"
+}
+
 # collx_configure [CMAKE OPTIONS...]: configures BUILD_DIR for COLLX_MPI (cmake/mpi_choice.cmake).
 collx_configure() {
-  cmake -S "$COLLX_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" "$@"
+  local torch=()
+  [ "$COLLX_TORCH_VENV" = none ] || torch=(-DCOLLX_TORCH_PYTHON="$COLLX_TORCH_VENV/bin/python")
+  cmake -S "$COLLX_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI="$COLLX_MPI" \
+    "${torch[@]}" "$@"
 }
 
 # collx_build [CMAKE OPTIONS...]: configures and builds every target.

@@ -1,5 +1,7 @@
 #include "mpi_reference.hpp"
 
+#include "collx/mpi_types.hpp"
+
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -68,29 +70,13 @@ void divide_each(void* buffer, std::size_t count, int nranks) {
 }  // namespace
 
 MPI_Datatype mpi_type(DataType type) {
-  switch (type) {
-    case DataType::int8:
-      return MPI_INT8_T;
-    case DataType::uint8:
-      return MPI_UINT8_T;
-    case DataType::int32:
-      return MPI_INT32_T;
-    case DataType::uint32:
-      return MPI_UINT32_T;
-    case DataType::int64:
-      return MPI_INT64_T;
-    case DataType::uint64:
-      return MPI_UINT64_T;
-    case DataType::float16:
-    case DataType::bfloat16:
-      ensure_user_ops();
-      return half_type;
-    case DataType::float32:
-      return MPI_FLOAT;
-    case DataType::float64:
-      return MPI_DOUBLE;
+  if (type == DataType::float16 || type == DataType::bfloat16) {
+    ensure_user_ops();
+    return half_type;
   }
-  throw std::invalid_argument("no MPI type");
+  const MPI_Datatype predefined = collx::mpi_datatype(type);
+  if (predefined == MPI_DATATYPE_NULL) throw std::invalid_argument("no MPI type");
+  return predefined;
 }
 
 MPI_Op mpi_op(DataType type, ReduceOp op) {
@@ -98,18 +84,10 @@ MPI_Op mpi_op(DataType type, ReduceOp op) {
     ensure_user_ops();
     return user_ops[type == DataType::float16 ? 0 : 1][static_cast<int>(op)];
   }
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg:
-      return MPI_SUM;
-    case ReduceOp::prod:
-      return MPI_PROD;
-    case ReduceOp::min:
-      return MPI_MIN;
-    case ReduceOp::max:
-      return MPI_MAX;
-  }
-  throw std::invalid_argument("no MPI op");
+  // avg: a sum, divided afterwards (divide_each).
+  const MPI_Op predefined = collx::mpi_op(op == ReduceOp::avg ? ReduceOp::sum : op);
+  if (predefined == MPI_OP_NULL) throw std::invalid_argument("no MPI op");
+  return predefined;
 }
 
 void mpi_finish_average(void* buffer, DataType type, std::size_t count, int nranks) {

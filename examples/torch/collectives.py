@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """torch.distributed's operations one by one, as the PyTorch tutorials show them, on collx.
 
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 examples/torch/collectives.py
-    PYTHONPATH=build/torch mpirun -np 4 /usr/bin/python3 examples/torch/collectives.py --backend gloo
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python examples/torch/collectives.py
+    PYTHONPATH=build/torch mpirun -np 4 build-venv/bin/python examples/torch/collectives.py --backend gloo
 
 Every rank prints what it holds after each operation; `--backend gloo` runs the same script on
 PyTorch's own CPU backend for comparison (mpirun only starts the processes then).

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """DistributedDataParallel training of a small MLP with backend="collx".
 
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 examples/torch/ddp.py
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 examples/torch/ddp.py --backend gloo
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python examples/torch/ddp.py
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python examples/torch/ddp.py --backend gloo
 
 The data set is synthetic (labels from a fixed random "teacher" network, so there is something to
 learn) and made the same on every rank; each rank trains on its own shard of every global batch.

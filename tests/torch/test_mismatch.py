@@ -9,7 +9,7 @@ rank, whichever is larger (the sender's send completes, as in MPI and gloo). bro
 checked with COLLX_CHECK=1 only (collx's own comparison of the ranks' calls). After each case
 the process group must still give the right results. Run under mpirun at 2 or more ranks:
 
-    PYTHONPATH=build/torch mpirun -np 3 /usr/bin/python3 tests/torch/test_mismatch.py
+    PYTHONPATH=build/torch mpirun -np 3 build-venv/bin/python tests/torch/test_mismatch.py
 
 A watchdog ends every rank with exit status 2, naming the case, when a case does not finish in
 time (a hang). Exit status 1 on every rank when any rank found a failure.

@@ -5,15 +5,16 @@ Every operation x dtype x reduce op, blocking, async (work.wait()) and on non-co
 shared-memory (in-place) tensors; sub-groups made by new_group; error cases, after which the
 process group must still work. Run under mpirun at any rank count:
 
-    PYTHONPATH=build/torch mpirun -np 3 /usr/bin/python3 tests/torch/test_ops.py
+    PYTHONPATH=build/torch mpirun -np 3 build-venv/bin/python tests/torch/test_ops.py
 
 The inputs are small integers (-2..2, 0..4 for uint8), so every SUM, PRODUCT, MIN and MAX is
 exact in every dtype and summation order: those results must equal gloo's bit for bit. AVG is
 gloo's exact float64 sum divided by the rank count and rounded once; collx's may differ by one
-rounding (it scales in the tensor's precision): within one epsilon of the dtype. Where gloo 1.13
-lacks something it is composed from what it has, on the same values: bfloat16 (no gloo support)
-through float32 (exact both ways), AVG through a float64 SUM, reduce_scatter through all_reduce,
-the *_into_tensor and all_to_all list forms through all_gather and all_to_all_single.
+rounding (it scales in the tensor's precision): within one epsilon of the dtype. Where gloo lacks
+something it is composed from what it has, on the same values: int16, uint16-64 through int64
+(exact, then cast back with the same wrap-around), PREMUL_SUM through a float64 SUM of the
+scaled values, AVG through a float64 SUM; the main loops also take bfloat16 through float32 and
+reduce_scatter through all_reduce, as they did for gloo versions that lacked them.
 
 Exit status 1 on every rank when any rank found a mismatch.
 """
@@ -21,6 +22,7 @@ import os
 import sys
 import threading
 import time
+from datetime import timedelta
 
 import torch
 
@@ -84,6 +86,8 @@ def check(name, got, want, op=None):
         beside = got._base[:, 1]
         if not torch.all(beside == UNTOUCHED):
             failures.append(f"rank {RANK} {name}: wrote beside the strided view")
+    if op == "AVG" and want.dtype.is_complex:
+        got, want = torch.view_as_real(got.contiguous()), torch.view_as_real(want)
     if op == "AVG":
         eps = torch.finfo(want.dtype).eps
         ok = got.dtype == want.dtype and torch.allclose(got.double(), want.double(), rtol=eps, atol=0)
@@ -276,8 +280,8 @@ def test_all_gather_exchange():
     got = torch.zeros(n)
     works = [dist.all_gather(outs[0], xs[0], async_op=True)]
     if SIZE > 1:
-        works += [dist.irecv(got, (RANK - 1) % SIZE, tag=32766),
-                  dist.isend(mine, (RANK + 1) % SIZE, tag=32766)]
+        works += [dist.irecv(got, (RANK - 1) % SIZE, tag=32765),
+                  dist.isend(mine, (RANK + 1) % SIZE, tag=32765)]
     works += [dist.all_gather(o, x, async_op=True) for o, x in zip(outs[1:], xs[1:])]
     for w in works:
         w.wait()
@@ -714,20 +718,207 @@ def expect_error(name, fn, *words):
     failures.append(f"rank {RANK} {name}: no error")
 
 
+# ---------------------------------------------------------------- the rest of torch's dtypes and ops
+
+# Beyond collx's own types: bool (uint8 MAX/MIN), complex (pairs of reals; PRODUCT folded),
+# int16 and uint16-64 (folded, or collx's uint32/uint64); float8 moves but is not reduced.
+MORE_DTYPES = (torch.bool, torch.int16, torch.uint16, torch.uint32, torch.uint64,
+               torch.complex64, torch.complex128)
+GLOO_LACKS = (torch.int16, torch.uint16, torch.uint32, torch.uint64)
+ALL_OPS = dict(OPS, BAND=ReduceOp.BAND, BOR=ReduceOp.BOR, BXOR=ReduceOp.BXOR)
+
+
+def more_values(n, dtype, salt=0, rank=RANK):
+    v = (torch.arange(n, dtype=torch.int64) * 7 + 3 * rank + salt) % 5
+    if dtype == torch.bool:
+        return v % 2 == 1
+    if dtype.is_complex:
+        return torch.complex((v - 2).double(), (v % 3 - 1).double()).to(dtype)
+    if dtype in (torch.uint16, torch.uint32, torch.uint64):
+        return v.to(dtype)
+    return (v - 2).to(dtype)
+
+
+def more_ops(dtype):
+    if dtype == torch.bool:
+        return ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")
+    if dtype.is_complex:
+        return ("SUM", "AVG")  # torch refuses the others on complex tensors itself
+    return ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")
+
+
+def reference_all_reduce(x, opname):
+    """gloo's all_reduce of x; through int64 for the dtypes gloo lacks (exact for these values:
+    the cast back wraps as the dtype's own arithmetic does)."""
+    if opname == "AVG":
+        r = x.to(torch.complex128 if x.dtype.is_complex else torch.float64, copy=True)
+        dist.all_reduce(r, ReduceOp.SUM, group=GLOO)
+        return (r / SIZE).to(x.dtype)
+    r = x.to(torch.int64) if x.dtype in GLOO_LACKS else x.clone()
+    dist.all_reduce(r, ALL_OPS[opname], group=GLOO)
+    if x.dtype in GLOO_LACKS and opname in ("SUM", "PRODUCT"):
+        bits = {torch.int16: 16, torch.uint16: 16, torch.uint32: 32, torch.uint64: 64}[x.dtype]
+        if bits < 64:
+            r = r & ((1 << bits) - 1)
+            if x.dtype == torch.int16:
+                r = torch.where(r >= 1 << 15, r - (1 << 16), r)
+    return r.to(x.dtype)
+
+
+def test_more_dtypes():
+    root = SIZE - 1
+    for dtype in MORE_DTYPES:
+        for opname in more_ops(dtype):
+            for n in (7, 3000):
+                x = more_values(n, dtype)
+                want = reference_all_reduce(x, opname)
+                for form in ("blocking", "async", "strided"):
+                    got = shaped(x.clone(), form) if dtype != torch.bool or form != "strided" else x.clone()
+                    call(dist.all_reduce, form, got, op=ALL_OPS[opname])
+                    check(f"all_reduce {dtype} {opname} n={n} {form}", got, want, opname)
+                got = x.clone()
+                dist.reduce(got, dst=root, op=ALL_OPS[opname])
+                check(f"reduce {dtype} {opname} n={n}", got, want if RANK == root else x, opname)
+                inputs = torch.cat([more_values(n, dtype, salt=i) for i in range(SIZE)])
+                want_rs = reference_all_reduce(inputs, opname).chunk(SIZE)[RANK]
+                got = torch.zeros(n, dtype=dtype)
+                dist.reduce_scatter_tensor(got, inputs.clone(), op=ALL_OPS[opname])
+                check(f"reduce_scatter_tensor {dtype} {opname} n={n}", got, want_rs, opname)
+                got = list(inputs.clone().chunk(SIZE))[RANK]  # in place, the list form
+                dist.reduce_scatter(got, list(inputs.clone().chunk(SIZE)), op=ALL_OPS[opname])
+                check(f"reduce_scatter {dtype} {opname} n={n}", got, want_rs, opname)
+    # BAND/BOR/BXOR on collx's own integer types (folded) against gloo's.
+    for dtype in (torch.int8, torch.uint8, torch.int32, torch.int64):
+        for opname in ("BAND", "BOR", "BXOR"):
+            x = values(3000, dtype)
+            got = x.clone()
+            dist.all_reduce(got, op=ALL_OPS[opname])
+            want = x.clone()
+            dist.all_reduce(want, op=ALL_OPS[opname], group=GLOO)
+            check(f"all_reduce {dtype} {opname}", got, want)
+    # PREMUL_SUM (scalar and tensor factors): the sum of the scaled values.
+    for dtype in FLOATING:
+        for factor in (0.5, torch.tensor([0.25], dtype=dtype)):
+            x = values(3000, dtype)
+            scale = float(factor) if not torch.is_tensor(factor) else float(factor.item())
+            want = (x.double() * scale)
+            dist.all_reduce(want, group=GLOO)
+            want = want.to(dtype)
+            got = x.clone()
+            dist.all_reduce(got, op=dist._make_nccl_premul_sum(factor))
+            check(f"all_reduce {dtype} PREMUL_SUM {scale}", got, want, "AVG")
+            got = x.clone()
+            dist.reduce(got, dst=root, op=dist._make_nccl_premul_sum(factor))
+            check(f"reduce {dtype} PREMUL_SUM {scale}", got, want if RANK == root else x, "AVG")
+            inputs = torch.cat([values(300, dtype, salt=i) for i in range(SIZE)])
+            want_rs = inputs.double() * scale
+            dist.all_reduce(want_rs, group=GLOO)
+            got = torch.zeros(300, dtype=dtype)
+            dist.reduce_scatter_tensor(got, inputs, op=dist._make_nccl_premul_sum(factor))
+            check(f"reduce_scatter_tensor {dtype} PREMUL_SUM {scale}", got,
+                  want_rs.to(dtype).chunk(SIZE)[RANK], "AVG")
+    # Every dtype moves: broadcast, all_gather_into_tensor, all_to_all_single, send/recv.
+    for dtype in MORE_DTYPES + (torch.float8_e4m3fn, torch.float8_e5m2):
+        x = (more_values(1000, dtype) if not dtype.is_floating_point
+             else values(1000, torch.float32).to(dtype))
+        root_x = (more_values(1000, dtype, rank=0) if not dtype.is_floating_point
+                  else values(1000, torch.float32, rank=0).to(dtype))
+        got = x.clone()
+        dist.broadcast(got, src=0)
+        check(f"broadcast {dtype}", got.view(torch.uint8), root_x.view(torch.uint8))
+        every = [(more_values(1000, dtype, rank=r) if not dtype.is_floating_point
+                  else values(1000, torch.float32, rank=r).to(dtype)) for r in range(SIZE)]
+        got = torch.empty(1000 * SIZE, dtype=dtype)
+        dist.all_gather_into_tensor(got, x)
+        check(f"all_gather_into_tensor {dtype}", got.view(torch.uint8),
+              torch.cat(every).view(torch.uint8))
+        if SIZE > 1:
+            got = torch.empty(1000, dtype=dtype)
+            works = [dist.isend(x, (RANK + 1) % SIZE), dist.irecv(got, (RANK - 1) % SIZE)]
+            for w in works:
+                w.wait()
+            check(f"isend/irecv {dtype}", got.view(torch.uint8),
+                  every[(RANK - 1) % SIZE].view(torch.uint8))
+
+
+def test_uneven_all_to_all():
+    """all_to_all_single with split sizes that differ from rank to rank (point-to-point messages
+    on the backend's own tag) against gloo's, in several dtypes and row shapes, and several in
+    flight at once."""
+    # Rank i sends (i + j) % 3 + (j == 0) rows of 2 elements to rank j.
+    def rows(i, j):
+        return (i + j) % 3 + (1 if j == 0 else 0)
+    send = [rows(RANK, j) for j in range(SIZE)]
+    recv = [rows(i, RANK) for i in range(SIZE)]
+    for dtype in (torch.float32, torch.int64, torch.bfloat16, torch.bool, torch.complex64):
+        x = more_values(sum(send) * 2, dtype).view(-1, 2) if dtype in MORE_DTYPES else \
+            values(sum(send) * 2, dtype).view(-1, 2)
+        want = torch.zeros(sum(recv), 2, dtype=dtype)
+        dist.all_to_all_single(want, x, recv, send, group=GLOO)
+        got = torch.zeros(sum(recv), 2, dtype=dtype)
+        dist.all_to_all_single(got, x, recv, send)
+        check(f"all_to_all_single uneven {dtype}", got, want)
+    x = values(sum(send) * 5, torch.float32).view(-1, 5)
+    want = torch.zeros(sum(recv), 5)
+    dist.all_to_all_single(want, x, recv, send, group=GLOO)
+    outs = [torch.zeros(sum(recv), 5) for _ in range(3)]
+    works = [dist.all_to_all_single(o, x, recv, send, async_op=True) for o in outs]
+    for i, (w, o) in enumerate(zip(works, outs)):
+        w.wait()
+        check(f"all_to_all_single uneven in flight {i}", o, want)
+
+
+def test_monitored_barrier():
+    """monitored_barrier passes when every rank comes; when the last rank comes too late, rank 0
+    raises naming it, and the late rank, arriving after, raises too (rank 0's answer: failed);
+    the group still works after."""
+    global checks
+    dist.monitored_barrier(timeout=timedelta(seconds=30))
+    checks += 1
+    if SIZE == 1:
+        return
+    late = SIZE - 1
+    error = None
+    if RANK == late:
+        time.sleep(1.0)
+    try:
+        dist.monitored_barrier(timeout=timedelta(seconds=0.3), wait_all_ranks=True)
+    except RuntimeError as e:
+        error = str(e)
+    checks += 1
+    if RANK == 0 and (error is None or f"{late}" not in error or "monitoredBarrier" not in error):
+        failures.append(f"rank 0 monitored_barrier: rank {late} came late, error: {error}")
+    if RANK == late and error is None:
+        failures.append(f"rank {late} monitored_barrier: came late and saw no error")
+    dist.barrier(group=GLOO)
+    x = values(100, torch.float32)
+    got = x.clone()
+    dist.all_reduce(got)
+    check("all_reduce after monitored_barrier's failure", got, gloo_all_reduce(x, "SUM"))
+
+
 def test_errors():
     f = torch.ones(4)
-    expect_error("bool dtype", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)),
-                 "all_reduce", "dtype")
-    expect_error("int16 dtype", lambda: dist.broadcast(torch.ones(4, dtype=torch.int16), 0),
-                 "broadcast", "Short")
-    expect_error("BAND", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
-                                                 op=ReduceOp.BAND), "all_reduce", "BAND")
     expect_error("AVG on int", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
                                                        op=ReduceOp.AVG), "all_reduce", "AVG")
+    expect_error("BAND on float", lambda: dist.all_reduce(torch.ones(4), op=ReduceOp.BAND),
+                 "all_reduce", "BAND", "Float")
+    expect_error("SUM on float8", lambda: dist.all_reduce(
+        torch.ones(4, dtype=torch.float8_e4m3fn)), "all_reduce", "Float8_e4m3fn")
+    group = dist.distributed_c10d._get_default_group()
+    expect_error("MAX on complex", lambda: dist.reduce_scatter_tensor(
+        torch.ones(4, dtype=torch.complex64), torch.ones(4 * SIZE, dtype=torch.complex64),
+        op=ReduceOp.MAX), "MAX", "complex")
     expect_error("list length", lambda: dist.all_gather([f.clone() for _ in range(SIZE + 1)], f),
                  "all_gather", "tensors for a group of")
+    # A tensor on a device the backend does not serve (torch's Python passes meta tensors to
+    # kernels that do nothing: call the backend itself). CUDA tensors: where no GPU is, torch
+    # itself refuses to make one ("Found no NVIDIA driver"); test_cuda.py runs where one is.
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    expect_error("meta tensor", lambda: backend.broadcast([torch.empty(4, device="meta")],
+                                                          dist.BroadcastOptions()),
+                 "broadcast", "meta")
     # torch's Python checks dtypes before the process group sees them: call the group itself.
-    group = dist.distributed_c10d._get_default_group()
     expect_error("mixed dtypes", lambda: group.allgather(
         [[torch.ones(4, dtype=torch.float64)] + [f.clone() for _ in range(SIZE - 1)]], [f]),
         "all_gather", "Double")
@@ -740,13 +931,12 @@ def test_errors():
     expect_error("bad root", lambda: dist.broadcast(f.clone(), src=SIZE), "broadcast")
     expect_error("recv from any source", lambda: dist.recv(f.clone()), "any source")
     expect_error("tag", lambda: dist.isend(f, (RANK + 1) % SIZE, tag=40000), "send", "tag")
-    expect_error("the backend's own tag", lambda: dist.irecv(f, (RANK + 1) % SIZE, tag=32767),
-                 "recv", "tag", "keeps for itself")
-    if SIZE > 1:
-        uneven = [1] * (SIZE - 1) + [3]
-        expect_error("uneven all_to_all_single",
-                     lambda: dist.all_to_all_single(torch.ones(SIZE + 2), torch.ones(SIZE + 2),
-                                                    uneven, uneven), "all_to_all_single", "uneven")
+    expect_error("the backend's own tag", lambda: dist.irecv(f, (RANK + 1) % SIZE, tag=32766),
+                 "recv", "tag", "for itself")
+    expect_error("split sizes that miss rows",
+                 lambda: dist.all_to_all_single(torch.ones(SIZE + 2), torch.ones(SIZE + 2),
+                                                [1] * SIZE, [1] * SIZE),
+                 "all_to_all_single", "add up to")
     # The process group still works after every refusal.
     x = values(100, torch.float32)
     got = x.clone()
@@ -756,7 +946,8 @@ def test_errors():
 
 TESTS = [test_all_reduce, test_all_reduce_coalesced, test_reduce, test_reduce_scatter,
          test_broadcast, test_all_gather, test_all_gather_exchange, test_staging, test_gather_scatter, test_all_to_all, test_send_recv,
-         test_barrier, test_completion, test_unwatched, test_recv_then_agree, test_async_agreements, test_objects, test_new_group, test_errors]
+         test_barrier, test_completion, test_unwatched, test_recv_then_agree, test_async_agreements, test_objects, test_new_group,
+         test_more_dtypes, test_uneven_all_to_all, test_monitored_barrier, test_errors]
 
 if __name__ == "__main__":
     selected = [t for t in TESTS if len(sys.argv) < 2 or t.__name__ in sys.argv[1:]]

@@ -7,7 +7,7 @@ library the build uses: COLLX_TEST_LIBMPI) before importing collx_torch: the imp
 RuntimeError naming both levels, having made and sent nothing, and leave MPI to the application.
 
     COLLX_TEST_LIBMPI=/usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so PYTHONPATH=build/torch \\
-        mpirun -np 1 /usr/bin/python3 tests/torch/test_thread_level.py
+        mpirun -np 1 build-venv/bin/python tests/torch/test_thread_level.py
 """
 import ctypes
 import os

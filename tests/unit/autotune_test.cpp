@@ -235,6 +235,31 @@ TEST(Autotune, SubMicrosecondDifferencesAreNoise) {
   EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
 }
 
+// The MPI library's own collective needs the share of the margin only, whatever the time: a
+// sub-microsecond call of the MPI library 33% faster than the table's choice replaces it (a
+// collx challenger as fast stays out, above).
+TEST(Autotune, TheMpiLibraryNeedsNoAbsoluteMargin) {
+  ClassTuner t;
+  const std::vector<Algorithm> candidates = {Algorithm::recursive_doubling, Algorithm::ring,
+                                             Algorithm::mpi};
+  t.start(candidates, 8);
+  while (t.phase() == ClassTuner::Phase::trying) {
+    const TrialPick p = t.pick();
+    const double seconds = p.algorithm == Algorithm::mpi ? 0.2e-6 : 0.3e-6;
+    if (t.record(seconds) == TunerStep::agree) t.agreed(t.agree_values());
+  }
+  EXPECT_EQ(t.chosen(), Algorithm::mpi);
+  // 2% faster stays noise for it too.
+  ClassTuner u;
+  u.start(candidates, 8);
+  while (u.phase() == ClassTuner::Phase::trying) {
+    const TrialPick p = u.pick();
+    const double seconds = p.algorithm == Algorithm::mpi ? 0.98e-6 : 1e-6;
+    if (u.record(seconds) == TunerStep::agree) u.agreed(u.agree_values());
+  }
+  EXPECT_EQ(u.chosen(), Algorithm::recursive_doubling);
+}
+
 // Settled calls up to the next checkpoint, each timed one taking `seconds`; returns how many.
 std::uint32_t calls_to_checkpoint(ClassTuner& t, double seconds) {
   std::uint32_t calls = 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch.distributed on collx against gloo, in the same job: time per call from Python.
 
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 torch/benchmarks/bench.py \
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python torch/benchmarks/bench.py \
         --ops all_reduce,broadcast,all_gather --runs 3 --ddp 10 --json out.json
 
 Each (operation, size) is timed on collx and on gloo in turn, --runs times, interleaved: one run
@@ -60,6 +60,11 @@ def make_call(op, nbytes, group, size):
         out = [torch.empty(per_rank) for _ in range(size)]
         t = torch.ones(per_rank)
         return lambda: dist.all_gather(out, t, group=group)
+    if op == "all_gather_into_tensor":
+        per_rank = max(1, n // size)
+        out = torch.empty(per_rank * size)
+        t = torch.ones(per_rank)
+        return lambda: dist.all_gather_into_tensor(out, t, group=group)
     raise ValueError(f"unknown operation {op}")
 
 
@@ -156,7 +161,7 @@ def markdown(rows, size, load_before, load_after):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", default="all_reduce,broadcast,all_gather")
+    parser.add_argument("--ops", default="all_reduce,broadcast,all_gather_into_tensor,all_gather")
     parser.add_argument("--sizes", default="8,64,512,4K,32K,256K,1M,4M,16M,64M",
                         help="bytes per call, comma-separated (K, M suffixes)")
     parser.add_argument("--runs", type=int, default=3)

@@ -3,7 +3,7 @@
 steps goes (docs/PERFORMANCE.md, "PyTorch": the first DDP model of a process ran 1-90 ms a step,
 erratically, for ~60 steps on a loaded machine).
 
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 torch/benchmarks/ddp_steps.py \
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python torch/benchmarks/ddp_steps.py \
         --backend collx --models 2 --steps 100
 
 bench.py's model and loop (MLP 64-256-256-10, SGD, 128 samples per rank, one intra-op thread);

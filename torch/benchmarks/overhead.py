@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The binding's per-call cost for small tensors, layer by layer, on collx and on gloo.
 
-    PYTHONPATH=build/torch mpirun -np 1 /usr/bin/python3 torch/benchmarks/overhead.py
-    PYTHONPATH=build/torch mpirun -np 2 /usr/bin/python3 torch/benchmarks/overhead.py
+    PYTHONPATH=build/torch mpirun -np 1 build-venv/bin/python torch/benchmarks/overhead.py
+    PYTHONPATH=build/torch mpirun -np 2 build-venv/bin/python torch/benchmarks/overhead.py
 
 Per backend and operation (float32, --bytes per call), the median of --rounds rounds of
 --iterations back-to-back calls (a round's time the slowest rank's mean per call), through:

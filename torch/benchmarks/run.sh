@@ -26,7 +26,7 @@ for np in "${ranks[@]}"; do
   else
     unset OMPI_MCA_mpi_yield_when_idle
   fi
-  PYTHONPATH="$BUILD_DIR/torch" mpirun -np "$np" --oversubscribe /usr/bin/python3 \
+  PYTHONPATH="$BUILD_DIR/torch" mpirun -np "$np" --oversubscribe "$COLLX_TORCH_VENV/bin/python" \
     "$COLLX_ROOT/torch/benchmarks/bench.py" --runs 3 --ddp 10 --json "$out/torch_np$np.json" \
     | tee "$out/torch_np$np.txt"
   mpirun -np "$np" --oversubscribe "$BUILD_DIR/apps/bench/collx-bench" allreduce -b 16 -e 64M -f 4 \

@@ -53,6 +53,12 @@ collx::Communicator& world() {
 }  // namespace
 
 void initialize() {
+  initialize_mpi();
+  ProcessState& p = process();
+  if (!p.world) p.world = std::make_shared<collx::Communicator>(MPI_COMM_WORLD);
+}
+
+void initialize_mpi() {
   ProcessState& p = process();
   if (p.world) return;
   // MPI_THREAD_MULTIPLE: the completion thread (work.hpp) tests requests while the caller's
@@ -82,7 +88,70 @@ void initialize() {
         ": let `import collx_torch` initialise MPI, or initialise it with MPI_THREAD_MULTIPLE "
         "(mpi4py: mpi4py.rc.thread_level = \"multiple\")"));
   }
-  p.world = std::make_shared<collx::Communicator>(MPI_COMM_WORLD);
+}
+
+std::string open_port() {
+  initialize_mpi();
+  char port[MPI_MAX_PORT_NAME] = {};
+  if (MPI_Open_port(MPI_INFO_NULL, port) != MPI_SUCCESS)
+    throw std::runtime_error("collx backend: MPI_Open_port failed");
+  return port;
+}
+
+void join(const std::string& port, int rank, int size) {
+  initialize_mpi();
+  ProcessState& p = process();
+  if (p.world) throw std::runtime_error("collx backend: the world communicator exists already");
+  auto check = [](int status, const char* what) {
+    if (status != MPI_SUCCESS) {
+      throw std::runtime_error(
+          c10::str("collx backend: ", what, " failed while the processes joined one MPI world"));
+    }
+  };
+  // Every process joined so far accepts the next one (rank 0's port), whichever connects first;
+  // the merged group is then ordered by torch's ranks.
+  MPI_Comm group = MPI_COMM_NULL;
+  check(MPI_Comm_dup(MPI_COMM_SELF, &group), "MPI_Comm_dup");
+  std::vector<char> name(port.begin(), port.end());
+  name.push_back('\0');
+  auto merge = [&](MPI_Comm inter, int high) {
+    MPI_Comm merged = MPI_COMM_NULL;
+    check(MPI_Intercomm_merge(inter, high, &merged), "MPI_Intercomm_merge");
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&group);
+    group = merged;
+  };
+  if (rank != 0) {
+    MPI_Comm inter = MPI_COMM_NULL;
+    check(MPI_Comm_connect(name.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter),
+          "MPI_Comm_connect");
+    merge(inter, 1);
+  }
+  for (;;) {
+    int joined = 0;
+    MPI_Comm_size(group, &joined);
+    if (joined >= size) break;
+    MPI_Comm inter = MPI_COMM_NULL;
+    check(MPI_Comm_accept(name.data(), MPI_INFO_NULL, 0, group, &inter), "MPI_Comm_accept");
+    merge(inter, 0);
+  }
+  MPI_Comm world = MPI_COMM_NULL;
+  check(MPI_Comm_split(group, 0, rank, &world), "MPI_Comm_split");
+  MPI_Comm_free(&group);
+  p.world = std::make_shared<collx::Communicator>(world);
+  MPI_Comm_free(&world);  // the communicator holds a duplicate
+  if (rank == 0) MPI_Close_port(name.data());
+}
+
+bool initialized() {
+  return process().world != nullptr;
+}
+
+std::string mpi_library() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  return std::string(version, static_cast<std::size_t>(length));
 }
 
 void finalize() {
@@ -153,6 +222,23 @@ PYBIND11_MODULE(_C, m) {
         "initialize() initialised it",
         py::call_guard<py::gil_scoped_release>());
 
+  // The device types whose tensors this build takes: torch.distributed sends those to collx.
+  m.def("devices", [] {
+#ifdef COLLX_TORCH_CUDA
+    return std::vector<std::string>{"cpu", "cuda"};
+#else
+    return std::vector<std::string>{"cpu"};
+#endif
+  });
+  m.def("initialize_mpi", &collx_torch::initialize_mpi,
+        "Initialise MPI unless it already is (no world communicator yet)");
+  m.def("open_port", &collx_torch::open_port, "MPI_Open_port's name, for join()");
+  m.def("join", &collx_torch::join, py::arg("port"), py::arg("rank"), py::arg("size"),
+        "Processes not started as one MPI job (torchrun) join one world through rank 0's port: "
+        "every process calls it with its torch rank",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("initialized", &collx_torch::initialized);
+  m.def("mpi_library", &collx_torch::mpi_library);
   m.def("world_rank", &collx_torch::world_rank);
   m.def("world_size", &collx_torch::world_size);
   m.def("broadcast_string", &collx_torch::broadcast_string, py::arg("value"), py::arg("root"));

@@ -50,21 +50,47 @@ template <class... Args>
   throw std::runtime_error(c10::str("collx backend: ", op, ": ", args...));
 }
 
-collx::DataType data_type_of(const at::Tensor& t, const char* op) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return collx::DataType::float32;
-    case at::kDouble: return collx::DataType::float64;
-    case at::kHalf: return collx::DataType::float16;
-    case at::kBFloat16: return collx::DataType::bfloat16;
-    case at::kChar: return collx::DataType::int8;
-    case at::kByte: return collx::DataType::uint8;
-    case at::kInt: return collx::DataType::int32;
-    case at::kLong: return collx::DataType::int64;
-    default: break;
+// How collx moves a tensor's elements: in collx's own type where it has one, else as bytes
+// (bool, int16, uint16, complex, float8...: every dtype moves; only reductions need the type).
+struct Moved {
+  collx::DataType type;
+  int64_t per_element;  // collx elements per tensor element
+};
+
+Moved moved_as(at::ScalarType s) {
+  switch (s) {
+    case at::kFloat:
+      return {collx::DataType::float32, 1};
+    case at::kDouble:
+      return {collx::DataType::float64, 1};
+    case at::kHalf:
+      return {collx::DataType::float16, 1};
+    case at::kBFloat16:
+      return {collx::DataType::bfloat16, 1};
+    case at::kChar:
+      return {collx::DataType::int8, 1};
+    case at::kByte:
+      return {collx::DataType::uint8, 1};
+    case at::kInt:
+      return {collx::DataType::int32, 1};
+    case at::kLong:
+      return {collx::DataType::int64, 1};
+    case at::kUInt32:
+      return {collx::DataType::uint32, 1};
+    case at::kUInt64:
+      return {collx::DataType::uint64, 1};
+    default:
+      return {collx::DataType::uint8, static_cast<int64_t>(c10::elementSize(s))};
   }
-  refuse(op, "tensors of dtype ", t.scalar_type(),
-         " are not supported (collx takes float32, float64, float16, bfloat16, int8, uint8, int32, "
-         "int64)");
+}
+
+collx::DataType data_type_of(const at::Tensor& t, const char* /*op*/) {
+  return moved_as(t.scalar_type()).type;
+}
+
+// collx's count for `elements` elements of t's dtype.
+int64_t count_of(const at::Tensor& t, int64_t elements) {
+  return elements * moved_as(t.scalar_type()).per_element;
 }
 
 const char* torch_op_name(c10d::ReduceOp::RedOpType op) {
@@ -82,31 +108,180 @@ const char* torch_op_name(c10d::ReduceOp::RedOpType op) {
   }
 }
 
-collx::ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const char* name) {
-  collx::ReduceOp result;
+}  // namespace
+
+// How one reduction runs (process_group.hpp, Reduction).
+Reduction Reduction::of(const c10d::ReduceOp& op, const at::Tensor& t, const char* name) {
+  using R = c10d::ReduceOp;
+  const at::ScalarType s = t.scalar_type();
+  const bool boolean = s == at::kBool;
+  const bool complex = at::isComplexType(s);
+  const bool floating = at::isFloatingType(s) && !at::isFloat8Type(s);
+  const bool integral = at::isIntegralType(s, /*includeBool=*/false);
+  auto refuse_pair = [&](const char* why) {
+    refuse(name, "ReduceOp.", torch_op_name(op.op_), " on ", s, " tensors is not supported (", why,
+           ")");
+  };
+  if (!boolean && !complex && !floating && !integral) {
+    refuse_pair(
+        "collx moves tensors of every dtype, but reduces only integer, bool, floating "
+        "and complex ones");
+  }
+  Reduction r;
+  auto native = [&](collx::DataType type, collx::ReduceOp rop, int64_t units = 1) {
+    r.fold = false;
+    r.type = type;
+    r.op = rop;
+    r.units = units;
+  };
+  auto folded = [&] { r.fold = true; };
+  const Moved moved = moved_as(s);
+  const bool has_native = moved.per_element == 1;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: result = collx::ReduceOp::sum; break;
-    case c10d::ReduceOp::AVG: result = collx::ReduceOp::avg; break;
-    case c10d::ReduceOp::PRODUCT: result = collx::ReduceOp::prod; break;
-    case c10d::ReduceOp::MIN: result = collx::ReduceOp::min; break;
-    case c10d::ReduceOp::MAX: result = collx::ReduceOp::max; break;
+    case R::PREMUL_SUM: {
+      if (!floating && !complex) refuse_pair("PREMUL_SUM scales by a floating-point factor");
+      auto* factor = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+      if (!factor) refuse(name, "ReduceOp.PREMUL_SUM without its factor");
+      if (factor->tensor_factor.defined()) {
+        r.premul_tensor = factor->tensor_factor;
+      } else {
+        r.premul = factor->double_factor;
+      }
+      [[fallthrough]];
+    }
+    case R::SUM:
+      if (boolean) {
+        native(collx::DataType::uint8, collx::ReduceOp::max);  // torch's bool SUM: any
+      } else if (complex) {
+        native(s == at::kComplexDouble ? collx::DataType::float64 : collx::DataType::float32,
+               collx::ReduceOp::sum, 2);
+      } else if (has_native) {
+        native(moved.type, collx::ReduceOp::sum);
+      } else {
+        folded();
+      }
+      break;
+    case R::AVG:
+      if (!floating && !complex)
+        refuse_pair("collx averages floating-point and complex tensors only");
+      if (complex) {
+        native(s == at::kComplexDouble ? collx::DataType::float64 : collx::DataType::float32,
+               collx::ReduceOp::avg, 2);
+      } else {
+        native(moved.type, collx::ReduceOp::avg);
+      }
+      break;
+    case R::PRODUCT:
+    case R::MIN:
+    case R::MAX: {
+      if (complex && op.op_ != R::PRODUCT) refuse_pair("complex numbers have no order");
+      const collx::ReduceOp rop = op.op_ == R::PRODUCT ? collx::ReduceOp::prod
+                                  : op.op_ == R::MIN   ? collx::ReduceOp::min
+                                                       : collx::ReduceOp::max;
+      if (boolean) {
+        native(collx::DataType::uint8,
+               op.op_ == R::MAX ? collx::ReduceOp::max : collx::ReduceOp::min);  // any / all
+      } else if (has_native && !complex) {
+        native(moved.type, rop);
+      } else {
+        folded();
+      }
+      break;
+    }
+    case R::BAND:
+    case R::BOR:
+    case R::BXOR:
+      if (!integral && !boolean) refuse_pair("bitwise operations take integer and bool tensors");
+      if (boolean && op.op_ != R::BXOR) {
+        native(collx::DataType::uint8,
+               op.op_ == R::BOR ? collx::ReduceOp::max : collx::ReduceOp::min);
+      } else {
+        folded();
+      }
+      break;
     default:
-      refuse(name, "ReduceOp.", torch_op_name(op.op_),
-             " is not supported (collx reduces with SUM, AVG, PRODUCT, MIN and MAX)");
+      refuse(name, "ReduceOp.", torch_op_name(op.op_), " is not supported");
   }
-  if (!collx::is_supported(data_type_of(t, name), result)) {
-    refuse(name, "ReduceOp.", torch_op_name(op.op_), " on ", t.scalar_type(),
-           " tensors is not supported (collx averages floating-point tensors only)");
-  }
-  return result;
+  r.torch_op = op.op_;
+  return r;
 }
+
+void Reduction::prescale(at::Tensor& t) const {
+  if (premul_tensor.defined()) {
+    t.mul_(premul_tensor.to(t.device()));
+  } else if (premul) {
+    t.mul_(*premul);
+  }
+}
+
+at::Tensor Reduction::fold_rows(const at::Tensor& rows) const {
+  using R = c10d::ReduceOp;
+  const at::ScalarType s = rows.scalar_type();
+  // Sums, products and bitwise operations on a same-width signed view: torch lacks some of them
+  // on unsigned types (uint16-64), and two's complement gives the same bits.
+  at::Tensor in = rows;
+  if (torch_op != R::MIN && torch_op != R::MAX) {
+    switch (s) {
+      case at::kUInt16:
+        in = rows.view(at::kShort);
+        break;
+      case at::kUInt32:
+        in = rows.view(at::kInt);
+        break;
+      case at::kUInt64:
+        in = rows.view(at::kLong);
+        break;
+      default:
+        break;
+    }
+  }
+  at::Tensor acc = in[0].clone();
+  for (int64_t j = 1; j < in.size(0); ++j) {
+    const at::Tensor row = in[j];
+    switch (torch_op) {
+      case R::SUM:
+        acc.add_(row);
+        break;
+      case R::PRODUCT:
+        acc.mul_(row);
+        break;
+      case R::MIN:
+        at::minimum_out(acc, acc, row);
+        break;
+      case R::MAX:
+        at::maximum_out(acc, acc, row);
+        break;
+      case R::BAND:
+        acc.bitwise_and_(row);
+        break;
+      case R::BOR:
+        acc.bitwise_or_(row);
+        break;
+      case R::BXOR:
+        acc.bitwise_xor_(row);
+        break;
+      default:
+        break;  // Reduction::of folds no other operation
+    }
+  }
+  return acc.view(s);
+}
+
+namespace {
 
 void check_tensor(const at::Tensor& t, const char* op) {
   if (!t.defined()) refuse(op, "undefined tensor");
+#ifdef COLLX_TORCH_CUDA
+  if (!t.device().is_cpu() && !t.device().is_cuda()) {
+    refuse(op, "a tensor on ", t.device(), ": the collx backend takes CPU and CUDA tensors");
+  }
+#else
   if (!t.device().is_cpu()) {
     refuse(op, "a tensor on ", t.device(),
-           ": this build of the collx backend takes CPU tensors only");
+           ": this build of the collx backend takes CPU tensors only (CUDA tensors need collx and "
+           "torch both built with CUDA)");
   }
+#endif
   if (t.layout() != at::kStrided) refuse(op, "only dense (strided) tensors are supported");
   data_type_of(t, op);
 }
@@ -169,15 +344,18 @@ int rank_arg(int64_t rank, const char* op, const char* what) {
   return static_cast<int>(rank);
 }
 
-// A tag kept for the backend's own point-to-point messages (all_gather's list form used it until
-// 27 November; none does now), on the communicator's point-to-point context, where the caller's
-// send and recv have the others: the two could never match each other's messages.
-constexpr int kExchangeTag = collx::Communicator::kMaxTag;
+// Tags kept for the backend's own point-to-point messages, on the communicator's point-to-point
+// context, where the caller's send and recv have the others (which could never match them):
+// all_to_all_single with split sizes, and monitored_barrier.
+constexpr int kAlltoallTag = collx::Communicator::kMaxTag;
+constexpr int kMonitorTag = collx::Communicator::kMaxTag - 1;
+constexpr int kFirstReservedTag = kMonitorTag;
 
 void check_tag(int tag, const char* op) {
-  if (tag < 0 || tag >= kExchangeTag) {
-    refuse(op, "tag ", tag, " is outside the range 0..", kExchangeTag - 1, " (collx's tags end at ",
-           collx::Communicator::kMaxTag, ", which the backend keeps for itself)");
+  if (tag < 0 || tag >= kFirstReservedTag) {
+    refuse(op, "tag ", tag, " is outside the range 0..", kFirstReservedTag - 1,
+           " (collx's tags end at ", collx::Communicator::kMaxTag,
+           "; the backend keeps the last two for itself)");
   }
 }
 
@@ -274,37 +452,86 @@ at::Tensor write_list(const std::vector<at::Tensor>& list, StagingPool& pool, St
   return flat;
 }
 
-// Elements per rank of all_to_all_single: dim 0 split equally (collx's alltoall moves blocks of
-// one size).
-int64_t alltoall_block(const at::Tensor& t, const std::vector<int64_t>& splits, int ranks,
-                       const char* op, const char* what) {
+// all_to_all_single's split sizes (rows of dim 0 per rank) for t: the given ones, checked, or
+// equal splits.
+std::vector<int64_t> split_rows(const at::Tensor& t, const std::vector<int64_t>& splits, int ranks,
+                                const char* op, const char* what) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   if (splits.empty()) {
     if (rows % ranks != 0) {
       refuse(op, what, " has ", rows, " rows, not divisible by the group's ", ranks, " ranks");
     }
-  } else {
-    if (splits.size() != static_cast<std::size_t>(ranks)) {
-      refuse(op, what, " split sizes list ", splits.size(), " entries for ", ranks, " ranks");
-    }
-    for (int64_t split : splits) {
-      if (split * ranks != rows) {
-        refuse(op, "uneven ", what, " split sizes are not supported (collx's alltoall moves ",
-               "blocks of equal size: give ", rows / ranks, " rows to every rank)");
-      }
-    }
+    return std::vector<int64_t>(static_cast<std::size_t>(ranks), rows / ranks);
   }
-  return rows == 0 ? 0 : t.numel() / rows * (rows / ranks);
+  if (splits.size() != static_cast<std::size_t>(ranks)) {
+    refuse(op, what, " split sizes list ", splits.size(), " entries for ", ranks, " ranks");
+  }
+  int64_t total = 0;
+  for (int64_t split : splits) {
+    if (split < 0) refuse(op, what, " split sizes hold a negative size, ", split);
+    total += split;
+  }
+  if (total != rows) {
+    refuse(op, what, " split sizes add up to ", total, " rows, the tensor has ", rows);
+  }
+  return splits;
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- CUDA tensors
+
+CallMemory ProcessGroupCollx::memory_of(const Staging& s, const char* op) const {
+  CallMemory memory;
+  memory.options = host_;
+  std::optional<at::Device> device;
+  auto look = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().is_cpu()) {
+      if (device) refuse(op, "CPU and CUDA tensors in one call");
+      return;
+    }
+    if (device && *device != t.device()) {
+      refuse(op, "tensors on ", *device, " and ", t.device(), " in one call");
+    }
+    device = t.device();
+  };
+  bool cpu = false;
+  for (const at::Tensor& t : s.keep_alive) {
+    if (t.defined() && t.device().is_cpu()) cpu = true;
+    look(t);
+  }
+  for (const at::Tensor& t : s.outputs) {
+    if (t.defined() && t.device().is_cpu()) cpu = true;
+    look(t);
+  }
+  if (device && cpu) refuse(op, "CPU and CUDA tensors in one call");
+#ifdef COLLX_TORCH_CUDA
+  if (device) {
+    // collx reads the inputs after the work enqueued on the device's current stream, and its
+    // request completes once the result is complete on the device (collx/options.hpp).
+    memory.device = device->index();
+    memory.options.memory = collx::MemoryKind::device;
+    memory.options.stream = c10::cuda::getCurrentCUDAStream(device->index()).stream();
+  }
+#endif
+  return memory;
+}
+
+DeviceScope::DeviceScope(int device) {
+#ifdef COLLX_TORCH_CUDA
+  if (device >= 0) guard_.emplace(static_cast<c10::DeviceIndex>(device));
+#else
+  (void)device;
+#endif
+}
 
 // ---------------------------------------------------------------- StagingPool
 
 at::Tensor StagingPool::take(at::IntArrayRef sizes, const at::TensorOptions& options) {
   const int64_t bytes =
       c10::multiply_integers(sizes) * static_cast<int64_t>(options.dtype().itemsize());
-  if (bytes == 0) return at::empty(sizes, options);
+  // Device memory is torch's caching allocator's to reuse; the pool holds host memory.
+  if (bytes == 0 || options.device().type() != at::kCPU) return at::empty(sizes, options);
   at::Tensor buffer;
   {
     std::lock_guard lock(mutex_);
@@ -432,7 +659,7 @@ bool Receives::advance_locked(std::deque<std::shared_ptr<Pending>>& queue, const
     {
       std::lock_guard post(*post_mutex_);
       if (elements == head.buffer.numel() && dtype == head.buffer.scalar_type()) {
-        head.data_request = comm_->irecv(head.buffer.data_ptr(), elements,
+        head.data_request = comm_->irecv(head.buffer.data_ptr(), count_of(head.buffer, elements),
                                          data_type_of(head.buffer, "recv"), head.source, head.tag);
       } else {
         // Received whole, where no one reads it, then refused (no receive for a header that
@@ -636,19 +863,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::launch(c10d::OpType type, cons
   std::vector<collx::Request> requests;
   std::shared_ptr<Sequence::Call> call;
   const bool agrees = agree != nullptr && comm_->size() > 1;
+  // Where the call's buffers live (CPU, or one CUDA device on its current stream).
+  const CallMemory memory = memory_of(staging, op);
   try {
     std::unique_lock order(sequence_->mutex(), std::defer_lock);
     if (!point_to_point) order.lock();
     if (point_to_point || (!agrees && sequence_->idle_locked())) {
       std::lock_guard post(*post_mutex_);
-      requests = as_list(start());
+      DeviceScope device(memory.device);
+      requests = as_list(start(memory.options));
     } else {
       call = std::make_shared<Sequence::Call>();
       call->op = op;
       call->agree = agrees;
       if (agrees) call->block = *agree;
-      call->start = [as_list, start = std::forward<Start>(start)]() mutable {
-        return as_list(start());
+      call->start = [as_list, memory, start = std::forward<Start>(start)]() mutable {
+        DeviceScope device(memory.device);
+        return as_list(start(memory.options));
       };
       sequence_->queue_locked(call);
     }
@@ -687,23 +918,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::broadcast(std::vector<at::Tens
   Staging s;
   s.outputs = {t};
   at::Tensor buf = update_buffer(t, pool_, s);
-  return launch(c10d::OpType::BROADCAST, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->ibroadcast(buf.data_ptr(), buf.numel(), data_type_of(t, op), root, host);
-  });
+  return launch(c10d::OpType::BROADCAST, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->ibroadcast(buf.data_ptr(), count_of(t, buf.numel()),
+                                          data_type_of(t, op), root, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const char* op = "all_reduce";
   const at::Tensor& t = single(tensors, op);
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, t, op);
+  const Reduction red = Reduction::of(opts.reduceOp, t, op);
   Staging s;
   s.outputs = {t};
+  if (red.fold) {
+    // Every rank's block gathered, then folded in rank order on every rank.
+    at::Tensor src = read_buffer(t, pool_, s);
+    at::Tensor rows = pool_.take({comm_->size(), t.numel()}, t.options());
+    s.finish.push_back([red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
+    return launch(c10d::OpType::ALLREDUCE, op, std::move(s),
+                  [=, comm = comm_](const collx::Options& host) {
+                    return comm->iallgather(src.data_ptr(), rows.data_ptr(), count_of(t, t.numel()),
+                                            data_type_of(t, op), host);
+                  });
+  }
   at::Tensor buf = update_buffer(t, pool_, s);
-  return launch(c10d::OpType::ALLREDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), data_type_of(t, op), rop,
-                             host);
-  });
+  red.prescale(buf);  // PREMUL_SUM: the result overwrites the scaled input
+  return launch(c10d::OpType::ALLREDUCE, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->iallreduce(buf.data_ptr(), buf.data_ptr(), buf.numel() * red.units,
+                                          red.type, red.op, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
@@ -715,7 +961,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
     check_same_kind(t, tensors.front(), op, "the tensor list");
     total += t.numel();
   }
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, tensors.front(), op);
+  const Reduction red = Reduction::of(opts.reduceOp, tensors.front(), op);
   // One allreduce over the tensors laid end to end.
   Staging s;
   s.outputs = tensors;
@@ -728,10 +974,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allreduce_coalesced(
     offset += t.numel();
   }
   s.keep_alive.push_back(flat);
-  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total,
-                             data_type_of(tensors.front(), op), rop, host);
-  });
+  const at::Tensor& like = tensors.front();
+  if (red.fold) {
+    at::Tensor rows = pool_.take({comm_->size(), total}, like.options());
+    s.finish.push_back([red, rows, flat]() mutable { flat.copy_(red.fold_rows(rows)); });
+    return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s),
+                  [=, comm = comm_](const collx::Options& host) {
+                    return comm->iallgather(flat.data_ptr(), rows.data_ptr(), count_of(like, total),
+                                            data_type_of(like, op), host);
+                  });
+  }
+  red.prescale(flat);
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->iallreduce(flat.data_ptr(), flat.data_ptr(), total * red.units,
+                                          red.type, red.op, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>& tensors,
@@ -740,15 +998,43 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce(std::vector<at::Tensor>
   const at::Tensor& t = single(tensors, op);
   if (opts.rootTensor != 0) refuse(op, "rootTensor must be 0 (one tensor per process)");
   const int root = rank_arg(opts.rootRank, op, "dst");
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, t, op);
+  const Reduction red = Reduction::of(opts.reduceOp, t, op);
+  const bool is_root = comm_->rank() == root;
   Staging s;
   s.outputs = {t};
-  // Only the root's tensor is written (in place); the others are only read.
-  at::Tensor buf = comm_->rank() == root ? update_buffer(t, pool_, s) : read_buffer(t, pool_, s);
-  return launch(c10d::OpType::REDUCE, op, std::move(s), [=, comm = comm_, host = host_] {
-    return comm->ireduce(buf.data_ptr(), comm->rank() == root ? buf.data_ptr() : nullptr,
-                          buf.numel(), data_type_of(t, op), rop, root, host);
-  });
+  if (red.fold) {
+    at::Tensor src = read_buffer(t, pool_, s);
+    at::Tensor rows;
+    if (is_root) {
+      rows = pool_.take({comm_->size(), t.numel()}, t.options());
+      s.finish.push_back(
+          [red, rows, t]() mutable { t.copy_(red.fold_rows(rows).view(t.sizes())); });
+    }
+    return launch(c10d::OpType::REDUCE, op, std::move(s),
+                  [=, comm = comm_](const collx::Options& host) {
+                    return comm->igather(src.data_ptr(), is_root ? rows.data_ptr() : nullptr,
+                                         count_of(t, t.numel()), data_type_of(t, op), root, host);
+                  });
+  }
+  // Only the root's tensor is written (in place); the others are only read (PREMUL_SUM: a scaled
+  // copy of theirs).
+  at::Tensor buf;
+  if (is_root) {
+    buf = update_buffer(t, pool_, s);
+    red.prescale(buf);
+  } else if (red.scaled()) {
+    buf = pool_.take(t.sizes(), t.options());
+    buf.copy_(t);
+    red.prescale(buf);
+    s.keep_alive.push_back(buf);
+  } else {
+    buf = read_buffer(t, pool_, s);
+  }
+  return launch(c10d::OpType::REDUCE, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  return comm->ireduce(buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
+                                       buf.numel() * red.units, red.type, red.op, root, host);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
@@ -769,9 +1055,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(), data_type_of(in, op),
-                                 host);
+      [=, comm = comm_](const collx::Options& host) {
+        return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(in, src.numel()),
+                                data_type_of(in, op), host);
       },
       &block);
 }
@@ -805,14 +1091,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_broadcasts(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLGATHER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
+      [=, comm = comm_](const collx::Options& host) {
         // One broadcast per rank, in rank order on every rank, all in flight at once: rank j's
         // input lands straight in block j of every other rank's list.
         std::vector<collx::Request> requests;
         requests.reserve(static_cast<std::size_t>(size));
         for (int j = 0; j < size; ++j) {
           const at::Tensor& block = j == rank ? src : dst[static_cast<std::size_t>(j)];
-          requests.push_back(comm->ibroadcast(block.data_ptr(), block.numel(), type, j, host));
+          requests.push_back(
+              comm->ibroadcast(block.data_ptr(), count_of(in, block.numel()), type, j, host));
         }
         // This rank's own block once the broadcasts are posted, so the peers read this rank's
         // input meanwhile; before the work can complete (its prelude, or launch(), runs this
@@ -836,11 +1123,86 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_allgather_base(
   const Block block{input.numel(), input.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::_ALLGATHER_BASE, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->iallgather(src.data_ptr(), dst.data_ptr(), src.numel(),
-                                 data_type_of(input, op), host);
+      [=, comm = comm_](const collx::Options& host) {
+        return comm->iallgather(src.data_ptr(), dst.data_ptr(), count_of(input, src.numel()),
+                                data_type_of(input, op), host);
       },
       &block);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "all_gather_into_tensor (coalesced)";
+  if (outputs.size() != inputs.size()) {
+    refuse(op, outputs.size(), " outputs for ", inputs.size(), " inputs");
+  }
+  Staging s;
+  s.outputs = outputs;
+  std::vector<at::Tensor> src, dst;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(inputs[i], op);
+    check_same_kind(outputs[i], inputs[i], op, "an output tensor");
+    check_numel(outputs[i], inputs[i].numel() * comm_->size(), op, "an output tensor");
+    src.push_back(read_buffer(inputs[i], pool_, s));
+    dst.push_back(write_buffer(outputs[i], pool_, s));
+  }
+  // One allgather per pair, all in flight at once.
+  return launch(c10d::OpType::COALESCED, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  std::vector<collx::Request> requests;
+                  for (std::size_t i = 0; i < src.size(); ++i) {
+                    requests.push_back(comm->iallgather(src[i].data_ptr(), dst[i].data_ptr(),
+                                                        count_of(src[i], src[i].numel()),
+                                                        data_type_of(src[i], op), host));
+                  }
+                  return requests;
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor (coalesced)";
+  if (outputs.size() != inputs.size()) {
+    refuse(op, outputs.size(), " outputs for ", inputs.size(), " inputs");
+  }
+  Staging s;
+  s.outputs = outputs;
+  std::vector<at::Tensor> src, dst;
+  std::vector<Reduction> reductions;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(outputs[i], op);
+    check_same_kind(inputs[i], outputs[i], op, "an input tensor");
+    check_numel(inputs[i], outputs[i].numel() * comm_->size(), op, "an input tensor");
+    Reduction red = Reduction::of(opts.reduceOp, outputs[i], op);
+    if (red.fold) {
+      refuse(op, "ReduceOp on ", outputs[i].scalar_type(),
+             " tensors is folded, not reduced by collx: call reduce_scatter_tensor one by one");
+    }
+    at::Tensor in = read_buffer(inputs[i], pool_, s);
+    if (red.scaled()) {
+      at::Tensor scaled = pool_.take(in.sizes(), in.options());
+      scaled.copy_(in);
+      red.prescale(scaled);
+      in = scaled;
+      s.keep_alive.push_back(in);
+    }
+    src.push_back(in);
+    dst.push_back(write_buffer_apart(outputs[i], in, pool_, s));
+    reductions.push_back(std::move(red));
+  }
+  return launch(c10d::OpType::COALESCED, op, std::move(s),
+                [=, comm = comm_](const collx::Options& host) {
+                  std::vector<collx::Request> requests;
+                  for (std::size_t i = 0; i < src.size(); ++i) {
+                    const Reduction& red = reductions[i];
+                    requests.push_back(comm->ireduce_scatter(src[i].data_ptr(), dst[i].data_ptr(),
+                                                             dst[i].numel() * red.units, red.type,
+                                                             red.op, host));
+                  }
+                  return requests;
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
@@ -860,9 +1222,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::gather(
   const Block block{in.numel(), in.scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::GATHER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr, src.numel(),
-                              data_type_of(in, op), root, host);
+      [=, comm = comm_](const collx::Options& host) {
+        return comm->igather(src.data_ptr(), is_root ? dst.data_ptr() : nullptr,
+                             count_of(in, src.numel()), data_type_of(in, op), root, host);
       },
       &block);
 }
@@ -884,9 +1246,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::scatter(
   const Block block{out.numel(), out.scalar_type(), "output tensor"};
   return launch(
       c10d::OpType::SCATTER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(), dst.numel(),
-                               data_type_of(out, op), root, host);
+      [=, comm = comm_](const collx::Options& host) {
+        return comm->iscatter(is_root ? src.data_ptr() : nullptr, dst.data_ptr(),
+                              count_of(out, dst.numel()), data_type_of(out, op), root, host);
       },
       &block);
 }
@@ -898,19 +1260,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter(
   const at::Tensor& out = single(outputs, op);
   if (inputs.size() != 1) refuse(op, "takes one input list per process, got ", inputs.size());
   check_list(inputs[0], comm_->size(), out, op, "the input list");
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, out, op);
+  const Reduction red = Reduction::of(opts.reduceOp, out, op);
   Staging s;
   s.outputs = {out};
   at::Tensor src = read_list(inputs[0], pool_, s);
-  at::Tensor dst = write_buffer_apart(out, src, pool_, s);
-  const Block block{out.numel(), out.scalar_type(), "output tensor"};
-  return launch(
-      c10d::OpType::REDUCE_SCATTER, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                      data_type_of(out, op), rop, host);
-      },
-      &block);
+  return reduce_scatter_flat(c10d::OpType::REDUCE_SCATTER, op, std::move(s), red, src, out);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
@@ -919,17 +1273,46 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::_reduce_scatter_base(
   check_tensor(output, op);
   check_same_kind(input, output, op, "the input tensor");
   check_numel(input, output.numel() * comm_->size(), op, "the input tensor");
-  const collx::ReduceOp rop = reduce_op_of(opts.reduceOp, output, op);
+  const Reduction red = Reduction::of(opts.reduceOp, output, op);
   Staging s;
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
-  at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  const Block block{output.numel(), output.scalar_type(), "output tensor"};
+  return reduce_scatter_flat(c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s), red, src,
+                             output);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::reduce_scatter_flat(c10d::OpType type,
+                                                                      const char* op, Staging s,
+                                                                      const Reduction& red,
+                                                                      at::Tensor src,
+                                                                      const at::Tensor& out) {
+  const Block block{out.numel(), out.scalar_type(), "output tensor"};
+  if (red.fold) {
+    // Block j of every rank's input comes to rank j (alltoall), which folds them in rank order.
+    at::Tensor rows = pool_.take({comm_->size(), out.numel()}, out.options());
+    s.finish.push_back(
+        [red, rows, out]() mutable { out.copy_(red.fold_rows(rows).view(out.sizes())); });
+    return launch(
+        type, op, std::move(s),
+        [=, comm = comm_](const collx::Options& host) {
+          return comm->ialltoall(src.data_ptr(), rows.data_ptr(), count_of(out, out.numel()),
+                                 data_type_of(out, op), host);
+        },
+        &block);
+  }
+  if (red.scaled()) {
+    at::Tensor scaled = pool_.take(src.sizes(), src.options());
+    scaled.copy_(src);
+    red.prescale(scaled);
+    src = scaled;
+    s.keep_alive.push_back(src);
+  }
+  at::Tensor dst = write_buffer_apart(out, src, pool_, s);
   return launch(
-      c10d::OpType::_REDUCE_SCATTER_BASE, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(),
-                                      data_type_of(output, op), rop, host);
+      type, op, std::move(s),
+      [=, comm = comm_](const collx::Options& host) {
+        return comm->ireduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel() * red.units,
+                                     red.type, red.op, host);
       },
       &block);
 }
@@ -940,22 +1323,78 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall_base(
   const char* op = "all_to_all_single";
   check_tensor(input, op);
   check_same_kind(output, input, op, "the output tensor");
-  check_numel(output, input.numel(), op, "the output tensor");
-  const int64_t block_elements =
-      alltoall_block(input, input_split_sizes, comm_->size(), op, "input");
-  alltoall_block(output, output_split_sizes, comm_->size(), op, "output");
+  const int size = comm_->size();
+  const int rank = comm_->rank();
+  const std::vector<int64_t> in_rows = split_rows(input, input_split_sizes, size, op, "input");
+  const std::vector<int64_t> out_rows = split_rows(output, output_split_sizes, size, op, "output");
+  // Elements per row (dim 0) of each tensor; both must agree.
+  const int64_t row = input.dim() <= 1 ? 1 : c10::multiply_integers(input.sizes().slice(1));
+  const int64_t out_row = output.dim() <= 1 ? 1 : c10::multiply_integers(output.sizes().slice(1));
+  if (row != out_row) {
+    refuse(op, "the input's rows hold ", row, " elements, the output's ", out_row);
+  }
   Staging s;
   s.outputs = {output};
   at::Tensor src = read_buffer(input, pool_, s);
   at::Tensor dst = write_buffer_apart(output, src, pool_, s);
-  const Block block{block_elements, input.scalar_type(), "per-rank block"};
+  const collx::DataType type = data_type_of(input, op);
+  if (input_split_sizes.empty() && output_split_sizes.empty()) {
+    // Equal blocks: collx's alltoall, once the ranks agree on the block.
+    check_numel(output, input.numel(), op, "the output tensor");
+    const int64_t block_elements = in_rows[0] * row;
+    const Block block{block_elements, input.scalar_type(), "per-rank block"};
+    return launch(
+        c10d::OpType::ALLTOALL_BASE, op, std::move(s),
+        [=, comm = comm_](const collx::Options& host) {
+          return comm->ialltoall(src.data_ptr(), dst.data_ptr(), count_of(input, block_elements),
+                                 type, host);
+        },
+        &block);
+  }
+  if (!input.device().is_cpu()) {
+    refuse(op, "split sizes with tensors on ", input.device(),
+           " (the point-to-point path takes "
+           "CPU tensors; equal splits without split sizes take CUDA tensors)");
+  }
+  // Split sizes given: block j of the input goes to rank j as one point-to-point message (on
+  // the backend's own tag), every receive posted before its send, and this rank's own block is
+  // copied. The sizes are taken on trust, as MPI_Alltoallv does: a peer's larger block is an
+  // error on the receiving rank, a smaller one fills part of its rows.
+  if (in_rows[static_cast<std::size_t>(rank)] != out_rows[static_cast<std::size_t>(rank)]) {
+    refuse(op, "this rank sends itself ", in_rows[static_cast<std::size_t>(rank)],
+           " rows but receives ", out_rows[static_cast<std::size_t>(rank)], " from itself");
+  }
+  std::vector<int64_t> in_offset(static_cast<std::size_t>(size) + 1, 0);
+  std::vector<int64_t> out_offset(static_cast<std::size_t>(size) + 1, 0);
+  for (std::size_t j = 0; j < static_cast<std::size_t>(size); ++j) {
+    in_offset[j + 1] = in_offset[j] + in_rows[j] * row;
+    out_offset[j + 1] = out_offset[j] + out_rows[j] * row;
+  }
+  at::Tensor src_flat = src.reshape({-1});
+  at::Tensor dst_flat = dst.reshape({-1});
   return launch(
       c10d::OpType::ALLTOALL_BASE, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->ialltoall(src.data_ptr(), dst.data_ptr(), block_elements,
-                                data_type_of(input, op), host);
-      },
-      &block);
+      [=, comm = comm_](const collx::Options& /*host*/) {
+        const auto piece = [&](const at::Tensor& flat, const std::vector<int64_t>& off, int j) {
+          const auto k = static_cast<std::size_t>(j);
+          return flat.narrow(0, off[k], off[k + 1] - off[k]);
+        };
+        std::vector<collx::Request> requests;
+        for (int step = 1; step < size; ++step) {
+          const int from = (rank - step + size) % size;
+          at::Tensor in = piece(dst_flat, out_offset, from);
+          requests.push_back(
+              comm->irecv(in.data_ptr(), count_of(input, in.numel()), type, from, kAlltoallTag));
+        }
+        for (int step = 1; step < size; ++step) {
+          const int to = (rank + step) % size;
+          at::Tensor out = piece(src_flat, in_offset, to);
+          requests.push_back(
+              comm->isend(out.data_ptr(), count_of(input, out.numel()), type, to, kAlltoallTag));
+        }
+        piece(dst_flat, out_offset, rank).copy_(piece(src_flat, in_offset, rank));
+        return requests;
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tensor>& outputs,
@@ -979,9 +1418,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::alltoall(std::vector<at::Tenso
   const Block block{inputs.front().numel(), inputs.front().scalar_type(), "input tensor"};
   return launch(
       c10d::OpType::ALLTOALL, op, std::move(s),
-      [=, comm = comm_, host = host_] {
-        return comm->ialltoall(src.data_ptr(), dst.data_ptr(), inputs.front().numel(),
-                                data_type_of(inputs.front(), op), host);
+      [=, comm = comm_](const collx::Options& host) {
+        return comm->ialltoall(src.data_ptr(), dst.data_ptr(),
+                               count_of(inputs.front(), inputs.front().numel()),
+                               data_type_of(inputs.front(), op), host);
       },
       &block);
 }
@@ -990,6 +1430,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
                                                        int dst_rank, int tag) {
   const char* op = "send";
   const at::Tensor& t = single(tensors, op);
+  if (!t.device().is_cpu()) {
+    refuse(op, "a tensor on ", t.device(),
+           ": send and recv take CPU tensors (collx's point-to-point "
+           "messages are in host memory)");
+  }
   check_tag(tag, op);
   Staging s;
   at::Tensor src = read_buffer(t, pool_, s);
@@ -1000,12 +1445,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::send(std::vector<at::Tensor>& 
   s.keep_alive.push_back(header);
   return launch(
       c10d::OpType::SEND, op, std::move(s),
-      [&] {
+      [&](const collx::Options& /*host*/) {
         std::vector<collx::Request> requests;
         requests.push_back(
             comm_->isend(header.data_ptr(), 2, collx::DataType::int64, dst_rank, tag));
-        requests.push_back(
-            comm_->isend(src.data_ptr(), src.numel(), data_type_of(t, op), dst_rank, tag));
+        requests.push_back(comm_->isend(src.data_ptr(), count_of(t, src.numel()),
+                                        data_type_of(t, op), dst_rank, tag));
         return requests;
       },
       nullptr, /*point_to_point=*/true);
@@ -1015,6 +1460,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recv(std::vector<at::Tensor>& 
                                                        int src_rank, int tag) {
   const char* op = "recv";
   const at::Tensor& t = single(tensors, op);
+  if (!t.device().is_cpu()) {
+    refuse(op, "a tensor on ", t.device(),
+           ": send and recv take CPU tensors (collx's point-to-point "
+           "messages are in host memory)");
+  }
   check_tag(tag, op);
   if (src_rank < 0 || src_rank >= comm_->size()) refuse(op, "invalid src ", src_rank);
   Staging s;
@@ -1049,7 +1499,90 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::recvAnysource(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollx::barrier(const c10d::BarrierOptions& /*opts*/) {
   return launch(c10d::OpType::BARRIER, "barrier", Staging{},
-                [=, comm = comm_, host = host_] { return comm->ibarrier(host); });
+                [=, comm = comm_](const collx::Options& host) { return comm->ibarrier(host); });
+}
+
+// gloo's protocol: every other rank sends rank 0 a token and waits for its answer; rank 0 waits
+// for the tokens until the timeout, then answers every rank (1: passed, 0: failed), so a rank
+// that comes late still finds its token received and its answer sent. What is still in flight
+// when this rank gives up is kept (monitor_) until it completes or the group is freed.
+void ProcessGroupCollx::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  const char* op = "monitored_barrier";
+  const int size = comm_->size();
+  const int rank = comm_->rank();
+  if (size == 1) return;
+  const auto timeout =
+      opts.timeout.count() > 0 ? opts.timeout : std::chrono::milliseconds(30 * 60 * 1000);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto buffers = std::make_shared<std::vector<uint8_t>>(static_cast<std::size_t>(2 * size), 0);
+  uint8_t* token = buffers->data();          // [j]: rank j's token (rank 0), or this rank's
+  uint8_t* answer = buffers->data() + size;  // [j]: rank 0's answer to rank j
+  std::vector<collx::Request> requests;
+  // Tests `requests[first..]` until all complete or the deadline; returns those still in flight.
+  auto wait_until = [&](std::size_t first) {
+    std::vector<std::size_t> open;
+    for (;;) {
+      open.clear();
+      for (std::size_t i = first; i < requests.size(); ++i) {
+        if (requests[i].valid() && !requests[i].test()) open.push_back(i);
+      }
+      if (open.empty() || std::chrono::steady_clock::now() >= deadline) return open;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  };
+  auto keep = [&] {
+    std::lock_guard lock(monitor_mutex_);
+    monitor_.push_back({buffers, std::move(requests)});
+  };
+  try {
+    if (rank == 0) {
+      {
+        std::lock_guard post(*post_mutex_);
+        for (int j = 1; j < size; ++j)
+          requests.push_back(comm_->irecv(token + j, 1, collx::DataType::uint8, j, kMonitorTag));
+      }
+      const std::vector<std::size_t> missing = wait_until(0);
+      const uint8_t passed = missing.empty() ? 1 : 0;
+      {
+        std::lock_guard post(*post_mutex_);
+        for (int j = 1; j < size; ++j) {
+          answer[j] = passed;
+          requests.push_back(comm_->isend(answer + j, 1, collx::DataType::uint8, j, kMonitorTag));
+        }
+      }
+      if (!missing.empty()) {
+        std::string ranks;
+        const std::size_t shown = wait_all_ranks ? missing.size() : 1;
+        for (std::size_t i = 0; i < shown; ++i)
+          ranks += (i ? ", " : "") + std::to_string(missing[i] + 1);
+        keep();
+        refuse(op, wait_all_ranks ? "ranks " : "rank ", ranks,
+               " failed to pass monitoredBarrier in ", timeout.count(), " ms");
+      }
+      const std::size_t answers = requests.size() - static_cast<std::size_t>(size - 1);
+      if (!wait_until(answers).empty()) {
+        keep();
+        refuse(op, "a rank did not take rank 0's answer within ", timeout.count(), " ms");
+      }
+    } else {
+      token[0] = 1;
+      {
+        std::lock_guard post(*post_mutex_);
+        requests.push_back(comm_->irecv(answer, 1, collx::DataType::uint8, 0, kMonitorTag));
+        requests.push_back(comm_->isend(token, 1, collx::DataType::uint8, 0, kMonitorTag));
+      }
+      if (!wait_until(0).empty()) {
+        keep();
+        refuse(op, "rank 0 did not answer within ", timeout.count(), " ms");
+      }
+      if (answer[0] != 1) {
+        refuse(op, "rank 0 reports that another rank failed to pass monitoredBarrier in time");
+      }
+    }
+  } catch (const collx::Error& e) {
+    keep();
+    refuse(op, e.what());
+  }
 }
 
 }  // namespace collx_torch

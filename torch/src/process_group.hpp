@@ -1,19 +1,22 @@
 // collx as a torch.distributed backend: a c10d process group whose collectives are collx's.
 //
-// Written against PyTorch 1.13 (Debian 12), where a third-party backend derives from
-// c10d::ProcessGroup; from PyTorch 2.0 on it derives from c10d::Backend with the same virtual
-// methods, which is what BackendBase picks.
+// PyTorch 2.x: a third-party backend is a c10d::Backend, which torch.distributed's ProcessGroup
+// dispatches each operation to by device type (torch/requirements.txt pins the version tested).
 #pragma once
 
 #include <torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#if TORCH_VERSION_MAJOR < 2
+#error "collx_torch needs PyTorch 2.x (torch/requirements.txt pins the version it is tested with)"
+#endif
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-#if TORCH_VERSION_MAJOR >= 2
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#endif
 
 #include <collx/collx.hpp>
+#ifdef COLLX_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "work.hpp"
 
@@ -24,16 +27,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
 namespace collx_torch {
 
-#if TORCH_VERSION_MAJOR >= 2
 using BackendBase = c10d::Backend;
-#else
-using BackendBase = c10d::ProcessGroup;
-#endif
 
 // Staging memory reused from call to call, one pool per process group: the buffers collx reads
 // or writes in place of the caller's tensors where those are not one contiguous block (a list of
@@ -181,6 +181,48 @@ class Sequence {
   std::deque<std::shared_ptr<Call>> queue_;
 };
 
+// Where one call's buffers live: host memory, or CUDA device `device` on its current stream
+// (a build with COLLX_TORCH_CUDA: collx and torch both built with CUDA).
+struct CallMemory {
+  collx::Options options;
+  int device = -1;
+};
+
+// The current CUDA device set to `device` (>= 0) for its scope: collx's device path works on
+// the current device. Nothing without CUDA, or for -1.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+
+ private:
+#ifdef COLLX_TORCH_CUDA
+  std::optional<c10::cuda::CUDAGuard> guard_;
+#endif
+};
+
+// How a reduction on a tensor runs: by collx itself where it has the dtype and the operation
+// (bool as uint8 MAX/MIN, complex as pairs of reals for SUM and AVG, PREMUL_SUM as SUM of a
+// scaled copy), else folded by torch: the ranks' blocks gathered by collx (allgather, gather,
+// alltoall), then combined in rank order on every rank (int16, uint16, the bitwise operations,
+// complex PRODUCT), so every rank's result has the same bits. Pairs neither can reduce are
+// refused with an error that names them.
+struct Reduction {
+  static Reduction of(const c10d::ReduceOp& op, const at::Tensor& t, const char* name);
+  // PREMUL_SUM: multiplies t (a buffer of the call's own) by the factor.
+  void prescale(at::Tensor& t) const;
+  bool scaled() const { return premul.has_value() || premul_tensor.defined(); }
+  // The fold of the rows of `rows` (ranks x elements) in rank order.
+  at::Tensor fold_rows(const at::Tensor& rows) const;
+
+  bool fold = false;
+  collx::DataType type = collx::DataType::uint8;  // collx's, when not folded
+  collx::ReduceOp op = collx::ReduceOp::sum;
+  int64_t units = 1;  // collx elements per tensor element
+  c10d::ReduceOp::RedOpType torch_op = c10d::ReduceOp::SUM;
+  std::optional<double> premul;
+  at::Tensor premul_tensor;
+};
+
 class ProcessGroupCollx : public BackendBase {
  public:
   explicit ProcessGroupCollx(std::shared_ptr<collx::Communicator> comm);
@@ -200,6 +242,12 @@ class ProcessGroupCollx : public BackendBase {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
@@ -224,6 +272,7 @@ class ProcessGroupCollx : public BackendBase {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
   // all_gather's list form where blocks are large: one broadcast per rank (rank j's input the
@@ -236,6 +285,11 @@ class ProcessGroupCollx : public BackendBase {
   // (docs/PERFORMANCE.md, "PyTorch").
   c10::intrusive_ptr<c10d::Work> allgather_broadcasts(const std::vector<at::Tensor>& outputs,
                                                       const at::Tensor& in);
+  // reduce_scatter's two forms once the input is one flat buffer (`src`): collx's reduce_scatter,
+  // or an alltoall and a fold (Reduction).
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(c10d::OpType type, const char* op, Staging s,
+                                                     const Reduction& red, at::Tensor src,
+                                                     const at::Tensor& out);
   static constexpr int64_t kExchangeBytes = int64_t{256} << 10;  // per block
   // The largest call (its largest buffer) the completion thread is not woken for.
   static constexpr int64_t kQuietBytes = int64_t{64} << 10;
@@ -247,6 +301,8 @@ class ProcessGroupCollx : public BackendBase {
   // while another waits in the sequence waits behind it. `start` may run after launch()
   // returns, on another thread: it holds what it uses by value. point_to_point: posted at
   // once, whatever waits in the sequence (send and recv are not ordered with collectives).
+  // The memory of a call's tensors (its staging's): all on the CPU, or all on one CUDA device.
+  CallMemory memory_of(const Staging& s, const char* op) const;
   template <class Start>
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, Staging staging,
                                         Start&& start, const Block* agree = nullptr,
@@ -266,6 +322,13 @@ class ProcessGroupCollx : public BackendBase {
   // (the autograd engine's and a future callback on the completion thread, say) start one at a
   // time, in one order on every rank.
   std::shared_ptr<Sequence> sequence_;
+  // monitored_barrier's messages still in flight when it gave up, and their buffers.
+  struct Abandoned {
+    std::shared_ptr<std::vector<uint8_t>> buffers;
+    std::vector<collx::Request> requests;
+  };
+  std::mutex monitor_mutex_;
+  std::vector<Abandoned> monitor_;
 };
 
 // The process-wide side of the binding (MPI and the world communicator), used by the module.
@@ -276,6 +339,15 @@ void initialize();
 // process group still holds, then finalises MPI if initialize() initialised it. Process groups
 // used after this throw.
 void finalize();
+// Only MPI (MPI_Init_thread, the thread level checked), without the world communicator.
+void initialize_mpi();
+// Processes that are not one MPI job (torchrun's) join one: rank 0 opens a port (open_port()),
+// every process calls join() with it and its torch rank; the world is then ordered by those
+// ranks. Open MPI's singletons need an ompi-server to connect (collx_torch/__init__.py).
+std::string open_port();
+void join(const std::string& port, int rank, int size);
+bool initialized();
+std::string mpi_library();
 int world_rank();
 int world_size();
 // Rank `root`'s string on every rank of MPI_COMM_WORLD.

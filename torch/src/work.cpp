@@ -90,12 +90,16 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   std::exception_ptr error = error_;
   if (!error) {
     try {
+      for (auto& step : staging_.finish)
+        step();
       for (auto& [caller, staged] : staging_.copy_back)
         caller.copy_(staged);
+      finish_device_copies();
     } catch (...) {
       error = std::current_exception();
     }
   }
+  staging_.finish.clear();
   staging_.copy_back.clear();
   staging_.keep_alive.clear();
   c10::intrusive_ptr<c10::ivalue::Future> future;
@@ -110,6 +114,21 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
   done_.store(true, std::memory_order_release);
   cv_.notify_all();
   return future;
+}
+
+void CollxWork::finish_device_copies() {
+#ifdef COLLX_TORCH_CUDA
+  // The copies above (CUDA tensors) were enqueued on this thread's current stream of their
+  // device: complete before the work is, so that the caller's streams see them after wait().
+  std::optional<at::Device> device;
+  for (const auto& [caller, staged] : staging_.copy_back) {
+    if (caller.is_cuda()) device = caller.device();
+  }
+  for (const at::Tensor& t : staging_.outputs) {
+    if (!staging_.finish.empty() && t.is_cuda()) device = t.device();
+  }
+  if (device) c10::cuda::getCurrentCUDAStream(device->index()).synchronize();
+#endif
 }
 
 void CollxWork::mark(const c10::intrusive_ptr<c10::ivalue::Future>& future) {
@@ -134,7 +153,13 @@ bool CollxWork::poll() {
     if (!drive.owns_lock()) return false;  // another thread is waiting on it
     future = progress_locked(false);
   }
-  mark(future);
+  if (future && nested_) {
+    mark(future);
+  } else if (future) {
+    // Its callbacks run elsewhere (CallbackRunners): this thread goes on completing works.
+    CallbackRunners::instance().post(
+        [work = c10::intrusive_ptr<CollxWork>::reclaim_copy(this), future] { work->mark(future); });
+  }
   return done();
 }
 
@@ -186,6 +211,64 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::getFuture() {
     Completer::instance().watch(c10::intrusive_ptr<CollxWork>::reclaim_copy(this));
   }
   return future;
+}
+
+// ---------------------------------------------------------------- CallbackRunners
+
+CallbackRunners& CallbackRunners::instance() {
+  static CallbackRunners runners;
+  return runners;
+}
+
+CallbackRunners::~CallbackRunners() {
+  stop();
+}
+
+namespace {
+thread_local bool in_callback = false;
+}  // namespace
+
+bool running_callback() {
+  return in_callback;
+}
+
+void CallbackRunners::post(std::function<void()> task) {
+  std::lock_guard lock(mutex_);
+  tasks_.push_back(std::move(task));
+  if (!thread_.joinable()) {
+    stopping_ = false;
+    thread_ = std::thread([this] { run(); });
+  }
+  wake_.notify_one();
+}
+
+void CallbackRunners::run() {
+  in_callback = true;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (tasks_.empty()) {
+      if (stopping_) return;
+      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      continue;
+    }
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    task = nullptr;  // the work it held may go here, outside the lock
+    lock.lock();
+  }
+}
+
+void CallbackRunners::stop() {
+  std::thread thread;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    thread.swap(thread_);
+  }
+  wake_.notify_all();
+  if (thread.joinable()) thread.join();
 }
 
 // ---------------------------------------------------------------- Completer
@@ -259,6 +342,8 @@ void Completer::stop() {
   // The unwatched works still in flight, after the watched ones (launch order within each list).
   for (const Quiet& q : quiet)
     q.work->drive_to_completion();
+  // The callbacks of what the thread completed.
+  CallbackRunners::instance().stop();
 }
 
 Completer::InlineWait::InlineWait() {

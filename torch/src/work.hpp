@@ -8,6 +8,9 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#ifdef COLLX_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <collx/collx.hpp>
 
@@ -15,9 +18,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -35,10 +40,15 @@ void advance_receives();
 bool sequences_waiting();
 void advance_sequences();
 
+// Whether this thread is running a future's callback for CallbackRunners.
+bool running_callback();
+
 // What a call needs after its collx request completes: staging buffers copied back into the
 // caller's tensors (non-contiguous tensors, tensor lists that are not one block of memory), and
 // every tensor the request reads or writes, kept alive until then.
 struct Staging {
+  // Run first, in order, once the requests are complete (a folded reduction's combining step).
+  std::vector<std::function<void()>> finish;
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (caller's tensor, staging buffer)
   std::vector<at::Tensor> keep_alive;
   std::vector<at::Tensor> outputs;  // Work::result() and the future's value
@@ -82,6 +92,8 @@ class CollxWork : public c10d::Work {
   // With drive_mutex_ held: completes the request (blocking, or one test) and the copy-backs;
   // returns the future to mark once the mutex is released (null if none, or not done).
   c10::intrusive_ptr<c10::ivalue::Future> progress_locked(bool block);
+  // Waits for the copies and folds a CUDA call enqueued on this thread's stream.
+  void finish_device_copies();
   // Marks `future` complete with the work's outcome; never with a lock held (its callbacks
   // run here and may call back into this work).
   void mark(const c10::intrusive_ptr<c10::ivalue::Future>& future);
@@ -100,9 +112,37 @@ class CollxWork : public c10d::Work {
   // waits for its operation while the buffers are still there.
   std::vector<collx::Request> requests_;
   std::atomic<bool> done_{false};
+  // Launched from inside a future's callback (CallbackRunners): marked by whoever completes it.
+  const bool nested_ = running_callback();
   // Made on the first getFuture() (most works are waited on, never asked for one); guarded by
   // c10d::Work::mutex_, so that exactly one of getFuture() and the completion marks it.
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// One thread that runs the marking of the futures the completion thread finished (their
+// callbacks: DDP's reducer, comm hooks), in the order the completion thread finished them, so
+// that a callback which waits on another collx future (PowerSGD's hook does) never blocks the
+// thread that completes that future. The works launched from inside a callback are marked by
+// the completion thread itself (CollxWork, nested_): the callback waiting on them resumes, and
+// the callbacks of the works launched from the program's own threads still run one at a time,
+// so every rank launches their collectives in one order.
+class CallbackRunners {
+ public:
+  static CallbackRunners& instance();
+  ~CallbackRunners();
+  void post(std::function<void()> task);
+  // Runs what is queued, then joins the thread.
+  void stop();
+
+ private:
+  CallbackRunners() = default;
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  std::thread thread_;
+  bool stopping_ = false;
 };
 
 // The process's completion thread: it tests the works in flight that it watches, finishes those

@@ -17,12 +17,15 @@ namespace collx {
 // Which collective implements which algorithm is the library's algorithm registry
 // (algorithms_of below). `automatic` (printed "auto") lets the selector choose; shared_memory
 // runs through a segment every rank maps (ranks on one node, host memory; elsewhere the
-// collective's point-to-point algorithm runs instead, see docs/ALGORITHMS.md).
+// collective's point-to-point algorithm runs instead, see docs/ALGORITHMS.md). `mpi` is the
+// MPI library's own collective on the communicator: one of auto's candidates, so that auto
+// never runs slower than the MPI it wraps (not one of collx's algorithms: algorithms_of leaves
+// it out).
 #define COLLX_ALGORITHM_LIST(X)                                                                    \
   X(automatic)                                                                                     \
   X(ring) X(recursive_doubling) X(rabenseifner) X(recursive_halving) X(binomial_tree)              \
       X(pipelined_chain) X(scatter_allgather) X(double_binary_tree) X(bruck) X(pairwise) X(linear) \
-          X(dissemination) X(direct) X(shared_memory) X(hierarchical) X(multi_leader)
+          X(dissemination) X(direct) X(shared_memory) X(hierarchical) X(multi_leader) X(mpi)
 
 #define COLLX_ENUMERATOR(name) name,
 #define COLLX_PLUS_ONE(name) +1
@@ -40,7 +43,8 @@ std::optional<Collective> parse_collective(std::string_view name);
 std::optional<Algorithm> parse_algorithm(std::string_view name);
 
 // The algorithms a collective implements, from the algorithm registry (never contains
-// Algorithm::automatic); the first is the fallback when no selection rule matches.
+// Algorithm::automatic nor Algorithm::mpi, the MPI library's own); the first is the fallback
+// when no selection rule matches.
 std::span<const Algorithm> algorithms_of(Collective collective);
 bool implements(Collective collective, Algorithm algorithm);
 

@@ -20,7 +20,7 @@ const std::array<std::vector<Algorithm>, kCollectiveCount>& lists() {
   static const auto built = [] {
     std::array<std::vector<Algorithm>, kCollectiveCount> out;
     for (const detail::AlgorithmRow& row : detail::registry())
-      out[static_cast<std::size_t>(row.collective)].push_back(row.algorithm);
+      if (!row.mpi_library) out[static_cast<std::size_t>(row.collective)].push_back(row.algorithm);
     return out;
   }();
   return built;

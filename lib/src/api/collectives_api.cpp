@@ -2,11 +2,14 @@
 // nonblocking) through run_collective.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <vector>
 
 #include "collectives.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
+#include "collx/mpi_types.hpp"
 #include "comm_state.hpp"
 #include "memory.hpp"
 #include "registry.hpp"
@@ -391,9 +394,44 @@ namespace collx {
 
 using detail::bytes_of;
 
+namespace {
+
+// The delegated path's shared checks (CommState::delegates): a count MPI's int holds, and for a
+// reduction one the MPI library computes whose bits do not depend on the algorithm (auto tries
+// no candidates for the others, so their size class's choice is not theirs).
+// A datatype's size, 0 for one that is not a DataType (the normal path reports it).
+std::size_t checked_size(DataType type) {
+  return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
+}
+bool fits_int(std::size_t n) {
+  return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
+}
+bool delegable_reduction(const detail::CommState& s, std::size_t count, DataType type,
+                         ReduceOp op) {
+  if (!fits_int(count)) return false;
+  if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
+  const detail::CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
+                                        static_cast<int>(op), -1};
+  return !detail::order_sensitive(signature, s.size);
+}
+// The root of a rooted call, in range.
+bool root_ok(const detail::CommState& s, int root) {
+  return root >= 0 && root < s.size;
+}
+
+}  // namespace
+
 void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              ReduceOp op, const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  if (s.delegates(Collective::allreduce, count * checked_size(type), options) && count > 0 &&
+      sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, count, type, op)) {
+    detail::delegated_call(s, Collective::allreduce, [&] {
+      return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                            static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::allreduce, [&] {
     detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
   });
@@ -412,7 +450,15 @@ Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  const std::size_t bytes = count * checked_size(type);
+  if (s.delegates(Collective::broadcast, bytes, options) && count > 0 && fits_int(bytes) &&
+      buffer != nullptr && root_ok(s, root)) {
+    detail::delegated_call(s, Collective::broadcast, [&] {
+      return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::broadcast, [&] {
     detail::broadcast_impl(state_, buffer, count, type, root, options, true);
   });
@@ -427,7 +473,24 @@ Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType type,
 
 void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           ReduceOp op, int root, const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  if (s.delegates(Collective::reduce, count * checked_size(type), options) && count > 0 &&
+      root_ok(s, root) && sendbuf != nullptr && (s.rank != root || recvbuf != nullptr) &&
+      delegable_reduction(s, count, type, op)) {
+    const bool in_place = s.rank == root && sendbuf == recvbuf;
+    const void* send = in_place ? MPI_IN_PLACE : sendbuf;
+    std::vector<std::byte> input;  // the root's data where MPI_IN_PLACE cannot be passed
+    if (in_place && detail::library_misreads_in_place_reduce(root)) {
+      const auto* data = static_cast<const std::byte*>(recvbuf);
+      input.assign(data, data + count * size_of(type));
+      send = input.data();
+    }
+    detail::delegated_call(s, Collective::reduce, [&] {
+      return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op),
+                         root, s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::reduce, [&] {
     detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, true);
   });
@@ -442,7 +505,19 @@ Request Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t co
 
 void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  const std::size_t block = count * checked_size(type);
+  if (s.delegates(Collective::allgather, block * static_cast<std::size_t>(s.size), options) &&
+      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && recvbuf != nullptr) {
+    const void* own =
+        static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(s.rank);
+    const bool in_place = sendbuf == nullptr || sendbuf == own;
+    detail::delegated_call(s, Collective::allgather, [&] {
+      return PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
+                            recvbuf, static_cast<int>(block), MPI_BYTE, s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::allgather, [&] {
     detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, true);
   });
@@ -464,7 +539,17 @@ Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t
 
 void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                   DataType type, ReduceOp op, const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  const std::size_t all = count * static_cast<std::size_t>(s.size);
+  if (s.delegates(Collective::reduce_scatter, all * checked_size(type), options) && count > 0 &&
+      sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, all, type, op)) {
+    detail::delegated_call(s, Collective::reduce_scatter, [&] {
+      return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                                       static_cast<int>(count), mpi_datatype(type), mpi_op(op),
+                                       s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::reduce_scatter, [&] {
     detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
                                 detail::block_offsets(*state_, count, type), type, op, options,
@@ -522,7 +607,20 @@ Request Communicator::ireduce_scatter_v(const void* sendbuf, void* recvbuf,
 
 void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           int root, const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  const std::size_t block = count * checked_size(type);
+  if (s.delegates(Collective::gather, block * static_cast<std::size_t>(s.size), options) &&
+      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && root_ok(s, root) &&
+      (s.rank == root ? recvbuf != nullptr : sendbuf != nullptr)) {
+    const bool in_place = s.rank == root && (sendbuf == nullptr ||
+                                             sendbuf == static_cast<const std::byte*>(recvbuf) +
+                                                            block * static_cast<std::size_t>(root));
+    detail::delegated_call(s, Collective::gather, [&] {
+      return PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
+                         recvbuf, static_cast<int>(block), MPI_BYTE, root, s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::gather, [&] {
     detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
   });
@@ -537,7 +635,21 @@ Request Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t co
 
 void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                            int root, const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  const std::size_t block = count * checked_size(type);
+  if (s.delegates(Collective::scatter, block * static_cast<std::size_t>(s.size), options) &&
+      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && root_ok(s, root) &&
+      (s.rank == root ? sendbuf != nullptr : recvbuf != nullptr)) {
+    const bool in_place = s.rank == root && (recvbuf == nullptr ||
+                                             recvbuf == static_cast<const std::byte*>(sendbuf) +
+                                                            block * static_cast<std::size_t>(root));
+    detail::delegated_call(s, Collective::scatter, [&] {
+      return PMPI_Scatter(sendbuf, static_cast<int>(block), MPI_BYTE,
+                          in_place ? MPI_IN_PLACE : recvbuf, static_cast<int>(block), MPI_BYTE,
+                          root, s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::scatter, [&] {
     detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
   });
@@ -552,7 +664,17 @@ Request Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t c
 
 void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                             const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  const std::size_t block = count * checked_size(type);
+  if (s.delegates(Collective::alltoall, block * static_cast<std::size_t>(s.size), options) &&
+      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && sendbuf != nullptr &&
+      recvbuf != nullptr) {
+    detail::delegated_call(s, Collective::alltoall, [&] {
+      return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(block),
+                           MPI_BYTE, recvbuf, static_cast<int>(block), MPI_BYTE, s.comm);
+    });
+    return;
+  }
   detail::guarded(state_, Collective::alltoall, [&] {
     detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, true);
   });
@@ -566,7 +688,11 @@ Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t 
 }
 
 void Communicator::barrier(const Options& options) {
-  detail::state_of(*this);  // throws if freed
+  detail::CommState& s = detail::state_of(*this);  // throws if freed
+  if (s.delegates(Collective::barrier, 0, options)) {
+    detail::delegated_call(s, Collective::barrier, [&] { return PMPI_Barrier(s.comm); });
+    return;
+  }
   detail::guarded(state_, Collective::barrier,
                   [&] { detail::barrier_impl(state_, options, true); });
 }

@@ -26,6 +26,7 @@
 #include "failure_notices.hpp"
 #include "memory.hpp"
 #include "operation.hpp"
+#include "registry.hpp"
 #include "selector.hpp"
 #include "transport.hpp"
 
@@ -139,7 +140,26 @@ struct CommState {
   // The tuner of the call's size class, started on first use; null where the call is not tuned
   // (COLLX_AUTOTUNE=0, one rank, no bytes, COLLX_ALGO or a tuning file decides, point-to-point).
   ClassTuner* tuner_for(Collective collective, std::size_t bytes);
-  // The node layout as the selection table sees it.
+  // The delegated path: whether a blocking call of `collective` on `bytes` goes straight to the
+  // MPI library's own collective (delegated_call), as auto's trials of its size class settled:
+  // decided once per size class (no more trials, no drift checks), the same on every rank (the
+  // trials' choice is agreed, and every condition here is what every rank's call shares). Not
+  // with an explicit algorithm, device memory or a stream, COLLX_CHECK, COLLX_DEBUG.
+  bool delegates(Collective collective, std::size_t bytes, const Options& options) const {
+    if (!delegating_) [[likely]]
+      return false;
+    if (options.algorithm != Algorithm::automatic || options.stream != nullptr) return false;
+    if (!(options.memory == MemoryKind::host ||
+          (options.memory == MemoryKind::automatic &&
+           process_is_host_only.load(std::memory_order_relaxed))))
+      return false;
+    if (bytes == 0 && collective != Collective::barrier) return false;
+    const int k = size_class_of(bytes);
+    return delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
+           delegating_config_ == &config();
+  }
+  // Marks what after_timed_call settled.
+  void note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner);
   NodeShape node_shape() const {
     if (!node_layout) return {};
     return {node_layout->nodes(), node_layout->max_ranks_per_node(), node_layout->uniform()};
@@ -209,6 +229,11 @@ struct CommState {
   void refresh_op_defaults(Collective collective, const Options& options);
   std::vector<std::size_t> spare_offsets_;
   std::size_t spare_offsets_count_ = kNoSpareOffsets;
+  // The size classes delegated to the MPI library (delegates()), for the configuration in force
+  // when they settled.
+  bool delegating_ = false;
+  const Config* delegating_config_ = nullptr;
+  std::array<std::array<bool, kSizeClasses>, kCollectiveCount> delegated_{};
   // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
   const Config* defaults_config = nullptr;
   std::size_t default_segment_bytes = 0;
@@ -303,6 +328,33 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
   return bytes == 0 && collective != Collective::barrier && !config().check;
 }
 
+// A delegated call (CommState::delegates): `call()` makes the MPI library's blocking collective
+// (collx's other operations in flight go on inside it, library_call_begins); it takes its
+// sequence number like every call (a rank whose call runs another way, through host copies say,
+// numbers it too), and the MPI library's error becomes collx's.
+template <class Call>
+void delegated_call(CommState& s, Collective collective, Call&& call) {
+  library_call_begins();
+  const int code = call();
+  library_call_ends();
+  ++s.next_sequence;
+  if (code != MPI_SUCCESS) [[unlikely]] {
+    char message[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    PMPI_Error_string(code, message, &length);
+    throw Error(ErrorCode::mpi, to_string(collective), s.rank,
+                std::string("the MPI library's collective failed: ") + message);
+  }
+}
+
+// Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
+inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
+  if (signature.op < 0 || signature.type < 0) return mpi_library_takes(nullptr, bytes);
+  const Reduction reduction = Reduction::make(static_cast<DataType>(signature.type),
+                                              static_cast<ReduceOp>(signature.op), 1);
+  return mpi_library_takes(&reduction, bytes);
+}
+
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
 // `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
@@ -322,7 +374,18 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes, arena, blocking,
                     order_sensitive(signature, state->size));
-  const Algorithm algorithm = choice.algorithm;
+  Algorithm algorithm = choice.algorithm;
+  // The MPI library's collective where it cannot take this call (a 16-bit float or avg
+  // reduction, a count beyond MPI's int): the table's choice, on every rank alike.
+  if (algorithm == Algorithm::mpi && !library_takes(signature, bytes)) [[unlikely]] {
+    if (options.algorithm == Algorithm::mpi) {
+      throw Error(ErrorCode::unsupported, to_string(collective), state->rank,
+                  "algorithm mpi: the MPI library has no such reduction, or the count exceeds "
+                  "its int");
+    }
+    algorithm = resolve_algorithm(collective, Algorithm::automatic, bytes, state->size, state->rank,
+                                  arena, state->node_shape());
+  }
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies
   if (device != nullptr) [[unlikely]] {
@@ -349,6 +412,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
   OpInfo info = state->next_op(collective, algorithm, options);
   info.shared_arena = arena;
+  info.blocking = blocking;
   bool done_now = false;
   if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
     if (blocking && !on_device && bytes <= latency_bytes && bytes <= info.segment_bytes &&

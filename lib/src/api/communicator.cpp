@@ -131,6 +131,7 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     (void)active_tuning();
     const TransportKind kind = transport_kind(choice);
     transport = make_transport(comm, rank, kind);
+    transport->set_library_comm(comm);
     p2p_transport = make_transport(p2p_comm, rank, kind);
     // The notices take a tag above the user's point-to-point tags where MPI has one (it
     // promises only 32767, which the user's tags reach).
@@ -225,8 +226,11 @@ void CommState::refresh_op_defaults(Collective collective, const Options& option
 }
 
 ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
-  if (config().autotune == AutotuneMode::off || size < 2 || bytes == 0 ||
-      collective == Collective::sendrecv || algorithms_of(collective).size() < 2) {
+  // A barrier moves no bytes but is tried too: the MPI library's own is its second candidate.
+  const bool library = transport->library_comm() != MPI_COMM_NULL;
+  if (config().autotune == AutotuneMode::off || size < 2 ||
+      (bytes == 0 && collective != Collective::barrier) || collective == Collective::sendrecv ||
+      algorithms_of(collective).size() + (library ? 1 : 0) < 2) {
     return nullptr;
   }
   const bool arena = arena_for(bytes);
@@ -270,6 +274,10 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
     others.push_back(model::best(schedules_of(collective), size, size_in_bytes, machine));
   }
   std::vector<Algorithm> candidates = candidate_list(table(bytes), others);
+  // The MPI library's own collective, always: auto runs it where it is faster than every one of
+  // collx's candidates (mpi_library.cpp), so auto never loses to the MPI it wraps.
+  if (transport->library_comm() != MPI_COMM_NULL && implements(collective, Algorithm::mpi))
+    candidates.push_back(Algorithm::mpi);
   if (!shape.spans_nodes()) {
     // One rank per node or one node: the node-aware rows run as their flat forms.
     std::erase_if(candidates, [&](Algorithm a) {
@@ -304,6 +312,7 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   const std::vector<std::uint64_t> values = tuner.agree_values();
   const int before = tuner.rounds();
   if (!tuner.agreed(agree_max(values))) return;
+  note_settled(collective, bytes, tuner);
   if (rank == 0 && config().debug >= DebugLevel::info) {
     if (tuner.rounds() > before) {
       std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
@@ -319,6 +328,21 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
                    "past %.1fx its trial time; trying again\n",
                    std::string(to_string(collective)).c_str(), bytes, ClassTuner::kDriftRatio);
     }
+  }
+}
+
+void CommState::note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner) {
+  const Config& c = config();
+  // COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT
+  // ends a wait that is collx's: all need collx's path.
+  if (c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0) return;
+  const bool to_mpi =
+      tuner.phase() == ClassTuner::Phase::settled && tuner.chosen() == Algorithm::mpi;
+  delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))] =
+      to_mpi;
+  if (to_mpi) {
+    delegating_ = true;
+    delegating_config_ = &c;
   }
 }
 

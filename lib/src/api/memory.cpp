@@ -174,6 +174,8 @@ bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std
   // The node-aware rows run their phases inside a node through the node's segment and choose
   // their schedules by the memory (allreduce.cpp); the shared arena's rows through the arena.
   if (algorithm == Algorithm::hierarchical || algorithm == Algorithm::multi_leader) return true;
+  // The MPI library's own collective takes host memory only (no CUDA-aware MPI assumed).
+  if (algorithm == Algorithm::mpi) return true;
   if (arena) {
     const AlgorithmRow* row = find_row(schedules_of(collective), algorithm);
     if (row != nullptr && row->without_segment != Algorithm::automatic) return true;

@@ -23,7 +23,8 @@ struct Index {
     using Rows = std::span<const AlgorithmRow> (*)();
     for (Rows rows :
          {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows, reduce_scatter_rows,
-          gather_rows, scatter_rows, alltoall_rows, barrier_rows, sendrecv_rows}) {
+          gather_rows, scatter_rows, alltoall_rows, barrier_rows, sendrecv_rows,
+          mpi_library_rows}) {
       for (const AlgorithmRow& r : rows()) {
         i.rows.push_back(r);
         i.at[static_cast<std::size_t>(r.collective)][static_cast<std::size_t>(r.algorithm)] =

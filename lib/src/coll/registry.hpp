@@ -87,6 +87,9 @@ struct AlgorithmRow {
   // Rows that run through the shared arena: the algorithm that runs where the operation
   // cannot use one (ranks on several nodes, device buffers). automatic: needs none.
   Algorithm without_segment = Algorithm::automatic;
+  // The MPI library's own collective (Algorithm::mpi, mpi_library.cpp): host memory only (device
+  // buffers go through host copies), no simulated ranks, not one of collx's algorithms.
+  bool mpi_library = false;
 };
 
 // A row, type-checked against the collective's argument struct.
@@ -102,6 +105,14 @@ AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule, const model:
           without_segment};
 }
 
+// The row of the MPI library's own collective C (mpi_library.cpp).
+template <Collective C>
+AlgorithmRow mpi_library_row(Schedule<ArgsOf<C>> schedule, BlockingForm<ArgsOf<C>> blocking) {
+  AlgorithmRow r = row<C>(Algorithm::mpi, schedule, model::mpi_library, blocking);
+  r.mpi_library = true;
+  return r;
+}
+
 // Each collective's rows, defined beside its schedules.
 std::span<const AlgorithmRow> allreduce_rows();
 std::span<const AlgorithmRow> broadcast_rows();
@@ -113,6 +124,22 @@ std::span<const AlgorithmRow> scatter_rows();
 std::span<const AlgorithmRow> alltoall_rows();
 std::span<const AlgorithmRow> barrier_rows();
 std::span<const AlgorithmRow> sendrecv_rows();
+// The MPI library's own collectives, one row per collective but sendrecv (mpi_library.cpp).
+std::span<const AlgorithmRow> mpi_library_rows();
+// Whether the MPI library's collective takes a call: `elements` fit MPI's int count, and a
+// reduction (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on
+// every rank (every rank's call has the same count, type and op).
+bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
+// Whether the MPI library's blocking MPI_Reduce at root `root` reads MPI_IN_PLACE as an address
+// (MPICH before 4.2 at a nonzero root above its short-message size: pmodels/mpich#6540, a
+// segfault in a legal call). Where it does, the root passes a copy of its data instead
+// (in_place_reduce_input): the same bytes, one copy more, and no rank's decision changes.
+bool library_misreads_in_place_reduce(int root);
+// Around a blocking call of the MPI library's own collective: collx's other operations in flight
+// go on inside it through the MPI library's progress callback, where it has one.
+void library_call_begins();
+void library_call_ends();
+
 
 // Every row, collective by collective.
 std::span<const AlgorithmRow> registry();

@@ -268,6 +268,22 @@ std::string Operation::waiting_description() const {
   return out.empty() ? "nothing pending" : out;
 }
 
+namespace {
+
+// How deep this thread is inside the engine's loops (wait, test, the progress thread's pass):
+// the engine's lock is held there, so progress that comes from elsewhere on this thread (the
+// MPI library's progress callback, during a blocking call of the MPI library's own collective)
+// must not enter it again.
+thread_local int engine_depth = 0;
+struct InEngine {
+  InEngine() { ++engine_depth; }
+  ~InEngine() { --engine_depth; }
+  InEngine(const InEngine&) = delete;
+  InEngine& operator=(const InEngine&) = delete;
+};
+
+}  // namespace
+
 Engine& Engine::instance() {
   static Engine engine;
   return engine;
@@ -330,6 +346,7 @@ void Engine::start_progress_thread_once() {
 }
 
 void Engine::progress_thread_main() {
+  const InEngine inside;
   const auto interval = std::chrono::microseconds(config().progress_interval_us);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
@@ -346,6 +363,14 @@ void Engine::progress_thread_main() {
   }
 }
 
+void Engine::progress_elsewhere() {
+  if (engine_depth > 0 || operations_in_flight.load(std::memory_order_acquire) == 0) return;
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // the progress thread is at it
+  const InEngine inside;
+  progress_all();
+}
+
 void Engine::progress_all() {
   // An operation may finish (and its owner remove it) while we iterate: index-based loop over
   // a vector that only shrinks through remove() calls made outside this function.
@@ -354,12 +379,14 @@ void Engine::progress_all() {
 }
 
 bool Engine::test(Operation& op) {
+  const InEngine inside;
   std::lock_guard lock(mutex_);
   if (!op.done()) progress_all();
   return op.done();
 }
 
 void Engine::wait(Operation& op) {
+  const InEngine inside;
   const double timeout = config().timeout_seconds;
   // The clock is read only when a timeout is configured: this loop is on every call's path.
   const auto start =

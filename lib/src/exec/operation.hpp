@@ -42,6 +42,9 @@ struct OpInfo {
   // false: the call runs as where the ranks share no arena (CommState::arena_for), every rank
   // alike.
   bool shared_arena = true;
+  // A blocking call (every rank's form of the call is the same, as MPI requires): the MPI
+  // library's own collective (Algorithm::mpi) then runs its blocking form.
+  bool blocking = false;
 };
 
 // Tags: each operation owns kPhasesPerOp consecutive tags so that several operations on one
@@ -326,6 +329,11 @@ class Engine {
   bool test(Operation& op);
   // Whether the progress thread runs (it starts with the first nonblocking operation).
   bool progress_thread_running() const { return thread_.joinable(); }
+  // Progresses everything once, from outside the engine's loops on this thread (the MPI
+  // library's progress callback while this thread blocks in one of the library's own
+  // collectives, coll/mpi_library.cpp); nothing where this thread is inside them or another
+  // thread holds the engine.
+  void progress_elsewhere();
 
  private:
   friend void run_blocking(Operation& op, Task task);

@@ -26,7 +26,7 @@ int trials_for(std::size_t bytes) {
 std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm> others) {
   std::vector<Algorithm> out{table};
   for (Algorithm a : others) {
-    if (out.size() >= static_cast<std::size_t>(ClassTuner::kMaxCandidates)) break;
+    if (out.size() >= static_cast<std::size_t>(ClassTuner::kMaxOwnCandidates)) break;
     if (a == Algorithm::automatic) continue;
     if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   }
@@ -163,10 +163,12 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   for (std::size_t i = 2; i < count_ && i < maxima.size(); ++i) {
     if (maxima[i] < maxima[fastest]) fastest = i;
   }
+  // The MPI library's own collective needs no absolute margin: where it is chosen on noise, auto
+  // runs as fast as the MPI it wraps, which is the floor auto promises.
   const bool challenger_wins =
       fastest < maxima.size() &&
       static_cast<double>(maxima[fastest]) < static_cast<double>(maxima[0]) * (1 - kMargin) &&
-      maxima[fastest] + kMarginMinNs <= maxima[0];
+      (maxima[fastest] + kMarginMinNs <= maxima[0] || candidates_[fastest] == Algorithm::mpi);
   const std::size_t winner = challenger_wins ? fastest : 0;
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];

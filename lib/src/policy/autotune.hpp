@@ -64,7 +64,9 @@ enum class TunerStep { none, agree };
 // One collective's size class on one communicator.
 class ClassTuner {
  public:
-  static constexpr int kMaxCandidates = 4;
+  // collx's own candidates (candidate_list), and the MPI library's own collective beside them.
+  static constexpr int kMaxOwnCandidates = 4;
+  static constexpr int kMaxCandidates = kMaxOwnCandidates + 1;
   enum class Phase : std::uint8_t { fresh, trying, settled };
 
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
@@ -100,6 +102,8 @@ class ClassTuner {
   // least kMarginMinNs a call: below a microsecond a VM's calls jitter by a factor of two from
   // block to block (docs/PERFORMANCE.md, "The arena's latency path"), more than any difference
   // between the candidates there, and the table's choice comes from medians of many runs.
+  // The MPI library's own collective (Algorithm::mpi) needs the share only: chosen where it only
+  // seemed faster, auto still runs as fast as the MPI it wraps.
   static constexpr double kMargin = 0.03;
   static constexpr std::uint64_t kMarginMinNs = 250;
   // A settled class is re-tried when a rank's sampled time exceeds its trial time this much,
@@ -165,7 +169,7 @@ class ClassTuner {
 // fewer where it is long (the trials' cost stays within a few calls' time).
 int trials_for(std::size_t bytes);
 
-// The candidates of a call, deduplicated, table's first, at most ClassTuner::kMaxCandidates:
+// The candidates of a call, deduplicated, table's first, at most ClassTuner::kMaxOwnCandidates:
 // `table` then `others` in order.
 std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm> others);
 

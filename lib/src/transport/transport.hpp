@@ -154,6 +154,11 @@ class Transport {
     Transfer* ts[2] = {&send, &recv};
     wait_all(ts);
   }
+  // The communicator the MPI library's own collectives run on (Algorithm::mpi): the
+  // communicator's duplicate that collx sends on. MPI_COMM_NULL where there is none (simulated
+  // ranks).
+  MPI_Comm library_comm() const { return library_comm_; }
+  void set_library_comm(MPI_Comm comm) { library_comm_ = comm; }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
   // Whether a message with a tag in [first_tag, first_tag + tags) from any peer has arrived
@@ -221,6 +226,7 @@ class Transport {
   void set_failure_notices(FailureNotices* notices) { notices_ = notices; }
 
  private:
+  MPI_Comm library_comm_ = MPI_COMM_NULL;
   std::shared_ptr<SharedArena> arena_;
   std::shared_ptr<SharedArena> node_arena_;
   std::shared_ptr<const patterns::NodeLayout> layout_;

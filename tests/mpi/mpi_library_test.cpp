@@ -1,0 +1,301 @@
+// Algorithm::mpi, the MPI library's own collectives as one of collx's rows (coll/mpi_library.cpp):
+// every collective, blocking and nonblocking, in place and not, gives the same bits as collx's
+// own algorithm on the same integer data; a call the MPI library cannot take (avg) is refused
+// when asked for by name; and auto's trials take the MPI library's collective as a candidate.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autotune.hpp"
+#include "collx/collx.hpp"
+#include "comm_state.hpp"
+#include "config.hpp"
+#include "config_override.hpp"
+#include "mpi_test_util.hpp"
+
+namespace {
+
+using collx::Algorithm;
+using collx::Collective;
+using collx::DataType;
+using collx::ReduceOp;
+
+const collx::Options kMpi{Algorithm::mpi};
+
+std::vector<std::int32_t> values(int rank, std::size_t count, int salt) {
+  std::vector<std::int32_t> v(count);
+  for (std::size_t i = 0; i < count; ++i)
+    v[i] =
+        static_cast<std::int32_t>((rank + 1) * 131 + static_cast<int>(i) * 7 + salt) % 1000 - 500;
+  return v;
+}
+
+class MpiLibrary : public ::testing::TestWithParam<bool> {
+ protected:
+  bool blocking() const { return GetParam(); }
+  collx::Communicator comm{MPI_COMM_WORLD};
+  int p = comm.size();
+  int r = comm.rank();
+  // Runs `call(options)` blocking or not, as the test's parameter says.
+  template <class Blocking, class Nonblocking>
+  void run(const collx::Options& options, Blocking b, Nonblocking n) {
+    if (blocking())
+      b(options);
+    else
+      n(options).wait();
+  }
+};
+
+TEST_P(MpiLibrary, AllreduceAndReduceGiveCollxsBits) {
+  for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{70000}}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
+      const auto in = values(r, count, 1);
+      std::vector<std::int32_t> want(count), got(count), in_place = in;
+      comm.allreduce(in.data(), want.data(), count, DataType::int32, op);
+      run(
+          kMpi,
+          [&](auto& o) { comm.allreduce(in.data(), got.data(), count, DataType::int32, op, o); },
+          [&](auto& o) {
+            return comm.iallreduce(in.data(), got.data(), count, DataType::int32, op, o);
+          });
+      EXPECT_EQ(got, want) << "allreduce " << count;
+      run(
+          kMpi,
+          [&](auto& o) {
+            comm.allreduce(in_place.data(), in_place.data(), count, DataType::int32, op, o);
+          },
+          [&](auto& o) {
+            return comm.iallreduce(in_place.data(), in_place.data(), count, DataType::int32, op, o);
+          });
+      EXPECT_EQ(in_place, want) << "allreduce in place " << count;
+      const int root = p - 1;
+      std::vector<std::int32_t> reduced(count, -1), root_in_place = in;
+      run(
+          kMpi,
+          [&](auto& o) {
+            comm.reduce(in.data(), reduced.data(), count, DataType::int32, op, root, o);
+          },
+          [&](auto& o) {
+            return comm.ireduce(in.data(), reduced.data(), count, DataType::int32, op, root, o);
+          });
+      if (r == root) {
+        EXPECT_EQ(reduced, want) << "reduce " << count;
+      }
+      if (r != root) {
+        EXPECT_EQ(reduced, std::vector<std::int32_t>(count, -1));
+      }
+      std::int32_t* target = r == root ? root_in_place.data() : nullptr;
+      run(
+          kMpi,
+          [&](auto& o) {
+            comm.reduce(root_in_place.data(), target, count, DataType::int32, op, root, o);
+          },
+          [&](auto& o) {
+            return comm.ireduce(root_in_place.data(), target, count, DataType::int32, op, root, o);
+          });
+      if (r == root) {
+        EXPECT_EQ(root_in_place, want) << "reduce in place " << count;
+      }
+    }
+  }
+}
+
+TEST_P(MpiLibrary, DataMovementGivesCollxsBits) {
+  for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{20000}}) {
+    const auto mine = values(r, count, 2);
+    for (int root : {0, p - 1}) {
+      auto buffer = values(root, count, 3);
+      if (r != root) buffer.assign(count, 0);
+      run(
+          kMpi, [&](auto& o) { comm.broadcast(buffer.data(), count, DataType::int32, root, o); },
+          [&](auto& o) { return comm.ibroadcast(buffer.data(), count, DataType::int32, root, o); });
+      EXPECT_EQ(buffer, values(root, count, 3)) << "broadcast " << count;
+    }
+    const std::size_t all = count * static_cast<std::size_t>(p);
+    std::vector<std::int32_t> want(all), got(all);
+    comm.allgather(mine.data(), want.data(), count, DataType::int32);
+    run(
+        kMpi, [&](auto& o) { comm.allgather(mine.data(), got.data(), count, DataType::int32, o); },
+        [&](auto& o) {
+          return comm.iallgather(mine.data(), got.data(), count, DataType::int32, o);
+        });
+    EXPECT_EQ(got, want) << "allgather " << count;
+    std::vector<std::int32_t> in_place(all, 0);
+    std::copy(mine.begin(), mine.end(), in_place.begin() + static_cast<std::ptrdiff_t>(count) * r);
+    std::int32_t* own = in_place.data() + count * static_cast<std::size_t>(r);
+    run(
+        kMpi, [&](auto& o) { comm.allgather(own, in_place.data(), count, DataType::int32, o); },
+        [&](auto& o) { return comm.iallgather(own, in_place.data(), count, DataType::int32, o); });
+    EXPECT_EQ(in_place, want) << "allgather in place " << count;
+    const int root = p - 1;
+    std::vector<std::int32_t> gathered(r == root ? all : 0);
+    run(
+        kMpi,
+        [&](auto& o) {
+          comm.gather(mine.data(), gathered.data(), count, DataType::int32, root, o);
+        },
+        [&](auto& o) {
+          return comm.igather(mine.data(), gathered.data(), count, DataType::int32, root, o);
+        });
+    if (r == root) {
+      EXPECT_EQ(gathered, want) << "gather " << count;
+    }
+    std::vector<std::int32_t> piece(count, -1);
+    run(
+        kMpi,
+        [&](auto& o) {
+          comm.scatter(r == root ? want.data() : nullptr, piece.data(), count, DataType::int32,
+                       root, o);
+        },
+        [&](auto& o) {
+          return comm.iscatter(r == root ? want.data() : nullptr, piece.data(), count,
+                               DataType::int32, root, o);
+        });
+    EXPECT_EQ(piece, mine) << "scatter " << count;
+    const auto outgoing = values(r, all, 4);
+    std::vector<std::int32_t> exchanged(all), expected(all);
+    comm.alltoall(outgoing.data(), expected.data(), count, DataType::int32);
+    run(
+        kMpi,
+        [&](auto& o) {
+          comm.alltoall(outgoing.data(), exchanged.data(), count, DataType::int32, o);
+        },
+        [&](auto& o) {
+          return comm.ialltoall(outgoing.data(), exchanged.data(), count, DataType::int32, o);
+        });
+    EXPECT_EQ(exchanged, expected) << "alltoall " << count;
+  }
+  run(
+      kMpi, [&](auto& o) { comm.barrier(o); }, [&](auto& o) { return comm.ibarrier(o); });
+}
+
+TEST_P(MpiLibrary, ReduceScatterBlocksEvenAndUneven) {
+  for (bool even : {true, false}) {
+    std::vector<std::size_t> counts;
+    for (int k = 0; k < p; ++k)
+      counts.push_back(even ? 500 : static_cast<std::size_t>(k % 3) * 7);
+    std::size_t total = 0;
+    for (std::size_t c : counts)
+      total += c;
+    const auto in = values(r, total, 5);
+    const std::size_t mine = counts[static_cast<std::size_t>(r)];
+    std::vector<std::int32_t> want(mine), got(mine);
+    comm.reduce_scatter_v(in.data(), want.data(), counts, DataType::int32, ReduceOp::sum);
+    run(
+        kMpi,
+        [&](auto& o) {
+          comm.reduce_scatter_v(in.data(), got.data(), counts, DataType::int32, ReduceOp::sum, o);
+        },
+        [&](auto& o) {
+          return comm.ireduce_scatter_v(in.data(), got.data(), counts, DataType::int32,
+                                        ReduceOp::sum, o);
+        });
+    EXPECT_EQ(got, want) << (even ? "even" : "uneven");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockingAndNot, MpiLibrary, ::testing::Bool());
+
+TEST(MpiLibraryRefuses, WhatTheMpiLibraryHasNot) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  std::vector<float> v(8, 1.0f), out(8);
+  try {
+    comm.allreduce(v.data(), out.data(), v.size(), DataType::float32, ReduceOp::avg, kMpi);
+    FAIL() << "an avg through the MPI library was not refused";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::unsupported) << e.what();
+  }
+  // The communicator is still usable.
+  comm.allreduce(v.data(), out.data(), v.size(), DataType::float32, ReduceOp::sum, kMpi);
+  EXPECT_EQ(out[0], static_cast<float>(comm.size()));
+}
+
+// auto's trials measure the MPI library's collective beside collx's candidates: the learned
+// line of a tried size class names it.
+TEST(MpiLibraryInAuto, TheTrialsTryIt) {
+  collx::Communicator comm(MPI_COMM_WORLD);  // two ranks or more (CMakeLists.txt)
+  std::vector<std::int32_t> v(256, 1), out(256);
+  for (int i = 0; i < 120; ++i)
+    comm.allreduce(v.data(), out.data(), v.size(), DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(out[0], comm.size());
+  bool named = false;
+  for (const std::string& line : comm.learned_choices())
+    named = named || (line.find("allreduce") != std::string::npos &&
+                      line.find(" mpi ") != std::string::npos);
+  EXPECT_TRUE(named) << "no learned line names the MPI library's collective";
+}
+
+// A size class settled on the MPI library goes to it straight (CommState::delegates): the
+// calls give collx's bits, take their sequence numbers, and never reach the class's trials (no
+// learned line for the class); a size class next to it still goes through collx.
+TEST(MpiLibraryDelegated, SettledClassesGoStraightToTheMpiLibrary) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  const std::size_t count = 1000;  // 4000 B of int32: the class of 2049..4096 B
+  collx::detail::ClassTuner settled;
+  const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
+  settled.start(only_mpi, 1);
+  ASSERT_EQ(settled.phase(), collx::detail::ClassTuner::Phase::settled);
+  for (Collective c : {Collective::allreduce, Collective::broadcast, Collective::reduce,
+                       Collective::allgather, Collective::reduce_scatter, Collective::gather,
+                       Collective::scatter, Collective::alltoall, Collective::barrier}) {
+    const std::size_t bytes =
+        c == Collective::barrier ? 0
+        : (c == Collective::allreduce || c == Collective::broadcast || c == Collective::reduce)
+            ? count * 4
+            : count * 4 * static_cast<std::size_t>(comm.size());
+    s.note_settled(c, bytes, settled);
+  }
+  const int p = comm.size(), r = comm.rank();
+  const auto in = values(r, count * static_cast<std::size_t>(p), 6);
+  std::vector<std::int32_t> out(count * static_cast<std::size_t>(p)), want(out.size());
+  const std::uint64_t before = s.next_sequence;
+  comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+  comm.allreduce(in.data(), want.data(), count, DataType::int32, ReduceOp::sum,
+                 collx::Options{Algorithm::ring});
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + count, out.begin()));
+  std::vector<std::int32_t> buffer = values(0, count, 7);
+  if (r != 0) buffer.assign(count, 0);
+  comm.broadcast(buffer.data(), count, DataType::int32, 0);
+  EXPECT_EQ(buffer, values(0, count, 7));
+  // In place at the last rank (MPICH before 4.2 reads MPI_IN_PLACE as an address there: the root
+  // passes a copy, library_misreads_in_place_reduce).
+  const int root = p - 1;
+  std::vector<std::int32_t> reduced(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(count));
+  comm.reduce(reduced.data(), r == root ? reduced.data() : nullptr, count, DataType::int32,
+              ReduceOp::sum, root);
+  if (r == root) {
+    EXPECT_TRUE(std::equal(reduced.begin(), reduced.end(), want.begin()));
+  }
+  comm.allgather(in.data(), out.data(), count, DataType::int32);
+  comm.allgather(in.data(), want.data(), count, DataType::int32, collx::Options{Algorithm::ring});
+  EXPECT_EQ(out, want);
+  comm.reduce_scatter(in.data(), out.data(), count, DataType::int32, ReduceOp::max);
+  comm.reduce_scatter(in.data(), want.data(), count, DataType::int32, ReduceOp::max,
+                      collx::Options{Algorithm::ring});
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + count, out.begin()));
+  comm.alltoall(in.data(), out.data(), count, DataType::int32);
+  comm.alltoall(in.data(), want.data(), count, DataType::int32,
+                collx::Options{Algorithm::pairwise});
+  EXPECT_EQ(out, want);
+  comm.barrier();
+  // Eleven calls, each with its sequence number (the ring and pairwise ones included).
+  EXPECT_EQ(s.next_sequence, before + 11);
+  // No trials started for the delegated classes (the normal path starts them at the first call).
+  const int delegated_class = collx::detail::size_class_of(count * 4);
+  for (const auto& started : s.learned())
+    EXPECT_FALSE(started.collective == Collective::allreduce &&
+                 started.size_class == delegated_class)
+        << "the delegated allreduce class reached its trials";
+  // The class next to it is still collx's (its trials start: a learned line appears).
+  std::vector<std::int32_t> small(100, 1), sum(100);
+  for (int i = 0; i < 60; ++i)
+    comm.allreduce(small.data(), sum.data(), small.size(), DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(sum[0], p);
+}
+
+}  // namespace
