@@ -2,8 +2,8 @@
 """Tables (markdown), goal checks and plots (SVG) from a scripts/smpi-sweep.sh directory
 (docs/SCALE.md).
 
-    scripts/smpi_tables.py SWEEP_DIR [--view network] [--plots DIR] [--model COLLX_MODEL]
-        [--goals] [--walltime]
+    scripts/smpi_tables.py SWEEP_DIR [--after LATER_SWEEP_DIR] [--view network] [--plots DIR]
+        [--model COLLX_MODEL] [--goals] [--walltime]
 
 A cell is one collective, size, rank count, platform and ranks per host. In each cell, "MPI" is
 the faster of SMPI's Open MPI (ompi) and MPICH (mpich) selections, and auto's ratio is MPI's time
@@ -77,6 +77,9 @@ def load(sweep, view):
             doc = json.load(f)
         for row in doc["rows"]:
             size = row["size_bytes"]
+            # -b below one element per rank: the bench runs zero elements (a barrier's only size).
+            if size == 0 and collective != "barrier":
+                continue
             cell = cells[(platform, k, collective, np)][size]
             algo = row["algo"]
             if algo == "mpi":
@@ -122,7 +125,9 @@ def tables(cells):
                         row.append("")
                     else:
                         mark = "**" if r < 1.0 else ""
-                        row.append(f"{mark}{r:.2f}{mark} {cell['auto_sel']}")
+                        # A loss of under 0.5 % would print as 1.00.
+                        digits = 3 if r < 1.0 and round(r, 2) >= 1.0 else 2
+                        row.append(f"{mark}{r:.{digits}f}{mark} {cell['auto_sel']}")
                 out.append("| " + " | ".join(row) + " |")
     return "\n".join(out)
 
@@ -144,12 +149,30 @@ def goals(cells):
                                   key=lambda c: cell[c])))
     out.append(f"Goal 1 (auto >= 1.0x MPI in every cell): {total - below} of {total} cells met, "
                f"{below} below.")
+    # Met / total per collective and layout: where the losses gather.
+    groups = collections.defaultdict(lambda: [0, 0])
+    for (platform, k, collective, np), sizes in cells.items():
+        for cell in sizes.values():
+            r = ratio(cell)
+            if r is not None:
+                groups[(platform, k, np, collective)][0] += r >= 1.0
+                groups[(platform, k, np, collective)][1] += 1
+    layouts = sorted({g[:3] for g in groups})
+    out.append("\nCells met per collective and layout (platform, ranks per host, ranks):\n")
+    out.append("| collective | " + " | ".join(f"{p} k{k} {n}" for p, k, n in layouts) + " |")
+    out.append("|---|" + "---:|" * len(layouts))
+    for collective in COLLECTIVES:
+        row = []
+        for layout in layouts:
+            met, n = groups.get(layout + (collective,), (0, 0))
+            row.append(f"{met}/{n}" if n else "")
+        out.append(f"| {collective} | " + " | ".join(row) + " |")
     if worst:
         out.append("\nThe cells below 1.0 (lowest first):\n")
         out.append("| ratio | platform | per host | collective | ranks | size | auto ran | faster MPI |")
         out.append("|---:|---|---:|---|---:|---:|---|---|")
         for w in sorted(worst)[:60]:
-            out.append(f"| {w[0]:.2f} | {w[1]} | {w[2]} | {w[3]} | {w[4]} | {human(w[5])} | {w[6]} "
+            out.append(f"| {w[0]:.3f} | {w[1]} | {w[2]} | {w[3]} | {w[4]} | {human(w[5])} | {w[6]} "
                        f"| {w[7]} |")
         if len(worst) > 60:
             out.append(f"\n({len(worst) - 60} more)")
@@ -344,8 +367,21 @@ def main():
     parser.add_argument("--goals", action="store_true")
     parser.add_argument("--walltime", action="store_true")
     parser.add_argument("--no-tables", action="store_true")
+    parser.add_argument("--after", action="append", default=[],
+                        help="a sweep of a later build: its auto rows replace the first sweep's "
+                        "(the other rows are the same where the build changed only auto's "
+                        "choices); its cells the first lacks are added whole")
     args = parser.parse_args()
     cells = load(args.sweep, args.view)
+    for later in args.after:
+        for key, sizes in load(later, args.view).items():
+            for size, cell in sizes.items():
+                if size in cells.get(key, {}):
+                    if "auto" in cell:
+                        cells[key][size]["auto"] = cell["auto"]
+                        cells[key][size]["auto_sel"] = cell["auto_sel"]
+                else:
+                    cells[key][size] = cell
     if not cells:
         print(f"smpi_tables: no results under {args.sweep}/{args.view}", file=sys.stderr)
         return 2
@@ -361,7 +397,9 @@ def main():
         plots(cells, args.plots, args.view)
     if args.walltime:
         print()
-        print(walltime(args.sweep))
+        for sweep in [args.sweep] + args.after:
+            print(f"\n{os.path.basename(os.path.normpath(sweep))}:\n")
+            print(walltime(sweep))
     return 0
 
 
