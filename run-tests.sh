@@ -6,8 +6,8 @@
 # collectives and allreduce suites at 2-5 ranks (every collective and algorithm), the MPI
 # library's own collectives as collx's mpi row at 1-4 ranks (delegated path included), the drop-in
 # at 2 and 3 ranks (C; preloaded and disabled at 2) and 1 and 3 (Fortran), the drop-in's
-# conformance tests at 2, 3, 4, 5 and 10 ranks, and the installed package. Arguments go to ctest
-# (every run).
+# conformance tests at 2, 3, 4, 5 and 10 ranks, and the installed package; then the SimGrid SMPI
+# build and its tests (ctest -L smpi, build-smpi). Arguments go to ctest (every run).
 both_mpis=0
 [ -z "${COLLX_MPI:-}" ] && both_mpis=1
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
@@ -46,4 +46,12 @@ cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${mpich_targets[@]}"
 collx_mpi_env
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" -R "$mpich_tests" "$@") || status=$?
 collx_step_done "MPICH build and tests"
+
+# SimGrid's SMPI (docs/SCALE.md): libcollx and collx-bench built against the simulator
+# (build-smpi), every collective and algorithm checked exactly at 16, 24 and 64 simulated ranks
+# on the repository's platforms (ctest -L smpi).
+collx_build_smpi || status=1
+(cd "${COLLX_SMPI_BUILD_DIR:-$COLLX_ROOT/build-smpi}" &&
+  ctest --output-on-failure -j "$(nproc)" -L smpi "$@") || status=$?
+collx_step_done "SMPI build and tests"
 exit $status

@@ -73,6 +73,16 @@ inline DoublingStep doubling_step(int core, int step) {
   return {core ^ mask, (core & mask) == 0};
 }
 
+// `value` with its low `bits` bits in reverse order (0 <= value < 2^bits): running the
+// halving and doubling steps below on core rank reverse_bits(c, k) instead of c pairs real
+// ranks at distance 1 first, then 2, 4, ... (near_first in coll/fold.hpp).
+inline int reverse_bits(int value, int bits) {
+  int out = 0;
+  for (int b = 0; b < bits; ++b)
+    out |= ((value >> b) & 1) << (bits - 1 - b);
+  return out;
+}
+
 // Recursive halving over 2^k blocks (Rabenseifner's reduce-scatter). Steps go from distance
 // 2^(k-1) down to 1; at each, the rank keeps one half of its current window of blocks, sends
 // the other half to its peer and reduces the peer's copy of the kept half into its own. After

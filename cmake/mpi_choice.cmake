@@ -3,12 +3,20 @@
 #   COLLX_MPI=openmpi  Open MPI's wrappers and mpiexec (Debian: mpicc.openmpi, mpiexec.openmpi)
 #   COLLX_MPI=mpich    MPICH's (Debian: mpicc.mpich, mpiexec.mpich); also Cray MPICH, Intel MPI
 #                      and MVAPICH, which share its ABI, with MPI_C_COMPILER set to their mpicc
+#   COLLX_MPI=smpi     SimGrid's SMPI: the ranks simulated on a platform of many hosts, run by
+#                      smpirun (cmake/smpi.cmake; docs/SCALE.md)
 # MPI_C_COMPILER, MPI_CXX_COMPILER and MPIEXEC_EXECUTABLE given on the command line win.
 # Results: MPI::MPI_C, MPI::MPI_CXX, MPIEXEC_EXECUTABLE, COLLX_MPI_FAMILY (openmpi, mpich or
 # other), COLLX_MPIEXEC_FLAGS (what the tests pass to mpiexec), COLLX_MPI_PKGCONFIG (the MPI's
 # pkg-config module, for collx.pc).
-set(COLLX_MPI AUTO CACHE STRING "MPI library: AUTO, openmpi or mpich")
-set_property(CACHE COLLX_MPI PROPERTY STRINGS AUTO openmpi mpich)
+set(COLLX_MPI AUTO CACHE STRING "MPI library: AUTO, openmpi, mpich or smpi")
+set_property(CACHE COLLX_MPI PROPERTY STRINGS AUTO openmpi mpich smpi)
+
+set(COLLX_SMPI OFF)
+if(COLLX_MPI STREQUAL "smpi")
+  include(${CMAKE_CURRENT_LIST_DIR}/smpi.cmake)
+  return()
+endif()
 
 if(COLLX_MPI STREQUAL "openmpi" OR COLLX_MPI STREQUAL "mpich")
   foreach(tool mpicc:MPI_C_COMPILER mpicxx:MPI_CXX_COMPILER mpiexec:MPIEXEC_EXECUTABLE)
@@ -29,7 +37,7 @@ if(COLLX_MPI STREQUAL "openmpi" OR COLLX_MPI STREQUAL "mpich")
     find_program(MPI_Fortran_COMPILER NAMES mpif90.${COLLX_MPI} mpifort.${COLLX_MPI})
   endif()
 elseif(NOT COLLX_MPI STREQUAL "AUTO")
-  message(FATAL_ERROR "COLLX_MPI=${COLLX_MPI}: use AUTO, openmpi or mpich")
+  message(FATAL_ERROR "COLLX_MPI=${COLLX_MPI}: use AUTO, openmpi, mpich or smpi")
 endif()
 
 # The C++ component without the deprecated MPI C++ bindings: collx's headers use the C API.

@@ -40,6 +40,7 @@ COLLX_TEST_PACKAGES=(
   gfortran                      # the drop-in's Fortran tests (mpif.h, use mpi)
   iproute2 iputils-ping munge slurmctld slurmd slurm-client  # tests -L cluster: scripts/emulated-cluster
   python3-venv python3-dev      # the torch.distributed backend: PyTorch from PyPI (below)
+  libsimgrid-dev                # SimGrid's SMPI: collx at 1,000 simulated ranks (docs/SCALE.md)
 )
 
 # collx_install_packages [main]: installs what is missing of both lists (of the main job's only
@@ -92,6 +93,14 @@ collx_configure() {
 collx_build() {
   collx_configure "$@"
   cmake --build "$BUILD_DIR" -j "$(nproc)"
+}
+
+# collx_build_smpi [CMAKE OPTIONS...]: the build against SimGrid's SMPI (COLLX_MPI=smpi, static
+# libcollx, collx-bench and tests/smpi; docs/SCALE.md) in COLLX_SMPI_BUILD_DIR (build-smpi).
+collx_build_smpi() {
+  local dir="${COLLX_SMPI_BUILD_DIR:-$COLLX_ROOT/build-smpi}"
+  cmake -S "$COLLX_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCOLLX_MPI=smpi "$@" &&
+    cmake --build "$dir" -j "$(nproc)"
 }
 
 # collx_step_done NAME: prints how long the step that just ended took (and the run so far).

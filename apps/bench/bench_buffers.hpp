@@ -11,7 +11,10 @@
 #include <stdexcept>
 #include <string>
 
+#include <mpi.h>  // under SimGrid's SMPI: SMPI_SHARED_MALLOC
+
 #include "bench_device.hpp"
+#include "collx/build_config.hpp"
 
 namespace collx::bench {
 
@@ -23,13 +26,18 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() {
-    std::free(data_);
+    release(data_);
     device_free(device_);
   }
 
   // -m device: every buffer gets a device copy (set once, before the first resize).
   static void use_device_memory(bool on) { device_memory() = on; }
   static bool on_device() { return device_memory(); }
+  // --smpi-shared (SimGrid SMPI builds): buffers of at least `bytes` (0: none) are one block of
+  // memory that every simulated rank maps, so large sizes at many ranks fit in the machine; what
+  // they hold is then meaningless (all ranks write it), so such sizes are not checked.
+  static void share_from(std::size_t bytes) { shared_from() = bytes; }
+  static bool shared_at(std::size_t bytes) { return shared_from() > 0 && bytes >= shared_from(); }
 
   // Grows (never shrinks) to `bytes`; new memory is written once so the timed loop never
   // takes a first-touch page fault. Back to one slot (see make_slots).
@@ -58,7 +66,7 @@ class Buffer {
     for (std::size_t i = 0; i < slots; ++i) {
       if (size_ > 0) std::memcpy(data_ + i * stride, old, size_);
     }
-    std::free(old);
+    release(old);
     slots_ = slots;
     stride_ = stride;
     slot_ = 0;
@@ -82,9 +90,15 @@ class Buffer {
 
  private:
   void allocate(std::size_t bytes, bool zero = true) {
-    std::free(data_);
+    release(data_);
+    data_ = nullptr;
     capacity_ = (bytes + 4095) / 4096 * 4096;
-    data_ = static_cast<std::byte*>(std::aligned_alloc(4096, capacity_));
+#if COLLX_SMPI
+    if (shared_at(capacity_)) {
+      data_ = static_cast<std::byte*>(SMPI_SHARED_MALLOC(capacity_));  // page-aligned
+    } else
+#endif
+      data_ = static_cast<std::byte*>(std::aligned_alloc(4096, capacity_));
     if (data_ == nullptr) throw std::bad_alloc();
     if (zero) std::memset(data_, 0, capacity_);
     if (on_device()) {
@@ -95,6 +109,17 @@ class Buffer {
   static bool& device_memory() {
     static bool on = false;
     return on;
+  }
+  static std::size_t& shared_from() {
+    static std::size_t bytes = 0;
+    return bytes;
+  }
+  static void release(std::byte* p) {
+#if COLLX_SMPI
+    smpi_shared_free(p);  // either kind
+#else
+    std::free(p);
+#endif
   }
   std::byte* data_ = nullptr;
   std::byte* device_ = nullptr;

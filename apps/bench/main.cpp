@@ -143,6 +143,7 @@ struct Settings {
   std::string transports;
   bool cold = false;
   std::string llc;
+  std::string smpi_shared;
 };
 
 constexpr std::size_t kMaxLlc = std::size_t{2} << 30;  // --llc
@@ -280,6 +281,10 @@ void add_options(CLI::App& app, Settings& s) {
                "in-place form (allreduce, allgather, reduce_scatter, alltoall; broadcast always "
                "is; ignored by the others)");
   app.add_option("--json", s.json_path, "write the results as JSON to this file");
+  app.add_option("--smpi-shared", s.smpi_shared,
+                 "SimGrid SMPI builds: buffers of at least this size (K/M/G suffixes) are one "
+                 "block all simulated ranks share (SMPI_SHARED_MALLOC), for sizes that would not "
+                 "fit in memory otherwise; those sizes are timed, not checked (docs/SCALE.md)");
   app.add_option("--segment,--chunk", s.segment,
                  "segment size of the pipelined algorithms (K/M suffixes; --chunk: old name)");
   app.add_option("--depth", s.depth, "segments in flight")->check(collx::apps::integer_in(1, 64));
@@ -581,6 +586,15 @@ std::string make_plan(const Settings& s, Plan& plan) {
   if (plan.transports.size() > 1 && !s.tune_path.empty()) {
     return "--save-tuning takes one transport";
   }
+  if (!s.smpi_shared.empty()) {
+    const auto parsed = parse_size(s.smpi_shared);
+    if (!parsed) return size_error("--smpi-shared", s.smpi_shared);
+    if (!COLLX_SMPI) return "--smpi-shared is for builds against SimGrid's SMPI (COLLX_MPI=smpi)";
+    if (s.cold) return "--smpi-shared and --cold do not go together";
+    // Sizes from here up are timed, not checked: a size's largest buffer is the size column's
+    // bytes (nccl-tests' convention), so no buffer of a smaller size is shared.
+    collx::bench::Buffer::share_from(*parsed);
+  }
   if (!s.segment.empty()) {
     const auto parsed = parse_size(s.segment);
     if (!parsed) return size_error("--segment", s.segment);
@@ -800,10 +814,15 @@ SizeTimes time_size(Run& run) {
   return t;
 }
 
+// Whether this size is checked: -c 1, and its buffers are the rank's own (--smpi-shared).
+bool checked(const Run& run) {
+  return run.s.check != 0 && !collx::bench::Buffer::shared_at(run.current_bytes);
+}
+
 // A row's wrong elements over all ranks (its check's call, like the timed ones, on the next set
 // of buffers), -1 without -c.
 long long check_row(const Run& run, const Row& row) {
-  if (!run.s.check) return -1;
+  if (!checked(run)) return -1;
   auto& bench = *row.runner->bench;
   bench.next_buffers();
   unsigned long long mine =
@@ -823,7 +842,7 @@ Measured measure_row(const Run& run, const Row& row, const SizeTimes& t, std::si
   m.seconds = t.seconds.at(row.key);
   m.first = t.first.at(row.key);
   m.wrong = check_row(run, row);
-  m.checked = run.s.check != 0;
+  m.checked = checked(run);
   m.memcpy = c.memcpy;
   // The memcpy row's bandwidth is its copy's: the bytes it copies per second (both columns).
   const double moved = static_cast<double>(c.memcpy ? bench.memcpy_bytes() : bytes);

@@ -483,6 +483,58 @@ TEST(Selector, NodeRulesKnowTheLayout) {
   }
 }
 
+// Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes Rabenseifner
+// from 8 KiB to 2 MiB and multi_leader above; with one rank per node, Rabenseifner above 256 KiB;
+// reduce Rabenseifner from 512 KiB (256 KiB with one rank per node); reduce_scatter hierarchical
+// from 8 KiB to 2 MiB (one rank per node: recursive halving above 64 KiB). Fewer nodes keep the
+// rows measured on the emulated cluster.
+TEST(Selector, NodeRulesForManyNodes) {
+  using namespace collx::detail;
+  const auto pick = [](Collective c, std::size_t bytes, const NodeShape& shape) {
+    return resolve_algorithm(c, Algorithm::automatic, bytes, shape.nodes * shape.max_per_node, 0,
+                             false, shape);
+  };
+  const NodeShape eight_by_eight{8, 8, true};
+  const NodeShape four_by_eight{4, 8, true};
+  const NodeShape many_by_eight{128, 8, true};
+  const NodeShape eight_singles{8, 1, true};
+  const NodeShape many_singles{1024, 1, true};
+  const NodeShape four_singles{4, 1, true};
+  const std::size_t KiB = 1024, MiB = KiB * KiB;
+  for (const NodeShape& shape : {eight_by_eight, many_by_eight}) {
+    EXPECT_EQ(pick(Collective::allreduce, 4 * KiB, shape), Algorithm::hierarchical);
+    for (std::size_t bytes : {8 * KiB + 1, 64 * KiB, 1 * MiB, 2 * MiB})
+      EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
+    EXPECT_EQ(pick(Collective::allreduce, 2 * MiB + 1, shape), Algorithm::multi_leader);
+    EXPECT_EQ(pick(Collective::reduce, 512 * KiB + 1, shape), Algorithm::rabenseifner);
+    EXPECT_EQ(pick(Collective::reduce, 512 * KiB, shape),
+              select_from(builtin_rules(), Collective::reduce, 512 * KiB, 64));
+    for (std::size_t bytes : {8 * KiB + 1, 256 * KiB, 2 * MiB})
+      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::hierarchical) << bytes;
+    EXPECT_EQ(pick(Collective::reduce_scatter, 8 * KiB, shape),
+              select_from(builtin_rules(), Collective::reduce_scatter, 8 * KiB, 64));
+    EXPECT_EQ(pick(Collective::reduce_scatter, 2 * MiB + 1, shape),
+              select_from(builtin_rules(), Collective::reduce_scatter, 2 * MiB + 1, 64));
+  }
+  EXPECT_EQ(pick(Collective::allreduce, 64 * KiB, four_by_eight), Algorithm::hierarchical);
+  EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_by_eight), Algorithm::multi_leader);
+  EXPECT_EQ(pick(Collective::reduce, 1 * MiB, four_by_eight),
+            select_from(builtin_rules(), Collective::reduce, 1 * MiB, 32));
+  for (const NodeShape& shape : {eight_singles, many_singles}) {
+    const int p = shape.nodes;
+    for (std::size_t bytes : {256 * KiB + 1, 1 * MiB, 64 * MiB}) {
+      EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
+      EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::rabenseifner) << bytes;
+      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::recursive_halving)
+          << bytes;
+    }
+    EXPECT_EQ(pick(Collective::reduce, 256 * KiB, shape),
+              select_from(builtin_rules(), Collective::reduce, 256 * KiB, p));
+  }
+  EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_singles),
+            select_from(builtin_rules(), Collective::allreduce, 1 * MiB, 4));
+}
+
 // The node rules for broadcast and reduce follow the model: up to their edges hierarchical is
 // predicted fastest on several nodes, on a fast network and on a slow one; on one node it is
 // never predicted fastest (it runs a flat algorithm there, and ties go to the flat row).

@@ -232,6 +232,60 @@ TEST_P(PatternSizes, RabenseifnerDeliversEveryContributionOnce) {
   }
 }
 
+// near_first (coll/fold.hpp): the same steps on bit-reversed core numbers. Every real core rank
+// meets its neighbour c ^ 1 in the first (largest) halving step, and the allgather over the same
+// numbering completes every block on every core rank.
+TEST_P(PatternSizes, RabenseifnerNearFirstDeliversEveryContributionOnce) {
+  const int p = GetParam();
+  const Fold fold{p};
+  const int n = fold.core_size();
+  const int steps = log2_exact(n);
+  for (int c = 0; c < n; ++c) {
+    ASSERT_EQ(reverse_bits(reverse_bits(c, steps), steps), c);
+    if (steps > 0) {
+      const HalvingStep first = halving_step(reverse_bits(c, steps), n, 0);
+      EXPECT_EQ(reverse_bits(first.peer_core, steps), c ^ 1) << "neighbours first";
+    }
+  }
+  // held[c][b]: what real core rank c holds of block b (blocks in the ordered numbering).
+  std::vector<std::vector<Contributors>> held(n, std::vector<Contributors>(n, 0));
+  for (int c = 0; c < n; ++c) {
+    for (int b = 0; b < n; ++b)
+      held[c][b] = Contributors{1} << c;
+  }
+  for (int s = 0; s < steps; ++s) {
+    auto next = held;
+    for (int c = 0; c < n; ++c) {
+      const HalvingStep me = halving_step(reverse_bits(c, steps), n, s);
+      const int peer = reverse_bits(me.peer_core, steps);
+      for (int b = me.keep_first; b < me.keep_first + me.blocks; ++b) {
+        ASSERT_EQ(held[c][b] & held[peer][b], 0u) << "a contribution twice";
+        next[c][b] = held[c][b] | held[peer][b];
+      }
+    }
+    held = next;
+  }
+  const Contributors everyone = all_of(n);
+  for (int c = 0; c < n; ++c)
+    EXPECT_EQ(held[c][reverse_bits(c, steps)], everyone) << "core " << c;
+  for (int s = 0; s < steps; ++s) {
+    auto next = held;
+    for (int c = 0; c < n; ++c) {
+      const GatherStep me = doubling_gather_step(reverse_bits(c, steps), s);
+      const int peer = reverse_bits(me.peer_core, steps);
+      for (int b = me.recv_first; b < me.recv_first + me.blocks; ++b) {
+        ASSERT_EQ(held[peer][b], everyone) << "only complete blocks are gathered";
+        next[c][b] = held[peer][b];
+      }
+    }
+    held = next;
+  }
+  for (int c = 0; c < n; ++c) {
+    for (int b = 0; b < n; ++b)
+      EXPECT_EQ(held[c][b], everyone) << "core " << c << " block " << b;
+  }
+}
+
 TEST_P(PatternSizes, BinomialTreeIsASpanningTreeWithContiguousSubtrees) {
   const int p = GetParam();
   std::vector<int> parent_of(p, -2);

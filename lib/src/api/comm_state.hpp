@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autotune.hpp"
+#include "call_clock.hpp"
 #include "collx/communicator.hpp"
 #include "collx/options.hpp"
 #include "collx/request.hpp"
@@ -374,7 +375,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes,
                        HostCopies&& host_copies = nullptr) {
-  using Clock = std::chrono::steady_clock;
+  using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
   // A trial of one of collx's candidates is timed from here: the choice and the call's
   // bookkeeping are part of what collx's algorithm costs a call, and a rank timed only from
   // inside the algorithm misses what its peer did meanwhile (a gather's child publishing while

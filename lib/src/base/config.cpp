@@ -291,6 +291,11 @@ Config config_from_environment() {
       bad_value("COLLX_SHM_STORES", v, "expected auto, plain or streaming");
     }
   }
+  if (const char* v = env("COLLX_SMPI_SHARED_BYTES")) {
+    const auto bytes = parse_byte_size(trim(v));
+    if (!bytes) bad_value("COLLX_SMPI_SHARED_BYTES", v, "expected a size (0: never)");
+    c.smpi_shared_bytes = *bytes;
+  }
   if (const char* v = env("COLLX_NODE_LAYOUT")) {
     if (auto err = parse_node_layout(v, c.node_layout)) bad_value("COLLX_NODE_LAYOUT", v, *err);
   }

@@ -90,6 +90,13 @@ struct Config {
   // what MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) says. For testing the node-aware algorithms
   // on one machine; the sizes must add up to MPI_COMM_WORLD's size. Empty: discovered.
   std::vector<int> node_layout;
+  // COLLX_SMPI_SHARED_BYTES (K/M/G suffixes; 0 = never, the default): in a build for SimGrid's
+  // SMPI (COLLX_SMPI), scratch buffers of at least this many bytes come from SMPI's shared
+  // malloc, one block of memory that every simulated rank maps: what lets a simulation of 1,024
+  // ranks run large sizes in a machine's memory. Their contents are then meaningless (all ranks
+  // write the same bytes), so results are not exact: for timing runs only (docs/SCALE.md).
+  // Ignored by other builds.
+  std::size_t smpi_shared_bytes = 0;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

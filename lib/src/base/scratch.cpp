@@ -1,10 +1,27 @@
 #include "scratch.hpp"
 
+#include <mpi.h>  // under SMPI: smpi_shared_malloc
+
 #include <cstdlib>
 #include <new>
 #include <utility>
 
+#include "collx/build_config.hpp"
+#include "config.hpp"
+
 namespace collx::detail {
+
+namespace {
+// Under SimGrid's SMPI, buffers from COLLX_SMPI_SHARED_BYTES up are one block every simulated
+// rank maps (config.hpp); smpi_shared_free frees both kinds.
+void free_scratch(void* p) {
+#if COLLX_SMPI
+  smpi_shared_free(p);
+#else
+  std::free(p);
+#endif
+}
+}  // namespace
 
 ScratchBuffer::ScratchBuffer(ScratchBuffer&& other) noexcept
     : pool_(std::exchange(other.pool_, nullptr)),
@@ -39,7 +56,7 @@ ScratchPool& ScratchPool::global() {
 
 ScratchPool::~ScratchPool() {
   for (std::byte* p : cache_.take_all())
-    std::free(p);
+    free_scratch(p);
 }
 
 ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
@@ -54,6 +71,13 @@ ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
     }
   }
   const std::size_t alignment = capacity >= (std::size_t{64} << 10) ? 4096 : 64;
+#if COLLX_SMPI
+  if (const std::size_t shared = config().smpi_shared_bytes; shared > 0 && capacity >= shared) {
+    void* p = SMPI_SHARED_MALLOC(capacity);  // page-aligned
+    if (p == nullptr) throw std::bad_alloc();
+    return ScratchBuffer(this, static_cast<std::byte*>(p), capacity);
+  }
+#endif
   void* p = std::aligned_alloc(alignment, capacity);
   if (p == nullptr) throw std::bad_alloc();
   return ScratchBuffer(this, static_cast<std::byte*>(p), capacity);
@@ -64,7 +88,7 @@ void ScratchPool::give_back(std::byte* data, std::size_t capacity) {
     std::lock_guard lock(mutex_);
     if (cache_.keep(capacity, std::move(data))) return;
   }
-  std::free(data);
+  free_scratch(data);
 }
 
 }  // namespace collx::detail

@@ -81,11 +81,13 @@ Task allreduce_folded(Operation& op, AllreduceArgs a) {
       current = a.recv;
     }
   } else {
-    // Reduce-scatter by recursive halving (core rank c ends with block c), then allgather by
-    // recursive doubling, received straight into the output.
+    // Reduce-scatter by recursive halving, then allgather by recursive doubling, received
+    // straight into the output; neighbours first (the halves inside a node, PairOrder).
     const patterns::BlockLayout layout{a.count, fold.core_size()};
-    co_await halving_reduce_scatter(op, fold, layout, input, a.recv, a.reduction, a.phases);
-    co_await doubling_allgather(op, fold, layout, a.recv, a.reduction.element_size, a.phases[1]);
+    co_await halving_reduce_scatter(op, fold, layout, input, a.recv, a.reduction, a.phases,
+                                    PairOrder::near_first);
+    co_await doubling_allgather(op, fold, layout, a.recv, a.reduction.element_size, a.phases[1],
+                                PairOrder::near_first);
   }
   if (role == patterns::FoldRole::proxy) {
     co_await fold_return(op, messages, fold.fold_partner(rank), a.recv, a.count);

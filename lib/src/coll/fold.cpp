@@ -45,19 +45,26 @@ Task fold_return(Operation& op, FoldMessages fold, int folded, const std::byte* 
   co_await op.wait(send);
 }
 
+namespace {
+// A core rank's number in the steps' order, and back (bit reversal is its own inverse).
+int ordered(int core, int steps, PairOrder order) {
+  return order == PairOrder::near_first ? patterns::reverse_bits(core, steps) : core;
+}
+}  // namespace
+
 Task halving_reduce_scatter(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
                             const std::byte* input, std::byte* dst, const Reduction& reduction,
-                            Phases phases) {
+                            Phases phases, PairOrder order) {
   const std::size_t elem = reduction.element_size;
-  const int core = fold.core_rank(op.rank());
   const int core_size = fold.core_size();
   const int steps = patterns::log2_exact(core_size);
+  const int core = ordered(fold.core_rank(op.rank()), steps, order);
   const std::byte* current = input;
   for (int s = 0; s < steps; ++s) {
     const auto step = patterns::halving_step(core, core_size, s);
     const std::size_t keep = layout.offset(step.keep_first) * elem;
     const std::size_t send = layout.offset(step.send_first) * elem;
-    co_await exchange_reduce(op, {.peer = fold.rank_of_core(step.peer_core),
+    co_await exchange_reduce(op, {.peer = fold.rank_of_core(ordered(step.peer_core, steps, order)),
                                   .send = current + send,
                                   .send_elems = layout.length(step.send_first, step.blocks),
                                   .dst = dst + keep,
@@ -72,11 +79,12 @@ Task halving_reduce_scatter(Operation& op, patterns::Fold fold, patterns::BlockL
 }
 
 Task doubling_allgather(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
-                        std::byte* buffer, std::size_t element_size, int phase) {
-  const int core = fold.core_rank(op.rank());
-  for (int s = 0; s < patterns::log2_exact(fold.core_size()); ++s) {
+                        std::byte* buffer, std::size_t element_size, int phase, PairOrder order) {
+  const int steps = patterns::log2_exact(fold.core_size());
+  const int core = ordered(fold.core_rank(op.rank()), steps, order);
+  for (int s = 0; s < steps; ++s) {
     const auto step = patterns::doubling_gather_step(core, s);
-    const int peer = fold.rank_of_core(step.peer_core);
+    const int peer = fold.rank_of_core(ordered(step.peer_core, steps, order));
     Transfer send;
     Transfer recv;
     op.recv(recv, buffer + layout.offset(step.recv_first) * element_size,

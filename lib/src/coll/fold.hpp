@@ -37,16 +37,29 @@ Task fold_in(Operation& op, FoldMessages fold, int folded, std::byte* dst, const
 Task fold_return(Operation& op, FoldMessages fold, int folded, const std::byte* result,
                  std::size_t count);
 
+// Which pairs the halving and doubling steps below meet in first. far_first: the halving's
+// first step (half the buffer) pairs core ranks c and c ^ (core_size / 2), and core rank c ends
+// with block c (what a reduce-scatter needs). near_first: the steps run on the core ranks'
+// bit-reversed numbers, so the halving's largest exchanges pair neighbours (c ^ 1, then c ^ 2,
+// ...) and only its last, smallest ones the ranks farthest apart; core rank c ends with block
+// reverse_bits(c), which an allgather over the same order gathers back. With ranks placed in
+// blocks on nodes (8 per node: ranks 0-7 on the first), near_first keeps the halves and quarters
+// inside a node and sends a node's link 1/k of what far_first sends through it (MPICH's order;
+// docs/SCALE.md, "Rabenseifner's pairs").
+enum class PairOrder { far_first, near_first };
+
 // Recursive halving over the core ranks (patterns::halving_step) on the core_size() blocks of
-// `layout`: afterwards core rank c holds block c of the reduction at its place in `dst`. The
-// first step reads `input`, later ones `dst`; the last step applies the reduction's finalize.
-// Uses phase 0 of `phases`.
+// `layout`: afterwards core rank c holds block c (far_first) or block reverse_bits(c)
+// (near_first) of the reduction at its place in `dst`. The first step reads `input`, later ones
+// `dst`; the last step applies the reduction's finalize. Uses phase 0 of `phases`.
 Task halving_reduce_scatter(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
                             const std::byte* input, std::byte* dst, const Reduction& reduction,
-                            Phases phases);
-// Recursive doubling over the core ranks (patterns::doubling_gather_step): block c of `layout`
-// in `buffer`, held by core rank c, reaches every core rank. Every message uses tag `phase`.
+                            Phases phases, PairOrder order = PairOrder::far_first);
+// Recursive doubling over the core ranks (patterns::doubling_gather_step): the block each core
+// rank holds after halving_reduce_scatter in the same `order` reaches every core rank. Every
+// message uses tag `phase`.
 Task doubling_allgather(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
-                        std::byte* buffer, std::size_t element_size, int phase);
+                        std::byte* buffer, std::size_t element_size, int phase,
+                        PairOrder order = PairOrder::far_first);
 
 }  // namespace collx::detail

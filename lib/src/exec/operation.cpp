@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "collx/build_config.hpp"
 #include "collx/error.hpp"
 #include "config.hpp"
 #include "failure_notices.hpp"
@@ -319,6 +320,16 @@ void Engine::start_progress_thread_once() {
   thread_decided_ = true;
   const Config& c = config();
   if (!c.progress_thread) return;
+  if (COLLX_SMPI) {
+    // SimGrid's SMPI runs the ranks as simulated actors of one thread: a thread of the
+    // operating system that called MPI would not be one of them.
+    if (c.debug >= DebugLevel::warn) {
+      std::fprintf(stderr,
+                   "collx WARN: COLLX_PROGRESS_THREAD=1 is ignored under SimGrid's SMPI; "
+                   "progress happens in wait/test only\n");
+    }
+    return;
+  }
   // The thread calls MPI while the application may too.
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);

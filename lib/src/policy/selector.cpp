@@ -180,7 +180,33 @@ constexpr SelectionRule kBuiltinRules[] = {
 // nodes (2x2: 1.01-1.69x against 0.86-1.40x at 2-64 KiB, six runs; the goal runs of three
 // sessions the same way) but not on four (4x2: 0.87-1.31x against 1.07-1.70x at 4-64 KiB):
 // docs/results/cluster-allreduce-node-rule.csv.
+// Many nodes (8 and more, each of its links crossing a fat tree's switches): rows from SimGrid's
+// SMPI, measured on simulated clusters of 8 to 128 nodes (docs/SCALE.md, "What the simulation
+// taught the selector"); the rows above were measured on 2-4 emulated nodes and keep those.
+// Allreduce on nodes of several ranks from 8 KiB to 2 MiB: Rabenseifner, whose pairs start
+// inside a node (PairOrder::near_first: each node's link carries 1/k of the bytes, and only
+// log2(nodes) of its steps cross the network) where hierarchical funnels the node's whole buffer
+// through one rank's link and multi_leader adds two node phases; above 2 MiB those phases
+// pay for themselves (multi_leader). With one rank per node, above 256 KiB: Rabenseifner, whose
+// 2 log2 p steps beat the ring's 2 (p - 1) latencies up to the largest sizes measured. Reduce
+// from 512 KiB (one rank per node: 256 KiB): Rabenseifner, which sends each byte across the
+// network about twice where the binomial tree sends the whole buffer log2 p times.
+// Reduce-scatter on nodes of several ranks from 8 KiB to 2 MiB: hierarchical (the flat
+// recursive halving pairs ranks on other nodes first, and the ring's p - 1 steps are latency);
+// with one rank per node above 64 KiB: recursive halving, log2 p steps against the ring's p - 1.
 constexpr NodeRule kNodeRules[] = {
+    {Collective::reduce_scatter, (std::size_t{8} << 10) + 1, std::size_t{2} << 20, true,
+     Algorithm::hierarchical, false, 0, 8},
+    {Collective::reduce_scatter, (std::size_t{64} << 10) + 1, kAnySize, true,
+     Algorithm::recursive_halving, true, 0, 8},
+    {Collective::allreduce, (std::size_t{8} << 10) + 1, std::size_t{2} << 20, true,
+     Algorithm::rabenseifner, false, 0, 8},
+    {Collective::allreduce, (std::size_t{256} << 10) + 1, kAnySize, true, Algorithm::rabenseifner,
+     true, 0, 8},
+    {Collective::reduce, (std::size_t{512} << 10) + 1, kAnySize, true, Algorithm::rabenseifner,
+     false, 0, 8},
+    {Collective::reduce, (std::size_t{256} << 10) + 1, kAnySize, false, Algorithm::rabenseifner,
+     true, 0, 8},
     {Collective::allreduce, (std::size_t{2} << 10) + 1, std::size_t{64} << 10, true,
      Algorithm::multi_leader, false, 2},
     {Collective::allreduce, (std::size_t{2} << 10) + 1, std::size_t{64} << 10, true,
@@ -234,7 +260,7 @@ Algorithm select_for_nodes(Collective collective, std::size_t bytes, const NodeS
     if (rule.collective == collective && rule.one_per_node == one_per_node &&
         bytes >= rule.min_bytes && bytes <= rule.max_bytes &&
         (nodes.uniform || !rule.uniform_only) &&
-        (rule.max_nodes == 0 || nodes.nodes <= rule.max_nodes)) {
+        (rule.max_nodes == 0 || nodes.nodes <= rule.max_nodes) && nodes.nodes >= rule.min_nodes) {
       return rule.algorithm;
     }
   }
@@ -249,6 +275,7 @@ std::string describe_node_rules() {
            (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
            "  -> " + std::string(to_string(rule.algorithm)) +
            (rule.max_nodes > 0 ? "  on up to " + std::to_string(rule.max_nodes) + " nodes" : "") +
+           (rule.min_nodes > 0 ? "  on " + std::to_string(rule.min_nodes) + " nodes or more" : "") +
            (rule.one_per_node   ? "  (one rank on every node)"
             : rule.uniform_only ? "  (as many ranks on every node; otherwise the table below)"
                                 : "") +

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <new>
 
+#include "collx/build_config.hpp"
 #include "collx/info.hpp"
 #include "config.hpp"
 #include "transport_mpi.hpp"
@@ -201,6 +202,11 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   // Each rank's node-local group is the whole communicator exactly when all ranks are on one
   // node, so every rank reaches the same answer.
   if (size < 2 || !config().shared_memory || node_placement(comm).size != size) return nullptr;
+  // Under SimGrid's SMPI every rank is a simulated actor in one process and one thread: a
+  // futex wait would stop the whole simulation, process_vm_readv reads the same process, and
+  // copies through memory the ranks share take no simulated time. No arena: the node's ranks
+  // exchange messages, which the simulator times (docs/SCALE.md).
+  if (COLLX_SMPI) return nullptr;
 
   const std::size_t slot_bytes =
       config().shm_slot_bytes ? round_up(config().shm_slot_bytes, kPage) : kDefaultSlotBytes;

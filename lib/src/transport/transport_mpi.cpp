@@ -5,6 +5,7 @@
 #include <climits>
 #include <string>
 
+#include "collx/build_config.hpp"
 #include "collx/error.hpp"
 #include "config.hpp"
 #include "cuda_aware.hpp"
@@ -131,6 +132,12 @@ constexpr bool kMpiYieldsItself = true;
 constexpr bool kMpiYieldsItself = false;
 #endif
 constexpr unsigned kNoticeEvery = 64;
+// Under SimGrid's SMPI a wait blocks (MPI_Waitall, MPI_Waitany) instead of testing in a loop:
+// SMPI charges every MPI_Test of an incomplete request simulated time (smpi/test, 0.1 ms by
+// default, growing with each failed test), which a loop of tests would add to every wait, and
+// simulated time does not advance while a rank only tests. A blocking wait costs nothing but
+// the messages' own simulated time (docs/SCALE.md).
+constexpr bool kBlockingWaits = COLLX_SMPI;
 }  // namespace
 
 bool MpiTransport::yields_when_idle() const {
@@ -175,6 +182,10 @@ void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, 
 }
 
 void MpiTransport::wait_watching(Transfer& t) {
+  if constexpr (kBlockingWaits) {
+    Transfer* ts[1] = {&t};
+    return wait_all(ts);
+  }
   for (unsigned pass = 1;; ++pass) {
     int flag = 0;
     MPI_Status status;
@@ -265,6 +276,10 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
     complete_in_batches(
         ts, rank_, "MPI_Testall",
         [yield](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
+          if constexpr (kBlockingWaits) {
+            *flag = 1;
+            return PMPI_Waitall(n, requests, statuses);
+          }
           int rc;
           while ((rc = PMPI_Testall(n, requests, flag, statuses)) == MPI_SUCCESS && !*flag) {
             if (yield) sched_yield();
@@ -287,9 +302,24 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       int indices[kMaxBatch + 1];
       MPI_Status statuses[kMaxBatch + 1];
       int rc;
-      while ((rc = PMPI_Testsome(n + 1, requests, &completed, indices, statuses)) == MPI_SUCCESS &&
-             completed == 0) {
-        if (yield) sched_yield();
+      if constexpr (kBlockingWaits) {
+        // One completion at a time: SMPI's MPI_Waitsome tests every other request after the
+        // first completes, and each test of the notice receive (which rarely completes) costs
+        // simulated time.
+        int index = MPI_UNDEFINED;
+        rc = PMPI_Waitany(n + 1, requests, &index, &statuses[0]);
+        completed = index == MPI_UNDEFINED ? 0 : 1;
+        indices[0] = index;
+        if (rc != MPI_SUCCESS && completed == 1) {
+          statuses[0].MPI_ERROR = rc;
+          rc = MPI_ERR_IN_STATUS;
+        }
+      } else {
+        while ((rc = PMPI_Testsome(n + 1, requests, &completed, indices, statuses)) ==
+                   MPI_SUCCESS &&
+               completed == 0) {
+          if (yield) sched_yield();
+        }
       }
       if (completed == MPI_UNDEFINED) completed = 0;
       *notices.request() = requests[n];

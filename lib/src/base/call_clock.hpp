@@ -1,0 +1,28 @@
+// The clock that times blocking calls for auto's trials (api/comm_state.hpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <ratio>
+
+#include "collx/build_config.hpp"
+
+namespace collx::detail {
+
+#if COLLX_SMPI
+// Under SimGrid's SMPI the time that matters is the simulated one (MPI_Wtime): the machine's
+// steady clock there measures how long the simulator takes to compute a call, not the call.
+struct CallClock {
+  using rep = double;
+  using period = std::ratio<1>;
+  using duration = std::chrono::duration<rep, period>;
+  using time_point = std::chrono::time_point<CallClock>;
+  static constexpr bool is_steady = true;
+  static time_point now() { return time_point(duration(MPI_Wtime())); }
+};
+#else
+using CallClock = std::chrono::steady_clock;
+#endif
+
+}  // namespace collx::detail
