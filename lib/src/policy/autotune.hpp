@@ -19,7 +19,8 @@
 // own skew between ranks (microseconds on a busy node) is as long as the calls through the node's
 // segment (0.2-2 us) and made the trials noisier, so one node keeps medians of back-to-back calls.
 // A sample of the later calls is timed; at checkpoints the ranks agree whether any of them sees its
-// chosen algorithm drift (1.5x its trial time) and, if so, try again. A challenger that displaced
+// chosen algorithm drift (1.5x its trial time) or, for one of collx's, run slower than the MPI
+// library's collective did in the trials, and if so try again. A challenger that displaced
 // the table's choice in the first round is tried again at the first checkpoint in any case (a
 // second opinion): a machine's passing slow spell during the table's blocks would otherwise keep a
 // choice the rest of the run does not bear out (docs/results/onenode-np2-goals-per-run.csv).
