@@ -478,13 +478,11 @@ void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count,
       root_ok(s, root) && sendbuf != nullptr && (s.rank != root || recvbuf != nullptr) &&
       delegable_reduction(s, count, type, op)) {
     const bool in_place = s.rank == root && sendbuf == recvbuf;
-    const void* send = in_place ? MPI_IN_PLACE : sendbuf;
-    std::vector<std::byte> input;  // the root's data where MPI_IN_PLACE cannot be passed
-    if (in_place && detail::library_misreads_in_place_reduce(root)) {
-      const auto* data = static_cast<const std::byte*>(recvbuf);
-      input.assign(data, data + count * size_of(type));
-      send = input.data();
-    }
+    std::vector<std::byte> input;
+    const void* send = in_place ? detail::in_place_reduce_input(
+                                      root, static_cast<const std::byte*>(recvbuf),
+                                      count * size_of(type), input)
+                                : sendbuf;
     detail::delegated_call(s, Collective::reduce, [&] {
       return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op),
                          root, s.comm);

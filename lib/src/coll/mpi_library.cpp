@@ -168,11 +168,9 @@ void reduce_call(Operation* op, Transport& t, MPI_Comm comm, const ReduceArgs& a
   const MPI_Op reduce = mpi_op(a.reduction.op);
   const bool root = t.rank() == a.root;
   const void* send = root ? in_place_or(a.send, a.recv) : a.send;
-  std::vector<std::byte> input;  // the root's data where MPI_IN_PLACE cannot be passed
-  if (send == MPI_IN_PLACE && request == nullptr && library_misreads_in_place_reduce(a.root)) {
-    input.assign(a.recv, a.recv + static_cast<std::size_t>(n) * size_of(a.reduction.type));
-    send = input.data();
-  }
+  std::vector<std::byte> input;
+  if (send == MPI_IN_PLACE && request == nullptr)
+    send = in_place_reduce_input(a.root, a.recv, a.count * size_of(a.reduction.type), input);
   check(op, t,
         request ? PMPI_Ireduce(send, a.recv, n, type, reduce, a.root, comm, request)
                 : PMPI_Reduce(send, a.recv, n, type, reduce, a.root, comm),
@@ -304,13 +302,17 @@ void library_call_ends() {
   in_blocking_library_call = false;
 }
 
-bool library_misreads_in_place_reduce(int root) {
+const void* in_place_reduce_input(int root, const std::byte* root_data, std::size_t bytes,
+                                  std::vector<std::byte>& copy) {
 #if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
-  return root != 0;
+  if (root != 0) {
+    copy.assign(root_data, root_data + bytes);
+    return copy.data();
+  }
 #else
-  (void)root;
-  return false;
+  (void)root, (void)root_data, (void)bytes, (void)copy;
 #endif
+  return MPI_IN_PLACE;
 }
 
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements) {

@@ -13,7 +13,9 @@
 // docs/ARCHITECTURE.md walks through it.
 #pragma once
 
+#include <cstddef>
 #include <span>
+#include <vector>
 
 #include "collectives.hpp"
 #include "cost_model.hpp"
@@ -130,11 +132,13 @@ std::span<const AlgorithmRow> mpi_library_rows();
 // reduction (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on
 // every rank (every rank's call has the same count, type and op).
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
-// Whether the MPI library's blocking MPI_Reduce at root `root` reads MPI_IN_PLACE as an address
-// (MPICH before 4.2 at a nonzero root above its short-message size: pmodels/mpich#6540, a
-// segfault in a legal call). Where it does, the root passes a copy of its data instead
-// (in_place_reduce_input): the same bytes, one copy more, and no rank's decision changes.
-bool library_misreads_in_place_reduce(int root);
+// The send buffer of an in-place blocking MPI_Reduce at root `root`, whose data (`bytes` of it)
+// is at `root_data`: MPI_IN_PLACE, or a copy of the data in `copy` where the MPI library reads
+// MPI_IN_PLACE as an address (MPICH before 4.2 at a nonzero root above its short-message size:
+// pmodels/mpich#6540, a segfault in a legal call). The same bytes, one copy more, and no rank's
+// decision changes.
+const void* in_place_reduce_input(int root, const std::byte* root_data, std::size_t bytes,
+                                  std::vector<std::byte>& copy);
 // Around a blocking call of the MPI library's own collective: collx's other operations in flight
 // go on inside it through the MPI library's progress callback, where it has one.
 void library_call_begins();
