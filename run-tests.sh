@@ -5,9 +5,10 @@
 # then the MPI tests on MPICH (static libraries, in BUILD_DIR-mpich-static): the
 # collectives and allreduce suites at 2-5 ranks (every collective and algorithm), the MPI
 # library's own collectives as collx's mpi row at 1-4 ranks (delegated path included), the drop-in
-# at 2 and 3 ranks (C; preloaded and disabled at 2) and 1 and 3 (Fortran), the drop-in's
-# conformance tests at 2, 3, 4, 5 and 10 ranks, and the installed package; then the SimGrid SMPI
-# build and its tests (ctest -L smpi, build-smpi). Arguments go to ctest (every run).
+# at 2 and 3 ranks (C; preloaded and disabled at 2) and 1 and 3 (Fortran), its delegated calls at
+# 1-4 ranks, the drop-in's conformance tests at 2, 3, 4, 5 and 10 ranks, and the installed
+# package; then the SimGrid SMPI build and its tests (ctest -L smpi, build-smpi). Arguments go
+# to ctest (every run).
 both_mpis=0
 [ -z "${COLLX_MPI:-}" ] && both_mpis=1
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/common.sh"
@@ -35,11 +36,12 @@ collx_choose_mpi mpich "$BUILD_DIR-mpich-static"
 # The consumer project in C++ (the package's promise to MPICH users) and the drop-in's link and
 # preload (the C+C++ and pkg-config consumers run on Open MPI).
 mpich_tests='^((mpi_allreduce|mpi_collectives)_np[2-5]|mpi_library_np[1-4]'
-mpich_tests+='|dropin_np[23]|dropin_(fortran|preload|disabled).*'
+mpich_tests+='|dropin_np[23]|dropin_(fortran|preload|disabled).*|dropin_delegated_np[1-4]'
 mpich_tests+='|package_(install|cmake_CXX|dropin_.*)'
 mpich_tests+='|dropin_error_codes|conformance_(patterns|fuzz)_np([2345]|10)|conformance_errors_np3)$'
 mpich_targets=(collx collx_mpi mpi_allreduce_test mpi_collectives_test mpi_library_test dropin_check
                dropin_check_plain dropin_check_fortran_mpifh dropin_check_fortran_module
+               dropin_delegated_calls
                dropin_error_codes_test conformance)
 collx_configure -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF -DCOLLX_CUDA=OFF -DCOLLX_TORCH=OFF
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${mpich_targets[@]}"

@@ -7,6 +7,8 @@
 #include <tuple>
 #include <vector>
 
+#include <collx/mpi_types.hpp>
+
 #include "interpose.hpp"
 
 using collx_mpi::Blocking;
@@ -14,19 +16,22 @@ using collx_mpi::Call;
 using collx_mpi::CallBuffers;
 using collx_mpi::intercept;
 using collx_mpi::layout_of;
+using collx_mpi::LibraryCall;
 using collx_mpi::Nonblocking;
+using collx_mpi::pass_remembered;
 using collx_mpi::PassReason;
 using collx_mpi::reduction_of;
+using collx_mpi::Signature;
 using collx_mpi::TypeLayout;
 
 namespace {
 
 constexpr collx::DataType kBytes = collx::DataType::uint8;
+// A call collx's path always takes (goes_to_library is false for counts per rank).
+constexpr Signature kNeverToLibrary{collx::Collective::reduce_scatter_v, 0, kBytes};
 
 int comm_size(MPI_Comm comm) {
-  int size = 0;
-  if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &size) != MPI_SUCCESS) return 0;
-  return size;
+  return collx_mpi::communicator_size(comm);
 }
 
 int comm_rank(MPI_Comm comm) {
@@ -85,9 +90,17 @@ std::size_t bytes_of(int count, const TypeLayout& layout) {
   return to_size(count) * layout.size;
 }
 
+// The delegated call of a collective that is not a reduction: the program's own arguments (the
+// MPI library takes any datatype there).
+template <class Pass>
+auto as_given(const Pass& pass) {
+  return [&pass](CallBuffers&, MPI_Comm on) { return pass(nullptr, on); };
+}
+
 // The PMPI_ call of a pass-through: blocking where `request` is null, nonblocking otherwise.
+// `on`: the program's communicator, or collx's duplicate of it for a delegated call.
 #define COLLX_PASS(blocking_call, nonblocking_call, ...)                                  \
-  [&](MPI_Request* request) {                                                             \
+  [&](MPI_Request* request, MPI_Comm on) {                                                \
     return request ? nonblocking_call(__VA_ARGS__, request) : blocking_call(__VA_ARGS__); \
   }
 
@@ -96,13 +109,31 @@ std::size_t bytes_of(int count, const TypeLayout& layout) {
 template <class Mode>
 int allreduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
               MPI_Op op, MPI_Comm comm) {
+  const auto pass =
+      COLLX_PASS(PMPI_Allreduce, PMPI_Iallreduce, sendbuf, recvbuf, count, datatype, op, on);
+  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op};
+  if (int result; pass_remembered(mode, Call::allreduce, key, pass, &result)) return result;
   const TypeLayout* layout = layout_of(datatype);
+  key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
   const PassReason reason =
       reduction ? first({count_reason(count), buffer_reason(recvbuf, count, *layout)})
                 : kNotReducible;
   return intercept(
-      mode, Call::allreduce, comm, reason,
+      mode, Call::allreduce, comm, reason, key,
+      [&](const collx::Communicator&) {
+        return Signature{collx::Collective::allreduce, to_size(count) * reduction->elements,
+                         reduction->type, reduction->op};
+      },
+      [&](CallBuffers& b, MPI_Comm on) {
+        const std::size_t n = to_size(count);
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        const std::byte* in = in_place ? nullptr : b.in(sendbuf, n, datatype, *layout);
+        std::byte* out = b.out(recvbuf, n, datatype, *layout, in_place ? n : 0);
+        return PMPI_Allreduce(in_place ? MPI_IN_PLACE : in, out,
+                              static_cast<int>(n * reduction->elements),
+                              collx::mpi_datatype(reduction->type), op, on);
+      },
       [&](collx::Communicator& c, CallBuffers& b) {
         const std::size_t n = to_size(count);
         const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -115,13 +146,18 @@ int allreduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Data
         else
           return c.iallreduce(in, out, elements, reduction->type, reduction->op);
       },
-      COLLX_PASS(PMPI_Allreduce, PMPI_Iallreduce, sendbuf, recvbuf, count, datatype, op, comm));
+      pass);
 }
 
 template <class Mode>
 int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
            MPI_Op op, int root, MPI_Comm comm) {
+  const auto pass =
+      COLLX_PASS(PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, datatype, op, root, on);
+  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op, root};
+  if (int result; pass_remembered(mode, Call::reduce, key, pass, &result)) return result;
   const TypeLayout* layout = layout_of(datatype);
+  key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
   const PassReason reason =
       reduction
@@ -129,7 +165,26 @@ int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
                    buffer_reason(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count, *layout)})
           : kNotReducible;
   return intercept(
-      mode, Call::reduce, comm, reason,
+      mode, Call::reduce, comm, reason, key,
+      [&](const collx::Communicator&) {
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
+        // Such an MPICH reads MPI_IN_PLACE as an address at a nonzero root
+        // (pmodels/mpich#6540): collx's own path passes it a copy of the root's data.
+        if (root != 0) return kNeverToLibrary;
+#endif
+        return Signature{collx::Collective::reduce, to_size(count) * reduction->elements,
+                         reduction->type, reduction->op};
+      },
+      [&](CallBuffers& b, MPI_Comm on) {
+        const std::size_t n = to_size(count);
+        const bool is_root = comm_rank(comm) == root;
+        const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
+        const std::byte* in = in_place ? nullptr : b.in(sendbuf, n, datatype, *layout);
+        std::byte* out = is_root ? b.out(recvbuf, n, datatype, *layout, in_place ? n : 0) : nullptr;
+        return PMPI_Reduce(in_place ? MPI_IN_PLACE : in, out,
+                           static_cast<int>(n * reduction->elements),
+                           collx::mpi_datatype(reduction->type), op, root, on);
+      },
       [&](collx::Communicator& c, CallBuffers& b) {
         const std::size_t n = to_size(count);
         const bool is_root = c.rank() == root;
@@ -144,14 +199,22 @@ int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
         else
           return c.ireduce(in, out, elements, reduction->type, reduction->op, root);
       },
-      COLLX_PASS(PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, datatype, op, root, comm));
+      pass);
 }
 
 template <class Mode>
 int bcast(Mode mode, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  const auto pass = COLLX_PASS(PMPI_Bcast, PMPI_Ibcast, buffer, count, datatype, root, on);
+  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, MPI_OP_NULL, root};
+  if (int result; pass_remembered(mode, Call::bcast, key, pass, &result)) return result;
   const auto [layout, reason] = typed(datatype, count, buffer);
+  key.predefined = layout && layout->predefined;
   return intercept(
-      mode, Call::bcast, comm, first({reason, root_reason(root, comm)}),
+      mode, Call::bcast, comm, first({reason, root_reason(root, comm)}), key,
+      [&](const collx::Communicator&) {
+        return Signature{collx::Collective::broadcast, bytes_of(count, *layout), kBytes};
+      },
+      as_given(pass),
       [&](collx::Communicator& c, CallBuffers& b) {
         const std::size_t n = to_size(count);
         // The root's elements go out as they are packed; the others' come in packed.
@@ -163,7 +226,7 @@ int bcast(Mode mode, void* buffer, int count, MPI_Datatype datatype, int root, M
         else
           return c.ibroadcast(bytes, bytes_of(count, *layout), kBytes, root);
       },
-      COLLX_PASS(PMPI_Bcast, PMPI_Ibcast, buffer, count, datatype, root, comm));
+      pass);
 }
 
 // The send side of a call in which every rank sends and receives blocks of `block` bytes
@@ -198,10 +261,20 @@ EveryRank every_rank(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
 template <class Mode>
 int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
               int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const auto pass = COLLX_PASS(PMPI_Allgather, PMPI_Iallgather, sendbuf, sendcount, sendtype,
+                               recvbuf, recvcount, recvtype, on);
+  // What every rank's call shares: the receive side.
+  LibraryCall key{comm, recvtype, recvcount};
+  if (int result; pass_remembered(mode, Call::allgather, key, pass, &result)) return result;
   const auto [recv_layout, send_layout, reason] =
       every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  key.predefined = recv_layout && recv_layout->predefined;
   return intercept(
-      mode, Call::allgather, comm, reason,
+      mode, Call::allgather, comm, reason, key,
+      [&](const collx::Communicator&) {
+        return Signature{collx::Collective::allgather, bytes_of(recvcount, *recv_layout), kBytes};
+      },
+      as_given(pass),
       [&](collx::Communicator& c, CallBuffers& b) {
         const bool in_place = sendbuf == MPI_IN_PLACE;
         const std::size_t block = bytes_of(recvcount, *recv_layout);
@@ -215,17 +288,26 @@ int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendty
         else
           return c.iallgather(in, out, block, kBytes);
       },
-      COLLX_PASS(PMPI_Allgather, PMPI_Iallgather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                 recvtype, comm));
+      pass);
 }
 
 template <class Mode>
 int alltoall(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const auto pass = COLLX_PASS(PMPI_Alltoall, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf,
+                               recvcount, recvtype, on);
+  // What every rank's call shares: the receive side.
+  LibraryCall key{comm, recvtype, recvcount};
+  if (int result; pass_remembered(mode, Call::alltoall, key, pass, &result)) return result;
   const auto [recv_layout, send_layout, reason] =
       every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  key.predefined = recv_layout && recv_layout->predefined;
   return intercept(
-      mode, Call::alltoall, comm, reason,
+      mode, Call::alltoall, comm, reason, key,
+      [&](const collx::Communicator&) {
+        return Signature{collx::Collective::alltoall, bytes_of(recvcount, *recv_layout), kBytes};
+      },
+      as_given(pass),
       [&](collx::Communicator& c, CallBuffers& b) {
         const bool in_place = sendbuf == MPI_IN_PLACE;
         const std::size_t p = to_size(c.size());
@@ -239,8 +321,7 @@ int alltoall(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtyp
         else
           return c.ialltoall(in, out, block, kBytes);
       },
-      COLLX_PASS(PMPI_Alltoall, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                 recvtype, comm));
+      pass);
 }
 
 // Gather and scatter: every rank has a `local` side (gather's send, scatter's receive) but the
@@ -277,9 +358,22 @@ Rooted rooted(int root, MPI_Comm comm, const void* local_buffer, int local_count
 template <class Mode>
 int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const auto pass = COLLX_PASS(PMPI_Gather, PMPI_Igather, sendbuf, sendcount, sendtype, recvbuf,
+                               recvcount, recvtype, root, on);
+  // The root's decision reads the receive side, the others' the send side: the key holds both.
+  LibraryCall key{comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root};
+  if (int result; pass_remembered(mode, Call::gather, key, pass, &result)) return result;
   const Rooted r = rooted(root, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  key.predefined = r.whole ? r.whole->predefined : r.local && r.local->predefined;
   return intercept(
-      mode, Call::gather, comm, r.reason,
+      mode, Call::gather, comm, r.reason, key,
+      [&](const collx::Communicator& c) {
+        return Signature{
+            collx::Collective::gather,
+            c.rank() == root ? bytes_of(recvcount, *r.whole) : bytes_of(sendcount, *r.local),
+            kBytes};
+      },
+      as_given(pass),
       [&](collx::Communicator& c, CallBuffers& b) {
         const bool is_root = c.rank() == root;
         const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
@@ -295,16 +389,28 @@ int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
         else
           return c.igather(in, out, block, kBytes, root);
       },
-      COLLX_PASS(PMPI_Gather, PMPI_Igather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                 recvtype, root, comm));
+      pass);
 }
 
 template <class Mode>
 int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
             int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const auto pass = COLLX_PASS(PMPI_Scatter, PMPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf,
+                               recvcount, recvtype, root, on);
+  // The root's decision reads the send side, the others' the receive side: the key holds both.
+  LibraryCall key{comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root};
+  if (int result; pass_remembered(mode, Call::scatter, key, pass, &result)) return result;
   const Rooted r = rooted(root, comm, recvbuf, recvcount, recvtype, sendbuf, sendcount, sendtype);
+  key.predefined = r.whole ? r.whole->predefined : r.local && r.local->predefined;
   return intercept(
-      mode, Call::scatter, comm, r.reason,
+      mode, Call::scatter, comm, r.reason, key,
+      [&](const collx::Communicator& c) {
+        return Signature{
+            collx::Collective::scatter,
+            c.rank() == root ? bytes_of(sendcount, *r.whole) : bytes_of(recvcount, *r.local),
+            kBytes};
+      },
+      as_given(pass),
       [&](collx::Communicator& c, CallBuffers& b) {
         const bool is_root = c.rank() == root;
         const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
@@ -321,20 +427,39 @@ int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype
         else
           return c.iscatter(in, out, block, kBytes, root);
       },
-      COLLX_PASS(PMPI_Scatter, PMPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                 recvtype, root, comm));
+      pass);
 }
 
 template <class Mode>
 int reduce_scatter_block(Mode mode, const void* sendbuf, void* recvbuf, int recvcount,
                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  const auto pass = COLLX_PASS(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, sendbuf,
+                               recvbuf, recvcount, datatype, op, on);
+  LibraryCall key{comm, datatype, recvcount, MPI_DATATYPE_NULL, 0, op};
+  if (int result; pass_remembered(mode, Call::reduce_scatter_block, key, pass, &result))
+    return result;
   const TypeLayout* layout = layout_of(datatype);
+  key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
   const PassReason reason =
       reduction ? first({count_reason(recvcount), buffer_reason(recvbuf, recvcount, *layout)})
                 : kNotReducible;
   return intercept(
-      mode, Call::reduce_scatter_block, comm, reason,
+      mode, Call::reduce_scatter_block, comm, reason, key,
+      [&](const collx::Communicator&) {
+        return Signature{collx::Collective::reduce_scatter,
+                         to_size(recvcount) * reduction->elements, reduction->type, reduction->op};
+      },
+      [&](CallBuffers& b, MPI_Comm on) {
+        const std::size_t n = to_size(recvcount);
+        const std::size_t all = to_size(comm_size(comm)) * n;
+        const bool in_place = sendbuf == MPI_IN_PLACE;
+        std::byte* out = b.out(recvbuf, n, datatype, *layout, in_place ? all : 0);
+        const std::byte* in = in_place ? nullptr : b.in(sendbuf, all, datatype, *layout);
+        return PMPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : in, out,
+                                         static_cast<int>(n * reduction->elements),
+                                         collx::mpi_datatype(reduction->type), op, on);
+      },
       [&](collx::Communicator& c, CallBuffers& b) {
         const std::size_t n = to_size(recvcount);
         const std::size_t all = to_size(c.size()) * n;
@@ -349,13 +474,14 @@ int reduce_scatter_block(Mode mode, const void* sendbuf, void* recvbuf, int recv
         else
           return c.ireduce_scatter(in, out, elements, reduction->type, reduction->op);
       },
-      COLLX_PASS(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, sendbuf, recvbuf, recvcount,
-                 datatype, op, comm));
+      pass);
 }
 
 template <class Mode>
 int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recvcounts[],
                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  const auto pass = COLLX_PASS(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf,
+                               recvcounts, datatype, op, on);
   const TypeLayout* layout = layout_of(datatype);
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
   PassReason reason = reduction ? nullptr : kNotReducible;
@@ -376,7 +502,8 @@ int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recv
     }
   }
   return intercept(
-      mode, Call::reduce_scatter, comm, reason,
+      mode, Call::reduce_scatter, comm, reason, LibraryCall{},
+      [](const collx::Communicator&) { return kNeverToLibrary; }, as_given(pass),
       [&](collx::Communicator& c, CallBuffers& b) {
         const std::size_t mine = to_size(recvcounts[c.rank()]);
         const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -387,23 +514,30 @@ int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recv
         else
           return c.ireduce_scatter_v(in, out, counts, reduction->type, reduction->op);
       },
-      COLLX_PASS(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf, recvcounts, datatype,
-                 op, comm));
+      pass);
 }
 
 template <class Mode>
 int barrier(Mode mode, MPI_Comm comm) {
+  const auto pass = [](MPI_Request* request, MPI_Comm on) {
+    return request ? PMPI_Ibarrier(on, request) : PMPI_Barrier(on);
+  };
+  LibraryCall key{comm};
+  if (int result; pass_remembered(mode, Call::barrier, key, pass, &result)) return result;
+  key.predefined = true;  // no datatype
   return intercept(
-      mode, Call::barrier, comm, nullptr,
+      mode, Call::barrier, comm, nullptr, key,
+      [](const collx::Communicator&) {
+        return Signature{collx::Collective::barrier, 0, kBytes};
+      },
+      as_given(pass),
       [&](collx::Communicator& c, CallBuffers&) {
         if constexpr (Mode::blocking)
           c.barrier();
         else
           return c.ibarrier();
       },
-      [&](MPI_Request* request) {
-        return request ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm);
-      });
+      pass);
 }
 
 }  // namespace

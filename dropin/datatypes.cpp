@@ -271,6 +271,10 @@ TypeLayout layout_from(MPI_Datatype type) {
 // in an attribute of the datatype, so a freed and reused handle never finds a stale layout.
 std::unordered_map<MPI_Datatype, TypeLayout> named_layouts;
 int type_keyval = MPI_KEYVAL_INVALID;
+// The predefined type asked about last (a program's run of calls with one datatype finds it
+// without hashing); a map's elements stay where they are.
+MPI_Datatype last_named = MPI_DATATYPE_NULL;
+const TypeLayout* last_named_layout = nullptr;
 
 int delete_layout(MPI_Datatype, int, void* value, void*) {
   delete static_cast<TypeLayout*>(value);
@@ -281,13 +285,20 @@ int delete_layout(MPI_Datatype, int, void* value, void*) {
 
 const TypeLayout* layout_of(MPI_Datatype type) {
   if (type == MPI_DATATYPE_NULL) return nullptr;
-  if (const auto found = named_layouts.find(type); found != named_layouts.end())
-    return &found->second;
+  if (type == last_named) return last_named_layout;
+  if (const auto found = named_layouts.find(type); found != named_layouts.end()) {
+    last_named = type;
+    last_named_layout = &found->second;
+    return last_named_layout;
+  }
   int integers = 0, addresses = 0, types = 0, combiner = 0;
   if (PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) != MPI_SUCCESS)
     return nullptr;
-  if (combiner == MPI_COMBINER_NAMED)
-    return &named_layouts.emplace(type, layout_from(type)).first->second;
+  if (combiner == MPI_COMBINER_NAMED) {
+    TypeLayout layout = layout_from(type);
+    layout.predefined = true;
+    return &named_layouts.emplace(type, layout).first->second;
+  }
   if (type_keyval == MPI_KEYVAL_INVALID)
     PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, delete_layout, &type_keyval, nullptr);
   void* value = nullptr;
@@ -302,6 +313,8 @@ const TypeLayout* layout_of(MPI_Datatype type) {
 void release_type_layouts() {
   if (type_keyval != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(&type_keyval);
   named_layouts.clear();
+  last_named = MPI_DATATYPE_NULL;
+  last_named_layout = nullptr;
 }
 
 std::optional<Reduction> reduction_of(const TypeLayout& layout, MPI_Op op) {

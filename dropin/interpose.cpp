@@ -92,13 +92,19 @@ struct LastCommunicator {
   MPI_Comm comm = MPI_COMM_NULL;
   bool inter = false;
   collx::Communicator* state = nullptr;
+  int size = 0;  // an intracommunicator's
 };
 LastCommunicator last;
+
+// The delegated call each function remembers (LibraryCall).
+std::array<LibraryCall, kCallCount> library_calls{};
 
 int delete_state(MPI_Comm comm, int, void* value, void*) {
   const CollxScope inside;
   forget_communicator(comm);
   if (comm == last.comm) last = {};
+  for (LibraryCall& remembered : library_calls)
+    if (remembered.comm == comm) remembered = {};
   {
     std::lock_guard lock(registry_mutex);
     registry.erase(comm);
@@ -178,12 +184,21 @@ const LastCommunicator& look_up(MPI_Comm comm) {
       last.inter = true;  // not a communicator: passes through (MPI reports it)
       return last;
     }
-    last = {comm, inter != 0, inter ? nullptr : existing_state(comm)};
+    int size = 0;
+    if (!inter) PMPI_Comm_size(comm, &size);
+    last = {comm, inter != 0, inter ? nullptr : existing_state(comm), size};
   }
   return last;
 }
 
 }  // namespace
+
+int communicator_size(MPI_Comm comm) {
+  if (comm == last.comm && last.size > 0) return last.size;
+  int size = 0;
+  if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &size) != MPI_SUCCESS) return 0;
+  return size;
+}
 
 PassReason communicator_reason(MPI_Comm comm, bool blocking) {
   if (agreement == Agreement::mpi_only) return agreement_reason;
@@ -203,6 +218,24 @@ PassReason communicator_reason(MPI_Comm comm, bool blocking) {
     install_progress_hook();
   }
   return nullptr;
+}
+
+collx::Communicator* accepted_state() {
+  return last.state;
+}
+
+const LibraryCall* remembered_library_call(Call call, const LibraryCall& key) {
+  const LibraryCall& remembered = library_calls[static_cast<std::size_t>(call)];
+  return key.comm != MPI_COMM_NULL && remembered == key ? &remembered : nullptr;
+}
+
+int library_result(MPI_Comm comm, int code) {
+  if (code != MPI_SUCCESS) [[unlikely]]
+    PMPI_Comm_call_errhandler(comm, code);
+  return code;
+}
+void remember_library_call(Call call, const LibraryCall& key) {
+  library_calls[static_cast<std::size_t>(call)] = key;
 }
 
 collx::Communicator& communicator_of(MPI_Comm comm) {

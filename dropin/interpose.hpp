@@ -75,17 +75,68 @@ struct Nonblocking {
   MPI_Request* request;
 };
 
+// A call as collx takes it, for goes_to_library.
+struct Signature {
+  collx::Collective collective;
+  std::size_t count;
+  collx::DataType type;
+  collx::ReduceOp op = collx::ReduceOp::sum;
+};
+
+// What decided that a blocking call went to the MPI library (goes_to_library): its
+// communicator, datatypes, counts, op and root, as the program gave them. A call that matches
+// the one its function remembered last goes to the MPI library at once: a settled size class
+// stays settled (collx never tries its calls again) and nothing else of the decision can change.
+// Remembered only with predefined datatypes and ops (a freed handle never comes back as another
+// one), forgotten when the communicator is freed. Calls with a send and a receive side
+// (allgather, alltoall, gather, scatter) hold both.
+struct LibraryCall {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int count = 0;
+  MPI_Datatype other_type = MPI_DATATYPE_NULL;
+  int other_count = 0;
+  MPI_Op op = MPI_OP_NULL;
+  int root = -1;
+  // The datatypes the decision read are predefined (only such calls are remembered).
+  bool predefined = false;
+  collx::Communicator* state = nullptr;  // collx's state of `comm`, once remembered
+  bool operator==(const LibraryCall& other) const {
+    return comm == other.comm && type == other.type && count == other.count &&
+           other_type == other.other_type && other_count == other.other_count && op == other.op &&
+           root == other.root;
+  }
+};
+// The remembered call `key` matches, or null.
+const LibraryCall* remembered_library_call(Call call, const LibraryCall& key);
+// A remembered call (`key`) goes to `pass` now: true, `*result` its return.
+template <class Mode, class Pass>
+bool pass_remembered(Mode mode, Call call, const LibraryCall& key, Pass&& pass, int* result);
+
 // Runs one intercepted call: `collective(communicator, buffers)` on collx when `reason` is null
-// and the communicator allows it (communicator_reason), otherwise `pass(request)`: the PMPI_
+// and the communicator allows it (communicator_reason), otherwise `pass(request, comm)`: the PMPI_
 // function, blocking with a null request, nonblocking (MPI_Ixxx) with one. A collx::Error goes
 // to the communicator's error handler as an MPI error code whose string is collx's message.
 // Nonblocking: `collective` returns the collx::Request, which the program gets as an MPI
 // request; `buffers` are unpacked when it completes.
 // No call arrives here from collx itself: libcollx calls the functions this library
 // intercepts by their PMPI_ names (tests/dropin/library_calls_pmpi.sh checks it).
-template <class Mode, class Collective, class Pass>
-int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective&& collective,
-              Pass&& pass);
+//
+// `signature(communicator)` says the call as collx takes it (a Signature): a blocking call
+// whose size class auto's trials settled on the MPI library's own collective
+// (collx::Communicator::goes_to_library) goes to `pass` too, before collx sets anything up, on
+// the program's communicator with the program's arguments: the MPI library's call without
+// collx's steps in between (the delegated call). Every rank decides it alike, and the same on
+// every later call: the settled class stays settled. The call is made as collx's own delegated
+// call would make it (on collx's duplicate of the communicator, numbered as collx's call), so
+// ranks that decide otherwise (collx's own path, a rank whose state came later) still meet in
+// it. `key` is the call's LibraryCall, remembered where its datatypes are predefined. Where they
+// are not, `library(buffers, duplicate)` makes the call: the MPI library's predefined ops may
+// refuse derived datatypes (Open MPI does), so a reduction's elements go packed, as the one
+// predefined type they are made of; the other collectives' `library` is `pass`.
+template <class Mode, class SignatureOf, class Library, class Collective, class Pass>
+int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, const LibraryCall& key,
+              SignatureOf&& signature, Library&& library, Collective&& collective, Pass&& pass);
 
 // ---- the machinery intercept() is made of ----
 // Why no call on `comm` goes to collx (COLLX_PMPI=0, MPI_THREAD_MULTIPLE, an intercommunicator),
@@ -95,7 +146,17 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective
 // on different communicators in different orders).
 PassReason communicator_reason(MPI_Comm comm, bool blocking);
 collx::Communicator& communicator_of(MPI_Comm comm);  // created on first use, kept in an attribute
+// MPI_Comm_size of `comm` (0 where it is not a communicator), without asking MPI again for the
+// communicator of the last call.
+int communicator_size(MPI_Comm comm);
+// collx's state of the communicator communicator_reason last accepted, or null where it has
+// none yet (a call on it makes it).
+collx::Communicator* accepted_state();
+void remember_library_call(Call call, const LibraryCall& key);
 void count(Call call, bool blocking, bool intercepted, PassReason reason);
+// A delegated call's MPI error code (on collx's duplicate, which returns errors) raised on the
+// program's communicator, as the program's own call would have raised it.
+int library_result(MPI_Comm comm, int code);
 int raise_error(MPI_Comm comm);  // the current exception, to the communicator's error handler
 // A collx request as an MPI request (a generalized request that the intercepted MPI_Wait,
 // MPI_Test and their -all, -any and -some forms complete); `buffers` are unpacked first.
@@ -125,13 +186,37 @@ struct CollxScope {
   CollxScope& operator=(const CollxScope&) = delete;
 };
 
-template <class Mode, class Collective, class Pass>
-int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective&& collective,
-              Pass&& pass) {
+template <class Mode, class SignatureOf, class Library, class Collective, class Pass>
+int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, const LibraryCall& key,
+              SignatureOf&& signature, Library&& library, Collective&& collective, Pass&& pass) {
   if (!reason) reason = communicator_reason(comm, Mode::blocking);
   if (reason) {
     count(call, Mode::blocking, false, reason);
-    return pass(mode.request);
+    return pass(mode.request, comm);
+  }
+  if constexpr (Mode::blocking) {
+    if (collx::Communicator* known = accepted_state()) {
+      const auto [collective_kind, elements, type, op] = signature(*known);
+      if (known->goes_to_library(collective_kind, elements, type, op)) {
+        count(call, true, true, nullptr);
+        collx::Communicator& state = *known;
+        state.library_call_made();
+        if (key.predefined) {
+          LibraryCall remembered = key;
+          remembered.state = &state;
+          remember_library_call(call, remembered);
+          return library_result(comm, pass(nullptr, state.mpi_comm()));
+        }
+        try {
+          CallBuffers buffers(false);
+          const int code = library(buffers, state.mpi_comm());
+          buffers.finish();
+          return library_result(comm, code);
+        } catch (...) {
+          return raise_error(comm);
+        }
+      }
+    }
   }
   count(call, Mode::blocking, true, nullptr);  // before collx's own lines (COLLX_DEBUG)
   const CollxScope inside;
@@ -149,6 +234,19 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, Collective
     return raise_error(comm);
   }
   return MPI_SUCCESS;
+}
+
+template <class Mode, class Pass>
+bool pass_remembered(Mode, Call call, const LibraryCall& key, Pass&& pass, int* result) {
+  if constexpr (Mode::blocking) {
+    if (const LibraryCall* remembered = remembered_library_call(call, key)) {
+      count(call, true, true, nullptr);
+      remembered->state->library_call_made();
+      *result = library_result(key.comm, pass(nullptr, remembered->state->mpi_comm()));
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace collx_mpi

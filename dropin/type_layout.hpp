@@ -22,6 +22,8 @@ struct TypeLayout {
   // many of them one element holds; nothing for a mix or a type collx does not reduce.
   std::optional<collx::DataType> element;
   std::size_t elements = 0;
+  // A predefined (named) type: its handle lives as long as MPI and never stands for another.
+  bool predefined = false;
 
   // Whether `count` elements lie at buffer + offset as their packed bytes.
   bool lies_packed(std::size_t count) const {

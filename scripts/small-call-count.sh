@@ -2,10 +2,12 @@
 # What one blocking 8 B call executes (issue 40: the cost of a small call), counted with
 # valgrind --tool=callgrind, which counts the same whatever the machine's load: the MPI
 # library's own call, collx's delegated path and collx's own path, for broadcast (root 0) and
-# reduce (root: the last rank) at NP ranks (default 2). Rank 0 runs under callgrind, counting
-# only inside the probe's loop of CALLS calls (after 50 uncounted ones: start-up, MPI_Init and
-# auto's trials are not counted); it is the root of the broadcast and a sender of the reduce, so
-# it rarely waits, and its count is the call's work rather than polling (the other ranks run at
+# reduce (root: the last rank) at NP ranks (default 2), and the program's own MPI_Bcast and
+# MPI_Reduce through the drop-in where auto settled the size class on the MPI library's
+# collective. Rank 0 runs under callgrind, counting only inside the probe's loop of CALLS calls
+# (after 50 uncounted ones: start-up, MPI_Init and auto's trials are not counted); it is the
+# root of the broadcast and a sender of the reduce, so it rarely waits, and its count is the
+# call's work rather than polling (the other ranks run at
 # full speed beside a rank slowed some 50x by callgrind). Instructions are split into collx's
 # (functions in namespace collx, libcollx) and the rest (the MPI library, libc).
 #
@@ -20,9 +22,9 @@ out="${1:?usage: small-call-count.sh OUTDIR [NP] [CALLS]}"
 np="${2:-2}"
 calls="${3:-2000}"
 probe="$BUILD_DIR/tests/mpi/small_call_probe"
-if [ ! -x "$probe" ]; then
+if [ ! -x "$probe" ] || [ ! -x "${probe}_dropin" ]; then
   collx_configure
-  cmake --build "$BUILD_DIR" -j "$(nproc)" --target small_call_probe
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target small_call_probe small_call_probe_dropin
 fi
 command -v valgrind >/dev/null || { echo "small-call-count: valgrind is needed" >&2; exit 2; }
 mkdir -p "$out"
@@ -67,9 +69,11 @@ table="$out/table.md"
   echo "|---|---|---:|---:|---:|"
 } >"$table"
 for collective in broadcast reduce; do
-  for path in native delegated collx; do
+  for path in native delegated collx dropin; do
     file="$out/callgrind.$collective.$path"
-    CALLGRIND_OUT="$file" collx_mpirun "$np" "$wrapper" "$probe" "$path" "$collective" \
+    program="$probe"
+    [ "$path" = dropin ] && program="${probe}_dropin"
+    CALLGRIND_OUT="$file" collx_mpirun "$np" "$wrapper" "$program" "$path" "$collective" \
       "$calls" >/dev/null 2>"$out/stderr.$collective.$path" ||
       { echo "small-call-count: $collective $path failed (see $out)" >&2; exit 1; }
     read -r c o <<<"$(split_counts "$file")"

@@ -7,7 +7,10 @@
 //              (CommState::note_settled, as auto's trials leave it): the delegated path;
 //   collx      collx's call with Algorithm::automatic as auto's trials left it: the class
 //              settled on collx's own choice (the trials run in the untimed calls), or the
-//              shared arena's latency path.
+//              shared arena's latency path;
+//   dropin     (small_call_probe_dropin, linked with libcollx_mpi) the program's MPI_Bcast ...
+//              through the drop-in, its size class settled on the MPI library's collective: what
+//              an unmodified program runs where auto chose the MPI library.
 // Prints nothing but errors; exit status 0 when every call's result was right.
 #include <mpi.h>
 
@@ -18,6 +21,12 @@
 #include <vector>
 
 #include "autotune.hpp"
+#ifndef COLLX_PROBE_DROPIN
+#define COLLX_PROBE_DROPIN 0
+#endif
+#if COLLX_PROBE_DROPIN
+#include "interpose.hpp"
+#endif
 #include "collx/collx.hpp"
 #include "comm_state.hpp"
 
@@ -30,7 +39,8 @@ using collx::ReduceOp;
 
 int usage() {
   std::fprintf(stderr,
-               "usage: small_call_probe native|delegated|collx broadcast|reduce|allreduce|barrier "
+               "usage: small_call_probe native|delegated|collx|dropin "
+               "broadcast|reduce|allreduce|barrier "
                "CALLS\n");
   return 2;
 }
@@ -62,7 +72,9 @@ int main(int argc, char** argv) {
   } else {
     return usage();
   }
-  if ((path != "native" && path != "delegated" && path != "collx") || calls < 0) return usage();
+  const bool through_dropin = COLLX_PROBE_DROPIN && path == "dropin";
+  if ((path != "native" && path != "delegated" && path != "collx" && !through_dropin) || calls < 0)
+    return usage();
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -70,16 +82,42 @@ int main(int argc, char** argv) {
   int wrong = 0;
   try {
     collx::Communicator comm(MPI_COMM_WORLD);
-    if (path == "delegated") {
+    if (path == "delegated" || through_dropin) {
       collx::detail::ClassTuner settled;
       const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
       settled.start(only_mpi, 1);
-      collx::detail::state_of(comm).note_settled(collective,
-                                                 collective == Collective::barrier ? 0 : 8, settled);
+#if COLLX_PROBE_DROPIN
+      collx::Communicator& settled_comm =
+          through_dropin ? collx_mpi::communicator_of(MPI_COMM_WORLD) : comm;
+#else
+      collx::Communicator& settled_comm = comm;
+#endif
+      collx::detail::state_of(settled_comm)
+          .note_settled(collective, collective == Collective::barrier ? 0 : 8, settled);
     }
     std::int64_t value = rank + 1, out = 0;
     auto one_call = [&] {
       out = 0;
+      if (through_dropin) {
+        switch (collective) {
+          case Collective::broadcast:
+            value = rank == 0 ? 42 : 0;
+            MPI_Bcast(&value, 8, MPI_BYTE, 0, MPI_COMM_WORLD);
+            wrong += value != 42;
+            break;
+          case Collective::reduce:
+            MPI_Reduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, root, MPI_COMM_WORLD);
+            wrong += rank == root && out != std::int64_t{size} * (size + 1) / 2;
+            break;
+          case Collective::allreduce:
+            MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+            wrong += out != std::int64_t{size} * (size + 1) / 2;
+            break;
+          default:
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        return;
+      }
       if (path == "native") {
         switch (collective) {
           case Collective::broadcast:

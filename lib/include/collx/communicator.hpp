@@ -91,6 +91,21 @@ class Communicator {
   // the same algorithms in every run.
   std::vector<TuningRule> learned_rules() const;
 
+  // Whether the next blocking call of `collective` with default Options goes to the MPI
+  // library's own collective: auto's trials settled its size class on Algorithm::mpi (on host
+  // memory, COLLX_CHECK and COLLX_DEBUG off), and for the reducing collectives (`op`) the
+  // result's bits do not depend on the algorithm. `count` as the call takes it: the buffer's
+  // elements (allreduce, reduce, broadcast), one rank's block (allgather, gather, scatter,
+  // alltoall, reduce_scatter); barrier: 0. A caller holding the call's MPI arguments
+  // (libcollx_mpi) may then make that MPI call itself,
+  // on mpi_comm() and with the same type signature, after library_call_made(): to every rank it
+  // is collx's own delegated call, whichever way each rank took.
+  bool goes_to_library(Collective collective, std::size_t count, DataType type,
+                       ReduceOp op = ReduceOp::sum) const noexcept;
+  // Numbers a call that goes_to_library sent to the caller, as collx numbers each of its calls
+  // (the tags of its later operations follow the count).
+  void library_call_made() noexcept;
+
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
   // In place when sendbuf == recvbuf.
   void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,

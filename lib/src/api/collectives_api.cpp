@@ -419,13 +419,54 @@ bool root_ok(const detail::CommState& s, int root) {
   return root >= 0 && root < s.size;
 }
 
+// Whether a blocking call goes to the MPI library's own collective (the delegated path): what
+// every rank's call shares; each call adds its local conditions (its buffers, its root in range).
+// `count` as the call takes it (the buffer, or one rank's block).
+bool delegated(const detail::CommState& s, Collective collective, std::size_t count, DataType type,
+               ReduceOp op, const Options& options) {
+  // Every call asks (the drop-in's too, before collx takes one): the usual answer first.
+  if (!s.delegating()) [[likely]]
+    return false;
+  if (collective == Collective::barrier) return s.delegates(collective, 0, options);
+  if (count == 0) return false;
+  const std::size_t element = checked_size(type);
+  const std::size_t ranks = static_cast<std::size_t>(s.size);
+  switch (collective) {
+    case Collective::allreduce:
+    case Collective::reduce:
+      return s.delegates(collective, count * element, options) &&
+             delegable_reduction(s, count, type, op);
+    case Collective::reduce_scatter:
+      return s.delegates(collective, count * ranks * element, options) &&
+             delegable_reduction(s, count * ranks, type, op);
+    case Collective::broadcast:
+      return fits_int(count * element) && s.delegates(collective, count * element, options);
+    case Collective::allgather:
+    case Collective::gather:
+    case Collective::scatter:
+    case Collective::alltoall:
+      return fits_int(count * element * ranks) &&
+             s.delegates(collective, count * element * ranks, options);
+    default:
+      return false;
+  }
+}
+
 }  // namespace
+
+bool Communicator::goes_to_library(Collective collective, std::size_t count, DataType type,
+                                   ReduceOp op) const noexcept {
+  return state_ != nullptr && delegated(*state_, collective, count, type, op, Options{});
+}
+void Communicator::library_call_made() noexcept {
+  if (state_ != nullptr) ++state_->next_sequence;
+}
 
 void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              ReduceOp op, const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (s.delegates(Collective::allreduce, count * checked_size(type), options) && count > 0 &&
-      sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, count, type, op)) {
+  if (delegated(s, Collective::allreduce, count, type, op, options) && sendbuf != nullptr &&
+      recvbuf != nullptr) {
     detail::delegated_call(s, Collective::allreduce, [&] {
       return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
                             static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
@@ -451,11 +492,10 @@ Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
-  const std::size_t bytes = count * checked_size(type);
-  if (s.delegates(Collective::broadcast, bytes, options) && count > 0 && fits_int(bytes) &&
+  if (delegated(s, Collective::broadcast, count, type, ReduceOp::sum, options) &&
       buffer != nullptr && root_ok(s, root)) {
     detail::delegated_call(s, Collective::broadcast, [&] {
-      return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s.comm);
+      return PMPI_Bcast(buffer, static_cast<int>(count * size_of(type)), MPI_BYTE, root, s.comm);
     });
     return;
   }
@@ -474,15 +514,14 @@ Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType type,
 void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           ReduceOp op, int root, const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (s.delegates(Collective::reduce, count * checked_size(type), options) && count > 0 &&
-      root_ok(s, root) && sendbuf != nullptr && (s.rank != root || recvbuf != nullptr) &&
-      delegable_reduction(s, count, type, op)) {
+  if (delegated(s, Collective::reduce, count, type, op, options) && root_ok(s, root) &&
+      sendbuf != nullptr && (s.rank != root || recvbuf != nullptr)) {
     const bool in_place = s.rank == root && sendbuf == recvbuf;
     std::vector<std::byte> input;
-    const void* send = in_place ? detail::in_place_reduce_input(
-                                      root, static_cast<const std::byte*>(recvbuf),
-                                      count * size_of(type), input)
-                                : sendbuf;
+    const void* send =
+        in_place ? detail::in_place_reduce_input(root, static_cast<const std::byte*>(recvbuf),
+                                                 count * size_of(type), input)
+                 : sendbuf;
     detail::delegated_call(s, Collective::reduce, [&] {
       return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op),
                          root, s.comm);
@@ -505,8 +544,8 @@ void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t cou
                              const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
   const std::size_t block = count * checked_size(type);
-  if (s.delegates(Collective::allgather, block * static_cast<std::size_t>(s.size), options) &&
-      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && recvbuf != nullptr) {
+  if (delegated(s, Collective::allgather, count, type, ReduceOp::sum, options) &&
+      recvbuf != nullptr) {
     const void* own =
         static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(s.rank);
     const bool in_place = sendbuf == nullptr || sendbuf == own;
@@ -538,9 +577,8 @@ Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t
 void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                   DataType type, ReduceOp op, const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
-  const std::size_t all = count * static_cast<std::size_t>(s.size);
-  if (s.delegates(Collective::reduce_scatter, all * checked_size(type), options) && count > 0 &&
-      sendbuf != nullptr && recvbuf != nullptr && delegable_reduction(s, all, type, op)) {
+  if (delegated(s, Collective::reduce_scatter, count, type, op, options) && sendbuf != nullptr &&
+      recvbuf != nullptr) {
     detail::delegated_call(s, Collective::reduce_scatter, [&] {
       return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
                                        static_cast<int>(count), mpi_datatype(type), mpi_op(op),
@@ -607,8 +645,7 @@ void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count,
                           int root, const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
   const std::size_t block = count * checked_size(type);
-  if (s.delegates(Collective::gather, block * static_cast<std::size_t>(s.size), options) &&
-      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && root_ok(s, root) &&
+  if (delegated(s, Collective::gather, count, type, ReduceOp::sum, options) && root_ok(s, root) &&
       (s.rank == root ? recvbuf != nullptr : sendbuf != nullptr)) {
     const bool in_place = s.rank == root && (sendbuf == nullptr ||
                                              sendbuf == static_cast<const std::byte*>(recvbuf) +
@@ -635,8 +672,7 @@ void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count
                            int root, const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
   const std::size_t block = count * checked_size(type);
-  if (s.delegates(Collective::scatter, block * static_cast<std::size_t>(s.size), options) &&
-      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && root_ok(s, root) &&
+  if (delegated(s, Collective::scatter, count, type, ReduceOp::sum, options) && root_ok(s, root) &&
       (s.rank == root ? sendbuf != nullptr : recvbuf != nullptr)) {
     const bool in_place = s.rank == root && (recvbuf == nullptr ||
                                              recvbuf == static_cast<const std::byte*>(sendbuf) +
@@ -664,9 +700,8 @@ void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t coun
                             const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
   const std::size_t block = count * checked_size(type);
-  if (s.delegates(Collective::alltoall, block * static_cast<std::size_t>(s.size), options) &&
-      count > 0 && fits_int(block * static_cast<std::size_t>(s.size)) && sendbuf != nullptr &&
-      recvbuf != nullptr) {
+  if (delegated(s, Collective::alltoall, count, type, ReduceOp::sum, options) &&
+      sendbuf != nullptr && recvbuf != nullptr) {
     detail::delegated_call(s, Collective::alltoall, [&] {
       return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(block),
                            MPI_BYTE, recvbuf, static_cast<int>(block), MPI_BYTE, s.comm);
@@ -687,7 +722,7 @@ Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t 
 
 void Communicator::barrier(const Options& options) {
   detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (s.delegates(Collective::barrier, 0, options)) {
+  if (delegated(s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options)) {
     detail::delegated_call(s, Collective::barrier, [&] { return PMPI_Barrier(s.comm); });
     return;
   }

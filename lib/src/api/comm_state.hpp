@@ -19,6 +19,7 @@
 #include "autotune.hpp"
 #include "call_clock.hpp"
 #include "collx/communicator.hpp"
+#include "collx/error.hpp"
 #include "collx/options.hpp"
 #include "collx/request.hpp"
 #include "config.hpp"
@@ -158,6 +159,8 @@ struct CommState {
     return delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
            delegating_config_ == &config();
   }
+  // Whether some size class of this communicator goes to the MPI library (delegates()).
+  bool delegating() const { return delegating_; }
   // Whether some size class of this communicator is trying its candidates.
   bool trials_running() const { return trying_classes_ > 0; }
   // Marks what after_timed_call settled.

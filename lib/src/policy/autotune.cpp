@@ -8,10 +8,6 @@
 
 namespace collx::detail {
 
-int size_class_of(std::size_t bytes) {
-  return bytes <= 1 ? 0 : std::bit_width(bytes - 1);
-}
-
 std::size_t size_class_max_bytes(int size_class) {
   if (size_class >= 64) return std::numeric_limits<std::size_t>::max();
   return std::size_t{1} << size_class;

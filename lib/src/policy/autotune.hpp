@@ -34,6 +34,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -45,7 +46,10 @@
 namespace collx::detail {
 
 // The size class of a call: 0 for 0 and 1 byte, else k for 2^(k-1) < bytes <= 2^k.
-int size_class_of(std::size_t bytes);
+// Inline: every blocking call of a delegating communicator asks it (CommState::delegates).
+inline int size_class_of(std::size_t bytes) {
+  return bytes <= 1 ? 0 : std::bit_width(bytes - 1);
+}
 // The largest size of class k (the edge a learned rule is written with).
 std::size_t size_class_max_bytes(int size_class);
 inline constexpr int kSizeClasses = 65;
