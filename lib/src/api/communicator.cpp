@@ -322,6 +322,12 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
     if (tuner.rounds() > before) {
       std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
                    describe_trials(collective, size_class_of(bytes), tuner).c_str());
+    } else if (tuner.switched_to_library() && tuner.chosen() == Algorithm::mpi &&
+               values.size() > 1 && values[1] > 0) {
+      std::fprintf(stderr,
+                   "collx INFO rank 0: autotune %s class of %zu B: calls of collx's choice ran "
+                   "slower than the MPI library's collective in the trials; settled on mpi\n",
+                   std::string(to_string(collective)).c_str(), bytes);
     } else if (!values.empty() && values[0] == ClassTuner::kSecondOpinion) {
       std::fprintf(stderr,
                    "collx INFO rank 0: autotune %s class of %zu B: a challenger displaced the "

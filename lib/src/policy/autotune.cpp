@@ -14,7 +14,8 @@ std::size_t size_class_max_bytes(int size_class) {
 }
 
 int trials_for(std::size_t bytes) {
-  if (bytes <= (std::size_t{64} << 10)) return 8;
+  if (bytes <= (std::size_t{4} << 10)) return 32;
+  if (bytes <= (std::size_t{64} << 10)) return 16;
   if (bytes <= (std::size_t{16} << 20)) return 5;
   return 3;
 }
@@ -31,15 +32,13 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 
 void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting) {
   from_meeting_ = from_meeting;
+  switched_to_library_ = false;
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
   trials = std::clamp(trials, 1, kMaxTrials + 1);
   passes_ = trials >= kTwoPassTrials ? 2 : 1;
   block_ = static_cast<std::uint8_t>((trials + passes_ - 1) / passes_);
-  // Every timed call of every pass is kept.
-  while (passes_ * (block_ > 1 ? block_ - 1 : 1) > kMaxTrials)
-    --block_;
   rounds_ = 0;
   chosen_ = count_ > 0 ? candidates_[0] : Algorithm::automatic;
   agreed_ns_.fill(0);
@@ -55,7 +54,10 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool f
 void ClassTuner::restart() {
   phase_ = Phase::trying;
   trial_calls_ = 0;
-  timed_.fill(0);
+  for (auto& passes : pass_ns_)
+    passes.fill(0);
+  for (auto& passes : pass_calls_)
+    passes.fill(0);
   checking_ = false;
 }
 
@@ -80,8 +82,10 @@ TunerStep ClassTuner::record(double seconds) {
     // A block of consecutive calls per candidate; its first call (setup, the switch from the
     // previous candidate) does not count where the block has more.
     const std::uint32_t index = trying_index();
-    if ((block_ == 1 || trial_calls_ % block_ != 0) && timed_[index] < kMaxTrials) {
-      trial_ns_[index][timed_[index]++] = ns;
+    if (block_ == 1 || trial_calls_ % block_ != 0) {
+      const std::size_t pass = trial_calls_ / (static_cast<std::uint32_t>(count_) * block_);
+      pass_ns_[index][pass] += ns;
+      ++pass_calls_[index][pass];
     }
     ++trial_calls_;
     if (trial_calls_ < static_cast<std::uint32_t>(count_) * block_ * passes_) {
@@ -105,26 +109,14 @@ std::uint64_t ClassTuner::sampled_median_ns() const {
   return sorted[sorted.size() / 2];
 }
 
-std::uint64_t ClassTuner::block_ns(std::size_t candidate, std::size_t first, std::size_t n) const {
-  const auto begin = trial_ns_[candidate].begin() + static_cast<std::ptrdiff_t>(first);
-  if (!from_meeting_) {
-    std::vector<std::uint64_t> sorted(begin, begin + static_cast<std::ptrdiff_t>(n));
-    std::sort(sorted.begin(), sorted.end());
-    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  }
-  std::uint64_t sum = 0;
-  for (std::size_t i = first; i < first + n; ++i)
-    sum += trial_ns_[candidate][i];
-  return (sum + n / 2) / n;
-}
-
 std::uint64_t ClassTuner::trial_ns(std::size_t candidate) const {
-  const std::size_t n = timed_[candidate];
-  if (n == 0) return 0;
-  const std::size_t per_pass = timed_per_block();
-  std::uint64_t lowest = std::numeric_limits<std::uint64_t>::max();
-  for (std::size_t first = 0; first < n; first += per_pass)
-    lowest = std::min(lowest, block_ns(candidate, first, std::min(per_pass, n - first)));
+  std::uint64_t lowest = 0;
+  for (std::size_t pass = 0; pass < passes_; ++pass) {
+    const std::uint32_t calls = pass_calls_[candidate][pass];
+    if (calls == 0) continue;
+    const std::uint64_t mean = (pass_ns_[candidate][pass] + calls / 2) / calls;
+    if (lowest == 0 || mean < lowest) lowest = mean;
+  }
   return lowest;
 }
 
@@ -135,8 +127,8 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
       times[i] = trial_ns(i);
     return times;
   }
-  if (second_opinion_) return {kSecondOpinion};
-  if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0};
+  if (second_opinion_) return {kSecondOpinion, 0};
+  if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0, 0};
   const std::uint64_t sampled = sampled_median_ns();
   const double ratio = static_cast<double>(sampled) / static_cast<double>(baseline_ns_);
   const auto reported = static_cast<std::uint64_t>(std::lround(ratio * 1000));
@@ -147,11 +139,18 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
   // the MPI takes 0.2 us) loses to the MPI on every call.
   const std::uint64_t library = library_trial_ns();
   if (library > 0 &&
-      static_cast<double>(sampled) > static_cast<double>(library) * (1 + kMargin)) {
-    return {std::max<std::uint64_t>(reported, kBelowLibrary)};
+      static_cast<double>(sampled_mean_ns()) > static_cast<double>(library) * (1 + kMargin)) {
+    return {0, 1};
   }
-  if (sampled < baseline_ns_ + kDriftMinNs) return {0};
-  return {reported};
+  if (sampled < baseline_ns_ + kDriftMinNs) return {0, 0};
+  return {reported, 0};
+}
+
+std::uint64_t ClassTuner::sampled_mean_ns() const {
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < sample_count_; ++i)
+    sum += samples_ns_[i];
+  return sample_count_ == 0 ? 0 : (sum + sample_count_ / 2) / sample_count_;
 }
 
 std::uint64_t ClassTuner::library_trial_ns() const {
@@ -166,6 +165,14 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   if (checking_) {
     checking_ = false;
     second_opinion_ = false;
+    if (maxima.size() > 1 && maxima[1] > 0) {
+      // A rank's calls of collx's choice ran slower than the MPI library's collective did in the
+      // trials: settled on the MPI library, whose calls then skip collx (the delegated path).
+      baseline_ns_ = library_trial_ns();
+      chosen_ = Algorithm::mpi;
+      switched_to_library_ = true;
+      return true;
+    }
     if (!maxima.empty() && static_cast<double>(maxima[0]) > kDriftRatio * 1000) {
       restart();
       return true;
@@ -184,7 +191,19 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
       fastest < maxima.size() &&
       static_cast<double>(maxima[fastest]) < static_cast<double>(maxima[0]) * (1 - kMargin) &&
       (maxima[fastest] + kMarginMinNs <= maxima[0] || candidates_[fastest] == Algorithm::mpi);
-  const std::size_t winner = challenger_wins ? fastest : 0;
+  std::size_t winner = challenger_wins ? fastest : 0;
+  // A challenger of collx's must beat the MPI library's collective by the same margin as the
+  // table's choice: between two trial times that close, the MPI library is the safe choice (auto
+  // promises its speed, not more).
+  if (challenger_wins && candidates_[winner] != Algorithm::mpi) {
+    for (std::size_t i = 1; i < count_ && i < maxima.size(); ++i) {
+      if (candidates_[i] != Algorithm::mpi) continue;
+      if (static_cast<double>(maxima[winner]) >= static_cast<double>(maxima[i]) * (1 - kMargin) ||
+          maxima[winner] + kMarginMinNs > maxima[i]) {
+        winner = i;
+      }
+    }
+  }
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];
   second_opinion_ = challenger_wins && rounds_ == 0;

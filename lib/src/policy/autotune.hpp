@@ -4,23 +4,30 @@
 // arena's row, the cost model's best with and without the arena), each in blocks of consecutive
 // calls, in two passes over the candidates where a candidate has four trials or more; then the
 // ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its passes'
-// block times, over a block but its first call; an allreduce of the times) and every later call of
+// mean call times, over a block but its first call; an allreduce of the times) and every later call of
 // the class runs it. Two passes, because what disturbs a block (the process's first messages to a
 // peer, new buffers' first touch, a spell of the machine's) rarely disturbs both (the notebook in
 // git: docs/PERFORMANCE.md at cc55b41, "The goal table, second run"). Blocks, not interleaved
 // calls: a rank's time in one call can be short while the calls in a row are slow (a rank that
 // arrives late finds its data there, but the next call waits for the slot it frees), and a run of
-// calls is what an application makes. A block's time: the median of its calls, or, where the
-// communicator spans several nodes, their mean from a meeting of the ranks (a barrier) before the
-// first timed call, as collx-bench times a round. Across nodes, each rank timing its calls from
-// wherever the previous ones left it made an algorithm whose root returns early (a binomial tree's
-// two sends against linear's three) look a third faster where from a common start it was a third
-// slower (docs/results/cluster-436e633.csv, with its source section). Inside one node the meeting's
-// own skew between ranks (microseconds on a busy node) is as long as the calls through the node's
-// segment (0.2-2 us) and made the trials noisier, so one node keeps medians of back-to-back calls.
+// calls is what an application makes. A block's time: the mean of its calls (a call that
+// waited, for a rank the scheduler put aside or for room in the arena's ring, counts whole, as
+// it does in a run), over blocks long enough at small sizes to fill the ring (trials_for): the
+// medians of a few calls each, kept before, timed an arena's ring with free slots and fell
+// several times short of what a run of calls took where ranks share cores (docs/AUTO.md).
+// Where the communicator spans several nodes the ranks meet (a barrier) before a block's first
+// timed call, as collx-bench times a round: each rank timing its calls from wherever the previous
+// ones left it made an algorithm whose root returns early (a binomial tree's two sends against
+// linear's three) look a third faster where from a common start it was a third slower
+// (docs/results/cluster-436e633.csv, with its source section). Inside one node the meeting's own
+// skew between ranks (microseconds on a busy node) is as long as the calls through the node's
+// segment, so one node times back-to-back calls. A challenger of collx's must beat the table's
+// choice and the MPI library's collective by the margin: between two close trial times the MPI
+// library is the safe choice.
 // A sample of the later calls is timed; at checkpoints the ranks agree whether any of them sees its
-// chosen algorithm drift (1.5x its trial time) or, for one of collx's, run slower than the MPI
-// library's collective did in the trials, and if so try again. A challenger that displaced
+// chosen algorithm drift (1.5x its trial time), and if so try again, or, for one of collx's, run
+// on average slower than the MPI library's collective did in the trials, and if so settle on the
+// MPI library at once (its calls then skip collx: the delegated path). A challenger that displaced
 // the table's choice in the first round is tried again at the first checkpoint in any case (a
 // second opinion): a machine's passing slow spell during the table's blocks would otherwise keep a
 // choice the rest of the run does not bear out (docs/results/onenode-np2-goals-per-run.csv).
@@ -74,9 +81,8 @@ class ClassTuner {
   enum class Phase : std::uint8_t { fresh, trying, settled };
 
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
-  // the margin), each tried `trials` times; `from_meeting`: blocks timed from a meeting of the
-  // ranks, by their mean (a communicator across nodes), else by their median. One candidate:
-  // settled at once, never timed.
+  // the margin), each tried `trials` times; `from_meeting`: blocks start from a meeting of the
+  // ranks (a communicator across nodes). One candidate: settled at once, never timed.
   void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false);
   Phase phase() const { return phase_; }
 
@@ -87,12 +93,15 @@ class ClassTuner {
   // The time of a timed call (seconds, this rank's).
   TunerStep record(double seconds);
   // The values the ranks take the maximum of: while trying, each candidate's time (ns): the
-  // lower of its passes' block times (block_ns) over a block but its first call;
-  // at a drift checkpoint, 1000 x this rank's sampled time over its trial time (0 if too few
-  // samples, or if the sampled time is less than kDriftMinNs above the trial time; at least
-  // kBelowLibrary where it is more than the margin above the MPI library's trial time), or
+  // lower of its passes' mean call times (over a block but its first call);
+  // at a checkpoint, two: 1000 x this rank's sampled time (median) over its trial time (0 if
+  // too few samples, or if the sampled time is less than kDriftMinNs above the trial time), or
   // kSecondOpinion where the first round's challenger is to be tried again (the same on every
-  // rank: it follows from the agreed times).
+  // rank: it follows from the agreed times); and 1 where this rank's sampled calls of collx's
+  // choice ran, on average, more than the margin slower than the MPI library's collective did
+  // in the trials (then the class settles on the MPI library at once: trials of a few dozen
+  // calls can miss what a long run of them costs, as with ranks sharing cores, and the MPI
+  // library is the floor auto promises), else 0.
   std::vector<std::uint64_t> agree_values() const;
   // The maxima over ranks of agree_values(). Returns true where trials settled or restarted.
   bool agreed(std::span<const std::uint64_t> maxima);
@@ -102,6 +111,8 @@ class ClassTuner {
   std::span<const std::uint64_t> agreed_ns() const { return {agreed_ns_.data(), count_}; }
   Algorithm chosen() const { return chosen_; }
   int rounds() const { return rounds_; }
+  // Whether a checkpoint settled the class on the MPI library (agree_values).
+  bool switched_to_library() const { return switched_to_library_; }
 
   // A challenger must beat the table's choice by this share to replace it (noise), and by at
   // least kMarginMinNs a call: below a microsecond a VM's calls jitter by a factor of two from
@@ -120,18 +131,14 @@ class ClassTuner {
   // above any drift, so the class is tried again.
   static constexpr std::uint64_t kSecondOpinion = std::uint64_t{1} << 40;
   static constexpr std::uint64_t kDriftMinNs = 1000;
-  // What agree_values() reports at a checkpoint where the chosen algorithm (collx's) now runs
-  // slower than the MPI library's collective did in the trials: above any drift, so the class is
-  // tried again however short its calls.
-  static constexpr std::uint64_t kBelowLibrary = static_cast<std::uint64_t>(kDriftRatio * 1000) + 1;
   // Every kSampleEvery-th settled call is timed; a checkpoint after kFirstCheck settled calls,
   // then at twice the count, ... at most kMaxCheckGap apart.
   static constexpr std::uint32_t kSampleEvery = 16;
-  static constexpr std::uint32_t kFirstCheck = 256;
+  static constexpr std::uint32_t kFirstCheck = 64;
   static constexpr std::uint32_t kMaxCheckGap = 1u << 16;
   static constexpr int kSamples = 8;
-  // Timed trials kept per candidate (over its passes; a block is one call more than it times).
-  static constexpr int kMaxTrials = 8;
+  // The most calls a candidate is tried (over its passes).
+  static constexpr int kMaxTrials = 128;
   // Candidates with at least this many trials are tried in two passes of half as many (rounded
   // up) calls each.
   static constexpr int kTwoPassTrials = 4;
@@ -139,21 +146,20 @@ class ClassTuner {
  private:
   void restart();
   std::uint64_t sampled_median_ns() const;
+  std::uint64_t sampled_mean_ns() const;
   // The MPI library's candidate's agreed trial time (ns), where it was a candidate and is not
   // the choice; else 0.
   std::uint64_t library_trial_ns() const;
-  // The lower of the candidate's passes' block_ns.
+  // The lower of the candidate's passes' mean call times. A mean, not a median: what a run of
+  // calls costs is its mean (a call that waits for a descheduled rank, or for room in the
+  // arena's ring, counts whole), and the blocks are long enough at small sizes to fill the
+  // ring (trials_for) where a few calls would time only the ring's free slots.
   std::uint64_t trial_ns(std::size_t candidate) const;
-  // A block's time from its `n` timed trials of `candidate` from index `first`: their mean
-  // where the block started from a meeting, else their median.
-  std::uint64_t block_ns(std::size_t candidate, std::size_t first, std::size_t n) const;
   // The candidate of the current trial call: the challengers' blocks first, the table's choice
   // last. The first calls of a class also pay for what the application's new buffers cost the
   // first time they are touched (page faults, lines in other caches: several calls at 1 MiB
   // here); that handicap falls on the challengers, never on the table's choice.
   std::uint32_t trying_index() const { return (trial_calls_ / block_ + 1) % count_; }
-  // Timed calls per block: all but the first where a block has more than one.
-  std::uint8_t timed_per_block() const { return block_ > 1 ? block_ - 1 : 1; }
 
   Phase phase_ = Phase::fresh;
   std::uint8_t count_ = 0;
@@ -163,10 +169,11 @@ class ClassTuner {
   bool checking_ = false;        // the pending agreement is a drift checkpoint
   bool from_meeting_ = false;    // blocks start from a meeting of the ranks (start())
   bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
+  bool switched_to_library_ = false;
   std::array<Algorithm, kMaxCandidates> candidates_{};
-  // This rank's timed trial calls of each candidate.
-  std::array<std::array<std::uint64_t, kMaxTrials>, kMaxCandidates> trial_ns_{};
-  std::array<std::uint8_t, kMaxCandidates> timed_{};
+  // This rank's timed trial calls of each candidate, by pass: their sum (ns) and count.
+  std::array<std::array<std::uint64_t, 2>, kMaxCandidates> pass_ns_{};
+  std::array<std::array<std::uint32_t, 2>, kMaxCandidates> pass_calls_{};
   std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
   std::uint32_t trial_calls_ = 0;
   Algorithm chosen_ = Algorithm::automatic;
@@ -178,8 +185,9 @@ class ClassTuner {
   std::uint8_t sample_next_ = 0;
 };
 
-// How many times each candidate is tried at `bytes`: more where a call is short and noisy,
-// fewer where it is long (the trials' cost stays within a few calls' time).
+// How many times each candidate is tried at `bytes`: more where a call is short and noisy (and
+// a few calls do not fill the arena's ring), fewer where it is long (the trials' cost stays
+// within a few calls' time).
 int trials_for(std::size_t bytes);
 
 // The candidates of a call, deduplicated, table's first, at most ClassTuner::kMaxOwnCandidates:
