@@ -52,9 +52,12 @@ Outcome run_command_line(const std::vector<std::string>& args) {
 }
 
 // A run of two steps on a small synthetic set; the flag under test replaces its own entry.
-const std::vector<std::pair<std::string, std::string>> kBase = {
-    {"--synthetic-train", "200"}, {"--synthetic-test", "50"}, {"--epochs", "1"},
-    {"--hidden", "8"},            {"--batch", "50"},          {"--stop-after", "2"}};
+const std::vector<std::pair<std::string, std::string>> kBase = {{"--synthetic-train", "200"},
+                                                                {"--synthetic-test", "50"},
+                                                                {"--epochs", "1"},
+                                                                {"--hidden", "8"},
+                                                                {"--batch", "50"},
+                                                                {"--stop-after", "2"}};
 
 std::vector<std::string> command_line(const std::string& flag, const std::string& value,
                                       const std::vector<std::string>& context) {
@@ -70,9 +73,21 @@ std::vector<std::string> command_line(const std::string& flag, const std::string
   return args;
 }
 
-const std::vector<std::string> kHostile = {"-5",  "0",    "1",   "1e30", "-1e30", "nan",
-                                           "inf", "-inf", "abc", "",     "18446744073709551616",
-                                           "4294967297", "1e-300", "0x10", "3.5"};
+const std::vector<std::string> kHostile = {"-5",
+                                           "0",
+                                           "1",
+                                           "1e30",
+                                           "-1e30",
+                                           "nan",
+                                           "inf",
+                                           "-inf",
+                                           "abc",
+                                           "",
+                                           "18446744073709551616",
+                                           "4294967297",
+                                           "1e-300",
+                                           "0x10",
+                                           "3.5"};
 
 struct Flag {
   std::string name;
@@ -134,6 +149,26 @@ TEST(TrainCliFuzz, EveryNumericFlagGivesAClearErrorOrARunThatEnds) {
               kHostile.size(), refused, ran);
   EXPECT_GT(refused, 0);
   EXPECT_GT(ran, 0);
+}
+
+// --algo's help lists what the registry has for the gradients' collectives (it went stale when it
+// was written by hand), and every name it lists is accepted.
+TEST(TrainCli, AlgoHelpListsTheRegistrysAlgorithms) {
+  const char* help_argv[] = {"collx-train", "--help"};
+  Cli cli;
+  const ParseOutcome help = parse_command_line(2, help_argv, cli);
+  ASSERT_EQ(help.exit_status, 0);
+  for (const collx::Collective c :
+       {collx::Collective::allreduce, collx::Collective::reduce_scatter}) {
+    for (const collx::Algorithm a : collx::algorithms_of(c)) {
+      const std::string name(collx::to_string(a));
+      EXPECT_NE(help.message.find(name), std::string::npos) << name;
+      const char* argv[] = {"collx-train", "--algo", name.c_str()};
+      Cli parsed;
+      EXPECT_FALSE(parse_command_line(3, argv, parsed).exit_status) << name << ": refused";
+      EXPECT_EQ(parsed.config.algorithm, a);
+    }
+  }
 }
 
 }  // namespace
