@@ -461,9 +461,7 @@ const Entry alltoall_shared_memory{
 
 // ---- barrier, point-to-point ----
 const Entry mpi_library{
-    [](const Shape&) {
-      return Cost{1e12, 0, 0, 0};
-    },
+    [](const Shape&) { return Cost{1e12, 0, 0, 0}; },
     "The MPI library's own collective on the communicator (MPI_Allreduce, ...; its nonblocking "
     "form for a nonblocking call): whatever algorithm the MPI library chooses. Not modelled: "
     "auto's trials measure it beside collx's algorithms, and it runs where it is faster."};

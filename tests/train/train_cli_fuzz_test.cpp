@@ -52,12 +52,9 @@ Outcome run_command_line(const std::vector<std::string>& args) {
 }
 
 // A run of two steps on a small synthetic set; the flag under test replaces its own entry.
-const std::vector<std::pair<std::string, std::string>> kBase = {{"--synthetic-train", "200"},
-                                                                {"--synthetic-test", "50"},
-                                                                {"--epochs", "1"},
-                                                                {"--hidden", "8"},
-                                                                {"--batch", "50"},
-                                                                {"--stop-after", "2"}};
+const std::vector<std::pair<std::string, std::string>> kBase = {
+    {"--synthetic-train", "200"}, {"--synthetic-test", "50"}, {"--epochs", "1"},
+    {"--hidden", "8"},            {"--batch", "50"},          {"--stop-after", "2"}};
 
 std::vector<std::string> command_line(const std::string& flag, const std::string& value,
                                       const std::vector<std::string>& context) {
@@ -73,21 +70,9 @@ std::vector<std::string> command_line(const std::string& flag, const std::string
   return args;
 }
 
-const std::vector<std::string> kHostile = {"-5",
-                                           "0",
-                                           "1",
-                                           "1e30",
-                                           "-1e30",
-                                           "nan",
-                                           "inf",
-                                           "-inf",
-                                           "abc",
-                                           "",
-                                           "18446744073709551616",
-                                           "4294967297",
-                                           "1e-300",
-                                           "0x10",
-                                           "3.5"};
+const std::vector<std::string> kHostile = {"-5",  "0",    "1",   "1e30", "-1e30", "nan",
+                                           "inf", "-inf", "abc", "",     "18446744073709551616",
+                                           "4294967297", "1e-300", "0x10", "3.5"};
 
 struct Flag {
   std::string name;
