@@ -97,8 +97,11 @@ static Cost halving_then_doubling(const Shape& s) {
 const Entry allreduce_rabenseifner{
     halving_then_doubling,
     "Recursive-halving reduce-scatter (log2 p' steps, n/2, n/4, ... bytes), then "
-    "recursive-doubling allgather (log2 p' steps, back up to n/2). 2(p'-1)/p' n bytes, (p'-1)/p' "
-    "n reduced; fold for non-powers of two."};
+    "recursive-doubling allgather (log2 p' steps, back up to n/2). 2(p'-1)/p' n bytes, (p'-1)/p' n "
+    "reduced; fold for non-powers of two. Neighbours first (`PairOrder::near_first`, "
+    "lib/src/coll/fold.hpp): the steps run on bit-reversed core ranks, so the largest exchanges "
+    "pair ranks 1, 2, 4 apart (the ranks of one node, placed in blocks) and only the smallest "
+    "cross the network; the combining order is recursive doubling's."};
 const Entry allreduce_binomial_tree{
     [](const Shape& s) {
       return Cost{2 * s.lg, 2 * s.lg * s.n, s.lg * s.n, 0};
@@ -138,10 +141,11 @@ const Entry allreduce_hierarchical{
       return add({2 * lg, 2 * lg * s.n, lg * s.n, 0},
                  across_nodes(flat_allreduce(s, s.nodes, s.n)));
     },
-    "Node-aware: binomial reduce inside each node to its leader (local rank 0; ceil(log2 k) "
-    "levels of n bytes), an allreduce of the n bytes across the leaders (recursive doubling up to "
-    "32 KiB, Rabenseifner above), binomial broadcast inside each node. One rank per node "
-    "carries the whole buffer across nodes. Any layout; on one node or with one rank per node "
+    "Node-aware: reduce inside each node to its leader (local rank 0; through the node's segment "
+    "where it has one, else a binomial tree of ceil(log2 k) levels of n bytes), an allreduce of "
+    "the n bytes across the leaders (recursive doubling up to 32 KiB, Rabenseifner above), "
+    "broadcast inside each node (the segment, else a binomial tree). One rank per node carries the "
+    "whole buffer across nodes. Any layout, uniform or not; on one node or with one rank per node "
     "the flat allreduce.",
     true};
 const Entry allreduce_multi_leader{
@@ -153,11 +157,12 @@ const Entry allreduce_multi_leader{
       across.inter_bytes *= k;
       return add({2 * (k - 1), 2 * (k - 1) / k * s.n, (k - 1) / k * s.n, 0}, across);
     },
-    "Node-aware, k ranks on every node: ring reduce-scatter inside each node (local rank i "
-    "keeps slice i, (k-1)/k n bytes), allreduce of slice i across nodes by the ranks of local "
-    "rank i (n/k bytes each: every rank's link carries 1/k of the traffic across nodes), ring "
-    "allgather inside each node. Nodes with different rank counts: the hierarchical schedule; "
-    "one node or one rank per node: the flat allreduce.",
+    "Node-aware, k ranks on every node: reduce-scatter inside each node (local rank i keeps slice "
+    "i, (k-1)/k n bytes; through the node's segment where it has one, else a ring), allreduce of "
+    "slice i across nodes by the ranks of local rank i (n/k bytes each, the k ranks side by side: "
+    "every rank's link carries 1/k of the traffic across nodes), allgather inside each node (the "
+    "segment, else a ring). Nodes with different rank counts: the hierarchical schedule; one node "
+    "or one rank per node: the flat allreduce.",
     true};
 
 // The reductions that slice the buffer through the arena: rank r reduces block r in pieces of
@@ -198,9 +203,11 @@ const Entry broadcast_linear{
     [](const Shape& s) {
       return Cost{s.p - 1, (s.p - 1) * s.n, 0, 0};
     },
-    "The root sends the whole buffer to each of the p-1 others: p-1 messages and (p-1) n bytes "
-    "on its link, counted one after the other (the model has no overlap of one sender's "
-    "latencies), so never ahead of the binomial tree here; auto takes it by a measured rule."};
+    "The root sends the whole buffer to each of the p-1 others at once, each receives it once, "
+    "unsegmented (a one-level tree). The model counts the root's p-1 messages one after the other "
+    "(no overlap of one sender's latencies), so it never ranks linear ahead of the binomial tree; "
+    "on a network whose latency dominates a message the sends' latencies overlap, and auto takes "
+    "it by a measured rule (one rank on each of a few nodes)."};
 const Entry broadcast_scatter_allgather{
     [](const Shape& s) {
       return Cost{s.lg + (s.p - 1), 2 * (s.p - 1) / s.p * s.n, 0, 0};
@@ -245,7 +252,10 @@ const Entry allgather_recursive_doubling{
       return add({s.lg_core, (s.core - 1) / s.core * s.n, 0, 0},
                  s.core == s.p ? Cost{} : Cost{2, s.n + s.n / s.p, 0, 0});
     },
-    "log2 p' steps exchanging doubling windows of blocks; fold for non-powers of two."};
+    "log2 p' steps exchanging doubling windows of blocks; fold for non-powers of two. A blocking "
+    "call of up to 64 KiB in all on a power of two (no fold, no empty block) runs the same "
+    "exchanges as blocking send-receives, without the operation engine (the latency path; the two "
+    "forms meet in one call)."};
 const Entry allgather_bruck{
     [](const Shape& s) {
       return Cost{s.lg, (s.p - 1) / s.p * s.n, 0, 2 * s.n};
@@ -256,11 +266,11 @@ const Entry allgather_shared_memory{
       // The own block in (n/p), every block out (n), slots of the largest block.
       return add(shared_pipeline(s.n, s.segment), Cost{0, 0, 0, s.n / s.p});
     },
-    "One node only: every rank copies its block slot by slot into its ring in a shared "
-    "arena and copies the other p-1 blocks out of theirs, all ranks at once: n/p in, n out per "
-    "rank, no bytes on a wire. While plain stores into the rings are slow (a state of some "
-    "machines, measured at run time) a rank may publish a pointer instead, and the others copy "
-    "its block straight from its buffer (process_vm_readv)."};
+    "One node only: every rank copies its block slot by slot into its ring in a shared arena and "
+    "copies the other p-1 blocks out of theirs, all ranks at once: n/p in, n out per rank, no "
+    "bytes on a wire. While plain stores into the rings are slow (a state of some machines, "
+    "measured at run time), and at two ranks for blocks of 32-64 KiB always, a rank may publish a "
+    "pointer instead, and the others copy its block straight from its buffer (process_vm_readv)."};
 
 // ---- reduce_scatter (and reduce_scatter_v, which runs its schedules) ----
 const Entry reduce_scatter_ring{
@@ -333,9 +343,11 @@ const Entry broadcast_hierarchical{
       return add(across_nodes(flat_broadcast(s, s.nodes, s.n)), {lg, lg * s.n, 0, 0});
     },
     "Node-aware: a broadcast across nodes from the root to one rank on every other node (its "
-    "leader; binomial tree up to 256 KiB or 3 nodes, scatter + allgather above), then a binomial "
-    "broadcast inside each node from that rank (the root on its own node). Any layout; on one "
-    "node or with one rank per node the flat broadcast.",
+    "leader; binomial tree up to 256 KiB or 3 nodes, scatter + allgather above), then a broadcast "
+    "inside each node from that rank (the root on its own node): through the node's segment where "
+    "it has one, else a binomial tree. The buffer crosses into each node once. Any layout, uniform "
+    "or not; on one node or with one rank per node the flat broadcast (the same choice on all "
+    "ranks).",
     true};
 const Entry reduce_hierarchical{
     [](const Shape& s) {
@@ -343,10 +355,12 @@ const Entry reduce_hierarchical{
       const double lg = log2_ceil(static_cast<int>(s.per_node));
       return add({lg, lg * s.n, lg * s.n, 0}, across_nodes(flat_reduce(s, s.nodes, s.n)));
     },
-    "Node-aware: a binomial reduce inside each node to one rank of it (the root on the root's "
-    "node, the leader elsewhere), then a reduce of the nodes' partial sums across nodes to the "
-    "root (binomial tree up to 64 KiB, Rabenseifner above). Any layout; on one node or with one "
-    "rank per node the flat reduce.",
+    "Node-aware: a reduce inside each node to one rank of it (the root on the root's node, "
+    "whatever its local rank; the leader elsewhere; through the node's segment where it has one, "
+    "else a binomial tree), partial sums only (avg not divided), then a reduce of the nodes' sums "
+    "across nodes to the root (binomial tree up to 64 KiB, Rabenseifner above), which completes "
+    "and divides once. Any layout; on one node or with one rank per node the flat reduce (binomial "
+    "tree up to 64 KiB, Rabenseifner above).",
     true};
 const Entry allgather_hierarchical{
     [](const Shape& s) {
@@ -356,12 +370,15 @@ const Entry allgather_hierarchical{
                      {k - 1, (k - 1) / k * s.n, 0, 0}),
                  {0, 0, 0, s.n});
     },
-    "Node-aware, k ranks on every node: the ranks of local rank i allgather their blocks across "
-    "nodes (recursive doubling on a power of two, Bruck up to 64 KiB, the ring above; n/k bytes "
-    "per rank, the k ranks of a node side by side) into region i of a buffer laid out local rank "
-    "first, a ring allgather inside each node assembles the k regions ((k-1)/k n bytes), and "
-    "every rank copies the blocks to their places (n). Nodes with different rank counts, one "
-    "node or one rank per node: the flat allgather.",
+    "Node-aware, the multi-leader form: with k ranks on every node, the ranks of local rank i "
+    "allgather their blocks across nodes (recursive doubling on a power of two, Bruck up to 64 "
+    "KiB, the ring above; n/k bytes per rank, the k ranks of a node side by side) into region i of "
+    "a buffer laid out local rank first; an allgather inside each node (through the node's segment "
+    "where it has one, else a ring) assembles the k regions ((k-1)/k n bytes); every rank copies "
+    "the blocks to their places (n). Each block leaves its node once toward each other node. "
+    "Blocks of any lengths, nodes in blocks of ranks or interleaved (`--map-by node`). Fallbacks: "
+    "one node, one rank per node, or nodes holding different numbers of ranks (3 + 1): the flat "
+    "allgather (the same choice as across nodes, on all p ranks).",
     true};
 const Entry reduce_scatter_hierarchical{
     [](const Shape& s) {
@@ -371,12 +388,15 @@ const Entry reduce_scatter_hierarchical{
       return add(add({0, 0, 0, s.n}, {k - 1, share, share, 0}),
                  k_abreast(across_nodes(flat_reduce_scatter(s, s.nodes, s.n / k)), k));
     },
-    "Node-aware, k ranks on every node: every rank copies its input into a buffer laid out local "
-    "rank first (n), a ring reduce-scatter inside each node leaves region i (the blocks of the "
-    "ranks of local rank i) summed over the node on local rank i ((k-1)/k n bytes), and those "
-    "ranks reduce-scatter the region across nodes (recursive halving up to 64 KiB, the ring "
-    "above; n/k bytes per rank, side by side). Nodes with different rank counts, one node or one "
-    "rank per node: the flat reduce-scatter.",
+    "Node-aware, the multi-leader form: with k ranks on every node, every rank copies its input "
+    "into a buffer laid out local rank first (n; a.recv may then alias the input), a "
+    "reduce-scatter inside each node (through the node's segment where it has one, else a ring) "
+    "leaves region i (the blocks of the ranks of local rank i) summed over the node on local rank "
+    "i ((k-1)/k n bytes, avg not divided), and those ranks reduce-scatter their region across "
+    "nodes (recursive halving up to 64 KiB, the ring above; n/k bytes per rank, side by side), "
+    "each keeping its own block, completed and divided once. Fallbacks: one node, one rank per "
+    "node, or nodes holding different numbers of ranks: the flat reduce-scatter (recursive halving "
+    "up to 64 KiB, the ring above).",
     true};
 
 // ---- gather, scatter ----
@@ -412,7 +432,12 @@ const Entry scatter_shared_memory{
 const Entry alltoall_pairwise{[](const Shape& s) {
                                 return Cost{s.p - 1, (s.p - 1) / s.p * s.n, 0, 0};
                               },
-                              "p-1 steps; in step s send to rank+s and receive from rank-s."};
+                              "p-1 steps; in step s send to rank+s and receive from rank-s "
+                              "(several steps in flight), the own block copied while the first "
+                              "step's messages move. Its blocking form (a blocking call of up to "
+                              "32 KiB in all while nothing else is in flight, not in place) makes "
+                              "the same exchanges one step at a time on the same tag, without an "
+                              "Operation."};
 const Entry alltoall_bruck{
     [](const Shape& s) {
       return Cost{s.lg, s.lg * s.n / 2, 0, s.lg * s.n + 2 * s.n};
@@ -425,7 +450,14 @@ const Entry alltoall_shared_memory{
     },
     "One node only: pairwise's p-1 steps through a shared arena: in step s each rank copies its "
     "block for rank+s slot by slot into its ring and copies the slots of rank-s's block for it "
-    "out. No bytes on a wire."};
+    "out, one slot of each in turn; each reader steps its counter over the slots of the blocks "
+    "meant for others (up front for those before its own), so every slot is consumed by every "
+    "other rank. (p-1)/p n copied in and as much out per rank, plain memcpy on both sides, no "
+    "bytes on a wire; in place from three ranks on, the input is copied first (a block is "
+    "overwritten in step s before it is sent in step p-s). At two ranks, blocks of 32-64 KiB go as "
+    "one pointer each instead, their reader copying them straight from the producer's input "
+    "(process_vm_readv; in place, from a copy of it, so that every rank counts the same slots "
+    "whatever its own call). No blocking form."};
 
 // ---- barrier, point-to-point ----
 const Entry mpi_library{

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,21 @@ void crossover_line(Collective c, int p, const Machine& m) {
   std::printf("\n");
 }
 
+// A hand-written part of docs/ALGORITHMS.md (--algorithms-doc), after a blank line where
+// `blank_line_first`: false where the file cannot be read.
+bool print_prose(const std::string& path, bool blank_line_first) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "collx-model: cannot read %s\n", path.c_str());
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (blank_line_first) std::printf("\n");
+  std::fputs(text.str().c_str(), stdout);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,6 +244,11 @@ int main(int argc, char** argv) {
                  "also write every algorithm's predicted seconds at every size and rank count to "
                  "this file");
   app.add_flag("--markdown", doc, "print markdown tables (docs/ALGORITHMS.md)");
+  std::string prose_dir;
+  app.add_option("--algorithms-doc", prose_dir,
+                 "print docs/ALGORITHMS.md: every collective's algorithms (the registry's "
+                 "descriptions) and markdown tables, between the hand-written parts in this "
+                 "folder: header.md, COLLECTIVE.md after a collective's algorithms, footer.md");
   app.add_flag("--one-node", m.one_node,
                "every rank on one node: include the shared_memory algorithms");
   CLI11_PARSE(app, argc, argv);
@@ -268,6 +289,10 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Collective> collectives;
+  if (!prose_dir.empty()) {
+    doc = true;
+    collective_name = "all";
+  }
   if (collective_name == "all") {
     for (int c = 0; c < collx::kCollectiveCount; ++c) {
       const auto coll = static_cast<Collective>(c);
@@ -287,15 +312,24 @@ int main(int argc, char** argv) {
       sizes.push_back(static_cast<double>(*collx::apps::parse_size(text)));
   }
 
-  std::printf("# machine: ");
+  if (!prose_dir.empty()) {
+    if (!print_prose(prose_dir + "/header.md", false)) return 1;
+    std::printf("Parameters: ");
+  } else {
+    std::printf("# machine: ");
+  }
   print_machine(m);
   for (Collective c : collectives) {
-    std::printf("\n## %s\n\n", std::string(collx::to_string(c)).c_str());
+    const std::string name(collx::to_string(c));
+    std::printf("\n## %s\n\n", name.c_str());
     if (doc) {
       for (Algorithm a : collx::algorithms_of(c)) {
         std::printf("- **%s**: %s\n", std::string(collx::to_string(a)).c_str(),
                     collx::model::describe(c, a).c_str());
       }
+      // A collective's own notes, where it has any.
+      const std::string notes = prose_dir + "/" + name + ".md";
+      if (!prose_dir.empty() && std::ifstream(notes) && !print_prose(notes, true)) return 1;
       std::printf("\nCrossovers (smallest size from which an algorithm is predicted fastest):\n\n");
       for (int p : ranks)
         crossover_line(c, p, m);
@@ -339,5 +373,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (!prose_dir.empty() && !print_prose(prose_dir + "/footer.md", true)) return 1;
   return 0;
 }

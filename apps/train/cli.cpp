@@ -74,6 +74,17 @@ std::string format_number(double value) {
   return text;
 }
 
+// The algorithms the registry has for `collective`, comma-separated (the MPI library's own, mpi,
+// last where it has one): the --algo help lists what the library implements.
+std::string algorithm_names(Collective collective) {
+  std::string names;
+  for (const Algorithm algorithm : algorithms_of(collective)) {
+    names += (names.empty() ? "" : ", ") + std::string(to_string(algorithm));
+  }
+  if (implements(collective, Algorithm::mpi)) names += ", mpi";
+  return names;
+}
+
 }  // namespace
 
 ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
@@ -219,9 +230,9 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, Cli& cli) {
   app.add_flag("--no-overlap", no_overlap,
                "reduce the gradients after the backward pass instead of during it");
   app.add_option("--algo", algo,
-                 "gradient allreduce algorithm: auto, ring, recursive_doubling, rabenseifner, "
-                 "binomial_tree, double_binary_tree (--shard: reduce_scatter's, ring or "
-                 "recursive_halving)")
+                 "gradient allreduce algorithm: auto, " + algorithm_names(Collective::allreduce) +
+                     " (--shard: reduce_scatter's, " + algorithm_names(Collective::reduce_scatter) +
+                     ")")
       ->capture_default_str();
   app.add_flag("--shard", c.shard,
                "ZeRO-1: reduce_scatter the gradients, update this rank's shard, allgather");

@@ -136,4 +136,24 @@ TEST(TrainCliFuzz, EveryNumericFlagGivesAClearErrorOrARunThatEnds) {
   EXPECT_GT(ran, 0);
 }
 
+// --algo's help lists what the registry has for the gradients' collectives (it went stale when it
+// was written by hand), and every name it lists is accepted.
+TEST(TrainCli, AlgoHelpListsTheRegistrysAlgorithms) {
+  const char* help_argv[] = {"collx-train", "--help"};
+  Cli cli;
+  const ParseOutcome help = parse_command_line(2, help_argv, cli);
+  ASSERT_EQ(help.exit_status, 0);
+  for (const collx::Collective c :
+       {collx::Collective::allreduce, collx::Collective::reduce_scatter}) {
+    for (const collx::Algorithm a : collx::algorithms_of(c)) {
+      const std::string name(collx::to_string(a));
+      EXPECT_NE(help.message.find(name), std::string::npos) << name;
+      const char* argv[] = {"collx-train", "--algo", name.c_str()};
+      Cli parsed;
+      EXPECT_FALSE(parse_command_line(3, argv, parsed).exit_status) << name << ": refused";
+      EXPECT_EQ(parsed.config.algorithm, a);
+    }
+  }
+}
+
 }  // namespace

@@ -1,5 +1,6 @@
 // Tuning files (save, load, merge, errors) and the cost model's predictions.
 #include <gtest/gtest.h>
+#include <mpi.h>  // MPICH_VERSION, OPEN_MPI: the rows for one library
 
 #include <cstdio>
 #include <fstream>
@@ -170,3 +171,48 @@ TEST(CostModel, EveryAlgorithmHasACostAndADescription) {
 }
 
 }  // namespace
+
+// A row may be for one MPI library only ("mpi"), and null stands for any rank count as for any
+// size: the built-in table (lib/data/builtin-rules.json) uses both.
+TEST(Tuning, RowsForOneMpiLibraryAndAnyRankCount) {
+  const TuningTable t = parse_tuning_table(
+      R"({"rules": [
+           {"collective": "allreduce", "min_ranks": 2, "max_ranks": null, "max_bytes": 64,
+            "algorithm": "ring", "mpi": "mpich", "provenance": "a test"},
+           {"collective": "allreduce", "min_ranks": 2, "max_ranks": null, "max_bytes": 64,
+            "algorithm": "rabenseifner", "mpi": "openmpi"},
+           {"collective": "allreduce", "min_ranks": 2, "max_ranks": null, "max_bytes": null,
+            "algorithm": "recursive_doubling"}]})",
+      "a test table");
+  ASSERT_EQ(t.rules.size(), 2u) << "one of the two libraries' rows is left out";
+#if defined(MPICH_VERSION)
+  EXPECT_EQ(t.rules[0].algorithm, Algorithm::ring);
+#elif defined(OPEN_MPI)
+  EXPECT_EQ(t.rules[0].algorithm, Algorithm::rabenseifner);
+#endif
+  EXPECT_EQ(t.rules[1].max_ranks, kAnyRanks);
+  EXPECT_EQ(t.rules[1].max_bytes, kAnySize);
+  try {
+    parse_tuning_table(R"({"rules": [{"collective": "allreduce", "min_ranks": 1, "max_ranks": 2,
+                           "max_bytes": 8, "algorithm": "ring", "mpi": "lam"}]})",
+                       "a test table");
+    ADD_FAILURE() << "accepted an unknown MPI library";
+  } catch (const collx::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a test table"), std::string::npos) << e.what();
+  }
+}
+
+// The node rules are the built-in table's: a tuning file's would be overridden by auto's trials
+// (they consult the layout-free rows only), so a file that has some is an error, not ignored.
+TEST(Tuning, NodeRulesAreTheBuiltInTablesOnly) {
+  const std::string path = temp_path("tuning_node_rules.json");
+  std::ofstream(path) << R"({"rules": [], "node_rules": [{"collective": "allreduce",
+      "min_bytes": 0, "max_bytes": null, "uniform_only": true, "algorithm": "hierarchical"}]})";
+  EXPECT_THROW(load_tuning_file(path), collx::Error);
+  std::remove(path.c_str());
+  EXPECT_FALSE(node_rules().empty());
+  bool many_nodes = false;
+  for (const NodeRule& rule : node_rules())
+    many_nodes = many_nodes || rule.min_nodes >= 8;
+  EXPECT_TRUE(many_nodes) << "the rules from SimGrid's runs at 8 nodes and more";
+}

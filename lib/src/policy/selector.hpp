@@ -24,8 +24,8 @@ struct SelectionRule {
 inline constexpr std::size_t kAnySize = std::numeric_limits<std::size_t>::max();
 inline constexpr int kAnyRanks = std::numeric_limits<int>::max();
 
-// The table compiled into the library (derived from collx-bench runs: docs/PERFORMANCE.md,
-// "Evidence behind auto's rules and the defaults").
+// The table compiled into the library: lib/data/builtin-rules.json, each row with the
+// measurement it rests on (docs/results/README.md, "What auto's rules and the defaults rest on").
 std::span<const SelectionRule> builtin_rules();
 std::span<const SelectionRule> builtin_rules_of(Collective collective);
 

@@ -1,10 +1,13 @@
 #include "tuning.hpp"
 
+#include <mpi.h>  // MPICH_VERSION, OPEN_MPI: rows for one MPI library
+
 #include <atomic>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "collx/error.hpp"
 #include "config.hpp"
@@ -13,20 +16,84 @@ namespace collx::detail {
 
 namespace {
 
-[[noreturn]] void bad_file(const std::string& path, const std::string& why) {
-  throw Error(ErrorCode::config, "", -1, "tuning file " + path + ": " + why);
+[[noreturn]] void bad_table(const std::string& source, const std::string& why) {
+  throw Error(ErrorCode::config, "", -1, source + ": " + why);
+}
+
+// The MPI library this build calls: a row with an "mpi" key counts only under that one (a
+// protocol step, such as an eager limit, that moves an edge under one library only).
+bool row_is_for_this_mpi(const nlohmann::json& row, const std::string& source) {
+  if (!row.contains("mpi")) return true;
+  const std::string mpi = row.at("mpi").get<std::string>();
+  if (mpi != "mpich" && mpi != "openmpi") {
+    bad_table(source, "\"mpi\" is neither \"mpich\" nor \"openmpi\" in " + row.dump());
+  }
+#if defined(MPICH_VERSION)
+  return mpi == "mpich";
+#elif defined(OPEN_MPI)
+  return mpi == "openmpi";
+#else
+  return false;
+#endif
+}
+
+// null: any size (kAnySize).
+std::size_t bytes_or_any(const nlohmann::json& value) {
+  return value.is_null() ? kAnySize : value.get<std::size_t>();
+}
+
+Algorithm rule_algorithm(const nlohmann::json& row, Collective collective,
+                         const std::string& source) {
+  const auto algorithm = parse_algorithm(row.at("algorithm").get<std::string>());
+  if (!algorithm || !implements(collective, *algorithm)) {
+    bad_table(source, "unknown algorithm for the collective in " + row.dump());
+  }
+  return *algorithm;
+}
+
+Collective rule_collective(const nlohmann::json& row, const std::string& source) {
+  const auto collective = parse_collective(row.at("collective").get<std::string>());
+  if (!collective) bad_table(source, "unknown collective in " + row.dump());
+  return *collective;
+}
+
+SelectionRule parse_rule(const nlohmann::json& row, const std::string& source) {
+  const Collective collective = rule_collective(row, source);
+  SelectionRule rule{collective, row.at("min_ranks").get<int>(), kAnyRanks,
+                     bytes_or_any(row.at("max_bytes")), rule_algorithm(row, collective, source)};
+  // null: any rank count (kAnyRanks); files written by save_tuning_file hold numbers.
+  if (!row.at("max_ranks").is_null()) rule.max_ranks = row.at("max_ranks").get<int>();
+  if (rule.min_ranks < 1 || rule.max_ranks < rule.min_ranks) {
+    bad_table(source, "bad rank range in " + row.dump());
+  }
+  return rule;
+}
+
+NodeRule parse_node_rule(const nlohmann::json& row, const std::string& source) {
+  const Collective collective = rule_collective(row, source);
+  NodeRule rule{collective,
+                row.at("min_bytes").get<std::size_t>(),
+                bytes_or_any(row.at("max_bytes")),
+                row.at("uniform_only").get<bool>(),
+                rule_algorithm(row, collective, source),
+                row.value("one_per_node", false),
+                row.value("max_nodes", 0),
+                row.value("min_nodes", 0)};
+  if (rule.max_bytes < rule.min_bytes || rule.max_nodes < 0 || rule.min_nodes < 0 ||
+      (rule.max_nodes > 0 && rule.max_nodes < rule.min_nodes)) {
+    bad_table(source, "bad byte or node range in " + row.dump());
+  }
+  return rule;
 }
 
 }  // namespace
 
-TuningTable load_tuning_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) bad_file(path, "cannot be read");
+TuningTable parse_tuning_table(std::string_view text, const std::string& source) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
+    doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    bad_file(path, std::string("not JSON: ") + e.what());
+    bad_table(source, std::string("not JSON: ") + e.what());
   }
   TuningTable table;
   try {
@@ -34,26 +101,37 @@ TuningTable load_tuning_file(const std::string& path) {
     // "chunk_bytes": the key's old name, still read from files written before.
     table.segment_bytes = doc.value("segment_bytes", doc.value("chunk_bytes", std::size_t{0}));
     table.pipeline_depth = doc.value("pipeline_depth", 0);
+    // A row's "provenance" (where it was measured, by which command, when) is for its readers.
     for (const auto& row : doc.at("rules")) {
-      const auto collective = parse_collective(row.at("collective").get<std::string>());
-      const auto algorithm = parse_algorithm(row.at("algorithm").get<std::string>());
-      if (!collective) bad_file(path, "unknown collective in " + row.dump());
-      if (!algorithm || !implements(*collective, *algorithm)) {
-        bad_file(path, "unknown algorithm for the collective in " + row.dump());
+      if (row_is_for_this_mpi(row, source)) table.rules.push_back(parse_rule(row, source));
+    }
+    if (doc.contains("node_rules")) {
+      for (const auto& row : doc.at("node_rules")) {
+        if (row_is_for_this_mpi(row, source)) {
+          table.node_rules.push_back(parse_node_rule(row, source));
+        }
       }
-      SelectionRule rule{*collective, row.at("min_ranks").get<int>(),
-                         row.at("max_ranks").get<int>(), kAnySize, *algorithm};
-      if (!row.at("max_bytes").is_null()) rule.max_bytes = row.at("max_bytes").get<std::size_t>();
-      if (rule.min_ranks < 1 || rule.max_ranks < rule.min_ranks) {
-        bad_file(path, "bad rank range in " + row.dump());
-      }
-      table.rules.push_back(rule);
     }
   } catch (const nlohmann::json::exception& e) {
-    bad_file(path, std::string("malformed: ") + e.what());
+    bad_table(source, std::string("malformed: ") + e.what());
   }
   if (table.pipeline_depth < 0 || table.pipeline_depth > 64) {
-    bad_file(path, "pipeline_depth out of 0..64");
+    bad_table(source, "pipeline_depth out of 0..64");
+  }
+  return table;
+}
+
+TuningTable load_tuning_file(const std::string& path) {
+  const std::string source = "tuning file " + path;
+  std::ifstream in(path);
+  if (!in) bad_table(source, "cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  TuningTable table = parse_tuning_table(text.str(), source);
+  // The node rules are the built-in table's only: the autotuner's trials consult the built-in
+  // table's layout-free rows (table_decides), so a file's node rule would be tried over.
+  if (!table.node_rules.empty()) {
+    bad_table(source, "node_rules are read from the built-in table only; use rules");
   }
   return table;
 }
@@ -77,9 +155,10 @@ void save_tuning_file(const std::string& path, const TuningTable& table) {
   {
     std::ofstream out(temporary);
     out << doc.dump(2) << "\n";
-    if (!out) bad_file(temporary, "cannot be written");
+    if (!out) bad_table("tuning file " + temporary, "cannot be written");
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) bad_file(path, "cannot be replaced");
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    bad_table("tuning file " + path, "cannot be replaced");
 }
 
 void replace_rules(TuningTable& table, Collective collective, int nranks,

@@ -1,10 +1,12 @@
 // Tuning files: a decision table (and pipeline settings) measured on a machine by
 // `collx-bench --save-tuning FILE`, read back through COLLX_TUNING_FILE. Its rows come before the
-// built-in table; where they say nothing, the built-in table decides.
+// built-in table; where they say nothing, the built-in table decides. The built-in table is a
+// file of the same format (lib/data/builtin-rules.json, compiled in), read by the same parser.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "selector.hpp"
@@ -13,11 +15,17 @@ namespace collx::detail {
 
 struct TuningTable {
   std::vector<SelectionRule> rules;
-  std::size_t segment_bytes = 0;  // 0: not tuned
-  int pipeline_depth = 0;         // 0: not tuned
-  std::string machine;            // free text: where it was measured
+  std::vector<NodeRule> node_rules;  // the built-in table's; load_tuning_file rejects them
+  std::size_t segment_bytes = 0;     // 0: not tuned
+  int pipeline_depth = 0;            // 0: not tuned
+  std::string machine;               // free text: where it was measured
 };
 
+// A table in the tuning-file format (JSON: "rules", optional "node_rules", "segment_bytes",
+// "pipeline_depth", "machine"); a row with "mpi": "mpich" or "openmpi" counts only under that
+// library, and max_bytes / max_ranks null mean any. Throws collx::Error(ErrorCode::config)
+// naming `source` and the problem.
+TuningTable parse_tuning_table(std::string_view text, const std::string& source);
 // Throws collx::Error(ErrorCode::config) naming the file and the problem.
 TuningTable load_tuning_file(const std::string& path);
 void save_tuning_file(const std::string& path, const TuningTable& table);
