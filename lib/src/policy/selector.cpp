@@ -89,8 +89,8 @@ constexpr SelectionRule kBuiltinRules[] = {
     // the arena, and the VM's slow state"); at 64-256 KiB since blocks of 32-64 KiB are read
     // directly (1.04-1.18x MPI at 64-128 KiB where the ring ran 0.9-1.0x;
     // docs/results/alltoall-arena-vs-pairwise.csv).
-    // At two ranks, broadcast, reduce and allgather take the arena from 8 B (its blocking forms,
-    // one slot per producer and no Operation, up to kArenaPathBytes: 2-10x MPI's time at
+    // At two ranks, broadcast, reduce and allgather take the arena from 8 B (one slot per
+    // producer for a small call, run in place: 2-10x MPI's time at
     // 8 B-32 KiB, docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI"); broadcast
     // to 32 KiB, then the binomial tree (docs/results/broadcast-np2-tree-vs-arena.csv).
     {Collective::broadcast, 1, 2, 32 << 10, Algorithm::shared_memory},
