@@ -7,7 +7,7 @@
 //              (CommState::note_settled, as auto's trials leave it): the delegated path;
 //   collx      collx's call with Algorithm::automatic as auto's trials left it: the class
 //              settled on collx's own choice (the trials run in the untimed calls), or the
-//              shared arena's latency path.
+//              shared arena.
 // Prints nothing but errors; exit status 0 when every call's result was right.
 #include <mpi.h>
 
@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
       collx::detail::ClassTuner settled;
       const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
       settled.start(only_mpi, 1);
-      collx::detail::state_of(comm).note_settled(collective,
-                                                 collective == Collective::barrier ? 0 : 8, settled);
+      collx::detail::state_of(comm).note_settled(
+          collective, collective == Collective::barrier ? 0 : 8, settled);
     }
     std::int64_t value = rank + 1, out = 0;
     auto one_call = [&] {

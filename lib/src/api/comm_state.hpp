@@ -59,7 +59,7 @@ struct CommState {
     return info;
   }
   // The algorithm for a call (resolve_algorithm), remembered per collective: a run of calls
-  // of one size (the latency path's usual case) skips the selection table and the registry.
+  // of one size (the small calls' usual case) skips the selection table and the registry.
   // Keyed by everything the choice reads that can change between calls; a replaced
   // configuration (set_config, which also brings its tuning file) is a new Config object.
   // Where the table decides and COLLX_AUTOTUNE is on, the size class's tuner picks among the

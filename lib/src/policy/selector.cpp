@@ -19,7 +19,7 @@ namespace {
 // that send halves or p-ths win. The last row of each rank range catches every larger size.
 constexpr SelectionRule kBuiltinRules[] = {
     // Two ranks with a shared arena, under either MPI (no message is sent): recursive doubling
-    // up to 256 B, then the arena's sliced allreduce through its blocking form to 32 KiB
+    // up to 256 B, then the arena's sliced allreduce to 32 KiB
     // (docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI").
     {Collective::allreduce, 1, 2, 256, Algorithm::recursive_doubling},
     {Collective::allreduce, 1, 2, 32 << 10, Algorithm::shared_memory},
@@ -128,7 +128,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::reduce_scatter_v, 3, 4, kAnySize, Algorithm::shared_memory},
     {Collective::reduce_scatter_v, 3, kAnyRanks, 64 << 10, Algorithm::recursive_halving},
     {Collective::reduce_scatter_v, 3, kAnyRanks, kAnySize, Algorithm::ring},
-    // Gather and scatter at two ranks through the arena to 32 KiB in all (its blocking forms;
+    // Gather and scatter at two ranks through the arena to 32 KiB in all (one slot per block;
     // docs/PERFORMANCE.md, "Gather, scatter and alltoall"); 3+ ranks not measured with it.
     {Collective::gather, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::gather, 1, 8, kAnySize, Algorithm::linear},
@@ -136,7 +136,7 @@ constexpr SelectionRule kBuiltinRules[] = {
     {Collective::scatter, 1, 2, 32 << 10, Algorithm::shared_memory},
     {Collective::scatter, 1, 8, kAnySize, Algorithm::linear},
     {Collective::scatter, 9, kAnyRanks, kAnySize, Algorithm::binomial_tree},
-    // Alltoall at two ranks: pairwise (one exchange, its blocking form) to 256 B, where the
+    // Alltoall at two ranks: pairwise (one exchange) to 256 B, where the
     // arena is no faster; above, the arena (its blocks of 32-64 KiB read directly), 1.1-2.9x
     // MPI's time under Open MPI and MPICH (docs/PERFORMANCE.md, "Gather, scatter and alltoall").
     {Collective::alltoall, 1, 2, 256, Algorithm::pairwise},
