@@ -124,7 +124,8 @@ struct PointToPointArgs {
 };
 Task point_to_point_task(Operation& op, PointToPointArgs args);
 
-// ---- shared memory (shm_collectives.cpp): through the transport's SharedArena ----
+// ---- shared memory: through the transport's SharedArena (the schedules in shm_collectives.cpp,
+// written in the steps of arena_steps.hpp, where the turns below are too) ----
 // Whether this operation can: its ranks share a segment and its buffers are host memory. The
 // dispatchers run a point-to-point algorithm instead where it cannot.
 bool shared_memory_usable(Operation& op);
