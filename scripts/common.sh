@@ -149,7 +149,7 @@ collx_mpirun() {
 COLLX_ASAN_UNIT_TESTS=(
   types_test kernels_test patterns_test config_test tuning_test reduce_ops_test
   ring_stores_test phases_test device_memory_test allreduce_sim_test collectives_sim_test
-  blocking_forms_sim_test
+  in_place_sim_test
 )
 COLLX_ASAN_MPI_TARGETS=(mpi_allreduce_test mpi_collectives_test mpi_progress_test
                         mpi_device_emulated_test collx_stress)

@@ -13,6 +13,8 @@
 #
 #   scripts/small-call-count.sh OUTDIR [NP=2] [CALLS=2000]
 #
+# COLLECTIVES (default "broadcast reduce") and PATHS (default "native delegated collx dropin")
+# choose the rows: the probe also runs allreduce and barrier.
 # Writes OUTDIR/table.md. The probe is tests/mpi/small_call_probe (built here where missing).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -63,13 +65,13 @@ table="$out/table.md"
 {
   echo "One blocking call's instructions at rank 0 (callgrind), $np ranks, $COLLX_MPI: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$COLLX_ROOT" log --oneline -1 | cut -c1-7)"
   echo "machine: $(lscpu | grep -E '^CPU\(s\)|Model name' | sed 's/  */ /g' | tr '\n' ' ')"
-  echo "command: scripts/small-call-count.sh $out $np $calls"
+  echo "command: COLLECTIVES=\"${COLLECTIVES:-broadcast reduce}\" PATHS=\"${PATHS:-native delegated collx}\" scripts/small-call-count.sh $out $np $calls"
   echo
   echo "| collective | path | collx's instructions per call | the rest (MPI, libc) per call | total per call |"
   echo "|---|---|---:|---:|---:|"
 } >"$table"
-for collective in broadcast reduce; do
-  for path in native delegated collx dropin; do
+for collective in ${COLLECTIVES:-broadcast reduce}; do
+  for path in ${PATHS:-native delegated collx dropin}; do
     file="$out/callgrind.$collective.$path"
     program="$probe"
     [ "$path" = dropin ] && program="${probe}_dropin"

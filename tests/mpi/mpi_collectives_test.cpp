@@ -714,8 +714,7 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
                         7 * root)
               << to_string(a);
       }
-      // Allgather: every rank's block (recursive doubling's blocking form on a power of two
-      // where this rank is alone).
+      // Allgather: every rank's block.
       for (Algorithm a :
            {Algorithm::ring, Algorithm::recursive_doubling, Algorithm::shared_memory}) {
         std::vector<std::int32_t> own(count), all(count * static_cast<std::size_t>(p), -1);
@@ -728,7 +727,7 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
                       r * 1000 + static_cast<std::int32_t>(i) + root)
                 << to_string(a);
       }
-      // Alltoall, pairwise (its blocking form where this rank is alone) and Bruck.
+      // Alltoall, pairwise and Bruck.
       for (Algorithm a : {Algorithm::pairwise, Algorithm::bruck}) {
         std::vector<std::int32_t> out(count * static_cast<std::size_t>(p)), in(out.size(), -1);
         for (std::size_t i = 0; i < out.size(); ++i)

@@ -596,7 +596,7 @@ TEST_F(MpiDevice, LargeDirectCallsLeaveTheArenaAside) {
   // rank, is agreed when the communicator is made.
   EXPECT_EQ(state.device_direct_everywhere, direct && arena);
   const std::size_t large =
-      std::max(collx::detail::config().device_host_copy_bytes, collx::detail::kDirectPathBytes) /
+      std::max(collx::detail::config().device_host_copy_bytes, collx::detail::kArenaHostCopyBytes) /
           sizeof(float) +
       1000;
   EXPECT_EQ(state.arena_for(large * sizeof(float)), arena && !direct);

@@ -7,7 +7,7 @@
 //              (CommState::note_settled, as auto's trials leave it): the delegated path;
 //   collx      collx's call with Algorithm::automatic as auto's trials left it: the class
 //              settled on collx's own choice (the trials run in the untimed calls), or the
-//              shared arena's latency path;
+//              shared arena;
 //   dropin     (small_call_probe_dropin, linked with libcollx_mpi) the program's MPI_Bcast ...
 //              through the drop-in, its size class settled on the MPI library's collective: what
 //              an unmodified program runs where auto chose the MPI library.

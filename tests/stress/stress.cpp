@@ -104,7 +104,7 @@ class Draw {
     const std::uint64_t k = below(100);
     std::size_t n;
     if (k < 45) {
-      n = below(17);  // 0..16: latency paths, counts below the rank count
+      n = below(17);  // 0..16: small calls, counts below the rank count
     } else if (k < 75) {
       n = 17 + below(4080);
     } else if (k < 93) {

@@ -59,13 +59,12 @@ class SimWorld {
   using MakeTask = std::function<detail::Task(detail::Operation&, int rank)>;
   void run(const detail::OpInfo& info, const MakeTask& make);
 
-  // Runs blocking(transport, rank) for every rank, each on a thread of its own (the latency
-  // path's blocking forms, which cannot share one thread). Rethrows the first rank's error.
+  // Runs blocking(transport, rank) for every rank, each on a thread of its own (blocking calls
+  // run to completion in place, which cannot share one thread). Rethrows the first rank's error.
   using Blocking = std::function<void(detail::Transport&, int rank)>;
   void run_threads(const Blocking& blocking);
 
-  // One posted message, as a rank posted it: what the schedule and its blocking form must
-  // agree on.
+  // One posted message, as a rank posted it.
   struct Posting {
     bool is_send;
     int peer;

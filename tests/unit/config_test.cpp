@@ -62,9 +62,7 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   setenv("COLLX_CHECK", "1", 1);
   setenv("COLLX_PROGRESS_THREAD", "1", 1);
   setenv("COLLX_PROGRESS_INTERVAL_US", "25", 1);
-  setenv("COLLX_LATENCY_PATH_WATCH", "0", 1);
   const Config c = config_from_environment();
-  EXPECT_FALSE(c.latency_path_watch);
   EXPECT_TRUE(c.progress_thread);
   EXPECT_EQ(c.progress_interval_us, 25);
   EXPECT_EQ(c.algorithm[static_cast<int>(Collective::allreduce)], Algorithm::recursive_doubling);
@@ -88,18 +86,14 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   setenv("COLLX_PROGRESS_THREAD", "yes", 1);
   EXPECT_THROW(config_from_environment(), collx::Error);
   unsetenv("COLLX_PROGRESS_THREAD");
-  setenv("COLLX_LATENCY_PATH_WATCH", "off", 1);
-  EXPECT_THROW(config_from_environment(), collx::Error);
-  for (const char* v :
-       {"COLLX_ALGO", "COLLX_CHUNK_BYTES", "COLLX_TIMEOUT", "COLLX_DEBUG", "COLLX_CHECK",
-        "COLLX_PROGRESS_THREAD", "COLLX_PROGRESS_INTERVAL_US", "COLLX_LATENCY_PATH_WATCH"}) {
+  for (const char* v : {"COLLX_ALGO", "COLLX_CHUNK_BYTES", "COLLX_TIMEOUT", "COLLX_DEBUG",
+                        "COLLX_CHECK", "COLLX_PROGRESS_THREAD", "COLLX_PROGRESS_INTERVAL_US"}) {
     unsetenv(v);
   }
   const Config defaults = config_from_environment();
   EXPECT_EQ(defaults.segment_bytes, 0u);
   EXPECT_FALSE(defaults.check);
   EXPECT_FALSE(defaults.progress_thread);
-  EXPECT_TRUE(defaults.latency_path_watch);
 }
 
 // COLLX_AUTOTUNE: 0 off, 1 (the default) where the algorithm cannot change the result's bits,

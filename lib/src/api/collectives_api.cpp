@@ -69,10 +69,6 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       signature(Collective::allreduce, count, static_cast<int>(type), static_cast<int>(reduce_op)),
       blocking, [&](Operation& op, Algorithm a) { return allreduce_task(op, args, a); },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<Collective::allreduce>(t, tag_base, args, a);
-      },
-      kArenaPathBytes,
       [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, bytes, true, 0);
         args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
@@ -96,10 +92,6 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
       signature(Collective::broadcast, count, static_cast<int>(type), -1, root), blocking,
       [&](Operation& op, Algorithm a) { return broadcast_task(op, args, a); },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<Collective::broadcast>(t, tag_base, args, a);
-      },
-      kArenaPathBytes,
       [&](StagedCall& staged) {
         const bool is_root = s->rank == root;
         args.buffer = staged.copy_of(buffer, bytes, is_root, is_root ? 0 : bytes);
@@ -144,10 +136,6 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
         return reduce_task(op, args, a);
       },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<Collective::reduce>(t, tag_base, args, a);
-      },
-      kArenaPathBytes,
       [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, bytes, true, 0);
         if (s->rank == root) args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
@@ -179,10 +167,6 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
       signature(Collective::allgather, count, static_cast<int>(type)), blocking,
       [&](Operation& op, Algorithm a) { return allgather_task(op, args, a); },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<Collective::allgather>(t, tag_base, args, a);
-      },
-      kDirectPathBytes,
       [&](StagedCall& staged) {
         // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
         if (!in_place) args.send = staged.copy_of(sendbuf, block, true, 0);
@@ -227,10 +211,6 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
       signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
       blocking, [&](Operation& op, Algorithm a) { return reduce_scatter_task(op, args, a); },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<Collective::reduce_scatter>(t, tag_base, args, a);
-      },
-      kArenaPathBytes,
       [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, total, true, 0);
         args.recv = staged.copy_of(recvbuf, mine, false, mine);
@@ -277,10 +257,6 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       s, C, total, options, signature(C, count, static_cast<int>(type), -1, root), blocking,
       [&](Operation& op, Algorithm a) { return run_schedule<C>(op, args, a); },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<C>(t, tag_base, args, a);
-      },
-      kDirectPathBytes,
       [&](StagedCall& staged) {
         // The buffers this rank uses (as call_memory was given them): gather's own block in and,
         // at the root, the full buffer out (in place, the root's own block is in it: in too);
@@ -318,10 +294,6 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
       signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
       [&](Operation& op, Algorithm a) { return alltoall_task(op, args, a); },
       std::move(memory.device),
-      [&](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<Collective::alltoall>(t, tag_base, args, a);
-      },
-      kArenaPathBytes,
       [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, total, true, 0);
         args.recv = staged.copy_of(recvbuf, total, false, total);
@@ -331,10 +303,7 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
   return run_collective(
       s, Collective::barrier, 0, options, signature(Collective::barrier, 0), blocking,
-      [&](Operation& op, Algorithm a) { return barrier_task(op, BarrierArgs{}, a); }, nullptr,
-      [](Transport& t, int tag_base, Algorithm a) {
-        return run_blocking_form<Collective::barrier>(t, tag_base, BarrierArgs{}, a);
-      });
+      [&](Operation& op, Algorithm a) { return barrier_task(op, BarrierArgs{}, a); });
 }
 
 // Point-to-point runs as an operation on the communicator's second context, with the user's

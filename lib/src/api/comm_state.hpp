@@ -60,7 +60,7 @@ struct CommState {
     return info;
   }
   // The algorithm for a call (resolve_algorithm), remembered per collective: a run of calls
-  // of one size (the latency path's usual case) skips the selection table and the registry.
+  // of one size (the small calls' usual case) skips the selection table and the registry.
   // Keyed by everything the choice reads that can change between calls; a replaced
   // configuration (set_config, which also brings its tuning file) is a new Config object.
   // Where the table decides and COLLX_AUTOTUNE is on, the size class's tuner picks among the
@@ -173,7 +173,7 @@ struct CommState {
   DeviceEngine& device_engine(int device);
   // Whether a call of `bytes` may run through the shared arena: there is one (the ranks share a
   // node), and the call is not a large one where every rank's transport takes device memory
-  // itself. Above max(COLLX_DEVICE_HOST_COPY_BYTES, the latency paths' sizes) such a
+  // itself. Above max(COLLX_DEVICE_HOST_COPY_BYTES, kArenaHostCopyBytes) such a
   // communicator's calls run as where there is no arena, on every rank whatever its buffers:
   // a device call then moves its buffers device to device (CUDA IPC within a node) instead of
   // through host copies and the host's reductions, and ranks whose buffers differ in kind still
@@ -183,7 +183,7 @@ struct CommState {
     if (transport->shared_arena() == nullptr) return false;
     if (!device_direct_everywhere) [[likely]]
       return true;
-    return bytes <= std::max(config().device_host_copy_bytes, kDirectPathBytes);
+    return bytes <= std::max(config().device_host_copy_bytes, kArenaHostCopyBytes);
   }
   // Every rank's transport takes device memory and every rank sees a device: agreed once, where
   // there is a shared arena, in a build with a device API (communicator.cpp).
@@ -284,7 +284,12 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
                std::unique_ptr<DataPath> path = nullptr) {
   if (blocking) {
     Operation op(*state->transport, info, {}, std::move(path));
-    run_blocking(op, prepare(op, signature, make(op)));
+    Task task = make(op);
+    // Tested here: a small call's cost is counted in calls and frames.
+    const Config& c = config();
+    if (c.check || c.debug >= DebugLevel::info) [[unlikely]]
+      task = prepare(op, signature, std::move(task));
+    run_blocking(op, std::move(task));
     return {};
   }
   auto op = std::make_shared<Operation>(*state->transport, info, state, std::move(path));
@@ -365,18 +370,17 @@ inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
 
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
 // make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
-// `now(transport, tag_base, algorithm)`, where given, is the latency path: it returns false
-// (before sending anything) for an algorithm it does not run; it is tried for calls of at most
-// `latency_bytes`. `host_copies(staged)`, where given, points the call's arguments at host
+// A blocking call runs its schedule to completion in place where nothing else is in flight
+// (run_blocking): the small call's path and every other call's run the same code.
+// `host_copies(staged)`, where given, points the call's arguments at host
 // copies of its device buffers (StagedCall::copy_of) for a device call that runs on them.
 //
 // The algorithm is chosen as for host memory whatever the call's memory: ranks whose buffers
 // differ in kind (one rank's device buffer, another's host buffer) then run the same one.
-template <class MakeTask, class RunNow = std::nullptr_t, class HostCopies = std::nullptr_t>
+template <class MakeTask, class HostCopies = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
-                       RunNow&& now = nullptr, std::size_t latency_bytes = kLatencyPathBytes,
                        HostCopies&& host_copies = nullptr) {
   using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
   // A trial of one of collx's candidates is timed from here: the choice and the call's
@@ -420,7 +424,6 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
     }
     if (path == nullptr) path = std::move(device);
   }
-  const bool on_device = path != nullptr && !path->host_accessible();
   // Straight-line, no lambda around the call: this is the path of every small blocking call,
   // and each call frame on it is paid per call.
   if (choice.meet) [[unlikely]]
@@ -433,32 +436,11 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   OpInfo info = state->next_op(collective, algorithm, options);
   info.shared_arena = arena;
   info.blocking = blocking;
-  bool done_now = false;
-  if constexpr (!std::is_same_v<std::decay_t<RunNow>, std::nullptr_t>) {
-    if (blocking && !on_device && bytes <= latency_bytes && bytes <= info.segment_bytes &&
-        can_run_in_place()) {
-      try {
-        done_now = now(*state->transport, info.tag_base, algorithm);
-        // A device call on host copies: the results go back now (a blocking finish).
-        if (done_now && path != nullptr) {
-          while (!path->finish()) {
-          }
-        }
-      } catch (...) {
-        state->notices->failed_in_flight(info.sequence, collective, std::current_exception());
-        rethrow_named(std::current_exception(), collective, state->rank);
-      }
-    }
-  }
   const auto timed = [&] {
     if (choice.tuner == nullptr) return;
     state->after_timed_call(collective, bytes, *choice.tuner,
                             std::chrono::duration<double>(Clock::now() - started).count());
   };
-  if (done_now) {
-    timed();
-    return {};
-  }
   Request done = launch(
       state, info, signature, blocking,
       [&](Operation& op) {

@@ -315,8 +315,8 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   const int before = tuner.rounds();
   const bool was_trying = tuner.phase() == ClassTuner::Phase::trying;
   if (!tuner.agreed(agree_max(values))) return;
-  trying_classes_ += static_cast<int>(tuner.phase() == ClassTuner::Phase::trying) -
-                    static_cast<int>(was_trying);
+  trying_classes_ +=
+      static_cast<int>(tuner.phase() == ClassTuner::Phase::trying) - static_cast<int>(was_trying);
   note_settled(collective, bytes, tuner);
   if (rank == 0 && config().debug >= DebugLevel::info) {
     if (tuner.rounds() > before) {
@@ -437,7 +437,7 @@ Task checked(Operation& op, CallSignature signature, Task body) {
   if (all[0] != ~all[1]) {
     // The schedule does not run on any rank (every rank sees the mismatch); one that took a
     // turn of the shared arena still takes it and ends it, in this rank's order.
-    if (op.holds_turn()) {
+    if (op.holds_turn() && !op.ends_turn()) {
       op.skip_schedule();
       co_await std::move(body);
     }

@@ -53,7 +53,7 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
 // ---- whole-call staging ----
 // A device call that runs its algorithm on host copies of its buffers: the inputs are copied to
 // pinned host memory first, the algorithm runs as on host memory (the shared arena's schedules
-// and the latency path included), and finish() copies the outputs back and completes once the
+// included), and finish() copies the outputs back and completes once the
 // device has them. Every rank runs the algorithm that auto chooses for host memory, whatever its
 // buffers: a device call takes this form where that algorithm needs host memory (the shared
 // arena's rows, the node-aware rows), so that ranks whose buffers differ in kind still run one

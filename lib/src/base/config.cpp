@@ -228,11 +228,6 @@ Config config_from_environment() {
     if (s != "0" && s != "1") bad_value("COLLX_PROGRESS_THREAD", v, "expected 0 or 1");
     c.progress_thread = s == "1";
   }
-  if (const char* v = env("COLLX_LATENCY_PATH_WATCH")) {
-    const std::string_view s = trim(v);
-    if (s != "0" && s != "1") bad_value("COLLX_LATENCY_PATH_WATCH", v, "expected 0 or 1");
-    c.latency_path_watch = s == "1";
-  }
   if (const char* v = env("COLLX_PROGRESS_INTERVAL_US")) {
     int us = 0;
     const std::string_view s = trim(v);

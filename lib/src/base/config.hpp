@@ -52,13 +52,6 @@ struct Config {
   // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.
   bool progress_thread = false;
   int progress_interval_us = 50;
-  // COLLX_LATENCY_PATH_WATCH=0|1 (read when a communicator is created): whether the blocking
-  // receives of the latency path (<= 4 KiB, no operation in flight) watch the failure notices
-  // (1, the default) or block in MPI_Recv / MPI_Sendrecv, which no notice can end (0: a few
-  // hundredths of a microsecond less per received message, docs/PERFORMANCE.md, "Small calls:
-  // what watching for failures costs"; a peer's failure during such a call can then leave this
-  // rank waiting).
-  bool latency_path_watch = true;
   // COLLX_TRANSPORT=mpi|ucx: the transport of communicators created from now on. "ucx" is
   // accepted in every build; creating a communicator then fails in a build without UCX.
   TransportKind transport = TransportKind::mpi;

@@ -26,6 +26,9 @@ class WaitCondition {
   // arena's data movement), so a message with its tags means the peers run another algorithm
   // (Operation::refuse_foreign_messages).
   virtual bool peers_silent() const { return false; }
+  // Before an exclusive wait sleeps: gives this core away a while (sched_yield) where the rank
+  // that meets the condition may need it; true once the condition is met.
+  virtual bool yield_until_met() const { return false; }
 
  protected:
   ~WaitCondition() = default;

@@ -198,71 +198,14 @@ std::vector<std::size_t> LocalRankOrder::within(int local) const {
   return out;
 }
 
-// The ring's latency path at one and two ranks (one exchange, as allgather_ring posts it:
-// the receive, then the send); from three ranks the ring's steps go through the operation.
-bool allgather_ring_now(Transport& t, int tag_base, const AllgatherArgs& a) {
-  const BlockLayout blocks(a.offsets);
-  const int p = t.size();
-  if (p > 2 || blocks.count() * a.element_size > kDirectPathBytes) return false;
-  const int rank = t.rank();
-  const std::size_t elem = a.element_size;
-  std::byte* own_place = a.recv + blocks.offset(rank) * elem;
-  const std::size_t own_bytes = blocks.length(rank) * elem;
-  if (p == 2) {
-    const int peer = 1 - rank;
-    const std::size_t peer_bytes = blocks.length(peer) * elem;
-    // A zero-byte transfer posts nothing in the schedule either.
-    if (own_bytes == 0 || peer_bytes == 0) return false;
-    t.shift_blocking(a.send != nullptr ? a.send : own_place, own_bytes, peer,
-                     a.recv + blocks.offset(peer) * elem, peer_bytes, peer, tag_base + a.phases[0]);
-  }
-  if (a.send != nullptr && a.send != own_place && own_bytes > 0) {
-    std::memcpy(own_place, a.send, own_bytes);
-  }
-  return true;
-}
-
-// The latency path of recursive doubling where it needs no fold (a power of two): the
-// schedule's exchanges, one step at a time, each a blocking send-receive on the same tag, so a
-// rank on this path and one on the schedule meet in one call. Declines where a block is empty
-// (the schedule posts nothing for it) and above kDirectPathBytes in all.
-bool allgather_recursive_doubling_now(Transport& t, int tag_base, const AllgatherArgs& a) {
-  const BlockLayout blocks(a.offsets);
-  const int p = t.size();
-  const std::size_t elem = a.element_size;
-  if (!std::has_single_bit(static_cast<unsigned>(p)) || blocks.count() * elem > kDirectPathBytes) {
-    return false;
-  }
-  for (int r = 0; p > 1 && r < p; ++r) {
-    if (blocks.length(r) == 0) return false;
-  }
-  const int rank = t.rank();
-  std::byte* own_place = a.recv + blocks.offset(rank) * elem;
-  if (a.send != nullptr && a.send != own_place) {
-    std::memcpy(own_place, a.send, blocks.length(rank) * elem);
-  }
-  for (int s = 0; s < patterns::log2_exact(p); ++s) {
-    const auto step = patterns::doubling_gather_step(rank, s);
-    t.shift_blocking(a.recv + blocks.offset(step.send_first) * elem,
-                     blocks.length(step.send_first, step.blocks) * elem, step.peer_core,
-                     a.recv + blocks.offset(step.recv_first) * elem,
-                     blocks.length(step.recv_first, step.blocks) * elem, step.peer_core,
-                     tag_base + a.phases[0]);
-  }
-  return true;
-}
-
 std::span<const AlgorithmRow> allgather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring,
-                                 allgather_ring_now),
+      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring),
       row<Collective::allgather>(Algorithm::recursive_doubling, allgather_recursive_doubling,
-                                 model::allgather_recursive_doubling,
-                                 allgather_recursive_doubling_now),
+                                 model::allgather_recursive_doubling),
       row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck),
       row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory,
-                                 model::allgather_shared_memory, allgather_shared_memory_now,
-                                 Algorithm::ring),
+                                 model::allgather_shared_memory, Algorithm::ring),
       row<Collective::allgather>(Algorithm::hierarchical, allgather_hierarchical,
                                  model::allgather_hierarchical),
   };

@@ -495,55 +495,12 @@ Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
   return with_node_arena<AllreduceArgs, allreduce_multi_leader_in>(op, std::move(a));
 }
 
-// ---- the latency-bound path (see run_collective) ----
-// A blocking recursive doubling of at most kLatencyPathBytes, run straight through the
-// transport with no coroutine or Operation: at 8 bytes the call must cost barely more than its
-// messages (MPI's own MPI_Allreduce is the yardstick). Same pattern, same fold, same canonical
-// order as allreduce_folded<FoldedCore::recursive_doubling>, so the result is the same bits.
-bool allreduce_recursive_doubling_now(Transport& t, int tag_base, const AllreduceArgs& a) {
-  const int tag = tag_base + a.phases[0];
-  const int p = t.size();
-  const int rank = t.rank();
-  const std::size_t bytes = a.count * a.reduction.element_size;
-  if (bytes > kLatencyPathBytes) return false;
-  if (p == 1 || bytes == 0) {
-    if (a.send != a.recv && bytes > 0) std::memcpy(a.recv, a.send, bytes);
-    return true;
-  }
-  alignas(64) std::byte received[kLatencyPathBytes];
-  const patterns::Fold fold{p};
-  const patterns::FoldRole role = fold.role(rank);
-  if (role == patterns::FoldRole::folded) {
-    t.send_blocking(a.send, bytes, fold.fold_partner(rank), tag);
-    t.recv_blocking(a.recv, bytes, fold.fold_partner(rank), tag);
-    return true;
-  }
-  const std::byte* current = a.send;
-  if (role == patterns::FoldRole::proxy) {
-    t.recv_blocking(received, bytes, fold.fold_partner(rank), tag);
-    a.reduction.combine(a.recv, received, a.send, a.count, false);
-    current = a.recv;
-  }
-  const int core = fold.core_rank(rank);
-  const int steps = patterns::log2_exact(fold.core_size());
-  for (int s = 0; s < steps; ++s) {
-    const auto step = patterns::doubling_step(core, s);
-    t.sendrecv_blocking(current, received, bytes, fold.rank_of_core(step.peer_core), tag);
-    a.reduction.combine(a.recv, step.lower ? current : received, step.lower ? received : current,
-                        a.count, s == steps - 1);
-    current = a.recv;
-  }
-  if (role == patterns::FoldRole::proxy)
-    t.send_blocking(a.recv, bytes, fold.fold_partner(rank), tag);
-  return true;
-}
-
 std::span<const AlgorithmRow> allreduce_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::allreduce>(Algorithm::ring, allreduce_ring, model::allreduce_ring),
-      row<Collective::allreduce>(
-          Algorithm::recursive_doubling, allreduce_folded<FoldedCore::recursive_doubling>,
-          model::allreduce_recursive_doubling, allreduce_recursive_doubling_now),
+      row<Collective::allreduce>(Algorithm::recursive_doubling,
+                                 allreduce_folded<FoldedCore::recursive_doubling>,
+                                 model::allreduce_recursive_doubling),
       row<Collective::allreduce>(Algorithm::rabenseifner,
                                  allreduce_folded<FoldedCore::rabenseifner>,
                                  model::allreduce_rabenseifner),
@@ -552,8 +509,7 @@ std::span<const AlgorithmRow> allreduce_rows() {
       row<Collective::allreduce>(Algorithm::double_binary_tree, allreduce_double_binary_tree,
                                  model::allreduce_double_binary_tree),
       row<Collective::allreduce>(Algorithm::shared_memory, allreduce_shared_memory,
-                                 model::allreduce_shared_memory, allreduce_shared_memory_now,
-                                 Algorithm::ring),
+                                 model::allreduce_shared_memory, Algorithm::ring),
       row<Collective::allreduce>(Algorithm::hierarchical, allreduce_hierarchical,
                                  model::allreduce_hierarchical),
       row<Collective::allreduce>(Algorithm::multi_leader, allreduce_multi_leader,

@@ -51,38 +51,6 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   }
 }
 
-// The latency path: the same exchanges as alltoall_pairwise, one step at a time, each a
-// blocking send-receive on the same tag (a rank on this path and one on the schedule meet in one
-// call: every pair exchanges one message each way). In place it would need the schedule's
-// copy of the input: not here.
-bool alltoall_pairwise_now(Transport& t, int tag_base, const AlltoallArgs& a) {
-  const int p = t.size();
-  const int rank = t.rank();
-  const std::size_t block = a.count * a.element_size;
-  if (block == 0) return true;
-  if (a.send == a.recv) return false;
-  const int tag = tag_base + a.phases[0];
-  const auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
-  // The own block while the first step's messages move, as the schedule does.
-  if (p > 1) {
-    const auto first = patterns::pairwise_step(rank, p, 1);
-    Transfer recv;
-    t.irecv(recv, at(a.recv, first.recv_from), block, first.recv_from, tag);
-    t.send_blocking(at(a.send, first.send_to), block, first.send_to, tag);
-    std::memcpy(at(a.recv, rank), at(a.send, rank), block);
-    Transfer* pending[1] = {&recv};
-    t.wait_all(pending);
-  } else {
-    std::memcpy(at(a.recv, rank), at(a.send, rank), block);
-  }
-  for (int step = 2; step < p; ++step) {
-    const auto pair = patterns::pairwise_step(rank, p, step);
-    t.shift_blocking(at(a.send, pair.send_to), block, pair.send_to, at(a.recv, pair.recv_from),
-                     block, pair.recv_from, tag);
-  }
-  return true;
-}
-
 // Bruck: rotate so that block i is the one for rank + i; in step k every block whose index has
 // bit k set moves 2^k ranks on (packed into one message); after the last step block i holds
 // what rank - i sent here.
@@ -129,11 +97,10 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
 
 std::span<const AlgorithmRow> alltoall_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise, model::alltoall_pairwise,
-                                alltoall_pairwise_now),
+      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise, model::alltoall_pairwise),
       row<Collective::alltoall>(Algorithm::bruck, alltoall_bruck, model::alltoall_bruck),
       row<Collective::alltoall>(Algorithm::shared_memory, alltoall_shared_memory,
-                                model::alltoall_shared_memory, nullptr, Algorithm::pairwise),
+                                model::alltoall_shared_memory, Algorithm::pairwise),
   };
   return rows;
 }

@@ -23,23 +23,12 @@ Task barrier_dissemination(Operation& op, BarrierArgs a) {
   }
 }
 
-bool barrier_dissemination_now(Transport& t, int tag_base, const BarrierArgs& a) {
-  const int p = t.size();
-  std::byte out{1};
-  std::byte in{0};
-  for (int distance = 1; distance < p; distance *= 2) {
-    t.shift_blocking(&out, 1, patterns::wrap(t.rank() + distance, p), &in, 1,
-                     patterns::wrap(t.rank() - distance, p), tag_base + a.phases[0]);
-  }
-  return true;
-}
-
 }  // namespace
 
 std::span<const AlgorithmRow> barrier_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::barrier>(Algorithm::dissemination, barrier_dissemination,
-                               model::barrier_dissemination, barrier_dissemination_now),
+                               model::barrier_dissemination),
   };
   return rows;
 }

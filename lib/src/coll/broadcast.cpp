@@ -130,53 +130,6 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
                             .phases = a.phases.part("allgather ring", 1, 2)});
 }
 
-// The latency path of the trees and of linear: one segment (the operation path cuts none at
-// these sizes), received whole from `parent` (none at the root), then sent to the `children`
-// (child(c) for c < children) at once, as the operation path posts the sends. The buffer is
-// the caller's: no scratch, so calls of up to kArenaPathBytes.
-template <class Child>
-bool tree_broadcast_now(Transport& t, int tag_base, const BroadcastArgs& a, int parent,
-                        int children, Child child) {
-  const std::size_t bytes = a.count * a.element_size;
-  if (bytes > kArenaPathBytes) return false;
-  if (bytes == 0 || t.size() == 1) return true;
-  const int tag = tag_base + a.phases[0];
-  if (parent >= 0) t.recv_blocking(a.buffer, bytes, parent, tag);
-  if (children == 1) {
-    t.send_blocking(a.buffer, bytes, child(0), tag);
-    return true;
-  }
-  TransferArray sends(static_cast<std::size_t>(children));
-  for (int c = 0; c < children; ++c)
-    t.isend(sends[static_cast<std::size_t>(c)], a.buffer, bytes, child(c), tag);
-  for (Transfer& send : sends) {
-    Transfer* const pending[1] = {&send};
-    t.wait_all(pending);
-  }
-  return true;
-}
-
-bool tree_place_now(Transport& t, int tag_base, const BroadcastArgs& a, const TreePlace& place) {
-  return tree_broadcast_now(t, tag_base, a, place.parent, place.children.size(),
-                            [&](int c) { return place.children[c]; });
-}
-
-bool broadcast_binomial_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  return tree_place_now(t, tag_base, a, patterns::binomial_place(t.rank(), a.root, t.size()));
-}
-
-bool broadcast_chain_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  return tree_place_now(t, tag_base, a, patterns::chain_place(t.rank(), a.root, t.size()));
-}
-
-// The flat tree: the root's children are every other rank, in the schedule's order.
-bool broadcast_linear_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  const int p = t.size();
-  const bool root = t.rank() == a.root;
-  return tree_broadcast_now(t, tag_base, a, root ? -1 : a.root, root ? p - 1 : 0,
-                            [&](int c) { return (a.root + 1 + c) % p; });
-}
-
 // The flat broadcast the hierarchical one runs across nodes, and in its stead where node_split
 // is null: the binomial tree (pipelined) up to 256 KiB or on up to 3 ranks, scatter + allgather
 // above (about 2n bytes from the root instead of n log p). Takes at most three tag phases.
@@ -232,16 +185,14 @@ Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
 std::span<const AlgorithmRow> broadcast_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::broadcast>(Algorithm::binomial_tree, broadcast_binomial,
-                                 model::broadcast_binomial_tree, broadcast_binomial_now),
+                                 model::broadcast_binomial_tree),
       row<Collective::broadcast>(Algorithm::pipelined_chain, broadcast_chain,
-                                 model::broadcast_pipelined_chain, broadcast_chain_now),
-      row<Collective::broadcast>(Algorithm::linear, broadcast_linear, model::broadcast_linear,
-                                 broadcast_linear_now),
+                                 model::broadcast_pipelined_chain),
+      row<Collective::broadcast>(Algorithm::linear, broadcast_linear, model::broadcast_linear),
       row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather,
                                  model::broadcast_scatter_allgather),
       row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,
-                                 model::broadcast_shared_memory, broadcast_shared_memory_now,
-                                 Algorithm::binomial_tree),
+                                 model::broadcast_shared_memory, Algorithm::binomial_tree),
       row<Collective::broadcast>(Algorithm::hierarchical, broadcast_hierarchical,
                                  model::broadcast_hierarchical),
   };

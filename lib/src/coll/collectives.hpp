@@ -124,7 +124,8 @@ struct PointToPointArgs {
 };
 Task point_to_point_task(Operation& op, PointToPointArgs args);
 
-// ---- shared memory (shm_collectives.cpp): through the transport's SharedArena ----
+// ---- shared memory: through the transport's SharedArena (the schedules in shm_collectives.cpp,
+// written in the steps of arena_steps.hpp, where the turns below are too) ----
 // Whether this operation can: its ranks share a segment and its buffers are host memory. The
 // dispatchers run a point-to-point algorithm instead where it cannot.
 bool shared_memory_usable(Operation& op);
@@ -140,16 +141,8 @@ SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
 // The shared-memory schedules (their rows name the point-to-point algorithm that runs where the
 // operation cannot use the segment, see registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
-// The arena rows' blocking forms (the latency path, shm_collectives.cpp).
-bool broadcast_shared_memory_now(Transport& t, int tag_base, const BroadcastArgs& args);
-bool reduce_shared_memory_now(Transport& t, int tag_base, const ReduceArgs& args);
-bool allgather_shared_memory_now(Transport& t, int tag_base, const AllgatherArgs& args);
-bool allreduce_shared_memory_now(Transport& t, int tag_base, const AllreduceArgs& args);
-bool reduce_scatter_shared_memory_now(Transport& t, int tag_base, const ReduceScatterArgs& args);
 Task gather_shared_memory(Operation& op, GatherArgs args);
 Task scatter_shared_memory(Operation& op, ScatterArgs args);
-bool gather_shared_memory_now(Transport& t, int tag_base, const GatherArgs& args);
-bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);
 Task allreduce_shared_memory(Operation& op, AllreduceArgs args);

@@ -155,65 +155,16 @@ Task scatter_tree(Operation& op, ScatterArgs a) {
     co_await op.wait(s);
 }
 
-// The latency path of the linear forms: the root receives (gather) or sends (scatter) every
-// other rank's block in real-rank order, one blocking message each, as the flat tree posts
-// them; a zero-byte block has no message in either form. Args: GatherArgs or ScatterArgs (the
-// full buffer is recv for a gather, send for a scatter).
-template <bool kGather, class Args>
-bool linear_now(Transport& t, int tag_base, const Args& a) {
-  const BlockLayout blocks(a.offsets);
-  const int p = t.size();
-  if (blocks.offset(p) * a.element_size > kDirectPathBytes) return false;
-  const int rank = t.rank();
-  const int tag = tag_base + a.phases[0];
-  const auto place = [&](int r) { return blocks.offset(r) * a.element_size; };
-  const auto length = [&](int r) { return place(r + 1) - place(r); };
-  const std::size_t mine = length(rank);
-  if (rank != a.root) {
-    if (mine == 0) return true;
-    if constexpr (kGather) {
-      t.send_blocking(a.send, mine, a.root, tag);
-    } else {
-      t.recv_blocking(a.recv, mine, a.root, tag);
-    }
-    return true;
-  }
-  // The root's own block, unless in place (its own-block pointer null or already there).
-  const std::byte* own_from = kGather ? a.send : a.send + place(rank);
-  std::byte* own_to = kGather ? a.recv + place(rank) : a.recv;
-  if (own_from != nullptr && own_to != nullptr && own_from != own_to && mine > 0) {
-    std::memcpy(own_to, own_from, mine);
-  }
-  for (int r = 0; r < p; ++r) {
-    if (r == rank || length(r) == 0) continue;
-    if constexpr (kGather) {
-      t.recv_blocking(a.recv + place(r), length(r), r, tag);
-    } else {
-      t.send_blocking(a.send + place(r), length(r), r, tag);
-    }
-  }
-  return true;
-}
-
-bool gather_linear_now(Transport& t, int tag_base, const GatherArgs& a) {
-  return linear_now<true>(t, tag_base, a);
-}
-
-bool scatter_linear_now(Transport& t, int tag_base, const ScatterArgs& a) {
-  return linear_now<false>(t, tag_base, a);
-}
-
 }  // namespace
 
 std::span<const AlgorithmRow> gather_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::gather>(Algorithm::binomial_tree, gather_tree<TreeShape::binomial>,
                               model::gather_binomial_tree),
-      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>, model::gather_linear,
-                              gather_linear_now),
+      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>,
+                              model::gather_linear),
       row<Collective::gather>(Algorithm::shared_memory, gather_shared_memory,
-                              model::gather_shared_memory, gather_shared_memory_now,
-                              Algorithm::linear),
+                              model::gather_shared_memory, Algorithm::linear),
   };
   return rows;
 }
@@ -223,10 +174,9 @@ std::span<const AlgorithmRow> scatter_rows() {
       row<Collective::scatter>(Algorithm::binomial_tree, scatter_tree<TreeShape::binomial>,
                                model::scatter_binomial_tree),
       row<Collective::scatter>(Algorithm::linear, scatter_tree<TreeShape::flat>,
-                               model::scatter_linear, scatter_linear_now),
+                               model::scatter_linear),
       row<Collective::scatter>(Algorithm::shared_memory, scatter_shared_memory,
-                               model::scatter_shared_memory, scatter_shared_memory_now,
-                               Algorithm::linear),
+                               model::scatter_shared_memory, Algorithm::linear),
   };
   return rows;
 }

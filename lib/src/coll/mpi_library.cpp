@@ -261,7 +261,7 @@ void barrier_call(Operation* op, Transport& t, MPI_Comm comm, const BarrierArgs&
   check(op, t, request ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm), "MPI_Barrier");
 }
 
-// The schedule and the latency path's form of a collective's call.
+// The schedule of a collective's call.
 template <Collective C, void (*Call)(Operation*, Transport&, MPI_Comm, const ArgsOf<C>&,
                                      MPI_Request*, std::vector<int>&)>
 Task schedule(Operation& op, ArgsOf<C> args) {
@@ -278,18 +278,8 @@ Task schedule(Operation& op, ArgsOf<C> args) {
 
 template <Collective C, void (*Call)(Operation*, Transport&, MPI_Comm, const ArgsOf<C>&,
                                      MPI_Request*, std::vector<int>&)>
-bool now(Transport& t, int, const ArgsOf<C>& args) {
-  const MPI_Comm comm = t.library_comm();
-  if (comm == MPI_COMM_NULL) return false;
-  std::vector<int> counts;
-  blocking_library_call([&] { Call(nullptr, t, comm, args, nullptr, counts); });
-  return true;
-}
-
-template <Collective C, void (*Call)(Operation*, Transport&, MPI_Comm, const ArgsOf<C>&,
-                                     MPI_Request*, std::vector<int>&)>
 AlgorithmRow library_row() {
-  return mpi_library_row<C>(schedule<C, Call>, now<C, Call>);
+  return mpi_library_row<C>(schedule<C, Call>);
 }
 
 }  // namespace

@@ -75,40 +75,6 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }
 
-bool reduce_binomial_now(Transport& t, int tag_base, const ReduceArgs& a) {
-  const int p = t.size();
-  const std::size_t elem = a.reduction.element_size;
-  const std::size_t bytes = a.count * elem;
-  if (bytes > kLatencyPathBytes) return false;
-  const bool is_root = t.rank() == a.root;
-  if (a.count == 0) return true;
-  if (p == 1) {
-    if (a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
-    return true;
-  }
-  // reduce_binomial with one segment: the same children in the same order, the same operand
-  // order (accumulated lower, child higher), the avg division fused into the root's last combine.
-  const patterns::BinomialTree tree{patterns::to_virtual(t.rank(), a.root, p), p};
-  const int tag = tag_base + a.phases[0];
-  alignas(64) std::byte received[kLatencyPathBytes];
-  alignas(64) std::byte partial[kLatencyPathBytes];
-  std::byte* accumulator = is_root ? a.recv : partial;
-  const std::byte* current = a.send;
-  const patterns::RankList children = tree.children_smallest_first();
-  for (int c = 0; c < children.size(); ++c) {
-    t.recv_blocking(received, bytes, patterns::to_real(children[c], a.root, p), tag);
-    a.reduction.combine(accumulator, current, received, a.count,
-                        is_root && c + 1 == children.size());
-    current = accumulator;
-  }
-  if (is_root) {
-    if (children.empty() && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
-    return true;
-  }
-  t.send_blocking(current, bytes, patterns::to_real(tree.parent(), a.root, p), tag);
-  return true;
-}
-
 // The flat reduce the hierarchical one runs across nodes, and in its stead where node_split is
 // null: the binomial tree up to 64 KiB, Rabenseifner (ring reduce-scatter, binomial gather)
 // above. Takes at most three tag phases.
@@ -176,12 +142,11 @@ Task reduce_hierarchical(Operation& op, ReduceArgs a) {
 std::span<const AlgorithmRow> reduce_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::reduce>(Algorithm::binomial_tree, reduce_binomial,
-                              model::reduce_binomial_tree, reduce_binomial_now),
+                              model::reduce_binomial_tree),
       row<Collective::reduce>(Algorithm::rabenseifner, reduce_rabenseifner,
                               model::reduce_rabenseifner),
       row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory,
-                              model::reduce_shared_memory, reduce_shared_memory_now,
-                              Algorithm::binomial_tree),
+                              model::reduce_shared_memory, Algorithm::binomial_tree),
       row<Collective::reduce>(Algorithm::hierarchical, reduce_hierarchical,
                               model::reduce_hierarchical),
   };

@@ -118,84 +118,6 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
   finish(op, a, blocks, d);
 }
 
-// ---- the latency-bound path (see run_collective) ----
-// A blocking recursive halving of at most kLatencyPathBytes in all, run straight through the
-// transport with no coroutine or Operation (as allreduce_recursive_doubling_now): the same
-// messages, fold and combination order as reduce_scatter_recursive_halving on one segment, so
-// the same bits.
-bool reduce_scatter_recursive_halving_now(Transport& t, int tag_base, const ReduceScatterArgs& a) {
-  const BlockLayout blocks(a.offsets);
-  const std::size_t elem = a.reduction.element_size;
-  const std::size_t total = blocks.count() * elem;
-  const int p = t.size();
-  const int rank = t.rank();
-  // The core's offsets live on the stack: more core ranks than that take the schedule.
-  constexpr int kMaxCore = 64;
-  if (total > kLatencyPathBytes || patterns::Fold{p}.core_size() > kMaxCore) return false;
-  const std::size_t mine = blocks.length(rank) * elem;
-  if (p == 1 || blocks.count() == 0) {
-    if (p == 1 && mine > 0) std::memmove(a.recv, a.send + blocks.offset(rank) * elem, mine);
-    return true;
-  }
-  const int exchange_tag = tag_base + a.phases[0];
-  const int result_tag = tag_base + a.phases[1];
-  // As the schedule's Operation, an empty message is not sent (blocks may be empty).
-  const auto send = [&t](const std::byte* data, std::size_t bytes, int peer, int tag) {
-    if (bytes > 0) t.send_blocking(data, bytes, peer, tag);
-  };
-  const auto recv = [&t](std::byte* data, std::size_t bytes, int peer, int tag) {
-    if (bytes > 0) t.recv_blocking(data, bytes, peer, tag);
-  };
-  const patterns::Fold fold{p};
-  const patterns::FoldRole role = fold.role(rank);
-  const int partner = fold.fold_partner(rank);
-  if (role == patterns::FoldRole::folded) {
-    // The send is complete before the result lands, so recv may alias send.
-    send(a.send, total, partner, exchange_tag);
-    recv(a.recv, mine, partner, result_tag);
-    return true;
-  }
-  alignas(64) std::byte accumulator[kLatencyPathBytes];
-  alignas(64) std::byte received[kLatencyPathBytes];
-  const std::byte* current = a.send;
-  if (role == patterns::FoldRole::proxy) {
-    recv(received, total, partner, exchange_tag);
-    a.reduction.combine(accumulator, received, a.send, blocks.count(), false);
-    current = accumulator;
-  }
-  std::size_t core_offsets[kMaxCore + 1];
-  const BlockLayout core_blocks = fold.core_layout(
-      blocks, std::span<std::size_t>(core_offsets, static_cast<std::size_t>(fold.core_size()) + 1));
-  const int core = fold.core_rank(rank);
-  const int steps = patterns::log2_exact(fold.core_size());
-  for (int s = 0; s < steps; ++s) {
-    const auto step = patterns::halving_step(core, fold.core_size(), s);
-    const std::size_t keep = core_blocks.offset(step.keep_first) * elem;
-    const std::size_t send_offset = core_blocks.offset(step.send_first) * elem;
-    const std::size_t keep_elems = core_blocks.length(step.keep_first, step.blocks);
-    const int peer = fold.rank_of_core(step.peer_core);
-    const std::size_t send_bytes = core_blocks.length(step.send_first, step.blocks) * elem;
-    if (send_bytes > 0 && keep_elems > 0) {
-      t.shift_blocking(current + send_offset, send_bytes, peer, received, keep_elems * elem, peer,
-                       exchange_tag);
-    } else {
-      recv(received, keep_elems * elem, peer, exchange_tag);
-      send(current + send_offset, send_bytes, peer, exchange_tag);
-    }
-    const std::byte* local = current + keep;
-    a.reduction.combine(accumulator + keep, step.lower ? local : received,
-                        step.lower ? received : local, keep_elems, s == steps - 1);
-    current = accumulator;
-  }
-  // Every send from a.send is complete: recv may alias it.
-  if (mine > 0) std::memcpy(a.recv, accumulator + blocks.offset(rank) * elem, mine);
-  if (role == patterns::FoldRole::proxy) {
-    send(accumulator + blocks.offset(partner) * elem, blocks.length(partner) * elem, partner,
-         result_tag);
-  }
-  return true;
-}
-
 // The flat reduce-scatter the hierarchical one runs across nodes, and in its stead where it does
 // not split: recursive halving up to 64 KiB, the ring above. Takes at most two tag phases.
 Algorithm flat_reduce_scatter(std::size_t bytes) {
@@ -255,12 +177,11 @@ std::span<const AlgorithmRow> reduce_scatter_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::reduce_scatter>(Algorithm::ring, reduce_scatter_ring,
                                       model::reduce_scatter_ring),
-      row<Collective::reduce_scatter>(
-          Algorithm::recursive_halving, reduce_scatter_recursive_halving,
-          model::reduce_scatter_recursive_halving, reduce_scatter_recursive_halving_now),
+      row<Collective::reduce_scatter>(Algorithm::recursive_halving,
+                                      reduce_scatter_recursive_halving,
+                                      model::reduce_scatter_recursive_halving),
       row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
-                                      model::reduce_scatter_shared_memory,
-                                      reduce_scatter_shared_memory_now, Algorithm::ring),
+                                      model::reduce_scatter_shared_memory, Algorithm::ring),
       row<Collective::reduce_scatter>(Algorithm::hierarchical, reduce_scatter_hierarchical,
                                       model::reduce_scatter_hierarchical),
   };

@@ -1,9 +1,9 @@
 // The algorithm registry: one row per (collective, algorithm) that collx implements. A row
-// names the schedule (the coroutine that runs the algorithm on an Operation), its model (cost
-// and description, algorithms/cost_model.hpp), its blocking form where the latency path has
-// one, and, for rows that need the shared arena, the algorithm that runs instead where there
-// is none. The rows of a collective stand in the file of its
-// schedules (allreduce_rows() in allreduce.cpp, ...), the first row being the fallback when no
+// names the schedule (the coroutine that runs the algorithm on an Operation, the only form of
+// the algorithm: a blocking call runs it to completion in place, run_blocking), its model (cost
+// and description, algorithms/cost_model.hpp) and, for rows that need the shared arena, the
+// algorithm that runs instead where there is none. The rows of a collective stand in the file of
+// its schedules (allreduce_rows() in allreduce.cpp, ...), the first row being the fallback when no
 // selection rule matches; everything else (Algorithm lists, COLLX_ALGO parsing, the selector's
 // checks, the cost model, collx-info, collx-bench -a all, the simulated-rank suite) reads them
 // from here.
@@ -70,13 +70,6 @@ using ArgsOf = typename ArgsOfT<C>::type;
 
 template <class Args>
 using Schedule = Task (*)(Operation&, Args);
-// The latency path's form of a schedule: runs the call to completion straight through the
-// transport and returns true, or returns false (before sending anything) where it does not
-// apply (too large). Its messages must be the schedule's for a one-segment buffer: the
-// simulated-rank suite runs both forms against each other.
-template <class Args>
-using BlockingForm = bool (*)(Transport&, int tag_base, const Args&);
-
 struct AlgorithmRow {
   using Erased = void (*)();
   Collective collective = Collective::allreduce;
@@ -85,7 +78,6 @@ struct AlgorithmRow {
   // Its model (algorithms/cost_model.hpp): the cost the selector's tables and collx-model
   // weigh, and the steps in words that collx-info and docs/ALGORITHMS.md show.
   const model::Entry* cost_model = nullptr;
-  Erased blocking = nullptr;
   // Rows that run through the shared arena: the algorithm that runs where the operation
   // cannot use one (ranks on several nodes, device buffers). automatic: needs none.
   Algorithm without_segment = Algorithm::automatic;
@@ -97,20 +89,15 @@ struct AlgorithmRow {
 // A row, type-checked against the collective's argument struct.
 template <Collective C>
 AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule, const model::Entry& cost_model,
-                 BlockingForm<ArgsOf<C>> blocking = nullptr,
                  Algorithm without_segment = Algorithm::automatic) {
-  return {C,
-          algorithm,
-          reinterpret_cast<AlgorithmRow::Erased>(schedule),
-          &cost_model,
-          reinterpret_cast<AlgorithmRow::Erased>(blocking),
+  return {C, algorithm, reinterpret_cast<AlgorithmRow::Erased>(schedule), &cost_model,
           without_segment};
 }
 
 // The row of the MPI library's own collective C (mpi_library.cpp).
 template <Collective C>
-AlgorithmRow mpi_library_row(Schedule<ArgsOf<C>> schedule, BlockingForm<ArgsOf<C>> blocking) {
-  AlgorithmRow r = row<C>(Algorithm::mpi, schedule, model::mpi_library, blocking);
+AlgorithmRow mpi_library_row(Schedule<ArgsOf<C>> schedule) {
+  AlgorithmRow r = row<C>(Algorithm::mpi, schedule, model::mpi_library);
   r.mpi_library = true;
   return r;
 }
@@ -144,7 +131,6 @@ const void* in_place_reduce_input(int root, const std::byte* root_data, std::siz
 void library_call_begins();
 void library_call_ends();
 
-
 // Every row, collective by collective.
 std::span<const AlgorithmRow> registry();
 // The collective whose schedules run `collective` (reduce_scatter_v runs reduce_scatter's).
@@ -166,15 +152,6 @@ Task run_schedule(Operation& op, const ArgsOf<C>& args, Algorithm algorithm) {
     r = find_row(C, r->without_segment);
   }
   return reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, args);
-}
-
-// The latency path of `algorithm` for collective C: false where it has none or it does not
-// apply.
-template <Collective C>
-bool run_blocking_form(Transport& t, int tag_base, const ArgsOf<C>& args, Algorithm algorithm) {
-  const AlgorithmRow* r = find_row(C, algorithm);
-  if (r == nullptr || r->blocking == nullptr) return false;
-  return reinterpret_cast<BlockingForm<ArgsOf<C>>>(r->blocking)(t, tag_base, args);
 }
 
 }  // namespace collx::detail

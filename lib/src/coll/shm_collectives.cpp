@@ -1,13 +1,13 @@
-// The shared-memory algorithms: broadcast and allgather through the communicator's
-// SharedArena (shm_arena.hpp), for ranks on one node with host buffers.
+// The shared arena's schedules (the rows Algorithm::shared_memory of broadcast, reduce,
+// allgather, allreduce, reduce_scatter, gather, scatter and alltoall) through the
+// communicator's SharedArena (shm_arena.hpp), for ranks on one node with host buffers, written
+// in the steps of arena_steps.hpp.
 //
 // A producer cuts its bytes into slots, copies each into the next entry of its ring and
 // publishes it (a release store of its count); every other rank waits for the count, copies the
 // slot out and says so in its own counter, which frees the ring slot once every reader has.
 // All copies are memcpy, the producer's and the readers' run at the same time, and no byte goes
 // through the MPI library.
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "arena_steps.hpp"
 #include "collectives.hpp"
 #include "collx/error.hpp"
 #include "config.hpp"
@@ -26,258 +27,7 @@
 
 namespace collx::detail {
 
-namespace {
-
-// Slots are whole ring slots. Handing a slot to another core costs far more here than a
-// counter store (the counter's line moves between the cores, the reader may have to wake up):
-// a broadcast of 1 MiB in 32 KiB slots was several times slower than in 256-512 KiB slots
-// (docs/results/arena-slot-size-broadcast.csv). So the fewer handoffs
-// the better, as long as a few slots are in flight for the largest messages.
-std::size_t slot_payload_bytes(const SharedArena& arena) {
-  return arena.slot_bytes();
-}
-
-// Outputs of more than this many bytes are written with streaming stores (no read of each
-// destination line first): they do not stay in the caches anyway, and the copy out of the ring
-// is then bound by memory writes (docs/results/arena-streaming-stores.csv).
-constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
-
-bool streams_output(std::size_t output_bytes) {
-  return output_bytes > kStreamingOutputBytes;
-}
-
-// A copy with streaming or plain stores.
-kernels::CopyFn copy_with(bool streaming) {
-  return streaming ? kernels::active_kernels().copy_streaming
-                   : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
-}
-
-// How slots are copied out of a ring into an output of `output_bytes`.
-kernels::CopyFn copy_for_output(std::size_t output_bytes) {
-  return copy_with(streams_output(output_bytes));
-}
-
-std::size_t pieces_of(std::size_t bytes, std::size_t slot) {
-  return (bytes + slot - 1) / slot;
-}
-
-// Waits until every other rank has copied out slot `sequence - slots` of `producer`'s ring,
-// so that the entry slot `sequence` goes into is free.
-Task wait_for_room(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence) {
-  const auto ring = static_cast<std::uint64_t>(arena.slots());
-  if (sequence < ring) co_return;
-  for (int reader = 0; reader < op.size(); ++reader) {
-    if (reader == producer) continue;
-    const CounterReached room(arena, arena.consumed(reader, producer), sequence + 1 - ring, reader,
-                              "ring room from");
-    co_await op.until(room);
-  }
-}
-
-// Hands the time of a timed copy into the ring (since `start`) to the rank's RingStores, and
-// says so under COLLX_DEBUG=INFO where that changed its choice.
-void record_stores(SharedArena& arena, int me, RingStores::Kind kind, std::size_t bytes,
-                   std::chrono::steady_clock::time_point start) {
-  RingStores& stores = arena.ring_stores(me);
-  if (stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
-      arena.log_store_changes()) {
-    std::fprintf(stderr,
-                 "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
-                 "streaming %.0f ns/KiB)\n",
-                 me, stores.current() == RingStores::Kind::plain ? "plain" : "streaming",
-                 stores.best_ns_per_kib(RingStores::Kind::plain),
-                 stores.best_ns_per_kib(RingStores::Kind::streaming));
-  }
-}
-
-// Publishes slot `sequence` of this rank's ring: `bytes` from `source`, written with the kind
-// of stores the rank's RingStores choose. With `also`, the slot goes to `also` as well (the
-// allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
-// stores they go block by block, so that `source` is read once and the second copy reads what
-// the first just brought into the L1 cache (faster than a second pass over `source`: the
-// notebook in git, docs/PERFORMANCE.md at cc55b41, "The slow state: stores into lines the other
-// core holds"); streaming stores are not cut up so, since each
-// call ends with a fence that waits for them to reach memory.
-Task publish(Operation& op, SharedArena& arena, std::uint64_t sequence, const std::byte* source,
-             std::size_t bytes, std::byte* also = nullptr, bool also_streams = false) {
-  const int me = op.rank();
-  co_await wait_for_room(op, arena, me, sequence);
-  RingStores& stores = arena.ring_stores(me);
-  const RingStores::Kind kind = stores.next(bytes);
-  const bool streaming = kind == RingStores::Kind::streaming;
-  const bool timed = stores.timed(bytes);
-  const auto start =
-      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  std::byte* entry = arena.slot(me, sequence);
-  if (also != nullptr && !streaming && !also_streams) {
-    constexpr std::size_t kBlock = std::size_t{8} << 10;
-    for (std::size_t i = 0; i < bytes; i += kBlock) {
-      const std::size_t n = std::min(kBlock, bytes - i);
-      std::memcpy(entry + i, source + i, n);
-      std::memcpy(also + i, entry + i, n);
-    }
-  } else {
-    copy_with(streaming)(entry, source, bytes);
-    if (also != nullptr) copy_with(also_streams)(also, source, bytes);
-  }
-  if (timed) record_stores(arena, me, kind, bytes, start);
-  // Clears a pointer an earlier publish_direct left in this entry's descriptor. Only then: an
-  // unchanged line stays in the readers' caches, where take() reads it.
-  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
-  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
-  arena.advance(arena.published(me), sequence + 1);
-}
-
-// Publishes slot `sequence` of this rank's ring as a pointer: its readers copy `bytes` at
-// `source` straight from this process (SharedArena::read_direct). `source` must stay as it is
-// until they all have (wait_for_readers).
-Task publish_direct(Operation& op, SharedArena& arena, std::uint64_t sequence,
-                    const std::byte* source, std::size_t bytes) {
-  const int me = op.rank();
-  co_await wait_for_room(op, arena, me, sequence);
-  SharedArena::SlotDescriptor& d = arena.descriptor(me, sequence);
-  d.address.store(reinterpret_cast<std::uint64_t>(source), std::memory_order_relaxed);
-  d.bytes.store(bytes, std::memory_order_relaxed);
-  arena.advance(arena.published(me), sequence + 1);
-}
-
-// Waits until every other rank has taken slot `sequence` of this rank's ring.
-Task wait_for_readers(Operation& op, SharedArena& arena, std::uint64_t sequence) {
-  for (int reader = 0; reader < op.size(); ++reader) {
-    if (reader == op.rank()) continue;
-    const CounterReached read(arena, arena.consumed(reader, op.rank()), sequence + 1, reader,
-                              "a direct read by");
-    co_await op.until(read);
-  }
-}
-
-// Copies `bytes` at `address` in `producer`'s memory to `target` (SharedArena::read_direct),
-// or throws naming the producer.
-void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
-                   std::uint64_t address, std::size_t bytes) {
-  const int error = arena.read_direct(producer, target, address, bytes);
-  if (error != 0) {
-    throw Error(ErrorCode::transport, "", op.rank(),
-                "process_vm_readv from rank " + std::to_string(producer) +
-                    " failed: " + std::strerror(error));
-  }
-}
-
-// Copies slot `sequence` of `producer`'s ring to `target` once it is published: `bytes` from
-// the ring slot, or, where the producer published a pointer (publish_direct), its bytes from
-// the producer's memory; `direct` then says so.
-Task take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
-          std::byte* target, std::size_t bytes, kernels::CopyFn copy, bool* direct = nullptr) {
-  const CounterReached published(arena, arena.published(producer), sequence + 1, producer,
-                                 "a slot from");
-  co_await op.until(published);
-  const SharedArena::SlotDescriptor& d = arena.descriptor(producer, sequence);
-  const std::uint64_t address = d.address.load(std::memory_order_relaxed);
-  if (address == 0) {
-    copy(target, arena.slot(producer, sequence), bytes);
-  } else {
-    if (direct == nullptr) {
-      throw Error(ErrorCode::internal, "", op.rank(),
-                  "rank " + std::to_string(producer) + " published a pointer where bytes were due");
-    }
-    read_directly(op, arena, producer, target, address,
-                  static_cast<std::size_t>(d.bytes.load(std::memory_order_relaxed)));
-    *direct = true;
-  }
-  arena.advance(arena.consumed(op.rank(), producer), sequence + 1);
-}
-
-// Allgather blocks of at least this many bytes are read directly from their producer while its
-// plain stores are slow, up to outputs of kDirectMaxOutputBytes: there the kernel's copy of
-// the producer's buffer (what MPI's single-copy path does) beats streaming stores into the
-// ring and a copy out of memory, while above it streaming wins (the sizes where each wins, on
-// the machine they were measured on: docs/PERFORMANCE.md, "Why the arena, and the VM's slow
-// state").
-constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
-constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
-
-// At two ranks, blocks of 32-64 KiB are read directly from their producer's buffer (one kernel
-// copy of lines the producer has not just written) whatever the ring's stores, where the ranks
-// may read each other's memory: through the ring, alltoall and allgather blocks of this size were
-// 1.1-1.4x slower (two copies, the second of lines the other core has just written), while from
-// 128 KiB blocks the ring's two copies won again. At four ranks the same blocks were 1.3-1.7x
-// slower read directly than through the ring (docs/results/alltoall-arena-vs-pairwise.csv).
-constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
-constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
-
-// Whether blocks of `block` bytes go as pointers whatever this rank's stores, where that is
-// settled by what every rank sees alike: no direct reads possible (false), COLLX_SHM_DIRECT set
-// (its value), the direct window (true); nullopt otherwise.
-std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t block) {
-  if (!arena.direct_reads()) return false;
-  const std::optional<bool> forced = arena.direct_reads_forced();
-  if (forced.has_value()) return forced;
-  if (arena.size() == 2 && block >= kDirectWindowMinBlockBytes &&
-      block <= kDirectWindowMaxBlockBytes) {
-    return true;
-  }
-  return std::nullopt;
-}
-
-// Whether this rank hands its allgather block of `block` bytes (of `output` in all) to the
-// readers as a pointer this time.
-bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output) {
-  if (block == 0) return false;
-  if (const std::optional<bool> settled = direct_by_setting(arena, block)) return *settled;
-  if (block < kDirectMinBlockBytes || output > kDirectMaxOutputBytes) return false;
-  RingStores& stores = arena.ring_stores(me);
-  // Only while streaming is the choice and no trial of either kind is due (a trial goes
-  // through the ring, where it is timed).
-  if (stores.current() != RingStores::Kind::streaming ||
-      stores.next(std::min(block, arena.slot_bytes())) != RingStores::Kind::streaming) {
-    return false;
-  }
-  stores.count_untimed();
-  return true;
-}
-
-}  // namespace
-
-namespace {
-// `me`: this rank's place in `arena`.
-Task wait_turn_then(Operation& op, SharedArena& arena, int me, std::uint64_t ticket, Task body) {
-  const CounterReached turn(arena, arena.turn(me), ticket, me,
-                            "an earlier shared-memory operation on", false);
-  co_await op.until(turn);
-  std::exception_ptr error;
-  try {
-    if (!op.schedule_skipped()) co_await std::move(body);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  arena.end_turn(me);
-  if (error) std::rethrow_exception(error);
-}
-}  // namespace
-
-// Not a coroutine: the ticket is taken when the dispatcher builds the task, which is in call
-// order on every rank (a coroutine's body would run later, after COLLX_CHECK's comparison).
-// Inside a Group the turn of the group's arena is the composite's, held for its whole run.
-Task in_turn(Operation& op, Task body) {
-  if (op.in_group()) return body;
-  return in_turn(op, *op.arena(), op.rank(), std::move(body));
-}
-
-Task in_turn(Operation& op, SharedArena& arena, int me, Task body) {
-  op.set_holds_turn();
-  return wait_turn_then(op, arena, me, arena.take_ticket(me), std::move(body));
-}
-
-bool shared_memory_usable(Operation& op) {
-  const SharedArena* arena = op.arena();
-  return arena != nullptr && arena->size() == op.size() && !op.device_memory();
-}
-
-SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout) {
-  SharedArena* arena = op.transport().node_arena();
-  if (arena == nullptr || op.in_group() || op.device_memory()) return nullptr;
-  return arena->size() == layout.ranks_on(layout.node_of(op.rank())) ? arena : nullptr;
-}
+using namespace arena_steps;
 
 Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t bytes = a.count * a.element_size;
@@ -300,197 +50,6 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
       co_await take(op, arena, a.root, base + k, a.buffer + offset, length, copy);
     }
   }
-}
-
-namespace {
-constexpr int kYieldsBeforeSleep = 2048;
-
-// The latency path's waits for arena counters: Operation::wait_in_place's slices, with the
-// same refusal of a peer's messages for the call (they run another algorithm).
-void wait_now(Transport& t, int tag_base, Collective collective, const SharedArena& arena,
-              const CounterReached& condition) {
-  if (condition.met()) return;
-  if (arena.oversubscribed()) {
-    // The rank that moves the counter may be waiting for this core: yield it (a few hundred
-    // nanoseconds each) before wait_in_slices would sleep on the futex, whose wake-up took
-    // microseconds per handoff at 3-4 ranks on 2 cores.
-    for (int i = 0; i < kYieldsBeforeSleep; ++i) {
-      sched_yield();
-      if (condition.met()) return;
-    }
-  }
-  wait_in_slices(t, condition, [&] {
-    if (t.message_arrived(tag_base, kPhasesPerOp)) {
-      throw_foreign_messages(collective, t.rank(), "");
-    }
-  });
-}
-
-// Runs `body` in this rank's turn on the arena, which is free: the latency path runs only
-// where nothing else is in flight in the process. The turn is ended whatever happens, as
-// wait_turn_then does.
-template <class Body>
-void in_free_turn(SharedArena& arena, int me, Body&& body) {
-  arena.take_ticket(me);
-  try {
-    body();
-  } catch (...) {
-    arena.end_turn(me);
-    throw;
-  }
-  arena.end_turn(me);
-}
-}  // namespace
-
-namespace {
-// Whether the latency path may run an arena protocol of one slot per producer at `bytes` (the
-// largest slot a rank fills): the arena spans the communicator, the bytes fit a slot, no
-// earlier arena operation of this rank is unfinished, and no producer hands a pointer over
-// (COLLX_SHM_DIRECT=1 makes the coroutines publish pointers, which these forms do not: every
-// rank then takes the coroutines, the setting being the same on all).
-bool arena_now_usable(Transport& t, const SharedArena* arena, std::size_t bytes) {
-  return arena != nullptr && arena->size() == t.size() && bytes <= kArenaPathBytes &&
-         bytes <= slot_payload_bytes(*arena) && arena->idle(t.rank()) &&
-         arena->direct_reads_forced() != std::optional<bool>(true);
-}
-
-// wait_for_room() without an Operation.
-void wait_room_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
-                   std::uint64_t sequence) {
-  const int me = t.rank();
-  const auto ring = static_cast<std::uint64_t>(arena.slots());
-  if (sequence < ring) return;
-  for (int reader = 0; reader < t.size(); ++reader) {
-    if (reader == me) continue;
-    wait_now(t, tag_base, collective, arena,
-             CounterReached(arena, arena.consumed(reader, me), sequence + 1 - ring, reader,
-                            "ring room from"));
-  }
-}
-
-// publish() without an Operation: `bytes` from `source` into slot `sequence` of this rank's ring
-// (plain stores: at these sizes the kind of stores makes no difference the RingStores could
-// time), and published.
-void publish_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
-                 std::uint64_t sequence, const std::byte* source, std::size_t bytes) {
-  const int me = t.rank();
-  wait_room_now(t, tag_base, collective, arena, sequence);
-  std::memcpy(arena.slot(me, sequence), source, bytes);
-  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
-  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
-  arena.advance(arena.published(me), sequence + 1);
-}
-
-// Waits for slot `sequence` of `producer`'s ring and returns where its bytes are (the
-// producer published bytes, never a pointer: arena_now_usable).
-const std::byte* arrived_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
-                             int producer, std::uint64_t sequence) {
-  wait_now(t, tag_base, collective, arena,
-           CounterReached(arena, arena.published(producer), sequence + 1, producer, "a slot from"));
-  if (arena.descriptor(producer, sequence).address.load(std::memory_order_relaxed) != 0) {
-    throw Error(ErrorCode::internal, "", t.rank(),
-                "rank " + std::to_string(producer) + " published a pointer where bytes were due");
-  }
-  return arena.slot(producer, sequence);
-}
-}  // namespace
-
-// The blocking forms of the arena's rows for a few hundred bytes: the same protocols as the
-// coroutines (one slot per producer, the same counters, the same order of combination), so
-// ranks that run one and ranks that run the other meet in the same call, and blocking and
-// nonblocking calls mix on a communicator; without an Operation, whose setup, not the one
-// handoff, was the call's cost at these sizes.
-bool broadcast_shared_memory_now(Transport& t, int tag_base, const BroadcastArgs& a) {
-  SharedArena* arena = t.shared_arena();
-  const std::size_t bytes = a.count * a.element_size;
-  const int me = t.rank();
-  if (!arena_now_usable(t, arena, bytes)) return false;
-  if (bytes == 0 || t.size() == 1) return true;
-  in_free_turn(*arena, me, [&] {
-    constexpr Collective kThis = Collective::broadcast;
-    if (me == a.root) {
-      publish_now(t, tag_base, kThis, *arena,
-                  arena->published(me).load(std::memory_order_relaxed), a.buffer, bytes);
-      return;
-    }
-    const std::uint64_t sequence = arena->consumed(me, a.root).load(std::memory_order_relaxed);
-    std::memcpy(a.buffer, arrived_now(t, tag_base, kThis, *arena, a.root, sequence), bytes);
-    arena->advance(arena->consumed(me, a.root), sequence + 1);
-  });
-  return true;
-}
-
-bool reduce_shared_memory_now(Transport& t, int tag_base, const ReduceArgs& a) {
-  SharedArena* arena = t.shared_arena();
-  const std::size_t elem = a.reduction.element_size;
-  const std::size_t bytes = a.count * elem;
-  const int p = t.size();
-  const int me = t.rank();
-  // One slot of whole elements, as reduce_shared_memory cuts its pieces.
-  if (!arena_now_usable(t, arena, bytes) || bytes > slot_payload_bytes(*arena) / elem * elem) {
-    return false;
-  }
-  if (bytes == 0) return true;
-  in_free_turn(*arena, me, [&] {
-    constexpr Collective kThis = Collective::reduce;
-    if (me != a.root) {
-      // As reduce_shared_memory: nothing to take from the other non-roots (one slot each).
-      for (int r = 0; r < p; ++r) {
-        if (r == me || r == a.root) continue;
-        SharedArena::Counter& consumed = arena->consumed(me, r);
-        arena->advance(consumed, consumed.load(std::memory_order_relaxed) + 1);
-      }
-      publish_now(t, tag_base, kThis, *arena,
-                  arena->published(me).load(std::memory_order_relaxed), a.send, bytes);
-      return;
-    }
-    const std::byte* accumulated = a.send;
-    for (int step = 1; step < p; ++step) {
-      const int r = (me + step) % p;
-      const std::uint64_t sequence = arena->consumed(me, r).load(std::memory_order_relaxed);
-      a.reduction.combine(a.recv, accumulated, arrived_now(t, tag_base, kThis, *arena, r, sequence),
-                          a.count, step == p - 1);
-      accumulated = a.recv;
-      arena->advance(arena->consumed(me, r), sequence + 1);
-    }
-  });
-  return true;
-}
-
-bool allgather_shared_memory_now(Transport& t, int tag_base, const AllgatherArgs& a) {
-  SharedArena* arena = t.shared_arena();
-  const int p = t.size();
-  const int me = t.rank();
-  const std::size_t elem = a.element_size;
-  const auto block_bytes = [&](int r) {
-    return (a.offsets[static_cast<std::size_t>(r) + 1] - a.offsets[static_cast<std::size_t>(r)]) *
-           elem;
-  };
-  const auto block = [&](int r) { return a.recv + a.offsets[static_cast<std::size_t>(r)] * elem; };
-  std::size_t largest = 0;
-  for (int r = 0; r < p; ++r)
-    largest = std::max(largest, block_bytes(r));
-  if (!arena_now_usable(t, arena, largest) || a.offsets.back() * elem > kArenaPathBytes) {
-    return false;
-  }
-  const std::byte* own = a.send != nullptr ? a.send : block(me);
-  if (own != block(me)) std::memcpy(block(me), own, block_bytes(me));
-  if (largest == 0 || p == 1) return true;
-  in_free_turn(*arena, me, [&] {
-    constexpr Collective kThis = Collective::allgather;
-    if (block_bytes(me) > 0) {
-      publish_now(t, tag_base, kThis, *arena,
-                  arena->published(me).load(std::memory_order_relaxed), own, block_bytes(me));
-    }
-    for (int step = 1; step < p; ++step) {
-      const int r = (me + step) % p;
-      if (block_bytes(r) == 0) continue;
-      const std::uint64_t sequence = arena->consumed(me, r).load(std::memory_order_relaxed);
-      std::memcpy(block(r), arrived_now(t, tag_base, kThis, *arena, r, sequence), block_bytes(r));
-      arena->advance(arena->consumed(me, r), sequence + 1);
-    }
-  });
-  return true;
 }
 
 Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
@@ -549,7 +108,7 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
       taken_whole[ri] = whole ? 1 : 0;
     }
   }
-  if (direct) co_await wait_for_readers(op, arena, base[static_cast<std::size_t>(me)]);
+  if (direct) co_await op.until(read_by_all(op, arena, base[static_cast<std::size_t>(me)]));
 }
 
 Task reduce_shared_memory(Operation& op, ReduceArgs a) {
@@ -627,151 +186,6 @@ namespace {
 // two ranks from 512 KiB to 2 MiB (docs/results/arena-slice-piece.csv).
 constexpr std::size_t kSlicePieceBytes = std::size_t{256} << 10;
 
-// Where each rank's ring stood before this call: this rank's published count, and for every
-// other producer what this rank has consumed of it (the same value, see shm_arena.hpp).
-std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena) {
-  std::vector<std::uint64_t> base(static_cast<std::size_t>(op.size()));
-  for (int r = 0; r < op.size(); ++r) {
-    base[static_cast<std::size_t>(r)] =
-        r == op.rank() ? arena.published(r).load(std::memory_order_relaxed)
-                       : arena.consumed(op.rank(), r).load(std::memory_order_relaxed);
-  }
-  return base;
-}
-
-// Marks slot `sequence` of this rank's ring filled (its bytes are in the entry).
-void publish_filled(SharedArena& arena, int me, std::uint64_t sequence) {
-  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
-  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
-  arena.advance(arena.published(me), sequence + 1);
-}
-
-// Copies this rank's pieces of round `round` of every other rank's block from `send` into its
-// ring slot `sequence` (block j's piece at j * piece elements) and publishes it.
-Task publish_pieces(Operation& op, SharedArena& arena, std::uint64_t sequence,
-                    const std::byte* send, std::span<const std::size_t> offsets, std::size_t round,
-                    std::size_t piece, std::size_t elem) {
-  const int me = op.rank();
-  co_await wait_for_room(op, arena, me, sequence);
-  std::byte* entry = arena.slot(me, sequence);
-  // The pieces are written, and timed, like publish()'s slots: the time tells the slow state
-  // (RingStores), in which slices_directly() hands the inputs over as pointers instead.
-  std::size_t bytes = 0;
-  for (int j = 0; j < op.size(); ++j) {
-    if (j != me) bytes += patterns::piece_of(offsets, j, round, piece).length() * elem;
-  }
-  RingStores& stores = arena.ring_stores(me);
-  const RingStores::Kind kind = stores.next(bytes);
-  const kernels::CopyFn copy = copy_with(kind == RingStores::Kind::streaming);
-  const bool timed = stores.timed(bytes);
-  const auto start =
-      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  for (int j = 0; j < op.size(); ++j) {
-    if (j == me) continue;
-    const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
-    if (r.length() == 0) continue;
-    copy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
-         r.length() * elem);
-  }
-  if (timed) record_stores(arena, me, kind, bytes, start);
-  publish_filled(arena, me, sequence);
-}
-
-// Whether this rank hands an allreduce's or reduce_scatter's pieces over as pointers this call
-// (its input and its reduced pieces, publish_direct; the readers copy them with
-// process_vm_readv): where COLLX_SHM_DIRECT says so, else while the ring's plain stores are
-// slow (RingStores chose streaming) and no trial of plain stores is due. Each rank decides
-// alone: a reader looks at each slot's descriptor.
-bool slices_directly(SharedArena& arena, int me, std::size_t bytes) {
-  if (!arena.direct_reads() || bytes == 0) return false;
-  const std::optional<bool> forced = arena.direct_reads_forced();
-  if (forced.has_value()) return *forced;
-  RingStores& stores = arena.ring_stores(me);
-  const std::size_t slot = std::min(bytes, arena.slot_bytes());
-  if (slot < RingStores::kTimedBytes || stores.current() != RingStores::Kind::streaming ||
-      stores.next(slot) != RingStores::Kind::streaming) {
-    return false;
-  }
-  stores.count_untimed();
-  return true;
-}
-
-// Where this rank's piece of producer j's input is: in j's ring slot, or, where j published a
-// pointer to its input (slices_directly), copied from j's memory into piece `at` of `scratch`.
-const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
-                             patterns::ElementRange r, std::size_t piece, std::size_t elem,
-                             std::byte* scratch, std::size_t at) {
-  const std::uint64_t address =
-      arena.descriptor(j, sequence).address.load(std::memory_order_relaxed);
-  if (address == 0) {
-    return arena.slot(j, sequence) + static_cast<std::size_t>(op.rank()) * piece * elem;
-  }
-  std::byte* const into = scratch + at * piece * elem;
-  read_directly(op, arena, j, into, address + r.begin * elem, r.length() * elem);
-  return into;
-}
-
-// Reduces this rank's piece of round `round` into `target`: its own input's piece and the
-// others' from their ring slots `sequence[j]`, in rank order, each slot handed back once read.
-// `scratch` (3 pieces) takes inputs handed over as pointers (piece_input) and, where `target`
-// is this rank's own input (an allreduce in place), a copy of it.
-Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> sequence,
-                      const std::byte* send, std::span<const std::size_t> offsets,
-                      std::size_t round, std::size_t piece, const Reduction& reduction,
-                      std::byte* target, std::byte* scratch) {
-  const int p = op.size();
-  const int me = op.rank();
-  const std::size_t elem = reduction.element_size;
-  const patterns::ElementRange r = patterns::piece_of(offsets, me, round, piece);
-  const std::byte* own = send + r.begin * elem;
-  if (own == target && me >= 2 && r.length() > 0) {
-    // The first step writes target before this rank's input is combined (step `me`).
-    std::memcpy(scratch + 2 * piece * elem, own, r.length() * elem);
-    own = scratch + 2 * piece * elem;
-  }
-  const auto input = [&](int j) -> const std::byte* {
-    if (j == me) return own;
-    // Inputs 0 and 1 are combined together; from input 2 on one at a time.
-    return piece_input(op, arena, j, sequence[static_cast<std::size_t>(j)], r, piece, elem, scratch,
-                       j == 0 ? 0 : 1);
-  };
-  const auto hand_back = [&](int j) {
-    if (j != me) arena.advance(arena.consumed(me, j), sequence[static_cast<std::size_t>(j)] + 1);
-  };
-  if (r.length() == 0) {
-    // Nothing of this rank's block in this round: the slots hold nothing for it.
-    for (int j = 0; j < p; ++j)
-      hand_back(j);
-    co_return;
-  }
-  for (int j = 0; j < p; ++j) {
-    if (j != me) {
-      const CounterReached arrived(arena, arena.published(j),
-                                   sequence[static_cast<std::size_t>(j)] + 1, j, "a piece from");
-      co_await op.until(arrived);
-    }
-    if (j == 0) continue;
-    const std::byte* lower = j == 1 ? input(0) : target;
-    reduction.combine(target, lower, input(j), r.length(), j == p - 1);
-    if (j == 1) hand_back(0);
-    hand_back(j);
-  }
-}
-
-// Copies every other rank's reduced piece of round `round` (its ring slot `sequence[j]`) into
-// `recv`, starting with the next rank so that the ranks do not all read one producer at once.
-Task take_reduced_pieces(Operation& op, SharedArena& arena, std::span<const std::uint64_t> sequence,
-                         std::byte* recv, std::span<const std::size_t> offsets, std::size_t round,
-                         std::size_t piece, std::size_t elem, kernels::CopyFn copy) {
-  for (int step = 1; step < op.size(); ++step) {
-    const int j = (op.rank() + step) % op.size();
-    const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
-    bool direct = false;  // a producer that sliced directly published a pointer
-    co_await take(op, arena, j, sequence[static_cast<std::size_t>(j)], recv + r.begin * elem,
-                  r.length() * elem, copy, &direct);
-  }
-}
-
 }  // namespace
 
 Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
@@ -795,54 +209,46 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
   const std::size_t rounds = patterns::rounds_of(offsets, piece);
   const kernels::CopyFn copy = copy_for_output(bytes);
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
+  const std::uint64_t own_base = base[static_cast<std::size_t>(me)];
   // Round k's slots: its input pieces at base + 2k, its reduced piece at base + 2k + 1.
-  std::vector<std::uint64_t> inputs(base), reduced(base);
-  const auto at_round = [&](std::size_t k) {
-    for (std::size_t j = 0; j < base.size(); ++j) {
-      inputs[j] = base[j] + 2 * k;
-      reduced[j] = base[j] + 2 * k + 1;
-    }
-  };
-  std::vector<std::uint64_t> previous_reduced(base.size());
+  const auto inputs = [](std::size_t k) { return std::uint64_t{2} * k; };
+  const auto reduced = [](std::size_t k) { return std::uint64_t{2} * k + 1; };
   // Slicing directly, this rank publishes pointers: to its input each round, to its reduced
   // piece (written straight into recv) after it; it returns once every reader has taken them.
   const bool direct = slices_directly(arena, me, bytes);
-  ScratchBuffer scratch = op.scratch(arena.direct_reads() ? 3 * piece * elem : 0);
+  ScratchBuffer scratch = op.scratch(may_slice_directly(arena, bytes) ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
-    at_round(k);
     if (direct) {
-      co_await publish_direct(op, arena, inputs[static_cast<std::size_t>(me)], a.send, bytes);
+      co_await publish_direct(op, arena, own_base + inputs(k), a.send, bytes);
     } else {
-      co_await publish_pieces(op, arena, inputs[static_cast<std::size_t>(me)], a.send, offsets, k,
-                              piece, elem);
+      co_await publish_pieces(op, arena, own_base + inputs(k), a.send, offsets, k, piece, elem);
     }
     // The others' reduced pieces of the round before, now that this round's inputs are out
     // (in place, their regions of recv were copied into the slot of that round already).
     if (k > 0) {
-      co_await take_reduced_pieces(op, arena, previous_reduced, a.recv, offsets, k - 1, piece, elem,
-                                   copy);
+      co_await take_reduced_pieces(op, arena, base, reduced(k - 1), a.recv, offsets, k - 1, piece,
+                                   elem, copy);
     }
-    const std::uint64_t own = reduced[static_cast<std::size_t>(me)];
+    const std::uint64_t own = own_base + reduced(k);
     const patterns::ElementRange mine = patterns::piece_of(offsets, me, k, piece);
     if (direct) {
       std::byte* target = a.recv + mine.begin * elem;
-      co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction, target,
-                                scratch.data());
+      co_await reduce_own_piece(op, arena, base, inputs(k), a.send, offsets, k, piece, a.reduction,
+                                target, scratch.data());
       co_await publish_direct(op, arena, own, target, mine.length() * elem);
     } else {
-      co_await wait_for_room(op, arena, me, own);
+      co_await op.until(room_for(arena, me, own));
       std::byte* entry = arena.slot(me, own);
-      co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction, entry,
-                                scratch.data());
+      co_await reduce_own_piece(op, arena, base, inputs(k), a.send, offsets, k, piece, a.reduction,
+                                entry, scratch.data());
       copy(a.recv + mine.begin * elem, entry, mine.length() * elem);
       publish_filled(arena, me, own);
     }
-    previous_reduced = reduced;
   }
-  co_await take_reduced_pieces(op, arena, previous_reduced, a.recv, offsets, rounds - 1, piece,
-                               elem, copy);
+  co_await take_reduced_pieces(op, arena, base, reduced(rounds - 1), a.recv, offsets, rounds - 1,
+                               piece, elem, copy);
   // The readers take the slots in order: the last one taken, they have read all of this call's.
-  if (direct) co_await wait_for_readers(op, arena, previous_reduced[static_cast<std::size_t>(me)]);
+  if (direct) co_await op.until(read_by_all(op, arena, own_base + reduced(rounds - 1)));
 }
 
 Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
@@ -875,160 +281,21 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
     target = staging.data();
   }
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
-  std::vector<std::uint64_t> inputs(base);
   const std::size_t total_bytes = offsets.back() * elem;
   const bool direct = slices_directly(arena, me, total_bytes);
-  ScratchBuffer scratch = op.scratch(arena.direct_reads() ? 3 * piece * elem : 0);
+  ScratchBuffer scratch = op.scratch(may_slice_directly(arena, total_bytes) ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
-    for (std::size_t j = 0; j < base.size(); ++j)
-      inputs[j] = base[j] + k;
     if (direct) {
-      co_await publish_direct(op, arena, inputs[mine], a.send, total_bytes);
+      co_await publish_direct(op, arena, base[mine] + k, a.send, total_bytes);
     } else {
-      co_await publish_pieces(op, arena, inputs[mine], a.send, offsets, k, piece, elem);
+      co_await publish_pieces(op, arena, base[mine] + k, a.send, offsets, k, piece, elem);
     }
     const patterns::ElementRange r = patterns::piece_of(offsets, me, k, piece);
-    co_await reduce_own_piece(op, arena, inputs, a.send, offsets, k, piece, a.reduction,
+    co_await reduce_own_piece(op, arena, base, k, a.send, offsets, k, piece, a.reduction,
                               target + (r.begin - offsets[mine]) * elem, scratch.data());
   }
-  if (direct) co_await wait_for_readers(op, arena, inputs[mine]);
+  if (direct) co_await op.until(read_by_all(op, arena, base[mine] + rounds - 1));
   if (aliased) std::memcpy(a.recv, target, own_bytes);
-}
-
-namespace {
-// One round of the sliced reductions' protocol (allreduce_shared_memory and
-// reduce_scatter_shared_memory when their blocks fit one round and they do not slice directly)
-// without an Operation, step for step as publish_pieces and reduce_own_piece.
-
-// This rank's pieces of the other ranks' blocks into its ring slot `sequence`, published.
-void publish_pieces_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
-                        std::uint64_t sequence, const std::byte* send,
-                        std::span<const std::size_t> offsets, std::size_t piece,
-                        std::size_t elem) {
-  const int me = t.rank();
-  wait_room_now(t, tag_base, collective, arena, sequence);
-  std::byte* entry = arena.slot(me, sequence);
-  for (int j = 0; j < t.size(); ++j) {
-    if (j == me) continue;
-    const patterns::ElementRange r = patterns::piece_of(offsets, j, 0, piece);
-    if (r.length() == 0) continue;
-    std::memcpy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
-                r.length() * elem);
-  }
-  publish_filled(arena, me, sequence);
-}
-
-// This rank's piece reduced into `target` (never its own input) from its input and the
-// others' slots `inputs[j]`, in rank order, each slot handed back once read.
-void reduce_own_piece_now(Transport& t, int tag_base, Collective collective, SharedArena& arena,
-                          std::span<const std::uint64_t> inputs, const std::byte* send,
-                          std::span<const std::size_t> offsets, std::size_t piece,
-                          const Reduction& reduction, std::byte* target) {
-  const int p = t.size();
-  const int me = t.rank();
-  const std::size_t elem = reduction.element_size;
-  const auto at = [](int j) { return static_cast<std::size_t>(j); };
-  const patterns::ElementRange mine = patterns::piece_of(offsets, me, 0, piece);
-  const auto hand_back = [&](int j) {
-    if (j != me) arena.advance(arena.consumed(me, j), inputs[at(j)] + 1);
-  };
-  if (mine.length() == 0) {
-    for (int j = 0; j < p; ++j)
-      hand_back(j);
-    return;
-  }
-  const auto input = [&](int j) -> const std::byte* {
-    if (j == me) return send + mine.begin * elem;
-    return arrived_now(t, tag_base, collective, arena, j, inputs[at(j)]) + at(me) * piece * elem;
-  };
-  const std::byte* first = input(0);
-  for (int j = 1; j < p; ++j) {
-    const std::byte* lower = j == 1 ? first : target;
-    reduction.combine(target, lower, input(j), mine.length(), j == p - 1);
-    if (j == 1) hand_back(0);
-    hand_back(j);
-  }
-}
-
-// Where each rank's ring stood before this call (ring_bases without an Operation).
-std::vector<std::uint64_t> ring_bases_now(const Transport& t, SharedArena& arena) {
-  std::vector<std::uint64_t> base(static_cast<std::size_t>(t.size()));
-  for (int r = 0; r < t.size(); ++r) {
-    base[static_cast<std::size_t>(r)] =
-        r == t.rank() ? arena.published(r).load(std::memory_order_relaxed)
-                      : arena.consumed(t.rank(), r).load(std::memory_order_relaxed);
-  }
-  return base;
-}
-}  // namespace
-
-// Inputs this small are never sliced directly (slices_directly: below RingStores' timed sizes,
-// and COLLX_SHM_DIRECT=1 is refused by arena_now_usable), so every producer publishes bytes.
-bool allreduce_shared_memory_now(Transport& t, int tag_base, const AllreduceArgs& a) {
-  SharedArena* arena = t.shared_arena();
-  const int p = t.size();
-  const int me = t.rank();
-  const std::size_t elem = a.reduction.element_size;
-  const std::size_t bytes = a.count * elem;
-  if (!arena_now_usable(t, arena, bytes)) return false;
-  if (bytes == 0) return true;
-  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena->slot_bytes(), p, elem);
-  if (piece == 0) return false;
-  const std::vector<std::size_t> offsets = patterns::line_aligned_offsets(a.count, elem, p);
-  if (patterns::rounds_of(offsets, piece) != 1) return false;
-  in_free_turn(*arena, me, [&] {
-    constexpr Collective kThis = Collective::allreduce;
-    // The round's slots: the input pieces at base, the reduced piece at base + 1.
-    const std::vector<std::uint64_t> base = ring_bases_now(t, *arena);
-    const auto mine = static_cast<std::size_t>(me);
-    publish_pieces_now(t, tag_base, kThis, *arena, base[mine], a.send, offsets, piece, elem);
-    const std::uint64_t own = base[mine] + 1;
-    wait_room_now(t, tag_base, kThis, *arena, own);
-    std::byte* entry = arena->slot(me, own);
-    reduce_own_piece_now(t, tag_base, kThis, *arena, base, a.send, offsets, piece, a.reduction,
-                         entry);
-    const patterns::ElementRange range = patterns::piece_of(offsets, me, 0, piece);
-    std::memcpy(a.recv + range.begin * elem, entry, range.length() * elem);
-    publish_filled(*arena, me, own);
-    // The others' reduced pieces, starting with the next rank (take_reduced_pieces).
-    for (int step = 1; step < p; ++step) {
-      const int j = (me + step) % p;
-      const std::uint64_t sequence = base[static_cast<std::size_t>(j)] + 1;
-      const patterns::ElementRange r = patterns::piece_of(offsets, j, 0, piece);
-      const std::byte* slot = arrived_now(t, tag_base, kThis, *arena, j, sequence);
-      std::memcpy(a.recv + r.begin * elem, slot, r.length() * elem);
-      arena->advance(arena->consumed(me, j), sequence + 1);
-    }
-  });
-  return true;
-}
-
-bool reduce_scatter_shared_memory_now(Transport& t, int tag_base, const ReduceScatterArgs& a) {
-  SharedArena* arena = t.shared_arena();
-  const int p = t.size();
-  const int me = t.rank();
-  const std::size_t elem = a.reduction.element_size;
-  const std::span<const std::size_t> offsets = a.offsets;
-  const auto mine = static_cast<std::size_t>(me);
-  const std::size_t total_bytes = offsets.back() * elem;
-  if (!arena_now_usable(t, arena, total_bytes)) return false;
-  const std::size_t own_bytes = (offsets[mine + 1] - offsets[mine]) * elem;
-  // Where recv overlaps send the coroutine builds the block aside; that case goes there.
-  const std::byte* send_end = a.send + total_bytes;
-  if (own_bytes > 0 && a.recv + own_bytes > a.send && a.recv < send_end) return false;
-  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena->slot_bytes(), p, elem);
-  if (piece == 0) return false;
-  const std::size_t rounds = patterns::rounds_of(offsets, piece);
-  if (rounds == 0) return true;
-  if (rounds != 1) return false;
-  in_free_turn(*arena, me, [&] {
-    constexpr Collective kThis = Collective::reduce_scatter;
-    const std::vector<std::uint64_t> base = ring_bases_now(t, *arena);
-    publish_pieces_now(t, tag_base, kThis, *arena, base[mine], a.send, offsets, piece, elem);
-    reduce_own_piece_now(t, tag_base, kThis, *arena, base, a.send, offsets, piece, a.reduction,
-                         a.recv);
-  });
-  return true;
 }
 
 // ---- gather and scatter: one producer per block ----
@@ -1046,14 +313,6 @@ std::size_t block_bytes_of(std::span<const std::size_t> offsets, std::size_t ele
 }
 std::size_t block_offset_of(std::span<const std::size_t> offsets, std::size_t elem, int r) {
   return offsets[static_cast<std::size_t>(r)] * elem;
-}
-// arena_now_usable for a call of blocks: the largest fits a slot, all of them kArenaPathBytes.
-bool blocks_now_usable(Transport& t, const SharedArena* arena,
-                       std::span<const std::size_t> offsets, std::size_t elem) {
-  std::size_t largest = 0;
-  for (int r = 0; r < t.size(); ++r)
-    largest = std::max(largest, block_bytes_of(offsets, elem, r));
-  return arena_now_usable(t, arena, largest) && offsets.back() * elem <= kArenaPathBytes;
 }
 }  // namespace
 
@@ -1140,86 +399,6 @@ Task scatter_shared_memory(Operation& op, ScatterArgs a) {
   arena.advance(consumed, base + total);
 }
 
-bool gather_shared_memory_now(Transport& t, int tag_base, const GatherArgs& a) {
-  SharedArena* arena = t.shared_arena();
-  const int p = t.size();
-  const int me = t.rank();
-  const std::size_t elem = a.element_size;
-  if (!blocks_now_usable(t, arena, a.offsets, elem)) return false;
-  in_free_turn(*arena, me, [&] {
-    constexpr Collective kThis = Collective::gather;
-    if (me != a.root) {
-      for (int r = 0; r < p; ++r) {
-        if (r == me || r == a.root || block_bytes_of(a.offsets, elem, r) == 0) continue;
-        SharedArena::Counter& consumed = arena->consumed(me, r);
-        arena->advance(consumed, consumed.load(std::memory_order_relaxed) + 1);
-      }
-      const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
-      if (bytes > 0) {
-        publish_now(t, tag_base, kThis, *arena,
-                    arena->published(me).load(std::memory_order_relaxed), a.send, bytes);
-      }
-      return;
-    }
-    std::byte* own = a.recv + block_offset_of(a.offsets, elem, me);
-    if (a.send != nullptr && a.send != own) {
-      std::memcpy(own, a.send, block_bytes_of(a.offsets, elem, me));
-    }
-    for (int step = 1; step < p; ++step) {
-      const int r = (me + step) % p;
-      const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
-      if (bytes == 0) continue;
-      const std::uint64_t sequence = arena->consumed(me, r).load(std::memory_order_relaxed);
-      std::memcpy(a.recv + block_offset_of(a.offsets, elem, r),
-                  arrived_now(t, tag_base, kThis, *arena, r, sequence), bytes);
-      arena->advance(arena->consumed(me, r), sequence + 1);
-    }
-  });
-  return true;
-}
-
-bool scatter_shared_memory_now(Transport& t, int tag_base, const ScatterArgs& a) {
-  SharedArena* arena = t.shared_arena();
-  const int p = t.size();
-  const int me = t.rank();
-  const std::size_t elem = a.element_size;
-  if (!blocks_now_usable(t, arena, a.offsets, elem)) return false;
-  in_free_turn(*arena, me, [&] {
-    constexpr Collective kThis = Collective::scatter;
-    if (me == a.root) {
-      std::uint64_t sequence = arena->published(me).load(std::memory_order_relaxed);
-      for (int step = 1; step < p; ++step) {
-        const int r = (me + step) % p;
-        const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
-        if (bytes == 0) continue;
-        publish_now(t, tag_base, kThis, *arena, sequence++,
-                    a.send + block_offset_of(a.offsets, elem, r), bytes);
-      }
-      const std::byte* own = a.send + block_offset_of(a.offsets, elem, me);
-      if (a.recv != nullptr && a.recv != own) {
-        std::memcpy(a.recv, own, block_bytes_of(a.offsets, elem, me));
-      }
-      return;
-    }
-    const std::uint64_t base = arena->consumed(me, a.root).load(std::memory_order_relaxed);
-    std::uint64_t first = base;
-    std::uint64_t total = 0;
-    for (int step = 1; step < p; ++step) {
-      const int r = (a.root + step) % p;
-      if (r == me) first = base + total;
-      total += block_bytes_of(a.offsets, elem, r) > 0 ? 1 : 0;
-    }
-    SharedArena::Counter& consumed = arena->consumed(me, a.root);
-    arena->advance(consumed, first);
-    const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
-    if (bytes > 0) {
-      std::memcpy(a.recv, arrived_now(t, tag_base, kThis, *arena, a.root, first), bytes);
-    }
-    arena->advance(consumed, base + total);
-  });
-  return true;
-}
-
 // Alltoall: the steps of pairwise's exchange through the rings. In step s this rank fills its
 // ring, slot by slot, with its block for rank + s, and takes the slots of the block rank - s
 // fills for it in the same step, one slot of each in turn (so no ring waits on a reader that
@@ -1295,7 +474,8 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
     arena.advance(arena.consumed(me, from), base[static_cast<std::size_t>(from)] + steps * pieces);
   }
   // The readers copy from the input until they have all taken this rank's last block.
-  if (direct) co_await wait_for_readers(op, arena, base[static_cast<std::size_t>(me)] + steps - 1);
+  if (direct)
+    co_await op.until(read_by_all(op, arena, base[static_cast<std::size_t>(me)] + steps - 1));
 }
 
 }  // namespace collx::detail

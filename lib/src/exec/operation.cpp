@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "collx/build_config.hpp"
 #include "collx/error.hpp"
 #include "config.hpp"
 #include "failure_notices.hpp"
+#include "shm_arena.hpp"
 
 namespace collx::detail {
 
@@ -21,10 +23,13 @@ constexpr std::size_t kFramesPerClass = 8;
 struct FrameCache {
   void* frames[kFrameClasses][kFramesPerClass] = {};
   std::size_t count[kFrameClasses] = {};
-  // No destructor on purpose: a frame freed during thread or static teardown must still find
-  // a usable cache; the few cached frames of an exiting thread are simply not returned.
 };
-thread_local FrameCache frame_cache;
+// Each thread's cache, made on its first frame freed and never freed itself (nor the frames it
+// holds when the thread exits): a frame freed during thread or static teardown must still find
+// a usable cache. A pointer of the initial-exec model, small enough for the static TLS a
+// library loaded later (dlopen) may take: one load per frame, where a thread_local of the
+// library's default model costs a call to __tls_get_addr.
+[[gnu::tls_model("initial-exec")]] thread_local FrameCache* frame_cache = nullptr;
 std::size_t frame_class(std::size_t bytes) {
   return (bytes + kFrameGranule - 1) / kFrameGranule;
 }
@@ -32,15 +37,21 @@ std::size_t frame_class(std::size_t bytes) {
 
 void* allocate_frame(std::size_t bytes) {
   const std::size_t c = frame_class(bytes);
-  if (c < kFrameClasses && frame_cache.count[c] > 0)
-    return frame_cache.frames[c][--frame_cache.count[c]];
+  FrameCache* cache = frame_cache;
+  if (c < kFrameClasses && cache != nullptr && cache->count[c] > 0)
+    return cache->frames[c][--cache->count[c]];
   return ::operator new(c < kFrameClasses ? c * kFrameGranule : bytes);
 }
 
 void free_frame(void* frame, std::size_t bytes) noexcept {
   const std::size_t c = frame_class(bytes);
-  if (c < kFrameClasses && frame_cache.count[c] < kFramesPerClass) {
-    frame_cache.frames[c][frame_cache.count[c]++] = frame;
+  FrameCache* cache = frame_cache;
+  if (cache == nullptr && c < kFrameClasses) {
+    cache = new (std::nothrow) FrameCache;
+    frame_cache = cache;
+  }
+  if (cache != nullptr && c < kFrameClasses && cache->count[c] < kFramesPerClass) {
+    cache->frames[c][cache->count[c]++] = frame;
     return;
   }
   ::operator delete(frame);
@@ -77,6 +88,7 @@ void Operation::resume() {
   watched_ = nullptr;
   h.resume();
   if (!task_.done()) return;
+  if (turn_arena_ != nullptr) turn_arena_->end_turn(turn_rank_);
   error_ = task_.handle().promise().error;
   if (error_) report_failure();
   if (!error_) {
@@ -115,9 +127,24 @@ void Operation::suspend_on_condition(std::coroutine_handle<> h, const WaitCondit
   watched_ = &condition;
 }
 
+// An exclusive operation waits for a condition here: first by giving its core away where the
+// condition's producer may need it (WaitCondition::yield_until_met), then in slices, with a pass
+// of the transport's progress engine between them: a peer may be waiting for this rank's MPI
+// progress (the acknowledgment of a rendezvous it sent before) before it can move the counter;
+// without it the two ranks wait for each other for ever. The first slice (1 ms) outlasts an
+// ordinary handoff, so a wait normally ends with the producer's wake-up, not a timeout: waking
+// more often made an oversubscribed reduce several times slower (the notebook in git,
+// docs/PERFORMANCE.md at cc55b41, "A hang, and progress while waiting"). Long waits back off to
+// 16 ms slices.
 bool Operation::wait_in_place(const WaitCondition& condition) {
   if (!exclusive_) return false;
-  wait_in_slices(transport_, condition, [&] { refuse_foreign_messages(); });
+  if (condition.yield_until_met()) return true;
+  auto slice = std::chrono::microseconds(1000);
+  while (!condition.wait_for(slice)) {
+    transport_.progress();
+    if (condition.peers_silent()) refuse_foreign_messages();
+    slice = std::min(slice * 2, std::chrono::microseconds(16000));
+  }
   return true;
 }
 
@@ -126,13 +153,9 @@ void Operation::refuse_foreign_messages() {
   // the arena (a scatter step, say) has messages of its own in flight.
   if (info_.algorithm != Algorithm::shared_memory) return;
   if (!transport_.message_arrived(info_.tag_base, kPhasesPerOp)) return;
-  throw_foreign_messages(info_.collective, rank_, " (#" + std::to_string(info_.sequence) + ")");
-}
-
-void throw_foreign_messages(Collective collective, int rank, const std::string& call) {
-  throw Error(ErrorCode::mismatch, to_string(collective), rank,
-              "a peer sent messages for this call" + call +
-                  " while this rank runs it through the shared arena: the ranks run different "
+  throw Error(ErrorCode::mismatch, to_string(info_.collective), rank_,
+              "a peer sent messages for this call (#" + std::to_string(info_.sequence) +
+                  ") while this rank runs it through the shared arena: the ranks run different "
                   "algorithms, as mismatched calls (counts of other sizes, say) make auto choose; "
                   "COLLX_CHECK=1 names the mismatch");
 }
@@ -426,23 +449,21 @@ void Engine::wait(Operation& op) {
 }
 
 void run_blocking(Operation& op, Task task) {
-  Engine& engine = Engine::instance();
   if (operations_in_flight.load(std::memory_order_acquire) == 0 && config().timeout_seconds <= 0) {
     op.exclusive_ = true;
     op.start(std::move(task));  // runs to completion: every wait completes in place
-    if (op.done()) {
+    if (op.done()) [[likely]] {
       op.rethrow_if_failed();
       return;
     }
     // Not reached with the transports here (their wait_all completes every transfer), but an
     // operation left suspended is finished through the engine like any other.
     op.exclusive_ = false;
-    engine.add(&op);
-    engine.wait(op);
-    return;
+  } else {
+    // Started before it is visible to the progress thread.
+    op.start(std::move(task));
   }
-  // Started before it is visible to the progress thread.
-  op.start(std::move(task));
+  Engine& engine = Engine::instance();
   engine.add(&op);
   engine.wait(op);
 }

@@ -92,19 +92,10 @@ class Phases {
 // Phase (tag offset within an operation) reserved for COLLX_CHECK's signature comparison.
 inline constexpr int kCheckPhase = kPhasesPerOp - 1;
 
-// The latency path: a blocking call of at most this many bytes on host memory, alone in the
-// process, may run straight through the transport (no coroutine, no Operation). Its messages
-// are the ones the operation path sends for a one-segment buffer, so ranks that take different
-// paths still match.
-inline constexpr std::size_t kLatencyPathBytes = 1024;
-// The latency path's forms that need no scratch (linear gather and scatter, the two-rank ring
-// allgather: each block moves once, straight between the callers' buffers, unsegmented in the
-// schedule too) take calls of up to this many bytes in all.
-inline constexpr std::size_t kDirectPathBytes = std::size_t{64} << 10;
-// The shared arena's forms (one ring slot per producer, no message) take calls of up to this
-// many bytes per producer: below the sizes whose ring stores are timed (RingStores::kTimedBytes),
-// so a call of the latency path never owes the stores a timing.
-inline constexpr std::size_t kArenaPathBytes = std::size_t{32} << 10;
+// Where every rank's transport takes device memory, calls of up to this many bytes in all (or
+// COLLX_DEVICE_HOST_COPY_BYTES where larger) still run through the shared arena, device
+// buffers through host copies (CommState::arena_for).
+inline constexpr std::size_t kArenaHostCopyBytes = std::size_t{64} << 10;
 
 class Operation {
  public:
@@ -150,6 +141,17 @@ class Operation {
   bool holds_turn() const { return holds_turn_; }
   void skip_schedule() { schedule_skipped_ = true; }
   bool schedule_skipped() const { return schedule_skipped_; }
+  // A schedule built before the operation starts, whose turn has come already (no earlier arena
+  // operation of this rank is unfinished): the operation itself ends the turn of `arena` (this
+  // rank's place in it: `me`) when the schedule finishes, with no coroutine around the schedule
+  // (in_turn). COLLX_CHECK's mismatch then needs no skip_schedule: the turn ends with the
+  // operation's task whether the schedule runs or not.
+  void ends_turn_of(SharedArena& arena, int me) {
+    turn_arena_ = &arena;
+    turn_rank_ = me;
+  }
+  bool ends_turn() const { return turn_arena_ != nullptr; }
+  bool started() const { return task_.valid(); }
 
   // While an operation of the arena's row (Algorithm::shared_memory) waits inside the arena's
   // data movement (a condition whose peers_silent() holds), no peer sends it a message (the
@@ -220,6 +222,22 @@ class Operation {
     void await_resume() const noexcept {}
   };
   ConditionAwaiter until(const WaitCondition& condition) { return {*this, condition}; }
+  // co_await until(condition, then): as until(condition), then runs `then()` and gives its
+  // result: a step that waits and acts with no coroutine frame of its own (the shared arena's
+  // publish and take). The awaiter holds the condition and `then` while it waits.
+  template <class Condition, class Then>
+  struct ThenAwaiter {
+    Operation& op;
+    Condition condition;
+    Then then;
+    bool await_ready() { return condition.met() || op.wait_in_place(condition); }
+    void await_suspend(std::coroutine_handle<> h) { op.suspend_on_condition(h, condition); }
+    decltype(auto) await_resume() { return then(); }
+  };
+  template <class Condition, class Then>
+  ThenAwaiter<Condition, Then> until(Condition condition, Then then) {
+    return {*this, std::move(condition), std::move(then)};
+  }
 
   ScratchBuffer scratch(std::size_t bytes) { return path_->scratch(bytes); }
 
@@ -302,6 +320,8 @@ class Operation {
   bool exclusive_ = false;
   bool holds_turn_ = false;
   bool schedule_skipped_ = false;
+  SharedArena* turn_arena_ = nullptr;  // ends_turn_of
+  int turn_rank_ = 0;
   // Passes of progress() on an unmet wait condition (refuse_foreign_messages every 64th).
   unsigned condition_passes_ = 0;
   std::exception_ptr error_;
@@ -349,48 +369,16 @@ class Engine {
   std::thread thread_;
 };
 
-// Runs a blocking collective: start, then wait through the engine.
+// Runs a blocking collective. Where it is the only operation in flight in the process and no
+// timeout is watched, the schedule runs to completion in place: every wait completes where it
+// is (the operation is exclusive), so a small call costs its frames and its messages, not the
+// engine's loop. Otherwise: start, then wait through the engine.
 void run_blocking(Operation& op, Task task);
 
 // How many operations the Engine drives (its list's length, stored after every change): a
-// namespace-scope atomic, so the latency path reads it without reaching the Engine's
-// function-local instance.
+// namespace-scope atomic, so run_blocking reads it without reaching the Engine's function-local
+// instance.
 inline std::atomic<int> operations_in_flight{0};
-
-// True when a blocking call may run to completion in place, without an Operation: nothing else
-// is in flight in the process (so nothing needs this thread's progress), and no timeout,
-// COLLX_CHECK or COLLX_DEBUG=INFO needs the operation machinery. Inline: it is on the path of
-// every small blocking call.
-inline bool can_run_in_place() {
-  if (operations_in_flight.load(std::memory_order_acquire) != 0) return false;
-  const Config& c = config();
-  return c.timeout_seconds <= 0 && !c.check && c.debug < DebugLevel::info;
-}
-
-// How a rank alone in the process's engine waits for a condition (Operation::wait_in_place,
-// and the shared arena's latency paths, which run without an Operation): in slices, with a
-// pass of the transport's progress engine between them: a peer may be waiting for this rank's
-// MPI progress (the acknowledgment of a rendezvous it sent before) before it can move the
-// counter; without it the two ranks wait for each other for ever. The first slice (1 ms)
-// outlasts an ordinary handoff, so a wait normally ends with the producer's wake-up, not a
-// timeout: waking more often made an oversubscribed reduce several times slower (the notebook
-// in git, docs/PERFORMANCE.md at cc55b41, "A hang, and progress while waiting"). Long waits back
-// off to 16 ms slices. After each slice of a wait where condition.peers_silent(), `refuse()` may
-// throw (Operation::refuse_foreign_messages).
-template <class Refuse>
-void wait_in_slices(Transport& transport, const WaitCondition& condition, Refuse&& refuse) {
-  auto slice = std::chrono::microseconds(1000);
-  while (!condition.wait_for(slice)) {
-    transport.progress();
-    if (condition.peers_silent()) refuse();
-    slice = std::min(slice * 2, std::chrono::microseconds(16000));
-  }
-}
-
-// The error of a rank that finds messages of its call (tags from `tag_base`) while it runs the
-// call through the shared arena, where its peers send none: they run another algorithm.
-// `call`: " (#sequence)" where known.
-[[noreturn]] void throw_foreign_messages(Collective collective, int rank, const std::string& call);
 
 // Rethrows `error` as a collx::Error that names `collective` and `rank` where the thrower (a
 // transport) could not.

@@ -30,8 +30,7 @@ namespace {
 //   bandwidth terms decide. Ranks sharing an arena take its sliced allreduce (no message at all)
 //   at the counts it was measured on; other counts keep the message algorithms.
 // - Broadcast, reduce, allgather, reduce_scatter(_v), gather, scatter, alltoall: at two ranks the
-//   arena's blocking forms (one slot per producer, no Operation) from the smallest sizes, each up
-//   to where a message algorithm or the MPI caught up; at 3+ ranks the arena where it was
+//   arena from the smallest sizes, each up to where a message algorithm or the MPI caught up; at 3+ ranks the arena where it was
 //   measured ahead. Gather and scatter return to the binomial tree above 8 ranks, where the root's
 //   p - 1 messages of the linear form cost more than log2 p (the cost model; unmeasured).
 // - Rows naming shared_memory count only where the communicator has a shared arena (all ranks on

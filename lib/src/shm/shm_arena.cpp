@@ -101,6 +101,16 @@ bool SharedArena::wait_for(const Counter& c, std::uint64_t target,
   return c.load(std::memory_order_acquire) >= target;
 }
 
+bool SharedArena::yield_until(const Counter& c, std::uint64_t target) const {
+  if (!oversubscribed_) return false;
+  constexpr int kYields = 2048;
+  for (int i = 0; i < kYields; ++i) {
+    sched_yield();
+    if (c.load(std::memory_order_acquire) >= target) return true;
+  }
+  return false;
+}
+
 void SharedArena::initialize_counters(std::byte* base, int count) {
   for (int i = 0; i < count; ++i) {
     std::byte* line = base + static_cast<std::size_t>(i) * kLine;

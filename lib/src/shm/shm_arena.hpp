@@ -21,12 +21,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "ring_stores.hpp"
@@ -70,6 +72,11 @@ class SharedArena {
   // wakes it or the limit passes. Callers wait in slices: between them they must let the
   // transport progress (Operation::wait_in_place says why).
   bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
+  // Where the node has more ranks than cores, the rank that moves `c` may be waiting for this
+  // core: yields it (a few hundred nanoseconds each) a while, until `c` >= target, before a
+  // caller sleeps in wait_for(), whose futex wake-up costs microseconds per handoff. True once
+  // `c` has reached it; false at once where every rank has its core.
+  bool yield_until(const Counter& c, std::uint64_t target) const;
 
   // Operations take turns on the arena (the protocol above holds for one at a time): on each
   // rank, an operation takes a ticket when it is started, in the order the collectives are
@@ -205,6 +212,7 @@ class CounterReached final : public WaitCondition {
     return std::string(what_) + " rank " + std::to_string(rank) + " (shared memory)";
   }
   bool peers_silent() const override { return peers_silent_; }
+  bool yield_until_met() const override { return arena_.yield_until(counter_, target_); }
 
  private:
   const SharedArena& arena_;
@@ -213,6 +221,49 @@ class CounterReached final : public WaitCondition {
   int peer_;
   const char* what_;
   bool peers_silent_;
+};
+
+// What a producer waits for before it reuses or releases a slot of its ring: every other rank
+// of `arena` has consumed `producer`'s ring up to `target`. `what` ("ring room from", "a direct
+// read by") and the first rank still behind name it in a timeout message.
+class ConsumedByAll final : public WaitCondition {
+ public:
+  ConsumedByAll(SharedArena& arena, int producer, std::uint64_t target, const char* what)
+      : arena_(arena), producer_(producer), target_(target), what_(what) {}
+  bool met() const override { return behind() < 0; }
+  bool wait_for(std::chrono::microseconds limit) const override {
+    const int reader = behind();
+    return reader < 0 ||
+           (arena_.wait_for(arena_.consumed(reader, producer_), target_, limit) && behind() < 0);
+  }
+  std::string describe(std::span<const int> ranks) const override {
+    const int reader = std::max(behind(), 0);
+    const int rank = ranks.empty() ? reader : ranks[static_cast<std::size_t>(reader)];
+    return std::string(what_) + " rank " + std::to_string(rank) + " (shared memory)";
+  }
+  bool peers_silent() const override { return true; }
+  bool yield_until_met() const override {
+    for (int reader = behind(); reader >= 0; reader = behind()) {
+      if (!arena_.yield_until(arena_.consumed(reader, producer_), target_)) return false;
+    }
+    return true;
+  }
+
+ private:
+  // The first reader that has not consumed up to the target, or -1.
+  int behind() const {
+    for (int reader = 0; reader < arena_.size(); ++reader) {
+      if (reader != producer_ &&
+          arena_.consumed(reader, producer_).load(std::memory_order_acquire) < target_) {
+        return reader;
+      }
+    }
+    return -1;
+  }
+  SharedArena& arena_;
+  int producer_;
+  std::uint64_t target_;
+  const char* what_;
 };
 
 }  // namespace collx::detail

@@ -125,35 +125,6 @@ class Transport {
     while (!test_all(ts))
       progress();
   }
-  // Blocking forms for the in-place latency path (no operation in flight needs progress):
-  // by default built from the nonblocking verbs; a transport may map them to single calls.
-  virtual void send_blocking(const void* buf, std::size_t bytes, int peer, int tag) {
-    Transfer t;
-    isend(t, buf, bytes, peer, tag);
-    Transfer* ts[1] = {&t};
-    wait_all(ts);
-  }
-  virtual void recv_blocking(void* buf, std::size_t bytes, int peer, int tag) {
-    Transfer t;
-    irecv(t, buf, bytes, peer, tag);
-    Transfer* ts[1] = {&t};
-    wait_all(ts);
-  }
-  // An exchange with one peer: the shift below with dest == source and equal lengths.
-  void sendrecv_blocking(const void* send_buf, void* recv_buf, std::size_t bytes, int peer,
-                         int tag) {
-    shift_blocking(send_buf, bytes, peer, recv_buf, bytes, peer, tag);
-  }
-  // Send to `dest` while receiving from `source` (a shift: dissemination, rings).
-  virtual void shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,
-                              void* recv_buf, std::size_t recv_bytes, int source, int tag) {
-    Transfer send;
-    Transfer recv;
-    irecv(recv, recv_buf, recv_bytes, source, tag);
-    isend(send, send_buf, send_bytes, dest, tag);
-    Transfer* ts[2] = {&send, &recv};
-    wait_all(ts);
-  }
   // The communicator the MPI library's own collectives run on (Algorithm::mpi): the
   // communicator's duplicate that collx sends on. MPI_COMM_NULL where there is none (simulated
   // ranks).

@@ -82,8 +82,7 @@ bool MpiTransport::supports_device_memory() const {
   return cuda_awareness().mpi_direct();
 }
 
-MpiTransport::MpiTransport(MPI_Comm comm)
-    : comm_(comm), watch_latency_path_(config().latency_path_watch) {
+MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
 }
@@ -112,17 +111,7 @@ void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, in
   }
 }
 
-// One MPI call each (the blocking path is for small messages; anything above INT_MAX bytes
-// goes through the nonblocking verbs and their derived type).
-// The blocking forms serve the latency path (at most kLatencyPathBytes). A send that small
-// leaves eagerly in every MPI library, so it stays one MPI_Send even with failure notices to
-// watch; a receive is posted and tested until it completes, with the notices tested every
-// kNoticeEvery passes (a blocking MPI_Recv would never see them; MPI_Waitany over both was
-// slower still at 8 B: the notebook in git, docs/PERFORMANCE.md at cc55b41, "The layout alone,
-// and the notices' watch on top"). COLLX_LATENCY_PATH_WATCH=0 keeps the blocking
-// MPI_Recv / MPI_Sendrecv for codes that prefer that small saving to failure propagation here.
 namespace {
-constexpr std::size_t kEagerBytes = 4096;
 // Open MPI's progress engine yields by itself where it is told to (mpi_yield_when_idle, which
 // it sets when it sees the node oversubscribed): a second yield per pass only delays the
 // handoff. MPICH's never yields, so collx's waits do it there (Transport::yield_when_idle).
@@ -131,7 +120,6 @@ constexpr bool kMpiYieldsItself = true;
 #else
 constexpr bool kMpiYieldsItself = false;
 #endif
-constexpr unsigned kNoticeEvery = 64;
 // Under SimGrid's SMPI a wait blocks (MPI_Waitall, MPI_Waitany) instead of testing in a loop:
 // SMPI charges every MPI_Test of an incomplete request simulated time (smpi/test, 0.1 ms by
 // default, growing with each failed test), which a loop of tests would add to every wait, and
@@ -142,69 +130,6 @@ constexpr bool kBlockingWaits = COLLX_SMPI;
 
 bool MpiTransport::yields_when_idle() const {
   return yield_when_idle() && !kMpiYieldsItself;
-}
-
-void MpiTransport::send_blocking(const void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes > kEagerBytes) return Transport::send_blocking(buf, bytes, peer, tag);
-  check_mpi(MPI_Send(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_), "MPI_Send", rank_);
-}
-
-void MpiTransport::recv_blocking(void* buf, std::size_t bytes, int peer, int tag) {
-  if (bytes > static_cast<std::size_t>(INT_MAX))
-    return Transport::recv_blocking(buf, bytes, peer, tag);
-  if (!watching_latency_path()) {
-    check_mpi(MPI_Recv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE),
-              "MPI_Recv", rank_);
-    return;
-  }
-  Transfer t;
-  irecv(t, buf, bytes, peer, tag);
-  wait_watching(t);
-}
-
-void MpiTransport::shift_blocking(const void* send_buf, std::size_t send_bytes, int dest,
-                                  void* recv_buf, std::size_t recv_bytes, int source, int tag) {
-  if (send_bytes > kEagerBytes || recv_bytes > static_cast<std::size_t>(INT_MAX)) {
-    return Transport::shift_blocking(send_buf, send_bytes, dest, recv_buf, recv_bytes, source, tag);
-  }
-  if (!watching_latency_path()) {
-    check_mpi(
-        MPI_Sendrecv(send_buf, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, recv_buf,
-                     static_cast<int>(recv_bytes), MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE),
-        "MPI_Sendrecv", rank_);
-    return;
-  }
-  Transfer t;
-  irecv(t, recv_buf, recv_bytes, source, tag);
-  check_mpi(MPI_Send(send_buf, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, comm_),
-            "MPI_Send", rank_);
-  wait_watching(t);
-}
-
-void MpiTransport::wait_watching(Transfer& t) {
-  if constexpr (kBlockingWaits) {
-    Transfer* ts[1] = {&t};
-    return wait_all(ts);
-  }
-  for (unsigned pass = 1;; ++pass) {
-    int flag = 0;
-    MPI_Status status;
-    const int rc = PMPI_Test(&t.mpi_request, &flag, &status);
-    if (rc != MPI_SUCCESS) [[unlikely]] {
-      // A single completion returns the request's error itself (and frees the request).
-      t.state = Transfer::State::done;
-      t.mpi_request = MPI_REQUEST_NULL;
-      Transfer* owner = &t;
-      status.MPI_ERROR = rc;
-      throw_in_status("MPI_Test", rank_, &owner, &status, 1);
-    }
-    if (flag) {
-      t.state = Transfer::State::done;
-      return;
-    }
-    if (pass % kNoticeEvery == 0) failure_notices()->poll();
-    if (yields_when_idle()) sched_yield();
-  }
 }
 
 namespace {

@@ -19,10 +19,6 @@ class MpiTransport final : public Transport {
   void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
-  void send_blocking(const void* buf, std::size_t bytes, int peer, int tag) override;
-  void recv_blocking(void* buf, std::size_t bytes, int peer, int tag) override;
-  void shift_blocking(const void* send_buf, std::size_t send_bytes, int dest, void* recv_buf,
-                      std::size_t recv_bytes, int source, int tag) override;
   // One pass of MPI's progress engine (an MPI_Iprobe): a rank waiting on shared memory must
   // still answer its peers' messages in flight (a rendezvous acknowledgment, say).
   void progress() override;
@@ -35,17 +31,12 @@ class MpiTransport final : public Transport {
  private:
   // Whether waits must also watch the communicator's failure notices.
   bool watching() const { return failure_notices() != nullptr; }
-  // Whether the latency path's receives do (COLLX_LATENCY_PATH_WATCH).
-  bool watching_latency_path() const { return watch_latency_path_ && watching(); }
   // Whether this transport's test loops yield the processor after a pass that found nothing:
   // where the node is oversubscribed and MPI's progress engine does not yield by itself.
   bool yields_when_idle() const;
-  // Tests one receive until it completes, and the failure notices now and then.
-  void wait_watching(Transfer& t);
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
-  bool watch_latency_path_ = true;
 };
 
 [[noreturn]] void throw_mpi_error(int rc, const char* what, int rank);

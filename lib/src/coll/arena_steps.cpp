@@ -1,0 +1,343 @@
+// The shared arena's steps (arena_steps.hpp) and its turns.
+#include "arena_steps.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "collx/error.hpp"
+#include "slices.hpp"
+
+namespace collx::detail {
+
+namespace arena_steps {
+
+namespace {
+
+// Outputs of more than this many bytes are written with streaming stores (no read of each
+// destination line first): they do not stay in the caches anyway, and the copy out of the ring
+// is then bound by memory writes (docs/results/arena-streaming-stores.csv).
+constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
+
+// Allgather blocks of at least this many bytes are read directly from their producer while its
+// plain stores are slow, up to outputs of kDirectMaxOutputBytes: there the kernel's copy of
+// the producer's buffer (what MPI's single-copy path does) beats streaming stores into the
+// ring and a copy out of memory, while above it streaming wins (the sizes where each wins, on
+// the machine they were measured on: docs/PERFORMANCE.md, "Why the arena, and the VM's slow
+// state").
+constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
+constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
+
+// At two ranks, blocks of 32-64 KiB are read directly from their producer's buffer (one kernel
+// copy of lines the producer has not just written) whatever the ring's stores, where the ranks
+// may read each other's memory: through the ring, alltoall and allgather blocks of this size were
+// 1.1-1.4x slower (two copies, the second of lines the other core has just written), while from
+// 128 KiB blocks the ring's two copies won again. At four ranks the same blocks were 1.3-1.7x
+// slower read directly than through the ring (docs/results/alltoall-arena-vs-pairwise.csv).
+constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
+constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
+
+// Hands the time of a timed copy into the ring (since `start`) to the rank's RingStores, and
+// says so under COLLX_DEBUG=INFO where that changed its choice.
+void record_stores(SharedArena& arena, int me, RingStores::Kind kind, std::size_t bytes,
+                   std::chrono::steady_clock::time_point start) {
+  RingStores& stores = arena.ring_stores(me);
+  if (stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
+      arena.log_store_changes()) {
+    std::fprintf(stderr,
+                 "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
+                 "streaming %.0f ns/KiB)\n",
+                 me, stores.current() == RingStores::Kind::plain ? "plain" : "streaming",
+                 stores.best_ns_per_kib(RingStores::Kind::plain),
+                 stores.best_ns_per_kib(RingStores::Kind::streaming));
+  }
+}
+
+}  // namespace
+
+std::size_t slot_payload_bytes(const SharedArena& arena) {
+  return arena.slot_bytes();
+}
+
+bool streams_output(std::size_t output_bytes) {
+  return output_bytes > kStreamingOutputBytes;
+}
+
+kernels::CopyFn copy_with(bool streaming) {
+  return streaming ? kernels::active_kernels().copy_streaming
+                   : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
+}
+
+kernels::CopyFn copy_for_output(std::size_t output_bytes) {
+  return copy_with(streams_output(output_bytes));
+}
+
+std::size_t pieces_of(std::size_t bytes, std::size_t slot) {
+  return (bytes + slot - 1) / slot;
+}
+
+void publish_filled(SharedArena& arena, int me, std::uint64_t sequence) {
+  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
+  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
+  arena.advance(arena.published(me), sequence + 1);
+}
+
+void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
+               std::size_t bytes, std::byte* also, bool also_streams) {
+  RingStores& stores = arena.ring_stores(me);
+  const RingStores::Kind kind = stores.next(bytes);
+  const bool streaming = kind == RingStores::Kind::streaming;
+  const bool timed = stores.timed(bytes);
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  std::byte* entry = arena.slot(me, sequence);
+  if (also != nullptr && !streaming && !also_streams) {
+    constexpr std::size_t kBlock = std::size_t{8} << 10;
+    for (std::size_t i = 0; i < bytes; i += kBlock) {
+      const std::size_t n = std::min(kBlock, bytes - i);
+      std::memcpy(entry + i, source + i, n);
+      std::memcpy(also + i, entry + i, n);
+    }
+  } else {
+    copy_with(streaming)(entry, source, bytes);
+    if (also != nullptr) copy_with(also_streams)(also, source, bytes);
+  }
+  if (timed) record_stores(arena, me, kind, bytes, start);
+  publish_filled(arena, me, sequence);
+}
+
+void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
+                   std::uint64_t address, std::size_t bytes) {
+  const int error = arena.read_direct(producer, target, address, bytes);
+  if (error != 0) {
+    throw Error(ErrorCode::transport, "", op.rank(),
+                "process_vm_readv from rank " + std::to_string(producer) +
+                    " failed: " + std::strerror(error));
+  }
+}
+
+void take_slot(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
+               std::byte* target, std::size_t bytes, kernels::CopyFn copy, bool* direct) {
+  const SharedArena::SlotDescriptor& d = arena.descriptor(producer, sequence);
+  const std::uint64_t address = d.address.load(std::memory_order_relaxed);
+  if (address == 0) {
+    copy(target, arena.slot(producer, sequence), bytes);
+  } else {
+    if (direct == nullptr) {
+      throw Error(ErrorCode::internal, "", op.rank(),
+                  "rank " + std::to_string(producer) + " published a pointer where bytes were due");
+    }
+    read_directly(op, arena, producer, target, address,
+                  static_cast<std::size_t>(d.bytes.load(std::memory_order_relaxed)));
+    *direct = true;
+  }
+  arena.advance(arena.consumed(op.rank(), producer), sequence + 1);
+}
+
+std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t block) {
+  if (!arena.direct_reads()) return false;
+  const std::optional<bool> forced = arena.direct_reads_forced();
+  if (forced.has_value()) return forced;
+  if (arena.size() == 2 && block >= kDirectWindowMinBlockBytes &&
+      block <= kDirectWindowMaxBlockBytes) {
+    return true;
+  }
+  return std::nullopt;
+}
+
+bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output) {
+  if (block == 0) return false;
+  if (const std::optional<bool> settled = direct_by_setting(arena, block)) return *settled;
+  if (block < kDirectMinBlockBytes || output > kDirectMaxOutputBytes) return false;
+  RingStores& stores = arena.ring_stores(me);
+  // Only while streaming is the choice and no trial of either kind is due (a trial goes
+  // through the ring, where it is timed).
+  if (stores.current() != RingStores::Kind::streaming ||
+      stores.next(std::min(block, arena.slot_bytes())) != RingStores::Kind::streaming) {
+    return false;
+  }
+  stores.count_untimed();
+  return true;
+}
+
+std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena) {
+  std::vector<std::uint64_t> base(static_cast<std::size_t>(op.size()));
+  for (int r = 0; r < op.size(); ++r) {
+    base[static_cast<std::size_t>(r)] =
+        r == op.rank() ? arena.published(r).load(std::memory_order_relaxed)
+                       : arena.consumed(op.rank(), r).load(std::memory_order_relaxed);
+  }
+  return base;
+}
+
+void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* send,
+                 std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
+                 std::size_t elem) {
+  std::byte* entry = arena.slot(me, sequence);
+  // The pieces are written, and timed, like publish()'s slots: the time tells the slow state
+  // (RingStores), in which slices_directly() hands the inputs over as pointers instead.
+  std::size_t bytes = 0;
+  for (int j = 0; j < arena.size(); ++j) {
+    if (j != me) bytes += patterns::piece_of(offsets, j, round, piece).length() * elem;
+  }
+  RingStores& stores = arena.ring_stores(me);
+  const RingStores::Kind kind = stores.next(bytes);
+  const kernels::CopyFn copy = copy_with(kind == RingStores::Kind::streaming);
+  const bool timed = stores.timed(bytes);
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  for (int j = 0; j < arena.size(); ++j) {
+    if (j == me) continue;
+    const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
+    if (r.length() == 0) continue;
+    copy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
+         r.length() * elem);
+  }
+  if (timed) record_stores(arena, me, kind, bytes, start);
+  publish_filled(arena, me, sequence);
+}
+
+bool may_slice_directly(const SharedArena& arena, std::size_t bytes) {
+  if (!arena.direct_reads() || bytes == 0) return false;
+  const std::optional<bool> forced = arena.direct_reads_forced();
+  if (forced.has_value()) return *forced;
+  return std::min(bytes, arena.slot_bytes()) >= RingStores::kTimedBytes;
+}
+
+bool slices_directly(SharedArena& arena, int me, std::size_t bytes) {
+  if (!may_slice_directly(arena, bytes)) return false;
+  if (arena.direct_reads_forced().has_value()) return true;
+  RingStores& stores = arena.ring_stores(me);
+  if (stores.current() != RingStores::Kind::streaming ||
+      stores.next(std::min(bytes, arena.slot_bytes())) != RingStores::Kind::streaming) {
+    return false;
+  }
+  stores.count_untimed();
+  return true;
+}
+
+const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
+                             patterns::ElementRange r, std::size_t piece, std::size_t elem,
+                             std::byte* scratch, std::size_t at) {
+  const std::uint64_t address =
+      arena.descriptor(j, sequence).address.load(std::memory_order_relaxed);
+  if (address == 0) {
+    return arena.slot(j, sequence) + static_cast<std::size_t>(op.rank()) * piece * elem;
+  }
+  std::byte* const into = scratch + at * piece * elem;
+  read_directly(op, arena, j, into, address + r.begin * elem, r.length() * elem);
+  return into;
+}
+
+Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
+                      std::uint64_t slot_step, const std::byte* send,
+                      std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
+                      const Reduction& reduction, std::byte* target, std::byte* scratch) {
+  const int p = op.size();
+  const int me = op.rank();
+  const std::size_t elem = reduction.element_size;
+  const patterns::ElementRange r = patterns::piece_of(offsets, me, round, piece);
+  const auto slot = [&](int j) { return base[static_cast<std::size_t>(j)] + slot_step; };
+  const std::byte* own = send + r.begin * elem;
+  if (own == target && me >= 2 && r.length() > 0) {
+    // The first step writes target before this rank's input is combined (step `me`).
+    std::memcpy(scratch + 2 * piece * elem, own, r.length() * elem);
+    own = scratch + 2 * piece * elem;
+  }
+  const auto input = [&](int j) -> const std::byte* {
+    if (j == me) return own;
+    // Inputs 0 and 1 are combined together; from input 2 on one at a time.
+    return piece_input(op, arena, j, slot(j), r, piece, elem, scratch, j == 0 ? 0 : 1);
+  };
+  const auto hand_back = [&](int j) {
+    if (j != me) arena.advance(arena.consumed(me, j), slot(j) + 1);
+  };
+  if (r.length() == 0) {
+    // Nothing of this rank's block in this round: the slots hold nothing for it.
+    for (int j = 0; j < p; ++j)
+      hand_back(j);
+    co_return;
+  }
+  for (int j = 0; j < p; ++j) {
+    if (j != me) {
+      const CounterReached arrived(arena, arena.published(j), slot(j) + 1, j, "a piece from");
+      co_await op.until(arrived);
+    }
+    if (j == 0) continue;
+    const std::byte* lower = j == 1 ? input(0) : target;
+    reduction.combine(target, lower, input(j), r.length(), j == p - 1);
+    if (j == 1) hand_back(0);
+    hand_back(j);
+  }
+}
+
+Task take_reduced_pieces(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
+                         std::uint64_t slot_step, std::byte* recv,
+                         std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
+                         std::size_t elem, kernels::CopyFn copy) {
+  for (int step = 1; step < op.size(); ++step) {
+    const int j = (op.rank() + step) % op.size();
+    const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
+    bool direct = false;  // a producer that sliced directly published a pointer
+    co_await take(op, arena, j, base[static_cast<std::size_t>(j)] + slot_step,
+                  recv + r.begin * elem, r.length() * elem, copy, &direct);
+  }
+}
+
+}  // namespace arena_steps
+
+namespace {
+// `me`: this rank's place in `arena`.
+Task wait_turn_then(Operation& op, SharedArena& arena, int me, std::uint64_t ticket, Task body) {
+  const CounterReached turn(arena, arena.turn(me), ticket, me,
+                            "an earlier shared-memory operation on", false);
+  co_await op.until(turn);
+  std::exception_ptr error;
+  try {
+    if (!op.schedule_skipped()) co_await std::move(body);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  arena.end_turn(me);
+  if (error) std::rethrow_exception(error);
+}
+}  // namespace
+
+// Not a coroutine: the ticket is taken when the dispatcher builds the task, which is in call
+// order on every rank (a coroutine's body would run later, after COLLX_CHECK's comparison).
+// Inside a Group the turn of the group's arena is the composite's, held for its whole run.
+Task in_turn(Operation& op, Task body) {
+  if (op.in_group()) return body;
+  return in_turn(op, *op.arena(), op.rank(), std::move(body));
+}
+
+Task in_turn(Operation& op, SharedArena& arena, int me, Task body) {
+  op.set_holds_turn();
+  const std::uint64_t ticket = arena.take_ticket(me);
+  // The usual case, a schedule built before its operation starts with no earlier arena
+  // operation of this rank unfinished: the turn is this one's now, and the operation ends it,
+  // with no frame around the schedule. A part built while its operation runs holds its turn
+  // for its own run only: the wrapper ends it.
+  if (!op.started() && !op.ends_turn() &&
+      arena.turn(me).load(std::memory_order_acquire) >= ticket) {
+    op.ends_turn_of(arena, me);
+    return body;
+  }
+  return wait_turn_then(op, arena, me, ticket, std::move(body));
+}
+
+bool shared_memory_usable(Operation& op) {
+  const SharedArena* arena = op.arena();
+  return arena != nullptr && arena->size() == op.size() && !op.device_memory();
+}
+
+SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout) {
+  SharedArena* arena = op.transport().node_arena();
+  if (arena == nullptr || op.in_group() || op.device_memory()) return nullptr;
+  return arena->size() == layout.ranks_on(layout.node_of(op.rank())) ? arena : nullptr;
+}
+
+}  // namespace collx::detail

@@ -1,0 +1,180 @@
+// The steps the shared arena's schedules (shm_collectives.cpp) are written in: a producer fills
+// the next slot of its ring and publishes it; a reader waits for it, copies it out and hands it
+// back; the sliced reductions' pieces. The steps that wait and then act are awaiters
+// (Operation::until(condition, then)), with no coroutine frame of their own: a small call
+// publishes and takes with none. The arena's turns and whether an operation may use the arena
+// are here too (collectives.hpp declares them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "collectives.hpp"
+#include "host_reduce.hpp"
+#include "shm_arena.hpp"
+#include "slices.hpp"
+
+namespace collx::detail::arena_steps {
+
+// Slots are whole ring slots. Handing a slot to another core costs far more here than a
+// counter store (the counter's line moves between the cores, the reader may have to wake up):
+// a broadcast of 1 MiB in 32 KiB slots was several times slower than in 256-512 KiB slots
+// (docs/results/arena-slot-size-broadcast.csv). So the fewer handoffs
+// the better, as long as a few slots are in flight for the largest messages.
+std::size_t slot_payload_bytes(const SharedArena& arena);
+
+bool streams_output(std::size_t output_bytes);
+
+// A copy with streaming or plain stores.
+kernels::CopyFn copy_with(bool streaming);
+
+// How slots are copied out of a ring into an output of `output_bytes`.
+kernels::CopyFn copy_for_output(std::size_t output_bytes);
+
+std::size_t pieces_of(std::size_t bytes, std::size_t slot);
+
+// Marks slot `sequence` of this rank's ring filled (its bytes are in the entry). Clears a
+// pointer an earlier publish_direct left in the entry's descriptor. Only then: an unchanged line
+// stays in the readers' caches, where take() reads it.
+void publish_filled(SharedArena& arena, int me, std::uint64_t sequence);
+
+// Publishes slot `sequence` of this rank's ring: `bytes` from `source`, written with the kind
+// of stores the rank's RingStores choose. With `also`, the slot goes to `also` as well (the
+// allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
+// stores they go block by block, so that `source` is read once and the second copy reads what
+// the first just brought into the L1 cache (faster than a second pass over `source`: the
+// notebook in git, docs/PERFORMANCE.md at cc55b41, "The slow state: stores into lines the other
+// core holds"); streaming stores are not cut up so, since each
+// call ends with a fence that waits for them to reach memory.
+void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
+               std::size_t bytes, std::byte* also, bool also_streams);
+
+// Copies `bytes` at `address` in `producer`'s memory to `target` (SharedArena::read_direct),
+// or throws naming the producer.
+void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
+                   std::uint64_t address, std::size_t bytes);
+
+// Copies slot `sequence` of `producer`'s ring to `target` once it is published: `bytes` from
+// the ring slot, or, where the producer published a pointer (publish_direct), its bytes from
+// the producer's memory; `direct` then says so.
+void take_slot(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
+               std::byte* target, std::size_t bytes, kernels::CopyFn copy, bool* direct);
+
+// Whether blocks of `block` bytes go as pointers whatever this rank's stores, where that is
+// settled by what every rank sees alike: no direct reads possible (false), COLLX_SHM_DIRECT set
+// (its value), the direct window (true); nullopt otherwise.
+std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t block);
+
+// Whether this rank hands its allgather block of `block` bytes (of `output` in all) to the
+// readers as a pointer this time.
+bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output);
+
+// Where each rank's ring stood before this call: this rank's published count, and for every
+// other producer what this rank has consumed of it (the same value, see shm_arena.hpp).
+std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena);
+
+// Copies this rank's pieces of round `round` of every other rank's block from `send` into its
+// ring slot `sequence` (block j's piece at j * piece elements) and publishes it.
+void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* send,
+                 std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
+                 std::size_t elem);
+
+// Whether a rank may hand over the pieces of a call of `bytes` (in all) as pointers
+// (slices_directly): where COLLX_SHM_DIRECT=1, or where direct reads work and a slot of the call
+// is of the sizes whose stores are timed. The same on every rank (the same bytes, the same
+// settings), so a reader that needs room for pieces read directly knows it before any arrives.
+bool may_slice_directly(const SharedArena& arena, std::size_t bytes);
+
+// Whether this rank hands an allreduce's or reduce_scatter's pieces over as pointers this call
+// (its input and its reduced pieces, publish_direct; the readers copy them with
+// process_vm_readv): where COLLX_SHM_DIRECT says so, else while the ring's plain stores are
+// slow (RingStores chose streaming) and no trial of plain stores is due. Each rank decides
+// alone: a reader looks at each slot's descriptor.
+bool slices_directly(SharedArena& arena, int me, std::size_t bytes);
+
+// Where this rank's piece of producer j's input is: in j's ring slot, or, where j published a
+// pointer to its input (slices_directly), copied from j's memory into piece `at` of `scratch`.
+const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
+                             patterns::ElementRange r, std::size_t piece, std::size_t elem,
+                             std::byte* scratch, std::size_t at);
+
+// Reduces this rank's piece of round `round` into `target`: its own input's piece and the
+// others' from their ring slots `base[j] + slot_step`, in rank order, each slot handed back
+// once read. `scratch` (3 pieces) takes inputs handed over as pointers (piece_input) and, where
+// `target` is this rank's own input (an allreduce in place), a copy of it.
+Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
+                      std::uint64_t slot_step, const std::byte* send,
+                      std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
+                      const Reduction& reduction, std::byte* target, std::byte* scratch);
+
+// Copies every other rank's reduced piece of round `round` (its ring slot `base[j] + slot_step`)
+// into `recv`, starting with the next rank so that the ranks do not all read one producer at once.
+Task take_reduced_pieces(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
+                         std::uint64_t slot_step, std::byte* recv,
+                         std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
+                         std::size_t elem, kernels::CopyFn copy);
+
+// Met once every other rank has copied out slot `sequence - slots` of `producer`'s ring, so
+// that the entry slot `sequence` goes into is free.
+inline ConsumedByAll room_for(SharedArena& arena, int producer, std::uint64_t sequence) {
+  const auto ring = static_cast<std::uint64_t>(arena.slots());
+  return {arena, producer, sequence < ring ? 0 : sequence + 1 - ring, "ring room from"};
+}
+
+// co_await publish(...): fill_slot once the entry is free. An awaiter, not a coroutine: a small
+// call publishes with no frame of its own.
+inline auto publish(Operation& op, SharedArena& arena, std::uint64_t sequence,
+                    const std::byte* source, std::size_t bytes, std::byte* also = nullptr,
+                    bool also_streams = false) {
+  const int me = op.rank();
+  return op.until(room_for(arena, me, sequence),
+                  [&arena, me, sequence, source, bytes, also, also_streams] {
+                    fill_slot(arena, me, sequence, source, bytes, also, also_streams);
+                  });
+}
+
+// Publishes slot `sequence` of this rank's ring as a pointer: its readers copy `bytes` at
+// `source` straight from this process (SharedArena::read_direct). `source` must stay as it is
+// until they all have (read_by_all).
+inline auto publish_direct(Operation& op, SharedArena& arena, std::uint64_t sequence,
+                           const std::byte* source, std::size_t bytes) {
+  const int me = op.rank();
+  return op.until(room_for(arena, me, sequence), [&arena, me, sequence, source, bytes] {
+    SharedArena::SlotDescriptor& d = arena.descriptor(me, sequence);
+    d.address.store(reinterpret_cast<std::uint64_t>(source), std::memory_order_relaxed);
+    d.bytes.store(bytes, std::memory_order_relaxed);
+    arena.advance(arena.published(me), sequence + 1);
+  });
+}
+
+// Met once every other rank has taken slot `sequence` of this rank's ring.
+inline ConsumedByAll read_by_all(Operation& op, SharedArena& arena, std::uint64_t sequence) {
+  return {arena, op.rank(), sequence + 1, "a direct read by"};
+}
+
+// co_await take(...): take_slot once the slot is published (an awaiter, as publish).
+inline auto take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
+                 std::byte* target, std::size_t bytes, kernels::CopyFn copy,
+                 bool* direct = nullptr) {
+  return op.until(
+      CounterReached(arena, arena.published(producer), sequence + 1, producer, "a slot from"),
+      [&op, &arena, producer, sequence, target, bytes, copy, direct] {
+        take_slot(op, arena, producer, sequence, target, bytes, copy, direct);
+      });
+}
+
+// co_await publish_pieces(...): fill_pieces once the entry is free (an awaiter, as publish).
+inline auto publish_pieces(Operation& op, SharedArena& arena, std::uint64_t sequence,
+                           const std::byte* send, std::span<const std::size_t> offsets,
+                           std::size_t round, std::size_t piece, std::size_t elem) {
+  const int me = op.rank();
+  return op.until(room_for(arena, me, sequence),
+                  [&arena, me, sequence, send, offsets, round, piece, elem] {
+                    fill_pieces(arena, me, sequence, send, offsets, round, piece, elem);
+                  });
+}
+
+}  // namespace collx::detail::arena_steps
