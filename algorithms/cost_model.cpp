@@ -252,10 +252,7 @@ const Entry allgather_recursive_doubling{
       return add({s.lg_core, (s.core - 1) / s.core * s.n, 0, 0},
                  s.core == s.p ? Cost{} : Cost{2, s.n + s.n / s.p, 0, 0});
     },
-    "log2 p' steps exchanging doubling windows of blocks; fold for non-powers of two. A blocking "
-    "call of up to 64 KiB in all on a power of two (no fold, no empty block) runs the same "
-    "exchanges as blocking send-receives, without the operation engine (the latency path; the two "
-    "forms meet in one call)."};
+    "log2 p' steps exchanging doubling windows of blocks; fold for non-powers of two."};
 const Entry allgather_bruck{
     [](const Shape& s) {
       return Cost{s.lg, (s.p - 1) / s.p * s.n, 0, 2 * s.n};
@@ -434,10 +431,7 @@ const Entry alltoall_pairwise{[](const Shape& s) {
                               },
                               "p-1 steps; in step s send to rank+s and receive from rank-s "
                               "(several steps in flight), the own block copied while the first "
-                              "step's messages move. Its blocking form (a blocking call of up to "
-                              "32 KiB in all while nothing else is in flight, not in place) makes "
-                              "the same exchanges one step at a time on the same tag, without an "
-                              "Operation."};
+                              "step's messages move."};
 const Entry alltoall_bruck{
     [](const Shape& s) {
       return Cost{s.lg, s.lg * s.n / 2, 0, s.lg * s.n + 2 * s.n};
@@ -457,7 +451,7 @@ const Entry alltoall_shared_memory{
     "overwritten in step s before it is sent in step p-s). At two ranks, blocks of 32-64 KiB go as "
     "one pointer each instead, their reader copying them straight from the producer's input "
     "(process_vm_readv; in place, from a copy of it, so that every rank counts the same slots "
-    "whatever its own call). No blocking form."};
+    "whatever its own call)."};
 
 // ---- barrier, point-to-point ----
 const Entry mpi_library{
