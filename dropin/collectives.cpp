@@ -154,7 +154,14 @@ int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
            MPI_Op op, int root, MPI_Comm comm) {
   const auto pass =
       COLLX_PASS(PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, datatype, op, root, on);
-  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op, root};
+  // The root decides nothing (a program that moves the root, as IMB does, keeps its call
+  // remembered) but where such an MPICH's defect makes a nonzero root take collx's path.
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
+  const int decisive_root = root;
+#else
+  const int decisive_root = -1;
+#endif
+  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op, decisive_root};
   if (int result; pass_remembered(mode, Call::reduce, key, pass, &result)) return result;
   const TypeLayout* layout = layout_of(datatype);
   key.predefined = layout && layout->predefined;
@@ -205,7 +212,8 @@ int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
 template <class Mode>
 int bcast(Mode mode, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Bcast, PMPI_Ibcast, buffer, count, datatype, root, on);
-  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, MPI_OP_NULL, root};
+  // The root decides nothing: a program that moves it (IMB does) keeps its call remembered.
+  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, MPI_OP_NULL};
   if (int result; pass_remembered(mode, Call::bcast, key, pass, &result)) return result;
   const auto [layout, reason] = typed(datatype, count, buffer);
   key.predefined = layout && layout->predefined;

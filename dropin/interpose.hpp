@@ -84,12 +84,12 @@ struct Signature {
 };
 
 // What decided that a blocking call went to the MPI library (goes_to_library): its
-// communicator, datatypes, counts, op and root, as the program gave them. A call that matches
-// the one its function remembered last goes to the MPI library at once: a settled size class
-// stays settled (collx never tries its calls again) and nothing else of the decision can change.
-// Remembered only with predefined datatypes and ops (a freed handle never comes back as another
-// one), forgotten when the communicator is freed. Calls with a send and a receive side
-// (allgather, alltoall, gather, scatter) hold both.
+// communicator, datatypes, counts, op and root (where it decides), as the program gave them. A
+// call that matches the one its function remembered last goes to the MPI library at once: a
+// settled size class stays settled (collx never tries its calls again) and nothing else of the
+// decision can change. Remembered only with predefined datatypes and ops (a freed handle never
+// comes back as another one), forgotten when the communicator is freed. Calls with a send and a
+// receive side (allgather, alltoall, gather, scatter) hold both.
 struct LibraryCall {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Datatype type = MPI_DATATYPE_NULL;

@@ -3,7 +3,9 @@
 t_avg with the MPI library alone and with libcollx_mpi preloaded, and the median of the per-run
 ratios native / drop-in (above 1: the drop-in is faster).
 
-    imb_table.py OUTDIR     (reads OUTDIR/{native,dropin}_np<N>_r<R>.txt, writes markdown)
+    imb_table.py OUTDIR [--csv]   (reads OUTDIR/{native,dropin}_np<N>_r<R>.txt, writes markdown,
+                                   or with --csv the rows of a docs/results file:
+                                   benchmark,np,bytes,native_us,dropin_us,native_over_dropin)
 """
 import glob
 import os
@@ -34,6 +36,7 @@ def parse(path):
 
 def main():
     root = sys.argv[1]
+    as_csv = "--csv" in sys.argv[2:]
     runs = {}
     for path in glob.glob(os.path.join(root, "*_np*_r*.txt")):
         m = re.match(r"(native|dropin)_np(\d+)_r(\d+)\.txt", os.path.basename(path))
@@ -41,15 +44,19 @@ def main():
             runs[(m.group(1), int(m.group(2)), int(m.group(3)))] = parse(path)
     nps = sorted({k[1] for k in runs})
     rs = sorted({k[2] for k in runs})
-    with open(os.path.join(root, "machine.txt")) as f:
-        print(f.read().rstrip())
+    if as_csv:
+        print("benchmark,np,bytes,native_us,dropin_us,native_over_dropin")
+    else:
+        with open(os.path.join(root, "machine.txt")) as f:
+            print(f.read().rstrip())
     below = []
     for np_ in nps:
         benches = sorted({b for (s, n, r), d in runs.items() if n == np_ for b in d})
         for bench in benches:
-            print(f"\n### {bench}, np={np_}\n")
-            print("| bytes | native t_avg (us) | drop-in t_avg (us) | native / drop-in |")
-            print("| ---: | ---: | ---: | ---: |")
+            if not as_csv:
+                print(f"\n### {bench}, np={np_}\n")
+                print("| bytes | native t_avg (us) | drop-in t_avg (us) | native / drop-in |")
+                print("| ---: | ---: | ---: | ---: |")
             sizes = sorted({b for (s, n, r), d in runs.items() if n == np_ for b in d.get(bench, {})})
             for size in sizes:
                 nat = [runs[("native", np_, r)][bench][size] for r in rs
@@ -66,8 +73,14 @@ def main():
                 ratio = statistics.median(ratios)
                 if ratio < 1.0:
                     below.append(f"{bench} np={np_} {size} B: {ratio:.2f}")
-                print(f"| {size} | {statistics.median(nat):.2f} | {statistics.median(dro):.2f} | {ratio:.2f} |")
-    print(f"\nCells below 1.0 ({len(below)}): " + ("; ".join(below) if below else "none"))
+                if as_csv:
+                    print(f"{bench},{np_},{size},{statistics.median(nat):.2f},"
+                          f"{statistics.median(dro):.2f},{ratio:.2f}")
+                else:
+                    print(f"| {size} | {statistics.median(nat):.2f} | {statistics.median(dro):.2f} "
+                          f"| {ratio:.2f} |")
+    if not as_csv:
+        print(f"\nCells below 1.0 ({len(below)}): " + ("; ".join(below) if below else "none"))
 
 
 if __name__ == "__main__":

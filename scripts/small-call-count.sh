@@ -65,7 +65,7 @@ table="$out/table.md"
 {
   echo "One blocking call's instructions at rank 0 (callgrind), $np ranks, $COLLX_MPI: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$COLLX_ROOT" log --oneline -1 | cut -c1-7)"
   echo "machine: $(lscpu | grep -E '^CPU\(s\)|Model name' | sed 's/  */ /g' | tr '\n' ' ')"
-  echo "command: COLLECTIVES=\"${COLLECTIVES:-broadcast reduce}\" PATHS=\"${PATHS:-native delegated collx}\" scripts/small-call-count.sh $out $np $calls"
+  echo "command: COLLECTIVES=\"${COLLECTIVES:-broadcast reduce}\" PATHS=\"${PATHS:-native delegated collx dropin}\" scripts/small-call-count.sh $out $np $calls"
   echo
   echo "| collective | path | collx's instructions per call | the rest (MPI, libc) per call | total per call |"
   echo "|---|---|---:|---:|---:|"
