@@ -128,7 +128,9 @@ const Entry allreduce_double_binary_tree{
 // Rabenseifner above.
 static Cost flat_allreduce(const Shape& s, double p, double n) {
   const Shape f = Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment));
-  return n <= (32 << 10) ? allreduce_recursive_doubling.cost(f) : halving_then_doubling(f);
+  return n <= static_cast<double>(kFlatAllreduceDoublingBytes)
+             ? allreduce_recursive_doubling.cost(f)
+             : halving_then_doubling(f);
 }
 static Cost node_aware_flat(const Shape& s) {
   const Cost c = flat_allreduce(s, s.p, s.n);
@@ -165,13 +167,10 @@ const Entry allreduce_multi_leader{
     "or one rank per node: the flat allreduce.",
     true};
 
-// The reductions that slice the buffer through the arena: rank r reduces block r in pieces of
-// this many bytes, at most a p-th of a ring slot (the schedules' piece,
-// lib/src/coll/shm_collectives.cpp), one counter handoff per piece and phase.
-constexpr double kSlicePieceBytes = 256 << 10;
+// The reductions that slice the buffer through the arena, in pieces of kSlicePieceBytes.
 static double slice_rounds(const Shape& s) {
-  const double piece =
-      s.segment > 0 ? std::min(kSlicePieceBytes, s.segment / s.p) : kSlicePieceBytes;
+  const double most = static_cast<double>(kSlicePieceBytes);
+  const double piece = s.segment > 0 ? std::min(most, s.segment / s.p) : most;
   return std::max(1.0, std::ceil(s.n / s.p / piece));
 }
 const Entry allreduce_shared_memory{
@@ -316,21 +315,26 @@ static Cost k_abreast(Cost across, double k) {
 }
 static Cost flat_broadcast(const Shape& s, double p, double n) {
   const Shape f = flat_shape(s, p, n);
-  return n <= (256 << 10) || p <= 3 ? broadcast_binomial_tree.cost(f)
-                                    : broadcast_scatter_allgather.cost(f);
+  return n <= static_cast<double>(kFlatBroadcastTreeBytes) || p <= 3
+             ? broadcast_binomial_tree.cost(f)
+             : broadcast_scatter_allgather.cost(f);
 }
 static Cost flat_reduce(const Shape& s, double p, double n) {
   const Shape f = flat_shape(s, p, n);
-  return n <= (64 << 10) ? reduce_binomial_tree.cost(f) : reduce_rabenseifner.cost(f);
+  return n <= static_cast<double>(kFlatReduceTreeBytes) ? reduce_binomial_tree.cost(f)
+                                                        : reduce_rabenseifner.cost(f);
 }
 static Cost flat_allgather(const Shape& s, double p, double n) {
   const Shape f = flat_shape(s, p, n);
   if (f.core == f.p) return allgather_recursive_doubling.cost(f);
-  return n <= (64 << 10) ? allgather_bruck.cost(f) : allgather_ring.cost(f);
+  return n <= static_cast<double>(kFlatAllgatherBruckBytes) ? allgather_bruck.cost(f)
+                                                            : allgather_ring.cost(f);
 }
 static Cost flat_reduce_scatter(const Shape& s, double p, double n) {
   const Shape f = flat_shape(s, p, n);
-  return n <= (64 << 10) ? reduce_scatter_recursive_halving.cost(f) : reduce_scatter_ring.cost(f);
+  return n <= static_cast<double>(kFlatReduceScatterHalvingBytes)
+             ? reduce_scatter_recursive_halving.cost(f)
+             : reduce_scatter_ring.cost(f);
 }
 
 const Entry broadcast_hierarchical{

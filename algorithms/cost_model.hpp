@@ -62,6 +62,23 @@ struct Shape {
   static Shape of(int p, double n, std::size_t segment_bytes, int nodes = 1);
 };
 
+// Constants the schedules (lib/src/coll) and their models share.
+// The flat algorithms the node-aware ones run across nodes (and in their stead on one node, or
+// with one rank per node): up to these sizes the latency form, above them the bandwidth form.
+// Recursive doubling up to, Rabenseifner above:
+inline constexpr std::size_t kFlatAllreduceDoublingBytes = std::size_t{32} << 10;
+// The binomial tree up to (or on up to 3 ranks), scatter + allgather above:
+inline constexpr std::size_t kFlatBroadcastTreeBytes = std::size_t{256} << 10;
+inline constexpr std::size_t kFlatReduceTreeBytes = std::size_t{64} << 10;      // else Rabenseifner
+inline constexpr std::size_t kFlatAllgatherBruckBytes = std::size_t{64} << 10;  // else ring
+inline constexpr std::size_t kFlatReduceScatterHalvingBytes = std::size_t{64} << 10;  // else ring
+// The reductions that slice the buffer through the arena: rank r reduces block r in pieces of
+// this many bytes, at most a p-th of a ring slot, one counter handoff per piece and phase. Small
+// enough that a piece is reduced while it is in the cache its producer just wrote it from (p
+// pieces in a core's L2), large enough that the two handoffs per round stay cheap
+// (docs/results/arena-slice-piece.csv).
+inline constexpr std::size_t kSlicePieceBytes = std::size_t{256} << 10;
+
 // The model of one algorithm: its cost on the critical path and its steps in words
 // (docs/ALGORITHMS.md). Each registry row (lib/src/coll/registry.hpp) points at its entry.
 struct Entry {

@@ -112,7 +112,7 @@ void print_machine(const Machine& m) {
 std::vector<Algorithm> predicted_algorithms(Collective c, const Machine& m) {
   std::vector<Algorithm> algos;
   for (Algorithm a : collx::algorithms_of(c)) {
-    if (a != Algorithm::shared_memory || m.one_node) algos.push_back(a);
+    if (!collx::runs_through_arena(c, a) || m.one_node) algos.push_back(a);
   }
   return algos;
 }

@@ -238,7 +238,7 @@ TEST(MpiLibraryDelegated, SettledClassesGoStraightToTheMpiLibrary) {
   const std::size_t count = 1000;  // 4000 B of int32: the class of 2049..4096 B
   collx::detail::ClassTuner settled;
   const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
-  settled.start(only_mpi, 1);
+  settled.start(only_mpi, 1, false, Algorithm::mpi);
   ASSERT_EQ(settled.phase(), collx::detail::ClassTuner::Phase::settled);
   for (Collective c : {Collective::allreduce, Collective::broadcast, Collective::reduce,
                        Collective::allgather, Collective::reduce_scatter, Collective::gather,

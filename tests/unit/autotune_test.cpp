@@ -240,7 +240,7 @@ TEST(Autotune, TheMpiLibraryNeedsNoAbsoluteMargin) {
   ClassTuner t;
   const std::vector<Algorithm> candidates = {Algorithm::recursive_doubling, Algorithm::ring,
                                              Algorithm::mpi};
-  t.start(candidates, 8);
+  t.start(candidates, 8, false, Algorithm::mpi);
   while (t.phase() == ClassTuner::Phase::trying) {
     const TrialPick p = t.pick();
     const double seconds = p.algorithm == Algorithm::mpi ? 0.2e-6 : 0.3e-6;
@@ -249,7 +249,7 @@ TEST(Autotune, TheMpiLibraryNeedsNoAbsoluteMargin) {
   EXPECT_EQ(t.chosen(), Algorithm::mpi);
   // 2% faster stays noise for it too.
   ClassTuner u;
-  u.start(candidates, 8);
+  u.start(candidates, 8, false, Algorithm::mpi);
   while (u.phase() == ClassTuner::Phase::trying) {
     const TrialPick p = u.pick();
     const double seconds = p.algorithm == Algorithm::mpi ? 0.98e-6 : 1e-6;
@@ -270,7 +270,7 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
   const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::ring,
                                              Algorithm::mpi};
   const auto settle = [&](ClassTuner& t) {
-    t.start(candidates, 8);
+    t.start(candidates, 8, false, Algorithm::mpi);
     while (t.phase() == ClassTuner::Phase::trying) {
       const TrialPick p = t.pick();
       const double seconds = p.algorithm == Algorithm::shared_memory ? 0.1e-6
@@ -305,7 +305,7 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
   // Settled on the MPI's collective (here the first candidate, so no second opinion follows):
   // its own samples are checked against its trial only.
   ClassTuner u;
-  u.start(std::vector<Algorithm>{Algorithm::mpi, Algorithm::ring}, 8);
+  u.start(std::vector<Algorithm>{Algorithm::mpi, Algorithm::ring}, 8, false, Algorithm::mpi);
   while (u.phase() == ClassTuner::Phase::trying) {
     const TrialPick p = u.pick();
     const double seconds = p.algorithm == Algorithm::mpi ? 0.2e-6 : 0.4e-6;
@@ -323,7 +323,7 @@ TEST(Autotune, ACollxChallengerMustBeatTheMpiLibraryByTheMargin) {
                                              Algorithm::mpi};
   const auto choice = [&](std::uint64_t table, std::uint64_t challenger, std::uint64_t library) {
     ClassTuner t;
-    t.start(candidates, 1);
+    t.start(candidates, 1, false, Algorithm::mpi);
     run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
     EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{table, challenger, library}));
     return t.chosen();

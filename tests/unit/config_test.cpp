@@ -47,9 +47,9 @@ TEST(Config, AlgorithmOverrides) {
   err = parse_algorithm_overrides("allreduce:bubble", forced);
   ASSERT_TRUE(err);
   EXPECT_NE(err->find("bubble"), std::string::npos);
-  err = parse_algorithm_overrides("allreduce:bruck", forced);  // exists, but not for allreduce
-  ASSERT_TRUE(err);
-  EXPECT_NE(err->find("has no algorithm"), std::string::npos);
+  // An algorithm that exists but not for this collective is the selector's to refuse (the
+  // configuration is below the registry): see Selector.ForcedAlgorithmMustExist.
+  EXPECT_FALSE(parse_algorithm_overrides("allreduce:bruck", forced));
   EXPECT_TRUE(parse_algorithm_overrides("teleport:ring", forced));
 }
 
@@ -252,6 +252,25 @@ TEST(Selector, ExplicitRequestMustExist) {
     EXPECT_EQ(e.code(), collx::ErrorCode::unsupported);
     EXPECT_EQ(e.collective(), "allreduce");
   }
+}
+
+// COLLX_ALGO naming an algorithm the collective does not have: a configuration error at the
+// first call that the table would decide, naming the collective and the algorithm.
+TEST(Selector, ForcedAlgorithmMustExist) {
+  Config c;
+  c.algorithm[static_cast<int>(Collective::allreduce)] = Algorithm::bruck;
+  set_config(c);
+  try {
+    resolve_algorithm(Collective::allreduce, Algorithm::automatic, 8, 2, 0);
+    ADD_FAILURE() << "bruck accepted for allreduce";
+  } catch (const collx::Error& e) {
+    EXPECT_EQ(e.code(), collx::ErrorCode::config);
+    EXPECT_NE(std::string(e.what()).find("has no algorithm \"bruck\""), std::string::npos)
+        << e.what();
+  }
+  // An explicit choice still overrides it.
+  EXPECT_EQ(resolve_algorithm(Collective::allreduce, Algorithm::ring, 8, 2, 0), Algorithm::ring);
+  set_config(Config{});
 }
 
 TEST(Selector, EnvironmentOverridesTheTableButNotAnExplicitChoice) {

@@ -34,32 +34,37 @@ TEST(Phases, TheWholeBudgetLeavesTheCheckPhaseOut) {
   EXPECT_THROW(Phases::check()[1], collx::Error);
 }
 
-// Two composites nested as the library nests them: reduce:rabenseifner (reduce_scatter then
-// gather) inside allreduce:binomial_tree's reduce half, beside its broadcast half.
+// Two composites nested as the library nests them: reduce:hierarchical (a reduce inside each
+// node, then the flat reduce across nodes) whose across-nodes part runs reduce:rabenseifner
+// (reduce_scatter then gather), with the shares each schedule asks of its own.
 TEST(Phases, NestedCompositesGetDisjointTags) {
   const Phases all;
-  const Phases reduce = all.part("reduce", 0, 3);
-  const Phases broadcast = all.part("broadcast", 3, 2);
-  const Phases scatter = reduce.part("reduce_scatter", 0, 2);
-  const Phases gather = reduce.part("gather", 2, 1);
-  const std::set<int> parts[] = {tags_of(scatter), tags_of(gather), tags_of(broadcast),
-                                 {kCheckPhase}};
+  const auto [node_reduce, across_nodes] = all.split({{"node reduce", 1}, {"across nodes", 3}});
+  const auto [scatter, gather] = across_nodes.split({{"reduce_scatter", 2}, {"gather", 1}});
+  const std::set<int> parts[] = {
+      tags_of(node_reduce), tags_of(scatter), tags_of(gather), {kCheckPhase}};
   for (std::size_t i = 0; i < std::size(parts); ++i) {
     for (std::size_t j = i + 1; j < std::size(parts); ++j)
       EXPECT_TRUE(disjoint(parts[i], parts[j])) << i << " and " << j;
   }
-  EXPECT_EQ(gather[0], reduce[2]);
+  EXPECT_EQ(scatter.count(), 2);
+  EXPECT_EQ(gather[0], across_nodes[2]);
 }
 
-TEST(Phases, APartBeyondItsBudgetIsAnError) {
+// Shares come out consecutive and in order; asking more than the share holds names the part.
+TEST(Phases, SplitHandsOutConsecutiveShares) {
   const Phases all;
-  const Phases reduce = all.part("reduce", 0, 2);
-  EXPECT_THROW(reduce.part("gather", 2, 1), collx::Error);
-  EXPECT_THROW(all.part("too many", 5, 3), collx::Error);
+  const auto [a, b, c] = all.split({{"a", 2}, {"b", 2}, {"c", 2}});
+  EXPECT_EQ(a[0], all[0]);
+  EXPECT_EQ(b[0], all[2]);
+  EXPECT_EQ(c[1], all[5]);
+  const auto [reduce] = all.split({{"reduce", 2}});
+  EXPECT_THROW(reduce.split({{"reduce_scatter", 2}, {"gather", 1}}), collx::Error);
+  EXPECT_THROW(all.split({{"too many", 5}, {"more", 3}}), collx::Error);
   EXPECT_THROW(reduce[2], collx::Error);
   EXPECT_THROW(reduce[-1], collx::Error);
   try {
-    (void)reduce.part("gather", 1, 2);
+    (void)reduce.split({{"scatter", 1}, {"gather", 2}});
     FAIL() << "no error";
   } catch (const collx::Error& e) {
     EXPECT_NE(std::string(e.what()).find("gather"), std::string::npos) << e.what();

@@ -47,5 +47,8 @@ std::optional<Algorithm> parse_algorithm(std::string_view name);
 // when no selection rule matches.
 std::span<const Algorithm> algorithms_of(Collective collective);
 bool implements(Collective collective, Algorithm algorithm);
+// Whether the collective's `algorithm` runs through a segment its ranks share (ranks on one node,
+// host memory; elsewhere another of the collective's algorithms runs in its place).
+bool runs_through_arena(Collective collective, Algorithm algorithm);
 
 }  // namespace collx

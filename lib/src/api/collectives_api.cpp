@@ -18,20 +18,6 @@
 
 namespace collx::detail {
 
-std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
-  std::vector<std::size_t> offsets(static_cast<std::size_t>(nranks) + 1);
-  for (std::size_t r = 0; r < offsets.size(); ++r)
-    offsets[r] = r * count;
-  return offsets;
-}
-
-std::vector<std::size_t> offsets_of(const patterns::BlockLayout& layout) {
-  std::vector<std::size_t> offsets(static_cast<std::size_t>(layout.nblocks()) + 1);
-  for (int b = 0; b <= layout.nblocks(); ++b)
-    offsets[static_cast<std::size_t>(b)] = layout.offset(b);
-  return offsets;
-}
-
 namespace {
 
 const std::byte* bytes_of(const void* p) {

@@ -396,16 +396,19 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
       state->choose(collective, options.algorithm, bytes, arena, blocking,
                     order_sensitive(signature, state->size));
   Algorithm algorithm = choice.algorithm;
+  const AlgorithmRow* row = find_row(collective, algorithm);
+  bool library = row != nullptr && row->mpi_library;
   // The MPI library's collective where it cannot take this call (a 16-bit float or avg
   // reduction, a count beyond MPI's int): the table's choice, on every rank alike.
-  if (algorithm == Algorithm::mpi && !library_takes(signature, bytes)) [[unlikely]] {
-    if (options.algorithm == Algorithm::mpi) {
+  if (library && !library_takes(signature, bytes)) [[unlikely]] {
+    if (options.algorithm == algorithm) {
       throw Error(ErrorCode::unsupported, to_string(collective), state->rank,
                   "algorithm mpi: the MPI library has no such reduction, or the count exceeds "
                   "its int");
     }
     algorithm = resolve_algorithm(collective, Algorithm::automatic, bytes, state->size, state->rank,
                                   arena, state->node_shape());
+    library = false;
   }
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies
@@ -428,11 +431,10 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   // and each call frame on it is paid per call.
   if (choice.meet) [[unlikely]]
     state->meet();
-  const Clock::time_point started =
-      choice.tuner == nullptr ? Clock::time_point{}
-      : entered != Clock::time_point{} && !choice.meet && algorithm != Algorithm::mpi
-          ? entered
-          : Clock::now();
+  const Clock::time_point started = choice.tuner == nullptr ? Clock::time_point{}
+                                    : entered != Clock::time_point{} && !choice.meet && !library
+                                        ? entered
+                                        : Clock::now();
   OpInfo info = state->next_op(collective, algorithm, options);
   info.shared_arena = arena;
   info.blocking = blocking;

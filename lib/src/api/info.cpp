@@ -75,19 +75,6 @@ std::string mpi_library_version() {
   return out;
 }
 
-NodePlacement node_placement(MPI_Comm comm) {
-  MPI_Comm node = MPI_COMM_NULL;
-  detail::check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                    "MPI_Comm_split_type");
-  NodePlacement placement;
-  const int rank_rc = MPI_Comm_rank(node, &placement.rank);
-  const int size_rc = MPI_Comm_size(node, &placement.size);
-  MPI_Comm_free(&node);
-  detail::check_mpi(rank_rc, "MPI_Comm_rank");
-  detail::check_mpi(size_rc, "MPI_Comm_size");
-  return placement;
-}
-
 std::string mpi_standard_version() {
   int version = 0;
   int subversion = 0;

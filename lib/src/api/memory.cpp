@@ -60,7 +60,6 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
   return d;
 }
 
-
 CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
                                std::initializer_list<BufferArg> buffers, bool blocking, bool p2p) {
   const bool stream_given = options.stream != nullptr;
@@ -171,15 +170,10 @@ Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body) {
 
 bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std::size_t bytes,
                      bool blocking, const DeviceCall& call) {
-  // The node-aware rows run their phases inside a node through the node's segment and choose
-  // their schedules by the memory (allreduce.cpp); the shared arena's rows through the arena.
-  if (algorithm == Algorithm::hierarchical || algorithm == Algorithm::multi_leader) return true;
-  // The MPI library's own collective takes host memory only (no CUDA-aware MPI assumed).
-  if (algorithm == Algorithm::mpi) return true;
-  if (arena) {
-    const AlgorithmRow* row = find_row(schedules_of(collective), algorithm);
-    if (row != nullptr && row->without_segment != Algorithm::automatic) return true;
-  }
+  // The rows that say so (AlgorithmRow::host_copies), and the shared arena's rows where the
+  // call runs through the arena.
+  const AlgorithmRow* row = find_row(schedules_of(collective), algorithm);
+  if (row != nullptr && (row->host_copies() || (arena && row->uses_arena()))) return true;
   if (!blocking) return false;
   // A transport that takes device memory moves a large buffer device to device faster than two
   // copies and the host's algorithm would; a small one it moves slower (docs/DEVICE_MEMORY.md,

@@ -154,9 +154,6 @@ std::optional<std::string> parse_algorithm_overrides(
     if (!coll) return "unknown collective \"" + std::string(coll_name) + "\"";
     const auto algo = parse_algorithm(algo_name);
     if (!algo) return "unknown algorithm \"" + std::string(algo_name) + "\"";
-    if (*algo != Algorithm::automatic && !implements(*coll, *algo)) {
-      return std::string(to_string(*coll)) + " has no algorithm \"" + std::string(algo_name) + "\"";
-    }
     into[static_cast<int>(*coll)] =
         *algo == Algorithm::automatic ? std::nullopt : std::optional<Algorithm>(*algo);
   }

@@ -121,7 +121,7 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
 // steps, no fold) and the ring above. Takes at most two tag phases.
 Algorithm flat_allgather(std::size_t bytes, int nranks) {
   if (std::has_single_bit(static_cast<unsigned>(nranks))) return Algorithm::recursive_doubling;
-  return bytes <= (std::size_t{64} << 10) ? Algorithm::bruck : Algorithm::ring;
+  return bytes <= model::kFlatAllgatherBruckBytes ? Algorithm::bruck : Algorithm::ring;
 }
 
 // Hierarchical (as many ranks, k, on every node): the ranks of local rank i allgather their
@@ -146,15 +146,16 @@ Task allgather_hierarchical_in(Operation& op, AllgatherArgs a, SharedArena* node
   ScratchBuffer work = op.scratch(blocks.count() * elem);
   std::byte* const region = work.data() + regions[static_cast<std::size_t>(local)] * elem;
   const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(rank) * elem;
+  const auto [across_nodes, node_gather] =
+      a.phases.split({{"across nodes", 2}, {"node allgather", 2}});
   {
     const Operation::Group group(op, layout->peers(local));
-    const AllgatherArgs across{own, region, within, elem, a.phases.part("across nodes", 0, 2)};
+    const AllgatherArgs across{own, region, within, elem, across_nodes};
     co_await allgather_task(op, across, flat_allgather(within.back() * elem, order.nodes));
   }
   {
     const Operation::Group group(op, layout->members(layout->node_of(rank)), node_arena);
-    const AllgatherArgs inside{nullptr, work.data(), regions, elem,
-                               a.phases.part("node allgather", 2, 2)};
+    const AllgatherArgs inside{nullptr, work.data(), regions, elem, node_gather};
     co_await allgather_task(op, inside,
                             node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring);
   }

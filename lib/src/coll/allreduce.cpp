@@ -97,11 +97,10 @@ Task allreduce_folded(Operation& op, AllreduceArgs a) {
 // Binomial reduce to rank 0, then binomial broadcast: the classic latency-oriented tree.
 Task allreduce_binomial(Operation& op, AllreduceArgs a) {
   if (trivial(op, a)) co_return;
-  const ReduceArgs reduce{
-      a.send, a.recv, a.count, a.reduction, 0, a.phases.part("reduce", 0, 2), Algorithm::ring};
+  const auto [reduce_phases, broadcast_phases] = a.phases.split({{"reduce", 2}, {"broadcast", 2}});
+  const ReduceArgs reduce{a.send, a.recv, a.count, a.reduction, 0, reduce_phases, Algorithm::ring};
   co_await reduce_task(op, reduce, Algorithm::binomial_tree);
-  const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
-                                a.phases.part("broadcast", 2, 2)};
+  const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0, broadcast_phases};
   co_await broadcast_task(op, broadcast, Algorithm::binomial_tree);
 }
 
@@ -211,7 +210,8 @@ const patterns::NodeLayout* node_split(Operation& op) {
 }
 
 Algorithm flat_allreduce(std::size_t bytes) {
-  return bytes <= (std::size_t{32} << 10) ? Algorithm::recursive_doubling : Algorithm::rabenseifner;
+  return bytes <= model::kFlatAllreduceDoublingBytes ? Algorithm::recursive_doubling
+                                                     : Algorithm::rabenseifner;
 }
 
 // The node-aware allreduces on 2, 4, 8, ... nodes, pipelined: the buffer in chunks, and the
@@ -401,10 +401,10 @@ Task allreduce_hierarchical_in(Operation& op, AllreduceArgs a, SharedArena* node
   const bool leader = layout->local_rank(op.rank()) == 0;
   const Algorithm inside =
       node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree;
+  const auto [node_reduce, across_nodes, node_broadcast] =
+      a.phases.split({{"node reduce", 1}, {"across nodes", 2}, {"node broadcast", 1}});
   if (const std::size_t chunk = pipelined_chunk(op, a, *layout, 1); chunk > 0) {
-    const NodeAwareForm form{false, inside, a.phases.part("node reduce", 0, 1),
-                             a.phases.part("across nodes", 1, 2),
-                             a.phases.part("node broadcast", 3, 1)};
+    const NodeAwareForm form{false, inside, node_reduce, across_nodes, node_broadcast};
     co_await allreduce_node_aware_pipelined(op, a, *layout, node_arena, chunk, form);
     co_return;
   }
@@ -413,20 +413,17 @@ Task allreduce_hierarchical_in(Operation& op, AllreduceArgs a, SharedArena* node
   partial.divisor = 0;
   {
     const Operation::Group group(op, node, node_arena);
-    const ReduceArgs reduce{
-        a.send, a.recv, a.count, partial, 0, a.phases.part("node reduce", 0, 1), Algorithm::ring};
+    const ReduceArgs reduce{a.send, a.recv, a.count, partial, 0, node_reduce, Algorithm::ring};
     co_await reduce_task(op, reduce, inside);
   }
   if (leader) {
     const Operation::Group group(op, layout->leaders());
-    const AllreduceArgs across{a.recv, a.recv, a.count, a.reduction,
-                               a.phases.part("across nodes", 1, 2)};
+    const AllreduceArgs across{a.recv, a.recv, a.count, a.reduction, across_nodes};
     co_await allreduce_task(op, across, flat_allreduce(bytes));
   }
   {
     const Operation::Group group(op, node, node_arena);
-    const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0,
-                                  a.phases.part("node broadcast", 3, 1)};
+    const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0, node_broadcast};
     co_await broadcast_task(op, broadcast, inside);
   }
 }
@@ -457,11 +454,12 @@ Task allreduce_multi_leader_in(Operation& op, AllreduceArgs a, SharedArena* node
   const std::span<const int> node = layout->members(layout->node_of(op.rank()));
   const int local = layout->local_rank(op.rank());
   const int k = static_cast<int>(node.size());
+  const auto [node_scatter, across_nodes, node_gather] =
+      a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}, {"node allgather", 2}});
   if (const std::size_t chunk = pipelined_chunk(op, a, *layout, k); chunk > 0) {
-    const NodeAwareForm form{
-        true, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring,
-        a.phases.part("node reduce_scatter", 0, 2), a.phases.part("across nodes", 2, 2),
-        a.phases.part("node allgather", 4, 2)};
+    const NodeAwareForm form{true,
+                             node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring,
+                             node_scatter, across_nodes, node_gather};
     co_await allreduce_node_aware_pipelined(op, a, *layout, node_arena, chunk, form);
     co_return;
   }
@@ -474,19 +472,17 @@ Task allreduce_multi_leader_in(Operation& op, AllreduceArgs a, SharedArena* node
   partial.divisor = 0;
   {
     const Operation::Group group(op, node, node_arena);
-    const ReduceScatterArgs scatter{a.send, slice, offsets, partial,
-                                    a.phases.part("node reduce_scatter", 0, 2)};
+    const ReduceScatterArgs scatter{a.send, slice, offsets, partial, node_scatter};
     co_await reduce_scatter_task(op, scatter, inside);
   }
   {
     const Operation::Group group(op, layout->peers(local));
-    const AllreduceArgs across{slice, slice, slice_count, a.reduction,
-                               a.phases.part("across nodes", 2, 2)};
+    const AllreduceArgs across{slice, slice, slice_count, a.reduction, across_nodes};
     co_await allreduce_task(op, across, flat_allreduce(slice_count * elem));
   }
   {
     const Operation::Group group(op, node, node_arena);
-    const AllgatherArgs gather{slice, a.recv, offsets, elem, a.phases.part("node allgather", 4, 2)};
+    const AllgatherArgs gather{slice, a.recv, offsets, elem, node_gather};
     co_await allgather_task(op, gather, inside);
   }
 }

@@ -100,12 +100,14 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
   const std::size_t elem = a.element_size;
   const BlockLayout blocks{a.count, p};
   const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
+  const auto [scatter_phases, ring_phases] =
+      a.phases.split({{"scatter", 1}, {"allgather ring", 2}});
   // Scatter: this rank's subtree blocks [v, v + subtree) arrive from the parent at once.
   if (tree.parent() >= 0) {
     Transfer recv;
     op.recv(recv, a.buffer + blocks.offset(tree.vrank) * elem,
             blocks.length(tree.vrank, tree.subtree_size()) * elem,
-            patterns::to_real(tree.parent(), a.root, p), a.phases[0]);
+            patterns::to_real(tree.parent(), a.root, p), scatter_phases[0]);
     co_await op.wait(recv);
   }
   std::vector<Transfer> sends;
@@ -115,7 +117,7 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
     sends.emplace_back();
     op.send(sends.back(), a.buffer + blocks.offset(child.vrank) * elem,
             blocks.length(child.vrank, child.subtree_size()) * elem,
-            patterns::to_real(child.vrank, a.root, p), a.phases[0]);
+            patterns::to_real(child.vrank, a.root, p), scatter_phases[0]);
   }
   for (auto& s : sends)
     co_await op.wait(s);
@@ -127,15 +129,15 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
                             .element_size = elem,
                             .first_step = p - 1,
                             .end_step = 2 * (p - 1),
-                            .phases = a.phases.part("allgather ring", 1, 2)});
+                            .phases = ring_phases});
 }
 
 // The flat broadcast the hierarchical one runs across nodes, and in its stead where node_split
 // is null: the binomial tree (pipelined) up to 256 KiB or on up to 3 ranks, scatter + allgather
 // above (about 2n bytes from the root instead of n log p). Takes at most three tag phases.
 Algorithm flat_broadcast(std::size_t bytes, int nranks) {
-  return bytes <= (std::size_t{256} << 10) || nranks <= 3 ? Algorithm::binomial_tree
-                                                          : Algorithm::scatter_allgather;
+  return bytes <= model::kFlatBroadcastTreeBytes || nranks <= 3 ? Algorithm::binomial_tree
+                                                                : Algorithm::scatter_allgather;
 }
 
 // The rank that holds the buffer for its node once it has crossed the network: the root on the
@@ -161,16 +163,18 @@ Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node
   const int node = layout->node_of(op.rank());
   const std::vector<int> heads = node_heads(*layout, a.root);
   const int head = heads[static_cast<std::size_t>(node)];
+  const auto [across_nodes, node_broadcast] =
+      a.phases.split({{"across nodes", 3}, {"node broadcast", 1}});
   if (op.rank() == head) {
     const Operation::Group group(op, heads);
     const BroadcastArgs across{a.buffer, a.count, a.element_size, layout->node_of(a.root),
-                               a.phases.part("across nodes", 0, 3)};
+                               across_nodes};
     co_await broadcast_task(op, across, flat_broadcast(bytes, layout->nodes()));
   }
   {
     const Operation::Group group(op, layout->members(node), node_arena);
     const BroadcastArgs inside{a.buffer, a.count, a.element_size, layout->local_rank(head),
-                               a.phases.part("node broadcast", 3, 1)};
+                               node_broadcast};
     co_await broadcast_task(
         op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree);
   }

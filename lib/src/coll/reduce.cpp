@@ -65,13 +65,13 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   const std::size_t mine = offsets[static_cast<std::size_t>(op.rank()) + 1] -
                            offsets[static_cast<std::size_t>(op.rank())];
   ScratchBuffer block = op.scratch(mine * elem);
-  const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction,
-                                  a.phases.part("reduce_scatter", 0, 2)};
+  const auto [scatter_phases, gather_phases] =
+      a.phases.split({{"reduce_scatter", 2}, {"gather", 1}});
+  const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, scatter_phases};
   // The reduce-scatter half runs the algorithm the caller chose for it (ring or recursive
   // halving): both leave block r on rank r.
   co_await reduce_scatter_task(op, scatter, a.scatter_algorithm);
-  const GatherArgs gather{block.data(), a.recv, offsets,
-                          elem,         a.root, a.phases.part("gather", 2, 1)};
+  const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root, gather_phases};
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }
 
@@ -79,7 +79,7 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
 // null: the binomial tree up to 64 KiB, Rabenseifner (ring reduce-scatter, binomial gather)
 // above. Takes at most three tag phases.
 Algorithm flat_reduce(std::size_t bytes) {
-  return bytes <= (std::size_t{64} << 10) ? Algorithm::binomial_tree : Algorithm::rabenseifner;
+  return bytes <= model::kFlatReduceTreeBytes ? Algorithm::binomial_tree : Algorithm::rabenseifner;
 }
 
 // Hierarchical: a reduce inside each node to one rank of it (the root on the root's node, the
@@ -108,27 +108,20 @@ Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena
   }
   Reduction partial = a.reduction;
   partial.divisor = 0;
+  const auto [node_reduce, across_nodes] =
+      a.phases.split({{"node reduce", 1}, {"across nodes", 3}});
   {
     const Operation::Group group(op, layout->members(node), node_arena);
-    const ReduceArgs inside{a.send,
-                            node_sum,
-                            a.count,
-                            partial,
-                            layout->local_rank(head),
-                            a.phases.part("node reduce", 0, 1),
-                            Algorithm::ring};
+    const ReduceArgs inside{a.send,      node_sum,       a.count, partial, layout->local_rank(head),
+                            node_reduce, Algorithm::ring};
     co_await reduce_task(
         op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree);
   }
   if (op.rank() == head) {
     const Operation::Group group(op, heads);
-    const ReduceArgs across{node_sum,
-                            node_sum,
-                            a.count,
-                            a.reduction,
-                            layout->node_of(a.root),
-                            a.phases.part("across nodes", 1, 3),
-                            Algorithm::ring};
+    const ReduceArgs across{
+        node_sum,     node_sum,       a.count, a.reduction, layout->node_of(a.root),
+        across_nodes, Algorithm::ring};
     co_await reduce_task(op, across, flat_reduce(bytes));
   }
 }

@@ -121,7 +121,8 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
 // The flat reduce-scatter the hierarchical one runs across nodes, and in its stead where it does
 // not split: recursive halving up to 64 KiB, the ring above. Takes at most two tag phases.
 Algorithm flat_reduce_scatter(std::size_t bytes) {
-  return bytes <= (std::size_t{64} << 10) ? Algorithm::recursive_halving : Algorithm::ring;
+  return bytes <= model::kFlatReduceScatterHalvingBytes ? Algorithm::recursive_halving
+                                                        : Algorithm::ring;
 }
 
 // Hierarchical (as many ranks, k, on every node): every rank copies its input into a buffer laid
@@ -152,17 +153,17 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   ScratchBuffer region = op.scratch(within.back() * elem);
   Reduction partial = a.reduction;
   partial.divisor = 0;
+  const auto [node_scatter, across_nodes] =
+      a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
   {
     const Operation::Group group(op, layout->members(layout->node_of(op.rank())), node_arena);
-    const ReduceScatterArgs inside{work.data(), region.data(), regions, partial,
-                                   a.phases.part("node reduce_scatter", 0, 2)};
+    const ReduceScatterArgs inside{work.data(), region.data(), regions, partial, node_scatter};
     co_await reduce_scatter_task(
         op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring);
   }
   {
     const Operation::Group group(op, layout->peers(local));
-    const ReduceScatterArgs across{region.data(), a.recv, within, a.reduction,
-                                   a.phases.part("across nodes", 2, 2)};
+    const ReduceScatterArgs across{region.data(), a.recv, within, a.reduction, across_nodes};
     co_await reduce_scatter_task(op, across, flat_reduce_scatter(within.back() * elem));
   }
 }

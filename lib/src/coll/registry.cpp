@@ -21,10 +21,9 @@ struct Index {
   static const Index built = [] {
     Index i;
     using Rows = std::span<const AlgorithmRow> (*)();
-    for (Rows rows :
-         {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows, reduce_scatter_rows,
-          gather_rows, scatter_rows, alltoall_rows, barrier_rows, sendrecv_rows,
-          mpi_library_rows}) {
+    for (Rows rows : {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows,
+                      reduce_scatter_rows, gather_rows, scatter_rows, alltoall_rows, barrier_rows,
+                      sendrecv_rows, mpi_library_rows}) {
       for (const AlgorithmRow& r : rows()) {
         i.rows.push_back(r);
         i.at[static_cast<std::size_t>(r.collective)][static_cast<std::size_t>(r.algorithm)] =
@@ -46,6 +45,18 @@ const Index& index() {
     built_index_pointer.store(i, std::memory_order_release);
   }
   return *i;
+}
+
+// The algorithm lists, one per collective, in the registry's row order (the MPI library's own
+// collective left out: not one of collx's algorithms).
+const std::array<std::vector<Algorithm>, kCollectiveCount>& lists() {
+  static const auto built = [] {
+    std::array<std::vector<Algorithm>, kCollectiveCount> out;
+    for (const AlgorithmRow& row : registry())
+      if (!row.mpi_library) out[static_cast<std::size_t>(row.collective)].push_back(row.algorithm);
+    return out;
+  }();
+  return built;
 }
 
 }  // namespace
@@ -102,6 +113,25 @@ Task barrier_task(Operation& op, const BarrierArgs& args, Algorithm algorithm) {
 }
 
 }  // namespace collx::detail
+
+namespace collx {
+
+std::span<const Algorithm> algorithms_of(Collective collective) {
+  const auto i = static_cast<std::size_t>(detail::schedules_of(collective));
+  if (i >= kCollectiveCount) return {};
+  return detail::lists()[i];
+}
+
+bool implements(Collective collective, Algorithm algorithm) {
+  return detail::find_row(collective, algorithm) != nullptr;
+}
+
+bool runs_through_arena(Collective collective, Algorithm algorithm) {
+  const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
+  return row != nullptr && row->uses_arena();
+}
+
+}  // namespace collx
 
 namespace collx::model {
 

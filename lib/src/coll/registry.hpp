@@ -84,6 +84,16 @@ struct AlgorithmRow {
   // The MPI library's own collective (Algorithm::mpi, mpi_library.cpp): host memory only (device
   // buffers go through host copies), no simulated ranks, not one of collx's algorithms.
   bool mpi_library = false;
+
+  // Traits the layers above read instead of the algorithm's name.
+  // Runs through the shared arena (where the operation can use one).
+  bool uses_arena() const { return without_segment != Algorithm::automatic; }
+  // Phases inside and across nodes (its model splits what crosses between nodes); on one node,
+  // or with one rank per node, it runs as its flat form.
+  bool node_aware() const { return cost_model != nullptr && cost_model->node_aware; }
+  // Device buffers go through host copies whatever the transport: the node-aware rows run their
+  // phases inside a node through the node's segment, the MPI library takes host memory only.
+  bool host_copies() const { return node_aware() || mpi_library; }
 };
 
 // A row, type-checked against the collective's argument struct.
@@ -145,8 +155,9 @@ template <Collective C>
 Task run_schedule(Operation& op, const ArgsOf<C>& args, Algorithm algorithm) {
   const AlgorithmRow* r = find_row(C, algorithm);
   if (r == nullptr) no_algorithm(op, C, algorithm);
-  if (r->without_segment != Algorithm::automatic) {
+  if (r->uses_arena()) {
     if (shared_memory_usable(op)) {
+      if (op.info().algorithm == algorithm) op.mark_arena_row();
       return in_turn(op, reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, args));
     }
     r = find_row(C, r->without_segment);

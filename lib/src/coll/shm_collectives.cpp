@@ -21,6 +21,7 @@
 #include "collectives.hpp"
 #include "collx/error.hpp"
 #include "config.hpp"
+#include "cost_model.hpp"
 #include "host_reduce.hpp"
 #include "shm_arena.hpp"
 #include "slices.hpp"
@@ -177,16 +178,7 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
 // and not process_vm_readv of the peers' buffers: docs/PERFORMANCE.md, "Why the arena, and the
 // VM's slow state".
 
-namespace {
-
-// Bytes of one rank's piece per round (when the ring slot holds p of them): small enough that
-// a piece is reduced while it is in the cache its producer just wrote it from (p pieces in a
-// core's L2), large enough that the two counter handoffs per round stay cheap: 256 KiB pieces
-// (128 KiB at four ranks, where the slot holds no more) took half the time of 64 KiB ones at
-// two ranks from 512 KiB to 2 MiB (docs/results/arena-slice-piece.csv).
-constexpr std::size_t kSlicePieceBytes = std::size_t{256} << 10;
-
-}  // namespace
+using model::kSlicePieceBytes;  // shared with the model (cost_model.hpp)
 
 Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
   const int p = op.size();

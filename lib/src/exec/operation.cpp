@@ -24,12 +24,30 @@ struct FrameCache {
   void* frames[kFrameClasses][kFramesPerClass] = {};
   std::size_t count[kFrameClasses] = {};
 };
-// Each thread's cache, made on its first frame freed and never freed itself (nor the frames it
-// holds when the thread exits): a frame freed during thread or static teardown must still find
-// a usable cache. A pointer of the initial-exec model, small enough for the static TLS a
-// library loaded later (dlopen) may take: one load per frame, where a thread_local of the
-// library's default model costs a call to __tls_get_addr.
+// Each thread's cache, made on its first frame freed. A pointer of the initial-exec model,
+// small enough for the static TLS a library loaded later (dlopen) may take: one load per frame,
+// where a thread_local of the library's default model costs a call to __tls_get_addr.
 [[gnu::tls_model("initial-exec")]] thread_local FrameCache* frame_cache = nullptr;
+// Set when the thread's cache was released at its exit: frames freed later in the thread's or
+// the program's teardown go straight back to the heap.
+[[gnu::tls_model("initial-exec")]] thread_local bool frame_cache_closed = false;
+// Releases the cache and the frames it holds when its thread exits (a program that runs
+// collectives on many short-lived threads would otherwise keep every thread's cache).
+struct FrameCacheRelease {
+  bool armed = false;
+  ~FrameCacheRelease() {
+    FrameCache* cache = frame_cache;
+    frame_cache = nullptr;
+    frame_cache_closed = true;
+    if (cache == nullptr) return;
+    for (std::size_t c = 0; c < kFrameClasses; ++c) {
+      for (std::size_t i = 0; i < cache->count[c]; ++i)
+        ::operator delete(cache->frames[c][i]);
+    }
+    delete cache;
+  }
+};
+thread_local FrameCacheRelease frame_cache_release;
 std::size_t frame_class(std::size_t bytes) {
   return (bytes + kFrameGranule - 1) / kFrameGranule;
 }
@@ -46,9 +64,10 @@ void* allocate_frame(std::size_t bytes) {
 void free_frame(void* frame, std::size_t bytes) noexcept {
   const std::size_t c = frame_class(bytes);
   FrameCache* cache = frame_cache;
-  if (cache == nullptr && c < kFrameClasses) {
+  if (cache == nullptr && c < kFrameClasses && !frame_cache_closed) [[unlikely]] {
     cache = new (std::nothrow) FrameCache;
     frame_cache = cache;
+    frame_cache_release.armed = true;  // its first use registers its release at thread exit
   }
   if (cache != nullptr && c < kFrameClasses && cache->count[c] < kFramesPerClass) {
     cache->frames[c][cache->count[c]++] = frame;
@@ -149,9 +168,9 @@ bool Operation::wait_in_place(const WaitCondition& condition) {
 }
 
 void Operation::refuse_foreign_messages() {
-  // Only an operation that is the arena's row as a whole: a composite whose part runs through
+  // Only an operation that is an arena row as a whole: a composite whose part runs through
   // the arena (a scatter step, say) has messages of its own in flight.
-  if (info_.algorithm != Algorithm::shared_memory) return;
+  if (!arena_row_) return;
   if (!transport_.message_arrived(info_.tag_base, kPhasesPerOp)) return;
   throw Error(ErrorCode::mismatch, to_string(info_.collective), rank_,
               "a peer sent messages for this call (#" + std::to_string(info_.sequence) +

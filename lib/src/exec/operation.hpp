@@ -74,14 +74,32 @@ class Phases {
       outside(i);
     return first_ + i;
   }
-  // The `count` phases from `offset` of this share, for the part called `name`.
-  Phases part(const char* name, int offset, int count) const;
+  // A part's name and how many phases it takes.
+  struct Share {
+    const char* name;
+    int count;
+  };
+  // Consecutive shares of this one, in order, one per part: siblings never overlap, and parts
+  // that need more phases in all than this share holds throw (ErrorCode::internal).
+  //   const auto [inside, across] = a.phases.split({{"node reduce", 1}, {"across nodes", 2}});
+  template <std::size_t N>
+  std::array<Phases, N> split(const Share (&shares)[N]) const {
+    std::array<Phases, N> out;
+    int offset = 0;
+    for (std::size_t i = 0; i < N; ++i) {
+      out[i] = part(shares[i].name, offset, shares[i].count);
+      offset += shares[i].count;
+    }
+    return out;
+  }
   int first() const { return first_; }
   int count() const { return count_; }
   // COLLX_CHECK's share: the operation's last phase.
   static Phases check();
 
  private:
+  // The `count` phases from `offset` of this share, for the part called `name`.
+  Phases part(const char* name, int offset, int count) const;
   constexpr Phases(int first, int count, const char* name)
       : first_(first), count_(count), name_(name) {}
   [[noreturn]] void outside(int i) const;
@@ -153,7 +171,11 @@ class Operation {
   bool ends_turn() const { return turn_arena_ != nullptr; }
   bool started() const { return task_.valid(); }
 
-  // While an operation of the arena's row (Algorithm::shared_memory) waits inside the arena's
+  // The operation is an arena row's schedule as a whole (run_schedule marks it where the
+  // arena is usable): it sends no messages of its own.
+  void mark_arena_row() { arena_row_ = true; }
+
+  // While an operation of an arena row (mark_arena_row) waits inside the arena's
   // data movement (a condition whose peers_silent() holds), no peer sends it a message (the
   // row sends none, and every rank runs the same algorithm); one of its tags arriving means a
   // peer runs the call with an algorithm of messages: the ranks made mismatched calls (counts,
@@ -318,6 +340,7 @@ class Operation {
   // A blocking operation that is the only one in flight in the process (and has no timeout to
   // watch) waits for its messages in the transport directly: no suspension, no engine loop.
   bool exclusive_ = false;
+  bool arena_row_ = false;
   bool holds_turn_ = false;
   bool schedule_skipped_ = false;
   SharedArena* turn_arena_ = nullptr;  // ends_turn_of

@@ -30,8 +30,10 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
   return out;
 }
 
-void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting) {
+void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting,
+                       Algorithm library) {
   from_meeting_ = from_meeting;
+  library_ = library;
   switched_to_library_ = false;
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
@@ -154,9 +156,9 @@ std::uint64_t ClassTuner::sampled_mean_ns() const {
 }
 
 std::uint64_t ClassTuner::library_trial_ns() const {
-  if (chosen_ == Algorithm::mpi) return 0;
+  if (library_ == Algorithm::automatic || chose_library()) return 0;
   for (std::size_t i = 0; i < count_; ++i) {
-    if (candidates_[i] == Algorithm::mpi) return agreed_ns_[i];
+    if (candidates_[i] == library_) return agreed_ns_[i];
   }
   return 0;
 }
@@ -169,7 +171,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
       // A rank's calls of collx's choice ran slower than the MPI library's collective did in the
       // trials: settled on the MPI library, whose calls then skip collx (the delegated path).
       baseline_ns_ = library_trial_ns();
-      chosen_ = Algorithm::mpi;
+      chosen_ = library_;
       switched_to_library_ = true;
       return true;
     }
@@ -190,14 +192,14 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima) {
   const bool challenger_wins =
       fastest < maxima.size() &&
       static_cast<double>(maxima[fastest]) < static_cast<double>(maxima[0]) * (1 - kMargin) &&
-      (maxima[fastest] + kMarginMinNs <= maxima[0] || candidates_[fastest] == Algorithm::mpi);
+      (maxima[fastest] + kMarginMinNs <= maxima[0] || candidates_[fastest] == library_);
   std::size_t winner = challenger_wins ? fastest : 0;
   // A challenger of collx's must beat the MPI library's collective by the same margin as the
   // table's choice: between two trial times that close, the MPI library is the safe choice (auto
   // promises its speed, not more).
-  if (challenger_wins && candidates_[winner] != Algorithm::mpi) {
+  if (challenger_wins && candidates_[winner] != library_) {
     for (std::size_t i = 1; i < count_ && i < maxima.size(); ++i) {
-      if (candidates_[i] != Algorithm::mpi) continue;
+      if (candidates_[i] != library_) continue;
       if (static_cast<double>(maxima[winner]) >= static_cast<double>(maxima[i]) * (1 - kMargin) ||
           maxima[winner] + kMarginMinNs > maxima[i]) {
         winner = i;

@@ -4,9 +4,9 @@
 // arena's row, the cost model's best with and without the arena), each in blocks of consecutive
 // calls, in two passes over the candidates where a candidate has four trials or more; then the
 // ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its passes'
-// mean call times, over a block but its first call; an allreduce of the times) and every later call of
-// the class runs it. Two passes, because what disturbs a block (the process's first messages to a
-// peer, new buffers' first touch, a spell of the machine's) rarely disturbs both (the notebook in
+// mean call times, over a block but its first call; an allreduce of the times) and every later call
+// of the class runs it. Two passes, because what disturbs a block (the process's first messages to
+// a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both (the notebook in
 // git: docs/PERFORMANCE.md at cc55b41, "The goal table, second run"). Blocks, not interleaved
 // calls: a rank's time in one call can be short while the calls in a row are slow (a rank that
 // arrives late finds its data there, but the next call waits for the slot it frees), and a run of
@@ -83,7 +83,10 @@ class ClassTuner {
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
   // the margin), each tried `trials` times; `from_meeting`: blocks start from a meeting of the
   // ranks (a communicator across nodes). One candidate: settled at once, never timed.
-  void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false);
+  // `library`: the candidate that is the MPI library's own collective (the registry's row says
+  // which), automatic where none is.
+  void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false,
+             Algorithm library = Algorithm::automatic);
   Phase phase() const { return phase_; }
 
   // The algorithm of the next blocking call of this class (counts the call).
@@ -110,6 +113,8 @@ class ClassTuner {
   std::span<const Algorithm> candidates() const { return {candidates_.data(), count_}; }
   std::span<const std::uint64_t> agreed_ns() const { return {agreed_ns_.data(), count_}; }
   Algorithm chosen() const { return chosen_; }
+  // Whether the choice is the MPI library's own collective.
+  bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
   int rounds() const { return rounds_; }
   // Whether a checkpoint settled the class on the MPI library (agree_values).
   bool switched_to_library() const { return switched_to_library_; }
@@ -119,7 +124,7 @@ class ClassTuner {
   // block to block (docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI", 8-128 B),
   // more than any difference between the candidates there, and the table's choice comes from
   // medians of many runs.
-  // The MPI library's own collective (Algorithm::mpi) needs the share only: chosen where it only
+  // The MPI library's own collective (start's `library`) needs the share only: chosen where it only
   // seemed faster, auto still runs as fast as the MPI it wraps.
   static constexpr double kMargin = 0.03;
   static constexpr std::uint64_t kMarginMinNs = 250;
@@ -170,6 +175,7 @@ class ClassTuner {
   bool from_meeting_ = false;    // blocks start from a meeting of the ranks (start())
   bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
   bool switched_to_library_ = false;
+  Algorithm library_ = Algorithm::automatic;
   std::array<Algorithm, kMaxCandidates> candidates_{};
   // This rank's timed trial calls of each candidate, by pass: their sum (ns) and count.
   std::array<std::array<std::uint64_t, 2>, kMaxCandidates> pass_ns_{};

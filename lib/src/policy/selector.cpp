@@ -30,9 +30,10 @@ namespace {
 //   bandwidth terms decide. Ranks sharing an arena take its sliced allreduce (no message at all)
 //   at the counts it was measured on; other counts keep the message algorithms.
 // - Broadcast, reduce, allgather, reduce_scatter(_v), gather, scatter, alltoall: at two ranks the
-//   arena from the smallest sizes, each up to where a message algorithm or the MPI caught up; at 3+ ranks the arena where it was
-//   measured ahead. Gather and scatter return to the binomial tree above 8 ranks, where the root's
-//   p - 1 messages of the linear form cost more than log2 p (the cost model; unmeasured).
+//   arena from the smallest sizes, each up to where a message algorithm or the MPI caught up; at 3+
+//   ranks the arena where it was measured ahead. Gather and scatter return to the binomial tree
+//   above 8 ranks, where the root's p - 1 messages of the linear form cost more than log2 p (the
+//   cost model; unmeasured).
 // - Rows naming shared_memory count only where the communicator has a shared arena (all ranks on
 //   one node, host buffers; see select_from); elsewhere the next matching row decides.
 //
@@ -128,7 +129,8 @@ namespace {
 bool matches(const SelectionRule& rule, Collective collective, std::size_t bytes, int nranks,
              bool shared_memory) {
   return rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
-         bytes <= rule.max_bytes && (shared_memory || rule.algorithm != Algorithm::shared_memory);
+         bytes <= rule.max_bytes &&
+         (shared_memory || !runs_through_arena(collective, rule.algorithm));
 }
 }  // namespace
 
@@ -144,7 +146,15 @@ Algorithm select_from(std::span<const SelectionRule> rules, Collective collectiv
 Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::size_t bytes,
                             int nranks, int rank, bool shared_memory, const NodeShape& nodes) {
   if (requested == Algorithm::automatic) {
-    if (const auto forced = config().algorithm[static_cast<int>(collective)]) return *forced;
+    if (const auto forced = config().algorithm[static_cast<int>(collective)]) {
+      // The configuration names algorithms by name only (its layer is below the registry).
+      if (!implements(collective, *forced)) {
+        throw Error(ErrorCode::config, to_string(collective), rank,
+                    "COLLX_ALGO: " + std::string(to_string(collective)) + " has no algorithm \"" +
+                        std::string(to_string(*forced)) + "\"");
+      }
+      return *forced;
+    }
     if (const TuningTable* tuned = active_tuning()) {
       for (const auto& rule : tuned->rules) {
         if (matches(rule, collective, bytes, nranks, shared_memory)) return rule.algorithm;
@@ -176,13 +186,14 @@ bool table_decides(Collective collective, std::size_t bytes, int nranks, bool sh
 std::string describe_rules(std::span<const SelectionRule> rules) {
   std::string out;
   for (const auto& rule : rules) {
-    out += std::string(to_string(rule.collective)) + "  ranks " + std::to_string(rule.min_ranks) +
-           ".." +
-           (rule.max_ranks == kAnyRanks ? std::string("any") : std::to_string(rule.max_ranks)) +
-           "  bytes <= " +
-           (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
-           "  -> " + std::string(to_string(rule.algorithm)) +
-           (rule.algorithm == Algorithm::shared_memory ? "  (ranks sharing a segment)" : "") + "\n";
+    out +=
+        std::string(to_string(rule.collective)) + "  ranks " + std::to_string(rule.min_ranks) +
+        ".." + (rule.max_ranks == kAnyRanks ? std::string("any") : std::to_string(rule.max_ranks)) +
+        "  bytes <= " +
+        (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
+        "  -> " + std::string(to_string(rule.algorithm)) +
+        (runs_through_arena(rule.collective, rule.algorithm) ? "  (ranks sharing a segment)" : "") +
+        "\n";
   }
   return out;
 }

@@ -282,3 +282,22 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
 }
 
 }  // namespace collx::detail
+
+namespace collx {
+
+// Public (collx/info.hpp), here because the arena is what asks it first: which ranks share a
+// node.
+NodePlacement node_placement(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  detail::check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                    "MPI_Comm_split_type");
+  NodePlacement placement;
+  const int rank_rc = MPI_Comm_rank(node, &placement.rank);
+  const int size_rc = MPI_Comm_size(node, &placement.size);
+  MPI_Comm_free(&node);
+  detail::check_mpi(rank_rc, "MPI_Comm_rank");
+  detail::check_mpi(size_rc, "MPI_Comm_size");
+  return placement;
+}
+
+}  // namespace collx

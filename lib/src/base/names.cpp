@@ -1,10 +1,9 @@
+// The names of collectives and algorithms (COLLX_COLLECTIVE_LIST, COLLX_ALGORITHM_LIST): what
+// to_string prints and the parsers read. Which collective implements which algorithm is the
+// registry's (coll/registry.cpp: algorithms_of, implements).
 #include "collx/algorithm.hpp"
 
-#include <algorithm>
-#include <array>
-#include <vector>
-
-#include "registry.hpp"
+#include <iterator>
 
 namespace collx {
 
@@ -14,17 +13,6 @@ namespace {
 constexpr std::string_view kCollectiveNames[] = {COLLX_COLLECTIVE_LIST(COLLX_NAME)};
 constexpr std::string_view kAlgorithmNames[] = {COLLX_ALGORITHM_LIST(COLLX_NAME)};
 #undef COLLX_NAME
-
-// The algorithm lists, one per collective, in the registry's row order.
-const std::array<std::vector<Algorithm>, kCollectiveCount>& lists() {
-  static const auto built = [] {
-    std::array<std::vector<Algorithm>, kCollectiveCount> out;
-    for (const detail::AlgorithmRow& row : detail::registry())
-      if (!row.mpi_library) out[static_cast<std::size_t>(row.collective)].push_back(row.algorithm);
-    return out;
-  }();
-  return built;
-}
 
 }  // namespace
 
@@ -54,16 +42,6 @@ std::optional<Algorithm> parse_algorithm(std::string_view name) {
   if (name == "auto") return Algorithm::automatic;
   if (name == "shm") return Algorithm::shared_memory;
   return std::nullopt;
-}
-
-std::span<const Algorithm> algorithms_of(Collective collective) {
-  const auto i = static_cast<std::size_t>(detail::schedules_of(collective));
-  if (i >= kCollectiveCount) return {};
-  return lists()[i];
-}
-
-bool implements(Collective collective, Algorithm algorithm) {
-  return detail::find_row(collective, algorithm) != nullptr;
 }
 
 }  // namespace collx

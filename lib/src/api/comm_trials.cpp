@@ -1,0 +1,179 @@
+// auto's trials on a communicator (autotune.hpp has the tuner of one size class): which
+// candidates a size class tries, the ranks' agreement on the trials' times, and what settles,
+// including the size classes handed to the MPI library's own collective (the delegated path).
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "collx/error.hpp"
+#include "comm_state.hpp"
+#include "config.hpp"
+#include "cost_model.hpp"
+#include "registry.hpp"
+#include "tuning.hpp"
+
+namespace collx::detail {
+
+ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
+  // A barrier moves no bytes but is tried too: the MPI library's own is its second candidate.
+  const bool library = transport->library_comm() != MPI_COMM_NULL;
+  if (config().autotune == AutotuneMode::off || size < 2 ||
+      (bytes == 0 && collective != Collective::barrier) || collective == Collective::sendrecv ||
+      algorithms_of(collective).size() + (library ? 1 : 0) < 2) {
+    return nullptr;
+  }
+  const bool arena = arena_for(bytes);
+  if (!table_decides(collective, bytes, size, arena)) return nullptr;
+  if (!tuners) tuners = std::make_unique<ClassTuners>();
+  ClassTuner& tuner = (*tuners)[static_cast<std::size_t>(collective)]
+                               [static_cast<std::size_t>(size_class_of(bytes))];
+  if (tuner.phase() == ClassTuner::Phase::fresh) {
+    // Every call of a class tries the candidates of the first call's size: the class's calls
+    // share one tuner, and every rank sees the same first call.
+    const std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
+    Algorithm library = Algorithm::automatic;
+    for (Algorithm a : candidates) {
+      const AlgorithmRow* r = find_row(schedules_of(collective), a);
+      if (r != nullptr && r->mpi_library) library = a;
+    }
+    tuner.start(candidates, trials_for(bytes), node_layout != nullptr && node_layout->nodes() > 1,
+                library);
+    if (tuner.phase() == ClassTuner::Phase::trying) ++trying_classes_;
+  }
+  return &tuner;
+}
+
+std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
+                                                    std::size_t bytes) const {
+  // Keyed on what every rank sees alike: the arena (made collectively), not the call's memory.
+  const bool arena = arena_for(bytes);
+  const NodeShape shape = node_shape();
+  const auto table = [&](std::size_t b) {
+    return resolve_algorithm(collective, Algorithm::automatic, b, size, rank, arena, shape);
+  };
+  std::vector<Algorithm> others;
+  if (bytes > 1) others.push_back(table(bytes / 2));
+  if (bytes <= std::numeric_limits<std::size_t>::max() / 2) others.push_back(table(bytes * 2));
+  const Collective schedules = schedules_of(collective);
+  const auto rows = [&](auto&& trait) {
+    std::vector<Algorithm> found;
+    for (const AlgorithmRow& r : registry())
+      if (r.collective == schedules && trait(r)) found.push_back(r.algorithm);
+    return found;
+  };
+  if (arena) {
+    for (Algorithm a : rows([](const AlgorithmRow& r) { return r.uses_arena(); }))
+      others.push_back(a);
+  }
+  model::Machine machine;
+  machine.one_node = arena;
+  machine.nodes = shape.nodes;
+  const double size_in_bytes = static_cast<double>(bytes);
+  others.push_back(model::best(schedules, size, size_in_bytes, machine));
+  if (arena) {
+    // The best point-to-point algorithm too: where the table's choice is the arena's, its
+    // handshakes are what a loaded or oversubscribed node makes slow (docs/PERFORMANCE.md,
+    // "MPICH", four ranks on two cores), and the neighbours may all be the arena's as well.
+    machine.one_node = false;
+    others.push_back(model::best(schedules, size, size_in_bytes, machine));
+  }
+  std::vector<Algorithm> candidates = candidate_list(table(bytes), others);
+  // The MPI library's own collective, always: auto runs it where it is faster than every one of
+  // collx's candidates (mpi_library.cpp), so auto never loses to the MPI it wraps.
+  if (transport->library_comm() != MPI_COMM_NULL) {
+    for (Algorithm a : rows([](const AlgorithmRow& r) { return r.mpi_library; }))
+      candidates.push_back(a);
+  }
+  if (!shape.spans_nodes()) {
+    // One rank per node or one node: the node-aware rows run as their flat forms.
+    std::erase_if(candidates, [&](Algorithm a) {
+      const AlgorithmRow* r = find_row(schedules, a);
+      return a != candidates.front() && r != nullptr && r->node_aware();
+    });
+  }
+  return candidates;
+}
+
+std::vector<std::uint64_t> CommState::agree_max(std::span<const std::uint64_t> values) {
+  std::vector<std::uint64_t> maxima(values.size());
+  const OpInfo info = next_op(Collective::allreduce, Algorithm::recursive_doubling, Options{});
+  Operation op(*transport, info, {}, nullptr);
+  const AllreduceArgs args{reinterpret_cast<const std::byte*>(values.data()),
+                           reinterpret_cast<std::byte*>(maxima.data()),
+                           values.size(),
+                           Reduction::make(DataType::uint64, ReduceOp::max, size),
+                           {}};
+  run_blocking(op, allreduce_task(op, args, Algorithm::recursive_doubling));
+  return maxima;
+}
+
+void CommState::meet() {
+  const std::uint64_t nothing[1] = {0};
+  (void)agree_max(nothing);
+}
+
+void CommState::after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
+                                 double seconds) {
+  if (tuner.record(seconds) != TunerStep::agree) return;
+  const std::vector<std::uint64_t> values = tuner.agree_values();
+  const int before = tuner.rounds();
+  const bool was_trying = tuner.phase() == ClassTuner::Phase::trying;
+  if (!tuner.agreed(agree_max(values))) return;
+  trying_classes_ +=
+      static_cast<int>(tuner.phase() == ClassTuner::Phase::trying) - static_cast<int>(was_trying);
+  note_settled(collective, bytes, tuner);
+  if (rank == 0 && config().debug >= DebugLevel::info) {
+    if (tuner.rounds() > before) {
+      std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
+                   describe_trials(collective, size_class_of(bytes), tuner).c_str());
+    } else if (tuner.switched_to_library() && tuner.chose_library() && values.size() > 1 &&
+               values[1] > 0) {
+      std::fprintf(stderr,
+                   "collx INFO rank 0: autotune %s class of %zu B: calls of collx's choice ran "
+                   "slower than the MPI library's collective in the trials; settled on mpi\n",
+                   std::string(to_string(collective)).c_str(), bytes);
+    } else if (!values.empty() && values[0] == ClassTuner::kSecondOpinion) {
+      std::fprintf(stderr,
+                   "collx INFO rank 0: autotune %s class of %zu B: a challenger displaced the "
+                   "table's choice; trying again for a second opinion\n",
+                   std::string(to_string(collective)).c_str(), bytes);
+    } else {
+      std::fprintf(stderr,
+                   "collx INFO rank 0: autotune %s class of %zu B: the chosen algorithm drifted "
+                   "past %.1fx its trial time; trying again\n",
+                   std::string(to_string(collective)).c_str(), bytes, ClassTuner::kDriftRatio);
+    }
+  }
+}
+
+void CommState::note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner) {
+  const Config& c = config();
+  // COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT
+  // ends a wait that is collx's: all need collx's path.
+  if (c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0) return;
+  const bool to_mpi = tuner.phase() == ClassTuner::Phase::settled && tuner.chose_library();
+  delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))] =
+      to_mpi;
+  if (to_mpi) {
+    delegating_ = true;
+    delegating_config_ = &c;
+  }
+}
+
+std::vector<CommState::LearnedClass> CommState::learned() const {
+  std::vector<LearnedClass> out;
+  if (!tuners) return out;
+  for (int c = 0; c < kCollectiveCount; ++c) {
+    for (int k = 0; k < kSizeClasses; ++k) {
+      const ClassTuner& tuner = (*tuners)[static_cast<std::size_t>(c)][static_cast<std::size_t>(k)];
+      if (tuner.phase() != ClassTuner::Phase::fresh) {
+        out.push_back({static_cast<Collective>(c), k, &tuner});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace collx::detail
