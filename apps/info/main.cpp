@@ -67,7 +67,7 @@ void run_trials(collx::Communicator& comm, std::size_t max_bytes) {
                        Collective::scatter, Collective::alltoall}) {
     for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
       bool trying = true;
-      for (int call = 0; call < 256; ++call) {
+      for (int call = 0; call < 4096; ++call) {
         (void)comm.auto_choice(c, bytes, collx::DataType::int32, collx::ReduceOp::sum, &trying);
         if (!trying || !call_once(comm, c, bytes, a, b)) break;
       }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -227,6 +228,48 @@ TEST(MpiLibraryInAuto, TheTrialsTryIt) {
     named = named || (line.find("allreduce") != std::string::npos &&
                       line.find(" mpi ") != std::string::npos);
   EXPECT_TRUE(named) << "no learned line names the MPI library's collective";
+}
+
+// An order-sensitive call (a float sum over three ranks or more, whose class auto does not try)
+// up to CommState::kUntriedLibraryBytes runs the MPI library's own collective where the table
+// would run one of collx's message algorithms: every call gives the MPI library's bits, the same
+// as MPI_Allreduce on the same data. Larger calls, integer sums and two ranks keep the table's
+// choice (two ranks: one combination, the same bits whatever runs); a nonblocking call keeps it
+// too.
+TEST(MpiLibraryInAuto, UntriedOrderSensitiveSmallCallsRunTheMpiLibrarys) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  const int p = comm.size();
+  const std::size_t small = 8 * sizeof(float);
+  const std::size_t large = collx::detail::CommState::kUntriedLibraryBytes * 2;
+  for (const std::size_t bytes : {small, large}) {
+    const bool arena = s.arena_for(bytes);
+    const auto sensitive =
+        s.choose(Collective::allreduce, Algorithm::automatic, bytes, arena, true, p > 2);
+    const Algorithm table = collx::detail::resolve_algorithm(
+        Collective::allreduce, Algorithm::automatic, bytes, p, comm.rank(), arena, s.node_shape());
+    const bool message_algorithm = !collx::runs_through_arena(Collective::allreduce, table);
+    if (p > 2 && bytes == small && message_algorithm) {
+      EXPECT_EQ(sensitive.algorithm, Algorithm::mpi) << "table: " << collx::to_string(table);
+      const auto nonblocking =
+          s.choose(Collective::allreduce, Algorithm::automatic, bytes, arena, false, true);
+      EXPECT_EQ(nonblocking.algorithm, table);
+    } else if (p > 2) {
+      EXPECT_EQ(sensitive.algorithm, table) << bytes << " B";
+    }
+  }
+  // The bits are the MPI library's, call after call.
+  std::vector<float> in(8), got(8), want(8);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    in[i] = 0.1f * static_cast<float>(comm.rank() + 1) + 1e-7f * static_cast<float>(i * 7919);
+  MPI_Allreduce(in.data(), want.data(), 8, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (int call = 0; call < 20; ++call) {
+    comm.allreduce(in.data(), got.data(), in.size(), DataType::float32, ReduceOp::sum);
+    if (p > 2) {
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()))
+          << "call " << call;
+    }
+  }
 }
 
 // A size class settled on the MPI library goes to it straight (CommState::delegates): the

@@ -233,6 +233,38 @@ TEST(Autotune, SubMicrosecondDifferencesAreNoise) {
   EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
 }
 
+// A class started with wait_calls runs the table's choice (its first candidate), untimed, for
+// that many calls on every rank alike, then tries its candidates as one started without.
+TEST(Autotune, WaitingCallsRunTheTablesChoiceThenTheTrialsStart) {
+  ClassTuner t;
+  const std::vector<Algorithm> candidates = {Algorithm::ring, Algorithm::recursive_doubling,
+                                             Algorithm::mpi};
+  t.start(candidates, 8, false, Algorithm::mpi, 5);
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::waiting);
+  EXPECT_TRUE(t.in_trials());
+  for (int call = 0; call < 5; ++call) {
+    const TrialPick p = t.pick();
+    EXPECT_EQ(p.algorithm, Algorithm::ring) << call;
+    EXPECT_FALSE(p.timed) << call;
+  }
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  EXPECT_EQ(t.untimed_choice(), Algorithm::ring);
+  int trial_calls = 0;
+  while (t.phase() == ClassTuner::Phase::trying) {
+    const TrialPick p = t.pick();
+    EXPECT_TRUE(p.timed);
+    ++trial_calls;
+    const double seconds = p.algorithm == Algorithm::mpi ? 0.2e-6 : 0.5e-6;
+    if (t.record(seconds) == TunerStep::agree) t.agreed(t.agree_values());
+  }
+  EXPECT_EQ(trial_calls, 3 * 8);
+  EXPECT_EQ(t.chosen(), Algorithm::mpi);
+  // One candidate: settled at once, whatever the wait.
+  ClassTuner one;
+  one.start(std::vector<Algorithm>{Algorithm::ring}, 8, false, Algorithm::automatic, 5);
+  EXPECT_EQ(one.phase(), ClassTuner::Phase::settled);
+}
+
 // The MPI library's own collective needs the share of the margin only, whatever the time: a
 // sub-microsecond call of the MPI library 33% faster than the table's choice replaces it (a
 // collx challenger as fast stays out, above).

@@ -59,6 +59,15 @@ struct CommState {
         options.pipeline_depth > 0 ? options.pipeline_depth : default_pipeline_depth;
     return info;
   }
+  // Up to this many bytes, an order-sensitive blocking call (whose size class auto does not
+  // try: its bits would change from one trial to the next) runs the MPI library's own
+  // collective where the table's choice is one of collx's message algorithms. Below the
+  // latency-bandwidth crossover those are the same latency algorithms the MPI library runs
+  // (recursive doubling, binomial trees) with collx's bookkeeping on top, so without trials the
+  // MPI library's is the choice that cannot lose, and its bits are the same on every call (its
+  // choice depends on the count and the ranks only). The arena's rows, which send no MPI
+  // message, keep the table's choice.
+  static constexpr std::size_t kUntriedLibraryBytes = std::size_t{8} << 10;
   // The algorithm for a call (resolve_algorithm), remembered per collective: a run of calls
   // of one size (the small calls' usual case) skips the selection table and the registry.
   // Keyed by everything the choice reads that can change between calls; a replaced
@@ -86,13 +95,21 @@ struct CommState {
       last.tuner = requested == Algorithm::automatic && tried_calls(*current, order_sensitive)
                        ? tuner_for(collective, bytes)
                        : nullptr;
+      last.library_instead =
+          requested == Algorithm::automatic && order_sensitive && last.tuner == nullptr
+              ? library_for_untried(collective, bytes, shared_memory, last.algorithm)
+              : Algorithm::automatic;
       last.config = current;
       last.bytes = bytes;
       last.requested = requested;
       last.shared_memory = shared_memory;
       last.order_sensitive = order_sensitive;
     }
-    if (last.tuner == nullptr) return {last.algorithm, nullptr};
+    if (last.tuner == nullptr) [[likely]] {
+      if (blocking && last.library_instead != Algorithm::automatic) [[unlikely]]
+        return {last.library_instead, nullptr};
+      return {last.algorithm, nullptr};
+    }
     if (!blocking) return {last.tuner->untimed_choice(), nullptr};
     const TrialPick pick = last.tuner->pick();
     return {pick.algorithm, pick.timed ? last.tuner : nullptr, pick.meet};
@@ -219,7 +236,16 @@ struct CommState {
     bool order_sensitive = false;
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;  // where the size class is tuned
+    // The MPI library's own collective, run by a blocking call instead of `algorithm`
+    // (library_for_untried), else automatic.
+    Algorithm library_instead = Algorithm::automatic;
   };
+  // The MPI library's algorithm for such a call (above), or automatic for collx's table choice
+  // `table_choice`: where auto's trials are on, the table decides (no COLLX_ALGO, no tuning
+  // file's rule), the communicator has the MPI library's collective and the table's choice is
+  // a message algorithm.
+  Algorithm library_for_untried(Collective collective, std::size_t bytes, bool shared_memory,
+                                Algorithm table_choice) const;
   // The candidates of a call: the table's choice at its size and the neighbouring classes, the
   // arena's row, the cost model's best with and without the arena (node-aware rows only where
   // the ranks span nodes).

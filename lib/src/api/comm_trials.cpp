@@ -38,9 +38,16 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
       const AlgorithmRow* r = find_row(schedules_of(collective), a);
       if (r != nullptr && r->mpi_library) library = a;
     }
-    tuner.start(candidates, trials_for(bytes), node_layout != nullptr && node_layout->nodes() > 1,
-                library);
-    if (tuner.phase() == ClassTuner::Phase::trying) ++trying_classes_;
+    // With the MPI library among the candidates, the class's first calls run the table's choice
+    // until they number COLLX_AUTOTUNE_WAIT times what its trials take (ClassTuner::start).
+    const int trials = trials_for(bytes);
+    const auto wait_calls = library != Algorithm::automatic
+                                ? static_cast<std::uint32_t>(config().autotune_wait * trials *
+                                                             static_cast<int>(candidates.size()))
+                                : 0u;
+    tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1, library,
+                wait_calls);
+    if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
 }
@@ -96,6 +103,21 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
   return candidates;
 }
 
+Algorithm CommState::library_for_untried(Collective collective, std::size_t bytes,
+                                         bool shared_memory, Algorithm table_choice) const {
+  if (bytes > kUntriedLibraryBytes || config().autotune == AutotuneMode::off ||
+      transport->library_comm() == MPI_COMM_NULL ||
+      !table_decides(collective, bytes, size, shared_memory)) {
+    return Algorithm::automatic;
+  }
+  const AlgorithmRow* chosen = find_row(collective, table_choice);
+  if (chosen == nullptr || chosen->uses_arena() || chosen->mpi_library) return Algorithm::automatic;
+  for (const AlgorithmRow& r : registry()) {
+    if (r.collective == schedules_of(collective) && r.mpi_library) return r.algorithm;
+  }
+  return Algorithm::automatic;
+}
+
 std::vector<std::uint64_t> CommState::agree_max(std::span<const std::uint64_t> values) {
   std::vector<std::uint64_t> maxima(values.size());
   const OpInfo info = next_op(Collective::allreduce, Algorithm::recursive_doubling, Options{});
@@ -119,10 +141,9 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   if (tuner.record(seconds) != TunerStep::agree) return;
   const std::vector<std::uint64_t> values = tuner.agree_values();
   const int before = tuner.rounds();
-  const bool was_trying = tuner.phase() == ClassTuner::Phase::trying;
+  const bool was_trying = tuner.in_trials();
   if (!tuner.agreed(agree_max(values))) return;
-  trying_classes_ +=
-      static_cast<int>(tuner.phase() == ClassTuner::Phase::trying) - static_cast<int>(was_trying);
+  trying_classes_ += static_cast<int>(tuner.in_trials()) - static_cast<int>(was_trying);
   note_settled(collective, bytes, tuner);
   if (rank == 0 && config().debug >= DebugLevel::info) {
     if (tuner.rounds() > before) {
@@ -168,7 +189,8 @@ std::vector<CommState::LearnedClass> CommState::learned() const {
   for (int c = 0; c < kCollectiveCount; ++c) {
     for (int k = 0; k < kSizeClasses; ++k) {
       const ClassTuner& tuner = (*tuners)[static_cast<std::size_t>(c)][static_cast<std::size_t>(k)];
-      if (tuner.phase() != ClassTuner::Phase::fresh) {
+      if (tuner.phase() != ClassTuner::Phase::fresh &&
+          tuner.phase() != ClassTuner::Phase::waiting) {
         out.push_back({static_cast<Collective>(c), k, &tuner});
       }
     }

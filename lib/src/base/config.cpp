@@ -220,6 +220,15 @@ Config config_from_environment() {
       bad_value("COLLX_AUTOTUNE", v, "expected 0, 1 or all");
     }
   }
+  if (const char* v = env("COLLX_AUTOTUNE_WAIT")) {
+    int wait = 0;
+    const std::string_view s = trim(v);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), wait);
+    if (ec != std::errc() || end != s.data() + s.size() || wait < 0 || wait > 16) {
+      bad_value("COLLX_AUTOTUNE_WAIT", v, "expected a whole number from 0 to 16");
+    }
+    c.autotune_wait = wait;
+  }
   if (const char* v = env("COLLX_PROGRESS_THREAD")) {
     const std::string_view s = trim(v);
     if (s != "0" && s != "1") bad_value("COLLX_PROGRESS_THREAD", v, "expected 0 or 1");

@@ -48,6 +48,11 @@ struct Config {
   // whose last bits then depend on which algorithm won on this run (still the same on every
   // rank of a call); 0: the table alone.
   AutotuneMode autotune = AutotuneMode::exact;
+  // COLLX_AUTOTUNE_WAIT (default 2, 0 to 16): a tried size class's first calls run the table's
+  // choice, untimed, until they number this many times the calls its trials take; then the
+  // trials start (autotune.hpp, ClassTuner::start). 0: the trials start at the class's first
+  // call.
+  int autotune_wait = 2;
   // COLLX_PROGRESS_THREAD=1: a background thread progresses nonblocking operations (needs
   // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.
   bool progress_thread = false;

@@ -31,9 +31,11 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 }
 
 void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting,
-                       Algorithm library) {
+                       Algorithm library, std::uint32_t wait_calls) {
   from_meeting_ = from_meeting;
   library_ = library;
+  wait_calls_ = wait_calls;
+  waited_calls_ = 0;
   switched_to_library_ = false;
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
@@ -50,6 +52,10 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool f
     next_check_ = std::numeric_limits<std::uint32_t>::max();  // nothing to re-try
     return;
   }
+  if (wait_calls_ > 0) {
+    phase_ = Phase::waiting;
+    return;
+  }
   restart();
 }
 
@@ -64,6 +70,11 @@ void ClassTuner::restart() {
 }
 
 TrialPick ClassTuner::pick() {
+  if (phase_ == Phase::waiting) {
+    // The same call on every rank ends the wait: the ranks make the same calls.
+    if (++waited_calls_ >= wait_calls_) restart();
+    return {candidates_[0], false};
+  }
   if (phase_ == Phase::trying) {
     // trial_calls_ counts the calls recorded so far: this call's place in its block.
     const bool first_timed = block_ == 1 || trial_calls_ % block_ == 1;

@@ -78,16 +78,25 @@ class ClassTuner {
   // collx's own candidates (candidate_list), and the MPI library's own collective beside them.
   static constexpr int kMaxOwnCandidates = 4;
   static constexpr int kMaxCandidates = kMaxOwnCandidates + 1;
-  enum class Phase : std::uint8_t { fresh, trying, settled };
+  // waiting: the class's first calls, before its trials (start's `wait_calls`).
+  enum class Phase : std::uint8_t { fresh, waiting, trying, settled };
 
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
   // the margin), each tried `trials` times; `from_meeting`: blocks start from a meeting of the
   // ranks (a communicator across nodes). One candidate: settled at once, never timed.
   // `library`: the candidate that is the MPI library's own collective (the registry's row says
   // which), automatic where none is.
+  // `wait_calls`: the class's first calls run the table's choice (the first candidate),
+  // untimed, and the trials start after them: a class called only a few times (a short run: a
+  // benchmark's few repetitions of a large size) pays nothing for trials it could not finish,
+  // and one called more pays for them at most about the time it has spent. The table's choice,
+  // not the MPI library's: the MPI library takes host memory only, and a call on device
+  // buffers would run on host copies while it waits.
   void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false,
-             Algorithm library = Algorithm::automatic);
+             Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0);
   Phase phase() const { return phase_; }
+  // Waiting for its trials or trying: not settled yet.
+  bool in_trials() const { return phase_ == Phase::waiting || phase_ == Phase::trying; }
 
   // The algorithm of the next blocking call of this class (counts the call).
   TrialPick pick();
@@ -176,6 +185,8 @@ class ClassTuner {
   bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
   bool switched_to_library_ = false;
   Algorithm library_ = Algorithm::automatic;
+  std::uint32_t wait_calls_ = 0;  // start()'s; calls made while waiting: waited_calls_
+  std::uint32_t waited_calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
   // This rank's timed trial calls of each candidate, by pass: their sum (ns) and count.
   std::array<std::array<std::uint64_t, 2>, kMaxCandidates> pass_ns_{};
