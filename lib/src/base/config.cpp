@@ -43,6 +43,18 @@ const char* env_or_alias(const char* name, const char* alias, const char*& used)
               std::string(name) + "=\"" + std::string(value) + "\": " + std::string(why));
 }
 
+// The whole number `value` of variable `name`, from `low` to `high`, else bad_value saying it
+// expected `what`.
+int int_in(const char* name, std::string_view value, int low, int high, std::string_view what) {
+  int n = 0;
+  const std::string_view s = trim(value);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < low || n > high) {
+    bad_value(name, value, "expected " + std::string(what));
+  }
+  return n;
+}
+
 // Read on every call, so lock-free once loaded. Replaced configurations are kept (not freed):
 // a caller may still hold a reference to the old one.
 std::atomic<const Config*>& current() {
@@ -172,13 +184,7 @@ Config config_from_environment() {
     c.segment_bytes = *bytes;
   }
   if (const char* v = env("COLLX_PIPELINE_DEPTH")) {
-    int depth = 0;
-    const std::string_view s = trim(v);
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), depth);
-    if (ec != std::errc() || end != s.data() + s.size() || depth < 1 || depth > 64) {
-      bad_value("COLLX_PIPELINE_DEPTH", v, "expected an integer from 1 to 64");
-    }
-    c.pipeline_depth = depth;
+    c.pipeline_depth = int_in("COLLX_PIPELINE_DEPTH", v, 1, 64, "an integer from 1 to 64");
   }
   if (const char* v = env("COLLX_TIMEOUT")) {
     char* end = nullptr;
@@ -221,13 +227,7 @@ Config config_from_environment() {
     }
   }
   if (const char* v = env("COLLX_AUTOTUNE_WAIT")) {
-    int wait = 0;
-    const std::string_view s = trim(v);
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), wait);
-    if (ec != std::errc() || end != s.data() + s.size() || wait < 0 || wait > 16) {
-      bad_value("COLLX_AUTOTUNE_WAIT", v, "expected a whole number from 0 to 16");
-    }
-    c.autotune_wait = wait;
+    c.autotune_wait = int_in("COLLX_AUTOTUNE_WAIT", v, 0, 16, "a whole number from 0 to 16");
   }
   if (const char* v = env("COLLX_PROGRESS_THREAD")) {
     const std::string_view s = trim(v);
@@ -235,13 +235,8 @@ Config config_from_environment() {
     c.progress_thread = s == "1";
   }
   if (const char* v = env("COLLX_PROGRESS_INTERVAL_US")) {
-    int us = 0;
-    const std::string_view s = trim(v);
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), us);
-    if (ec != std::errc() || end != s.data() + s.size() || us < 0 || us > 1000000) {
-      bad_value("COLLX_PROGRESS_INTERVAL_US", v, "expected microseconds from 0 to 1000000");
-    }
-    c.progress_interval_us = us;
+    c.progress_interval_us = int_in("COLLX_PROGRESS_INTERVAL_US", v, 0, 1000000,
+                                    "microseconds from 0 to 1000000");
   }
   if (const char* v = env("COLLX_TRANSPORT")) {
     const std::string_view s = trim(v);
