@@ -26,11 +26,19 @@ struct FrameCache {
 };
 // Each thread's cache, made on its first frame freed. A pointer of the initial-exec model,
 // small enough for the static TLS a library loaded later (dlopen) may take: one load per frame,
-// where a thread_local of the library's default model costs a call to __tls_get_addr.
-[[gnu::tls_model("initial-exec")]] thread_local FrameCache* frame_cache = nullptr;
+// where a thread_local of the library's default model costs a call to __tls_get_addr. Not
+// under SMPI: there every simulated rank is a copy of the program loaded into one process
+// (smpi/privatization), and the copies' initial-exec variables filled glibc's static TLS block
+// at the 71st rank ("cannot allocate memory in static TLS block").
+#if COLLX_SMPI
+#define COLLX_FRAME_CACHE_TLS thread_local
+#else
+#define COLLX_FRAME_CACHE_TLS [[gnu::tls_model("initial-exec")]] thread_local
+#endif
+COLLX_FRAME_CACHE_TLS FrameCache* frame_cache = nullptr;
 // Set when the thread's cache was released at its exit: frames freed later in the thread's or
 // the program's teardown go straight back to the heap.
-[[gnu::tls_model("initial-exec")]] thread_local bool frame_cache_closed = false;
+COLLX_FRAME_CACHE_TLS bool frame_cache_closed = false;
 // Releases the cache and the frames it holds when its thread exits (a program that runs
 // collectives on many short-lived threads would otherwise keep every thread's cache).
 struct FrameCacheRelease {
