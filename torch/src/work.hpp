@@ -34,7 +34,7 @@ namespace collx_torch {
 // (Sequence): collx's wait() holds its engine for the whole wait, so no other thread could, and
 // a peer may need them posted before it makes the call this wait needs.
 void wait_for(collx::Request& request);
-// Defined with Receives and Sequence (process_group.cpp).
+// Defined with Receives and Sequence (receives.cpp, sequence.cpp).
 bool receives_awaiting();
 void advance_receives();
 bool sequences_waiting();
