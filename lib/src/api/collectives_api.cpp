@@ -352,8 +352,9 @@ using detail::bytes_of;
 namespace {
 
 // The delegated path's shared checks (CommState::delegates): a count MPI's int holds, and for a
-// reduction one the MPI library computes whose bits do not depend on the algorithm (auto tries
-// no candidates for the others, so their size class's choice is not theirs).
+// reduction one the MPI library computes, delegated by its trials where its bits do not depend
+// on the algorithm and by library_for_untried where they do (its size class's trials are not
+// its own).
 // A datatype's size, 0 for one that is not a DataType (the normal path reports it).
 std::size_t checked_size(DataType type) {
   return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
@@ -361,13 +362,15 @@ std::size_t checked_size(DataType type) {
 bool fits_int(std::size_t n) {
   return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
 }
-bool delegable_reduction(const detail::CommState& s, std::size_t count, DataType type,
-                         ReduceOp op) {
+// A reduction of `bytes` in all (`count` elements) whose class goes to the MPI library: by its
+// trials, or untried where its bits depend on the order of combination (library_for_untried).
+bool delegated_reduction(const detail::CommState& s, Collective collective, std::size_t bytes,
+                         std::size_t count, DataType type, ReduceOp op, const Options& options) {
   if (!fits_int(count)) return false;
   if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
   const detail::CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
                                         static_cast<int>(op), -1};
-  return !detail::order_sensitive(signature, s.size);
+  return s.delegates(collective, bytes, options, detail::order_sensitive(signature, s.size));
 }
 // The root of a rooted call, in range.
 bool root_ok(const detail::CommState& s, int root) {
@@ -389,11 +392,10 @@ bool delegated(const detail::CommState& s, Collective collective, std::size_t co
   switch (collective) {
     case Collective::allreduce:
     case Collective::reduce:
-      return s.delegates(collective, count * element, options) &&
-             delegable_reduction(s, count, type, op);
+      return delegated_reduction(s, collective, count * element, count, type, op, options);
     case Collective::reduce_scatter:
-      return s.delegates(collective, count * ranks * element, options) &&
-             delegable_reduction(s, count * ranks, type, op);
+      return delegated_reduction(s, collective, count * ranks * element, count * ranks, type, op,
+                                 options);
     case Collective::broadcast:
       return fits_int(count * element) && s.delegates(collective, count * element, options);
     case Collective::allgather:

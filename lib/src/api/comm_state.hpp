@@ -99,6 +99,7 @@ struct CommState {
           requested == Algorithm::automatic && order_sensitive && last.tuner == nullptr
               ? library_for_untried(collective, bytes, shared_memory, last.algorithm)
               : Algorithm::automatic;
+      if (last.library_instead != Algorithm::automatic) note_untried_library(collective, bytes);
       last.config = current;
       last.bytes = bytes;
       last.requested = requested;
@@ -163,7 +164,11 @@ struct CommState {
   // decided once per size class (no more trials, no drift checks), the same on every rank (the
   // trials' choice is agreed, and every condition here is what every rank's call shares). Not
   // with an explicit algorithm, device memory or a stream, COLLX_CHECK, COLLX_DEBUG.
-  bool delegates(Collective collective, std::size_t bytes, const Options& options) const {
+  // `order_sensitive`: the call's bits depend on the order of combination (order_sensitive());
+  // such a call is delegated where its class runs the MPI library untried
+  // (library_for_untried), not where the class's trials settled on it.
+  bool delegates(Collective collective, std::size_t bytes, const Options& options,
+                 bool order_sensitive = false) const {
     if (!delegating_) [[likely]]
       return false;
     if (options.algorithm != Algorithm::automatic || options.stream != nullptr) return false;
@@ -173,7 +178,8 @@ struct CommState {
       return false;
     if (bytes == 0 && collective != Collective::barrier) return false;
     const int k = size_class_of(bytes);
-    return delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
+    const auto& classes = order_sensitive ? untried_library_ : delegated_;
+    return classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
            delegating_config_ == &config();
   }
   // Whether some size class of this communicator goes to the MPI library (delegates()).
@@ -268,6 +274,11 @@ struct CommState {
   bool delegating_ = false;
   const Config* delegating_config_ = nullptr;
   std::array<std::array<bool, kSizeClasses>, kCollectiveCount> delegated_{};
+  // The size classes whose order-sensitive calls run the MPI library untried (delegates()).
+  std::array<std::array<bool, kSizeClasses>, kCollectiveCount> untried_library_{};
+  // Marks a class's order-sensitive calls as delegated (library_for_untried chose the MPI
+  // library for them), where nothing needs collx's path (note_settled's conditions).
+  void note_untried_library(Collective collective, std::size_t bytes);
   // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
   const Config* defaults_config = nullptr;
   std::size_t default_segment_bytes = 0;

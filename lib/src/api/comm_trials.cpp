@@ -118,6 +118,15 @@ Algorithm CommState::library_for_untried(Collective collective, std::size_t byte
   return Algorithm::automatic;
 }
 
+void CommState::note_untried_library(Collective collective, std::size_t bytes) {
+  const Config& c = config();
+  if (c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0) return;
+  untried_library_[static_cast<std::size_t>(collective)]
+                  [static_cast<std::size_t>(size_class_of(bytes))] = true;
+  delegating_ = true;
+  delegating_config_ = &c;
+}
+
 std::vector<std::uint64_t> CommState::agree_max(std::span<const std::uint64_t> values) {
   std::vector<std::uint64_t> maxima(values.size());
   const OpInfo info = next_op(Collective::allreduce, Algorithm::recursive_doubling, Options{});
