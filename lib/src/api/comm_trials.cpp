@@ -33,20 +33,19 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
     // Every call of a class tries the candidates of the first call's size: the class's calls
     // share one tuner, and every rank sees the same first call.
     const std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
-    Algorithm library = Algorithm::automatic;
-    for (Algorithm a : candidates) {
-      const AlgorithmRow* r = find_row(schedules_of(collective), a);
-      if (r != nullptr && r->mpi_library) library = a;
-    }
+    const Algorithm library_candidate = std::find(candidates.begin(), candidates.end(),
+                                                  library_algorithm(collective)) != candidates.end()
+                                            ? library_algorithm(collective)
+                                            : Algorithm::automatic;
     // With the MPI library among the candidates, the class's first calls run the table's choice
     // until they number COLLX_AUTOTUNE_WAIT times what its trials take (ClassTuner::start).
     const int trials = trials_for(bytes);
-    const auto wait_calls = library != Algorithm::automatic
+    const auto wait_calls = library_candidate != Algorithm::automatic
                                 ? static_cast<std::uint32_t>(config().autotune_wait * trials *
                                                              static_cast<int>(candidates.size()))
                                 : 0u;
-    tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1, library,
-                wait_calls);
+    tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1,
+                library_candidate, wait_calls);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
@@ -89,9 +88,9 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
   std::vector<Algorithm> candidates = candidate_list(table(bytes), others);
   // The MPI library's own collective, always: auto runs it where it is faster than every one of
   // collx's candidates (mpi_library.cpp), so auto never loses to the MPI it wraps.
-  if (transport->library_comm() != MPI_COMM_NULL) {
-    for (Algorithm a : rows([](const AlgorithmRow& r) { return r.mpi_library; }))
-      candidates.push_back(a);
+  if (transport->library_comm() != MPI_COMM_NULL &&
+      library_algorithm(collective) != Algorithm::automatic) {
+    candidates.push_back(library_algorithm(collective));
   }
   if (!shape.spans_nodes()) {
     // One rank per node or one node: the node-aware rows run as their flat forms.
@@ -112,10 +111,7 @@ Algorithm CommState::library_for_untried(Collective collective, std::size_t byte
   }
   const AlgorithmRow* chosen = find_row(collective, table_choice);
   if (chosen == nullptr || chosen->uses_arena() || chosen->mpi_library) return Algorithm::automatic;
-  for (const AlgorithmRow& r : registry()) {
-    if (r.collective == schedules_of(collective) && r.mpi_library) return r.algorithm;
-  }
-  return Algorithm::automatic;
+  return library_algorithm(collective);
 }
 
 void CommState::note_untried_library(Collective collective, std::size_t bytes) {

@@ -78,6 +78,13 @@ const AlgorithmRow* find_row(Collective collective, Algorithm algorithm) {
   return position == 0 ? nullptr : &i.rows[position - 1];
 }
 
+Algorithm library_algorithm(Collective collective) {
+  for (const AlgorithmRow& r : registry()) {
+    if (r.collective == schedules_of(collective) && r.mpi_library) return r.algorithm;
+  }
+  return Algorithm::automatic;
+}
+
 void no_algorithm(Operation& op, Collective collective, Algorithm algorithm) {
   throw Error(ErrorCode::unsupported, std::string(to_string(collective)), op.transport().rank(),
               "no algorithm \"" + std::string(to_string(algorithm)) + "\"");

@@ -147,6 +147,9 @@ std::span<const AlgorithmRow> registry();
 Collective schedules_of(Collective collective);
 // The row of (collective, algorithm), or null.
 const AlgorithmRow* find_row(Collective collective, Algorithm algorithm);
+// The algorithm of the collective's MPI library row (AlgorithmRow::mpi_library), or automatic
+// where it has none.
+Algorithm library_algorithm(Collective collective);
 
 [[noreturn]] void no_algorithm(Operation& op, Collective collective, Algorithm algorithm);
 
