@@ -38,8 +38,8 @@ std::size_t read_fully(gzFile file, void* buffer, std::size_t bytes, const std::
   auto* out = static_cast<unsigned char*>(buffer);
   std::size_t done = 0;
   while (done < bytes) {
-    const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes - done, 1u << 30));
-    const int got = gzread(file, out + done, chunk);
+    const unsigned read_bytes = static_cast<unsigned>(std::min<std::size_t>(bytes - done, 1u << 30));
+    const int got = gzread(file, out + done, read_bytes);
     if (got < 0) {
       int code = 0;
       const char* message = gzerror(file, &code);

@@ -1,6 +1,6 @@
 // Which samples a rank trains on: one permutation per epoch shared by every rank (a function of
 // the seed and the epoch only), cut into global batches, each batch cut into one contiguous
-// slice per rank, so the union of a step's slices is exactly the single-process batch.
+// share per rank, so the union of a step's shares is exactly the single-process batch.
 #pragma once
 
 #include <cstddef>

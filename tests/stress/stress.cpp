@@ -220,7 +220,7 @@ std::string describe(const Run& r) {
     d << " root=" << r.root;
   }
   if (s.in_place) d << " in-place";
-  if (s.segment_bytes) d << " chunk=" << s.segment_bytes;
+  if (s.segment_bytes) d << " segment=" << s.segment_bytes;
   if (s.pipeline_depth) d << " depth=" << s.pipeline_depth;
   d << " comm#" << s.comm << " (rank " << r.me << " of " << r.p << ")";
   return d.str();

@@ -1,6 +1,6 @@
 // Every parallelism strategy on real MPI ranks against one process: after K steps the weights
 // (float64) equal the single-process data-parallel run's within 1e-12, each step's loss too;
-// pipeline schedules and micro-batch counts; memory per rank; checkpoints that re-slice from
+// pipeline schedules and micro-batch counts; memory per rank; checkpoints that re-shard from
 // one strategy and rank count to another. TrainStrategy at np = 1, 2, 3, 4.
 //
 // Why 1e-12 holds: every strategy computes the same sums as the single process, only grouped
@@ -298,7 +298,7 @@ TEST_F(TrainStrategy, PipelineCountsTheMessagesCopiesAsTransfer) {
 
 // Each strategy writes a checkpoint after 4 steps; it resumes in the same strategy at this
 // rank count (bitwise the uninterrupted run), in one process (data parallel: the sharded
-// pieces re-sliced into one model), and a single process's checkpoint resumes in the strategy.
+// parts re-sharded into one model), and a single process's checkpoint resumes in the strategy.
 TEST_F(TrainStrategy, CheckpointsResumeInEveryStrategyAndRankCount) {
   const auto start = std::chrono::steady_clock::now();
   Quiet quiet;

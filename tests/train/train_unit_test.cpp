@@ -166,12 +166,12 @@ TEST(Sampler, RankSlicesAreDisjointAndCoverTheEpoch) {
           std::size_t covered = global.begin;
           for (int r = 0; r < nranks; ++r) {
             const Range mine = rank_slice(global, r, nranks);
-            ASSERT_EQ(mine.begin, covered) << "slices are contiguous, in rank order";
+            ASSERT_EQ(mine.begin, covered) << "shares are contiguous, in rank order";
             covered = mine.end;
             for (std::size_t p = mine.begin; p < mine.end; ++p)
               ++seen[order[p]];
           }
-          ASSERT_EQ(covered, global.end) << "the slices make up the single-process batch";
+          ASSERT_EQ(covered, global.end) << "the shares make up the single-process batch";
         }
         for (std::size_t i = 0; i < rows; ++i)
           ASSERT_EQ(seen[i], 1) << "sample " << i << " rows " << rows << " batch " << batch

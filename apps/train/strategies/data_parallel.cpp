@@ -1,6 +1,6 @@
-// Data parallel: every rank holds the whole model and trains on its slice of the global batch.
+// Data parallel: every rank holds the whole model and trains on its share of the global batch.
 //
-// A step: each rank runs forward and backward on its slice (in --accum micro-batches), with the
+// A step: each rank runs forward and backward on its share (in --accum micro-batches), with the
 // loss divided by the global batch; the gradient buckets are summed across ranks while the
 // backward pass goes on; then every rank applies the same update (or, --shard, ZeRO-1: updates
 // its block of every bucket and the blocks are allgathered), so the weights stay bitwise
@@ -174,7 +174,7 @@ class DataParallel final : public TrainerCore<T> {
   }
 
   EvalResult evaluate(const Dataset& data) override {
-    // Contiguous, disjoint slices: every sample counted once whatever the rank count.
+    // Contiguous, disjoint shares: every sample counted once whatever the rank count.
     const Range mine =
         split_evenly(data.rows, static_cast<std::size_t>(nranks_), static_cast<std::size_t>(rank_));
     const mlp::LossSums sums = this->evaluate_passes(mine, [&](const std::uint32_t* rows,

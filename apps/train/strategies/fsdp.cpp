@@ -1,6 +1,6 @@
 // Fully sharded data parallel (ZeRO-3): parameters, gradients and optimizer state are held 1/p
 // per rank. The unit of sharding is a layer (its bias and weight, contiguous in the flat
-// layout), cut into p equal blocks (the last padded). A step, on the rank's slice of the batch:
+// layout), cut into p equal blocks (the last padded). A step, on the rank's share of the batch:
 //
 //   forward:  for each layer, wait for its allgather, start the next layer's (prefetch),
 //             compute;

@@ -2,7 +2,7 @@
 // of its own, says where each piece lies in the single-process flat layout (Piece), and updates
 // its buffer with an optimizer of its own. From the pieces of every rank of its group the whole
 // model is assembled (checksum, checkpoint) or handed out (initialisation, resume at any rank
-// count). The hybrid layout: `replicas` copies of the group, each training on its slice of the
+// count). The hybrid layout: `replicas` copies of the group, each training on its share of the
 // global batch, their gradients summed over a communicator of the ranks that hold the same
 // pieces (rank % group size) before the update.
 #pragma once

@@ -1,6 +1,6 @@
 // Pipeline parallel: the layers cut into stages on consecutive ranks (--pipeline-split, or
 // auto: the cut whose stages' forward and backward GEMM work gives this schedule its shortest
-// step, pipeline_partition.hpp); each replica's slice of the global batch cut into
+// step, pipeline_partition.hpp); each replica's share of the global batch cut into
 // micro-batches. Stage s receives a micro-batch's activations from stage s - 1 and sends its
 // output to stage s + 1; the backward pass sends the gradients of those activations back. The
 // last stage computes the loss. Each stage sums its layers' gradients over the micro-batches,
@@ -174,7 +174,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   }
 
   EvalResult evaluate(const Dataset& data) override {
-    // The replicas split the test set; the stages pass each chunk along; the last counts.
+    // The replicas split the test set; the stages pass each micro-batch along; the last counts.
     const Range mine = split_evenly(data.rows, static_cast<std::size_t>(replicas_),
                                     static_cast<std::size_t>(replica_));
     Slot& slot = slots_[0];

@@ -1,13 +1,13 @@
 // Tensor parallel (Megatron-style MLP blocks): the layers are taken in pairs. In a pair, the
 // first layer's weight is split by output rows ("column parallel": rank t computes units
-// [o_t, o_t+1) of the hidden activation, with its slice of the bias, and the ReLU locally); the
+// [o_t, o_t+1) of the hidden activation, with its part of the bias, and the ReLU locally); the
 // second layer's weight is split by input columns the same way ("row parallel": rank t
-// multiplies its slice of the activation by its columns, and the partial outputs are summed by
+// multiplies its part of the activation by its columns, and the partial outputs are summed by
 // an allreduce before the whole bias and the ReLU). Backward mirrors it: the row-parallel
 // layer's input gradient stays local, the column-parallel layer's input gradient is a partial
 // sum, allreduced (not needed for the first layer: its input is the data). A layer left
 // without a partner (the output layer of an odd count) is held whole by every rank of the
-// group. Every rank of a group trains on the same rows (its replica's slice of the batch).
+// group. Every rank of a group trains on the same rows (its replica's share of the batch).
 #include <algorithm>
 
 #include "layer_stack.hpp"

@@ -1,7 +1,7 @@
 // What every strategy's trainer shares: the model's shape, the backend, the learning-rate
 // schedule, the sampler's position, loading a batch, the checkpoint (always the whole model and
 // optimizer state, unsharded, in the single-process layout: any strategy at any rank count
-// resumes from any checkpoint, re-slicing it as it loads), and the agreed checksum. A strategy
+// resumes from any checkpoint, re-sharding it as it loads), and the agreed checksum. A strategy
 // derives from TrainerCore and adds its step, its evaluation, and how its ranks' pieces make the
 // whole model (export_state / import_state).
 #pragma once
