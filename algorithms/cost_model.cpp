@@ -27,6 +27,8 @@ Cost add(Cost a, const Cost& b) {
   a.local_bytes += b.local_bytes;
   a.beside_bytes += b.beside_bytes;
   a.posted += b.posted;
+  for (int i = 0; i < Cost::kSpans; ++i)
+    a.inter_within[i] += b.inter_within[i];
   return a;
 }
 
@@ -48,7 +50,9 @@ struct Steps {
   bool spread() const { return s.nodes > 1; }
   // One step: every rank sends `bytes` (as `in_flight` messages at once); `crossing`: how many
   // ranks of a node send to another node in it.
-  void step(double crossing, double bytes, double in_flight = 1, double reduced = 0) {
+  // `group`: the partners lie in aligned groups of this many ranks (0: they do not).
+  void step(double crossing, double bytes, double in_flight = 1, double reduced = 0,
+            double group = 0) {
     c.reduced += reduced;
     if (!spread()) {
       c.messages += 1;
@@ -56,6 +60,10 @@ struct Steps {
     } else if (crossing > 0) {
       c.inter_messages += 1;
       c.inter_bytes += crossing * bytes;
+      if (group > 0) {
+        const int span = static_cast<int>(std::ceil(std::log2(std::max(1.0, group / s.per_node))));
+        if (span < Cost::kSpans) c.inter_within[span] += 1;
+      }
     } else {
       c.local_messages += 1;
       c.local_bytes += bytes / in_flight;
@@ -63,15 +71,22 @@ struct Steps {
   }
   // Partners rank xor `distance` (a power of two): a node's ranks all stay or all cross.
   void xor_step(double distance, double bytes, double in_flight = 1, double reduced = 0) {
-    step(distance >= s.per_node ? s.per_node : 0, bytes, in_flight, reduced);
+    step(distance >= s.per_node ? s.per_node : 0, bytes, in_flight, reduced, 2 * distance);
   }
-  // Partners rank +- `distance` (mod p): `distance` ranks of each node cross, all from k on.
+  // Partners rank + `distance` (mod p): `distance` ranks of each node cross (p - distance
+  // where the shift wraps), all k of them from k on.
   void shift_step(double distance, double bytes, double in_flight = 1, double reduced = 0) {
-    step(std::min(distance, s.per_node), bytes, in_flight, reduced);
+    step(std::min({distance, s.p - distance, s.per_node}), bytes, in_flight, reduced);
+  }
+  // The ring's p-1 steps of `bytes` each, segments in flight: one rank of a node sends into the
+  // next node at each step, and the step waits for it.
+  void ring_steps(double bytes, double reduced) {
+    for (double i = 1; i < s.p; ++i)
+      step(spread() ? 1 : 0, bytes, streams(s, bytes), reduced);
   }
   // A binomial tree's level at `distance`: from a distance of k on, one rank of a node sends.
   void tree_step(double distance, double bytes, double in_flight = 1, double reduced = 0) {
-    step(distance >= s.per_node ? 1 : 0, bytes, in_flight, reduced);
+    step(distance >= s.per_node ? 1 : 0, bytes, in_flight, reduced, 2 * distance);
   }
 };
 
@@ -149,7 +164,7 @@ const Entry allreduce_recursive_doubling{
 // Reduce-scatter by recursive halving then a doubling back up: the bandwidth-optimal pair.
 // Neighbours first (PairOrder::near_first): the halving's step j exchanges n / 2^(j+1) with the
 // rank 2^j away (an exchange_reduce of segments in flight), and the doubling's steps come back
-// the same way, one message each.
+// the other way (the smallest blocks with the farthest rank first), one message each.
 static Cost halving_then_doubling(const Shape& s) {
   Steps t{s};
   fold_steps(t, s.n, true);
@@ -158,7 +173,7 @@ static Cost halving_then_doubling(const Shape& s) {
     m /= 2;
     t.xor_step(d, m, streams(s, m), m);
   }
-  for (double d = 1; d < s.core; d *= 2) {
+  for (double d = s.core / 2; d >= 1; d /= 2) {
     t.xor_step(d, m);
     m *= 2;
   }
@@ -211,8 +226,14 @@ const Entry allreduce_double_binary_tree{
 // The node-aware allreduces (lib/src/coll/allreduce.cpp). Across nodes, and in their stead on
 // one node or with one rank per node, they run flat_allreduce: recursive doubling up to 32 KiB,
 // Rabenseifner above.
+// The flat algorithms of the node-aware ones run on the leaders (or every rank where there is
+// one per node): one rank per node where the ranks are spread over nodes.
+static Shape flat_shape(const Shape& s, double p, double n) {
+  return Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment),
+                   s.nodes > 1 ? static_cast<int>(p) : 1);
+}
 static Cost flat_allreduce(const Shape& s, double p, double n) {
-  const Shape f = Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment));
+  const Shape f = flat_shape(s, p, n);
   return n <= static_cast<double>(kFlatAllreduceDoublingBytes)
              ? allreduce_recursive_doubling.cost(f)
              : halving_then_doubling(f);
@@ -222,21 +243,22 @@ static Cost node_aware_flat(const Shape& s) {
   return s.nodes > 1 ? across_nodes(c) : c;
 }
 // The phases inside a node of a node-aware schedule, where its ranks are spread over nodes:
-// `messages` steps over the loopback and `bytes` (already over the segments in flight). On 2,
+// `messages` steps over the loopback and `bytes` (already over the segments in flight), in the
+// node-aware entries' `messages` and `bytes` (inside a node: `alpha`, `beta`). On 2,
 // 4, 8, ... nodes a buffer of more than one chunk (4 segments of every carrier's share, 8
 // chunks at most; allreduce.cpp, pipelined_chunk) runs pipelined: the phases inside a node
 // move beside the crossing of other chunks, and the first and last chunks' phases are the fill.
 static Cost inside_node(const Shape& s, double messages, double bytes, double carriers) {
   Cost c;
-  c.local_messages = messages;
+  c.messages = messages;
   const bool power_of_two = std::has_single_bit(static_cast<unsigned>(s.nodes));
   const double chunk = std::max(4 * s.segment * carriers, s.n / 8);
   if (power_of_two && s.n > chunk) {
     const double chunks = std::ceil(s.n / chunk);
-    c.local_bytes = bytes / chunks;
+    c.bytes = bytes / chunks;
     c.beside_bytes = bytes;
   } else {
-    c.local_bytes = bytes;
+    c.bytes = bytes;
   }
   return c;
 }
@@ -302,21 +324,23 @@ const Entry allreduce_shared_memory{
 // ---- broadcast ----
 // The binomial broadcast, forwarded segment by segment: every rank sends the whole buffer to
 // each of its children one after the other, so the root's link carries it once per level that
-// crosses nodes (the deeper ranks forward while it sends); its sends inside its node move
-// beside. One level's latency per level.
+// crosses nodes (the deeper ranks forward while it sends). The levels inside a node follow
+// (as the simulation shows up to 1 MiB, where the flat tree on ranks placed in blocks takes the
+// node-aware one's time to the nanosecond; from a few MiB they partly hide behind the link).
+// One level's latency per level.
 static Cost binomial_broadcast_steps(const Shape& s) {
   if (s.nodes <= 1) return Cost{s.lg, s.lg * s.n, 0, 0};
-  Cost c;
+  Steps t{s};
+  Cost& c = t.c;
   for (double d = 1; d < s.p; d *= 2) {
     if (d >= s.per_node) {
-      c.inter_messages += 1;
-      c.inter_bytes += s.n;
+      t.tree_step(d, s.n);
     } else {
       c.local_messages += 1;
-      c.beside_bytes += s.n / streams(s, s.n);
+      c.local_bytes += s.n / streams(s, s.n);
     }
   }
-  return c;
+  return t.c;
 }
 const Entry broadcast_binomial_tree{
     binomial_broadcast_steps,
@@ -398,22 +422,28 @@ const Entry reduce_binomial_tree{
     "(segmented) and sends the sum up."};
 const Entry reduce_rabenseifner{
     [](const Shape& s) {
-      // Recursive halving far first (the blocks must end on their owners): step j exchanges
-      // n / 2^(j+1) with the rank p'/2^(j+1) away; then the binomial gather of the blocks,
-      // 2^j blocks from the rank 2^j away.
+      // The reduce-scatter half runs the reduce_scatter the library picks at the size (the
+      // flat choice: recursive halving up to kFlatReduceScatterHalvingBytes, far first, step j
+      // exchanging n / 2^(j+1) with the rank p'/2^(j+1) away; the ring above); then the
+      // binomial gather of the blocks, 2^j blocks from the rank 2^j away.
       Steps t{s};
-      fold_steps(t, s.n, true);
-      double m = s.n;
-      for (double d = s.core / 2; d >= 1; d /= 2) {
-        m /= 2;
-        t.xor_step(d, m, streams(s, m), m);
+      if (s.n <= static_cast<double>(kFlatReduceScatterHalvingBytes)) {
+        fold_steps(t, s.n, true);
+        double m = s.n;
+        for (double d = s.core / 2; d >= 1; d /= 2) {
+          m /= 2;
+          t.xor_step(d, m, streams(s, m), m);
+        }
+      } else {
+        t.ring_steps(s.n / s.p, s.n / s.p);
       }
-      for (double d = 1; d < s.core; d *= 2)
-        t.tree_step(d, d / s.core * s.n);
+      for (double d = 1; d < s.p; d *= 2)
+        t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
       return t.c;
     },
-    "Recursive-halving reduce-scatter, then a binomial gather of the blocks to the root: "
-    "2(p-1)/p n bytes instead of n log p."};
+    "A reduce-scatter (the library's choice at the size: recursive halving up to 64 KiB, the "
+    "ring above), then a binomial gather of the blocks to the root: 2(p-1)/p n bytes instead of "
+    "n log p."};
 const Entry reduce_shared_memory{
     [](const Shape& s) {
       // The others copy n in; the root reduces p-1 slots into its output, a slot behind.
@@ -508,9 +538,6 @@ const Entry reduce_scatter_shared_memory{
 static bool splits(const Shape& s) {
   return s.nodes > 1 && s.per_node > 1;
 }
-static Shape flat_shape(const Shape& s, double p, double n) {
-  return Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment));
-}
 // A flat algorithm on all the ranks: across nodes where there are several.
 static Cost all_flat(const Shape& s, const Cost& c) {
   return s.nodes > 1 ? across_nodes(c) : c;
@@ -549,8 +576,8 @@ const Entry broadcast_hierarchical{
       if (!splits(s)) return all_flat(s, flat_broadcast(s, s.p, s.n));
       const double lg = log2_ceil(static_cast<int>(s.per_node));
       Cost inside;
-      inside.local_messages = lg;
-      inside.local_bytes = lg * s.n / streams(s, s.n);
+      inside.messages = lg;
+      inside.bytes = lg * s.n / streams(s, s.n);
       return add(across_nodes(flat_broadcast(s, s.nodes, s.n)), inside);
     },
     "Node-aware: a broadcast across nodes from the root to one rank on every other node (its "
@@ -565,8 +592,8 @@ const Entry reduce_hierarchical{
       if (!splits(s)) return all_flat(s, flat_reduce(s, s.p, s.n));
       const double lg = log2_ceil(static_cast<int>(s.per_node));
       Cost inside;
-      inside.local_messages = lg;
-      inside.local_bytes = lg * s.n / streams(s, s.n);
+      inside.messages = lg;
+      inside.bytes = lg * s.n / streams(s, s.n);
       inside.reduced = lg * s.n;
       return add(inside, across_nodes(flat_reduce(s, s.nodes, s.n)));
     },
@@ -582,8 +609,8 @@ const Entry allgather_hierarchical{
       if (!splits(s)) return all_flat(s, flat_allgather(s, s.p, s.n));
       const double k = s.per_node;
       Cost inside;
-      inside.local_messages = k - 1;
-      inside.local_bytes = (k - 1) / k * s.n / streams(s, s.n / k);
+      inside.messages = k - 1;
+      inside.bytes = (k - 1) / k * s.n / streams(s, s.n / k);
       inside.copied = s.n;
       return add(k_abreast(across_nodes(flat_allgather(s, s.nodes, s.n / k)), k), inside);
     },
@@ -603,8 +630,8 @@ const Entry reduce_scatter_hierarchical{
       const double k = s.per_node;
       const double share = (k - 1) / k * s.n;
       Cost inside;
-      inside.local_messages = k - 1;
-      inside.local_bytes = share / streams(s, s.n / k);
+      inside.messages = k - 1;
+      inside.bytes = share / streams(s, s.n / k);
       inside.reduced = share;
       inside.copied = s.n;
       return add(inside, k_abreast(across_nodes(flat_reduce_scatter(s, s.nodes, s.n / k)), k));
@@ -726,7 +753,12 @@ Algorithm best(Collective c, int p, double bytes, const Machine& m) {
   for (Algorithm a : algorithms_of(c)) {
     if (a == Algorithm::shared_memory && !m.one_node) continue;
     const auto k = cost(c, a, p, bytes, m.segment_bytes, m.nodes);
-    if (k && k->seconds(m) < fastest) {
+    // A tie across nodes goes to the node-aware algorithm: a flat schedule matches it only with
+    // the ranks placed in blocks of nodes (the model's assumption), the node-aware one on any
+    // placement.
+    const bool node_aware = a == Algorithm::hierarchical || a == Algorithm::multi_leader;
+    if (k && (k->seconds(m) < fastest ||
+              (m.nodes > 1 && node_aware && k->seconds(m) <= fastest * (1 + 1e-9)))) {
       fastest = k->seconds(m);
       winner = a;
     }

@@ -37,6 +37,12 @@ struct Machine {
   // `alpha` per step instead. SimGrid's SMPI charges none (smpi/os and smpi/ois are 0 on the
   // platforms of docs/SCALE.md).
   double overhead = 1e-6;
+  // A tier of the network between nodes: `switch_nodes` consecutive nodes under one switch (0:
+  // no such tier), `alpha_switch` the latency between two of them (a fat tree's leaf: two
+  // links instead of four). A step whose partners are all under one switch pays it instead of
+  // `alpha_inter`.
+  int switch_nodes = 0;
+  double alpha_switch = 1e-6;
 };
 
 // What one rank does on the critical path: messages, bytes sent, bytes reduced, bytes copied.
@@ -68,12 +74,21 @@ struct Cost {
   double local_bytes = 0;
   double beside_bytes = 0;
   double posted = 0;
+  // Of `inter_messages`, the steps whose partners all lie in aligned groups of 2^i nodes
+  // (recursive doubling's rank xor d, a binomial level): under one switch where 2^i <=
+  // Machine::switch_nodes.
+  static constexpr int kSpans = 24;
+  double inter_within[kSpans] = {};
   double seconds(const Machine& m) const {
     const double link = inter_bytes * m.beta_inter;
     const double beside = beside_bytes * m.beta;
+    double near = 0;
+    for (int i = 0; i < kSpans && (1 << i) <= m.switch_nodes; ++i)
+      near += inter_within[i];
     return messages * m.alpha + bytes * m.beta + reduced * m.gamma + copied * m.copy +
-           inter_messages * m.alpha_inter + (link > beside ? link : beside) +
-           local_messages * m.alpha + local_bytes * m.beta + posted * m.overhead;
+           inter_messages * m.alpha_inter + near * (m.alpha_switch - m.alpha_inter) +
+           (link > beside ? link : beside) + local_messages * m.alpha + local_bytes * m.beta +
+           posted * m.overhead;
   }
 };
 

@@ -61,6 +61,15 @@ def network_of(platform, hosts):
     raise ValueError(platform)
 
 
+def switch_of(platform, hosts):
+    """collx-model's options for the tier under the network's latency: a fat tree's leaf
+    switch (sqrt(N) consecutive hosts, 2 links: 0.5 us between two of them)."""
+    if platform == "fat-tree":
+        return ["--switch-nodes", str(int(math.isqrt(platform_size(hosts)))),
+                "--switch-alpha-us", "0.5"]
+    return []
+
+
 def human(n):
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale and n % scale == 0:
@@ -231,13 +240,14 @@ def model_check(cells, model, view):
     for platform, k, np in layouts:
         nodes = np // k
         alpha, bw = network_of(platform, nodes)
+        switch = switch_of(platform, nodes)
         sizes = sorted({s for (p, kk, c, n), ss in cells.items() if (p, kk, n) == (platform, k, np)
                         for s in ss})
         path = f"/tmp/smpi_model_{platform}_{k}_{np}.json"
         command = [model, "-c", "all", "--nodes", str(nodes), "--ranks-per-node", str(k),
                    "--alpha-us", "0.2", "--bandwidth-gbps", "20", "--inter-alpha-us", str(alpha),
-                   "--inter-gbps", str(bw), "--overhead-us", "0", "--sizes", ",".join(str(s) for s in sizes),
-                   "--json", path]
+                   "--inter-gbps", str(bw), "--overhead-us", "0", *switch,
+                   "--sizes", ",".join(str(s) for s in sizes), "--json", path]
         if view == "network":
             command += ["--gamma-gbps", "1000000", "--copy-gbps", "1000000"]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
