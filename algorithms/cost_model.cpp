@@ -80,9 +80,20 @@ struct Steps {
   }
   // The ring's p-1 steps of `bytes` each, segments in flight: one rank of a node sends into the
   // next node at each step, and the step waits for it.
-  void ring_steps(double bytes, double reduced) {
-    for (double i = 1; i < s.p; ++i)
-      step(spread() ? 1 : 0, bytes, streams(s, bytes), reduced);
+  // Spread over nodes a step waits for its slower hop: the one into the next node (the
+  // network's latency, the bytes through its link) or, with several ranks on a node, the hops
+  // inside it (the loopback, at one stream per segment in flight): the longer of the two,
+  // step after step.
+  void ring_steps(double steps, double bytes, double reduced) {
+    c.reduced += steps * reduced;
+    if (!spread()) {
+      c.messages += steps;
+      c.bytes += steps * bytes;
+      return;
+    }
+    c.inter_messages += steps;
+    c.inter_bytes += steps * bytes;
+    if (s.per_node > 1) c.beside_bytes += steps * bytes / streams(s, bytes);
   }
   // A binomial tree's level at `distance`: from a distance of k on, one rank of a node sends.
   void tree_step(double distance, double bytes, double in_flight = 1, double reduced = 0) {
@@ -132,10 +143,16 @@ Shape Shape::of(int p, double n, std::size_t segment_bytes, int nodes) {
 }
 
 // ---- allreduce ----
+// The rings: p-1 steps (2(p-1) for the allreduce) of a block each, segments in flight.
+static Cost ring_cost(const Shape& s, double steps, bool reduces) {
+  Steps t{s};
+  const double block = s.n / s.p;
+  t.ring_steps(steps, block, 0);
+  if (reduces) t.c.reduced = (s.p - 1) * block;
+  return t.c;
+}
 const Entry allreduce_ring{
-    [](const Shape& s) {
-      return Cost{2 * (s.p - 1), 2 * (s.p - 1) / s.p * s.n, (s.p - 1) / s.p * s.n, 0};
-    },
+    [](const Shape& s) { return ring_cost(s, 2 * (s.p - 1), true); },
     "2(p-1) steps around the ring: p-1 reduce-scatter steps (receive a block segment, reduce it "
     "with the local one, forward it), then p-1 allgather steps forwarding the finished blocks. "
     "Each rank sends 2(p-1)/p n bytes and reduces (p-1)/p n."};
@@ -189,6 +206,7 @@ const Entry allreduce_rabenseifner{
     "cross the network; the combining order is recursive doubling's."};
 static Cost binomial_reduce_steps(const Shape& s);
 static Cost binomial_broadcast_steps(const Shape& s);
+static double node_broadcast_fill(const Shape& s, double levels);
 const Entry allreduce_binomial_tree{
     [](const Shape& s) { return add(binomial_reduce_steps(s), binomial_broadcast_steps(s)); },
     "Binomial reduce to rank 0 (ceil(log2 p) levels of n bytes each), then a binomial broadcast "
@@ -265,10 +283,11 @@ static Cost inside_node(const Shape& s, double messages, double bytes, double ca
 const Entry allreduce_hierarchical{
     [](const Shape& s) {
       if (s.nodes <= 1 || s.per_node <= 1) return node_aware_flat(s);
-      // Inside a node: a binomial reduce and a binomial broadcast, ceil(log2 k) levels of the
-      // whole buffer each, segments in flight.
+      // Inside a node: a binomial reduce, ceil(log2 k) levels of the whole buffer, segments in
+      // flight, and a binomial broadcast forwarded segment by segment.
       const double lg = log2_ceil(static_cast<int>(s.per_node));
-      Cost c = inside_node(s, 2 * lg, 2 * lg * s.n / streams(s, s.n), 1);
+      Cost c = inside_node(s, 2 * lg,
+                           (lg + 1) * s.n / streams(s, s.n) + node_broadcast_fill(s, lg), 1);
       c.reduced = lg * s.n;
       return add(c, across_nodes(flat_allreduce(s, s.nodes, s.n)));
     },
@@ -322,23 +341,33 @@ const Entry allreduce_shared_memory{
     "(p-1)/p n out per rank, no bytes on a wire."};
 
 // ---- broadcast ----
+// A binomial broadcast's levels inside a node, forwarded segment by segment: the first
+// segment passes every level (the fill), the rest follow at the loopback's speed for the
+// segments in flight (each message moving at its full bandwidth, a rank's sends to its
+// children side by side).
+static double node_broadcast_fill(const Shape& s, double levels) {
+  return levels * std::min(s.n, s.segment);
+}
 // The binomial broadcast, forwarded segment by segment: every rank sends the whole buffer to
 // each of its children one after the other, so the root's link carries it once per level that
-// crosses nodes (the deeper ranks forward while it sends). The levels inside a node follow
-// (as the simulation shows up to 1 MiB, where the flat tree on ranks placed in blocks takes the
-// node-aware one's time to the nanosecond; from a few MiB they partly hide behind the link).
-// One level's latency per level.
+// crosses nodes (the deeper ranks forward while it sends). The levels inside a node add their
+// fill; the rest of their bytes move beside the link. One level's latency per level.
 static Cost binomial_broadcast_steps(const Shape& s) {
   if (s.nodes <= 1) return Cost{s.lg, s.lg * s.n, 0, 0};
   Steps t{s};
   Cost& c = t.c;
+  double local_levels = 0;
   for (double d = 1; d < s.p; d *= 2) {
     if (d >= s.per_node) {
       t.tree_step(d, s.n);
     } else {
-      c.local_messages += 1;
-      c.local_bytes += s.n / streams(s, s.n);
+      local_levels += 1;
     }
+  }
+  if (local_levels > 0) {
+    c.local_messages += local_levels;
+    c.local_bytes += node_broadcast_fill(s, local_levels);
+    c.beside_bytes += s.n / streams(s, s.n);
   }
   return t.c;
 }
@@ -390,13 +419,7 @@ const Entry broadcast_scatter_allgather{
       for (double d = s.core; d >= 1; d /= 2) {
         if (d < s.p) t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
       }
-      if (t.spread()) {
-        t.c.inter_messages += s.p - 1;
-        t.c.inter_bytes += (s.p - 1) / s.p * s.n;
-      } else {
-        t.c.messages += s.p - 1;
-        t.c.bytes += (s.p - 1) / s.p * s.n;
-      }
+      t.ring_steps(s.p - 1, s.n / s.p, 0);
       return t.c;
     },
     "Binomial scatter of p blocks (ceil(log2 p) messages, (p-1)/p n bytes), then a ring "
@@ -435,7 +458,7 @@ const Entry reduce_rabenseifner{
           t.xor_step(d, m, streams(s, m), m);
         }
       } else {
-        t.ring_steps(s.n / s.p, s.n / s.p);
+        t.ring_steps(s.p - 1, s.n / s.p, s.n / s.p);
       }
       for (double d = 1; d < s.p; d *= 2)
         t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
@@ -456,9 +479,7 @@ const Entry reduce_shared_memory{
 
 // ---- allgather ----
 const Entry allgather_ring{
-    [](const Shape& s) {
-      return Cost{s.p - 1, (s.p - 1) / s.p * s.n, 0, 0};
-    },
+    [](const Shape& s) { return ring_cost(s, s.p - 1, false); },
     "p-1 steps, one block each, received straight into the output and forwarded."};
 const Entry allgather_recursive_doubling{
     [](const Shape& s) {
@@ -496,9 +517,7 @@ const Entry allgather_shared_memory{
 
 // ---- reduce_scatter (and reduce_scatter_v, which runs its schedules) ----
 const Entry reduce_scatter_ring{
-    [](const Shape& s) {
-      return Cost{s.p - 1, (s.p - 1) / s.p * s.n, (s.p - 1) / s.p * s.n, 0};
-    },
+    [](const Shape& s) { return ring_cost(s, s.p - 1, true); },
     "p-1 steps: receive a block segment, reduce with the local one, forward; the last step "
     "leaves the rank's own block."};
 const Entry reduce_scatter_recursive_halving{
@@ -577,7 +596,7 @@ const Entry broadcast_hierarchical{
       const double lg = log2_ceil(static_cast<int>(s.per_node));
       Cost inside;
       inside.messages = lg;
-      inside.bytes = lg * s.n / streams(s, s.n);
+      inside.bytes = s.n / streams(s, s.n) + node_broadcast_fill(s, lg);
       return add(across_nodes(flat_broadcast(s, s.nodes, s.n)), inside);
     },
     "Node-aware: a broadcast across nodes from the root to one rank on every other node (its "
