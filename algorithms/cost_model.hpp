@@ -1,7 +1,12 @@
 // The alpha-beta-gamma cost model of every algorithm: what a collective costs in message
 // latencies (alpha), bytes on the wire (beta) and bytes reduced (gamma), for any rank count and
 // size. Pure arithmetic, the same structure as the algorithms' patterns (steps, fold, segments),
-// so predictions can be made for machines and rank counts we do not have.
+// so predictions can be made for machines and rank counts we do not have. Spread over nodes, a
+// schedule's steps are priced where they run (LogGP-style): inside a node over its loopback
+// (each message in flight at its bandwidth), across nodes at the network's latency (a switch
+// tier's where the partners share one) with the bytes of every rank of a node that crosses at
+// once through the node's one link, and the sends a rank posts at once at the sender's overhead
+// each; pipelined phases move side by side (Cost).
 #pragma once
 
 #include <cstddef>
