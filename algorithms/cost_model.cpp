@@ -16,13 +16,6 @@ double log2_ceil(int p) {
 }
 using patterns::floor_pow2;
 
-// The non-power-of-two fold: the extra ranks hand their whole buffer to a proxy before the core
-// phase (one message, a reduction when reducing) and get the result back after.
-Cost fold(const Shape& s, double bytes, bool reduces) {
-  if (s.core == s.p) return {};
-  return {2, 2 * bytes, reduces ? bytes : 0, 0};
-}
-
 Cost add(Cost a, const Cost& b) {
   a.messages += b.messages;
   a.bytes += b.bytes;
@@ -30,8 +23,83 @@ Cost add(Cost a, const Cost& b) {
   a.copied += b.copied;
   a.inter_messages += b.inter_messages;
   a.inter_bytes += b.inter_bytes;
+  a.local_messages += b.local_messages;
+  a.local_bytes += b.local_bytes;
+  a.beside_bytes += b.beside_bytes;
+  a.posted += b.posted;
+  for (int i = 0; i < Cost::kSpans; ++i)
+    a.inter_within[i] += b.inter_within[i];
   return a;
 }
+
+// Segments in flight when `bytes` go as one segmented message (exchange_reduce, ring_stream,
+// the trees' forwarding): up to kPipelineDepth of the segment size.
+double streams(const Shape& s, double bytes) {
+  if (s.segment <= 0) return 1;
+  return std::clamp(std::ceil(bytes / s.segment), 1.0, static_cast<double>(kPipelineDepth));
+}
+
+// The steps of a flat schedule, one at a time. On one node: the classic counts (`alpha` and
+// `beta` per message and byte). Spread over nodes (ranks in blocks of k): each step either
+// stays inside every node (the loopback: `alpha`, and its bytes over the messages in flight)
+// or crosses, and then pays the network's latency and puts the bytes of every rank of a node
+// that crosses at once through the node's one link.
+struct Steps {
+  const Shape& s;
+  Cost c{};
+  bool spread() const { return s.nodes > 1; }
+  // One step: every rank sends `bytes` (as `in_flight` messages at once); `crossing`: how many
+  // ranks of a node send to another node in it.
+  // `group`: the partners lie in aligned groups of this many ranks (0: they do not).
+  void step(double crossing, double bytes, double in_flight = 1, double reduced = 0,
+            double group = 0) {
+    c.reduced += reduced;
+    if (!spread()) {
+      c.messages += 1;
+      c.bytes += bytes;
+    } else if (crossing > 0) {
+      c.inter_messages += 1;
+      c.inter_bytes += crossing * bytes;
+      if (group > 0) {
+        const int span = static_cast<int>(std::ceil(std::log2(std::max(1.0, group / s.per_node))));
+        if (span < Cost::kSpans) c.inter_within[span] += 1;
+      }
+    } else {
+      c.local_messages += 1;
+      c.local_bytes += bytes / in_flight;
+    }
+  }
+  // Partners rank xor `distance` (a power of two): a node's ranks all stay or all cross.
+  void xor_step(double distance, double bytes, double in_flight = 1, double reduced = 0) {
+    step(distance >= s.per_node ? s.per_node : 0, bytes, in_flight, reduced, 2 * distance);
+  }
+  // Partners rank + `distance` (mod p): `distance` ranks of each node cross (p - distance
+  // where the shift wraps), all k of them from k on.
+  void shift_step(double distance, double bytes, double in_flight = 1, double reduced = 0) {
+    step(std::min({distance, s.p - distance, s.per_node}), bytes, in_flight, reduced);
+  }
+  // The ring's p-1 steps of `bytes` each, segments in flight: one rank of a node sends into the
+  // next node at each step, and the step waits for it.
+  // Spread over nodes a step waits for its slower hop: the one into the next node (the
+  // network's latency, the bytes through its link) or, with several ranks on a node, the hops
+  // inside it (the loopback, at one stream per segment in flight): the longer of the two,
+  // step after step.
+  void ring_steps(double steps, double bytes, double reduced) {
+    c.reduced += steps * reduced;
+    if (!spread()) {
+      c.messages += steps;
+      c.bytes += steps * bytes;
+      return;
+    }
+    c.inter_messages += steps;
+    c.inter_bytes += steps * bytes;
+    if (s.per_node > 1) c.beside_bytes += steps * bytes / streams(s, bytes);
+  }
+  // A binomial tree's level at `distance`: from a distance of k on, one rank of a node sends.
+  void tree_step(double distance, double bytes, double in_flight = 1, double reduced = 0) {
+    step(distance >= s.per_node ? 1 : 0, bytes, in_flight, reduced, 2 * distance);
+  }
+};
 
 // The messages and bytes of `c` moved to the network between nodes.
 Cost across_nodes(Cost c) {
@@ -75,24 +143,58 @@ Shape Shape::of(int p, double n, std::size_t segment_bytes, int nodes) {
 }
 
 // ---- allreduce ----
+// The rings: p-1 steps (2(p-1) for the allreduce) of a block each, segments in flight.
+static Cost ring_cost(const Shape& s, double steps, bool reduces) {
+  Steps t{s};
+  const double block = s.n / s.p;
+  t.ring_steps(steps, block, 0);
+  if (reduces) t.c.reduced = (s.p - 1) * block;
+  return t.c;
+}
 const Entry allreduce_ring{
-    [](const Shape& s) {
-      return Cost{2 * (s.p - 1), 2 * (s.p - 1) / s.p * s.n, (s.p - 1) / s.p * s.n, 0};
-    },
+    [](const Shape& s) { return ring_cost(s, 2 * (s.p - 1), true); },
     "2(p-1) steps around the ring: p-1 reduce-scatter steps (receive a block segment, reduce it "
     "with the local one, forward it), then p-1 allgather steps forwarding the finished blocks. "
     "Each rank sends 2(p-1)/p n bytes and reduces (p-1)/p n."};
+// The fold's two messages of the whole buffer, between an extra rank and its proxy `core`
+// ranks away.
+static void fold_steps(Steps& t, double bytes, bool reduces) {
+  const Shape& s = t.s;
+  if (s.core == s.p) return;
+  t.shift_step(s.core, bytes, streams(s, bytes), reduces ? bytes : 0);
+  t.shift_step(s.core, bytes);
+}
+// Recursive doubling's steps: the whole buffer with the rank 1, 2, 4, ... away, each an
+// exchange_reduce of segments in flight.
+static Cost doubling_steps(const Shape& s) {
+  Steps t{s};
+  fold_steps(t, s.n, true);
+  for (double d = 1; d < s.core; d *= 2)
+    t.xor_step(d, s.n, streams(s, s.n), s.n);
+  return t.c;
+}
 const Entry allreduce_recursive_doubling{
-    [](const Shape& s) {
-      return add({s.lg_core, s.lg_core * s.n, s.lg_core * s.n, 0}, fold(s, s.n, true));
-    },
+    doubling_steps,
     "log2 p' steps; in step k exchange the whole buffer with rank xor 2^k and combine lower op "
     "upper. n bytes per step. Non-powers of two fold the extra ranks in before (one message + "
     "reduction) and out after (one message)."};
 // Reduce-scatter by recursive halving then a doubling back up: the bandwidth-optimal pair.
+// Neighbours first (PairOrder::near_first): the halving's step j exchanges n / 2^(j+1) with the
+// rank 2^j away (an exchange_reduce of segments in flight), and the doubling's steps come back
+// the other way (the smallest blocks with the farthest rank first), one message each.
 static Cost halving_then_doubling(const Shape& s) {
-  return add({2 * s.lg_core, 2 * (s.core - 1) / s.core * s.n, (s.core - 1) / s.core * s.n, 0},
-             fold(s, s.n, true));
+  Steps t{s};
+  fold_steps(t, s.n, true);
+  double m = s.n;
+  for (double d = 1; d < s.core; d *= 2) {
+    m /= 2;
+    t.xor_step(d, m, streams(s, m), m);
+  }
+  for (double d = s.core / 2; d >= 1; d /= 2) {
+    t.xor_step(d, m);
+    m *= 2;
+  }
+  return t.c;
 }
 const Entry allreduce_rabenseifner{
     halving_then_doubling,
@@ -102,32 +204,54 @@ const Entry allreduce_rabenseifner{
     "lib/src/coll/fold.hpp): the steps run on bit-reversed core ranks, so the largest exchanges "
     "pair ranks 1, 2, 4 apart (the ranks of one node, placed in blocks) and only the smallest "
     "cross the network; the combining order is recursive doubling's."};
+static Cost binomial_reduce_steps(const Shape& s);
+static Cost binomial_broadcast_steps(const Shape& s);
+static double node_broadcast_fill(const Shape& s, double levels);
 const Entry allreduce_binomial_tree{
-    [](const Shape& s) {
-      return Cost{2 * s.lg, 2 * s.lg * s.n, s.lg * s.n, 0};
-    },
+    [](const Shape& s) { return add(binomial_reduce_steps(s), binomial_broadcast_steps(s)); },
     "Binomial reduce to rank 0 (ceil(log2 p) levels of n bytes each), then a binomial broadcast "
     "back down."};
 const Entry allreduce_double_binary_tree{
     [](const Shape& s) {
-      // Each half goes up and down a binary tree of height h, pipelined, the down stream
-      // trailing the up stream: about 2h + (segments) segment steps. Per step an inner node
-      // receives two segments (and reduces them) going up and sends two going down.
-      const double height = std::max(1.0, std::ceil(std::log2(s.p + 1)) - 1);
+      // What the schedule waits for: every rank runs its segment steps in turn, and step s of a
+      // lane (the up segment s, then the down segment s - lag) waits for its parent's down
+      // segment, which waits for the parent's up segment s, which waits for this rank's: each
+      // step is a round trip through the tree's h full levels (h = floor(log2(p+1)) - 1), up
+      // and back down, and the two lanes take their turns. Per hop an inner node receives two
+      // segments through its link going up and sends two going down. So 2 lanes x 2h hops of
+      // two segments per segment of a half: the segments do not overlap across the tree.
+      const double height = std::max(1.0, std::floor(std::log2(s.p + 1)) - 1);
       const double segments = std::max(1.0, std::ceil(s.n / 2 / s.segment));
       const double per_segment = s.n / 2 / segments;
-      const double steps = 2 * height + segments;
-      return Cost{steps, steps * 2 * per_segment, (height + segments) * 2 * per_segment, 0};
+      const double hops = segments * 2 * 2 * height;
+      Cost c{0, 0, segments * 2 * height * 2 * per_segment, 0};
+      if (s.nodes > 1) {
+        c.inter_messages = hops;
+        c.inter_bytes = hops * 2 * per_segment;
+      } else {
+        c.messages = hops;
+        c.bytes = hops * 2 * per_segment;
+      }
+      return c;
     },
     "Each half of the buffer is reduced up a binary tree and broadcast back down it, segment by "
     "segment; the second tree numbers the ranks backwards so its leaves are the first tree's "
-    "inner nodes. Latency ~ 2 log2 p, bandwidth ~ n per rank once the pipeline is full."};
+    "inner nodes. The steps wait for each other: each segment step of a lane is a round trip "
+    "up the tree and back down (the down segment trails by about the tree's height, and waits "
+    "for the parent's), so the time is about (n/2s) x 2 lanes x 2 log2 p hops of two segments, "
+    "not a full pipeline."};
 
 // The node-aware allreduces (lib/src/coll/allreduce.cpp). Across nodes, and in their stead on
 // one node or with one rank per node, they run flat_allreduce: recursive doubling up to 32 KiB,
 // Rabenseifner above.
+// The flat algorithms of the node-aware ones run on the leaders (or every rank where there is
+// one per node): one rank per node where the ranks are spread over nodes.
+static Shape flat_shape(const Shape& s, double p, double n) {
+  return Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment),
+                   s.nodes > 1 ? static_cast<int>(p) : 1);
+}
 static Cost flat_allreduce(const Shape& s, double p, double n) {
-  const Shape f = Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment));
+  const Shape f = flat_shape(s, p, n);
   return n <= static_cast<double>(kFlatAllreduceDoublingBytes)
              ? allreduce_recursive_doubling.cost(f)
              : halving_then_doubling(f);
@@ -136,12 +260,36 @@ static Cost node_aware_flat(const Shape& s) {
   const Cost c = flat_allreduce(s, s.p, s.n);
   return s.nodes > 1 ? across_nodes(c) : c;
 }
+// The phases inside a node of a node-aware schedule, where its ranks are spread over nodes:
+// `messages` steps over the loopback and `bytes` (already over the segments in flight), in the
+// node-aware entries' `messages` and `bytes` (inside a node: `alpha`, `beta`). On 2,
+// 4, 8, ... nodes a buffer of more than one chunk (4 segments of every carrier's share, 8
+// chunks at most; allreduce.cpp, pipelined_chunk) runs pipelined: the phases inside a node
+// move beside the crossing of other chunks, and the first and last chunks' phases are the fill.
+static Cost inside_node(const Shape& s, double messages, double bytes, double carriers) {
+  Cost c;
+  c.messages = messages;
+  const bool power_of_two = std::has_single_bit(static_cast<unsigned>(s.nodes));
+  const double chunk = std::max(4 * s.segment * carriers, s.n / 8);
+  if (power_of_two && s.n > chunk) {
+    const double chunks = std::ceil(s.n / chunk);
+    c.bytes = bytes / chunks;
+    c.beside_bytes = bytes;
+  } else {
+    c.bytes = bytes;
+  }
+  return c;
+}
 const Entry allreduce_hierarchical{
     [](const Shape& s) {
       if (s.nodes <= 1 || s.per_node <= 1) return node_aware_flat(s);
+      // Inside a node: a binomial reduce, ceil(log2 k) levels of the whole buffer, segments in
+      // flight, and a binomial broadcast forwarded segment by segment.
       const double lg = log2_ceil(static_cast<int>(s.per_node));
-      return add({2 * lg, 2 * lg * s.n, lg * s.n, 0},
-                 across_nodes(flat_allreduce(s, s.nodes, s.n)));
+      Cost c = inside_node(s, 2 * lg,
+                           (lg + 1) * s.n / streams(s, s.n) + node_broadcast_fill(s, lg), 1);
+      c.reduced = lg * s.n;
+      return add(c, across_nodes(flat_allreduce(s, s.nodes, s.n)));
     },
     "Node-aware: reduce inside each node to its leader (local rank 0; through the node's segment "
     "where it has one, else a binomial tree of ceil(log2 k) levels of n bytes), an allreduce of "
@@ -157,7 +305,10 @@ const Entry allreduce_multi_leader{
       // The k ranks of a node send their slices across nodes at once, through its one link.
       Cost across = across_nodes(flat_allreduce(s, s.nodes, s.n / k));
       across.inter_bytes *= k;
-      return add({2 * (k - 1), 2 * (k - 1) / k * s.n, (k - 1) / k * s.n, 0}, across);
+      // Inside a node: a ring reduce-scatter and a ring allgather, k-1 steps of n/k each.
+      Cost c = inside_node(s, 2 * (k - 1), 2 * (k - 1) / k * s.n / streams(s, s.n / k), k);
+      c.reduced = (k - 1) / k * s.n;
+      return add(c, across);
     },
     "Node-aware, k ranks on every node: reduce-scatter inside each node (local rank i keeps slice "
     "i, (k-1)/k n bytes; through the node's segment where it has one, else a ring), allreduce of "
@@ -190,26 +341,86 @@ const Entry allreduce_shared_memory{
     "(p-1)/p n out per rank, no bytes on a wire."};
 
 // ---- broadcast ----
+// A binomial broadcast's levels inside a node, forwarded segment by segment: the first
+// segment passes every level (the fill), the rest follow at the loopback's speed for the
+// segments in flight (each message moving at its full bandwidth, a rank's sends to its
+// children side by side).
+static double node_broadcast_fill(const Shape& s, double levels) {
+  return levels * std::min(s.n, s.segment);
+}
+// The binomial broadcast, forwarded segment by segment: every rank sends the whole buffer to
+// each of its children one after the other, so the root's link carries it once per level that
+// crosses nodes (the deeper ranks forward while it sends). The levels inside a node add their
+// fill; the rest of their bytes move beside the link. One level's latency per level.
+static Cost binomial_broadcast_steps(const Shape& s) {
+  if (s.nodes <= 1) return Cost{s.lg, s.lg * s.n, 0, 0};
+  Steps t{s};
+  Cost& c = t.c;
+  double local_levels = 0;
+  for (double d = 1; d < s.p; d *= 2) {
+    if (d >= s.per_node) {
+      t.tree_step(d, s.n);
+    } else {
+      local_levels += 1;
+    }
+  }
+  if (local_levels > 0) {
+    c.local_messages += local_levels;
+    c.local_bytes += node_broadcast_fill(s, local_levels);
+    c.beside_bytes += s.n / streams(s, s.n);
+  }
+  return t.c;
+}
 const Entry broadcast_binomial_tree{
-    [](const Shape& s) {
-      return Cost{s.lg, s.lg * s.n, 0, 0};
-    },
+    binomial_broadcast_steps,
     "ceil(log2 p) levels, the whole buffer per level, forwarded segment by segment."};
 const Entry broadcast_pipelined_chain{
-    [](const Shape& s) { return pipeline(s.p - 1, s.n, s.segment, 0.0); },
-    "p-1 hops in a chain, segments pipelined: (p - 2 + n/s) segment times."};
-const Entry broadcast_linear{
     [](const Shape& s) {
-      return Cost{s.p - 1, (s.p - 1) * s.n, 0, 0};
+      if (s.nodes <= 1) return pipeline(s.p - 1, s.n, s.segment, 0.0);
+      // Spread over nodes: the first segment crosses every hop (nodes - 1 of them between
+      // nodes, the others inside one), the rest follow one per segment time of the slowest hop,
+      // the one into the next node.
+      const double segments = std::max(1.0, std::ceil(s.n / s.segment));
+      const double seg = s.n / segments;
+      Cost c;
+      c.inter_messages = s.nodes - 1 + segments - 1;
+      c.inter_bytes = c.inter_messages * seg;
+      c.local_messages = s.p - s.nodes;
+      c.local_bytes = (s.p - s.nodes) * seg;
+      return c;
     },
+    "p-1 hops in a chain, segments pipelined: (p - 2 + n/s) segment times."};
+// The root posts p-1 messages at once: one latency, `overhead` per further message, and every
+// byte through the root's link (spread over nodes: its own node's messages move beside).
+static Cost root_to_all(const Shape& s, double bytes_each) {
+  Cost c;
+  c.posted = s.p - 2;
+  if (s.nodes <= 1) {
+    c.messages = 1;
+    c.bytes = (s.p - 1) * bytes_each;
+  } else {
+    c.inter_messages = 1;
+    c.inter_bytes = (s.p - s.per_node) * bytes_each;
+    c.beside_bytes = s.per_node > 1 ? bytes_each : 0;
+  }
+  return c;
+}
+const Entry broadcast_linear{
+    [](const Shape& s) { return root_to_all(s, s.n); },
     "The root sends the whole buffer to each of the p-1 others at once, each receives it once, "
-    "unsegmented (a one-level tree). The model counts the root's p-1 messages one after the other "
-    "(no overlap of one sender's latencies), so it never ranks linear ahead of the binomial tree; "
-    "on a network whose latency dominates a message the sends' latencies overlap, and auto takes "
-    "it by a measured rule (one rank on each of a few nodes)."};
+    "unsegmented (a one-level tree). The sends' latencies overlap: one latency and the sender's "
+    "overhead per further message, but all (p-1) n bytes through the root's link."};
 const Entry broadcast_scatter_allgather{
     [](const Shape& s) {
-      return Cost{s.lg + (s.p - 1), 2 * (s.p - 1) / s.p * s.n, 0, 0};
+      // The scatter: the root sends half, a quarter, ... of the blocks (largest first, to the
+      // rank p/2, p/4, ... away); then the ring allgather's p-1 steps of a block, crossing into
+      // the next node from one rank of each.
+      Steps t{s};
+      for (double d = s.core; d >= 1; d /= 2) {
+        if (d < s.p) t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
+      }
+      t.ring_steps(s.p - 1, s.n / s.p, 0);
+      return t.c;
     },
     "Binomial scatter of p blocks (ceil(log2 p) messages, (p-1)/p n bytes), then a ring "
     "allgather (p-1 steps, (p-1)/p n bytes)."};
@@ -220,16 +431,42 @@ const Entry broadcast_shared_memory{
     "wire; n copied in, n out per reader."};
 
 // ---- reduce ----
+// The binomial reduce: ceil(log2 p) levels of the whole buffer, the nearest children first
+// (the rank 1, 2, 4, ... away), segments in flight.
+static Cost binomial_reduce_steps(const Shape& s) {
+  Steps t{s};
+  for (double d = 1; d < s.p; d *= 2)
+    t.tree_step(d, s.n, streams(s, s.n), s.n);
+  return t.c;
+}
 const Entry reduce_binomial_tree{
-    [](const Shape& s) {
-      return Cost{s.lg, s.lg * s.n, s.lg * s.n, 0};
-    },
+    binomial_reduce_steps,
     "ceil(log2 p) levels; each inner rank receives and reduces its children's buffers "
     "(segmented) and sends the sum up."};
 const Entry reduce_rabenseifner{
-    halving_then_doubling,
-    "Recursive-halving reduce-scatter, then a binomial gather of the blocks to the root: "
-    "2(p-1)/p n bytes instead of n log p."};
+    [](const Shape& s) {
+      // The reduce-scatter half runs the reduce_scatter the library picks at the size (the
+      // flat choice: recursive halving up to kFlatReduceScatterHalvingBytes, far first, step j
+      // exchanging n / 2^(j+1) with the rank p'/2^(j+1) away; the ring above); then the
+      // binomial gather of the blocks, 2^j blocks from the rank 2^j away.
+      Steps t{s};
+      if (s.n <= static_cast<double>(kFlatReduceScatterHalvingBytes)) {
+        fold_steps(t, s.n, true);
+        double m = s.n;
+        for (double d = s.core / 2; d >= 1; d /= 2) {
+          m /= 2;
+          t.xor_step(d, m, streams(s, m), m);
+        }
+      } else {
+        t.ring_steps(s.p - 1, s.n / s.p, s.n / s.p);
+      }
+      for (double d = 1; d < s.p; d *= 2)
+        t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
+      return t.c;
+    },
+    "A reduce-scatter (the library's choice at the size: recursive halving up to 64 KiB, the "
+    "ring above), then a binomial gather of the blocks to the root: 2(p-1)/p n bytes instead of "
+    "n log p."};
 const Entry reduce_shared_memory{
     [](const Shape& s) {
       // The others copy n in; the root reduces p-1 slots into its output, a slot behind.
@@ -242,19 +479,29 @@ const Entry reduce_shared_memory{
 
 // ---- allgather ----
 const Entry allgather_ring{
-    [](const Shape& s) {
-      return Cost{s.p - 1, (s.p - 1) / s.p * s.n, 0, 0};
-    },
+    [](const Shape& s) { return ring_cost(s, s.p - 1, false); },
     "p-1 steps, one block each, received straight into the output and forwarded."};
 const Entry allgather_recursive_doubling{
     [](const Shape& s) {
-      return add({s.lg_core, (s.core - 1) / s.core * s.n, 0, 0},
-                 s.core == s.p ? Cost{} : Cost{2, s.n + s.n / s.p, 0, 0});
+      // Step j: the 2^j blocks gathered so far with the rank 2^j away, one message.
+      Steps t{s};
+      if (s.core != s.p) {
+        t.shift_step(s.core, s.n / s.p);
+        t.shift_step(s.core, s.n);
+      }
+      for (double d = 1; d < s.core; d *= 2)
+        t.xor_step(d, d / s.core * s.n);
+      return t.c;
     },
     "log2 p' steps exchanging doubling windows of blocks; fold for non-powers of two."};
 const Entry allgather_bruck{
     [](const Shape& s) {
-      return Cost{s.lg, (s.p - 1) / s.p * s.n, 0, 2 * s.n};
+      // Step j: min(2^j, p - 2^j) blocks to the rank 2^j before.
+      Steps t{s};
+      for (double d = 1; d < s.p; d *= 2)
+        t.shift_step(d, std::min(d, s.p - d) / s.p * s.n);
+      t.c.copied += 2 * s.n;
+      return t.c;
     },
     "ceil(log2 p) steps on a rotated copy (any p); one copy in and one out."};
 const Entry allgather_shared_memory{
@@ -270,16 +517,25 @@ const Entry allgather_shared_memory{
 
 // ---- reduce_scatter (and reduce_scatter_v, which runs its schedules) ----
 const Entry reduce_scatter_ring{
-    [](const Shape& s) {
-      return Cost{s.p - 1, (s.p - 1) / s.p * s.n, (s.p - 1) / s.p * s.n, 0};
-    },
+    [](const Shape& s) { return ring_cost(s, s.p - 1, true); },
     "p-1 steps: receive a block segment, reduce with the local one, forward; the last step "
     "leaves the rank's own block."};
 const Entry reduce_scatter_recursive_halving{
     [](const Shape& s) {
-      const double share = (s.core - 1) / s.core * s.n;
-      return add({s.lg_core, share, share, s.n / s.p},
-                 s.core == s.p ? Cost{} : Cost{2, s.n + s.n / s.p, s.n, 0});
+      // Far first (PairOrder::far_first: every block ends on its owner): step j exchanges
+      // n / 2^(j+1) with the rank p'/2^(j+1) away, an exchange_reduce of segments in flight.
+      Steps t{s};
+      if (s.core != s.p) {
+        t.shift_step(s.core, s.n, streams(s, s.n), s.n);
+        t.shift_step(s.core, s.n / s.p);
+      }
+      double m = s.n;
+      for (double d = s.core / 2; d >= 1; d /= 2) {
+        m /= 2;
+        t.xor_step(d, m, streams(s, m), m);
+      }
+      t.c.copied += s.n / s.p;
+      return t.c;
     },
     "log2 p' halving steps over the core ranks' shares; fold for non-powers of two."};
 const Entry reduce_scatter_shared_memory{
@@ -300,9 +556,6 @@ const Entry reduce_scatter_shared_memory{
 // allgather.cpp, reduce_scatter.cpp), repeated here.
 static bool splits(const Shape& s) {
   return s.nodes > 1 && s.per_node > 1;
-}
-static Shape flat_shape(const Shape& s, double p, double n) {
-  return Shape::of(static_cast<int>(p), n, static_cast<std::size_t>(s.segment));
 }
 // A flat algorithm on all the ranks: across nodes where there are several.
 static Cost all_flat(const Shape& s, const Cost& c) {
@@ -341,7 +594,10 @@ const Entry broadcast_hierarchical{
     [](const Shape& s) {
       if (!splits(s)) return all_flat(s, flat_broadcast(s, s.p, s.n));
       const double lg = log2_ceil(static_cast<int>(s.per_node));
-      return add(across_nodes(flat_broadcast(s, s.nodes, s.n)), {lg, lg * s.n, 0, 0});
+      Cost inside;
+      inside.messages = lg;
+      inside.bytes = s.n / streams(s, s.n) + node_broadcast_fill(s, lg);
+      return add(across_nodes(flat_broadcast(s, s.nodes, s.n)), inside);
     },
     "Node-aware: a broadcast across nodes from the root to one rank on every other node (its "
     "leader; binomial tree up to 256 KiB or 3 nodes, scatter + allgather above), then a broadcast "
@@ -354,7 +610,11 @@ const Entry reduce_hierarchical{
     [](const Shape& s) {
       if (!splits(s)) return all_flat(s, flat_reduce(s, s.p, s.n));
       const double lg = log2_ceil(static_cast<int>(s.per_node));
-      return add({lg, lg * s.n, lg * s.n, 0}, across_nodes(flat_reduce(s, s.nodes, s.n)));
+      Cost inside;
+      inside.messages = lg;
+      inside.bytes = lg * s.n / streams(s, s.n);
+      inside.reduced = lg * s.n;
+      return add(inside, across_nodes(flat_reduce(s, s.nodes, s.n)));
     },
     "Node-aware: a reduce inside each node to one rank of it (the root on the root's node, "
     "whatever its local rank; the leader elsewhere; through the node's segment where it has one, "
@@ -367,9 +627,11 @@ const Entry allgather_hierarchical{
     [](const Shape& s) {
       if (!splits(s)) return all_flat(s, flat_allgather(s, s.p, s.n));
       const double k = s.per_node;
-      return add(add(k_abreast(across_nodes(flat_allgather(s, s.nodes, s.n / k)), k),
-                     {k - 1, (k - 1) / k * s.n, 0, 0}),
-                 {0, 0, 0, s.n});
+      Cost inside;
+      inside.messages = k - 1;
+      inside.bytes = (k - 1) / k * s.n / streams(s, s.n / k);
+      inside.copied = s.n;
+      return add(k_abreast(across_nodes(flat_allgather(s, s.nodes, s.n / k)), k), inside);
     },
     "Node-aware, the multi-leader form: with k ranks on every node, the ranks of local rank i "
     "allgather their blocks across nodes (recursive doubling on a power of two, Bruck up to 64 "
@@ -386,8 +648,12 @@ const Entry reduce_scatter_hierarchical{
       if (!splits(s)) return all_flat(s, flat_reduce_scatter(s, s.p, s.n));
       const double k = s.per_node;
       const double share = (k - 1) / k * s.n;
-      return add(add({0, 0, 0, s.n}, {k - 1, share, share, 0}),
-                 k_abreast(across_nodes(flat_reduce_scatter(s, s.nodes, s.n / k)), k));
+      Cost inside;
+      inside.messages = k - 1;
+      inside.bytes = share / streams(s, s.n / k);
+      inside.reduced = share;
+      inside.copied = s.n;
+      return add(inside, k_abreast(across_nodes(flat_reduce_scatter(s, s.nodes, s.n / k)), k));
     },
     "Node-aware, the multi-leader form: with k ranks on every node, every rank copies its input "
     "into a buffer laid out local rank first (n; a.recv may then alias the input), a "
@@ -402,10 +668,15 @@ const Entry reduce_scatter_hierarchical{
 
 // ---- gather, scatter ----
 static Cost rooted_tree(const Shape& s) {
-  return Cost{s.lg, (s.p - 1) / s.p * s.n, 0, 0};
+  // The root's link carries the blocks of every subtree it exchanges with, one after another.
+  Steps t{s};
+  for (double d = s.core; d >= 1; d /= 2) {
+    if (d < s.p) t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
+  }
+  return t.c;
 }
 static Cost rooted_linear(const Shape& s) {
-  return Cost{s.p - 1, (s.p - 1) / s.p * s.n, 0, 0};
+  return root_to_all(s, s.n / s.p);
 }
 constexpr const char* kRootedTree =
     "Binomial tree over contiguous windows of ranks: ceil(log2 p) messages at the root, (p-1)/p "
@@ -431,14 +702,32 @@ const Entry scatter_shared_memory{
 
 // ---- alltoall ----
 const Entry alltoall_pairwise{[](const Shape& s) {
-                                return Cost{s.p - 1, (s.p - 1) / s.p * s.n, 0, 0};
+                                // p-1 steps of a block to the rank s on, kPipelineDepth steps
+                                // in flight: their latencies overlap, the bytes of the ranks of
+                                // a node that cross at once share its link.
+                                const double rounds =
+                                    std::ceil((s.p - 1) / static_cast<double>(kPipelineDepth));
+                                const double block = s.n / s.p;
+                                if (s.nodes <= 1) return Cost{rounds, (s.p - 1) * block, 0, 0};
+                                Cost c;
+                                for (double d = 1; d < s.p; ++d) {
+                                  const double crossing = std::min(d, s.per_node);
+                                  c.inter_bytes += crossing * block;
+                                }
+                                c.inter_messages = rounds;
+                                return c;
                               },
                               "p-1 steps; in step s send to rank+s and receive from rank-s "
                               "(several steps in flight), the own block copied while the first "
                               "step's messages move."};
 const Entry alltoall_bruck{
     [](const Shape& s) {
-      return Cost{s.lg, s.lg * s.n / 2, 0, s.lg * s.n + 2 * s.n};
+      // Step j: the blocks whose index has bit j set (about half) to the rank 2^j on, packed.
+      Steps t{s};
+      for (double d = 1; d < s.p; d *= 2)
+        t.shift_step(d, s.n / 2);
+      t.c.copied += s.lg * s.n + 2 * s.n;
+      return t.c;
     },
     "Bruck: ceil(log2 p) steps, each moving about half the blocks (packed)."};
 const Entry alltoall_shared_memory{
@@ -466,7 +755,10 @@ const Entry mpi_library{
 
 const Entry barrier_dissemination{
     [](const Shape& s) {
-      return Cost{s.lg, 0, 0, 0};
+      Steps t{s};
+      for (double d = 1; d < s.p; d *= 2)
+        t.shift_step(d, 0);
+      return t.c;
     },
     "Dissemination: ceil(log2 p) rounds of one-byte tokens to rank + 2^k."};
 const Entry sendrecv_direct{[](const Shape& s) {
@@ -480,7 +772,14 @@ Algorithm best(Collective c, int p, double bytes, const Machine& m) {
   for (Algorithm a : algorithms_of(c)) {
     if (a == Algorithm::shared_memory && !m.one_node) continue;
     const auto k = cost(c, a, p, bytes, m.segment_bytes, m.nodes);
-    if (k && k->seconds(m) < fastest) {
+    // A tie across nodes, several ranks on each, goes to the node-aware algorithm: a flat
+    // schedule matches it only with the ranks placed in blocks of nodes (the model's
+    // assumption), the node-aware one on any placement. (With one rank per node it runs the
+    // flat one.)
+    const bool node_aware = a == Algorithm::hierarchical || a == Algorithm::multi_leader;
+    if (k && (k->seconds(m) < fastest ||
+              (m.nodes > 1 && p > m.nodes && node_aware &&
+               k->seconds(m) <= fastest * (1 + 1e-9)))) {
       fastest = k->seconds(m);
       winner = a;
     }

@@ -1,7 +1,12 @@
 // The alpha-beta-gamma cost model of every algorithm: what a collective costs in message
 // latencies (alpha), bytes on the wire (beta) and bytes reduced (gamma), for any rank count and
 // size. Pure arithmetic, the same structure as the algorithms' patterns (steps, fold, segments),
-// so predictions can be made for machines and rank counts we do not have.
+// so predictions can be made for machines and rank counts we do not have. Spread over nodes, a
+// schedule's steps are priced where they run (LogGP-style): inside a node over its loopback
+// (each message in flight at its bandwidth), across nodes at the network's latency (a switch
+// tier's where the partners share one) with the bytes of every rank of a node that crosses at
+// once through the node's one link, and the sends a rank posts at once at the sender's overhead
+// each; pipelined phases move side by side (Cost).
 #pragma once
 
 #include <cstddef>
@@ -31,10 +36,38 @@ struct Machine {
   int nodes = 1;
   double alpha_inter = 2e-6;  // 2 us
   double beta_inter = 8e-11;  // 100 Gb/s
+  // Seconds between two messages one rank sends back to back (LogP's gap: the sender's software
+  // and its adapter's injection per message). A rank that posts many sends at once (the linear
+  // broadcast's root) pays it per message while their latencies overlap; a chain of steps pays
+  // `alpha` per step instead. SimGrid's SMPI charges none (smpi/os and smpi/ois are 0 on the
+  // platforms of docs/SCALE.md).
+  double overhead = 1e-6;
+  // A tier of the network between nodes: `switch_nodes` consecutive nodes under one switch (0:
+  // no such tier), `alpha_switch` the latency between two of them (a fat tree's leaf: two
+  // links instead of four). A step whose partners are all under one switch pays it instead of
+  // `alpha_inter`.
+  int switch_nodes = 0;
+  double alpha_switch = 1e-6;
 };
 
 // What one rank does on the critical path: messages, bytes sent, bytes reduced, bytes copied.
 // `inter_messages` and `inter_bytes`: the messages and bytes that cross between nodes.
+// Where the ranks are spread over several nodes, a flat algorithm's `messages` and `bytes` are
+// taken to cross nodes, every rank of a node at once through its link (the registry's cost());
+// the algorithms whose steps are known to stay inside a node or to cross it put those steps
+// in the fields below themselves and leave `messages` and `bytes` empty:
+// - `inter_bytes`: bytes through the busiest node's one link (per direction), every rank of the
+//   node that crosses at once counted: a step in which all k ranks of a node send m bytes to
+//   other nodes puts k m through it.
+// - `local_messages`, `local_bytes`: steps inside a node, over its loopback: `alpha` each, and
+//   bytes at 1/`beta`, each message in flight at the loopback's full bandwidth (a copy per
+//   message; SMPI's loopback is not shared between its messages), so a segmented step with d
+//   segments in flight moves its bytes d times as fast: `local_bytes` holds bytes / d.
+// - `beside_bytes`: bytes inside a node that move while the node's link carries `inter_bytes`
+//   (a root sending to its own node's ranks and across at once; the phases of a node-aware
+//   pipeline): only the longer of the two counts.
+// - `posted`: messages a rank posts one after the other while their latencies overlap (the
+//   linear broadcast's root): `overhead` each.
 struct Cost {
   double messages = 0;
   double bytes = 0;
@@ -42,9 +75,25 @@ struct Cost {
   double copied = 0;
   double inter_messages = 0;
   double inter_bytes = 0;
+  double local_messages = 0;
+  double local_bytes = 0;
+  double beside_bytes = 0;
+  double posted = 0;
+  // Of `inter_messages`, the steps whose partners all lie in aligned groups of 2^i nodes
+  // (recursive doubling's rank xor d, a binomial level): under one switch where 2^i <=
+  // Machine::switch_nodes.
+  static constexpr int kSpans = 24;
+  double inter_within[kSpans] = {};
   double seconds(const Machine& m) const {
+    const double link = inter_bytes * m.beta_inter;
+    const double beside = beside_bytes * m.beta;
+    double near = 0;
+    for (int i = 0; i < kSpans && (1 << i) <= m.switch_nodes; ++i)
+      near += inter_within[i];
     return messages * m.alpha + bytes * m.beta + reduced * m.gamma + copied * m.copy +
-           inter_messages * m.alpha_inter + inter_bytes * m.beta_inter;
+           inter_messages * m.alpha_inter + near * (m.alpha_switch - m.alpha_inter) +
+           (link > beside ? link : beside) + local_messages * m.alpha + local_bytes * m.beta +
+           posted * m.overhead;
   }
 };
 
@@ -78,6 +127,10 @@ inline constexpr std::size_t kFlatReduceScatterHalvingBytes = std::size_t{64} <<
 // pieces in a core's L2), large enough that the two handoffs per round stay cheap
 // (docs/results/arena-slice-piece.csv).
 inline constexpr std::size_t kSlicePieceBytes = std::size_t{256} << 10;
+// Segments in flight in the segmented schedules (exchange_reduce, ring_stream, the trees'
+// forwarding, pairwise's steps): the library's default pipeline depth
+// (lib/src/api/communicator.cpp).
+inline constexpr int kPipelineDepth = 4;
 
 // The model of one algorithm: its cost on the critical path and its steps in words
 // (docs/ALGORITHMS.md). Each registry row (lib/src/coll/registry.hpp) points at its entry.

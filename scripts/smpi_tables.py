@@ -38,7 +38,8 @@ COLLECTIVES = ["allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"
 # What collx-model is told about each platform (smpi/make-platforms.py): the latency of one
 # message between two hosts (the links of a typical route: fat tree across a spine, 4 x 0.25 us;
 # torus, the mean hop count of its dimensions x 0.25 us; dragonfly, 3-5 links x 0.2 us: 4), the
-# bandwidth of a host's link (GB/s), and inside a host the loopback (0.2 us, 20 GB/s).
+# bandwidth of a host's link (GB/s), and inside a host the loopback (0.2 us, 20 GB/s). SMPI
+# charges no per-message overhead at a sender (smpi/os, smpi/ois: 0): --overhead-us 0.
 TORUS_DIMS = {16: (4, 2, 2), 64: (4, 4, 4), 256: (8, 8, 4), 1024: (16, 8, 8)}
 
 
@@ -48,13 +49,25 @@ def platform_size(hosts):
 
 def network_of(platform, hosts):
     if platform == "fat-tree":
-        return 1.0, 25.0
+        # A job whose hosts share one leaf switch (sqrt(N) hosts of the smallest file that has
+        # them) never crosses a spine: 2 links, 0.5 us.
+        leaf = int(math.isqrt(platform_size(hosts)))
+        return (0.5 if hosts <= leaf else 1.0), 25.0
     if platform == "torus":
         dims = TORUS_DIMS[platform_size(hosts)]
         return 0.25 * sum(d / 4 for d in dims), 12.5
     if platform == "dragonfly":
         return 0.8, 25.0
     raise ValueError(platform)
+
+
+def switch_of(platform, hosts):
+    """collx-model's options for the tier under the network's latency: a fat tree's leaf
+    switch (sqrt(N) consecutive hosts, 2 links: 0.5 us between two of them)."""
+    if platform == "fat-tree":
+        return ["--switch-nodes", str(int(math.isqrt(platform_size(hosts)))),
+                "--switch-alpha-us", "0.5"]
+    return []
 
 
 def human(n):
@@ -227,13 +240,14 @@ def model_check(cells, model, view):
     for platform, k, np in layouts:
         nodes = np // k
         alpha, bw = network_of(platform, nodes)
+        switch = switch_of(platform, nodes)
         sizes = sorted({s for (p, kk, c, n), ss in cells.items() if (p, kk, n) == (platform, k, np)
                         for s in ss})
         path = f"/tmp/smpi_model_{platform}_{k}_{np}.json"
         command = [model, "-c", "all", "--nodes", str(nodes), "--ranks-per-node", str(k),
                    "--alpha-us", "0.2", "--bandwidth-gbps", "20", "--inter-alpha-us", str(alpha),
-                   "--inter-gbps", str(bw), "--sizes", ",".join(str(s) for s in sizes),
-                   "--json", path]
+                   "--inter-gbps", str(bw), "--overhead-us", "0", *switch,
+                   "--sizes", ",".join(str(s) for s in sizes), "--json", path]
         if view == "network":
             command += ["--gamma-gbps", "1000000", "--copy-gbps", "1000000"]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)

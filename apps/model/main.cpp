@@ -98,11 +98,16 @@ Machine calibrate(collx::Communicator& comm) {
 }
 
 void print_machine(const Machine& m) {
-  std::printf("--alpha-us %.3f --bandwidth-gbps %.2f --gamma-gbps %.2f --copy-gbps %.2f",
-              m.alpha * 1e6, 1e-9 / m.beta, 1e-9 / m.gamma, 1e-9 / m.copy);
+  std::printf(
+      "--alpha-us %.3f --bandwidth-gbps %.2f --gamma-gbps %.2f --copy-gbps %.2f --overhead-us %.3f",
+      m.alpha * 1e6, 1e-9 / m.beta, 1e-9 / m.gamma, 1e-9 / m.copy, m.overhead * 1e6);
   if (m.nodes > 1) {
     std::printf(" --nodes %d --inter-alpha-us %.3f --inter-gbps %.2f", m.nodes, m.alpha_inter * 1e6,
                 1e-9 / m.beta_inter);
+    if (m.switch_nodes > 0) {
+      std::printf(" --switch-nodes %d --switch-alpha-us %.3f", m.switch_nodes,
+                  m.alpha_switch * 1e6);
+    }
   }
   std::printf("\n");
 }
@@ -202,6 +207,8 @@ int main(int argc, char** argv) {
   int nodes = 0;
   int ranks_per_node = 0;
   double inter_alpha_us = m.alpha_inter * 1e6, inter_bandwidth = 1e-9 / m.beta_inter;
+  double overhead_us = m.overhead * 1e6;
+  double switch_alpha_us = m.alpha_switch * 1e6;
   app.add_flag("--calibrate", calibrate_here,
                "measure alpha, beta, gamma and copy on this machine (run under mpirun -np 2)");
   app.add_option("--alpha-us", alpha_us, "message latency (us)")->capture_default_str();
@@ -234,6 +241,22 @@ int main(int argc, char** argv) {
                  "network bandwidth between nodes (GB/s, one link per node)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--overhead-us", overhead_us,
+                 "seconds (us) between two messages one rank sends back to back (LogP's gap: "
+                 "software and injection per message); a rank posting many sends at once pays it "
+                 "per message while their latencies overlap (SimGrid's SMPI: 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--switch-nodes", m.switch_nodes,
+                 "consecutive nodes under one switch (a fat tree's leaf; 0: one tier): a step "
+                 "whose partners are all under one switch pays --switch-alpha-us instead of "
+                 "--inter-alpha-us")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--switch-alpha-us", switch_alpha_us,
+                 "message latency between two nodes under one switch (us)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   std::vector<std::string> size_texts;
   app.add_option("--sizes", size_texts,
                  "sizes of the tables, comma-separated (8,4K,1M; default 8,1K,64K,1M,64M,1G)")
@@ -259,6 +282,8 @@ int main(int argc, char** argv) {
   m.copy = 1e-9 / copy;
   m.alpha_inter = inter_alpha_us * 1e-6;
   m.beta_inter = 1e-9 / inter_bandwidth;
+  m.overhead = overhead_us * 1e-6;
+  m.alpha_switch = switch_alpha_us * 1e-6;
   if (nodes > 0) {
     if (static_cast<long long>(nodes) * ranks_per_node > (1 << 24)) {
       std::fprintf(stderr, "collx-model: --nodes x --ranks-per-node is above 2^24 ranks\n");
@@ -365,6 +390,9 @@ int main(int argc, char** argv) {
                                     {"nodes", m.nodes},
                                     {"inter_alpha_us", m.alpha_inter * 1e6},
                                     {"inter_gbps", 1e-9 / m.beta_inter},
+                                    {"overhead_us", m.overhead * 1e6},
+                                    {"switch_nodes", m.switch_nodes},
+                                    {"switch_alpha_us", m.alpha_switch * 1e6},
                                     {"segment_bytes", m.segment_bytes}}},
                                   {"predictions", predictions}};
     out << document.dump(1) << "\n";
