@@ -770,15 +770,14 @@ Algorithm best(Collective c, int p, double bytes, const Machine& m) {
   Algorithm winner = Algorithm::automatic;
   double fastest = std::numeric_limits<double>::infinity();
   for (Algorithm a : algorithms_of(c)) {
-    if (a == Algorithm::shared_memory && !m.one_node) continue;
+    if (runs_through_arena(c, a) && !m.one_node) continue;
     const auto k = cost(c, a, p, bytes, m.segment_bytes, m.nodes);
     // A tie across nodes, several ranks on each, goes to the node-aware algorithm: a flat
     // schedule matches it only with the ranks placed in blocks of nodes (the model's
     // assumption), the node-aware one on any placement. (With one rank per node it runs the
     // flat one.)
-    const bool node_aware = a == Algorithm::hierarchical || a == Algorithm::multi_leader;
     if (k && (k->seconds(m) < fastest ||
-              (m.nodes > 1 && p > m.nodes && node_aware &&
+              (m.nodes > 1 && p > m.nodes && node_aware(c, a) &&
                k->seconds(m) <= fastest * (1 + 1e-9)))) {
       fastest = k->seconds(m);
       winner = a;

@@ -170,6 +170,10 @@ extern const Entry mpi_library;
 std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
                          std::size_t segment_bytes, int nodes = 1);
 
+// Whether the algorithm's entry splits its phases by node (Entry::node_aware); false where the
+// collective has no such algorithm.
+bool node_aware(Collective collective, Algorithm algorithm);
+
 // The cheapest algorithm for the call on `machine` (its nodes).
 Algorithm best(Collective collective, int p, double bytes, const Machine& machine);
 

@@ -162,6 +162,11 @@ std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, doub
   return c;
 }
 
+bool node_aware(Collective collective, Algorithm algorithm) {
+  const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
+  return row != nullptr && row->node_aware();
+}
+
 std::string describe(Collective collective, Algorithm algorithm) {
   const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
   return row == nullptr ? std::string() : std::string(row->cost_model->description);
