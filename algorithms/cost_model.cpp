@@ -291,10 +291,10 @@ const Entry allreduce_hierarchical{
       c.reduced = lg * s.n;
       return add(c, across_nodes(flat_allreduce(s, s.nodes, s.n)));
     },
-    "Node-aware: reduce inside each node to its leader (local rank 0; through the node's segment "
+    "Node-aware: reduce inside each node to its leader (local rank 0; through the node's arena "
     "where it has one, else a binomial tree of ceil(log2 k) levels of n bytes), an allreduce of "
     "the n bytes across the leaders (recursive doubling up to 32 KiB, Rabenseifner above), "
-    "broadcast inside each node (the segment, else a binomial tree). One rank per node carries the "
+    "broadcast inside each node (the arena, else a binomial tree). One rank per node carries the "
     "whole buffer across nodes. Any layout, uniform or not; on one node or with one rank per node "
     "the flat allreduce.",
     true};
@@ -302,7 +302,7 @@ const Entry allreduce_multi_leader{
     [](const Shape& s) {
       if (s.nodes <= 1 || s.per_node <= 1) return node_aware_flat(s);
       const double k = s.per_node;
-      // The k ranks of a node send their slices across nodes at once, through its one link.
+      // The k ranks of a node send their blocks across nodes at once, through its one link.
       Cost across = across_nodes(flat_allreduce(s, s.nodes, s.n / k));
       across.inter_bytes *= k;
       // Inside a node: a ring reduce-scatter and a ring allgather, k-1 steps of n/k each.
@@ -310,23 +310,23 @@ const Entry allreduce_multi_leader{
       c.reduced = (k - 1) / k * s.n;
       return add(c, across);
     },
-    "Node-aware, k ranks on every node: reduce-scatter inside each node (local rank i keeps slice "
-    "i, (k-1)/k n bytes; through the node's segment where it has one, else a ring), allreduce of "
-    "slice i across nodes by the ranks of local rank i (n/k bytes each, the k ranks side by side: "
+    "Node-aware, k ranks on every node: reduce-scatter inside each node (local rank i keeps block "
+    "i, (k-1)/k n bytes; through the node's arena where it has one, else a ring), allreduce of "
+    "block i across nodes by the ranks of local rank i (n/k bytes each, the k ranks side by side: "
     "every rank's link carries 1/k of the traffic across nodes), allgather inside each node (the "
-    "segment, else a ring). Nodes with different rank counts: the hierarchical schedule; one node "
+    "arena, else a ring). Nodes with different rank counts: the hierarchical schedule; one node "
     "or one rank per node: the flat allreduce.",
     true};
 
-// The reductions that slice the buffer through the arena, in pieces of kSlicePieceBytes.
-static double slice_rounds(const Shape& s) {
-  const double most = static_cast<double>(kSlicePieceBytes);
+// The arena's block reductions, in pieces of kPieceBytes.
+static double piece_rounds(const Shape& s) {
+  const double most = static_cast<double>(kPieceBytes);
   const double piece = s.segment > 0 ? std::min(most, s.segment / s.p) : most;
   return std::max(1.0, std::ceil(s.n / s.p / piece));
 }
 const Entry allreduce_shared_memory{
     [](const Shape& s) {
-      const double rounds = slice_rounds(s);
+      const double rounds = piece_rounds(s);
       const double others = (s.p - 1) / s.p * s.n;
       // Pieces of the others' blocks in, the own block reduced and copied out, the others'
       // reduced pieces out.
@@ -540,7 +540,7 @@ const Entry reduce_scatter_recursive_halving{
     "log2 p' halving steps over the core ranks' shares; fold for non-powers of two."};
 const Entry reduce_scatter_shared_memory{
     [](const Shape& s) {
-      const double rounds = slice_rounds(s);
+      const double rounds = piece_rounds(s);
       const double others = (s.p - 1) / s.p * s.n;
       return Cost{rounds, 0, others, others};
     },
@@ -561,7 +561,7 @@ static bool splits(const Shape& s) {
 static Cost all_flat(const Shape& s, const Cost& c) {
   return s.nodes > 1 ? across_nodes(c) : c;
 }
-// The slices of k ranks of a node crossing at once: through the node's one link.
+// The blocks of k ranks of a node crossing at once: through the node's one link.
 static Cost k_abreast(Cost across, double k) {
   across.inter_bytes *= k;
   return across;
@@ -601,7 +601,7 @@ const Entry broadcast_hierarchical{
     },
     "Node-aware: a broadcast across nodes from the root to one rank on every other node (its "
     "leader; binomial tree up to 256 KiB or 3 nodes, scatter + allgather above), then a broadcast "
-    "inside each node from that rank (the root on its own node): through the node's segment where "
+    "inside each node from that rank (the root on its own node): through the node's arena where "
     "it has one, else a binomial tree. The buffer crosses into each node once. Any layout, uniform "
     "or not; on one node or with one rank per node the flat broadcast (the same choice on all "
     "ranks).",
@@ -617,7 +617,7 @@ const Entry reduce_hierarchical{
       return add(inside, across_nodes(flat_reduce(s, s.nodes, s.n)));
     },
     "Node-aware: a reduce inside each node to one rank of it (the root on the root's node, "
-    "whatever its local rank; the leader elsewhere; through the node's segment where it has one, "
+    "whatever its local rank; the leader elsewhere; through the node's arena where it has one, "
     "else a binomial tree), partial sums only (avg not divided), then a reduce of the nodes' sums "
     "across nodes to the root (binomial tree up to 64 KiB, Rabenseifner above), which completes "
     "and divides once. Any layout; on one node or with one rank per node the flat reduce (binomial "
@@ -636,7 +636,7 @@ const Entry allgather_hierarchical{
     "Node-aware, the multi-leader form: with k ranks on every node, the ranks of local rank i "
     "allgather their blocks across nodes (recursive doubling on a power of two, Bruck up to 64 "
     "KiB, the ring above; n/k bytes per rank, the k ranks of a node side by side) into region i of "
-    "a buffer laid out local rank first; an allgather inside each node (through the node's segment "
+    "a buffer laid out local rank first; an allgather inside each node (through the node's arena "
     "where it has one, else a ring) assembles the k regions ((k-1)/k n bytes); every rank copies "
     "the blocks to their places (n). Each block leaves its node once toward each other node. "
     "Blocks of any lengths, nodes in blocks of ranks or interleaved (`--map-by node`). Fallbacks: "
@@ -657,7 +657,7 @@ const Entry reduce_scatter_hierarchical{
     },
     "Node-aware, the multi-leader form: with k ranks on every node, every rank copies its input "
     "into a buffer laid out local rank first (n; a.recv may then alias the input), a "
-    "reduce-scatter inside each node (through the node's segment where it has one, else a ring) "
+    "reduce-scatter inside each node (through the node's arena where it has one, else a ring) "
     "leaves region i (the blocks of the ranks of local rank i) summed over the node on local rank "
     "i ((k-1)/k n bytes, avg not divided), and those ranks reduce-scatter their region across "
     "nodes (recursive halving up to 64 KiB, the ring above; n/k bytes per rank, side by side), "

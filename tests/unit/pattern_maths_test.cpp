@@ -13,7 +13,7 @@
 #include "blocks.hpp"
 #include "bruck.hpp"
 #include "recursive.hpp"
-#include "slices.hpp"
+#include "pieces.hpp"
 #include "tree.hpp"
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include "collx/error.hpp"
 #include "operation.hpp"
+#include "registry.hpp"
 
 namespace {
 
@@ -69,6 +70,23 @@ TEST(Phases, SplitHandsOutConsecutiveShares) {
   } catch (const collx::Error& e) {
     EXPECT_NE(std::string(e.what()).find("gather"), std::string::npos) << e.what();
   }
+}
+
+// Every row declares the tag phases its schedule uses, within a schedule's budget; run_schedule
+// hands it a share of exactly that many (the simulated-rank suites, which run every row, then
+// prove none uses more), and a share asked beyond what it is cut from fails.
+TEST(Phases, EveryRowDeclaresPhasesWithinTheBudget) {
+  const Phases all;
+  for (const collx::detail::AlgorithmRow& row : collx::detail::registry()) {
+    EXPECT_GE(row.tag_phases, 0) << to_string(row.algorithm);
+    EXPECT_LE(row.tag_phases, all.count())
+        << to_string(row.collective) << ":" << to_string(row.algorithm);
+    const Phases share = all.part("row", 0, row.tag_phases);
+    EXPECT_EQ(share.count(), row.tag_phases);
+    EXPECT_THROW(share.part("more", 0, row.tag_phases + 1), collx::Error);
+    EXPECT_THROW(share[row.tag_phases], collx::Error);
+  }
+  EXPECT_LT(all.count(), collx::detail::kPhasesPerOp);
 }
 
 }  // namespace

@@ -4,9 +4,12 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <initializer_list>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,45 +32,65 @@ const char* env(const char* name) {
   return (value != nullptr && *value != '\0') ? value : nullptr;
 }
 
-// A variable under its name or, where that is unset, under its old name (an alias the README
-// lists); `used` is the one read, for the error message.
-const char* env_or_alias(const char* name, const char* alias, const char*& used) {
-  used = name;
-  if (const char* v = env(name)) return v;
-  used = alias;
-  return env(alias);
-}
-
 [[noreturn]] void bad_value(const char* name, std::string_view value, std::string_view why) {
   throw Error(ErrorCode::config, "", -1,
               std::string(name) + "=\"" + std::string(value) + "\": " + std::string(why));
 }
 
-// The whole number `value` of variable `name`, from `low` to `high`, else bad_value saying it
-// expected `what`.
-int int_in(const char* name, std::string_view value, int low, int high, std::string_view what) {
-  int n = 0;
-  const std::string_view s = trim(value);
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < low || n > high) {
-    bad_value(name, value, "expected " + std::string(what));
+// Variable `name` where set, one of `choices` (its spellings and their values) into `into`;
+// anything else is bad_value saying it expected `what`.
+template <class T>
+void choice(const char* name, T& into,
+            std::initializer_list<std::pair<std::string_view, std::type_identity_t<T>>> choices,
+            const char* what) {
+  const char* v = env(name);
+  if (v == nullptr) return;
+  for (const auto& [spelling, value] : choices) {
+    if (trim(v) == spelling) {
+      into = value;
+      return;
+    }
   }
-  return n;
+  bad_value(name, v, std::string("expected ") + what);
 }
 
-// Read on every call, so lock-free once loaded. Replaced configurations are kept (not freed):
-// a caller may still hold a reference to the old one.
-std::atomic<const Config*>& current() {
-  return current_config;
+void flag(const char* name, bool& into) {
+  choice(name, into, {{"0", false}, {"1", true}}, "0 or 1");
 }
-std::vector<std::unique_ptr<Config>>& all_configs() {
+
+// Variable `name` where set, a whole number from `low` to `high`, into `into`.
+void int_in(const char* name, int& into, int low, int high, const char* what) {
+  const char* v = env(name);
+  if (v == nullptr) return;
+  int n = 0;
+  const std::string_view s = trim(v);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < low || n > high) {
+    bad_value(name, v, std::string("expected ") + what);
+  }
+  into = n;
+}
+
+// Variable `name` (or, where that is unset, its old name `alias`, which the README lists) where
+// set, a size (K/M/G suffixes) from `low` to `high`, into `into`; the error names the one read.
+void size_in(const char* name, const char* alias, std::size_t& into, std::size_t low,
+             std::size_t high, const char* what) {
+  const char* v = env(name);
+  if (v == nullptr && alias != nullptr) v = env(name = alias);
+  if (v == nullptr) return;
+  const auto bytes = parse_byte_size(v);
+  if (!bytes || *bytes < low || *bytes > high) bad_value(name, v, std::string("expected ") + what);
+  into = *bytes;
+}
+
+// Replaced configurations are kept (not freed): a caller may still hold a reference to one.
+const Config& install(const Config& c) {
   static std::vector<std::unique_ptr<Config>> configs;
-  return configs;
+  configs.push_back(std::make_unique<Config>(c));
+  current_config.store(configs.back().get(), std::memory_order_release);
+  return *configs.back();
 }
-std::mutex& config_mutex() {
-  static std::mutex m;
-  return m;
-}
+std::mutex config_mutex;
 
 }  // namespace
 
@@ -88,19 +111,13 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
   if (ec != std::errc() || end == text.data()) return std::nullopt;
   std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
   suffix = trim(suffix);
-  std::size_t scale = 1;
-  if (suffix.empty() || suffix == "B") {
-    scale = 1;
-  } else if (suffix == "K" || suffix == "k" || suffix == "KiB" || suffix == "KB") {
-    scale = std::size_t{1} << 10;
-  } else if (suffix == "M" || suffix == "m" || suffix == "MiB" || suffix == "MB") {
-    scale = std::size_t{1} << 20;
-  } else if (suffix == "G" || suffix == "g" || suffix == "GiB" || suffix == "GB") {
-    scale = std::size_t{1} << 30;
-  } else {
-    return std::nullopt;
+  static constexpr std::pair<std::string_view, int> kShifts[] = {
+      {"", 0},   {"B", 0},    {"K", 10},  {"k", 10}, {"KiB", 10}, {"KB", 10},  {"M", 20},
+      {"m", 20}, {"MiB", 20}, {"MB", 20}, {"G", 30}, {"g", 30},   {"GiB", 30}, {"GB", 30}};
+  for (const auto& [name, shift] : kShifts) {
+    if (suffix == name) return value << shift;
   }
-  return value * scale;
+  return std::nullopt;
 }
 
 std::optional<std::string> parse_node_layout(std::string_view text, std::vector<int>& into) {
@@ -177,15 +194,9 @@ Config config_from_environment() {
   if (const char* v = env("COLLX_ALGO")) {
     if (auto err = parse_algorithm_overrides(v, c.algorithm)) bad_value("COLLX_ALGO", v, *err);
   }
-  const char* used = nullptr;
-  if (const char* v = env_or_alias("COLLX_SEGMENT_BYTES", "COLLX_CHUNK_BYTES", used)) {
-    const auto bytes = parse_byte_size(v);
-    if (!bytes || *bytes == 0) bad_value(used, v, "expected a positive size");
-    c.segment_bytes = *bytes;
-  }
-  if (const char* v = env("COLLX_PIPELINE_DEPTH")) {
-    c.pipeline_depth = int_in("COLLX_PIPELINE_DEPTH", v, 1, 64, "an integer from 1 to 64");
-  }
+  constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
+  size_in("COLLX_SEGMENT_BYTES", "COLLX_CHUNK_BYTES", c.segment_bytes, 1, kAny, "a positive size");
+  int_in("COLLX_PIPELINE_DEPTH", c.pipeline_depth, 1, 64, "an integer from 1 to 64");
   if (const char* v = env("COLLX_TIMEOUT")) {
     char* end = nullptr;
     const double seconds = std::strtod(v, &end);
@@ -194,104 +205,45 @@ Config config_from_environment() {
     }
     c.timeout_seconds = seconds;
   }
-  if (const char* v = env("COLLX_DEBUG")) {
-    const std::string_view s = trim(v);
-    if (s == "WARN" || s == "warn") {
-      c.debug = DebugLevel::warn;
-    } else if (s == "INFO" || s == "info") {
-      c.debug = DebugLevel::info;
-    } else if (s == "TRACE" || s == "trace") {
-      c.debug = DebugLevel::trace;
-    } else if (s == "NONE" || s == "none" || s == "0") {
-      c.debug = DebugLevel::none;
-    } else {
-      bad_value("COLLX_DEBUG", v, "expected NONE, WARN, INFO or TRACE");
-    }
-  }
-  if (const char* v = env("COLLX_CHECK")) {
-    const std::string_view s = trim(v);
-    if (s != "0" && s != "1") bad_value("COLLX_CHECK", v, "expected 0 or 1");
-    c.check = s == "1";
-  }
+  choice("COLLX_DEBUG", c.debug,
+         {{"WARN", DebugLevel::warn},
+          {"warn", DebugLevel::warn},
+          {"INFO", DebugLevel::info},
+          {"info", DebugLevel::info},
+          {"TRACE", DebugLevel::trace},
+          {"trace", DebugLevel::trace},
+          {"NONE", DebugLevel::none},
+          {"none", DebugLevel::none},
+          {"0", DebugLevel::none}},
+         "NONE, WARN, INFO or TRACE");
+  flag("COLLX_CHECK", c.check);
   if (const char* v = env("COLLX_TUNING_FILE")) c.tuning_file = v;
-  if (const char* v = env("COLLX_AUTOTUNE")) {
-    const std::string_view s = trim(v);
-    if (s == "0") {
-      c.autotune = AutotuneMode::off;
-    } else if (s == "1") {
-      c.autotune = AutotuneMode::exact;
-    } else if (s == "all") {
-      c.autotune = AutotuneMode::all;
-    } else {
-      bad_value("COLLX_AUTOTUNE", v, "expected 0, 1 or all");
-    }
-  }
-  if (const char* v = env("COLLX_AUTOTUNE_WAIT")) {
-    c.autotune_wait = int_in("COLLX_AUTOTUNE_WAIT", v, 0, 16, "a whole number from 0 to 16");
-  }
-  if (const char* v = env("COLLX_PROGRESS_THREAD")) {
-    const std::string_view s = trim(v);
-    if (s != "0" && s != "1") bad_value("COLLX_PROGRESS_THREAD", v, "expected 0 or 1");
-    c.progress_thread = s == "1";
-  }
-  if (const char* v = env("COLLX_PROGRESS_INTERVAL_US")) {
-    c.progress_interval_us = int_in("COLLX_PROGRESS_INTERVAL_US", v, 0, 1000000,
-                                    "microseconds from 0 to 1000000");
-  }
-  if (const char* v = env("COLLX_TRANSPORT")) {
-    const std::string_view s = trim(v);
-    if (s == "mpi" || s == "MPI") {
-      c.transport = TransportKind::mpi;
-    } else if (s == "ucx" || s == "UCX") {
-      c.transport = TransportKind::ucx;
-    } else {
-      bad_value("COLLX_TRANSPORT", v, "expected mpi or ucx");
-    }
-  }
-  if (const char* v = env("COLLX_CUDA_AWARE")) {
-    const std::string_view s = trim(v);
-    if (s != "0" && s != "1") bad_value("COLLX_CUDA_AWARE", v, "expected 0 or 1");
-    c.cuda_aware = s == "1";
-  }
-  if (const char* v = env("COLLX_DEVICE_HOST_COPY_BYTES")) {
-    const auto bytes = parse_byte_size(v);
-    if (!bytes) bad_value("COLLX_DEVICE_HOST_COPY_BYTES", v, "expected a size (0: never)");
-    c.device_host_copy_bytes = *bytes;
-  }
-  if (const char* v = env("COLLX_SHM")) {
-    const std::string_view s = trim(v);
-    if (s != "0" && s != "1") bad_value("COLLX_SHM", v, "expected 0 or 1");
-    c.shared_memory = s == "1";
-  }
-  if (const char* v = env_or_alias("COLLX_SHM_SLOT_BYTES", "COLLX_SHM_CHUNK_BYTES", used)) {
-    const auto bytes = parse_byte_size(trim(v));
-    if (!bytes || *bytes < 4096 || *bytes > (std::size_t{64} << 20)) {
-      bad_value(used, v, "expected a size from 4K to 64M");
-    }
-    c.shm_slot_bytes = *bytes;
-  }
-  if (const char* v = env("COLLX_SHM_DIRECT")) {
-    const std::string_view s = trim(v);
-    if (s != "0" && s != "1") bad_value("COLLX_SHM_DIRECT", v, "expected 0 or 1");
-    c.shm_direct = s == "1";
-  }
-  if (const char* v = env("COLLX_SHM_STORES")) {
-    const std::string_view s = trim(v);
-    if (s == "auto") {
-      c.shm_stores = RingStorePolicy::automatic;
-    } else if (s == "plain") {
-      c.shm_stores = RingStorePolicy::plain;
-    } else if (s == "streaming") {
-      c.shm_stores = RingStorePolicy::streaming;
-    } else {
-      bad_value("COLLX_SHM_STORES", v, "expected auto, plain or streaming");
-    }
-  }
-  if (const char* v = env("COLLX_SMPI_SHARED_BYTES")) {
-    const auto bytes = parse_byte_size(trim(v));
-    if (!bytes) bad_value("COLLX_SMPI_SHARED_BYTES", v, "expected a size (0: never)");
-    c.smpi_shared_bytes = *bytes;
-  }
+  choice("COLLX_AUTOTUNE", c.autotune,
+         {{"0", AutotuneMode::off}, {"1", AutotuneMode::exact}, {"all", AutotuneMode::all}},
+         "0, 1 or all");
+  int_in("COLLX_AUTOTUNE_WAIT", c.autotune_wait, 0, 16, "a whole number from 0 to 16");
+  flag("COLLX_PROGRESS_THREAD", c.progress_thread);
+  int_in("COLLX_PROGRESS_INTERVAL_US", c.progress_interval_us, 0, 1000000,
+         "microseconds from 0 to 1000000");
+  choice("COLLX_TRANSPORT", c.transport,
+         {{"mpi", TransportKind::mpi},
+          {"MPI", TransportKind::mpi},
+          {"ucx", TransportKind::ucx},
+          {"UCX", TransportKind::ucx}},
+         "mpi or ucx");
+  choice("COLLX_CUDA_AWARE", c.cuda_aware, {{"0", false}, {"1", true}}, "0 or 1");
+  size_in("COLLX_DEVICE_HOST_COPY_BYTES", nullptr, c.device_host_copy_bytes, 0, kAny,
+          "a size (0: never)");
+  flag("COLLX_SHM", c.shared_memory);
+  size_in("COLLX_SHM_SLOT_BYTES", "COLLX_SHM_CHUNK_BYTES", c.shm_slot_bytes, 4096,
+          std::size_t{64} << 20, "a size from 4K to 64M");
+  choice("COLLX_SHM_DIRECT", c.shm_direct, {{"0", false}, {"1", true}}, "0 or 1");
+  choice("COLLX_SHM_STORES", c.shm_stores,
+         {{"auto", RingStorePolicy::automatic},
+          {"plain", RingStorePolicy::plain},
+          {"streaming", RingStorePolicy::streaming}},
+         "auto, plain or streaming");
+  size_in("COLLX_SMPI_SHARED_BYTES", nullptr, c.smpi_shared_bytes, 0, kAny, "a size (0: never)");
   if (const char* v = env("COLLX_NODE_LAYOUT")) {
     if (auto err = parse_node_layout(v, c.node_layout)) bad_value("COLLX_NODE_LAYOUT", v, *err);
   }
@@ -301,17 +253,14 @@ Config config_from_environment() {
 std::atomic<const Config*> current_config{nullptr};
 
 const Config& load_config() {
-  std::lock_guard lock(config_mutex());
-  if (const Config* loaded = current().load(std::memory_order_acquire)) return *loaded;
-  all_configs().push_back(std::make_unique<Config>(config_from_environment()));
-  current().store(all_configs().back().get(), std::memory_order_release);
-  return *all_configs().back();
+  std::lock_guard lock(config_mutex);
+  if (const Config* loaded = current_config.load(std::memory_order_acquire)) return *loaded;
+  return install(config_from_environment());
 }
 
 void set_config(const Config& replacement) {
-  std::lock_guard lock(config_mutex());
-  all_configs().push_back(std::make_unique<Config>(replacement));
-  current().store(all_configs().back().get(), std::memory_order_release);
+  std::lock_guard lock(config_mutex);
+  install(replacement);
 }
 
 }  // namespace collx::detail

@@ -28,7 +28,8 @@ enum class RingStorePolicy { automatic, plain, streaming };
 struct Config {
   // COLLX_ALGO="allreduce:ring;broadcast:binomial_tree": forced algorithm per collective.
   std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};
-  // COLLX_CHUNK_BYTES (accepts K/M/G suffixes): segment size of pipelined algorithms; 0 = tuned.
+  // COLLX_SEGMENT_BYTES (old name COLLX_CHUNK_BYTES; K/M/G suffixes): segment size of pipelined
+  // algorithms; 0 = tuned.
   std::size_t segment_bytes = 0;
   // COLLX_PIPELINE_DEPTH: segments in flight; 0 = tuned.
   int pipeline_depth = 0;
@@ -43,10 +44,9 @@ struct Config {
   // COLLX_AUTOTUNE=0|1|all (default 1): whether auto tries the candidates the table ranks
   // closest in the first blocking calls of each size class and keeps the fastest
   // (autotune.hpp). 1: where the algorithm cannot change a bit of the result (data movement,
-  // integer reductions, min and max, and at two ranks every reduction: its two values are
-  // combined once, in one order); all: floating-point sums, products and averages too,
-  // whose last bits then depend on which algorithm won on this run (still the same on every
-  // rank of a call); 0: the table alone.
+  // integer reductions, min and max, any reduction at two ranks); all: floating-point sums,
+  // products and averages too (their last bits then depend on which algorithm won on this
+  // run, still the same on every rank); 0: the table alone.
   AutotuneMode autotune = AutotuneMode::exact;
   // COLLX_AUTOTUNE_WAIT (default 2, 0 to 16): a tried size class's first calls run the table's
   // choice, untimed, until they number this many times the calls its trials take; then the
@@ -65,9 +65,8 @@ struct Config {
   // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
   std::optional<bool> cuda_aware;
   // COLLX_DEVICE_HOST_COPY_BYTES (K/M/G suffixes; 0 = never): blocking calls on device memory of at
-  // most this many bytes (at most kDirectHostCopyBytes of them where the transport takes device
-  // memory) run on a host copy of their buffers (one copy in, the host algorithm, one copy out)
-  // instead of a device step per message: a small call then pays two copies' round trips
+  // most this many bytes (at most kDirectHostCopyBytes where the transport takes device memory)
+  // run on a host copy of their buffers: a small call then pays two copies' round trips
   // instead of one per step (docs/DEVICE_MEMORY.md).
   std::size_t device_host_copy_bytes = std::size_t{256} << 10;
   // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory arena
@@ -89,11 +88,9 @@ struct Config {
   // on one machine; the sizes must add up to MPI_COMM_WORLD's size. Empty: discovered.
   std::vector<int> node_layout;
   // COLLX_SMPI_SHARED_BYTES (K/M/G suffixes; 0 = never, the default): in a build for SimGrid's
-  // SMPI (COLLX_SMPI), scratch buffers of at least this many bytes come from SMPI's shared
-  // malloc, one block of memory that every simulated rank maps: what lets a simulation of 1,024
-  // ranks run large sizes in a machine's memory. Their contents are then meaningless (all ranks
-  // write the same bytes), so results are not exact: for timing runs only (docs/SCALE.md).
-  // Ignored by other builds.
+  // SMPI, scratch buffers of at least this many bytes come from SMPI's shared malloc, one block
+  // every simulated rank maps, so 1,024 simulated ranks fit large sizes in one machine's memory.
+  // Their contents are then meaningless: for timing runs only (docs/SCALE.md).
   std::size_t smpi_shared_bytes = 0;
 };
 

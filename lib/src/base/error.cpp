@@ -1,35 +1,25 @@
 #include "collx/error.hpp"
 
+#include <array>
 #include <string>
 
 namespace collx {
 
 std::string_view to_string(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::invalid_argument:
-      return "invalid argument";
-    case ErrorCode::unsupported:
-      return "unsupported";
-    case ErrorCode::communicator_freed:
-      return "communicator freed";
-    case ErrorCode::mismatch:
-      return "mismatched call";
-    case ErrorCode::timeout:
-      return "timeout";
-    case ErrorCode::mpi:
-      return "MPI error";
-    case ErrorCode::transport:
-      return "transport error";
-    case ErrorCode::cuda:
-      return "CUDA error";
-    case ErrorCode::config:
-      return "configuration error";
-    case ErrorCode::internal:
-      return "internal error";
-    case ErrorCode::revoked:
-      return "communicator revoked";
-  }
-  return "error";
+  // In ErrorCode's order.
+  static constexpr std::array<std::string_view, 11> kNames = {"invalid argument",
+                                                              "unsupported",
+                                                              "communicator freed",
+                                                              "mismatched call",
+                                                              "timeout",
+                                                              "MPI error",
+                                                              "transport error",
+                                                              "CUDA error",
+                                                              "configuration error",
+                                                              "internal error",
+                                                              "communicator revoked"};
+  const auto i = static_cast<std::size_t>(code);
+  return i < kNames.size() ? kNames[i] : "error";
 }
 
 namespace {

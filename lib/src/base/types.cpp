@@ -18,15 +18,8 @@ std::size_t size_of(DataType type) {
 }
 
 bool is_floating(DataType type) {
-  switch (type) {
-    case DataType::float16:
-    case DataType::bfloat16:
-    case DataType::float32:
-    case DataType::float64:
-      return true;
-    default:
-      return false;
-  }
+  return type == DataType::float16 || type == DataType::bfloat16 || type == DataType::float32 ||
+         type == DataType::float64;
 }
 
 bool is_supported(DataType type, ReduceOp op) {

@@ -4,7 +4,7 @@
 // The executor waits on it without knowing what it is: it asks whether it is met, lets it
 // block for a while (the condition knows how to sleep until it may be met), and names it in a
 // timeout message. The layer that owns the state provides the condition (shm/ for the shared
-// segment's counters).
+// arena's counters).
 #pragma once
 
 #include <chrono>

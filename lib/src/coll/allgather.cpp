@@ -201,14 +201,14 @@ std::vector<std::size_t> LocalRankOrder::within(int local) const {
 
 std::span<const AlgorithmRow> allgather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring),
+      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring, 2),
       row<Collective::allgather>(Algorithm::recursive_doubling, allgather_recursive_doubling,
-                                 model::allgather_recursive_doubling),
-      row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck),
+                                 model::allgather_recursive_doubling, 2),
+      row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck, 1),
       row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory,
-                                 model::allgather_shared_memory, Algorithm::ring),
+                                 model::allgather_shared_memory, 2, Algorithm::ring),
       row<Collective::allgather>(Algorithm::hierarchical, allgather_hierarchical,
-                                 model::allgather_hierarchical),
+                                 model::allgather_hierarchical, 4),
   };
   return rows;
 }

@@ -214,45 +214,105 @@ Algorithm flat_allreduce(std::size_t bytes) {
                                                      : Algorithm::rabenseifner;
 }
 
-// The node-aware allreduces on 2, 4, 8, ... nodes, pipelined: the buffer in chunks, and the
+// The node-aware allreduces on 2, 4, 8, ... nodes, pipelined: the buffer in node segments, and the
 // allreduce across the nodes of what crosses them in flight while the node works on the
-// neighbouring chunks, so the phases inside a node and across nodes overlap chunk by chunk.
-// multi_leader (`sliced`): the node reduce-scatters a chunk, each local rank allreduces its
-// slice across the nodes with the ranks of its local rank, the node allgathers the slices.
-// hierarchical: the node reduces a chunk to its leader (local rank 0), the leaders allreduce it
+// neighbouring segments, so the phases inside a node and across nodes overlap segment by segment.
+// multi_leader (`by_blocks`): the node reduce-scatters a segment, each local rank allreduces its
+// block across the nodes with the ranks of its local rank, the node allgathers the blocks.
+// hierarchical: the node reduces a segment to its leader (local rank 0), the leaders allreduce it
 // across the nodes, the leader broadcasts it in its node; the other ranks only run the node
-// phases. Across N = 2^L nodes the allreduce of a slice (or chunk) is Rabenseifner's: L
+// phases. Across N = 2^L nodes the allreduce of a block (or segment) is Rabenseifner's: L
 // exchanges of recursive halving (each keeps half of its range, sends the other half to the
 // peer at node distance N/2, N/4, ..., and combines what it receives with its own: the lower
 // node's partial first, the last step dividing for avg) and L of recursive doubling (the
-// completed ranges swapped back in the reverse order). Chunk c posts its exchange e at
-// iteration c + e, right after the node has run its first phase on chunk c + e, and runs its
-// last node phase at iteration c + 2L: up to 2L chunks' exchanges are in flight at once, each
-// pair of peers seeing its messages of one step in chunk order. Every element is completed on
+// completed ranges swapped back in the reverse order). Node segment c posts its exchange e at
+// iteration c + e, right after the node has run its first phase on segment c + e, and runs its
+// last node phase at iteration c + 2L: up to 2L segments' exchanges are in flight at once, each
+// pair of peers seeing its messages of one step in segment order. Every element is completed on
 // one rank and copied from there: the same bits on every rank.
 struct NodeAwareForm {
-  bool sliced = true;  // multi_leader's slices; false: hierarchical's leaders carry the chunk
-  Algorithm inside = Algorithm::ring;
+  bool by_blocks = true;  // multi_leader's blocks; false: hierarchical's leaders carry it all
+  Algorithm inside = Algorithm::ring;  // the node phases' algorithm
   Phases node_first, across, node_last;
+  std::span<const int> node;  // this rank's node
+  SharedArena* arena;         // the node's, or null
+  int k = 1;                  // blocks per node
+  int carrier = 0;            // this rank's block (by_blocks), else 0
+  // Who crosses the network with this rank: the ranks of its local rank (by_blocks), or the
+  // leaders; by node, so this rank is number node_of(rank) of them.
+  bool crosses = true;
+  std::span<const int> peers{};
 };
 
-Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
-                                    const patterns::NodeLayout& layout, SharedArena* node_arena,
-                                    std::size_t chunk, const NodeAwareForm& form) {
-  const std::size_t elem = a.reduction.element_size;
-  const std::span<const int> node = layout.members(layout.node_of(op.rank()));
+NodeAwareForm node_aware_form(Operation& op, const patterns::NodeLayout& layout, bool by_blocks,
+                              SharedArena* arena, Phases node_first, Phases across,
+                              Phases node_last) {
   const int local = layout.local_rank(op.rank());
-  const int k = form.sliced ? static_cast<int>(node.size()) : 1;
-  // Who crosses the network with this rank: the ranks of its local rank (sliced), or the
-  // leaders; by node, so this rank is number node_of(rank) of them.
-  const bool crosses = form.sliced || local == 0;
-  const std::span<const int> peers = layout.peers(form.sliced ? local : 0);
+  const std::span<const int> node = layout.members(layout.node_of(op.rank()));
+  const Algorithm inside = arena != nullptr ? Algorithm::shared_memory
+                           : by_blocks      ? Algorithm::ring
+                                            : Algorithm::binomial_tree;
+  return {by_blocks,
+          inside,
+          node_first,
+          across,
+          node_last,
+          node,
+          arena,
+          by_blocks ? static_cast<int>(node.size()) : 1,
+          by_blocks ? local : 0,
+          by_blocks || local == 0,
+          layout.peers(by_blocks ? local : 0)};
+}
+
+// Partial sums inside a node: no avg division before the last combining step.
+Reduction partial_of(const Reduction& reduction) {
+  Reduction partial = reduction;
+  partial.divisor = 0;
+  return partial;
+}
+
+// The node's first phase on `count` elements at `in`: a reduce-scatter over `offsets` leaving
+// this rank's block at `block` (by_blocks), or a reduce to the leader into `block`.
+Task node_first_phase(Operation& op, const NodeAwareForm& form, const std::byte* in,
+                      std::byte* block, std::size_t count, const std::vector<std::size_t>& offsets,
+                      const Reduction& partial) {
+  const Operation::Group group(op, form.node, form.arena);
+  if (form.by_blocks) {
+    const ReduceScatterArgs scatter{in, block, offsets, partial, form.node_first};
+    co_await reduce_scatter_task(op, scatter, form.inside);
+  } else {
+    const ReduceArgs reduce{in, block, count, partial, 0, form.node_first, Algorithm::ring};
+    co_await reduce_task(op, reduce, form.inside);
+  }
+}
+
+// The node's last phase into the `count` elements at `out`: the allgather of the blocks
+// (by_blocks), or the leader's broadcast.
+Task node_last_phase(Operation& op, const NodeAwareForm& form, const std::byte* block,
+                     std::byte* out, std::size_t count, const std::vector<std::size_t>& offsets,
+                     std::size_t elem) {
+  const Operation::Group group(op, form.node, form.arena);
+  if (form.by_blocks) {
+    const AllgatherArgs gather{block, out, offsets, elem, form.node_last};
+    co_await allgather_task(op, gather, form.inside);
+  } else {
+    const BroadcastArgs broadcast{out, count, elem, 0, form.node_last};
+    co_await broadcast_task(op, broadcast, form.inside);
+  }
+}
+
+Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
+                                    const patterns::NodeLayout& layout, std::size_t segment,
+                                    const NodeAwareForm form) {
+  const std::size_t elem = a.reduction.element_size;
+  const int k = form.k;
+  const bool crosses = form.crosses;
   const int nodes = layout.nodes();
   const int v = layout.node_of(op.rank());
   const int steps = std::countr_zero(static_cast<unsigned>(nodes));  // L
-  Reduction partial = a.reduction;
-  partial.divisor = 0;
-  // Element ranges within a slice: after halving step j this rank keeps kept[j + 1] of
+  const Reduction partial = partial_of(a.reduction);
+  // Element ranges within a block: after halving step j this rank keeps kept[j + 1] of
   // kept[j] and its peer of that step the rest.
   struct Range {
     std::size_t begin = 0, end = 0;
@@ -274,77 +334,65 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
     const Range mine = kept[static_cast<std::size_t>(j) + 1];
     return mine.begin == whole.begin ? Range{mine.end, whole.end} : Range{whole.begin, mine.begin};
   };
-  const std::size_t chunks = (a.count + chunk - 1) / chunk;
+  const std::size_t segments = (a.count + segment - 1) / segment;
   const std::size_t in_flight = static_cast<std::size_t>(2 * steps) + 1;
-  // The chunks in flight, their storage reused by the chunk 2L + 1 later.
-  struct Chunk {
+  // The node segments in flight, their storage reused by the node segment 2L + 1 later.
+  struct NodeSegment {
     std::size_t begin = 0;
     std::size_t count = 0;
-    std::vector<std::size_t> offsets;  // sliced: the k slices, within the chunk
-    std::byte* slice = nullptr;        // what this rank carries across, in recv
+    std::vector<std::size_t> offsets;  // the k blocks, within the node segment
+    std::byte* block = nullptr;        // what this rank carries across, in recv
     std::vector<Range> kept;           // halve()'s ranges
     ScratchBuffer received;  // the peer's partial of the range this rank keeps at a halving
     Transfer send, recv;
   };
-  std::vector<Chunk> window(in_flight);
+  std::vector<NodeSegment> window(in_flight);
   if (crosses) {
-    const std::size_t largest_half = (chunk / static_cast<std::size_t>(k)) / 2 + 2;
-    for (Chunk& ch : window)
+    const std::size_t largest_half = (segment / static_cast<std::size_t>(k)) / 2 + 2;
+    for (NodeSegment& ch : window)
       ch.received = op.scratch(largest_half * elem);
   }
-  const auto at = [&](std::size_t c) -> Chunk& { return window[c % in_flight]; };
-  const auto at_slice = [&](const Chunk& ch, std::size_t i) { return ch.slice + i * elem; };
-  // Exchange e of chunk c: halving e < L, doubling 2L - 1 - e after.
-  const auto post = [&](Chunk& ch, int e) {
-    const Operation::Group group(op, peers);
+  const auto at = [&](std::size_t c) -> NodeSegment& { return window[c % in_flight]; };
+  const auto at_block = [&](const NodeSegment& ch, std::size_t i) { return ch.block + i * elem; };
+  // Exchange e of segment c: halving e < L, doubling 2L - 1 - e after.
+  const auto post = [&](NodeSegment& ch, int e) {
+    const Operation::Group group(op, form.peers);
     const int j = e < steps ? e : 2 * steps - 1 - e;
     const int peer = v ^ (nodes >> (j + 1));
     const Range mine = ch.kept[static_cast<std::size_t>(j) + 1];
     const Range theirs = given(ch.kept, j);
     if (e < steps) {
       op.recv(ch.recv, ch.received.data(), mine.count() * elem, peer, form.across[0]);
-      op.send(ch.send, at_slice(ch, theirs.begin), theirs.count() * elem, peer, form.across[0]);
+      op.send(ch.send, at_block(ch, theirs.begin), theirs.count() * elem, peer, form.across[0]);
     } else {
-      op.recv(ch.recv, at_slice(ch, theirs.begin), theirs.count() * elem, peer, form.across[1]);
-      op.send(ch.send, at_slice(ch, mine.begin), mine.count() * elem, peer, form.across[1]);
+      op.recv(ch.recv, at_block(ch, theirs.begin), theirs.count() * elem, peer, form.across[1]);
+      op.send(ch.send, at_block(ch, mine.begin), mine.count() * elem, peer, form.across[1]);
     }
   };
-  const auto combine_halving = [&](Chunk& ch, int j) {
+  const auto combine_halving = [&](NodeSegment& ch, int j) {
     const int peer = v ^ (nodes >> (j + 1));
     const Range mine = ch.kept[static_cast<std::size_t>(j) + 1];
-    std::byte* own = at_slice(ch, mine.begin);
+    std::byte* own = at_block(ch, mine.begin);
     const std::byte* lower = v < peer ? own : ch.received.data();
     const std::byte* upper = v < peer ? ch.received.data() : own;
     a.reduction.combine(own, lower, upper, mine.count(), j == steps - 1);
   };
-  for (std::size_t t = 0; t < chunks + static_cast<std::size_t>(2 * steps); ++t) {
-    if (t < chunks) {
-      Chunk& now = at(t);
-      now.begin = t * chunk;
-      now.count = std::min(chunk, a.count - now.begin);
-      std::byte* const out = a.recv + now.begin * elem;
+  for (std::size_t t = 0; t < segments + static_cast<std::size_t>(2 * steps); ++t) {
+    if (t < segments) {
+      NodeSegment& now = at(t);
+      now.begin = t * segment;
+      now.count = std::min(segment, a.count - now.begin);
+      now.offsets = offsets_of(patterns::BlockLayout{now.count, k});
+      const auto i = static_cast<std::size_t>(form.carrier);
+      now.block = a.recv + (now.begin + now.offsets[i]) * elem;
+      halve(now.kept, now.offsets[i + 1] - now.offsets[i]);
       const std::byte* const in = a.send + now.begin * elem;
-      {
-        const Operation::Group group(op, node, node_arena);
-        if (form.sliced) {
-          now.offsets = offsets_of(patterns::BlockLayout{now.count, k});
-          const auto i = static_cast<std::size_t>(local);
-          now.slice = out + now.offsets[i] * elem;
-          halve(now.kept, now.offsets[i + 1] - now.offsets[i]);
-          const ReduceScatterArgs scatter{in, now.slice, now.offsets, partial, form.node_first};
-          co_await reduce_scatter_task(op, scatter, form.inside);
-        } else {
-          now.slice = out;
-          halve(now.kept, now.count);
-          const ReduceArgs reduce{in, out, now.count, partial, 0, form.node_first, Algorithm::ring};
-          co_await reduce_task(op, reduce, form.inside);
-        }
-      }
+      co_await node_first_phase(op, form, in, now.block, now.count, now.offsets, partial);
       if (crosses) post(now, 0);
     }
     for (int e = 1; e <= 2 * steps; ++e) {
-      if (t < static_cast<std::size_t>(e) || t - static_cast<std::size_t>(e) >= chunks) continue;
-      Chunk& ch = at(t - static_cast<std::size_t>(e));
+      if (t < static_cast<std::size_t>(e) || t - static_cast<std::size_t>(e) >= segments) continue;
+      NodeSegment& ch = at(t - static_cast<std::size_t>(e));
       if (crosses) {
         co_await op.wait(ch.send, ch.recv);
         if (e - 1 < steps) combine_halving(ch, e - 1);
@@ -355,161 +403,109 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
       } else if (e < 2 * steps) {
         continue;
       }
-      const Operation::Group group(op, node, node_arena);
-      if (form.sliced) {
-        const AllgatherArgs gather{ch.slice, a.recv + ch.begin * elem, ch.offsets, elem,
-                                   form.node_last};
-        co_await allgather_task(op, gather, form.inside);
-      } else {
-        const BroadcastArgs broadcast{a.recv + ch.begin * elem, ch.count, elem, 0, form.node_last};
-        co_await broadcast_task(op, broadcast, form.inside);
-      }
+      std::byte* const out = a.recv + ch.begin * elem;
+      co_await node_last_phase(op, form, ch.block, out, ch.count, ch.offsets, elem);
     }
   }
 }
 
-// Whether the node-aware allreduce of `a` runs pipelined, and in chunks of how many elements:
-// nodes a power of two, host memory, and a buffer of more than one chunk. Each carrier's share
-// of a chunk (a slice of k ranks' chunk, or the leader's whole chunk) is four segments or more,
-// and there are about 8 chunks at most: with shares of one segment the chunks' messages and
-// handoffs cost more than the overlap gave on the emulated cluster
+// Whether the node-aware allreduce of `a` runs pipelined, and in node segments of how many
+// elements: nodes a power of two, host memory, and a buffer of more than one node segment. Each
+// carrier's share of one (its block, or the leader's whole node segment) is four segments
+// (Options::segment_bytes) or more, and there are about 8 node segments at most: with shares of
+// one segment their messages and handoffs cost more than the overlap gave
 // (docs/results/cluster-multi-leader-pipelined-forms-2x2.csv).
-std::size_t pipelined_chunk(const Operation& op, const AllreduceArgs& a,
-                            const patterns::NodeLayout& layout, int carriers_per_node) {
+std::size_t pipelined_segment(const Operation& op, const AllreduceArgs& a,
+                              const patterns::NodeLayout& layout, int carriers_per_node) {
   if (!std::has_single_bit(static_cast<unsigned>(layout.nodes())) || op.device_memory()) return 0;
   const auto k = static_cast<std::size_t>(carriers_per_node);
-  const std::size_t chunk =
+  const std::size_t segment =
       std::max({4 * op.segment_bytes() * k / a.reduction.element_size, a.count / 8, k});
-  return a.count > chunk ? chunk : 0;
+  return a.count > segment ? segment : 0;
+}
+
+// The node-aware allreduce of a buffer of one node segment: the node's first phase, the
+// allreduce across nodes of this rank's block (by_blocks) or the leaders' whole buffer, the
+// node's last phase.
+Task allreduce_node_aware(Operation& op, const AllreduceArgs& a, const NodeAwareForm& form) {
+  const std::size_t elem = a.reduction.element_size;
+  const std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, form.k});
+  const auto i = static_cast<std::size_t>(form.carrier);
+  std::byte* const block = a.recv + offsets[i] * elem;
+  const std::size_t block_count = offsets[i + 1] - offsets[i];
+  const Reduction partial = partial_of(a.reduction);
+  co_await node_first_phase(op, form, a.send, block, a.count, offsets, partial);
+  if (form.crosses) {
+    const Operation::Group group(op, form.peers);
+    const AllreduceArgs across{block, block, block_count, a.reduction, form.across};
+    co_await allreduce_task(op, across, flat_allreduce(block_count * elem));
+  }
+  co_await node_last_phase(op, form, block, a.recv, a.count, offsets, elem);
 }
 
 // Hierarchical: a reduce inside each node to its leader (local rank 0), an allreduce of the
 // leaders across nodes, a broadcast inside each node. The leaders' allreduce completes (and for
 // avg divides) every value once, and the broadcast copies its bits, so every rank gets the same
 // result. Any layout. The phases inside a node run through `node_arena` where the node has one
-// (its turn held for the whole operation, see allreduce_hierarchical), else as binomial trees.
-// On 2, 4, 8, ... nodes a buffer of several chunks runs pipelined (above).
-Task allreduce_hierarchical_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
+// (its turn held for the whole operation, see with_node_arena), else as binomial trees.
+// On 2, 4, 8, ... nodes a buffer of several node segments runs pipelined (above).
+//
+// Multi-leader (`by_blocks`): with k ranks on every node, a reduce-scatter inside each node
+// leaves block i of the node's sum on local rank i; the ranks of local rank i allreduce block i
+// across nodes; an allgather inside each node assembles the blocks. Every rank's link across
+// nodes carries 1/k of the buffer. Block i is completed once, by its allreduce across nodes,
+// and copied by the allgather: the same bits on every rank. The phases inside a node run through
+// `node_arena` where the node has one, else as rings. Where the nodes hold different numbers of
+// ranks it runs the hierarchical schedule.
+template <bool kByBlocks>
+Task allreduce_node_aware_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
   if (trivial(op, a)) co_return;
-  const std::size_t bytes = a.count * a.reduction.element_size;
   const patterns::NodeLayout* layout = node_split(op);
   if (layout == nullptr) {
-    co_await allreduce_task(op, a, flat_allreduce(bytes));
+    co_await allreduce_task(op, a, flat_allreduce(a.count * a.reduction.element_size));
     co_return;
   }
-  const std::span<const int> node = layout->members(layout->node_of(op.rank()));
-  const bool leader = layout->local_rank(op.rank()) == 0;
-  const Algorithm inside =
-      node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree;
-  const auto [node_reduce, across_nodes, node_broadcast] =
-      a.phases.split({{"node reduce", 1}, {"across nodes", 2}, {"node broadcast", 1}});
-  if (const std::size_t chunk = pipelined_chunk(op, a, *layout, 1); chunk > 0) {
-    const NodeAwareForm form{false, inside, node_reduce, across_nodes, node_broadcast};
-    co_await allreduce_node_aware_pipelined(op, a, *layout, node_arena, chunk, form);
-    co_return;
-  }
-  // Partial sums inside a node: no avg division before the last combining step.
-  Reduction partial = a.reduction;
-  partial.divisor = 0;
-  {
-    const Operation::Group group(op, node, node_arena);
-    const ReduceArgs reduce{a.send, a.recv, a.count, partial, 0, node_reduce, Algorithm::ring};
-    co_await reduce_task(op, reduce, inside);
-  }
-  if (leader) {
-    const Operation::Group group(op, layout->leaders());
-    const AllreduceArgs across{a.recv, a.recv, a.count, a.reduction, across_nodes};
-    co_await allreduce_task(op, across, flat_allreduce(bytes));
-  }
-  {
-    const Operation::Group group(op, node, node_arena);
-    const BroadcastArgs broadcast{a.recv, a.count, a.reduction.element_size, 0, node_broadcast};
-    co_await broadcast_task(op, broadcast, inside);
+  const bool by_blocks = kByBlocks && layout->uniform();
+  const auto [first, across, last] =
+      by_blocks
+          ? a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}, {"node allgather", 2}})
+          : a.phases.split({{"node reduce", 1}, {"across nodes", 2}, {"node broadcast", 1}});
+  const NodeAwareForm form =
+      node_aware_form(op, *layout, by_blocks, node_arena, first, across, last);
+  if (const std::size_t segment = pipelined_segment(op, a, *layout, form.k); segment > 0) {
+    co_await allreduce_node_aware_pipelined(op, a, *layout, segment, form);
+  } else {
+    co_await allreduce_node_aware(op, a, form);
   }
 }
 
 Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
-  return with_node_arena<AllreduceArgs, allreduce_hierarchical_in>(op, std::move(a));
-}
-
-// Multi-leader: with k ranks on every node, a reduce-scatter inside each node leaves slice i of
-// the node's sum on local rank i; the ranks of local rank i allreduce slice i across nodes; an
-// allgather inside each node assembles the slices. Every rank's link across nodes carries 1/k
-// of the buffer. Slice i is completed once, by its allreduce across nodes, and copied by the
-// allgather: the same bits on every rank. The phases inside a node run through `node_arena`
-// where the node has one, else as rings. Where the nodes hold different numbers of ranks it
-// runs the hierarchical schedule.
-Task allreduce_multi_leader_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
-  if (trivial(op, a)) co_return;
-  const std::size_t elem = a.reduction.element_size;
-  const patterns::NodeLayout* layout = node_split(op);
-  if (layout == nullptr) {
-    co_await allreduce_task(op, a, flat_allreduce(a.count * elem));
-    co_return;
-  }
-  if (!layout->uniform()) {
-    co_await allreduce_hierarchical_in(op, a, node_arena);
-    co_return;
-  }
-  const std::span<const int> node = layout->members(layout->node_of(op.rank()));
-  const int local = layout->local_rank(op.rank());
-  const int k = static_cast<int>(node.size());
-  const auto [node_scatter, across_nodes, node_gather] =
-      a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}, {"node allgather", 2}});
-  if (const std::size_t chunk = pipelined_chunk(op, a, *layout, k); chunk > 0) {
-    const NodeAwareForm form{true,
-                             node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring,
-                             node_scatter, across_nodes, node_gather};
-    co_await allreduce_node_aware_pipelined(op, a, *layout, node_arena, chunk, form);
-    co_return;
-  }
-  const std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, k});
-  const auto i = static_cast<std::size_t>(local);
-  std::byte* const slice = a.recv + offsets[i] * elem;
-  const std::size_t slice_count = offsets[i + 1] - offsets[i];
-  const Algorithm inside = node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring;
-  Reduction partial = a.reduction;
-  partial.divisor = 0;
-  {
-    const Operation::Group group(op, node, node_arena);
-    const ReduceScatterArgs scatter{a.send, slice, offsets, partial, node_scatter};
-    co_await reduce_scatter_task(op, scatter, inside);
-  }
-  {
-    const Operation::Group group(op, layout->peers(local));
-    const AllreduceArgs across{slice, slice, slice_count, a.reduction, across_nodes};
-    co_await allreduce_task(op, across, flat_allreduce(slice_count * elem));
-  }
-  {
-    const Operation::Group group(op, node, node_arena);
-    const AllgatherArgs gather{slice, a.recv, offsets, elem, node_gather};
-    co_await allgather_task(op, gather, inside);
-  }
+  return with_node_arena<AllreduceArgs, allreduce_node_aware_in<false>>(op, std::move(a));
 }
 
 Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
-  return with_node_arena<AllreduceArgs, allreduce_multi_leader_in>(op, std::move(a));
+  return with_node_arena<AllreduceArgs, allreduce_node_aware_in<true>>(op, std::move(a));
 }
 
 std::span<const AlgorithmRow> allreduce_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allreduce>(Algorithm::ring, allreduce_ring, model::allreduce_ring),
+      row<Collective::allreduce>(Algorithm::ring, allreduce_ring, model::allreduce_ring, 2),
       row<Collective::allreduce>(Algorithm::recursive_doubling,
                                  allreduce_folded<FoldedCore::recursive_doubling>,
-                                 model::allreduce_recursive_doubling),
+                                 model::allreduce_recursive_doubling, 1),
       row<Collective::allreduce>(Algorithm::rabenseifner,
                                  allreduce_folded<FoldedCore::rabenseifner>,
-                                 model::allreduce_rabenseifner),
+                                 model::allreduce_rabenseifner, 2),
       row<Collective::allreduce>(Algorithm::binomial_tree, allreduce_binomial,
-                                 model::allreduce_binomial_tree),
+                                 model::allreduce_binomial_tree, 4),
       row<Collective::allreduce>(Algorithm::double_binary_tree, allreduce_double_binary_tree,
-                                 model::allreduce_double_binary_tree),
+                                 model::allreduce_double_binary_tree, 4),
       row<Collective::allreduce>(Algorithm::shared_memory, allreduce_shared_memory,
-                                 model::allreduce_shared_memory, Algorithm::ring),
+                                 model::allreduce_shared_memory, 2, Algorithm::ring),
       row<Collective::allreduce>(Algorithm::hierarchical, allreduce_hierarchical,
-                                 model::allreduce_hierarchical),
+                                 model::allreduce_hierarchical, 4),
       row<Collective::allreduce>(Algorithm::multi_leader, allreduce_multi_leader,
-                                 model::allreduce_multi_leader),
+                                 model::allreduce_multi_leader, 6),
   };
   return rows;
 }

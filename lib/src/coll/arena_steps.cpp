@@ -9,7 +9,7 @@
 #include <string>
 
 #include "collx/error.hpp"
-#include "slices.hpp"
+#include "pieces.hpp"
 
 namespace collx::detail {
 
@@ -40,12 +40,18 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
-// Hands the time of a timed copy into the ring (since `start`) to the rank's RingStores, and
-// says so under COLLX_DEBUG=INFO where that changed its choice.
-void record_stores(SharedArena& arena, int me, RingStores::Kind kind, std::size_t bytes,
-                   std::chrono::steady_clock::time_point start) {
+// Fills slot `sequence` of this rank's ring with `fill(streaming)` (`bytes` in all), with the
+// stores its RingStores choose, hands the time of a timed fill to them (saying so under
+// COLLX_DEBUG=INFO where that changed their choice), and publishes the slot.
+template <class Fill>
+void fill_timed(SharedArena& arena, int me, std::uint64_t sequence, std::size_t bytes, Fill fill) {
   RingStores& stores = arena.ring_stores(me);
-  if (stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
+  const RingStores::Kind kind = stores.next(bytes);
+  const bool timed = stores.timed(bytes);
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  fill(kind == RingStores::Kind::streaming);
+  if (timed && stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
       arena.log_store_changes()) {
     std::fprintf(stderr,
                  "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
@@ -54,13 +60,23 @@ void record_stores(SharedArena& arena, int me, RingStores::Kind kind, std::size_
                  stores.best_ns_per_kib(RingStores::Kind::plain),
                  stores.best_ns_per_kib(RingStores::Kind::streaming));
   }
+  publish_filled(arena, me, sequence);
+}
+
+// Whether this rank's plain stores are slow now (RingStores chose streaming) and no trial of
+// either kind is due (a trial goes through the ring, where it is timed): then its bytes go as
+// pointers, a call the stores count as untimed.
+bool streaming_settled(SharedArena& arena, int me, std::size_t bytes) {
+  RingStores& stores = arena.ring_stores(me);
+  if (stores.current() != RingStores::Kind::streaming ||
+      stores.next(std::min(bytes, arena.slot_bytes())) != RingStores::Kind::streaming) {
+    return false;
+  }
+  stores.count_untimed();
+  return true;
 }
 
 }  // namespace
-
-std::size_t slot_payload_bytes(const SharedArena& arena) {
-  return arena.slot_bytes();
-}
 
 bool streams_output(std::size_t output_bytes) {
   return output_bytes > kStreamingOutputBytes;
@@ -87,26 +103,20 @@ void publish_filled(SharedArena& arena, int me, std::uint64_t sequence) {
 
 void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
                std::size_t bytes, std::byte* also, bool also_streams) {
-  RingStores& stores = arena.ring_stores(me);
-  const RingStores::Kind kind = stores.next(bytes);
-  const bool streaming = kind == RingStores::Kind::streaming;
-  const bool timed = stores.timed(bytes);
-  const auto start =
-      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   std::byte* entry = arena.slot(me, sequence);
-  if (also != nullptr && !streaming && !also_streams) {
-    constexpr std::size_t kBlock = std::size_t{8} << 10;
-    for (std::size_t i = 0; i < bytes; i += kBlock) {
-      const std::size_t n = std::min(kBlock, bytes - i);
-      std::memcpy(entry + i, source + i, n);
-      std::memcpy(also + i, entry + i, n);
+  fill_timed(arena, me, sequence, bytes, [&](bool streaming) {
+    if (also != nullptr && !streaming && !also_streams) {
+      constexpr std::size_t kBlock = std::size_t{8} << 10;
+      for (std::size_t i = 0; i < bytes; i += kBlock) {
+        const std::size_t n = std::min(kBlock, bytes - i);
+        std::memcpy(entry + i, source + i, n);
+        std::memcpy(also + i, entry + i, n);
+      }
+      return;
     }
-  } else {
     copy_with(streaming)(entry, source, bytes);
     if (also != nullptr) copy_with(also_streams)(also, source, bytes);
-  }
-  if (timed) record_stores(arena, me, kind, bytes, start);
-  publish_filled(arena, me, sequence);
+  });
 }
 
 void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
@@ -152,15 +162,7 @@ bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size
   if (block == 0) return false;
   if (const std::optional<bool> settled = direct_by_setting(arena, block)) return *settled;
   if (block < kDirectMinBlockBytes || output > kDirectMaxOutputBytes) return false;
-  RingStores& stores = arena.ring_stores(me);
-  // Only while streaming is the choice and no trial of either kind is due (a trial goes
-  // through the ring, where it is timed).
-  if (stores.current() != RingStores::Kind::streaming ||
-      stores.next(std::min(block, arena.slot_bytes())) != RingStores::Kind::streaming) {
-    return false;
-  }
-  stores.count_untimed();
-  return true;
+  return streaming_settled(arena, me, block);
 }
 
 std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena) {
@@ -178,45 +180,32 @@ void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::
                  std::size_t elem) {
   std::byte* entry = arena.slot(me, sequence);
   // The pieces are written, and timed, like publish()'s slots: the time tells the slow state
-  // (RingStores), in which slices_directly() hands the inputs over as pointers instead.
+  // (RingStores), in which pieces_go_directly() hands the inputs over as pointers instead.
   std::size_t bytes = 0;
   for (int j = 0; j < arena.size(); ++j) {
     if (j != me) bytes += patterns::piece_of(offsets, j, round, piece).length() * elem;
   }
-  RingStores& stores = arena.ring_stores(me);
-  const RingStores::Kind kind = stores.next(bytes);
-  const kernels::CopyFn copy = copy_with(kind == RingStores::Kind::streaming);
-  const bool timed = stores.timed(bytes);
-  const auto start =
-      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  for (int j = 0; j < arena.size(); ++j) {
-    if (j == me) continue;
-    const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
-    if (r.length() == 0) continue;
-    copy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
-         r.length() * elem);
-  }
-  if (timed) record_stores(arena, me, kind, bytes, start);
-  publish_filled(arena, me, sequence);
+  fill_timed(arena, me, sequence, bytes, [&](bool streaming) {
+    const kernels::CopyFn copy = copy_with(streaming);
+    for (int j = 0; j < arena.size(); ++j) {
+      const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
+      if (j == me || r.length() == 0) continue;
+      copy(entry + static_cast<std::size_t>(j) * piece * elem, send + r.begin * elem,
+           r.length() * elem);
+    }
+  });
 }
 
-bool may_slice_directly(const SharedArena& arena, std::size_t bytes) {
+bool pieces_may_go_directly(const SharedArena& arena, std::size_t bytes) {
   if (!arena.direct_reads() || bytes == 0) return false;
   const std::optional<bool> forced = arena.direct_reads_forced();
   if (forced.has_value()) return *forced;
   return std::min(bytes, arena.slot_bytes()) >= RingStores::kTimedBytes;
 }
 
-bool slices_directly(SharedArena& arena, int me, std::size_t bytes) {
-  if (!may_slice_directly(arena, bytes)) return false;
-  if (arena.direct_reads_forced().has_value()) return true;
-  RingStores& stores = arena.ring_stores(me);
-  if (stores.current() != RingStores::Kind::streaming ||
-      stores.next(std::min(bytes, arena.slot_bytes())) != RingStores::Kind::streaming) {
-    return false;
-  }
-  stores.count_untimed();
-  return true;
+bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes) {
+  if (!pieces_may_go_directly(arena, bytes)) return false;
+  return arena.direct_reads_forced().has_value() || streaming_settled(arena, me, bytes);
 }
 
 const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
@@ -281,7 +270,7 @@ Task take_reduced_pieces(Operation& op, SharedArena& arena, std::span<const std:
   for (int step = 1; step < op.size(); ++step) {
     const int j = (op.rank() + step) % op.size();
     const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);
-    bool direct = false;  // a producer that sliced directly published a pointer
+    bool direct = false;  // a producer whose pieces went directly published a pointer
     co_await take(op, arena, j, base[static_cast<std::size_t>(j)] + slot_step,
                   recv + r.begin * elem, r.length() * elem, copy, &direct);
   }

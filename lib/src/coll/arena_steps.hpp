@@ -1,6 +1,6 @@
 // The steps the shared arena's schedules (shm_collectives.cpp) are written in: a producer fills
 // the next slot of its ring and publishes it; a reader waits for it, copies it out and hands it
-// back; the sliced reductions' pieces. The steps that wait and then act are awaiters
+// back; the block reductions' pieces. The steps that wait and then act are awaiters
 // (Operation::until(condition, then)), with no coroutine frame of their own: a small call
 // publishes and takes with none. The arena's turns and whether an operation may use the arena
 // are here too (collectives.hpp declares them).
@@ -14,18 +14,12 @@
 
 #include "collectives.hpp"
 #include "host_reduce.hpp"
+#include "pieces.hpp"
 #include "shm_arena.hpp"
-#include "slices.hpp"
 
 namespace collx::detail::arena_steps {
 
-// Slots are whole ring slots. Handing a slot to another core costs far more here than a
-// counter store (the counter's line moves between the cores, the reader may have to wake up):
-// a broadcast of 1 MiB in 32 KiB slots was several times slower than in 256-512 KiB slots
-// (docs/results/arena-slot-size-broadcast.csv). So the fewer handoffs
-// the better, as long as a few slots are in flight for the largest messages.
-std::size_t slot_payload_bytes(const SharedArena& arena);
-
+// Whether an output of `output_bytes` is written with streaming stores.
 bool streams_output(std::size_t output_bytes);
 
 // A copy with streaming or plain stores.
@@ -83,20 +77,20 @@ void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::
                  std::size_t elem);
 
 // Whether a rank may hand over the pieces of a call of `bytes` (in all) as pointers
-// (slices_directly): where COLLX_SHM_DIRECT=1, or where direct reads work and a slot of the call
+// (pieces_go_directly): where COLLX_SHM_DIRECT=1, or where direct reads work and a slot of the call
 // is of the sizes whose stores are timed. The same on every rank (the same bytes, the same
 // settings), so a reader that needs room for pieces read directly knows it before any arrives.
-bool may_slice_directly(const SharedArena& arena, std::size_t bytes);
+bool pieces_may_go_directly(const SharedArena& arena, std::size_t bytes);
 
 // Whether this rank hands an allreduce's or reduce_scatter's pieces over as pointers this call
 // (its input and its reduced pieces, publish_direct; the readers copy them with
 // process_vm_readv): where COLLX_SHM_DIRECT says so, else while the ring's plain stores are
 // slow (RingStores chose streaming) and no trial of plain stores is due. Each rank decides
 // alone: a reader looks at each slot's descriptor.
-bool slices_directly(SharedArena& arena, int me, std::size_t bytes);
+bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes);
 
 // Where this rank's piece of producer j's input is: in j's ring slot, or, where j published a
-// pointer to its input (slices_directly), copied from j's memory into piece `at` of `scratch`.
+// pointer to its input (pieces_go_directly), copied from j's memory into piece `at` of `scratch`.
 const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
                              patterns::ElementRange r, std::size_t piece, std::size_t elem,
                              std::byte* scratch, std::size_t at);

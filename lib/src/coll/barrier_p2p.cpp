@@ -28,7 +28,7 @@ Task barrier_dissemination(Operation& op, BarrierArgs a) {
 std::span<const AlgorithmRow> barrier_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::barrier>(Algorithm::dissemination, barrier_dissemination,
-                               model::barrier_dissemination),
+                               model::barrier_dissemination, 1),
   };
   return rows;
 }
@@ -43,7 +43,7 @@ Task point_to_point_task(Operation& op, PointToPointArgs a) {
 
 std::span<const AlgorithmRow> sendrecv_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::sendrecv>(Algorithm::direct, point_to_point_task, model::sendrecv_direct),
+      row<Collective::sendrecv>(Algorithm::direct, point_to_point_task, model::sendrecv_direct, 0),
   };
   return rows;
 }

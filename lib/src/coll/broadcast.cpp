@@ -189,16 +189,16 @@ Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
 std::span<const AlgorithmRow> broadcast_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::broadcast>(Algorithm::binomial_tree, broadcast_binomial,
-                                 model::broadcast_binomial_tree),
+                                 model::broadcast_binomial_tree, 1),
       row<Collective::broadcast>(Algorithm::pipelined_chain, broadcast_chain,
-                                 model::broadcast_pipelined_chain),
-      row<Collective::broadcast>(Algorithm::linear, broadcast_linear, model::broadcast_linear),
+                                 model::broadcast_pipelined_chain, 1),
+      row<Collective::broadcast>(Algorithm::linear, broadcast_linear, model::broadcast_linear, 1),
       row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather,
-                                 model::broadcast_scatter_allgather),
+                                 model::broadcast_scatter_allgather, 3),
       row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,
-                                 model::broadcast_shared_memory, Algorithm::binomial_tree),
+                                 model::broadcast_shared_memory, 1, Algorithm::binomial_tree),
       row<Collective::broadcast>(Algorithm::hierarchical, broadcast_hierarchical,
-                                 model::broadcast_hierarchical),
+                                 model::broadcast_hierarchical, 4),
   };
   return rows;
 }

@@ -126,20 +126,20 @@ Task point_to_point_task(Operation& op, PointToPointArgs args);
 
 // ---- shared memory: through the transport's SharedArena (the schedules in shm_collectives.cpp,
 // written in the steps of arena_steps.hpp, where the turns below are too) ----
-// Whether this operation can: its ranks share a segment and its buffers are host memory. The
+// Whether this operation can: its ranks share an arena and its buffers are host memory. The
 // dispatchers run a point-to-point algorithm instead where it cannot.
 bool shared_memory_usable(Operation& op);
 // Runs `body` (a shared-memory task) once every shared-memory operation started before it on
-// this communicator has finished: they take turns on the segment.
+// this communicator has finished: they take turns on the arena.
 Task in_turn(Operation& op, Task body);
-// The same on a given segment where this rank is `me`: a node-aware composite takes its node's
+// The same on a given arena where this rank is `me`: a node-aware composite takes its node's
 // turn when it is built and holds it for its whole run (Operation::Group).
 Task in_turn(Operation& op, SharedArena& arena, int me, Task body);
-// The segment of this rank's node (Transport::node_arena) where an operation of the whole
+// The arena of this rank's node (Transport::node_arena) where an operation of the whole
 // communicator on host memory can run its phases inside the node through it; else null.
 SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
 // The shared-memory schedules (their rows name the point-to-point algorithm that runs where the
-// operation cannot use the segment, see registry.hpp).
+// operation cannot use the arena, see registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 Task gather_shared_memory(Operation& op, GatherArgs args);
 Task scatter_shared_memory(Operation& op, ScatterArgs args);
@@ -156,7 +156,7 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs args);
 // already inside a group), where the node-aware schedules run a flat algorithm instead.
 const patterns::NodeLayout* node_split(Operation& op);
 
-// A node-aware schedule whose phases inside a node run through the node's segment where it has
+// A node-aware schedule whose phases inside a node run through the node's arena where it has
 // one (`node_arena` non-null, else messages): the node's turn is taken here, when the operation
 // is built (in call order on every rank), and held until the schedule ends, so the phases take
 // none of their own (Operation::Group).

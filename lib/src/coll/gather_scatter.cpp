@@ -160,11 +160,11 @@ Task scatter_tree(Operation& op, ScatterArgs a) {
 std::span<const AlgorithmRow> gather_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::gather>(Algorithm::binomial_tree, gather_tree<TreeShape::binomial>,
-                              model::gather_binomial_tree),
-      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>,
-                              model::gather_linear),
+                              model::gather_binomial_tree, 1),
+      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>, model::gather_linear,
+                              1),
       row<Collective::gather>(Algorithm::shared_memory, gather_shared_memory,
-                              model::gather_shared_memory, Algorithm::linear),
+                              model::gather_shared_memory, 1, Algorithm::linear),
   };
   return rows;
 }
@@ -172,11 +172,11 @@ std::span<const AlgorithmRow> gather_rows() {
 std::span<const AlgorithmRow> scatter_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::scatter>(Algorithm::binomial_tree, scatter_tree<TreeShape::binomial>,
-                               model::scatter_binomial_tree),
+                               model::scatter_binomial_tree, 1),
       row<Collective::scatter>(Algorithm::linear, scatter_tree<TreeShape::flat>,
-                               model::scatter_linear),
+                               model::scatter_linear, 1),
       row<Collective::scatter>(Algorithm::shared_memory, scatter_shared_memory,
-                               model::scatter_shared_memory, Algorithm::linear),
+                               model::scatter_shared_memory, 1, Algorithm::linear),
   };
   return rows;
 }

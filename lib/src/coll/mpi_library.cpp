@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 
 #include <climits>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,25 +31,6 @@ namespace {
 [[noreturn]] void unsupported(Operation& op, const std::string& why) {
   throw Error(ErrorCode::unsupported, std::string(to_string(op.info().collective)),
               op.transport().rank(), "algorithm mpi: " + why);
-}
-
-void check(Operation* op, Transport& t, int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char message[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  PMPI_Error_string(code, message, &length);
-  const std::string collective = op ? std::string(to_string(op->info().collective)) : "mpi";
-  throw Error(ErrorCode::mpi, collective, t.rank(), std::string(call) + " failed: " + message);
-}
-
-// A count as MPI's int, or the reason it is not one.
-int as_int(Operation* op, Transport& t, std::size_t count) {
-  if (count > static_cast<std::size_t>(INT_MAX)) {
-    throw Error(ErrorCode::unsupported,
-                op ? std::string(to_string(op->info().collective)) : std::string("mpi"), t.rank(),
-                "algorithm mpi: " + std::to_string(count) + " elements exceed MPI's int count");
-  }
-  return static_cast<int>(count);
 }
 
 // While this thread blocks in one of the MPI library's blocking collectives, collx's other
@@ -77,18 +59,12 @@ void register_progress_callback_once() {
   (void)registered;
 }
 
-// Runs `call` (a blocking collective of the MPI library) with the callback above armed.
-template <class Call>
-void blocking_library_call(Call&& call) {
-  library_call_begins();
-  try {
-    call();
-  } catch (...) {
-    library_call_ends();
-    throw;
-  }
-  library_call_ends();
-}
+struct InLibraryCall {
+  InLibraryCall() { library_call_begins(); }
+  ~InLibraryCall() { library_call_ends(); }
+  InLibraryCall(const InLibraryCall&) = delete;
+  InLibraryCall& operator=(const InLibraryCall&) = delete;
+};
 
 // The MPI request of a nonblocking call, as something the engine waits on.
 class LibraryRequestDone final : public WaitCondition {
@@ -114,88 +90,81 @@ class LibraryRequestDone final : public WaitCondition {
   MPI_Request* request_;
 };
 
-// Runs a call of the MPI library: `blocking(comm)` for a blocking call, else `start(comm,
-// &request)` and a wait through the engine.
-template <class Blocking, class Start>
-Task library_call(Operation& op, Blocking blocking, Start start) {
-  const MPI_Comm comm = op.transport().library_comm();
-  if (comm == MPI_COMM_NULL) unsupported(op, "no MPI communicator (simulated ranks)");
-  if (op.device_memory()) unsupported(op, "device memory goes through host copies");
-  std::vector<int> counts;  // what MPI reads until the call completes (reduce_scatter's)
-  // With COLLX_TIMEOUT (on every rank alike) a blocking call runs the nonblocking form too: a
-  // wait in collx's engine ends at the timeout, a wait inside the MPI library would not.
-  if (op.info().blocking && config().timeout_seconds <= 0) {
-    blocking_library_call([&] { blocking(comm, counts); });
-    co_return;
+// One call of the MPI library: blocking where `request` is null, else nonblocking.
+struct LibraryCall {
+  Operation& op;
+  MPI_Comm comm;
+  MPI_Request* request;
+  std::vector<int>& counts;  // what MPI reads until the call completes (reduce_scatter's)
+  int rank() const { return op.transport().rank(); }
+  // A count as MPI's int, or the reason it is not one.
+  int as_int(std::size_t count) const {
+    if (count > static_cast<std::size_t>(INT_MAX))
+      unsupported(op, std::to_string(count) + " elements exceed MPI's int count");
+    return static_cast<int>(count);
   }
-  MPI_Request request = MPI_REQUEST_NULL;
-  start(comm, &request, counts);
-  const LibraryRequestDone done(&request);
-  co_await op.until(done);
-}
+  void check(int code, const char* call) const {
+    if (code == MPI_SUCCESS) return;
+    char message[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    PMPI_Error_string(code, message, &length);
+    throw Error(ErrorCode::mpi, std::string(to_string(op.info().collective)), rank(),
+                std::string(call) + " failed: " + message);
+  }
+};
 
 const void* in_place_or(const void* send, const void* recv) {
   return send == recv ? MPI_IN_PLACE : send;
 }
 
+// The bytes of one block of an equal-block call.
+int block_bytes(const LibraryCall& c, const std::vector<std::size_t>& offsets, std::size_t elem) {
+  return c.as_int((offsets[1] - offsets[0]) * elem);
+}
+
 // ---- the collectives: each is its MPI call, blocking and nonblocking ----
 
-void allreduce_call(Operation* op, Transport& t, MPI_Comm comm, const AllreduceArgs& a,
-                    MPI_Request* request, std::vector<int>& /*counts*/) {
-  const int n = as_int(op, t, a.count);
+void allreduce_call(const LibraryCall& c, const AllreduceArgs& a) {
+  const int n = c.as_int(a.count);
   const MPI_Datatype type = mpi_datatype(a.reduction.type);
   const MPI_Op reduce = mpi_op(a.reduction.op);
   const void* send = in_place_or(a.send, a.recv);
-  check(op, t,
-        request ? PMPI_Iallreduce(send, a.recv, n, type, reduce, comm, request)
-                : PMPI_Allreduce(send, a.recv, n, type, reduce, comm),
-        "MPI_Allreduce");
+  c.check(c.request ? PMPI_Iallreduce(send, a.recv, n, type, reduce, c.comm, c.request)
+                    : PMPI_Allreduce(send, a.recv, n, type, reduce, c.comm),
+          "MPI_Allreduce");
 }
 
-void broadcast_call(Operation* op, Transport& t, MPI_Comm comm, const BroadcastArgs& a,
-                    MPI_Request* request, std::vector<int>& /*counts*/) {
-  const int n = as_int(op, t, a.count * a.element_size);
-  check(op, t,
-        request ? PMPI_Ibcast(a.buffer, n, MPI_BYTE, a.root, comm, request)
-                : PMPI_Bcast(a.buffer, n, MPI_BYTE, a.root, comm),
-        "MPI_Bcast");
+void broadcast_call(const LibraryCall& c, const BroadcastArgs& a) {
+  const int n = c.as_int(a.count * a.element_size);
+  c.check(c.request ? PMPI_Ibcast(a.buffer, n, MPI_BYTE, a.root, c.comm, c.request)
+                    : PMPI_Bcast(a.buffer, n, MPI_BYTE, a.root, c.comm),
+          "MPI_Bcast");
 }
 
-void reduce_call(Operation* op, Transport& t, MPI_Comm comm, const ReduceArgs& a,
-                 MPI_Request* request, std::vector<int>& /*counts*/) {
-  const int n = as_int(op, t, a.count);
+void reduce_call(const LibraryCall& c, const ReduceArgs& a) {
+  const int n = c.as_int(a.count);
   const MPI_Datatype type = mpi_datatype(a.reduction.type);
   const MPI_Op reduce = mpi_op(a.reduction.op);
-  const bool root = t.rank() == a.root;
-  const void* send = root ? in_place_or(a.send, a.recv) : a.send;
+  const void* send = c.rank() == a.root ? in_place_or(a.send, a.recv) : a.send;
   std::vector<std::byte> input;
-  if (send == MPI_IN_PLACE && request == nullptr)
+  if (send == MPI_IN_PLACE && c.request == nullptr)
     send = in_place_reduce_input(a.root, a.recv, a.count * size_of(a.reduction.type), input);
-  check(op, t,
-        request ? PMPI_Ireduce(send, a.recv, n, type, reduce, a.root, comm, request)
-                : PMPI_Reduce(send, a.recv, n, type, reduce, a.root, comm),
-        "MPI_Reduce");
+  c.check(c.request ? PMPI_Ireduce(send, a.recv, n, type, reduce, a.root, c.comm, c.request)
+                    : PMPI_Reduce(send, a.recv, n, type, reduce, a.root, c.comm),
+          "MPI_Reduce");
 }
 
-// The bytes of one block of an equal-block call.
-int block_bytes(Operation* op, Transport& t, const std::vector<std::size_t>& offsets,
-                std::size_t element_size) {
-  return as_int(op, t, (offsets[1] - offsets[0]) * element_size);
-}
-
-void allgather_call(Operation* op, Transport& t, MPI_Comm comm, const AllgatherArgs& a,
-                    MPI_Request* request, std::vector<int>& /*counts*/) {
-  const int block = block_bytes(op, t, a.offsets, a.element_size);
-  const std::byte* own = a.recv + a.offsets[static_cast<std::size_t>(t.rank())] * a.element_size;
+void allgather_call(const LibraryCall& c, const AllgatherArgs& a) {
+  const int block = block_bytes(c, a.offsets, a.element_size);
+  const std::byte* own = a.recv + a.offsets[static_cast<std::size_t>(c.rank())] * a.element_size;
   const void* send = a.send == nullptr || a.send == own ? MPI_IN_PLACE : a.send;
-  check(op, t,
-        request ? PMPI_Iallgather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, comm, request)
-                : PMPI_Allgather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, comm),
-        "MPI_Allgather");
+  c.check(c.request
+              ? PMPI_Iallgather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm, c.request)
+              : PMPI_Allgather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm),
+          "MPI_Allgather");
 }
 
-void reduce_scatter_call(Operation* op, Transport& t, MPI_Comm comm, const ReduceScatterArgs& a,
-                         MPI_Request* request, std::vector<int>& counts) {
+void reduce_scatter_call(const LibraryCall& c, const ReduceScatterArgs& a) {
   const MPI_Datatype type = mpi_datatype(a.reduction.type);
   const MPI_Op reduce = mpi_op(a.reduction.op);
   const void* send = in_place_or(a.send, a.recv);
@@ -204,82 +173,72 @@ void reduce_scatter_call(Operation* op, Transport& t, MPI_Comm comm, const Reduc
   for (std::size_t r = 1; r < p && equal; ++r)
     equal = a.offsets[r + 1] - a.offsets[r] == a.offsets[1] - a.offsets[0];
   if (equal) {
-    const int n = as_int(op, t, a.offsets[1] - a.offsets[0]);
-    check(op, t,
-          request ? PMPI_Ireduce_scatter_block(send, a.recv, n, type, reduce, comm, request)
-                  : PMPI_Reduce_scatter_block(send, a.recv, n, type, reduce, comm),
-          "MPI_Reduce_scatter_block");
+    const int n = c.as_int(a.offsets[1] - a.offsets[0]);
+    c.check(c.request ? PMPI_Ireduce_scatter_block(send, a.recv, n, type, reduce, c.comm, c.request)
+                      : PMPI_Reduce_scatter_block(send, a.recv, n, type, reduce, c.comm),
+            "MPI_Reduce_scatter_block");
     return;
   }
   // `counts` outlives a nonblocking call (it is kept in the schedule's frame): MPI may read
   // them until the call completes.
-  counts.resize(p);
+  c.counts.resize(p);
   for (std::size_t r = 0; r < p; ++r)
-    counts[r] = as_int(op, t, a.offsets[r + 1] - a.offsets[r]);
-  check(op, t,
-        request ? PMPI_Ireduce_scatter(send, a.recv, counts.data(), type, reduce, comm, request)
-                : PMPI_Reduce_scatter(send, a.recv, counts.data(), type, reduce, comm),
-        "MPI_Reduce_scatter");
+    c.counts[r] = c.as_int(a.offsets[r + 1] - a.offsets[r]);
+  const int* counts = c.counts.data();
+  c.check(c.request ? PMPI_Ireduce_scatter(send, a.recv, counts, type, reduce, c.comm, c.request)
+                    : PMPI_Reduce_scatter(send, a.recv, counts, type, reduce, c.comm),
+          "MPI_Reduce_scatter");
 }
 
-void gather_call(Operation* op, Transport& t, MPI_Comm comm, const GatherArgs& a,
-                 MPI_Request* request, std::vector<int>& /*counts*/) {
-  const int block = block_bytes(op, t, a.offsets, a.element_size);
-  const bool root = t.rank() == a.root;
-  const void* send = root && a.send == nullptr ? MPI_IN_PLACE : a.send;
-  check(op, t,
-        request
-            ? PMPI_Igather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, a.root, comm, request)
-            : PMPI_Gather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, a.root, comm),
-        "MPI_Gather");
+void gather_call(const LibraryCall& c, const GatherArgs& a) {
+  const int block = block_bytes(c, a.offsets, a.element_size);
+  const void* send = c.rank() == a.root && a.send == nullptr ? MPI_IN_PLACE : a.send;
+  c.check(c.request ? PMPI_Igather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, a.root, c.comm,
+                                   c.request)
+                    : PMPI_Gather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, a.root, c.comm),
+          "MPI_Gather");
 }
 
-void scatter_call(Operation* op, Transport& t, MPI_Comm comm, const ScatterArgs& a,
-                  MPI_Request* request, std::vector<int>& /*counts*/) {
-  const int block = block_bytes(op, t, a.offsets, a.element_size);
-  const bool root = t.rank() == a.root;
-  void* recv = root && a.recv == nullptr ? MPI_IN_PLACE : a.recv;
-  check(op, t,
-        request
-            ? PMPI_Iscatter(a.send, block, MPI_BYTE, recv, block, MPI_BYTE, a.root, comm, request)
-            : PMPI_Scatter(a.send, block, MPI_BYTE, recv, block, MPI_BYTE, a.root, comm),
-        "MPI_Scatter");
+void scatter_call(const LibraryCall& c, const ScatterArgs& a) {
+  const int block = block_bytes(c, a.offsets, a.element_size);
+  void* recv = c.rank() == a.root && a.recv == nullptr ? MPI_IN_PLACE : a.recv;
+  c.check(c.request ? PMPI_Iscatter(a.send, block, MPI_BYTE, recv, block, MPI_BYTE, a.root, c.comm,
+                                    c.request)
+                    : PMPI_Scatter(a.send, block, MPI_BYTE, recv, block, MPI_BYTE, a.root, c.comm),
+          "MPI_Scatter");
 }
 
-void alltoall_call(Operation* op, Transport& t, MPI_Comm comm, const AlltoallArgs& a,
-                   MPI_Request* request, std::vector<int>& /*counts*/) {
-  const int block = as_int(op, t, a.count * a.element_size);
+void alltoall_call(const LibraryCall& c, const AlltoallArgs& a) {
+  const int block = c.as_int(a.count * a.element_size);
   const void* send = in_place_or(a.send, a.recv);
-  check(op, t,
-        request ? PMPI_Ialltoall(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, comm, request)
-                : PMPI_Alltoall(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, comm),
-        "MPI_Alltoall");
+  c.check(c.request
+              ? PMPI_Ialltoall(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm, c.request)
+              : PMPI_Alltoall(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm),
+          "MPI_Alltoall");
 }
 
-void barrier_call(Operation* op, Transport& t, MPI_Comm comm, const BarrierArgs&,
-                  MPI_Request* request, std::vector<int>&) {
-  check(op, t, request ? PMPI_Ibarrier(comm, request) : PMPI_Barrier(comm), "MPI_Barrier");
+void barrier_call(const LibraryCall& c, const BarrierArgs&) {
+  c.check(c.request ? PMPI_Ibarrier(c.comm, c.request) : PMPI_Barrier(c.comm), "MPI_Barrier");
 }
 
-// The schedule of a collective's call.
-template <Collective C, void (*Call)(Operation*, Transport&, MPI_Comm, const ArgsOf<C>&,
-                                     MPI_Request*, std::vector<int>&)>
-Task schedule(Operation& op, ArgsOf<C> args) {
-  Transport& t = op.transport();
-  return library_call(
-      op,
-      [&op, &t, args](MPI_Comm comm, std::vector<int>& counts) {
-        Call(&op, t, comm, args, nullptr, counts);
-      },
-      [&op, &t, args](MPI_Comm comm, MPI_Request* request, std::vector<int>& counts) {
-        Call(&op, t, comm, args, request, counts);
-      });
-}
-
-template <Collective C, void (*Call)(Operation*, Transport&, MPI_Comm, const ArgsOf<C>&,
-                                     MPI_Request*, std::vector<int>&)>
-AlgorithmRow library_row() {
-  return mpi_library_row<C>(schedule<C, Call>);
+// The schedule of a collective's call: on the communicator's duplicate that collx sends on.
+template <Collective C, void (*Call)(const LibraryCall&, const ArgsOf<C>&)>
+Task schedule(Operation& op, ArgsOf<C> a) {
+  const MPI_Comm comm = op.transport().library_comm();
+  if (comm == MPI_COMM_NULL) unsupported(op, "no MPI communicator (simulated ranks)");
+  if (op.device_memory()) unsupported(op, "device memory goes through host copies");
+  std::vector<int> counts;
+  // With COLLX_TIMEOUT (on every rank alike) a blocking call runs the nonblocking form too: a
+  // wait in collx's engine ends at the timeout, a wait inside the MPI library would not.
+  if (op.info().blocking && config().timeout_seconds <= 0) {
+    const InLibraryCall armed;  // the progress callback, while the call blocks
+    Call({op, comm, nullptr, counts}, a);
+    co_return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  Call({op, comm, &request, counts}, a);
+  const LibraryRequestDone done(&request);
+  co_await op.until(done);
 }
 
 }  // namespace
@@ -313,15 +272,16 @@ bool mpi_library_takes(const Reduction* reduction, std::size_t elements) {
 
 std::span<const AlgorithmRow> mpi_library_rows() {
   static const AlgorithmRow rows[] = {
-      library_row<Collective::allreduce, allreduce_call>(),
-      library_row<Collective::broadcast, broadcast_call>(),
-      library_row<Collective::reduce, reduce_call>(),
-      library_row<Collective::allgather, allgather_call>(),
-      library_row<Collective::reduce_scatter, reduce_scatter_call>(),
-      library_row<Collective::gather, gather_call>(),
-      library_row<Collective::scatter, scatter_call>(),
-      library_row<Collective::alltoall, alltoall_call>(),
-      library_row<Collective::barrier, barrier_call>(),
+      mpi_library_row<Collective::allreduce>(schedule<Collective::allreduce, allreduce_call>),
+      mpi_library_row<Collective::broadcast>(schedule<Collective::broadcast, broadcast_call>),
+      mpi_library_row<Collective::reduce>(schedule<Collective::reduce, reduce_call>),
+      mpi_library_row<Collective::allgather>(schedule<Collective::allgather, allgather_call>),
+      mpi_library_row<Collective::reduce_scatter>(
+          schedule<Collective::reduce_scatter, reduce_scatter_call>),
+      mpi_library_row<Collective::gather>(schedule<Collective::gather, gather_call>),
+      mpi_library_row<Collective::scatter>(schedule<Collective::scatter, scatter_call>),
+      mpi_library_row<Collective::alltoall>(schedule<Collective::alltoall, alltoall_call>),
+      mpi_library_row<Collective::barrier>(schedule<Collective::barrier, barrier_call>),
   };
   return rows;
 }
@@ -331,41 +291,20 @@ std::span<const AlgorithmRow> mpi_library_rows() {
 namespace collx {
 
 MPI_Datatype mpi_datatype(DataType type) {
-  switch (type) {
-    case DataType::int8:
-      return MPI_INT8_T;
-    case DataType::uint8:
-      return MPI_UINT8_T;
-    case DataType::int32:
-      return MPI_INT32_T;
-    case DataType::uint32:
-      return MPI_UINT32_T;
-    case DataType::int64:
-      return MPI_INT64_T;
-    case DataType::uint64:
-      return MPI_UINT64_T;
-    case DataType::float32:
-      return MPI_FLOAT;
-    case DataType::float64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;  // 16-bit floats: MPI has none
-  }
+  // In DataType's order; 16-bit floats: MPI has none.
+  const MPI_Datatype types[] = {MPI_INT8_T,  MPI_UINT8_T,  MPI_INT32_T,       MPI_UINT32_T,
+                                MPI_INT64_T, MPI_UINT64_T, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL,
+                                MPI_FLOAT,   MPI_DOUBLE};
+  static_assert(sizeof(types) / sizeof(types[0]) == kDataTypeCount);
+  const auto i = static_cast<std::size_t>(type);
+  return i < std::size(types) ? types[i] : MPI_DATATYPE_NULL;
 }
 
 MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return MPI_SUM;
-    case ReduceOp::prod:
-      return MPI_PROD;
-    case ReduceOp::min:
-      return MPI_MIN;
-    case ReduceOp::max:
-      return MPI_MAX;
-    default:
-      return MPI_OP_NULL;  // avg: MPI has none
-  }
+  // In ReduceOp's order; avg: MPI has none.
+  const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  const auto i = static_cast<std::size_t>(op);
+  return i < std::size(ops) ? ops[i] : MPI_OP_NULL;
 }
 
 }  // namespace collx

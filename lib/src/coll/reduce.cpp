@@ -135,13 +135,13 @@ Task reduce_hierarchical(Operation& op, ReduceArgs a) {
 std::span<const AlgorithmRow> reduce_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::reduce>(Algorithm::binomial_tree, reduce_binomial,
-                              model::reduce_binomial_tree),
+                              model::reduce_binomial_tree, 1),
       row<Collective::reduce>(Algorithm::rabenseifner, reduce_rabenseifner,
-                              model::reduce_rabenseifner),
+                              model::reduce_rabenseifner, 3),
       row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory,
-                              model::reduce_shared_memory, Algorithm::binomial_tree),
+                              model::reduce_shared_memory, 1, Algorithm::binomial_tree),
       row<Collective::reduce>(Algorithm::hierarchical, reduce_hierarchical,
-                              model::reduce_hierarchical),
+                              model::reduce_hierarchical, 4),
   };
   return rows;
 }

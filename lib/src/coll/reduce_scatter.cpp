@@ -177,14 +177,14 @@ Task reduce_scatter_hierarchical(Operation& op, ReduceScatterArgs a) {
 std::span<const AlgorithmRow> reduce_scatter_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::reduce_scatter>(Algorithm::ring, reduce_scatter_ring,
-                                      model::reduce_scatter_ring),
+                                      model::reduce_scatter_ring, 2),
       row<Collective::reduce_scatter>(Algorithm::recursive_halving,
                                       reduce_scatter_recursive_halving,
-                                      model::reduce_scatter_recursive_halving),
+                                      model::reduce_scatter_recursive_halving, 2),
       row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
-                                      model::reduce_scatter_shared_memory, Algorithm::ring),
+                                      model::reduce_scatter_shared_memory, 2, Algorithm::ring),
       row<Collective::reduce_scatter>(Algorithm::hierarchical, reduce_scatter_hierarchical,
-                                      model::reduce_scatter_hierarchical),
+                                      model::reduce_scatter_hierarchical, 4),
   };
   return rows;
 }

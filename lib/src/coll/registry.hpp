@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "collectives.hpp"
@@ -22,51 +23,14 @@
 
 namespace collx::detail {
 
-// The argument struct a collective's schedules take.
+// The argument struct of each collective's schedules, in COLLX_COLLECTIVE_LIST's order
+// (reduce_scatter_v runs reduce_scatter's); row<C> checks each schedule against it.
+using ArgsTable = std::tuple<AllreduceArgs, BroadcastArgs, ReduceArgs, AllgatherArgs,
+                             ReduceScatterArgs, ReduceScatterArgs, GatherArgs, ScatterArgs,
+                             AlltoallArgs, BarrierArgs, PointToPointArgs>;
+static_assert(std::tuple_size_v<ArgsTable> == kCollectiveCount);
 template <Collective C>
-struct ArgsOfT;
-template <>
-struct ArgsOfT<Collective::allreduce> {
-  using type = AllreduceArgs;
-};
-template <>
-struct ArgsOfT<Collective::broadcast> {
-  using type = BroadcastArgs;
-};
-template <>
-struct ArgsOfT<Collective::reduce> {
-  using type = ReduceArgs;
-};
-template <>
-struct ArgsOfT<Collective::allgather> {
-  using type = AllgatherArgs;
-};
-template <>
-struct ArgsOfT<Collective::reduce_scatter> {
-  using type = ReduceScatterArgs;
-};
-template <>
-struct ArgsOfT<Collective::gather> {
-  using type = GatherArgs;
-};
-template <>
-struct ArgsOfT<Collective::scatter> {
-  using type = ScatterArgs;
-};
-template <>
-struct ArgsOfT<Collective::alltoall> {
-  using type = AlltoallArgs;
-};
-template <>
-struct ArgsOfT<Collective::barrier> {
-  using type = BarrierArgs;
-};
-template <>
-struct ArgsOfT<Collective::sendrecv> {
-  using type = PointToPointArgs;
-};
-template <Collective C>
-using ArgsOf = typename ArgsOfT<C>::type;
+using ArgsOf = std::tuple_element_t<static_cast<std::size_t>(C), ArgsTable>;
 
 template <class Args>
 using Schedule = Task (*)(Operation&, Args);
@@ -78,36 +42,39 @@ struct AlgorithmRow {
   // Its model (algorithms/cost_model.hpp): the cost the selector's tables and collx-model
   // weigh, and the steps in words that collx-info and docs/ALGORITHMS.md show.
   const model::Entry* cost_model = nullptr;
+  // How many tag phases the schedule uses: run_schedule hands it a share of exactly this many,
+  // so a phase beyond them throws (Phases), and a caller that hands it fewer throws too.
+  int tag_phases = 0;
   // Rows that run through the shared arena: the algorithm that runs where the operation
   // cannot use one (ranks on several nodes, device buffers). automatic: needs none.
-  Algorithm without_segment = Algorithm::automatic;
+  Algorithm without_arena = Algorithm::automatic;
   // The MPI library's own collective (Algorithm::mpi, mpi_library.cpp): host memory only (device
   // buffers go through host copies), no simulated ranks, not one of collx's algorithms.
   bool mpi_library = false;
 
   // Traits the layers above read instead of the algorithm's name.
   // Runs through the shared arena (where the operation can use one).
-  bool uses_arena() const { return without_segment != Algorithm::automatic; }
+  bool uses_arena() const { return without_arena != Algorithm::automatic; }
   // Phases inside and across nodes (its model splits what crosses between nodes); on one node,
   // or with one rank per node, it runs as its flat form.
   bool node_aware() const { return cost_model != nullptr && cost_model->node_aware; }
   // Device buffers go through host copies whatever the transport: the node-aware rows run their
-  // phases inside a node through the node's segment, the MPI library takes host memory only.
+  // phases inside a node through the node's arena, the MPI library takes host memory only.
   bool host_copies() const { return node_aware() || mpi_library; }
 };
 
 // A row, type-checked against the collective's argument struct.
 template <Collective C>
 AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule, const model::Entry& cost_model,
-                 Algorithm without_segment = Algorithm::automatic) {
-  return {C, algorithm, reinterpret_cast<AlgorithmRow::Erased>(schedule), &cost_model,
-          without_segment};
+                 int tag_phases, Algorithm without_arena = Algorithm::automatic) {
+  return {C,           algorithm,  reinterpret_cast<AlgorithmRow::Erased>(schedule),
+          &cost_model, tag_phases, without_arena};
 }
 
-// The row of the MPI library's own collective C (mpi_library.cpp).
+// The row of the MPI library's own collective C (mpi_library.cpp): no tag phases.
 template <Collective C>
 AlgorithmRow mpi_library_row(Schedule<ArgsOf<C>> schedule) {
-  AlgorithmRow r = row<C>(Algorithm::mpi, schedule, model::mpi_library);
+  AlgorithmRow r = row<C>(Algorithm::mpi, schedule, model::mpi_library, 0);
   r.mpi_library = true;
   return r;
 }
@@ -153,19 +120,21 @@ Algorithm library_algorithm(Collective collective);
 
 [[noreturn]] void no_algorithm(Operation& op, Collective collective, Algorithm algorithm);
 
-// Runs `algorithm`'s schedule for collective C (throws for an algorithm C does not have).
+// Runs `algorithm`'s schedule for collective C (throws for an algorithm C does not have), on
+// a share of `args.phases` of the row's tag_phases.
 template <Collective C>
 Task run_schedule(Operation& op, const ArgsOf<C>& args, Algorithm algorithm) {
   const AlgorithmRow* r = find_row(C, algorithm);
   if (r == nullptr) no_algorithm(op, C, algorithm);
-  if (r->uses_arena()) {
-    if (shared_memory_usable(op)) {
-      if (op.info().algorithm == algorithm) op.mark_arena_row();
-      return in_turn(op, reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, args));
-    }
-    r = find_row(C, r->without_segment);
-  }
-  return reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, args);
+  const bool arena = r->uses_arena() && shared_memory_usable(op);
+  if (arena && op.info().algorithm == algorithm) op.mark_arena_row();
+  if (r->uses_arena() && !arena) r = find_row(C, r->without_arena);
+  ArgsOf<C> a = args;
+  if constexpr (requires { a.phases; })
+    a.phases = a.phases.part(to_string(r->algorithm).data(), 0, r->tag_phases);
+  Task task = reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, std::move(a));
+  if (arena) return in_turn(op, std::move(task));
+  return task;
 }
 
 }  // namespace collx::detail

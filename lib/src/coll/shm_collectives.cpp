@@ -3,11 +3,12 @@
 // communicator's SharedArena (shm_arena.hpp), for ranks on one node with host buffers, written
 // in the steps of arena_steps.hpp.
 //
-// A producer cuts its bytes into slots, copies each into the next entry of its ring and
-// publishes it (a release store of its count); every other rank waits for the count, copies the
-// slot out and says so in its own counter, which frees the ring slot once every reader has.
-// All copies are memcpy, the producer's and the readers' run at the same time, and no byte goes
-// through the MPI library.
+// A producer cuts its bytes into whole ring slots (a handoff to another core costs far more than
+// a counter store, so the fewer the better: docs/results/arena-slot-size-broadcast.csv), copies
+// each into the next entry of its ring and publishes it (a release store of its count); every
+// other rank waits for the count, copies the slot out and says so in its own counter, which frees
+// the ring slot once every reader has. The producer's and the readers' copies run at the same
+// time, and no byte goes through the MPI library.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,8 +24,8 @@
 #include "config.hpp"
 #include "cost_model.hpp"
 #include "host_reduce.hpp"
+#include "pieces.hpp"
 #include "shm_arena.hpp"
-#include "slices.hpp"
 
 namespace collx::detail {
 
@@ -34,7 +35,7 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.arena();
-  const std::size_t slot = slot_payload_bytes(arena);
+  const std::size_t slot = arena.slot_bytes();
   const std::size_t n = pieces_of(bytes, slot);
   const int me = op.rank();
   const kernels::CopyFn copy = copy_for_output(bytes);
@@ -70,19 +71,13 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
     co_return;
   }
   SharedArena& arena = *op.arena();
-  const std::size_t slot = slot_payload_bytes(arena);
+  const std::size_t slot = arena.slot_bytes();
   const std::size_t rounds = pieces_of(largest, slot);
   const std::byte* own = a.send != nullptr ? a.send : block(me);
   const bool copy_own = own != block(me);
   const std::size_t total_bytes = a.offsets.back() * elem;
   const kernels::CopyFn copy = copy_for_output(total_bytes);
-  // Where each producer's ring stood before this call (see shm_arena.hpp).
-  std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r) {
-    base[static_cast<std::size_t>(r)] = r == me
-                                            ? arena.published(me).load(std::memory_order_relaxed)
-                                            : arena.consumed(me, r).load(std::memory_order_relaxed);
-  }
+  const std::vector<std::uint64_t> base = ring_bases(op, arena);
   // Round k: publish the own slot k, then take slot k of every other rank, starting with the
   // next rank so that the ranks do not all read one producer at once. A rank that hands its
   // block over directly publishes it whole in round 0; its readers take it whole then.
@@ -120,7 +115,7 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
   if (bytes == 0) co_return;
   SharedArena& arena = *op.arena();
   // Whole elements per slot (every element size divides a ring slot of whole KiB).
-  const std::size_t slot = slot_payload_bytes(arena) / elem * elem;
+  const std::size_t slot = arena.slot_bytes() / elem * elem;
   const std::size_t n = pieces_of(bytes, slot);
   if (me != a.root) {
     // Only the root reads what the other ranks publish: this rank has nothing to take from
@@ -164,7 +159,7 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
   }
 }
 
-// ---- reductions that slice the buffer (allreduce, reduce_scatter) ----
+// ---- block reductions (allreduce, reduce_scatter) ----
 //
 // Every rank reduces its own block of the buffer (its 1/p of an allreduce, its block of a
 // reduce_scatter) and nobody else's: each value is combined once, by one rank, in the order
@@ -178,7 +173,7 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
 // and not process_vm_readv of the peers' buffers: docs/PERFORMANCE.md, "Why the arena, and the
 // VM's slow state".
 
-using model::kSlicePieceBytes;  // shared with the model (cost_model.hpp)
+using model::kPieceBytes;  // shared with the model (cost_model.hpp)
 
 Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
   const int p = op.size();
@@ -191,7 +186,7 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
     co_return;
   }
   SharedArena& arena = *op.arena();
-  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena.slot_bytes(), p, elem);
+  const std::size_t piece = patterns::piece_elements(kPieceBytes, arena.slot_bytes(), p, elem);
   if (piece == 0) {
     // A ring slot too small for one element per rank (only a test's tiny arena): messages.
     co_await allreduce_task(op, a, Algorithm::ring);
@@ -207,8 +202,8 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
   const auto reduced = [](std::size_t k) { return std::uint64_t{2} * k + 1; };
   // Slicing directly, this rank publishes pointers: to its input each round, to its reduced
   // piece (written straight into recv) after it; it returns once every reader has taken them.
-  const bool direct = slices_directly(arena, me, bytes);
-  ScratchBuffer scratch = op.scratch(may_slice_directly(arena, bytes) ? 3 * piece * elem : 0);
+  const bool direct = pieces_go_directly(arena, me, bytes);
+  ScratchBuffer scratch = op.scratch(pieces_may_go_directly(arena, bytes) ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
     if (direct) {
       co_await publish_direct(op, arena, own_base + inputs(k), a.send, bytes);
@@ -255,7 +250,7 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
     co_return;
   }
   SharedArena& arena = *op.arena();
-  const std::size_t piece = patterns::piece_elements(kSlicePieceBytes, arena.slot_bytes(), p, elem);
+  const std::size_t piece = patterns::piece_elements(kPieceBytes, arena.slot_bytes(), p, elem);
   if (piece == 0) {
     co_await reduce_scatter_task(op, a, Algorithm::ring);
     co_return;
@@ -274,8 +269,9 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
   }
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
   const std::size_t total_bytes = offsets.back() * elem;
-  const bool direct = slices_directly(arena, me, total_bytes);
-  ScratchBuffer scratch = op.scratch(may_slice_directly(arena, total_bytes) ? 3 * piece * elem : 0);
+  const bool direct = pieces_go_directly(arena, me, total_bytes);
+  ScratchBuffer scratch =
+      op.scratch(pieces_may_go_directly(arena, total_bytes) ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
     if (direct) {
       co_await publish_direct(op, arena, base[mine] + k, a.send, total_bytes);
@@ -313,7 +309,7 @@ Task gather_shared_memory(Operation& op, GatherArgs a) {
   const int me = op.rank();
   const std::size_t elem = a.element_size;
   SharedArena& arena = *op.arena();
-  const std::size_t slot = slot_payload_bytes(arena);
+  const std::size_t slot = arena.slot_bytes();
   const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
   if (me != a.root) {
     for (int r = 0; r < p; ++r) {
@@ -351,7 +347,7 @@ Task scatter_shared_memory(Operation& op, ScatterArgs a) {
   const int me = op.rank();
   const std::size_t elem = a.element_size;
   SharedArena& arena = *op.arena();
-  const std::size_t slot = slot_payload_bytes(arena);
+  const std::size_t slot = arena.slot_bytes();
   const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
   if (me == a.root) {
     std::uint64_t sequence = arena.published(me).load(std::memory_order_relaxed);
@@ -426,22 +422,16 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
   SharedArena& arena = *arena_here;
-  const std::size_t slot = slot_payload_bytes(arena);
+  const std::size_t slot = arena.slot_bytes();
   const auto pieces =
       direct ? std::uint64_t{1} : static_cast<std::uint64_t>(pieces_of(block, slot));
   const auto steps = static_cast<std::uint64_t>(p - 1);
-  // Where each producer's ring stood before this call; this rank's block in producer j's ring
-  // is the one of j's step (me - j) mod p.
-  std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
+  // This rank's block in producer j's ring is the one of j's step (me - j) mod p.
+  const std::vector<std::uint64_t> base = ring_bases(op, arena);
   for (int j = 0; j < p; ++j) {
-    const auto ji = static_cast<std::size_t>(j);
-    if (j == me) {
-      base[ji] = arena.published(me).load(std::memory_order_relaxed);
-      continue;
-    }
-    base[ji] = arena.consumed(me, j).load(std::memory_order_relaxed);
     const auto step = static_cast<std::uint64_t>((me - j + p) % p);
-    if (step > 1) arena.advance(arena.consumed(me, j), base[ji] + (step - 1) * pieces);
+    if (step > 1)
+      arena.advance(arena.consumed(me, j), base[static_cast<std::size_t>(j)] + (step - 1) * pieces);
   }
   for (int s = 1; s < p; ++s) {
     const int to = (me + s) % p;

@@ -24,12 +24,11 @@ struct FrameCache {
   void* frames[kFrameClasses][kFramesPerClass] = {};
   std::size_t count[kFrameClasses] = {};
 };
-// Each thread's cache, made on its first frame freed. A pointer of the initial-exec model,
-// small enough for the static TLS a library loaded later (dlopen) may take: one load per frame,
-// where a thread_local of the library's default model costs a call to __tls_get_addr. Not
-// under SMPI: there every simulated rank is a copy of the program loaded into one process
-// (smpi/privatization), and the copies' initial-exec variables filled glibc's static TLS block
-// at the 71st rank ("cannot allocate memory in static TLS block").
+// Each thread's cache, made on its first frame freed. A pointer of the initial-exec model, small
+// enough for the static TLS a library loaded later (dlopen) may take: one load per frame, where
+// the default model costs a call to __tls_get_addr. Not under SMPI: there every simulated rank is
+// a copy of the program in one process, and their initial-exec variables fill glibc's static TLS
+// block ("cannot allocate memory in static TLS block").
 #if COLLX_SMPI
 #define COLLX_FRAME_CACHE_TLS thread_local
 #else
@@ -155,22 +154,20 @@ void Operation::suspend_on_condition(std::coroutine_handle<> h, const WaitCondit
 }
 
 // An exclusive operation waits for a condition here: first by giving its core away where the
-// condition's producer may need it (WaitCondition::yield_until_met), then in slices, with a pass
-// of the transport's progress engine between them: a peer may be waiting for this rank's MPI
-// progress (the acknowledgment of a rendezvous it sent before) before it can move the counter;
-// without it the two ranks wait for each other for ever. The first slice (1 ms) outlasts an
-// ordinary handoff, so a wait normally ends with the producer's wake-up, not a timeout: waking
-// more often made an oversubscribed reduce several times slower (the notebook in git,
-// docs/PERFORMANCE.md at cc55b41, "A hang, and progress while waiting"). Long waits back off to
-// 16 ms slices.
+// condition's producer may need it (WaitCondition::yield_until_met), then in intervals with a
+// pass of the transport's progress between them: a peer may need this rank's MPI progress (the
+// acknowledgment of a rendezvous it sent) before it can move the counter, or the two ranks wait
+// for each other for ever. The first interval (1 ms) outlasts an ordinary handoff, so a wait
+// normally ends with the producer's wake-up (waking more often slowed an oversubscribed reduce
+// several times); long waits back off to 16 ms.
 bool Operation::wait_in_place(const WaitCondition& condition) {
   if (!exclusive_) return false;
   if (condition.yield_until_met()) return true;
-  auto slice = std::chrono::microseconds(1000);
-  while (!condition.wait_for(slice)) {
+  auto interval = std::chrono::microseconds(1000);
+  while (!condition.wait_for(interval)) {
     transport_.progress();
     if (condition.peers_silent()) refuse_foreign_messages();
-    slice = std::min(slice * 2, std::chrono::microseconds(16000));
+    interval = std::min(interval * 2, std::chrono::microseconds(16000));
   }
   return true;
 }
@@ -236,25 +233,23 @@ void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
   }
 }
 
+namespace {
+// A zero-byte message, not posted: done at once (both ends skip it).
+void skip_message(Transfer& t, bool is_send, int peer) {
+  t.is_send = is_send;
+  t.peer = peer;
+  t.bytes = 0;
+  t.state = Transfer::State::done;
+}
+}  // namespace
+
 void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) {
-    t.is_send = true;
-    t.peer = real_peer(peer);
-    t.bytes = 0;
-    t.state = Transfer::State::done;
-    return;
-  }
+  if (bytes == 0) return skip_message(t, true, real_peer(peer));
   send_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
 void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) {
-    t.is_send = false;
-    t.peer = real_peer(peer);
-    t.bytes = 0;
-    t.state = Transfer::State::done;
-    return;
-  }
+  if (bytes == 0) return skip_message(t, false, real_peer(peer));
   recv_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
@@ -449,8 +444,8 @@ void Engine::wait(Operation& op) {
     if (timeout > 0 && (++polls & 1023) == 0) {
       const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
       if (waited.count() > timeout && !op.done()) {
-        std::erase(active_, &op);
-        operations_in_flight.store(static_cast<int>(active_.size()), std::memory_order_release);
+        lock.unlock();
+        remove(&op);
         // The communicator's rank: the operation may be inside a Group, whose rank() is the
         // group's.
         const Error error(
@@ -469,9 +464,8 @@ void Engine::wait(Operation& op) {
       }
     }
   }
-  std::erase(active_, &op);
-  operations_in_flight.store(static_cast<int>(active_.size()), std::memory_order_release);
   lock.unlock();
+  remove(&op);
   op.rethrow_if_failed();
 }
 
@@ -496,7 +490,7 @@ void run_blocking(Operation& op, Task task) {
 }
 
 Phases Phases::part(const char* name, int offset, int count) const {
-  if (offset < 0 || count < 1 || offset + count > count_) {
+  if (offset < 0 || count < 0 || offset + count > count_) {
     throw Error(ErrorCode::internal, name, -1,
                 "tag phases " + std::to_string(offset) + ".." + std::to_string(offset + count - 1) +
                     " asked of " + name_ + "'s " + std::to_string(count_) + " phases");

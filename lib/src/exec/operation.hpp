@@ -47,11 +47,10 @@ struct OpInfo {
   bool blocking = false;
 };
 
-// Tags: each operation owns kPhasesPerOp consecutive tags so that several operations on one
-// communicator never match each other's messages; all tags stay below 32767, the smallest
-// MPI_TAG_UB the standard allows.
-// The window is a power of two (a mask, not a division, on every call); operations further
-// apart than kTagWindow in sequence must not be in flight together.
+// Each operation owns kPhasesPerOp consecutive tags, so operations on one communicator never
+// match each other's messages; all stay below 32767, the smallest MPI_TAG_UB the standard
+// allows. The window is a power of two (a mask on every call); operations further apart than
+// kTagWindow in sequence must not be in flight together.
 inline constexpr int kPhasesPerOp = 8;
 inline constexpr int kTagWindow = 2048;
 static_assert(kTagWindow * kPhasesPerOp < 32767);
@@ -59,12 +58,10 @@ inline int tag_base_for(std::uint64_t sequence) {
   return 1 + static_cast<int>(sequence & (kTagWindow - 1)) * kPhasesPerOp;
 }
 
-// A schedule's share of its operation's tags: `count` consecutive phases from `first`.
-// A composite algorithm hands each of its parts a named share of its own (part()); shares
-// are checked against the budget they come from, so two parts can never be handed the same
-// tag, and a schedule that asks for a phase outside its share fails at once instead of
-// matching another part's receive. The last phase of an operation is COLLX_CHECK's
-// (kCheckPhase), outside every schedule's budget.
+// A schedule's share of its operation's tags: `count` consecutive phases from `first`. Shares
+// are cut from the budget they come from (split, part) and checked against it, so two parts never
+// get the same tag, and a phase outside a share fails at once instead of matching another part's
+// receive. The last phase is COLLX_CHECK's (kCheckPhase), outside every schedule's budget.
 class Phases {
  public:
   // The whole budget of a schedule that runs as the operation's algorithm.
@@ -92,14 +89,15 @@ class Phases {
     }
     return out;
   }
+  // The `count` phases from `offset` of this share, for the part called `name`; throws
+  // (ErrorCode::internal) where they are not all inside it.
+  Phases part(const char* name, int offset, int count) const;
   int first() const { return first_; }
   int count() const { return count_; }
   // COLLX_CHECK's share: the operation's last phase.
   static Phases check();
 
  private:
-  // The `count` phases from `offset` of this share, for the part called `name`.
-  Phases part(const char* name, int offset, int count) const;
   constexpr Phases(int first, int count, const char* name)
       : first_(first), count_(count), name_(name) {}
   [[noreturn]] void outside(int i) const;
@@ -137,33 +135,28 @@ class Operation {
 
   const OpInfo& info() const { return info_; }
   Transport& transport() { return transport_; }
-  // The rank and size the algorithm sees: the communicator's, or within a Group (below) the
-  // group's.
+  // The rank and size the algorithm sees: the communicator's, or within a Group (below) its.
   int rank() const { return rank_; }
   int size() const { return size_; }
   // Whether a Group is open: the algorithm addresses some of the communicator's ranks only.
   bool in_group() const { return !members_.empty(); }
-  // The segment the ranks the algorithm sees share: the communicator's (Transport::
+  // The arena the ranks the algorithm sees share: the communicator's (Transport::
   // shared_arena), or within a Group the one it was opened with; null where there is none.
   SharedArena* arena() const {
     if (!members_.empty()) return group_arena_;
     return info_.shared_arena ? transport_.shared_arena() : nullptr;
   }
 
-  // A schedule that holds a turn of the shared arena (in_turn) took its ticket when it was
-  // built; where the call fails before the schedule runs (COLLX_CHECK's mismatch) the turn must
-  // still be taken and ended in order, or every later arena operation of this rank waits for
-  // it. holds_turn(): such a schedule is this operation's; skip_schedule(): take the turn and
-  // end it without running the schedule.
+  // A schedule holding a turn of the arena (in_turn) took its ticket when it was built; where
+  // the call fails before it runs (COLLX_CHECK's mismatch) the turn must still be taken and
+  // ended in order, or every later arena operation of this rank waits for it (skip_schedule).
   void set_holds_turn() { holds_turn_ = true; }
   bool holds_turn() const { return holds_turn_; }
   void skip_schedule() { schedule_skipped_ = true; }
   bool schedule_skipped() const { return schedule_skipped_; }
-  // A schedule built before the operation starts, whose turn has come already (no earlier arena
-  // operation of this rank is unfinished): the operation itself ends the turn of `arena` (this
-  // rank's place in it: `me`) when the schedule finishes, with no coroutine around the schedule
-  // (in_turn). COLLX_CHECK's mismatch then needs no skip_schedule: the turn ends with the
-  // operation's task whether the schedule runs or not.
+  // A schedule built before the operation starts whose turn has come already: the operation
+  // ends the turn of `arena` (this rank's place in it: `me`) when it finishes, with no coroutine
+  // around the schedule (in_turn), whether the schedule runs or not.
   void ends_turn_of(SharedArena& arena, int me) {
     turn_arena_ = &arena;
     turn_rank_ = me;
@@ -175,25 +168,20 @@ class Operation {
   // arena is usable): it sends no messages of its own.
   void mark_arena_row() { arena_row_ = true; }
 
-  // While an operation of an arena row (mark_arena_row) waits inside the arena's
-  // data movement (a condition whose peers_silent() holds), no peer sends it a message (the
-  // row sends none, and every rank runs the same algorithm); one of its tags arriving means a
-  // peer runs the call with an algorithm of messages: the ranks made mismatched calls (counts,
-  // say) that auto settled differently. Throws collx::Error(mismatch) then, which revokes the
-  // communicator, so both sides fail instead of waiting for each other for ever.
+  // While an arena row's operation waits on a condition whose peers_silent() holds, no peer
+  // sends it a message; one of its tags arriving means a peer runs the call with an algorithm
+  // of messages (mismatched calls that auto settled differently). Throws collx::Error(mismatch)
+  // then, which revokes the communicator, so both sides fail instead of waiting for ever.
   void refuse_foreign_messages();
 
-  // A part of a composite algorithm that runs on some of the communicator's ranks (a node's
-  // ranks, the nodes' leaders): while a Group is open, rank() and size() are this rank's place
-  // in `members` (communicator ranks, each rank listing them in the same order; it must be
-  // among them) and the peers of send()/recv() are indexes into it. Messages keep the
-  // operation's tags, so the part takes a share of its Phases like any other. Open one in the
-  // coroutine around the part's co_await; groups do not nest.
-  //
-  // `arena`: the segment `members` share (their node's, Transport::node_arena), through which
-  // the part may run the arena's schedules (shared_memory_usable). Only an operation that
-  // holds that arena's turn for its whole run (in_turn) opens a Group with it: the schedules
-  // run inside take no turn of their own.
+  // A part of a composite algorithm that runs on some of the communicator's ranks (a node's,
+  // the nodes' leaders): while a Group is open, rank() and size() are this rank's place in
+  // `members` (communicator ranks in the same order on every rank; it must be among them) and
+  // peers are indexes into it. Messages keep the operation's tags, so the part takes a share of
+  // its Phases. Open one in the coroutine around the part's co_await; groups do not nest.
+  // `arena`: the one `members` share (Transport::node_arena), through which the part may run the
+  // arena's schedules; only an operation holding that arena's turn for its whole run (in_turn)
+  // opens a Group with it, so the schedules inside take no turn of their own.
   class Group {
    public:
     Group(Operation& op, std::span<const int> members, SharedArena* arena = nullptr);
@@ -233,9 +221,9 @@ class Operation {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
-  // co_await until(condition): suspends until `condition` (for example a shared-memory counter
-  // another rank advances, see shm_arena.hpp) is met. The condition must outlive the wait (a
-  // temporary in the co_await expression does). An exclusive operation waits in place.
+  // co_await until(condition): suspends until `condition` (a shared counter another rank
+  // advances, say) is met; it must outlive the wait (a temporary in the co_await expression
+  // does). An exclusive operation waits in place.
   struct ConditionAwaiter {
     Operation& op;
     const WaitCondition& condition;
@@ -244,9 +232,8 @@ class Operation {
     void await_resume() const noexcept {}
   };
   ConditionAwaiter until(const WaitCondition& condition) { return {*this, condition}; }
-  // co_await until(condition, then): as until(condition), then runs `then()` and gives its
-  // result: a step that waits and acts with no coroutine frame of its own (the shared arena's
-  // publish and take). The awaiter holds the condition and `then` while it waits.
+  // co_await until(condition, then): as until(condition), then gives `then()`: a step that waits
+  // and acts with no coroutine frame of its own (the arena's publish and take).
   template <class Condition, class Then>
   struct ThenAwaiter {
     Operation& op;
@@ -321,7 +308,7 @@ class Operation {
   int rank_;
   int size_;
   std::span<const int> members_;        // the open Group's ranks; empty: the communicator's
-  SharedArena* group_arena_ = nullptr;  // the open Group's segment
+  SharedArena* group_arena_ = nullptr;  // the open Group's arena
   std::shared_ptr<void> keepalive_;
   HostPath host_path_;
   // Before task_: the coroutine frame (which may hold device scratch and the call's reduction)
@@ -351,12 +338,10 @@ class Operation {
   friend void run_blocking(Operation& op, Task task);
 };
 
-// Drives every operation in flight in this process. Waiting on one operation progresses all
-// of them: a rank blocked in one collective must still answer its peers in the others.
-//
-// With COLLX_PROGRESS_THREAD=1 (and MPI initialised with MPI_THREAD_MULTIPLE) a background
-// thread also progresses the operations in flight every COLLX_PROGRESS_INTERVAL_US, so a
-// nonblocking collective moves on while the caller computes.
+// Drives every operation in flight in this process: a rank blocked in one collective must still
+// answer its peers in the others. With COLLX_PROGRESS_THREAD=1 (and MPI_THREAD_MULTIPLE) a
+// thread also progresses them every COLLX_PROGRESS_INTERVAL_US, so a nonblocking collective moves
+// on while the caller computes.
 class Engine {
  public:
   static Engine& instance();
@@ -392,10 +377,9 @@ class Engine {
   std::thread thread_;
 };
 
-// Runs a blocking collective. Where it is the only operation in flight in the process and no
-// timeout is watched, the schedule runs to completion in place: every wait completes where it
-// is (the operation is exclusive), so a small call costs its frames and its messages, not the
-// engine's loop. Otherwise: start, then wait through the engine.
+// Runs a blocking collective: where it is the only operation in flight and no timeout is watched,
+// to completion in place (every wait completes where it is), so a small call costs its frames
+// and messages, not the engine's loop; otherwise through the engine.
 void run_blocking(Operation& op, Task task);
 
 // How many operations the Engine drives (its list's length, stored after every change): a

@@ -2,42 +2,35 @@
 // of each size class of a collective on a communicator run the two to four candidates that the
 // table ranks closest (its own choice, its choices for the neighbouring size classes, the shared
 // arena's row, the cost model's best with and without the arena), each in blocks of consecutive
-// calls, in two passes over the candidates where a candidate has four trials or more; then the
-// ranks agree on the fastest (the slowest rank's time of each candidate: the lower of its passes'
-// mean call times, over a block but its first call; an allreduce of the times) and every later call
-// of the class runs it. Two passes, because what disturbs a block (the process's first messages to
-// a peer, new buffers' first touch, a spell of the machine's) rarely disturbs both (the notebook in
-// git: docs/PERFORMANCE.md at cc55b41, "The goal table, second run"). Blocks, not interleaved
-// calls: a rank's time in one call can be short while the calls in a row are slow (a rank that
-// arrives late finds its data there, but the next call waits for the slot it frees), and a run of
-// calls is what an application makes. A block's time: the mean of its calls (a call that
-// waited, for a rank the scheduler put aside or for room in the arena's ring, counts whole, as
-// it does in a run), over blocks long enough at small sizes to fill the ring (trials_for): the
-// medians of a few calls each, kept before, timed an arena's ring with free slots and fell
-// several times short of what a run of calls took where ranks share cores (docs/AUTO.md).
-// Where the communicator spans several nodes the ranks meet (a barrier) before a block's first
-// timed call, as collx-bench times a round: each rank timing its calls from wherever the previous
-// ones left it made an algorithm whose root returns early (a binomial tree's two sends against
-// linear's three) look a third faster where from a common start it was a third slower
-// (docs/results/cluster-436e633.csv, with its source section). Inside one node the meeting's own
-// skew between ranks (microseconds on a busy node) is as long as the calls through the node's
-// segment, so one node times back-to-back calls. A challenger of collx's must beat the table's
-// choice and the MPI library's collective by the margin: between two close trial times the MPI
-// library is the safe choice.
+// calls, in two passes where a candidate has four trials or more; then the ranks agree on the
+// fastest (the slowest rank's time of each candidate: the lower of its passes' mean call times,
+// over a block but its first call) and every later call of the class runs it.
+// - Two passes, because what disturbs a block (first messages to a peer, new buffers' first
+//   touch, a spell of the machine's) rarely disturbs both.
+// - Blocks, not interleaved calls, and means, not medians: a run of calls is what an application
+//   makes, and a call that waited (for a descheduled rank, for room in the arena's ring) counts
+//   whole, as it does in a run; blocks are long enough at small sizes to fill the ring
+//   (trials_for), where a few calls would time only its free slots (docs/AUTO.md).
+// - Across nodes the ranks meet (a barrier) before a block's first timed call, as collx-bench
+//   times a round: timed from wherever the previous calls left each rank, an algorithm whose
+//   root returns early looks faster than it is (docs/results/cluster-436e633.csv). Inside one
+//   node the meeting's own skew is as long as the calls, so one node times back-to-back calls.
+// - A challenger of collx's must beat the table's choice and the MPI library's collective by the
+//   margin: between two close trial times the MPI library is the safe choice.
 // A sample of the later calls is timed; at checkpoints the ranks agree whether any of them sees its
 // chosen algorithm drift (1.5x its trial time), and if so try again, or, for one of collx's, run
 // on average slower than the MPI library's collective did in the trials, and if so settle on the
 // MPI library at once (its calls then skip collx: the delegated path). A challenger that displaced
-// the table's choice in the first round is tried again at the first checkpoint in any case (a
-// second opinion): a machine's passing slow spell during the table's blocks would otherwise keep a
-// choice the rest of the run does not bear out (docs/results/onenode-np2-goals-per-run.csv).
+// the table's choice in the first round is tried again at the first checkpoint in any case: a
+// passing slow spell during the table's blocks would otherwise keep a choice the rest of the run
+// does not bear out (docs/results/onenode-np2-goals-per-run.csv).
 //
-// Every step is keyed on what every rank sees alike: the collective, the size class, the call's
-// place among the blocking calls of its class, the candidates (the table, the communicator's
-// layout and arena): so every rank runs the same algorithm in the same call and agrees at the
-// same call. Nonblocking calls are not timed (their time includes the caller's work): they run
-// the settled choice, or the table's before one is settled. The logic here is pure (times come
-// in, decisions go out); comm_state.hpp does the timing and the agreement.
+// Every step is keyed on what every rank sees alike (the collective, the size class, the call's
+// place among the blocking calls of its class, the candidates), so every rank runs the same
+// algorithm in the same call and agrees at the same call. Nonblocking calls are not timed (their
+// time includes the caller's work): they run the settled choice, or the table's before one is
+// settled. The logic here is pure (times come in, decisions go out); comm_state.hpp does the
+// timing and the agreement.
 #pragma once
 
 #include <array>
@@ -129,17 +122,14 @@ class ClassTuner {
   bool switched_to_library() const { return switched_to_library_; }
 
   // A challenger must beat the table's choice by this share to replace it (noise), and by at
-  // least kMarginMinNs a call: below a microsecond a VM's calls jitter by a factor of two from
-  // block to block (docs/PERFORMANCE.md, "One node, two ranks: auto against Open MPI", 8-128 B),
-  // more than any difference between the candidates there, and the table's choice comes from
-  // medians of many runs.
+  // least kMarginMinNs a call: below a microsecond calls jitter from block to block more than
+  // the candidates differ, and the table's choice comes from medians of many runs.
   // The MPI library's own collective (start's `library`) needs the share only: chosen where it only
   // seemed faster, auto still runs as fast as the MPI it wraps.
   static constexpr double kMargin = 0.03;
   static constexpr std::uint64_t kMarginMinNs = 250;
   // A settled class is re-tried when a rank's sampled time exceeds its trial time this much,
-  // and by at least kDriftMinNs (the same jitter: sub-microsecond calls re-tried again and
-  // again ran their slow candidates among the application's calls).
+  // and by at least kDriftMinNs (the same jitter would re-try sub-microsecond calls for ever).
   static constexpr double kDriftRatio = 1.5;
   // What agree_values() reports at the first checkpoint after a challenger won the first round:
   // above any drift, so the class is tried again.
@@ -164,15 +154,11 @@ class ClassTuner {
   // The MPI library's candidate's agreed trial time (ns), where it was a candidate and is not
   // the choice; else 0.
   std::uint64_t library_trial_ns() const;
-  // The lower of the candidate's passes' mean call times. A mean, not a median: what a run of
-  // calls costs is its mean (a call that waits for a descheduled rank, or for room in the
-  // arena's ring, counts whole), and the blocks are long enough at small sizes to fill the
-  // ring (trials_for) where a few calls would time only the ring's free slots.
+  // The lower of the candidate's passes' mean call times (a mean: see the top of this file).
   std::uint64_t trial_ns(std::size_t candidate) const;
   // The candidate of the current trial call: the challengers' blocks first, the table's choice
-  // last. The first calls of a class also pay for what the application's new buffers cost the
-  // first time they are touched (page faults, lines in other caches: several calls at 1 MiB
-  // here); that handicap falls on the challengers, never on the table's choice.
+  // last. The first calls of a class also pay for the first touch of the application's new
+  // buffers (page faults, lines in other caches); that handicap falls on the challengers.
   std::uint32_t trying_index() const { return (trial_calls_ / block_ + 1) % count_; }
 
   Phase phase_ = Phase::fresh;

@@ -16,52 +16,40 @@ extern const std::string_view kBuiltinRulesText;
 namespace {
 
 // The built-in table is data: lib/data/builtin-rules.json, in the tuning-file format, compiled in
-// as text (CMake writes it into builtin_rules_text.cpp) and read by parse_tuning_table, the
-// parser COLLX_TUNING_FILE goes through. Each row carries its provenance: the result file, the
-// machine, the command and the date it rests on. Its figures live there and in docs/results;
-// this comment keeps the reasons the rows take the shapes they do.
+// as text (builtin_rules_text.cpp) and read by parse_tuning_table, as COLLX_TUNING_FILE is. Each
+// row carries its provenance (result file, machine, command, date); this comment keeps the
+// reasons the rows take the shapes they do.
 //
-// One node (rules): the first matching row wins, and the last row of a rank range catches every
+// One node (rules): the first matching row wins; the last row of a rank range catches every
 // larger size.
 // - Allreduce: latency-bound sizes take recursive doubling (log2 p messages); where one exchange
-//   of the whole buffer would go by rendezvous (above the MPI's eager limit; Open MPI's step is
-//   lower than MPICH-over-UCX's, hence the rows marked "mpi": "mpich"), the algorithms that send
-//   halves or p-ths (Rabenseifner, the ring) win; at large sizes the ring's and Rabenseifner's
-//   bandwidth terms decide. Ranks sharing an arena take its sliced allreduce (no message at all)
-//   at the counts it was measured on; other counts keep the message algorithms.
-// - Broadcast, reduce, allgather, reduce_scatter(_v), gather, scatter, alltoall: at two ranks the
-//   arena from the smallest sizes, each up to where a message algorithm or the MPI caught up; at 3+
-//   ranks the arena where it was measured ahead. Gather and scatter return to the binomial tree
-//   above 8 ranks, where the root's p - 1 messages of the linear form cost more than log2 p (the
-//   cost model; unmeasured).
-// - Rows naming shared_memory count only where the communicator has a shared arena (all ranks on
-//   one node, host buffers; see select_from); elsewhere the next matching row decides.
+//   of the whole buffer would go by rendezvous (above the MPI's eager limit, lower in Open MPI
+//   than in MPICH over UCX: the rows marked "mpi"), the algorithms that send halves or p-ths
+//   win; at large sizes the ring's and Rabenseifner's bandwidth terms decide. Ranks sharing an
+//   arena take its block allreduce at the counts it was measured on.
+// - The other collectives: at two ranks the arena from the smallest sizes, each up to where a
+//   message algorithm or the MPI caught up; at 3+ ranks the arena where it was measured ahead.
+//   Gather and scatter return to the binomial tree above 8 ranks (the cost model: the linear
+//   root's p - 1 messages cost more than log2 p; unmeasured).
+// - Rows naming shared_memory count only where the communicator has a shared arena (select_from).
 //
 // Several nodes (node_rules), read before the one-node rows:
-// - Allreduce on uniform nodes of several ranks: hierarchical, then (on two nodes) multi_leader,
-//   from the size where recursive doubling's whole-buffer hops across the network stop paying;
-//   above the TCP eager limit multi_leader (each rank's link carries 1/k of the bytes that cross
-//   nodes). Layouts whose nodes differ take the flat table.
-// - Broadcast and reduce, any layout: hierarchical (the buffer crosses into each node once) up to
-//   where the cost model has the pipelined chain / Rabenseifner ahead on fast networks; the
-//   broadcast's lower edge is measured (below it the binomial tree and auto's trials decide).
-// - One rank per node: every hop crosses the network, which the one-node rows were not measured
-//   on: recursive doubling, then Rabenseifner, for allreduce; linear broadcast on up to 4 nodes
-//   (the root's sends overlap on the network where the cost model counts them one after another;
-//   more nodes keep the tree, whose depth grows as log2 p where the root's sends grow as p).
-// - Reduce_scatter on two uniform nodes of several ranks: hierarchical inside the window where the
-//   cost model has it ahead on fast networks too; more nodes are unmeasured (the flat table).
-// - Many nodes (min_nodes 8: each link crosses a fat tree's switches), from SimGrid's SMPI
-//   (docs/SCALE.md, "What the simulation taught the selector"); fewer nodes keep the rows
-//   measured on emulated nodes. Allreduce on nodes of several ranks: Rabenseifner, whose pairs
-//   start inside a node (PairOrder::near_first), where hierarchical funnels the node's buffer
-//   through one rank's link and multi_leader adds two node phases that pay only at the largest
-//   sizes; one rank per node: Rabenseifner, 2 log2 p steps against the ring's 2 (p - 1)
-//   latencies. Reduce: Rabenseifner (each byte crosses the network about twice, where the
-//   binomial tree sends the whole buffer log2 p times). Reduce_scatter: hierarchical on nodes of
-//   several ranks (flat recursive halving pairs ranks on other nodes first, the ring pays p - 1
-//   latencies); one rank per node: recursive halving.
-
+// - Allreduce on uniform nodes of several ranks: hierarchical, then (on two nodes)
+//   multi_leader, from the size where recursive doubling's whole-buffer hops across the network
+//   stop paying; above the TCP eager limit multi_leader (each link carries 1/k of the bytes).
+// - Broadcast and reduce, any layout: hierarchical (the buffer crosses into each node once) up
+//   to where the cost model has the pipelined chain / Rabenseifner ahead on fast networks.
+// - One rank per node: every hop crosses the network: recursive doubling, then Rabenseifner,
+//   for allreduce; linear broadcast on up to 4 nodes (the root's sends overlap on the network;
+//   more nodes keep the tree, log2 p deep where the root's sends grow as p).
+// - Reduce_scatter on two uniform nodes of several ranks: hierarchical where the cost model has
+//   it ahead on fast networks too; more nodes are unmeasured.
+// - Many nodes (min_nodes 8: links cross a fat tree's switches), from SimGrid's SMPI
+//   (docs/SCALE.md): allreduce Rabenseifner (its pairs start inside a node, where hierarchical
+//   funnels the node's buffer through one link and multi_leader's two node phases pay only at the
+//   largest sizes; one rank per node: 2 log2 p steps against the ring's 2 (p - 1)); reduce
+//   Rabenseifner (each byte crosses the network about twice, not log2 p times); reduce_scatter
+//   hierarchical on nodes of several ranks, recursive halving with one rank per node.
 // Parsed once, on the first selection; the text is checked by the tests, so a parse error here
 // means a broken build, reported as the first call's collx::Error.
 const TuningTable& builtin_table() {
@@ -192,7 +180,7 @@ std::string describe_rules(std::span<const SelectionRule> rules) {
         "  bytes <= " +
         (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
         "  -> " + std::string(to_string(rule.algorithm)) +
-        (runs_through_arena(rule.collective, rule.algorithm) ? "  (ranks sharing a segment)" : "") +
+        (runs_through_arena(rule.collective, rule.algorithm) ? "  (ranks sharing an arena)" : "") +
         "\n";
   }
   return out;

@@ -30,7 +30,7 @@ std::span<const SelectionRule> builtin_rules();
 std::span<const SelectionRule> builtin_rules_of(Collective collective);
 
 // What `auto` picks for this call from `rules`. Rows naming an algorithm that runs through the
-// shared arena count only where `shared_memory` (the ranks share a segment and the buffers are host
+// shared arena count only where `shared_memory` (the ranks share an arena and the buffers are host
 // memory).
 Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
                       std::size_t bytes, int nranks, bool shared_memory = false);

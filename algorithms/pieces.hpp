@@ -1,4 +1,4 @@
-// The slices of a shared-memory reduction: which part of a buffer each rank reduces, cut into
+// The blocks of the arena's reductions: which part of a buffer each rank reduces, cut into
 // pieces that a round of the pipeline handles.
 //
 // Rank r owns block r of the buffer (offsets[r] .. offsets[r+1] elements: its reduce_scatter
