@@ -263,17 +263,18 @@ static Cost node_aware_flat(const Shape& s) {
 // The phases inside a node of a node-aware schedule, where its ranks are spread over nodes:
 // `messages` steps over the loopback and `bytes` (already over the segments in flight), in the
 // node-aware entries' `messages` and `bytes` (inside a node: `alpha`, `beta`). On 2,
-// 4, 8, ... nodes a buffer of more than one chunk (4 segments of every carrier's share, 8
-// chunks at most; allreduce.cpp, pipelined_chunk) runs pipelined: the phases inside a node
-// move beside the crossing of other chunks, and the first and last chunks' phases are the fill.
+// 4, 8, ... nodes a buffer of more than one node segment (4 segments of every carrier's share,
+// 8 node segments at most; allreduce.cpp, pipelined_segment) runs pipelined: the phases inside a
+// node move beside the crossing of other node segments, and the first and last ones' phases are
+// the fill.
 static Cost inside_node(const Shape& s, double messages, double bytes, double carriers) {
   Cost c;
   c.messages = messages;
   const bool power_of_two = std::has_single_bit(static_cast<unsigned>(s.nodes));
-  const double chunk = std::max(4 * s.segment * carriers, s.n / 8);
-  if (power_of_two && s.n > chunk) {
-    const double chunks = std::ceil(s.n / chunk);
-    c.bytes = bytes / chunks;
+  const double node_segment = std::max(4 * s.segment * carriers, s.n / 8);
+  if (power_of_two && s.n > node_segment) {
+    const double node_segments = std::ceil(s.n / node_segment);
+    c.bytes = bytes / node_segments;
     c.beside_bytes = bytes;
   } else {
     c.bytes = bytes;

@@ -125,7 +125,7 @@ inline constexpr std::size_t kFlatReduceScatterHalvingBytes = std::size_t{64} <<
 // this many bytes, at most a p-th of a ring slot, one counter handoff per piece and phase. Small
 // enough that a piece is reduced while it is in the cache its producer just wrote it from (p
 // pieces in a core's L2), large enough that the two handoffs per round stay cheap
-// (docs/results/arena-slice-piece.csv).
+// (docs/results/arena-piece-bytes.csv).
 inline constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
 // Segments in flight in the segmented schedules (exchange_reduce, ring_stream, the trees'
 // forwarding, pairwise's steps): the library's default pipeline depth

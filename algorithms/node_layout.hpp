@@ -88,7 +88,7 @@ class NodeLayout {
 
   // Every rank, local rank first: peers(0), then peers(1), ... (each by node). The order in
   // which the node-aware allgather and reduce_scatter lay out their blocks: the blocks of local
-  // rank i's ranks, the slice they move across nodes together, are contiguous.
+  // rank i's ranks, the block they move across nodes together, are contiguous.
   std::vector<int> by_local_rank() const {
     std::vector<int> order;
     order.reserve(node_of_.size());

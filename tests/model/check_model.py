@@ -82,7 +82,7 @@ def main():
           f"rabenseifner {near['rabenseifner']:.0f} us (the simulation: 2101)")
 
     # The loopback moves each message in flight at its full bandwidth: multi_leader's rings
-    # inside the host and its slices side by side across (the simulation: 858 us, the best).
+    # inside the host and its blocks side by side across (the simulation: 858 us, the best).
     ml = predict(model, "allreduce", 2, 8, ["16M"], *no_overhead, *leaf)[16 << 20]
     check("multi_leader at 16 MiB, 2 x 8", ml["best"] == "multi_leader",
           f"best {ml['best']}, multi_leader {ml['multi_leader']:.0f} us")

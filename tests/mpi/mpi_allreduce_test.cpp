@@ -122,8 +122,8 @@ TEST_F(MpiAllreduce, RandomRealFloatsGiveBitwiseIdenticalResults) {
 }
 
 // The node-aware allreduces' pipelined forms (nodes a power of two): segments of 1 KiB cut
-// 70001 elements into several chunks, whose exchanges across the nodes are in flight while the
-// nodes work on the neighbouring chunks. Exact against the reference, and random real floats
+// 70001 elements into several node segments, whose exchanges across the nodes are in flight while the
+// nodes work on the neighbouring ones. Exact against the reference, and random real floats
 // bitwise identical on every rank. Elsewhere (one node, 3 nodes) it checks the other forms.
 TEST_F(MpiAllreduce, NodeAwareInChunksIsExactAndIdentical) {
   const int p = comm.size();

@@ -408,7 +408,7 @@ TEST_F(MpiCollectives, SharedMemoryOperationsInFlightTogether) {
 }
 
 // The node-aware schedules in flight together: under COLLX_NODE_LAYOUT (the layout runs) each
-// takes its node's segment for the phases inside the node, the turn taken in call order and
+// takes its node's arena for the phases inside the node, the turn taken in call order and
 // held for the whole operation (collectives.hpp, with_node_arena), however the ranks wait.
 TEST_F(MpiCollectives, NodeAwareOperationsInFlightTogether) {
   const std::size_t n = (std::size_t{3} << 20) / 4 + 5;
@@ -668,7 +668,7 @@ TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {
                   with(Algorithm::binomial_tree));
       comm.reduce(ints.data(), sum_shm.data(), count, DataType::int64, ReduceOp::sum, root,
                   with(Algorithm::shared_memory));
-      // Allreduce and reduce_scatter through the arena (the sliced protocol's one round).
+      // Allreduce and reduce_scatter through the arena (the piece protocol's one round).
       std::vector<std::int64_t> everywhere(count, 0);
       comm.allreduce(ints.data(), everywhere.data(), count, DataType::int64, ReduceOp::sum,
                      with(Algorithm::shared_memory));

@@ -418,10 +418,10 @@ TEST_P(SimNodeAware, BitwiseIdenticalAcrossRanksForRandomFloats) {
   }
 }
 
-// On 2, 4 or 8 nodes the node-aware allreduces pipeline the buffer in chunks, the exchanges of
-// some chunks across the nodes in flight while the node's ranks run their phases on the next
-// and on the ones before (multi_leader: every rank carries a slice across; hierarchical: the
-// leaders carry the chunk, any layout; multi_leader runs it on nodes of different sizes). In
+// On 2, 4 or 8 nodes the node-aware allreduces pipeline the buffer in node segments, the exchanges of
+// some node segments across the nodes in flight while the node's ranks run their phases on the next
+// and on the ones before (multi_leader: every rank carries a block across; hierarchical: the
+// leaders carry the node segment, any layout; multi_leader runs it on nodes of different sizes). In
 // the postings of a rank that both crosses the network
 // and has a node of several ranks, the messages across nodes and those inside its node then
 // alternate (the unpipelined schedules post them in three runs: inside, across, inside); exact
@@ -452,7 +452,7 @@ TEST(SimNodeAwarePipelined, NodeAndNetworkPhasesInterleave) {
           info.collective = collx::Collective::allreduce;
           info.algorithm = algorithm;
           info.tag_base = 1;
-          // Chunks of count / 8 elements (more than four segments per share): 9 chunks here.
+          // Node segments of count / 8 elements (more than four segments per share): 9 here.
           info.segment_bytes = 16 * elem;
           info.pipeline_depth = 2;
           world.run(info, [&](collx::detail::Operation& o_, int r) {

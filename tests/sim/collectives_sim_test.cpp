@@ -598,7 +598,7 @@ TEST(SimCollectivesLarge, LargeCountsOnSomeSizes) {
 
 // The shared-memory algorithms keep their rings' counters across calls: broadcasts, allgathers,
 // alltoalls and reduces in turn on one world (roots, sizes and block lengths changing, zero-length
-// blocks, more pieces than ring entries), with and without a shared segment (without one they
+// blocks, more pieces than ring entries), with and without an arena (without one they
 // run point-to-point).
 namespace {
 // Runs an alltoall through the arena of `world` with `per_block` int32 elements per block
@@ -631,12 +631,12 @@ void check_arena_alltoall(SimWorld& world, int seed, std::size_t per_block,
 
 void calls_in_sequence_on_one_segment() {
   for (int p : {2, 3, 4, 7}) {
-    for (int chunks : {0, 1, 3}) {
-      SimWorld world(p, 256, chunks);
-      std::mt19937 rng(static_cast<unsigned>(p * 10 + chunks));
+    for (int slots : {0, 1, 3}) {
+      SimWorld world(p, 256, slots);
+      std::mt19937 rng(static_cast<unsigned>(p * 10 + slots));
       for (int call = 0; call < 18; ++call) {
         const std::size_t count = std::uniform_int_distribution<std::size_t>(0, 3000)(rng);
-        const std::string where = "p=" + std::to_string(p) + " chunks=" + std::to_string(chunks) +
+        const std::string where = "p=" + std::to_string(p) + " slots=" + std::to_string(slots) +
                                   " call " + std::to_string(call) + " count " +
                                   std::to_string(count);
         if (call % 3 == 2) {
@@ -774,7 +774,7 @@ TEST(SimSharedMemory, DirectReadsBetweenRingPieces) {
   set_config(Config{});
 }
 
-// The sliced reductions (allreduce, reduce_scatter through the segment) in turn on one world,
+// The piece-by-piece reductions (allreduce, reduce_scatter through the arena) in turn on one world,
 // with broadcasts between them putting bytes through the rings: in and out of place, counts that
 // leave some ranks' pieces empty, more rounds than ring entries. Run with every piece handed
 // over as a pointer (COLLX_SHM_DIRECT=1: readers copy inputs and reduced pieces straight from

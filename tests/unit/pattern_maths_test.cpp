@@ -352,7 +352,7 @@ TEST(BruckAlltoall, EveryBlockReachesItsDestinationAtTheRightPosition) {
   }
 }
 
-// The shared-memory reductions' slices: the blocks cover the count once, in order, start on
+// The shared-memory reductions' pieces: the blocks cover the count once, in order, start on
 // whole lines where the element size divides one, and differ by at most one line but for the
 // ragged tail; the pieces of every round cover each block once, and the rounds are exactly
 // those of the longest block.

@@ -200,7 +200,7 @@ Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
   // Round k's slots: its input pieces at base + 2k, its reduced piece at base + 2k + 1.
   const auto inputs = [](std::size_t k) { return std::uint64_t{2} * k; };
   const auto reduced = [](std::size_t k) { return std::uint64_t{2} * k + 1; };
-  // Slicing directly, this rank publishes pointers: to its input each round, to its reduced
+  // Handing pieces over directly, this rank publishes pointers: to its input each round, to its reduced
   // piece (written straight into recv) after it; it returns once every reader has taken them.
   const bool direct = pieces_go_directly(arena, me, bytes);
   ScratchBuffer scratch = op.scratch(pieces_may_go_directly(arena, bytes) ? 3 * piece * elem : 0);
