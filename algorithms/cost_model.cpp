@@ -287,8 +287,8 @@ const Entry allreduce_hierarchical{
       // Inside a node: a binomial reduce, ceil(log2 k) levels of the whole buffer, segments in
       // flight, and a binomial broadcast forwarded segment by segment.
       const double lg = log2_ceil(static_cast<int>(s.per_node));
-      Cost c = inside_node(s, 2 * lg,
-                           (lg + 1) * s.n / streams(s, s.n) + node_broadcast_fill(s, lg), 1);
+      Cost c =
+          inside_node(s, 2 * lg, (lg + 1) * s.n / streams(s, s.n) + node_broadcast_fill(s, lg), 1);
       c.reduced = lg * s.n;
       return add(c, across_nodes(flat_allreduce(s, s.nodes, s.n)));
     },
@@ -539,6 +539,29 @@ const Entry reduce_scatter_recursive_halving{
       return t.c;
     },
     "log2 p' halving steps over the core ranks' shares; fold for non-powers of two."};
+const Entry reduce_scatter_butterfly{
+    [](const Shape& s) {
+      // Near first (PairOrder::near_first on the blocks in bit-reversed order): step j exchanges
+      // n / 2^(j+1) with the rank 2^j away; one copy of the input puts the blocks in that order.
+      Steps t{s};
+      if (s.core != s.p) {
+        t.shift_step(s.core, s.n, streams(s, s.n), s.n);
+        t.shift_step(s.core, s.n / s.p);
+      }
+      double m = s.n;
+      for (double d = 1; d < s.core; d *= 2) {
+        m /= 2;
+        t.xor_step(d, m, streams(s, m), m);
+      }
+      t.c.copied += s.n + s.n / s.p;
+      return t.c;
+    },
+    "The butterfly: recursive halving with neighbours first. The input is copied with its blocks "
+    "in bit-reversed order of their ranks, so that each halving step's halves are contiguous; "
+    "step j exchanges n / 2^(j+1) with the rank 2^j away, the largest exchanges between "
+    "neighbours (inside a node where ranks are placed in blocks), the smallest between the ranks "
+    "farthest apart, and every block ends on its owner. log2 p' steps, fold for non-powers of "
+    "two; one copy of n more than recursive halving."};
 const Entry reduce_scatter_shared_memory{
     [](const Shape& s) {
       const double rounds = piece_rounds(s);
@@ -749,7 +772,9 @@ const Entry alltoall_shared_memory{
 
 // ---- barrier, point-to-point ----
 const Entry mpi_library{
-    [](const Shape&) { return Cost{1e12, 0, 0, 0}; },
+    [](const Shape&) {
+      return Cost{1e12, 0, 0, 0};
+    },
     "The MPI library's own collective on the communicator (MPI_Allreduce, ...; its nonblocking "
     "form for a nonblocking call): whatever algorithm the MPI library chooses. Not modelled: "
     "auto's trials measure it beside collx's algorithms, and it runs where it is faster."};
@@ -777,9 +802,8 @@ Algorithm best(Collective c, int p, double bytes, const Machine& m) {
     // schedule matches it only with the ranks placed in blocks of nodes (the model's
     // assumption), the node-aware one on any placement. (With one rank per node it runs the
     // flat one.)
-    if (k && (k->seconds(m) < fastest ||
-              (m.nodes > 1 && p > m.nodes && node_aware(c, a) &&
-               k->seconds(m) <= fastest * (1 + 1e-9)))) {
+    if (k && (k->seconds(m) < fastest || (m.nodes > 1 && p > m.nodes && node_aware(c, a) &&
+                                          k->seconds(m) <= fastest * (1 + 1e-9)))) {
       fastest = k->seconds(m);
       winner = a;
     }

@@ -152,7 +152,7 @@ extern const Entry reduce_binomial_tree, reduce_rabenseifner, reduce_shared_memo
     reduce_hierarchical;
 extern const Entry allgather_ring, allgather_recursive_doubling, allgather_bruck,
     allgather_shared_memory, allgather_hierarchical;
-extern const Entry reduce_scatter_ring, reduce_scatter_recursive_halving,
+extern const Entry reduce_scatter_ring, reduce_scatter_recursive_halving, reduce_scatter_butterfly,
     reduce_scatter_shared_memory, reduce_scatter_hierarchical;
 extern const Entry gather_binomial_tree, gather_linear, gather_shared_memory, scatter_binomial_tree,
     scatter_linear, scatter_shared_memory;

@@ -498,8 +498,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
 
 // Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes Rabenseifner
 // from 8 KiB to 2 MiB and multi_leader above; with one rank per node, Rabenseifner above 256 KiB;
-// reduce Rabenseifner from 512 KiB (256 KiB with one rank per node); reduce_scatter hierarchical
-// from 8 KiB to 2 MiB (one rank per node: recursive halving above 64 KiB). Fewer nodes keep the
+// reduce Rabenseifner from 512 KiB (256 KiB with one rank per node); reduce_scatter the butterfly
+// from 8 KiB (one rank per node: above 64 KiB). Fewer nodes keep the
 // rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
@@ -522,12 +522,10 @@ TEST(Selector, NodeRulesForManyNodes) {
     EXPECT_EQ(pick(Collective::reduce, 512 * KiB + 1, shape), Algorithm::rabenseifner);
     EXPECT_EQ(pick(Collective::reduce, 512 * KiB, shape),
               select_from(builtin_rules(), Collective::reduce, 512 * KiB, 64));
-    for (std::size_t bytes : {8 * KiB + 1, 256 * KiB, 2 * MiB})
-      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::hierarchical) << bytes;
+    for (std::size_t bytes : {8 * KiB + 1, 256 * KiB, 2 * MiB, 64 * MiB})
+      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::butterfly) << bytes;
     EXPECT_EQ(pick(Collective::reduce_scatter, 8 * KiB, shape),
               select_from(builtin_rules(), Collective::reduce_scatter, 8 * KiB, 64));
-    EXPECT_EQ(pick(Collective::reduce_scatter, 2 * MiB + 1, shape),
-              select_from(builtin_rules(), Collective::reduce_scatter, 2 * MiB + 1, 64));
   }
   EXPECT_EQ(pick(Collective::allreduce, 64 * KiB, four_by_eight), Algorithm::hierarchical);
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_by_eight), Algorithm::multi_leader);
@@ -538,8 +536,7 @@ TEST(Selector, NodeRulesForManyNodes) {
     for (std::size_t bytes : {256 * KiB + 1, 1 * MiB, 64 * MiB}) {
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
       EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::rabenseifner) << bytes;
-      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::recursive_halving)
-          << bytes;
+      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::butterfly) << bytes;
     }
     EXPECT_EQ(pick(Collective::reduce, 256 * KiB, shape),
               select_from(builtin_rules(), Collective::reduce, 256 * KiB, p));

@@ -25,7 +25,8 @@ namespace collx {
   X(automatic)                                                                                     \
   X(ring) X(recursive_doubling) X(rabenseifner) X(recursive_halving) X(binomial_tree)              \
       X(pipelined_chain) X(scatter_allgather) X(double_binary_tree) X(bruck) X(pairwise) X(linear) \
-          X(dissemination) X(direct) X(shared_memory) X(hierarchical) X(multi_leader) X(mpi)
+          X(dissemination) X(direct) X(shared_memory) X(hierarchical) X(multi_leader) X(mpi)       \
+              X(butterfly)
 
 #define COLLX_ENUMERATOR(name) name,
 #define COLLX_PLUS_ONE(name) +1

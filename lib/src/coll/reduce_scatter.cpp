@@ -76,7 +76,14 @@ Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
   finish(op, a, blocks, d);
 }
 
-Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
+// Recursive halving over the core ranks, in either pair order. far_first halves the buffer as
+// it lies: the first, largest exchanges pair ranks p'/2 apart. near_first (the butterfly) first
+// copies the input with the core blocks in bit-reversed order of their core ranks (position q
+// holds core block reverse_bits(q)): halving_reduce_scatter's near_first steps then exchange
+// contiguous halves with the rank 1, 2, 4, ... away and leave core rank c with position
+// reverse_bits(c), its own block. With ranks placed in blocks on nodes the largest exchanges stay
+// inside a node, the smallest cross the network (docs/SCALE.md, "Rabenseifner's pairs").
+Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order) {
   const BlockLayout blocks(a.offsets);
   Destination d = destination(op, a, blocks);
   const int p = op.size();
@@ -104,18 +111,55 @@ Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
     co_await fold_in(op, messages, partner, accumulator.data(), a.send, blocks.count());
     input = accumulator.data();
   }
-  std::vector<std::size_t> core_offsets(static_cast<std::size_t>(fold.core_size()) + 1);
+  const int core_size = fold.core_size();
+  std::vector<std::size_t> core_offsets(static_cast<std::size_t>(core_size) + 1);
   const BlockLayout core_blocks = fold.core_layout(blocks, core_offsets);
-  co_await halving_reduce_scatter(op, fold, core_blocks, input, accumulator.data(), a.reduction,
-                                  a.phases);
-  // This rank's block out of the accumulator; a proxy also returns its folded partner's.
-  const std::byte* reduced = accumulator.data();
-  op.copy(d.target, reduced + blocks.offset(rank) * elem, blocks.length(rank) * elem);
+  // Where core block c starts in the buffer the halving reduced into.
+  std::vector<std::size_t> placed(core_offsets);
+  std::byte* reduced = accumulator.data();
+  ScratchBuffer reordered;
+  if (order == PairOrder::near_first) {
+    // The proxy's input is the accumulator: the reordered copy needs a buffer of its own.
+    if (input == accumulator.data()) {
+      reordered = op.scratch(blocks.count() * elem);
+      reduced = reordered.data();
+    }
+    const int bits = patterns::log2_exact(core_size);
+    std::vector<std::size_t> order_offsets(static_cast<std::size_t>(core_size) + 1);
+    std::size_t at = 0;
+    for (int q = 0; q < core_size; ++q) {
+      const auto c = static_cast<std::size_t>(patterns::reverse_bits(q, bits));
+      const std::size_t length = core_blocks.length(static_cast<int>(c));
+      order_offsets[static_cast<std::size_t>(q)] = placed[c] = at;
+      op.copy(reduced + at * elem, input + core_offsets[c] * elem, length * elem);
+      at += length;
+    }
+    order_offsets.back() = at;
+    co_await halving_reduce_scatter(op, fold,
+                                    BlockLayout(std::span<const std::size_t>(order_offsets)),
+                                    reduced, reduced, a.reduction, a.phases, order);
+  } else {
+    co_await halving_reduce_scatter(op, fold, core_blocks, input, reduced, a.reduction, a.phases);
+  }
+  // Rank r's block within its core rank's block, where the halving left that block.
+  const auto block_of = [&](int r) {
+    const auto c = static_cast<std::size_t>(
+        fold.core_rank(role == patterns::FoldRole::proxy && r == partner ? rank : r));
+    return reduced + (placed[c] + blocks.offset(r) - core_offsets[c]) * elem;
+  };
+  op.copy(d.target, block_of(rank), blocks.length(rank) * elem);
   if (role == patterns::FoldRole::proxy) {
-    co_await fold_return(op, messages, partner, reduced + blocks.offset(partner) * elem,
-                         blocks.length(partner));
+    co_await fold_return(op, messages, partner, block_of(partner), blocks.length(partner));
   }
   finish(op, a, blocks, d);
+}
+
+Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
+  return reduce_scatter_halving(op, std::move(a), PairOrder::far_first);
+}
+
+Task reduce_scatter_butterfly(Operation& op, ReduceScatterArgs a) {
+  return reduce_scatter_halving(op, std::move(a), PairOrder::near_first);
 }
 
 // The flat reduce-scatter the hierarchical one runs across nodes, and in its stead where it does
@@ -181,6 +225,8 @@ std::span<const AlgorithmRow> reduce_scatter_rows() {
       row<Collective::reduce_scatter>(Algorithm::recursive_halving,
                                       reduce_scatter_recursive_halving,
                                       model::reduce_scatter_recursive_halving, 2),
+      row<Collective::reduce_scatter>(Algorithm::butterfly, reduce_scatter_butterfly,
+                                      model::reduce_scatter_butterfly, 2),
       row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
                                       model::reduce_scatter_shared_memory, 2, Algorithm::ring),
       row<Collective::reduce_scatter>(Algorithm::hierarchical, reduce_scatter_hierarchical,
