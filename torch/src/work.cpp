@@ -55,7 +55,7 @@ CollxWork::CollxWork(int rank, c10d::OpType type, const char* op,
       staging_(std::move(staging)),
       requests_(std::move(requests)) {}
 
-c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
+c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block, Staging& released) {
   if (done()) return {};
   if (prelude_ && !prelude_done_) {
     bool ready = true;
@@ -99,9 +99,10 @@ c10::intrusive_ptr<c10::ivalue::Future> CollxWork::progress_locked(bool block) {
       error = std::current_exception();
     }
   }
-  staging_.finish.clear();
-  staging_.copy_back.clear();
-  staging_.keep_alive.clear();
+  // Dropped by the caller after drive_mutex_ ("Locks and the GIL", work.hpp).
+  released.finish.swap(staging_.finish);
+  released.copy_back.swap(staging_.copy_back);
+  released.keep_alive.swap(staging_.keep_alive);
   c10::intrusive_ptr<c10::ivalue::Future> future;
   {
     // c10d::Work::finish(), and the future taken in the same critical section as getFuture()
@@ -148,10 +149,11 @@ void CollxWork::mark(const c10::intrusive_ptr<c10::ivalue::Future>& future) {
 bool CollxWork::poll() {
   if (done()) return true;
   c10::intrusive_ptr<c10::ivalue::Future> future;
+  Staging released;  // dropped on return, after the lock
   {
     std::unique_lock drive(drive_mutex_, std::try_to_lock);
     if (!drive.owns_lock()) return false;  // another thread is waiting on it
-    future = progress_locked(false);
+    future = progress_locked(false, released);
   }
   if (future && nested_) {
     mark(future);
@@ -166,9 +168,10 @@ bool CollxWork::poll() {
 void CollxWork::drive_to_completion() {
   if (done()) return;
   c10::intrusive_ptr<c10::ivalue::Future> future;
+  Staging released;
   {
     std::lock_guard drive(drive_mutex_);
-    future = progress_locked(true);
+    future = progress_locked(true, released);
   }
   mark(future);
 }
@@ -312,10 +315,13 @@ void Completer::wake_locked() {
   wake_.notify_one();
 }
 
-void Completer::watch_old_locked(std::chrono::steady_clock::time_point now) {
+void Completer::watch_old_locked(std::chrono::steady_clock::time_point now, Works& finished) {
   std::size_t kept = 0;
   for (Quiet& q : quiet_) {
-    if (q.work->done()) continue;
+    if (q.work->done()) {
+      finished.push_back(std::move(q.work));
+      continue;
+    }
     if (now - q.since >= kQuietTick) {
       pending_.push_back(std::move(q.work));
       ++added_;
@@ -363,8 +369,8 @@ Completer::InlineWait::~InlineWait() {
     std::lock_guard lock(c.mutex_);
     --c.inline_waiters_;
     if (c.inline_waiters_ == 0) {
-      auto unfinished = std::partition(c.pending_.begin(), c.pending_.end(),
-                                       [](const auto& w) { return !w->done(); });
+      auto unfinished = std::stable_partition(c.pending_.begin(), c.pending_.end(),
+                                              [](const auto& w) { return !w->done(); });
       std::move(unfinished, c.pending_.end(), std::back_inserter(finished));
       c.pending_.erase(unfinished, c.pending_.end());
       for (Quiet& q : c.quiet_) {
@@ -377,8 +383,16 @@ Completer::InlineWait::~InlineWait() {
   if (others_pending) c.wake_.notify_one();
 }
 
+void Completer::release_unlocked(std::unique_lock<std::mutex>& lock, Works& finished) {
+  if (finished.empty()) return;
+  lock.unlock();
+  finished.clear();
+  lock.lock();
+}
+
 void Completer::run() {
-  std::vector<c10::intrusive_ptr<CollxWork>> batch;
+  Works batch;
+  Works finished;  // taken out of the lists under the lock, released outside it
   std::unique_lock lock(mutex_);
   std::uint64_t seen = added_;
   auto spin_until = std::chrono::steady_clock::now() + kSpinFor;
@@ -392,7 +406,8 @@ void Completer::run() {
       if (!quiet_.empty() || now - last_quiet_ < kTickFor) {
         ticking_ = true;
         wake_.wait_for(lock, kQuietTick);
-        watch_old_locked(std::chrono::steady_clock::now());
+        watch_old_locked(std::chrono::steady_clock::now(), finished);
+        release_unlocked(lock, finished);
       } else {
         ticking_ = false;
         wake_.wait(lock);
@@ -411,9 +426,13 @@ void Completer::run() {
       completed_any = work->poll() || completed_any;
     batch.clear();  // the last references to finished works may go here, outside the lock
     lock.lock();
-    std::erase_if(pending_, [](const auto& w) { return w->done(); });
+    auto completed = std::stable_partition(pending_.begin(), pending_.end(),
+                                           [](const auto& w) { return !w->done(); });
+    std::move(completed, pending_.end(), std::back_inserter(finished));
+    pending_.erase(completed, pending_.end());
+    watch_old_locked(std::chrono::steady_clock::now(), finished);
+    release_unlocked(lock, finished);
     const auto now = std::chrono::steady_clock::now();
-    watch_old_locked(now);
     if (pending_.empty()) continue;
     if (completed_any) {
       spin_until = now + kSpinFor;

@@ -29,6 +29,16 @@
 
 namespace collx_torch {
 
+// Locks and the GIL. A work may hold the last reference to a tensor made in Python (the bf16
+// and fp16 comm hooks' compressed copy of a bucket: Python lets go of it when the hook returns),
+// whose release takes the GIL (c10::TensorImpl::decref_pyobject). Python calls into the backend
+// with the GIL held (Work.get_future() does: getFuture() -> Completer::watch() locks the
+// completer's mutex). So no work, staging buffer or tensor is ever released with one of the
+// backend's mutexes held: the thread holding it would wait for the GIL while the GIL's holder
+// waits for the mutex, a deadlock (a DDP step with the bf16 hook hung that way under load,
+// tests/torch/test_gil_release.py). What is done with leaves the lists under the lock and is
+// dropped after it.
+
 // Blocks until `request` completes (Request::wait()), moving on meanwhile the receives whose
 // header is awaited (process_group.hpp, Receives) and the collectives that wait to be posted
 // (Sequence): collx's wait() holds its engine for the whole wait, so no other thread could, and
@@ -90,8 +100,10 @@ class CollxWork : public c10d::Work {
 
  private:
   // With drive_mutex_ held: completes the request (blocking, or one test) and the copy-backs;
-  // returns the future to mark once the mutex is released (null if none, or not done).
-  c10::intrusive_ptr<c10::ivalue::Future> progress_locked(bool block);
+  // returns the future to mark once the mutex is released (null if none, or not done). What
+  // the work no longer needs (staging buffers, the tensors it kept alive) is moved into
+  // `released`, for the caller to drop after the mutex: see "Locks and the GIL" below.
+  c10::intrusive_ptr<c10::ivalue::Future> progress_locked(bool block, Staging& released);
   // Waits for the copies and folds a CUDA call enqueued on this thread's stream.
   void finish_device_copies();
   // Marks `future` complete with the work's outcome; never with a lock held (its callbacks
@@ -184,9 +196,12 @@ class Completer {
   void run();
   // With mutex_ held: starts the thread unless it runs, and wakes it.
   void wake_locked();
+  using Works = std::vector<c10::intrusive_ptr<CollxWork>>;
   // With mutex_ held: the unwatched works in flight for a tick join pending_; completed ones
-  // leave.
-  void watch_old_locked(std::chrono::steady_clock::time_point now);
+  // leave, into `finished` (released outside the lock).
+  void watch_old_locked(std::chrono::steady_clock::time_point now, Works& finished);
+  // Drops `finished` (maybe the works' last references) with `lock` released, then retakes it.
+  static void release_unlocked(std::unique_lock<std::mutex>& lock, Works& finished);
 
   std::mutex mutex_;
   std::condition_variable wake_;
