@@ -176,8 +176,8 @@ def test_reduce_scatter():
                 want = gloo_all_reduce(torch.cat(inputs), opname).chunk(SIZE)[RANK]
                 for form in forms(n, "one block"):
                     if form == "one block":
-                        # The list as chunks of one tensor (collx reads it in place), the output
-                        # the rank's own chunk of it.
+                        # The list as blocks of one tensor (collx reads it in place), the output
+                        # the rank's own block of it.
                         block = torch.cat(inputs)
                         listed = list(block.chunk(SIZE))
                         got = listed[RANK]
@@ -186,7 +186,7 @@ def test_reduce_scatter():
                         got = shaped(torch.zeros(n, dtype=dtype), form)
                     call(dist.reduce_scatter, form, got, listed, op=OPS[opname])
                     check(f"reduce_scatter {dtype} {opname} n={n} {form}", got, want, opname)
-                # The single-tensor form, separate and in place (output = own chunk of input).
+                # The single-tensor form, separate and in place (output = own block of input).
                 flat = torch.cat(inputs)
                 got = torch.empty(n, dtype=dtype)
                 dist.reduce_scatter_tensor(got, flat.clone(), op=OPS[opname])

@@ -58,7 +58,7 @@ namespace detail {
 namespace {
 
 // The list as the one block of memory it already is (contiguous tensors back to back in one
-// storage, as torch.chunk of a contiguous tensor makes them), or nothing.
+// storage, as torch.chunk() of a contiguous tensor makes them), or nothing.
 std::optional<at::Tensor> as_one_block(const std::vector<at::Tensor>& list) {
   const at::Tensor& first = list.front();
   const int64_t n = first.numel();

@@ -21,7 +21,7 @@ at::Tensor read_buffer(const at::Tensor& t, StagingPool& pool, Staging& s);
 at::Tensor write_buffer(const at::Tensor& t, StagingPool& pool, Staging& s);
 
 // An output collx writes while it reads `input`: staged where the two share memory, as torch
-// allows (an output that is the rank's own chunk of the input) and collx does not.
+// allows (an output that is the rank's own block of the input) and collx does not.
 at::Tensor write_buffer_apart(const at::Tensor& t, const at::Tensor& input, StagingPool& pool,
                               Staging& s);
 
