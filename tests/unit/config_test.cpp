@@ -499,7 +499,7 @@ TEST(Selector, NodeRulesKnowTheLayout) {
 // Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes Rabenseifner
 // from 8 KiB to 2 MiB and multi_leader above; with one rank per node, Rabenseifner above 256 KiB;
 // reduce Rabenseifner from 512 KiB (256 KiB with one rank per node); reduce_scatter the butterfly
-// from 8 KiB (one rank per node: above 64 KiB). Fewer nodes keep the
+// from 8 KiB (one rank per node: from 4 KiB). Fewer nodes keep the
 // rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
