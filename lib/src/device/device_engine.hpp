@@ -22,7 +22,7 @@
 //         is ordered after that copy through the ledger.
 // Direct (a CUDA-aware transport): device buffers go to the transport, each when the device
 // work on its bytes has finished.
-// Pinned segments and device scratch come from pools per device; a buffer given back carries
+// Pinned staging buffers and device scratch come from pools per device; a buffer given back carries
 // the events of the work still using it and is reused only after they have completed.
 #pragma once
 
@@ -100,13 +100,12 @@ class Ledger {
 
   // Appends the events that work with `access` on `lane` must wait for: per engine stream the
   // latest conflicting work (a stream runs in order), on the external lane every conflicting
-  // entry; nothing of `lane` itself (its own stream orders it).
+  // entry; nothing of `lane` itself (its own stream orders it). With kHost, every lane: what
+  // host work, or memory given back, must wait for.
   void dependencies(int lane, const Access& access, std::vector<EventRef>& out) const;
   void add(int lane, EventRef event, const Access& access);
   // Forgets completed work; at most kMaxPerLane entries stay (beyond, the host waits).
   void prune(DeviceApi& api);
-  // The events of listed work that touches `range`: what memory given back must wait for.
-  void touching(const ByteRange& range, std::vector<EventRef>& out) const;
   std::size_t size() const;
 
  private:
@@ -139,9 +138,9 @@ class FencedPool {
     std::byte* data;
     std::vector<EventRef> fences;
   };
-  bool fences_done(const Cached& c) const;
   void* allocate(std::size_t bytes);
-  void release(std::byte* data) noexcept;
+  // Waits for the fences, then frees.
+  void release(const Cached& c) noexcept;
   std::shared_ptr<DeviceApi> api_;
   int device_;
   Kind kind_;
@@ -173,9 +172,9 @@ class DeviceEngine final : public ScratchSource {
                                          void* user_stream, bool blocking);
 
   // ---- what the calls use (each locks the engine) ----
-  void send(Transport& inner, Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
-  void recv(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
-            bool exact_length);
+  // A send or a receive of `bytes` at `buf` on `inner`.
+  void enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+               bool is_send, bool exact_length);
   bool test_all(Transport& inner, std::span<Transfer* const> ts);
   void copy(void* dst, const void* src, std::size_t bytes);
   void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
@@ -192,9 +191,6 @@ class DeviceEngine final : public ScratchSource {
   // Events recorded now on the streams that write device memory (compute, h2d): the work of every
   // call so far is before them.
   std::vector<EventRef> record_tail();
-  // Records `event` on the external lane: the bytes of `buffers` are written by the work on a
-  // caller's stream before it.
-  void add_external(const EventRef& event, std::span<const DeviceBuffer> buffers);
 
   // Messages not yet seen done, for tests: 0 after every call completed.
   std::size_t messages_in_flight();
@@ -209,9 +205,10 @@ class DeviceEngine final : public ScratchSource {
   void stream_after(int lane, const Access& access);
   // dst <- src on `lane`'s stream, after the listed work it conflicts with; the copy's event.
   EventRef copy_on(int lane, void* dst, const void* src, std::size_t bytes, DeviceApi::Copy kind);
+  EventRef copy_locked(int lane, void* dst, const void* src, std::size_t bytes,
+                       DeviceApi::Copy kind);
   // `data` back to `pool` with the events of the listed work that still touches it.
   void give_back_to(FencedPool& pool, std::byte* data, std::size_t capacity) noexcept;
-  void copy_to_pinned(Message& m, const void* buf, std::size_t bytes, const Access& reading);
   EventRef record(int lane);
   void post(Message& m);
   void pump(std::deque<Message*>& queue);
