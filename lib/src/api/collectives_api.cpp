@@ -35,10 +35,6 @@ CallSignature signature(Collective c, std::uint64_t count, DataType type, Reduce
   return {c, count, static_cast<int>(type), static_cast<int>(op), root};
 }
 
-// The delegated path's shared checks (CommState::delegates): a count MPI's int holds, and for a
-// reduction one the MPI library computes, delegated by its trials where its bits do not depend
-// on the algorithm and by library_for_untried where they do (its size class's trials are not
-// its own).
 // A datatype's size, 0 for one that is not a DataType (the normal path reports it).
 std::size_t checked_size(DataType type) {
   return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
@@ -46,8 +42,9 @@ std::size_t checked_size(DataType type) {
 bool fits_int(std::size_t n) {
   return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
 }
-// A reduction of `bytes` in all (`count` elements) whose class goes to the MPI library: by its
-// trials, or untried where its bits depend on the order of combination (library_for_untried).
+// A reduction of `bytes` in all (`count` elements, which MPI's int must hold, of a type and op
+// the MPI library has) whose class goes to the MPI library: by its trials, or untried where its
+// bits depend on the order of combination (library_for_untried).
 bool delegated_reduction(const CommState& s, Collective collective, std::size_t bytes,
                          std::size_t count, DataType type, ReduceOp op, const Options& options) {
   if (!fits_int(count)) return false;
@@ -409,33 +406,25 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sen
                             bool blocking) {
   const ArgCheck check(Collective::sendrecv, s->rank);
   check.type(type);
-  const PointToPointArgs args{bytes_of(sendbuf),
-                              sends ? check.bytes(sendcount, type) : 0,
-                              sends ? dest : -1,
-                              bytes_of(recvbuf),
-                              receives ? check.bytes(recvcount, type) : 0,
-                              receives ? source : -1,
-                              tag};
+  const std::size_t send_bytes = sends ? check.bytes(sendcount, type) : 0;
+  const std::size_t recv_bytes = receives ? check.bytes(recvcount, type) : 0;
+  const PointToPointArgs args{
+      bytes_of(sendbuf),      send_bytes, sends ? dest : -1, bytes_of(recvbuf), recv_bytes,
+      receives ? source : -1, tag};
   if (tag < 0 || tag > Communicator::kMaxTag) {
-    check.require(
-        false, ErrorCode::invalid_argument,
-        "tag: " + std::to_string(tag) + " is outside 0.." + std::to_string(Communicator::kMaxTag));
+    check.fail(ErrorCode::invalid_argument, "tag: " + std::to_string(tag) + " is outside 0.." +
+                                                std::to_string(Communicator::kMaxTag));
   }
   if (sends) check.rank_in_range(dest, s->size, "dest");
   if (receives) check.rank_in_range(source, s->size, "source");
-  check.buffer(args.send, args.send_bytes, "sendbuf");
-  check.buffer(args.recv, args.recv_bytes, "recvbuf");
-  // Point-to-point has no Options: its memory is detected.
-  CallMemory memory = call_memory(*s, Collective::sendrecv, Options{},
-                                  {{sends ? args.send : nullptr, args.send_bytes, "sendbuf"},
-                                   {receives ? args.recv : nullptr, args.recv_bytes, "recvbuf"}},
-                                  blocking, /*p2p=*/true);
-  OpInfo info;
-  info.collective = Collective::sendrecv;
-  info.algorithm = Algorithm::direct;
-  info.tag_base = 0;
-  info.segment_bytes = 1;
-  info.pipeline_depth = 1;
+  check.buffer(sendbuf, send_bytes, "sendbuf");
+  check.buffer(recvbuf, recv_bytes, "recvbuf");
+  // Point-to-point has no Options: its memory is detected (a half that does not run has 0 bytes).
+  CallMemory memory = call_memory(
+      *s, Collective::sendrecv, Options{},
+      {{sendbuf, send_bytes, "sendbuf"}, {recvbuf, recv_bytes, "recvbuf"}}, blocking, /*p2p=*/true);
+  const OpInfo info{
+      .collective = Collective::sendrecv, .algorithm = Algorithm::direct, .segment_bytes = 1};
   return launch(
       s, info, nullptr, blocking, [&](Operation& op) { return point_to_point_task(op, args); },
       std::move(memory.device));

@@ -495,8 +495,8 @@ void DeviceEngine::copy(void* dst, const void* src, std::size_t bytes) {
   if (!ByteRange{d, d + bytes}.overlaps({s, s + bytes})) {
     one(d, s, bytes);
   } else if (d < s) {
-    // Overlapping (memmove): pieces no longer than the distance never overlap themselves, and in
-    // this order none overwrites a source piece still to be copied.
+    // Overlapping (memmove): copies no longer than the distance never overlap themselves, and in
+    // this order none overwrites source bytes still to be copied.
     const std::size_t step = s - d;
     for (std::size_t off = 0; off < bytes; off += step)
       one(d + off, s + off, std::min(step, bytes - off));

@@ -4,25 +4,23 @@
 // copies), a ledger of the device work in flight, and the queues of messages on their way to the
 // transport. Its calls (DeviceCall) are the algorithms' view of it.
 //
-// Ordering without device-wide synchronisation: every piece of device work (a kernel, a copy)
-// is recorded in the ledger with an event and the byte ranges it reads and writes. New work on a
-// stream waits (cudaStreamWaitEvent) only for the latest conflicting work on each other stream;
-// a message that must not reach MPI before device work finishes waits in its queue until that
+// Ordering without device-wide synchronisation: all device work (a kernel, a copy) is recorded
+// in the ledger with an event and the byte ranges it reads and writes. New work on a stream
+// waits (cudaStreamWaitEvent) only for the latest conflicting work on each other stream; a
+// message that must not reach MPI before device work finishes waits in its queue until that
 // work's events have completed, and queued messages reach the transport in the order they were
 // posted (MPI's matching order).
 //
 // Staged (the transport takes host memory only):
-//   send  d2h stream: device -> staging buffer (after the work that wrote it), then the pinned
-//         staging buffer goes to the transport once its copy is done. The algorithms keep several
-//         staging buffers in flight, so the copy of message k+1 runs while message k is on the
-//         wire.
-//   recv  straight into a staging buffer; when it has arrived, h2d stream: pinned -> device
-//         (after the device work that still reads or writes there), and the receive counts as
-//         done at once: whatever reads the bytes next (a reduction, a copy, a forwarding send)
-//         is ordered after that copy through the ledger.
+//   send  d2h stream: device -> staging buffer (after the work that wrote it), which goes to the
+//         transport once the copy is done; with several in flight, the copy of message k+1 runs
+//         while message k is on the wire.
+//   recv  straight into a staging buffer; once it has arrived, h2d stream: pinned -> device
+//         (after the device work still on those bytes), and the receive counts as done at once:
+//         whatever reads the bytes next is ordered after that copy through the ledger.
 // Direct (a CUDA-aware transport): device buffers go to the transport, each when the device
 // work on its bytes has finished.
-// Pinned staging buffers and device scratch come from pools per device; a buffer given back carries
+// Staging buffers and device scratch come from pools per device; a buffer given back carries
 // the events of the work still using it and is reused only after they have completed.
 #pragma once
 
@@ -84,7 +82,7 @@ struct ByteRange {
   }
 };
 
-// What a piece of device work reads and writes.
+// What an item of device work reads and writes.
 struct Access {
   ByteRange reads[2];
   ByteRange write;
