@@ -141,7 +141,7 @@ TEST_F(Emulated, LedgerWaitsForTheLatestConflictOfEachOtherStream) {
   ledger.dependencies(Ledger::compute, Access{{{60, 70}, {}}, {}}, deps);
   EXPECT_TRUE(deps.empty());  // its own stream orders it
   std::vector<EventRef> fences;
-  ledger.touching({0, 1000}, fences);
+  ledger.dependencies(Ledger::kHost, Access{{{0, 1000}, {}}, {0, 1000}}, fences);
   EXPECT_EQ(fences.size(), 1u);
   device->synchronize_stream(s);
   ledger.prune(*device);

@@ -16,7 +16,7 @@ namespace collx {
 
 // Which collective implements which algorithm is the library's algorithm registry
 // (algorithms_of below). `automatic` (printed "auto") lets the selector choose; shared_memory
-// runs through a segment every rank maps (ranks on one node, host memory; elsewhere the
+// runs through an arena every rank maps (ranks on one node, host memory; elsewhere the
 // collective's point-to-point algorithm runs instead, see docs/ALGORITHMS.md). `mpi` is the
 // MPI library's own collective on the communicator: one of auto's candidates, so that auto
 // never runs slower than the MPI it wraps (not one of collx's algorithms: algorithms_of leaves
@@ -48,7 +48,7 @@ std::optional<Algorithm> parse_algorithm(std::string_view name);
 // when no selection rule matches.
 std::span<const Algorithm> algorithms_of(Collective collective);
 bool implements(Collective collective, Algorithm algorithm);
-// Whether the collective's `algorithm` runs through a segment its ranks share (ranks on one node,
+// Whether the collective's `algorithm` runs through an arena its ranks share (ranks on one node,
 // host memory; elsewhere another of the collective's algorithms runs in its place).
 bool runs_through_arena(Collective collective, Algorithm algorithm);
 

@@ -34,7 +34,7 @@ struct NodeLayoutInfo {
   int node = 0;                     // this rank's node
   int local_rank = 0;               // this rank's place on it
   bool uniform = true;              // every node holds as many ranks
-  bool emulated = false;            // COLLX_NODE_LAYOUT's blocks, not MPI_Comm_split_type
+  bool emulated = false;            // COLLX_NODE_LAYOUT's nodes, not MPI_Comm_split_type
   std::string description;          // "2 nodes x 2 ranks (uniform)"
 };
 
@@ -61,15 +61,15 @@ class Communicator {
   bool is_freed() const noexcept;
   // The transport this communicator moves its bytes with: "mpi" or "ucx".
   std::string_view transport_name() const;
-  // Whether its ranks share a memory segment (all on one node, more than one rank, COLLX_SHM
+  // Whether its ranks share an arena of memory (all on one node, more than one rank, COLLX_SHM
   // not 0): then Algorithm::shared_memory runs through it, and auto may choose it.
   bool shared_memory() const;
-  // Where its ranks span several nodes: whether this rank's node has a segment of its own,
+  // Where its ranks span several nodes: whether this rank's node has an arena of its own,
   // shared by the node's ranks of this communicator (more than one of them, COLLX_SHM not 0),
   // through which the node-aware algorithms run their phases inside the node.
   bool node_shared_memory() const;
   // Which of its ranks share a node: found once when the communicator was created
-  // (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or the blocks COLLX_NODE_LAYOUT describes).
+  // (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or the nodes COLLX_NODE_LAYOUT describes).
   // The node-aware algorithms (hierarchical, multi_leader) and auto's table split by it.
   NodeLayoutInfo node_layout() const;
   // What auto runs in this communicator's next blocking call of `collective` on `bytes` (the
@@ -85,10 +85,9 @@ class Communicator {
   std::vector<std::string> learned_choices() const;
   // The same as tuning-file rules for this communicator's size (collx/tuning.hpp): per collective
   // one row per size class up to the largest one auto has seen a blocking call of, the agreed
-  // choice where there were trials and the table's elsewhere (so a later row never catches a
-  // smaller size). Saved with
-  // save_tuning_file and loaded through COLLX_TUNING_FILE, they are taken as they are: no trials,
-  // the same algorithms in every run.
+  // choice where there were trials and the table's elsewhere. Saved with save_tuning_file and
+  // loaded through COLLX_TUNING_FILE, they are taken as they are: no trials, the same algorithms
+  // in every run.
   std::vector<TuningRule> learned_rules() const;
 
   // Whether the next blocking call of `collective` with default Options goes to the MPI
@@ -97,9 +96,8 @@ class Communicator {
   // result's bits do not depend on the algorithm. `count` as the call takes it: the buffer's
   // elements (allreduce, reduce, broadcast), one rank's block (allgather, gather, scatter,
   // alltoall, reduce_scatter); barrier: 0. A caller holding the call's MPI arguments
-  // (libcollx_mpi) may then make that MPI call itself,
-  // on mpi_comm() and with the same type signature, after library_call_made(): to every rank it
-  // is collx's own delegated call, whichever way each rank took.
+  // (libcollx_mpi) may then make that MPI call itself on mpi_comm(), with the same type
+  // signature, after library_call_made(): to every rank it is collx's own delegated call.
   bool goes_to_library(Collective collective, std::size_t count, DataType type,
                        ReduceOp op = ReduceOp::sum) const noexcept;
   // Numbers a call that goes_to_library sent to the caller, as collx numbers each of its calls

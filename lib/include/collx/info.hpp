@@ -62,7 +62,7 @@ std::string mpi_library_version();
 std::string mpi_standard_version();
 
 // What Algorithm::automatic runs for this call shape (COLLX_ALGO included).
-// `shared_memory`: the communicator's ranks share a segment (Communicator::shared_memory()),
+// `shared_memory`: the communicator's ranks share an arena (Communicator::shared_memory()),
 // so the table's shared_memory rows apply.
 Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks,
                          bool shared_memory = false);

@@ -18,7 +18,7 @@ enum class MemoryKind : std::uint8_t {
 struct Options {
   // Algorithm::automatic lets COLLX_ALGO, then the tuning table, decide.
   Algorithm algorithm = Algorithm::automatic;
-  // Segment size for pipelined algorithms; 0 takes COLLX_CHUNK_BYTES or the tuned default.
+  // Segment size for pipelined algorithms; 0 takes COLLX_SEGMENT_BYTES or the tuned default.
   std::size_t segment_bytes = 0;
   // Segments in flight for pipelined algorithms; 0 takes COLLX_PIPELINE_DEPTH or the default.
   int pipeline_depth = 0;

@@ -132,26 +132,20 @@ inline bfloat16::operator float() const {
 // Maps a C++ element type to its DataType, for the typed (std::span) overloads.
 template <class T>
 struct datatype_of;
-template <>
-struct datatype_of<std::int8_t> : std::integral_constant<DataType, DataType::int8> {};
-template <>
-struct datatype_of<std::uint8_t> : std::integral_constant<DataType, DataType::uint8> {};
-template <>
-struct datatype_of<std::int32_t> : std::integral_constant<DataType, DataType::int32> {};
-template <>
-struct datatype_of<std::uint32_t> : std::integral_constant<DataType, DataType::uint32> {};
-template <>
-struct datatype_of<std::int64_t> : std::integral_constant<DataType, DataType::int64> {};
-template <>
-struct datatype_of<std::uint64_t> : std::integral_constant<DataType, DataType::uint64> {};
-template <>
-struct datatype_of<float16> : std::integral_constant<DataType, DataType::float16> {};
-template <>
-struct datatype_of<bfloat16> : std::integral_constant<DataType, DataType::bfloat16> {};
-template <>
-struct datatype_of<float> : std::integral_constant<DataType, DataType::float32> {};
-template <>
-struct datatype_of<double> : std::integral_constant<DataType, DataType::float64> {};
+#define COLLX_DATATYPE_OF(T, D) \
+  template <>                   \
+  struct datatype_of<T> : std::integral_constant<DataType, DataType::D> {};
+COLLX_DATATYPE_OF(std::int8_t, int8)
+COLLX_DATATYPE_OF(std::uint8_t, uint8)
+COLLX_DATATYPE_OF(std::int32_t, int32)
+COLLX_DATATYPE_OF(std::uint32_t, uint32)
+COLLX_DATATYPE_OF(std::int64_t, int64)
+COLLX_DATATYPE_OF(std::uint64_t, uint64)
+COLLX_DATATYPE_OF(float16, float16)
+COLLX_DATATYPE_OF(bfloat16, bfloat16)
+COLLX_DATATYPE_OF(float, float32)
+COLLX_DATATYPE_OF(double, float64)
+#undef COLLX_DATATYPE_OF
 
 template <class T>
 inline constexpr DataType datatype_of_v = datatype_of<std::remove_cv_t<T>>::value;

@@ -27,9 +27,75 @@ std::byte* bytes_of(void* p) {
   return static_cast<std::byte*>(p);
 }
 
-CallSignature signature(Collective c, std::size_t count, int type = -1, int op = -1,
+CallSignature signature(Collective c, std::uint64_t count, DataType type, int root = -1) {
+  return {c, count, static_cast<int>(type), -1, root};
+}
+CallSignature signature(Collective c, std::uint64_t count, DataType type, ReduceOp op,
                         int root = -1) {
-  return {c, count, type, op, root};
+  return {c, count, static_cast<int>(type), static_cast<int>(op), root};
+}
+
+// A datatype's size, 0 for one that is not a DataType (the normal path reports it).
+std::size_t checked_size(DataType type) {
+  return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
+}
+bool fits_int(std::size_t n) {
+  return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
+}
+// A reduction of `bytes` in all (`count` elements, which MPI's int must hold, of a type and op
+// the MPI library has) whose class goes to the MPI library: by its trials, or untried where its
+// bits depend on the order of combination (library_for_untried).
+bool delegated_reduction(const CommState& s, Collective collective, std::size_t bytes,
+                         std::size_t count, DataType type, ReduceOp op, const Options& options) {
+  if (!fits_int(count)) return false;
+  if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
+  const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
+                                static_cast<int>(op), -1};
+  return s.delegates(collective, bytes, options, order_sensitive(signature, s.size));
+}
+// Whether a blocking call goes to the MPI library's own collective (the delegated path), from
+// what every rank's call shares; asked once the call's arguments are checked. `count` as the call
+// takes it (the buffer, or one rank's block).
+bool delegated(const CommState& s, Collective collective, std::size_t count, DataType type,
+               ReduceOp op, const Options& options) {
+  // Every call asks (the drop-in's too, before collx takes one): the usual answer first.
+  if (!s.delegating()) [[likely]]
+    return false;
+  if (collective == Collective::barrier) return s.delegates(collective, 0, options);
+  if (count == 0) return false;
+  const std::size_t element = checked_size(type);
+  const std::size_t ranks = static_cast<std::size_t>(s.size);
+  switch (collective) {
+    case Collective::allreduce:
+    case Collective::reduce:
+      return delegated_reduction(s, collective, count * element, count, type, op, options);
+    case Collective::reduce_scatter:
+      return delegated_reduction(s, collective, count * ranks * element, count * ranks, type, op,
+                                 options);
+    case Collective::broadcast:
+      return fits_int(count * element) && s.delegates(collective, count * element, options);
+    case Collective::allgather:
+    case Collective::gather:
+    case Collective::scatter:
+    case Collective::alltoall:
+      return fits_int(count * element * ranks) &&
+             s.delegates(collective, count * element * ranks, options);
+    default:
+      return false;
+  }
+}
+
+// Runs the schedule of collective S (the call's own, or reduce_scatter's for reduce_scatter_v)
+// on `args` through run_collective; `host_copies(staged)` points `args` at host copies of the
+// call's device buffers.
+template <Collective S, class HostCopies>
+Request run(const std::shared_ptr<CommState>& s, Collective collective, ArgsOf<S>& args,
+            std::size_t bytes, const Options& options, const CallSignature& signature,
+            bool blocking, CallMemory& memory, HostCopies&& host_copies) {
+  return run_collective(
+      s, collective, bytes, options, signature, blocking,
+      [&](Operation& op, Algorithm a) { return run_schedule<S>(op, args, a); },
+      std::move(memory.device), host_copies);
 }
 
 Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -42,6 +108,13 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   check.buffer(recvbuf, bytes, "recvbuf");
   check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
   if (nothing_to_move(Collective::allreduce, bytes)) return {};
+  if (blocking && delegated(*s, Collective::allreduce, count, type, reduce_op, options)) {
+    return delegated_call(*s, Collective::allreduce, [&] {
+      return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                            static_cast<int>(count), mpi_datatype(type), mpi_op(reduce_op),
+                            s->comm);
+    });
+  }
   CallMemory memory =
       call_memory(*s, Collective::allreduce, options,
                   {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
@@ -50,16 +123,13 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
                      count,
                      Reduction::make(type, reduce_op, s->size, memory.reducer()),
                      {}};
-  return run_collective(
-      s, Collective::allreduce, bytes, options,
-      signature(Collective::allreduce, count, static_cast<int>(type), static_cast<int>(reduce_op)),
-      blocking, [&](Operation& op, Algorithm a) { return allreduce_task(op, args, a); },
-      std::move(memory.device),
-      [&](StagedCall& staged) {
-        args.send = staged.copy_of(sendbuf, bytes, true, 0);
-        args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
-        args.reduction = Reduction::make(type, reduce_op, s->size);
-      });
+  return run<Collective::allreduce>(s, Collective::allreduce, args, bytes, options,
+                                    signature(Collective::allreduce, count, type, reduce_op),
+                                    blocking, memory, [&](StagedCall& staged) {
+                                      args.send = staged.copy_of(sendbuf, bytes, true, 0);
+                                      args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
+                                      args.reduction = Reduction::make(type, reduce_op, s->size);
+                                    });
 }
 
 Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
@@ -70,18 +140,21 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
   check.buffer(buffer, bytes, "buffer");
   check.rank_in_range(root, s->size, "root");
   if (nothing_to_move(Collective::broadcast, bytes)) return {};
+  if (blocking && delegated(*s, Collective::broadcast, count, type, ReduceOp::sum, options)) {
+    return delegated_call(*s, Collective::broadcast, [&] {
+      return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s->comm);
+    });
+  }
   CallMemory memory =
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
   BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
-  return run_collective(
-      s, Collective::broadcast, bytes, options,
-      signature(Collective::broadcast, count, static_cast<int>(type), -1, root), blocking,
-      [&](Operation& op, Algorithm a) { return broadcast_task(op, args, a); },
-      std::move(memory.device),
-      [&](StagedCall& staged) {
-        const bool is_root = s->rank == root;
-        args.buffer = staged.copy_of(buffer, bytes, is_root, is_root ? 0 : bytes);
-      });
+  const bool is_root = s->rank == root;
+  return run<Collective::broadcast>(s, Collective::broadcast, args, bytes, options,
+                                    signature(Collective::broadcast, count, type, root), blocking,
+                                    memory, [&](StagedCall& staged) {
+                                      args.buffer = staged.copy_of(buffer, bytes, is_root,
+                                                                   is_root ? 0 : bytes);
+                                    });
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -92,16 +165,26 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const std::size_t bytes = check.bytes(count, type);
   check.rank_in_range(root, s->size, "root");
   check.buffer(sendbuf, bytes, "sendbuf");
-  if (s->rank == root) {
+  const bool is_root = s->rank == root;
+  if (is_root) {
     check.buffer(recvbuf, bytes, "recvbuf");
     check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
   }
   if (nothing_to_move(Collective::reduce, bytes)) return {};
+  if (blocking && delegated(*s, Collective::reduce, count, type, reduce_op, options)) {
+    std::vector<std::byte> input;
+    const void* send = is_root && sendbuf == recvbuf
+                           ? in_place_reduce_input(root, bytes_of(recvbuf), bytes, input)
+                           : sendbuf;
+    return delegated_call(*s, Collective::reduce, [&] {
+      return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type),
+                         mpi_op(reduce_op), root, s->comm);
+    });
+  }
   // recvbuf is significant at the root only.
   CallMemory memory = call_memory(
       *s, Collective::reduce, options,
-      {{sendbuf, bytes, "sendbuf"}, {s->rank == root ? recvbuf : nullptr, bytes, "recvbuf"}},
-      blocking);
+      {{sendbuf, bytes, "sendbuf"}, {is_root ? recvbuf : nullptr, bytes, "recvbuf"}}, blocking);
   ReduceArgs args{bytes_of(sendbuf),
                   bytes_of(recvbuf),
                   count,
@@ -111,9 +194,7 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                   Algorithm::ring};
   return run_collective(
       s, Collective::reduce, bytes, options,
-      signature(Collective::reduce, count, static_cast<int>(type), static_cast<int>(reduce_op),
-                root),
-      blocking,
+      signature(Collective::reduce, count, type, reduce_op, root), blocking,
       [&](Operation& op, Algorithm a) {
         if (a == Algorithm::rabenseifner) {
           args.scatter_algorithm = resolve_algorithm(Collective::reduce_scatter_v,
@@ -124,7 +205,7 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       std::move(memory.device),
       [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, bytes, true, 0);
-        if (s->rank == root) args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
+        if (is_root) args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
         args.reduction = Reduction::make(type, reduce_op, s->size);
       });
 }
@@ -140,6 +221,12 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   const bool in_place = sendbuf == nullptr || sendbuf == own;
   if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
   if (nothing_to_move(Collective::allgather, total)) return {};
+  if (blocking && delegated(*s, Collective::allgather, count, type, ReduceOp::sum, options)) {
+    return delegated_call(*s, Collective::allgather, [&] {
+      return PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
+                            recvbuf, static_cast<int>(block), MPI_BYTE, s->comm);
+    });
+  }
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -148,12 +235,9 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
                      s->lend_equal_offsets(count),
                      size_of(type),
                      {}};
-  Request done = run_collective(
-      s, Collective::allgather, total, options,
-      signature(Collective::allgather, count, static_cast<int>(type)), blocking,
-      [&](Operation& op, Algorithm a) { return allgather_task(op, args, a); },
-      std::move(memory.device),
-      [&](StagedCall& staged) {
+  Request done = run<Collective::allgather>(
+      s, Collective::allgather, args, total, options, signature(Collective::allgather, count, type),
+      blocking, memory, [&](StagedCall& staged) {
         // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
         if (!in_place) args.send = staged.copy_of(sendbuf, block, true, 0);
         args.recv = staged.copy_of(recvbuf, total, in_place, total);
@@ -168,22 +252,28 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   const ArgCheck check(collective, s->rank);
   check.type_op(type, reduce_op);
   const std::size_t total = check.bytes(offsets.back(), type);
-  const std::size_t mine = (offsets[static_cast<std::size_t>(s->rank) + 1] -
-                            offsets[static_cast<std::size_t>(s->rank)]) *
-                           size_of(type);
+  const auto r = static_cast<std::size_t>(s->rank);
+  const std::size_t mine = (offsets[r + 1] - offsets[r]) * size_of(type);
   check.buffer(sendbuf, total, "sendbuf");
   check.buffer(recvbuf, mine, "recvbuf");
   if (sendbuf != recvbuf) {
     check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
   }
-  if (nothing_to_move(collective, total)) {
+  const bool delegate = blocking && collective == Collective::reduce_scatter && total > 0 &&
+                        delegated(*s, collective, offsets[1], type, reduce_op, options);
+  if (nothing_to_move(collective, total) || delegate) {
     s->give_back_offsets(CommState::kNoSpareOffsets, std::move(offsets));
-    return {};
+    if (!delegate) return {};
+    return delegated_call(*s, collective, [&] {
+      return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                                       static_cast<int>(mine / size_of(type)), mpi_datatype(type),
+                                       mpi_op(reduce_op), s->comm);
+    });
   }
   // The signature covers every rank's block length, so COLLX_CHECK catches differing counts.
   std::uint64_t counts_hash = 0;
-  for (std::size_t r = 0; r + 1 < offsets.size(); ++r) {
-    counts_hash = counts_hash * 1000003u + (offsets[r + 1] - offsets[r]);
+  for (std::size_t j = 0; j + 1 < offsets.size(); ++j) {
+    counts_hash = counts_hash * 1000003u + (offsets[j + 1] - offsets[j]);
   }
   CallMemory memory = call_memory(
       *s, collective, options, {{sendbuf, total, "sendbuf"}, {recvbuf, mine, "recvbuf"}}, blocking);
@@ -192,12 +282,9 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
                          std::move(offsets),
                          Reduction::make(type, reduce_op, s->size, memory.reducer()),
                          {}};
-  Request done = run_collective(
-      s, collective, total, options,
-      signature(collective, counts_hash, static_cast<int>(type), static_cast<int>(reduce_op)),
-      blocking, [&](Operation& op, Algorithm a) { return reduce_scatter_task(op, args, a); },
-      std::move(memory.device),
-      [&](StagedCall& staged) {
+  Request done = run<Collective::reduce_scatter>(
+      s, collective, args, total, options, signature(collective, counts_hash, type, reduce_op),
+      blocking, memory, [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, total, true, 0);
         args.recv = staged.copy_of(recvbuf, mine, false, mine);
         args.reduction = Reduction::make(type, reduce_op, s->size);
@@ -228,6 +315,15 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const void* full_used = is_root ? full : nullptr;
   const void* own_used = in_place ? nullptr : own;
   if (nothing_to_move(C, total)) return {};
+  if (blocking && delegated(*s, C, count, type, ReduceOp::sum, options)) {
+    return delegated_call(*s, C, [&] {
+      const int n = static_cast<int>(block);
+      return kGather ? PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n,
+                                   MPI_BYTE, root, s->comm)
+                     : PMPI_Scatter(sendbuf, n, MPI_BYTE, in_place ? MPI_IN_PLACE : recvbuf, n,
+                                    MPI_BYTE, root, s->comm);
+    });
+  }
   CallMemory memory =
       call_memory(*s, C, options,
                   {{kGather ? own_used : full_used, kGather ? block : total, "sendbuf"},
@@ -239,22 +335,24 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                  size_of(type),
                  root,
                  {}};
-  Request done = run_collective(
-      s, C, total, options, signature(C, count, static_cast<int>(type), -1, root), blocking,
-      [&](Operation& op, Algorithm a) { return run_schedule<C>(op, args, a); },
-      std::move(memory.device),
-      [&](StagedCall& staged) {
-        // The buffers this rank uses (as call_memory was given them): gather's own block in and,
-        // at the root, the full buffer out (in place, the root's own block is in it: in too);
-        // scatter's full buffer in at the root and the own block out.
-        if (kGather) {
-          if (own_used != nullptr) args.send = staged.copy_of(own_used, block, true, 0);
-          if (full_used != nullptr) args.recv = staged.copy_of(full_used, total, in_place, total);
-        } else {
-          if (full_used != nullptr) args.send = staged.copy_of(full_used, total, true, 0);
-          if (own_used != nullptr) args.recv = staged.copy_of(own_used, block, false, block);
-        }
-      });
+  Request done = run<C>(s, C, args, total, options, signature(C, count, type, root), blocking,
+                        memory, [&](StagedCall& staged) {
+                          // The buffers this rank uses (as call_memory was given them): gather's
+                          // own block in and, at the root, the full buffer out (in place, the
+                          // root's own block is in it: in too); scatter's full buffer in at the
+                          // root and the own block out.
+                          if (kGather) {
+                            if (own_used != nullptr)
+                              args.send = staged.copy_of(own_used, block, true, 0);
+                            if (full_used != nullptr)
+                              args.recv = staged.copy_of(full_used, total, in_place, total);
+                          } else {
+                            if (full_used != nullptr)
+                              args.send = staged.copy_of(full_used, total, true, 0);
+                            if (own_used != nullptr)
+                              args.recv = staged.copy_of(own_used, block, false, block);
+                          }
+                        });
   s->give_back_offsets(count, std::move(args.offsets));
   return done;
 }
@@ -271,65 +369,65 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
   check.buffer(recvbuf, total, "recvbuf");
   check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
   if (nothing_to_move(Collective::alltoall, total)) return {};
+  if (blocking && delegated(*s, Collective::alltoall, count, type, ReduceOp::sum, options)) {
+    const int block = static_cast<int>(total / static_cast<std::size_t>(s->size));
+    return delegated_call(*s, Collective::alltoall, [&] {
+      return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, block, MPI_BYTE, recvbuf,
+                           block, MPI_BYTE, s->comm);
+    });
+  }
   CallMemory memory =
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
   AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
-  return run_collective(
-      s, Collective::alltoall, total, options,
-      signature(Collective::alltoall, count, static_cast<int>(type)), blocking,
-      [&](Operation& op, Algorithm a) { return alltoall_task(op, args, a); },
-      std::move(memory.device),
-      [&](StagedCall& staged) {
-        args.send = staged.copy_of(sendbuf, total, true, 0);
-        args.recv = staged.copy_of(recvbuf, total, false, total);
-      });
+  return run<Collective::alltoall>(s, Collective::alltoall, args, total, options,
+                                   signature(Collective::alltoall, count, type), blocking, memory,
+                                   [&](StagedCall& staged) {
+                                     args.send = staged.copy_of(sendbuf, total, true, 0);
+                                     args.recv = staged.copy_of(recvbuf, total, false, total);
+                                   });
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
+  if (blocking && delegated(*s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options)) {
+    return delegated_call(*s, Collective::barrier, [&] { return PMPI_Barrier(s->comm); });
+  }
+  BarrierArgs args;
   return run_collective(
-      s, Collective::barrier, 0, options, signature(Collective::barrier, 0), blocking,
-      [&](Operation& op, Algorithm a) { return barrier_task(op, BarrierArgs{}, a); });
+      s, Collective::barrier, 0, options, {Collective::barrier, 0}, blocking,
+      [&](Operation& op, Algorithm a) { return run_schedule<Collective::barrier>(op, args, a); });
 }
 
 // Point-to-point runs as an operation on the communicator's second context, with the user's
-// tag as the MPI tag (tag base 0) and no algorithm choice.
-Request point_to_point_impl(const std::shared_ptr<CommState>& s, const PointToPointArgs& args,
-                            DataType type, bool sends, bool receives, bool blocking) {
+// tag as the MPI tag (tag base 0) and no algorithm choice. `sends`, `receives`: which half runs.
+Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
+                            std::size_t sendcount, int dest, void* recvbuf, std::size_t recvcount,
+                            int source, DataType type, int tag, bool sends, bool receives,
+                            bool blocking) {
   const ArgCheck check(Collective::sendrecv, s->rank);
   check.type(type);
-  if (args.tag < 0 || args.tag > Communicator::kMaxTag) {
-    check.require(false, ErrorCode::invalid_argument,
-                  "tag: " + std::to_string(args.tag) + " is outside 0.." +
-                      std::to_string(Communicator::kMaxTag));
+  const std::size_t send_bytes = sends ? check.bytes(sendcount, type) : 0;
+  const std::size_t recv_bytes = receives ? check.bytes(recvcount, type) : 0;
+  const PointToPointArgs args{
+      bytes_of(sendbuf),      send_bytes, sends ? dest : -1, bytes_of(recvbuf), recv_bytes,
+      receives ? source : -1, tag};
+  if (tag < 0 || tag > Communicator::kMaxTag) {
+    check.fail(ErrorCode::invalid_argument, "tag: " + std::to_string(tag) + " is outside 0.." +
+                                                std::to_string(Communicator::kMaxTag));
   }
-  if (sends) check.rank_in_range(args.dest, s->size, "dest");
-  if (receives) check.rank_in_range(args.source, s->size, "source");
-  check.buffer(args.send, args.send_bytes, "sendbuf");
-  check.buffer(args.recv, args.recv_bytes, "recvbuf");
-  // Point-to-point has no Options: its memory is detected.
-  CallMemory memory = call_memory(*s, Collective::sendrecv, Options{},
-                                  {{sends ? args.send : nullptr, args.send_bytes, "sendbuf"},
-                                   {receives ? args.recv : nullptr, args.recv_bytes, "recvbuf"}},
-                                  blocking, /*p2p=*/true);
-  OpInfo info;
-  info.collective = Collective::sendrecv;
-  info.algorithm = Algorithm::direct;
-  info.tag_base = 0;
-  info.segment_bytes = 1;
-  info.pipeline_depth = 1;
-  if (blocking) {
-    Operation op(*s->p2p_transport, info, {}, std::move(memory.device));
-    run_blocking(op, point_to_point_task(op, args));
-    return {};
-  }
-  auto op = std::make_shared<Operation>(*s->p2p_transport, info, s, std::move(memory.device));
-  Task task = point_to_point_task(*op, args);
-  return start_nonblocking(std::move(op), std::move(task));
-}
-
-std::size_t element_bytes(Collective c, int rank, std::size_t count, DataType type) {
-  return ArgCheck(c, rank).bytes(count, type);
+  if (sends) check.rank_in_range(dest, s->size, "dest");
+  if (receives) check.rank_in_range(source, s->size, "source");
+  check.buffer(sendbuf, send_bytes, "sendbuf");
+  check.buffer(recvbuf, recv_bytes, "recvbuf");
+  // Point-to-point has no Options: its memory is detected (a half that does not run has 0 bytes).
+  CallMemory memory = call_memory(
+      *s, Collective::sendrecv, Options{},
+      {{sendbuf, send_bytes, "sendbuf"}, {recvbuf, recv_bytes, "recvbuf"}}, blocking, /*p2p=*/true);
+  const OpInfo info{
+      .collective = Collective::sendrecv, .algorithm = Algorithm::direct, .segment_bytes = 1};
+  return launch(
+      s, info, nullptr, blocking, [&](Operation& op) { return point_to_point_task(op, args); },
+      std::move(memory.device));
 }
 
 // reduce_scatter's blocks of `count` elements per rank, checked before their offsets are
@@ -347,73 +445,40 @@ std::vector<std::size_t> block_offsets(CommState& s, std::size_t count, DataType
 
 namespace collx {
 
-using detail::bytes_of;
-
 namespace {
 
-// The delegated path's shared checks (CommState::delegates): a count MPI's int holds, and for a
-// reduction one the MPI library computes, delegated by its trials where its bits do not depend
-// on the algorithm and by library_for_untried where they do (its size class's trials are not
-// its own).
-// A datatype's size, 0 for one that is not a DataType (the normal path reports it).
-std::size_t checked_size(DataType type) {
-  return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
+// reduce_scatter's blocks: `count` elements for every rank, or counts[r] for rank r.
+Request reduce_scatter_blocks(const std::shared_ptr<detail::CommState>& s, const void* sendbuf,
+                              void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+                              const Options& options, bool blocking) {
+  return detail::reduce_scatter_impl(s, sendbuf, recvbuf, detail::block_offsets(*s, count, type),
+                                     type, op, options, blocking, Collective::reduce_scatter);
 }
-bool fits_int(std::size_t n) {
-  return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
-}
-// A reduction of `bytes` in all (`count` elements) whose class goes to the MPI library: by its
-// trials, or untried where its bits depend on the order of combination (library_for_untried).
-bool delegated_reduction(const detail::CommState& s, Collective collective, std::size_t bytes,
-                         std::size_t count, DataType type, ReduceOp op, const Options& options) {
-  if (!fits_int(count)) return false;
-  if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
-  const detail::CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
-                                        static_cast<int>(op), -1};
-  return s.delegates(collective, bytes, options, detail::order_sensitive(signature, s.size));
-}
-// The root of a rooted call, in range.
-bool root_ok(const detail::CommState& s, int root) {
-  return root >= 0 && root < s.size;
-}
-
-// Whether a blocking call goes to the MPI library's own collective (the delegated path): what
-// every rank's call shares; each call adds its local conditions (its buffers, its root in range).
-// `count` as the call takes it (the buffer, or one rank's block).
-bool delegated(const detail::CommState& s, Collective collective, std::size_t count, DataType type,
-               ReduceOp op, const Options& options) {
-  // Every call asks (the drop-in's too, before collx takes one): the usual answer first.
-  if (!s.delegating()) [[likely]]
-    return false;
-  if (collective == Collective::barrier) return s.delegates(collective, 0, options);
-  if (count == 0) return false;
-  const std::size_t element = checked_size(type);
-  const std::size_t ranks = static_cast<std::size_t>(s.size);
-  switch (collective) {
-    case Collective::allreduce:
-    case Collective::reduce:
-      return delegated_reduction(s, collective, count * element, count, type, op, options);
-    case Collective::reduce_scatter:
-      return delegated_reduction(s, collective, count * ranks * element, count * ranks, type, op,
-                                 options);
-    case Collective::broadcast:
-      return fits_int(count * element) && s.delegates(collective, count * element, options);
-    case Collective::allgather:
-    case Collective::gather:
-    case Collective::scatter:
-    case Collective::alltoall:
-      return fits_int(count * element * ranks) &&
-             s.delegates(collective, count * element * ranks, options);
-    default:
-      return false;
+Request reduce_scatter_counts(const std::shared_ptr<detail::CommState>& s, const void* sendbuf,
+                              void* recvbuf, std::span<const std::size_t> counts, DataType type,
+                              ReduceOp op, const Options& options, bool blocking) {
+  if (counts.size() != static_cast<std::size_t>(s->size)) {
+    throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
+                "counts: " + std::to_string(counts.size()) + " entries for " +
+                    std::to_string(s->size) + " ranks");
   }
+  std::vector<std::size_t> offsets(counts.size() + 1, 0);
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    offsets[r + 1] = offsets[r] + counts[r];
+    if (offsets[r + 1] < offsets[r]) {
+      throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
+                  "counts: their sum exceeds the largest possible buffer");
+    }
+  }
+  return detail::reduce_scatter_impl(s, sendbuf, recvbuf, std::move(offsets), type, op, options,
+                                     blocking, Collective::reduce_scatter_v);
 }
 
 }  // namespace
 
 bool Communicator::goes_to_library(Collective collective, std::size_t count, DataType type,
                                    ReduceOp op) const noexcept {
-  return state_ != nullptr && delegated(*state_, collective, count, type, op, Options{});
+  return state_ != nullptr && detail::delegated(*state_, collective, count, type, op, Options{});
 }
 void Communicator::library_call_made() noexcept {
   if (state_ != nullptr) ++state_->next_sequence;
@@ -421,18 +486,8 @@ void Communicator::library_call_made() noexcept {
 
 void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              ReduceOp op, const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (delegated(s, Collective::allreduce, count, type, op, options) && sendbuf != nullptr &&
-      recvbuf != nullptr) {
-    detail::delegated_call(s, Collective::allreduce, [&] {
-      return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                            static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::allreduce, [&] {
-    detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, true);
-  });
+  detail::entry(state_, Collective::allreduce, detail::allreduce_impl, sendbuf, recvbuf, count,
+                type, op, options, true);
 }
 void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,
                              const Options& options) {
@@ -440,292 +495,132 @@ void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType 
 }
 Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count,
                                  DataType type, ReduceOp op, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::allreduce, [&] {
-    return detail::allreduce_impl(state_, sendbuf, recvbuf, count, type, op, options, false);
-  });
+  return detail::entry(state_, Collective::allreduce, detail::allreduce_impl, sendbuf, recvbuf,
+                       count, type, op, options, false);
 }
 
 void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
                              const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (delegated(s, Collective::broadcast, count, type, ReduceOp::sum, options) &&
-      buffer != nullptr && root_ok(s, root)) {
-    detail::delegated_call(s, Collective::broadcast, [&] {
-      return PMPI_Bcast(buffer, static_cast<int>(count * size_of(type)), MPI_BYTE, root, s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::broadcast, [&] {
-    detail::broadcast_impl(state_, buffer, count, type, root, options, true);
-  });
+  detail::entry(state_, Collective::broadcast, detail::broadcast_impl, buffer, count, type, root,
+                options, true);
 }
 Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType type, int root,
                                  const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::broadcast, [&] {
-    return detail::broadcast_impl(state_, buffer, count, type, root, options, false);
-  });
+  return detail::entry(state_, Collective::broadcast, detail::broadcast_impl, buffer, count, type,
+                       root, options, false);
 }
 
 void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           ReduceOp op, int root, const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (delegated(s, Collective::reduce, count, type, op, options) && root_ok(s, root) &&
-      sendbuf != nullptr && (s.rank != root || recvbuf != nullptr)) {
-    const bool in_place = s.rank == root && sendbuf == recvbuf;
-    std::vector<std::byte> input;
-    const void* send =
-        in_place ? detail::in_place_reduce_input(root, static_cast<const std::byte*>(recvbuf),
-                                                 count * size_of(type), input)
-                 : sendbuf;
-    detail::delegated_call(s, Collective::reduce, [&] {
-      return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op),
-                         root, s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::reduce, [&] {
-    detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, true);
-  });
+  detail::entry(state_, Collective::reduce, detail::reduce_impl, sendbuf, recvbuf, count, type, op,
+                root, options, true);
 }
 Request Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                               ReduceOp op, int root, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::reduce, [&] {
-    return detail::reduce_impl(state_, sendbuf, recvbuf, count, type, op, root, options, false);
-  });
+  return detail::entry(state_, Collective::reduce, detail::reduce_impl, sendbuf, recvbuf, count,
+                       type, op, root, options, false);
 }
 
 void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  const std::size_t block = count * checked_size(type);
-  if (delegated(s, Collective::allgather, count, type, ReduceOp::sum, options) &&
-      recvbuf != nullptr) {
-    const void* own =
-        static_cast<const std::byte*>(recvbuf) + block * static_cast<std::size_t>(s.rank);
-    const bool in_place = sendbuf == nullptr || sendbuf == own;
-    detail::delegated_call(s, Collective::allgather, [&] {
-      return PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
-                            recvbuf, static_cast<int>(block), MPI_BYTE, s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::allgather, [&] {
-    detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, true);
-  });
+  detail::entry(state_, Collective::allgather, detail::allgather_impl, sendbuf, recvbuf, count,
+                type, options, true);
 }
 void Communicator::allgather(InPlace, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  detail::guarded(state_, Collective::allgather, [&] {
-    detail::allgather_impl(state_, nullptr, recvbuf, count, type, options, true);
-  });
+  allgather(nullptr, recvbuf, count, type, options);
 }
 Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t count,
                                  DataType type, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::allgather, [&] {
-    return detail::allgather_impl(state_, sendbuf, recvbuf, count, type, options, false);
-  });
+  return detail::entry(state_, Collective::allgather, detail::allgather_impl, sendbuf, recvbuf,
+                       count, type, options, false);
 }
 
 void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                   DataType type, ReduceOp op, const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (delegated(s, Collective::reduce_scatter, count, type, op, options) && sendbuf != nullptr &&
-      recvbuf != nullptr) {
-    detail::delegated_call(s, Collective::reduce_scatter, [&] {
-      return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                       static_cast<int>(count), mpi_datatype(type), mpi_op(op),
-                                       s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::reduce_scatter, [&] {
-    detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                                detail::block_offsets(*state_, count, type), type, op, options,
-                                true, Collective::reduce_scatter);
-  });
+  detail::entry(state_, Collective::reduce_scatter, reduce_scatter_blocks, sendbuf, recvbuf, count,
+                type, op, options, true);
 }
 Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                       DataType type, ReduceOp op, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::reduce_scatter, [&] {
-    return detail::reduce_scatter_impl(state_, sendbuf, recvbuf,
-                                       detail::block_offsets(*state_, count, type), type, op,
-                                       options, false, Collective::reduce_scatter);
-  });
+  return detail::entry(state_, Collective::reduce_scatter, reduce_scatter_blocks, sendbuf, recvbuf,
+                       count, type, op, options, false);
 }
-
-namespace {
-std::vector<std::size_t> prefix_sums(const Communicator& comm,
-                                     std::span<const std::size_t> counts) {
-  if (counts.size() != static_cast<std::size_t>(comm.size())) {
-    throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", comm.rank(),
-                "counts: " + std::to_string(counts.size()) + " entries for " +
-                    std::to_string(comm.size()) + " ranks");
-  }
-  std::vector<std::size_t> offsets(counts.size() + 1, 0);
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    offsets[r + 1] = offsets[r] + counts[r];
-    if (offsets[r + 1] < offsets[r]) {
-      throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", comm.rank(),
-                  "counts: their sum exceeds the largest possible buffer");
-    }
-  }
-  return offsets;
-}
-}  // namespace
 
 void Communicator::reduce_scatter_v(const void* sendbuf, void* recvbuf,
                                     std::span<const std::size_t> counts, DataType type, ReduceOp op,
                                     const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  detail::guarded(state_, Collective::reduce_scatter_v, [&] {
-    detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type, op,
-                                options, true, Collective::reduce_scatter_v);
-  });
+  detail::entry(state_, Collective::reduce_scatter_v, reduce_scatter_counts, sendbuf, recvbuf,
+                counts, type, op, options, true);
 }
 Request Communicator::ireduce_scatter_v(const void* sendbuf, void* recvbuf,
                                         std::span<const std::size_t> counts, DataType type,
                                         ReduceOp op, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::reduce_scatter_v, [&] {
-    return detail::reduce_scatter_impl(state_, sendbuf, recvbuf, prefix_sums(*this, counts), type,
-                                       op, options, false, Collective::reduce_scatter_v);
-  });
+  return detail::entry(state_, Collective::reduce_scatter_v, reduce_scatter_counts, sendbuf,
+                       recvbuf, counts, type, op, options, false);
 }
 
 void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                           int root, const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  const std::size_t block = count * checked_size(type);
-  if (delegated(s, Collective::gather, count, type, ReduceOp::sum, options) && root_ok(s, root) &&
-      (s.rank == root ? recvbuf != nullptr : sendbuf != nullptr)) {
-    const bool in_place = s.rank == root && (sendbuf == nullptr ||
-                                             sendbuf == static_cast<const std::byte*>(recvbuf) +
-                                                            block * static_cast<std::size_t>(root));
-    detail::delegated_call(s, Collective::gather, [&] {
-      return PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
-                         recvbuf, static_cast<int>(block), MPI_BYTE, root, s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::gather, [&] {
-    detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
-  });
+  detail::entry(state_, Collective::gather, detail::gather_impl, sendbuf, recvbuf, count, type,
+                root, options, true);
 }
 Request Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                               int root, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::gather, [&] {
-    return detail::gather_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
-  });
+  return detail::entry(state_, Collective::gather, detail::gather_impl, sendbuf, recvbuf, count,
+                       type, root, options, false);
 }
 
 void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                            int root, const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  const std::size_t block = count * checked_size(type);
-  if (delegated(s, Collective::scatter, count, type, ReduceOp::sum, options) && root_ok(s, root) &&
-      (s.rank == root ? sendbuf != nullptr : recvbuf != nullptr)) {
-    const bool in_place = s.rank == root && (recvbuf == nullptr ||
-                                             recvbuf == static_cast<const std::byte*>(sendbuf) +
-                                                            block * static_cast<std::size_t>(root));
-    detail::delegated_call(s, Collective::scatter, [&] {
-      return PMPI_Scatter(sendbuf, static_cast<int>(block), MPI_BYTE,
-                          in_place ? MPI_IN_PLACE : recvbuf, static_cast<int>(block), MPI_BYTE,
-                          root, s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::scatter, [&] {
-    detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, true);
-  });
+  detail::entry(state_, Collective::scatter, detail::scatter_impl, sendbuf, recvbuf, count, type,
+                root, options, true);
 }
 Request Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                                int root, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::scatter, [&] {
-    return detail::scatter_impl(state_, sendbuf, recvbuf, count, type, root, options, false);
-  });
+  return detail::entry(state_, Collective::scatter, detail::scatter_impl, sendbuf, recvbuf, count,
+                       type, root, options, false);
 }
 
 void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                             const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  const std::size_t block = count * checked_size(type);
-  if (delegated(s, Collective::alltoall, count, type, ReduceOp::sum, options) &&
-      sendbuf != nullptr && recvbuf != nullptr) {
-    detail::delegated_call(s, Collective::alltoall, [&] {
-      return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(block),
-                           MPI_BYTE, recvbuf, static_cast<int>(block), MPI_BYTE, s.comm);
-    });
-    return;
-  }
-  detail::guarded(state_, Collective::alltoall, [&] {
-    detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, true);
-  });
+  detail::entry(state_, Collective::alltoall, detail::alltoall_impl, sendbuf, recvbuf, count, type,
+                options, true);
 }
 Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::alltoall, [&] {
-    return detail::alltoall_impl(state_, sendbuf, recvbuf, count, type, options, false);
-  });
+  return detail::entry(state_, Collective::alltoall, detail::alltoall_impl, sendbuf, recvbuf, count,
+                       type, options, false);
 }
 
 void Communicator::barrier(const Options& options) {
-  detail::CommState& s = detail::state_of(*this);  // throws if freed
-  if (delegated(s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options)) {
-    detail::delegated_call(s, Collective::barrier, [&] { return PMPI_Barrier(s.comm); });
-    return;
-  }
-  detail::guarded(state_, Collective::barrier,
-                  [&] { detail::barrier_impl(state_, options, true); });
+  detail::entry(state_, Collective::barrier, detail::barrier_impl, options, true);
 }
 Request Communicator::ibarrier(const Options& options) {
-  detail::state_of(*this);  // throws if freed
-  return detail::guarded(state_, Collective::barrier,
-                         [&] { return detail::barrier_impl(state_, options, false); });
+  return detail::entry(state_, Collective::barrier, detail::barrier_impl, options, false);
 }
 
 void Communicator::send(const void* buffer, std::size_t count, DataType type, int dest, int tag) {
-  detail::state_of(*this);
-  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
-  detail::point_to_point_impl(state_, {bytes_of(buffer), bytes, dest, nullptr, 0, -1, tag}, type,
+  detail::point_to_point_impl(detail::live(state_), buffer, count, dest, nullptr, 0, -1, type, tag,
                               true, false, true);
 }
 void Communicator::recv(void* buffer, std::size_t count, DataType type, int source, int tag) {
-  detail::state_of(*this);
-  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
-  detail::point_to_point_impl(state_, {nullptr, 0, -1, bytes_of(buffer), bytes, source, tag}, type,
-                              false, true, true);
+  detail::point_to_point_impl(detail::live(state_), nullptr, 0, -1, buffer, count, source, type,
+                              tag, false, true, true);
 }
 void Communicator::sendrecv(const void* sendbuf, std::size_t sendcount, int dest, void* recvbuf,
                             std::size_t recvcount, int source, DataType type, int tag) {
-  detail::state_of(*this);
-  detail::point_to_point_impl(
-      state_,
-      {bytes_of(sendbuf), detail::element_bytes(Collective::sendrecv, rank(), sendcount, type),
-       dest, bytes_of(recvbuf),
-       detail::element_bytes(Collective::sendrecv, rank(), recvcount, type), source, tag},
-      type, true, true, true);
+  detail::point_to_point_impl(detail::live(state_), sendbuf, sendcount, dest, recvbuf, recvcount,
+                              source, type, tag, true, true, true);
 }
 Request Communicator::isend(const void* buffer, std::size_t count, DataType type, int dest,
                             int tag) {
-  detail::state_of(*this);
-  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
-  return detail::point_to_point_impl(state_, {bytes_of(buffer), bytes, dest, nullptr, 0, -1, tag},
-                                     type, true, false, false);
+  return detail::point_to_point_impl(detail::live(state_), buffer, count, dest, nullptr, 0, -1,
+                                     type, tag, true, false, false);
 }
 Request Communicator::irecv(void* buffer, std::size_t count, DataType type, int source, int tag) {
-  detail::state_of(*this);
-  const std::size_t bytes = detail::element_bytes(Collective::sendrecv, rank(), count, type);
-  return detail::point_to_point_impl(state_, {nullptr, 0, -1, bytes_of(buffer), bytes, source, tag},
-                                     type, false, true, false);
+  return detail::point_to_point_impl(detail::live(state_), nullptr, 0, -1, buffer, count, source,
+                                     type, tag, false, true, false);
 }
 
 std::optional<Communicator> Communicator::split(int color, int key) const {

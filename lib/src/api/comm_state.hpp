@@ -45,7 +45,6 @@ struct CommState {
 
   // Sequence number, tag range and pipeline settings for the next operation. Every rank calls
   // collectives in the same order, so every rank derives the same sequence number and tags.
-  // Inline: it is on the path of every small blocking call.
   OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options) {
     if (options.pipeline_depth < 0 || defaults_config != &config()) [[unlikely]]
       refresh_op_defaults(collective, options);
@@ -59,22 +58,18 @@ struct CommState {
         options.pipeline_depth > 0 ? options.pipeline_depth : default_pipeline_depth;
     return info;
   }
-  // Up to this many bytes, an order-sensitive blocking call (whose size class auto does not
-  // try: its bits would change from one trial to the next) runs the MPI library's own
-  // collective where the table's choice is one of collx's message algorithms. Below the
-  // latency-bandwidth crossover those are the same latency algorithms the MPI library runs
-  // (recursive doubling, binomial trees) with collx's bookkeeping on top, so without trials the
-  // MPI library's is the choice that cannot lose, and its bits are the same on every call (its
-  // choice depends on the count and the ranks only). The arena's rows, which send no MPI
-  // message, keep the table's choice.
+  // Up to this many bytes, an order-sensitive blocking call (auto does not try its class: its
+  // bits would change from one trial to the next) runs the MPI library's own collective where
+  // the table's choice is one of collx's message algorithms: below the latency-bandwidth
+  // crossover those are the MPI library's latency algorithms with collx's bookkeeping on top, so
+  // untried, the MPI library's cannot lose, and its bits depend on the count and ranks only.
+  // The arena's rows, which send no MPI message, keep the table's choice.
   static constexpr std::size_t kUntriedLibraryBytes = std::size_t{8} << 10;
-  // The algorithm for a call (resolve_algorithm), remembered per collective: a run of calls
-  // of one size (the small calls' usual case) skips the selection table and the registry.
-  // Keyed by everything the choice reads that can change between calls; a replaced
-  // configuration (set_config, which also brings its tuning file) is a new Config object.
-  // Where the table decides and COLLX_AUTOTUNE is on, the size class's tuner picks among the
-  // candidates (autotune.hpp); `tuner` is then set where the call is to be timed and its time
-  // handed to after_timed_call().
+  // The algorithm for a call (resolve_algorithm), remembered per collective so that a run of
+  // calls of one size skips the table and the registry; keyed by everything the choice reads
+  // that can change between calls (a replaced configuration is a new Config object). Where the
+  // table decides and COLLX_AUTOTUNE is on, the size class's tuner picks among the candidates
+  // (autotune.hpp); `tuner` is then set where the call is timed (after_timed_call()).
   struct CallChoice {
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;
@@ -87,9 +82,8 @@ struct CommState {
                     bool shared_memory, bool blocking, bool order_sensitive = false) {
     Choice& last = last_choice[static_cast<std::size_t>(collective)];
     const Config* const current = &config();
-    if (last.config != current || last.bytes != bytes || last.requested != requested ||
-        last.shared_memory != shared_memory || last.order_sensitive != order_sensitive)
-        [[unlikely]] {
+    const ChoiceKey key{current, bytes, requested, shared_memory, order_sensitive};
+    if (last.key != key) [[unlikely]] {
       last.algorithm =
           resolve_algorithm(collective, requested, bytes, size, rank, shared_memory, node_shape());
       last.tuner = requested == Algorithm::automatic && tried_calls(*current, order_sensitive)
@@ -99,12 +93,10 @@ struct CommState {
           requested == Algorithm::automatic && order_sensitive && last.tuner == nullptr
               ? library_for_untried(collective, bytes, shared_memory, last.algorithm)
               : Algorithm::automatic;
-      if (last.library_instead != Algorithm::automatic) note_untried_library(collective, bytes);
-      last.config = current;
-      last.bytes = bytes;
-      last.requested = requested;
-      last.shared_memory = shared_memory;
-      last.order_sensitive = order_sensitive;
+      // The class's order-sensitive calls then take the delegated path.
+      if (last.library_instead != Algorithm::automatic)
+        mark_delegated(untried_library_, collective, bytes, true);
+      last.key = key;
     }
     if (last.tuner == nullptr) [[likely]] {
       if (blocking && last.library_instead != Algorithm::automatic) [[unlikely]]
@@ -120,10 +112,8 @@ struct CommState {
   static bool tried_calls(const Config& c, bool order_sensitive) {
     return !order_sensitive || c.autotune == AutotuneMode::all;
   }
-  // Equal blocks of `count` elements per rank as p + 1 prefix sums (the offsets of allgather's,
-  // gather's, scatter's and reduce_scatter's calls), lent to a call and handed back after it
-  // (give_back_offsets), so that a run of calls allocates nothing for them: on the latency
-  // path the allocation and release were a fifth of a call's own cost.
+  // Equal blocks of `count` elements per rank as p + 1 prefix sums, lent to a call and handed
+  // back after it (give_back_offsets), so that a run of small calls allocates nothing for them.
   std::vector<std::size_t> lend_equal_offsets(std::size_t count) {
     std::vector<std::size_t> offsets = std::move(spare_offsets_);
     if (spare_offsets_count_ != count || offsets.size() != static_cast<std::size_t>(size) + 1) {
@@ -141,8 +131,8 @@ struct CommState {
     spare_offsets_count_ = count;
   }
   static constexpr std::size_t kNoSpareOffsets = static_cast<std::size_t>(-1);
-  // The ranks meet (every rank returns once all have called it): before a trial block's first
-  // timed call, so that its calls are timed from a common start.
+  // The ranks meet (every rank returns once all have called it): before a round of trials, so
+  // that its calls are timed from a common start.
   void meet();
   // Hands a timed call's duration to its tuner; where the tuner asks, the ranks agree (a
   // maximum over ranks, an internal allreduce every rank makes at the same call).
@@ -160,21 +150,17 @@ struct CommState {
   // (COLLX_AUTOTUNE=0, one rank, no bytes, COLLX_ALGO or a tuning file decides, point-to-point).
   ClassTuner* tuner_for(Collective collective, std::size_t bytes);
   // The delegated path: whether a blocking call of `collective` on `bytes` goes straight to the
-  // MPI library's own collective (delegated_call), as auto's trials of its size class settled:
-  // decided once per size class (no more trials, no drift checks), the same on every rank (the
-  // trials' choice is agreed, and every condition here is what every rank's call shares). Not
-  // with an explicit algorithm, device memory or a stream, COLLX_CHECK, COLLX_DEBUG.
-  // `order_sensitive`: the call's bits depend on the order of combination (order_sensitive());
-  // such a call is delegated where its class runs the MPI library untried
-  // (library_for_untried), not where the class's trials settled on it.
+  // MPI library's own collective (delegated_call), as auto's trials of its size class settled;
+  // the same on every rank (the trials' choice is agreed, and every condition here is what every
+  // rank's call shares). Not with an explicit algorithm, device memory or a stream,
+  // COLLX_CHECK, COLLX_DEBUG. An `order_sensitive` call is delegated where its class runs the
+  // MPI library untried (library_for_untried), not where its trials settled on it.
   bool delegates(Collective collective, std::size_t bytes, const Options& options,
                  bool order_sensitive = false) const {
     if (!delegating_) [[likely]]
       return false;
-    if (options.algorithm != Algorithm::automatic || options.stream != nullptr) return false;
-    if (!(options.memory == MemoryKind::host ||
-          (options.memory == MemoryKind::automatic &&
-           process_is_host_only.load(std::memory_order_relaxed))))
+    if (options.algorithm != Algorithm::automatic || options.stream != nullptr ||
+        !surely_host_memory(options))
       return false;
     if (bytes == 0 && collective != Collective::barrier) return false;
     const int k = size_class_of(bytes);
@@ -194,14 +180,12 @@ struct CommState {
   }
   // The device side of this communicator on `device`, made on first use.
   DeviceEngine& device_engine(int device);
-  // Whether a call of `bytes` may run through the shared arena: there is one (the ranks share a
-  // node), and the call is not a large one where every rank's transport takes device memory
-  // itself. Above max(COLLX_DEVICE_HOST_COPY_BYTES, kArenaHostCopyBytes) such a
-  // communicator's calls run as where there is no arena, on every rank whatever its buffers:
-  // a device call then moves its buffers device to device (CUDA IPC within a node) instead of
-  // through host copies and the host's reductions, and ranks whose buffers differ in kind still
-  // run one algorithm. Keyed on what every rank sees alike (the arena and the agreement below
-  // are made collectively), never on the call's memory.
+  // Whether a call of `bytes` may run through the shared arena: there is one, and the call is not
+  // a large one (above max(COLLX_DEVICE_HOST_COPY_BYTES, kArenaHostCopyBytes)) where every
+  // rank's transport takes device memory itself: such calls run as without an arena on every
+  // rank, so a device call moves its buffers device to device instead of through host copies,
+  // and ranks whose buffers differ in kind still run one algorithm. Keyed on what every rank
+  // sees alike, never on the call's memory.
   bool arena_for(std::size_t bytes) const {
     if (transport->shared_arena() == nullptr) return false;
     if (!device_direct_everywhere) [[likely]]
@@ -234,16 +218,19 @@ struct CommState {
   bool emulated_layout = false;
 
  private:
-  struct Choice {
+  struct ChoiceKey {
     const Config* config = nullptr;  // none yet
     std::size_t bytes = 0;
     Algorithm requested = Algorithm::automatic;
     bool shared_memory = false;
     bool order_sensitive = false;
+    bool operator==(const ChoiceKey&) const = default;
+  };
+  struct Choice {
+    ChoiceKey key;
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;  // where the size class is tuned
-    // The MPI library's own collective, run by a blocking call instead of `algorithm`
-    // (library_for_untried), else automatic.
+    // What a blocking call runs instead (library_for_untried), else automatic.
     Algorithm library_instead = Algorithm::automatic;
   };
   // The MPI library's algorithm for such a call (above), or automatic for collx's table choice
@@ -260,10 +247,12 @@ struct CommState {
   std::vector<std::uint64_t> agree_max(std::span<const std::uint64_t> values);
   using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
   std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
-  // How many size classes are trying their candidates: while any is, run_collective reads the
-  // clock where a call enters it (the trials' time of collx's candidates starts there).
+  // How many size classes are trying their candidates (run_collective then reads the clock
+  // where a call enters it).
   int trying_classes_ = 0;
   std::array<Choice, kCollectiveCount> last_choice{};
+  // Drops the transports and notices, then frees the MPI communicators where `free_comms`.
+  void release(bool free_comms);
   // Rejects a negative options.pipeline_depth; sets next_op's defaults for the configuration
   // in force where they were set for another.
   void refresh_op_defaults(Collective collective, const Options& options);
@@ -273,12 +262,13 @@ struct CommState {
   // when they settled.
   bool delegating_ = false;
   const Config* delegating_config_ = nullptr;
-  std::array<std::array<bool, kSizeClasses>, kCollectiveCount> delegated_{};
+  using SizeClassFlags = std::array<std::array<bool, kSizeClasses>, kCollectiveCount>;
+  SizeClassFlags delegated_{};
   // The size classes whose order-sensitive calls run the MPI library untried (delegates()).
-  std::array<std::array<bool, kSizeClasses>, kCollectiveCount> untried_library_{};
-  // Marks a class's order-sensitive calls as delegated (library_for_untried chose the MPI
-  // library for them), where nothing needs collx's path (note_settled's conditions).
-  void note_untried_library(Collective collective, std::size_t bytes);
+  SizeClassFlags untried_library_{};
+  // Sets (or clears) the flag of the call's class, where nothing needs collx's path.
+  void mark_delegated(SizeClassFlags& classes, Collective collective, std::size_t bytes,
+                      bool to_mpi);
   // next_op's defaults (configuration, then tuning file, then built in) for `defaults_config`.
   const Config* defaults_config = nullptr;
   std::size_t default_segment_bytes = 0;
@@ -293,6 +283,13 @@ struct CommunicatorAccess {
 };
 inline CommState& state_of(const Communicator& comm) {
   return CommunicatorAccess::state(comm);
+}
+// `s`, or ErrorCode::communicator_freed where it is null.
+[[noreturn]] void throw_freed();
+inline const std::shared_ptr<CommState>& live(const std::shared_ptr<CommState>& s) {
+  if (s == nullptr) [[unlikely]]
+    throw_freed();
+  return s;
 }
 
 // What a collective call looks like, for COLLX_CHECK's cross-rank comparison and for the
@@ -312,25 +309,27 @@ struct CallSignature {
 Task prepare(Operation& op, const CallSignature& signature, Task body);
 Request start_nonblocking(std::shared_ptr<Operation> op, Task task);
 
-// Runs the task that `make(op)` builds on the communicator: blocking (returns an empty Request
-// after completion) or nonblocking (returns the Request; the operation keeps `state` alive).
-// `path`: how the call's bytes move where they are not plain host memory (memory.hpp).
+// Runs the task that `make(op)` builds: blocking (returns an empty Request after completion) or
+// nonblocking (the operation keeps `state` alive). `path`: how the call's bytes move where they
+// are not plain host memory (memory.hpp). Point-to-point (no `signature`: nothing to compare or
+// log) runs on the point-to-point transport.
 template <class MakeTask>
 Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
-               const CallSignature& signature, bool blocking, MakeTask&& make,
+               const CallSignature* signature, bool blocking, MakeTask&& make,
                std::unique_ptr<DataPath> path = nullptr) {
+  Transport& transport = signature != nullptr ? *state->transport : *state->p2p_transport;
   if (blocking) {
-    Operation op(*state->transport, info, {}, std::move(path));
+    Operation op(transport, info, {}, std::move(path));
     Task task = make(op);
-    // Tested here: a small call's cost is counted in calls and frames.
     const Config& c = config();
-    if (c.check || c.debug >= DebugLevel::info) [[unlikely]]
-      task = prepare(op, signature, std::move(task));
+    if (signature != nullptr && (c.check || c.debug >= DebugLevel::info)) [[unlikely]]
+      task = prepare(op, *signature, std::move(task));
     run_blocking(op, std::move(task));
     return {};
   }
-  auto op = std::make_shared<Operation>(*state->transport, info, state, std::move(path));
-  Task task = prepare(*op, signature, make(*op));
+  auto op = std::make_shared<Operation>(transport, info, state, std::move(path));
+  Task task = make(*op);
+  if (signature != nullptr) task = prepare(*op, *signature, std::move(task));
   return start_nonblocking(std::move(op), std::move(task));
 }
 
@@ -341,7 +340,7 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
 template <class Call>
 auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& call)
     -> decltype(call()) {
-  FailureNotices& notices = *s->notices;
+  FailureNotices& notices = *live(s)->notices;
   notices.before_call(collective);
   const std::uint64_t sequence = s->next_sequence;
   try {
@@ -353,6 +352,13 @@ auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& 
     }
     throw;
   }
+}
+
+// A collective entry point: impl(s, args...) through guarded().
+template <class Impl, class... Args>
+auto entry(const std::shared_ptr<CommState>& s, Collective collective, Impl&& impl,
+           Args&&... args) {
+  return guarded(s, collective, [&] { return impl(s, std::forward<Args>(args)...); });
 }
 
 // Whether a call's result bits can depend on the algorithm: a floating-point sum, product or
@@ -370,10 +376,8 @@ inline bool order_sensitive(const CallSignature& signature, int nranks) {
 
 // Whether a call has nothing to move (every rank's count is 0: these collectives take equal
 // counts, and a reduce_scatter_v's total is 0 only where every block is): it is done, as in MPI
-// libraries, with no sequence number taken on any rank. A barrier is its own purpose;
-// COLLX_CHECK still compares the call's signature across ranks. The collectives return on it
-// once their arguments are checked, before they set up the call's memory and arguments, so
-// such a call never reaches run_collective.
+// libraries, with no sequence number taken on any rank, once its arguments are checked. Not a
+// barrier, nor under COLLX_CHECK, which still compares the call's signature across ranks.
 inline bool nothing_to_move(Collective collective, std::size_t bytes) {
   return bytes == 0 && collective != Collective::barrier && !config().check;
 }
@@ -383,7 +387,7 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
 // sequence number like every call (a rank whose call runs another way, through host copies say,
 // numbers it too), and the MPI library's error becomes collx's.
 template <class Call>
-void delegated_call(CommState& s, Collective collective, Call&& call) {
+Request delegated_call(CommState& s, Collective collective, Call&& call) {
   library_call_begins();
   const int code = call();
   library_call_ends();
@@ -395,6 +399,7 @@ void delegated_call(CommState& s, Collective collective, Call&& call) {
     throw Error(ErrorCode::mpi, to_string(collective), s.rank,
                 std::string("the MPI library's collective failed: ") + message);
   }
+  return {};
 }
 
 // Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
@@ -406,26 +411,20 @@ inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
 }
 
 // Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
-// make(op, algorithm) on the communicator. `bytes` is what the selection table is keyed on.
-// A blocking call runs its schedule to completion in place where nothing else is in flight
-// (run_blocking): the small call's path and every other call's run the same code.
-// `host_copies(staged)`, where given, points the call's arguments at host
-// copies of its device buffers (StagedCall::copy_of) for a device call that runs on them.
-//
-// The algorithm is chosen as for host memory whatever the call's memory: ranks whose buffers
-// differ in kind (one rank's device buffer, another's host buffer) then run the same one.
+// make(op, algorithm) on the communicator; `bytes` is what the table is keyed on.
+// `host_copies(staged)`, where given, points the call's arguments at host copies of its device
+// buffers (StagedCall::copy_of) for a device call that runs on them. The algorithm is chosen as
+// for host memory whatever the call's memory, so ranks whose buffers differ in kind run one.
 template <class MakeTask, class HostCopies = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        HostCopies&& host_copies = nullptr) {
   using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
-  // A trial of one of collx's candidates is timed from here: the choice and the call's
-  // bookkeeping are part of what collx's algorithm costs a call, and a rank timed only from
-  // inside the algorithm misses what its peer did meanwhile (a gather's child publishing while
-  // the root was still in the previous call's return and this call's entry: a run of calls then
-  // takes longer than the calls' timed medians say). The MPI library's candidate is timed from
-  // its start (below): once chosen it runs the delegated path, which skips this bookkeeping.
+  // A trial of one of collx's candidates is timed from here: the choice and the bookkeeping are
+  // part of its cost, and a rank timed only from inside the algorithm misses what its peer did
+  // meanwhile. The MPI library's candidate is timed from its start (below): once chosen it runs
+  // the delegated path, which skips this bookkeeping.
   const Clock::time_point entered =
       blocking && state->trials_running() ? Clock::now() : Clock::time_point{};
   const bool arena = state->arena_for(bytes);
@@ -464,8 +463,6 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
     }
     if (path == nullptr) path = std::move(device);
   }
-  // Straight-line, no lambda around the call: this is the path of every small blocking call,
-  // and each call frame on it is paid per call.
   if (choice.meet) [[unlikely]]
     state->meet();
   const Clock::time_point started = choice.tuner == nullptr ? Clock::time_point{}
@@ -481,7 +478,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                             std::chrono::duration<double>(Clock::now() - started).count());
   };
   Request done = launch(
-      state, info, signature, blocking,
+      state, info, &signature, blocking,
       [&](Operation& op) {
         if (inputs_in_flight != nullptr) [[unlikely]]
           return after_inputs_landed(op, *inputs_in_flight, make(op, algorithm));

@@ -79,9 +79,8 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
   const double size_in_bytes = static_cast<double>(bytes);
   others.push_back(model::best(schedules, size, size_in_bytes, machine));
   if (arena) {
-    // The best point-to-point algorithm too: where the table's choice is the arena's, its
-    // handshakes are what a loaded or oversubscribed node makes slow (docs/PERFORMANCE.md,
-    // "MPICH", four ranks on two cores), and the neighbours may all be the arena's as well.
+    // The best point-to-point algorithm too: the arena's handshakes are what a loaded or
+    // oversubscribed node makes slow, and the neighbours may all be the arena's as well.
     machine.one_node = false;
     others.push_back(model::best(schedules, size, size_in_bytes, machine));
   }
@@ -114,13 +113,18 @@ Algorithm CommState::library_for_untried(Collective collective, std::size_t byte
   return library_algorithm(collective);
 }
 
-void CommState::note_untried_library(Collective collective, std::size_t bytes) {
+void CommState::mark_delegated(SizeClassFlags& classes, Collective collective, std::size_t bytes,
+                               bool to_mpi) {
   const Config& c = config();
+  // COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT
+  // ends a wait that is collx's: all need collx's path.
   if (c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0) return;
-  untried_library_[static_cast<std::size_t>(collective)]
-                  [static_cast<std::size_t>(size_class_of(bytes))] = true;
-  delegating_ = true;
-  delegating_config_ = &c;
+  classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))] =
+      to_mpi;
+  if (to_mpi) {
+    delegating_ = true;
+    delegating_config_ = &c;
+  }
 }
 
 std::vector<std::uint64_t> CommState::agree_max(std::span<const std::uint64_t> values) {
@@ -150,42 +154,30 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   if (!tuner.agreed(agree_max(values))) return;
   trying_classes_ += static_cast<int>(tuner.in_trials()) - static_cast<int>(was_trying);
   note_settled(collective, bytes, tuner);
-  if (rank == 0 && config().debug >= DebugLevel::info) {
-    if (tuner.rounds() > before) {
-      std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
-                   describe_trials(collective, size_class_of(bytes), tuner).c_str());
-    } else if (tuner.switched_to_library() && tuner.chose_library() && values.size() > 1 &&
-               values[1] > 0) {
-      std::fprintf(stderr,
-                   "collx INFO rank 0: autotune %s class of %zu B: calls of collx's choice ran "
-                   "slower than the MPI library's collective in the trials; settled on mpi\n",
-                   std::string(to_string(collective)).c_str(), bytes);
-    } else if (!values.empty() && values[0] == ClassTuner::kSecondOpinion) {
-      std::fprintf(stderr,
-                   "collx INFO rank 0: autotune %s class of %zu B: a challenger displaced the "
-                   "table's choice; trying again for a second opinion\n",
-                   std::string(to_string(collective)).c_str(), bytes);
-    } else {
-      std::fprintf(stderr,
-                   "collx INFO rank 0: autotune %s class of %zu B: the chosen algorithm drifted "
-                   "past %.1fx its trial time; trying again\n",
-                   std::string(to_string(collective)).c_str(), bytes, ClassTuner::kDriftRatio);
-    }
+  if (rank != 0 || config().debug < DebugLevel::info) return;
+  if (tuner.rounds() > before) {
+    std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
+                 describe_trials(collective, size_class_of(bytes), tuner).c_str());
+    return;
   }
+  char drift[80];
+  std::snprintf(drift, sizeof drift,
+                "the chosen algorithm drifted past %.1fx its trial time; trying again",
+                ClassTuner::kDriftRatio);
+  const char* why =
+      tuner.switched_to_library() && tuner.chose_library() && values.size() > 1 && values[1] > 0
+          ? "calls of collx's choice ran slower than the MPI library's collective in the "
+            "trials; settled on mpi"
+      : !values.empty() && values[0] == ClassTuner::kSecondOpinion
+          ? "a challenger displaced the table's choice; trying again for a second opinion"
+          : drift;
+  std::fprintf(stderr, "collx INFO rank 0: autotune %s class of %zu B: %s\n",
+               std::string(to_string(collective)).c_str(), bytes, why);
 }
 
 void CommState::note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner) {
-  const Config& c = config();
-  // COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT
-  // ends a wait that is collx's: all need collx's path.
-  if (c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0) return;
-  const bool to_mpi = tuner.phase() == ClassTuner::Phase::settled && tuner.chose_library();
-  delegated_[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))] =
-      to_mpi;
-  if (to_mpi) {
-    delegating_ = true;
-    delegating_config_ = &c;
-  }
+  mark_delegated(delegated_, collective, bytes,
+                 tuner.phase() == ClassTuner::Phase::settled && tuner.chose_library());
 }
 
 std::vector<CommState::LearnedClass> CommState::learned() const {

@@ -26,28 +26,15 @@
 namespace collx::detail {
 
 namespace {
-// Pipeline defaults until a tuning file says otherwise (docs/PERFORMANCE.md, "Segment size and
-// pipeline depth").
-constexpr std::size_t kDefaultChunkBytes = std::size_t{256} << 10;
+// Pipeline defaults where neither the environment nor a tuning file sets them.
+constexpr std::size_t kDefaultSegmentBytes = std::size_t{256} << 10;
 constexpr int kDefaultPipelineDepth = 4;
-
-bool mpi_finalized() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  return finalized != 0;
-}
 
 // The transport asked for, else COLLX_TRANSPORT, read when the communicator is created
 // (collective: every rank must see the same value, like every COLLX_* variable).
 TransportKind transport_kind(TransportChoice choice) {
-  switch (choice) {
-    case TransportChoice::mpi:
-      return TransportKind::mpi;
-    case TransportChoice::ucx:
-      return TransportKind::ucx;
-    case TransportChoice::automatic:
-      break;
-  }
+  if (choice == TransportChoice::mpi) return TransportKind::mpi;
+  if (choice == TransportChoice::ucx) return TransportKind::ucx;
   return config().transport;
 }
 
@@ -81,20 +68,14 @@ std::shared_ptr<const patterns::NodeLayout> discover_node_layout(MPI_Comm comm, 
     check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "MPI_Comm_size");
     long described = 0;
-    for (int n : emulation)
-      described += n;
+    for (std::size_t node = 0; node < emulation.size(); ++node) {
+      described += emulation[node];
+      if (world_rank >= described) key = static_cast<int>(node) + 1;
+    }
     if (described != world_size) {
       throw Error(ErrorCode::config, "communicator", rank,
                   "COLLX_NODE_LAYOUT describes " + std::to_string(described) +
                       " ranks, but MPI_COMM_WORLD has " + std::to_string(world_size));
-    }
-    long end = 0;
-    for (std::size_t node = 0; node < emulation.size(); ++node) {
-      end += emulation[node];
-      if (world_rank < end) {
-        key = static_cast<int>(node);
-        break;
-      }
     }
   } else {
     MPI_Comm node = MPI_COMM_NULL;
@@ -139,15 +120,11 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     int* tag_ub = nullptr;
     int has_tag_ub = 0;
     check_mpi(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr");
-    int notice_tag = 0;
-    if (has_tag_ub && *tag_ub > Communicator::kMaxTag) {
-      notice_tag = Communicator::kMaxTag + 1;
-      notices = std::make_unique<FailureNotices>(p2p_comm, notice_tag, rank, size, next_sequence);
-    } else {
-      check_mpi(MPI_Comm_dup(comm, &notice_comm), "MPI_Comm_dup");
-      notices =
-          std::make_unique<FailureNotices>(notice_comm, notice_tag, rank, size, next_sequence);
-    }
+    const bool spare_tag = has_tag_ub && *tag_ub > Communicator::kMaxTag;
+    if (!spare_tag) check_mpi(MPI_Comm_dup(comm, &notice_comm), "MPI_Comm_dup");
+    notices = std::make_unique<FailureNotices>(spare_tag ? p2p_comm : notice_comm,
+                                               spare_tag ? Communicator::kMaxTag + 1 : 0, rank,
+                                               size, next_sequence);
     transport->set_failure_notices(notices.get());
     // Collective like the rest of this constructor: every rank of `comm` takes part.
     node_layout = discover_node_layout(comm, rank, size, emulated_layout);
@@ -155,15 +132,14 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // The point-to-point context runs no node-aware algorithm; its waits yield on the same
     // node as the collectives' (Transport::yield_when_idle).
     p2p_transport->set_node_layout(node_layout);
-    // A layout of several nodes (real or emulated) has no segment across them, as real nodes
+    // A layout of several nodes (real or emulated) has no arena across them, as real nodes
     // would not; each node of more than one rank gets one of its own.
     if (node_layout->nodes() == 1) {
       transport->set_shared_arena(SharedArena::create(comm));
       if (transport->shared_arena() != nullptr) agree_on_device_memory();
     } else if (node_layout->hierarchical() && config().shared_memory) {
-      // Each node's ranks share a segment of their own, for the node-aware algorithms' phases
-      // inside the node; made collectively on the node's communicator (local-rank order), which
-      // is needed only for that.
+      // Each node's ranks share an arena of their own, for the node-aware algorithms' phases
+      // inside the node; made collectively on the node's communicator (local-rank order).
       MPI_Comm node_comm = MPI_COMM_NULL;
       check_mpi(MPI_Comm_split(comm, node_layout->node_of(rank), node_layout->local_rank(rank),
                                &node_comm),
@@ -180,12 +156,7 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     }
   } catch (...) {
     // No destructor runs for a constructor that throws: the duplicates are freed here.
-    transport.reset();
-    p2p_transport.reset();
-    notices.reset();
-    if (notice_comm != MPI_COMM_NULL) MPI_Comm_free(&notice_comm);
-    if (p2p_comm != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm);
-    MPI_Comm_free(&comm);
+    release(true);
     throw;
   }
 }
@@ -195,15 +166,16 @@ CommState::~CommState() {
   // A revoked communicator's MPI communicators are not freed: sends released while its failure
   // unwound (transport.hpp, Transfer) may still sit in a peer's queue, and MPI reuses a freed
   // communicator's context, so they could match a later communicator's receives.
-  const bool keep_contexts = notices && notices->revoked();
+  release(!mpi_finalized() && !(notices && notices->revoked()));
+}
+
+void CommState::release(bool free_comms) {
   transport.reset();
   p2p_transport.reset();
   notices.reset();
-  if (!mpi_finalized() && !keep_contexts) {
-    if (notice_comm != MPI_COMM_NULL) MPI_Comm_free(&notice_comm);
-    if (p2p_comm != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm);
-    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-  }
+  if (!free_comms) return;
+  for (MPI_Comm* c : {&notice_comm, &p2p_comm, &comm})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 void CommState::refresh_op_defaults(Collective collective, const Options& options) {
@@ -219,7 +191,7 @@ void CommState::refresh_op_defaults(Collective collective, const Options& option
   const TuningTable* tuned = active_tuning();
   default_segment_bytes = c.segment_bytes                 ? c.segment_bytes
                           : tuned && tuned->segment_bytes ? tuned->segment_bytes
-                                                          : kDefaultChunkBytes;
+                                                          : kDefaultSegmentBytes;
   default_pipeline_depth = c.pipeline_depth > 0             ? c.pipeline_depth
                            : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
                                                             : kDefaultPipelineDepth;
@@ -231,10 +203,8 @@ void CommState::agree_on_device_memory() {
   // emulation installed on every rank), so every rank of `comm` comes here or none does.
   DeviceApi* api = device_api();
   if (api == nullptr) return;
-  const int mine = transport->supports_device_memory() && api->device_count() > 0 ? 1 : 0;
-  int everywhere = 0;
-  check_mpi(PMPI_Allreduce(&mine, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
-  device_direct_everywhere = everywhere != 0;
+  device_direct_everywhere =
+      on_every_rank(transport->supports_device_memory() && api->device_count() > 0, comm, rank);
 }
 
 DeviceEngine& CommState::device_engine(int device) {
@@ -380,12 +350,12 @@ Communicator::~Communicator() = default;
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
+void detail::throw_freed() {
+  throw Error(ErrorCode::communicator_freed, "communicator", -1,
+              "the communicator was freed (or moved from)");
+}
 detail::CommState& detail::CommunicatorAccess::state(const Communicator& comm) {
-  if (!comm.state_) {
-    throw Error(ErrorCode::communicator_freed, "communicator", -1,
-                "the communicator was freed (or moved from)");
-  }
-  return *comm.state_;
+  return *live(comm.state_);
 }
 
 int Communicator::rank() const {
@@ -419,13 +389,7 @@ Request::Request(std::shared_ptr<detail::Operation> operation) : operation_(std:
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
-    if (operation_) {
-      try {
-        wait();
-      } catch (...) {
-        // The error belonged to the request being replaced; see ~Request.
-      }
-    }
+    Request replaced(std::move(*this));  // waited for by its destructor
     operation_ = std::move(other.operation_);
   }
   return *this;

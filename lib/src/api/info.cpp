@@ -40,8 +40,7 @@ DeviceMemoryInfo device_memory_info() {
   info.cuda = COLLX_HAVE_CUDA != 0;
   info.memory_types = {"host"};
   if (detail::DeviceApi* api = detail::device_api()) {
-    for (const auto& d : api->devices())
-      info.devices.push_back({d.index, d.name, d.memory_bytes, d.major, d.minor});
+    info.devices = api->devices();
     // Device buffers are accepted where a device is visible.
     if (!info.devices.empty()) info.memory_types.push_back(std::string(api->name()));
   }

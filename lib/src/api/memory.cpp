@@ -67,38 +67,27 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   auto fail = [&](ErrorCode code, const std::string& why) {
     throw Error(code, to_string(collective), state.rank, why);
   };
+  // Host memory with a stream: decide_memory rejects it.
   DeviceApi* api = options.memory == MemoryKind::host ? nullptr : device_api();
-  if (api == nullptr) {
-    if (options.memory == MemoryKind::automatic) {
-      process_is_host_only.store(true, std::memory_order_relaxed);
-    }
-    if (options.memory == MemoryKind::device || stream_given) {
-      if (options.memory == MemoryKind::host) {
-        fail(ErrorCode::invalid_argument,
-             "Options::stream is for device memory, and Options::memory says this call's buffers "
-             "are host memory");
-      }
-      fail(ErrorCode::unsupported,
-           "device memory (Options::memory = device or Options::stream) needs collx built with "
-           "CUDA (-DCOLLX_CUDA=ON); this build has none");
-    }
-    return {};
-  }
-  const int devices = api->device_count();
-  if (devices == 0) {
+  if (api != nullptr ? api->device_count() == 0 : options.memory != MemoryKind::host) {
+    // No device: every pointer is host memory, nothing to ask.
     process_is_host_only.store(true, std::memory_order_relaxed);
     if (options.memory == MemoryKind::device || stream_given) {
       fail(ErrorCode::unsupported,
-           std::string("device memory (Options::memory = device or Options::stream), but no ") +
-               std::string(api->name()) + " device is visible to this process");
+           api == nullptr ? std::string("device memory (Options::memory = device or "
+                                        "Options::stream) needs collx built with CUDA "
+                                        "(-DCOLLX_CUDA=ON); this build has none")
+                          : "device memory (Options::memory = device or Options::stream), but no " +
+                                std::string(api->name()) + " device is visible to this process");
     }
-    return {};  // no device: every pointer is host memory, nothing to ask
+    return {};
   }
   // Asked once per call and buffer.
   DetectedBuffer detected[8];
   std::size_t n = 0;
   for (const BufferArg& b : buffers) {
-    if (b.pointer == nullptr || b.bytes == 0 || n == std::size(detected)) continue;
+    if (api == nullptr || b.pointer == nullptr || b.bytes == 0 || n == std::size(detected))
+      continue;
     DetectedBuffer& d = detected[n++];
     d.name = b.name;
     d.bytes = b.bytes;
@@ -176,8 +165,7 @@ bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std
   if (row != nullptr && (row->host_copies() || (arena && row->uses_arena()))) return true;
   if (!blocking) return false;
   // A transport that takes device memory moves a large buffer device to device faster than two
-  // copies and the host's algorithm would; a small one it moves slower (docs/DEVICE_MEMORY.md,
-  // "Host copies": UCX with CUDA, one GPU, 4 ranks).
+  // copies and the host's algorithm would; a small one it moves slower (docs/DEVICE_MEMORY.md).
   const std::size_t limit = call.direct()
                                 ? std::min(config().device_host_copy_bytes, kDirectHostCopyBytes)
                                 : config().device_host_copy_bytes;

@@ -59,10 +59,10 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
 // arena's rows, the node-aware rows), so that ranks whose buffers differ in kind still run one
 // algorithm, and where it is cheaper (a small blocking staged call: two copies instead of one
 // per step). See needs_host_copy.
-class StagedCall final : public DataPath {
+class StagedCall final : public HostVerbs {
  public:
   StagedCall(Transport& transport, std::unique_ptr<DeviceCall> device)
-      : host_(transport), device_(std::move(device)) {}
+      : HostVerbs(transport), device_(std::move(device)) {}
   // The host copy of `device` (bytes > 0), downloaded when `input`, uploaded by finish() when
   // `output` (its first `output_bytes`). One copy per device pointer.
   std::byte* copy_of(const void* device, std::size_t bytes, bool input, std::size_t output_bytes);
@@ -72,24 +72,7 @@ class StagedCall final : public DataPath {
   void inputs_ready() { device_->wait_downloads(); }
   const WaitCondition& inputs_landed() const { return landed_; }
 
-  void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
-    host_.send(t, buf, bytes, peer, tag);
-  }
-  void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
-            bool exact_length) override {
-    host_.recv(t, buf, bytes, peer, tag, exact_length);
-  }
-  bool test_all(std::span<Transfer* const> ts) override { return host_.test_all(ts); }
-  void wait_all(std::span<Transfer* const> ts) override { host_.wait_all(ts); }
-  ScratchBuffer scratch(std::size_t bytes) override { return host_.scratch(bytes); }
-  void copy(void* dst, const void* src, std::size_t bytes) override { host_.copy(dst, src, bytes); }
-  void move(void* dst, const void* src, std::size_t bytes) override { host_.move(dst, src, bytes); }
-  void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
-              double divisor) override {
-    host_.reduce(dst, a, b, n, type, op, divisor);
-  }
   bool finish() override;
-  bool host_accessible() const override { return true; }
   std::string_view mode() const override { return "host copy"; }
 
  private:
@@ -110,7 +93,6 @@ class StagedCall final : public DataPath {
    private:
     DeviceCall& device_;
   };
-  HostPath host_;
   std::unique_ptr<DeviceCall> device_;
   std::vector<Copy> copies_;
   bool uploaded_ = false;
@@ -143,16 +125,20 @@ struct CallMemory {
 CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
                                std::initializer_list<BufferArg> buffers, bool blocking, bool p2p);
 
+// Whether a call's buffers are host memory without looking at them: Options::memory says so, or
+// this process sees no device.
+inline bool surely_host_memory(const Options& options) {
+  return options.memory == MemoryKind::host ||
+         (options.memory == MemoryKind::automatic &&
+          process_is_host_only.load(std::memory_order_relaxed));
+}
+
 // The per-call entry: host-only processes decide without leaving the caller (this is on the
 // path of every small collective).
 inline CallMemory call_memory(CommState& state, Collective collective, const Options& options,
                               std::initializer_list<BufferArg> buffers, bool blocking,
                               bool p2p = false) {
-  if (options.stream == nullptr && (options.memory == MemoryKind::host ||
-                                    (options.memory == MemoryKind::automatic &&
-                                     process_is_host_only.load(std::memory_order_relaxed)))) {
-    return {};
-  }
+  if (options.stream == nullptr && surely_host_memory(options)) return {};
   return resolve_call_memory(state, collective, options, buffers, blocking, p2p);
 }
 

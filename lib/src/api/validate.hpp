@@ -18,10 +18,7 @@ class ArgCheck {
  public:
   ArgCheck(Collective collective, int rank) : collective_(collective), rank_(rank) {}
 
-  void require(bool ok, ErrorCode code, std::string_view message) const {
-    if (!ok) [[unlikely]]
-      fail(code, message);
-  }
+  [[noreturn]] void fail(ErrorCode code, std::string_view message) const;
   // A valid DataType value.
   void type(DataType type) const {
     if (static_cast<unsigned>(type) >= kDataTypeCount) [[unlikely]]
@@ -103,7 +100,6 @@ class ArgCheck {
   }
 
  private:
-  [[noreturn]] void fail(ErrorCode code, std::string_view message) const;
   [[noreturn]] void bad_type(DataType type) const;
   [[noreturn]] void bad_op(DataType type, ReduceOp op) const;
   [[noreturn]] void bad_count(std::size_t count, DataType type) const;

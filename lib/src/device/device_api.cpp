@@ -18,10 +18,9 @@ struct Registry {
   std::mutex mutex;
   std::shared_ptr<DeviceApi> owner;
   std::atomic<DeviceApi*> api{nullptr};
-  // Once settled (also to "none" in a build without CUDA), device_api() takes no lock: it is
-  // asked on every collective call.
+  // Once settled (the build's own made, also "none" in a build without CUDA, or one installed),
+  // device_api() takes no lock: it is asked on every collective call.
   std::atomic<bool> settled{false};
-  bool built_in_made = false;
 };
 
 Registry& registry() {
@@ -31,13 +30,10 @@ Registry& registry() {
 }
 
 void make_built_in_locked(Registry& r) {
-  if (r.built_in_made) return;
-  r.built_in_made = true;
+  if (r.settled.load(std::memory_order_relaxed)) return;
 #if COLLX_HAVE_CUDA
-  if (!r.owner) {
-    r.owner = make_cuda_api();
-    r.api.store(r.owner.get(), std::memory_order_release);
-  }
+  r.owner = make_cuda_api();
+  r.api.store(r.owner.get(), std::memory_order_release);
 #endif
   r.settled.store(true, std::memory_order_release);
 }
@@ -63,10 +59,9 @@ void set_device_api(std::shared_ptr<DeviceApi> api) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   // A replaced API stays alive as long as engines created with it hold it.
-  r.built_in_made = api != nullptr;
   r.owner = std::move(api);
   r.api.store(r.owner.get(), std::memory_order_release);
-  r.settled.store(r.built_in_made, std::memory_order_release);
+  r.settled.store(r.owner != nullptr, std::memory_order_release);
   // A new API may see devices the previous one did not.
   process_is_host_only.store(false, std::memory_order_relaxed);
 }

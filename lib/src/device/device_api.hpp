@@ -14,17 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include "collx/info.hpp"
 #include "collx/types.hpp"
 
 namespace collx::detail {
 
-struct DeviceDescription {
-  int index = 0;
-  std::string name;
-  std::size_t memory_bytes = 0;
-  int major = 0;  // compute capability
-  int minor = 0;
-};
+using DeviceDescription = CudaDevice;
 
 // Where a pointer points: device memory (device or managed) of device `device`, or host memory.
 struct PointerKind {

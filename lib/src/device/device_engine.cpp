@@ -91,19 +91,6 @@ void Ledger::prune(DeviceApi& api) {
   }
 }
 
-void Ledger::touching(const ByteRange& range, std::vector<EventRef>& out) const {
-  const Access probe{{range, {}}, range};
-  for (int l = 0; l < kLanes; ++l) {
-    const auto& entries = lanes_[l];
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-      if (it->access.conflicts_with(probe)) {
-        out.push_back(it->event);
-        if (l != external) break;  // a stream runs in order: its latest covers the rest
-      }
-    }
-  }
-}
-
 std::size_t Ledger::size() const {
   std::size_t n = 0;
   for (const auto& entries : lanes_)
@@ -114,11 +101,8 @@ std::size_t Ledger::size() const {
 // ---- pools ----
 
 FencedPool::~FencedPool() {
-  for (Cached& c : cache_.take_all()) {
-    for (const EventRef& e : c.fences)
-      api_->synchronize(e->event);
-    release(c.data);
-  }
+  for (Cached& c : cache_.take_all())
+    release(c);
 }
 
 FencedPool& FencedPool::of(const std::shared_ptr<DeviceApi>& api, int device, Kind kind) {
@@ -131,18 +115,15 @@ FencedPool& FencedPool::of(const std::shared_ptr<DeviceApi>& api, int device, Ki
   return *pool;
 }
 
-bool FencedPool::fences_done(const Cached& c) const {
-  return std::all_of(c.fences.begin(), c.fences.end(),
-                     [&](const EventRef& e) { return api_->done(e->event); });
-}
-
 void* FencedPool::allocate(std::size_t bytes) {
   return kind_ == Kind::device ? api_->allocate_device(bytes) : api_->allocate_pinned(bytes);
 }
 
-void FencedPool::release(std::byte* data) noexcept {
+void FencedPool::release(const Cached& c) noexcept {
   try {
-    kind_ == Kind::device ? api_->free_device(data) : api_->free_pinned(data);
+    for (const EventRef& e : c.fences)
+      api_->synchronize(e->event);
+    kind_ == Kind::device ? api_->free_device(c.data) : api_->free_pinned(c.data);
   } catch (...) {
     // A failing free leaves the memory to the process's end.
   }
@@ -154,7 +135,9 @@ std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
     std::lock_guard lock(mutex_);
     auto& list = *kept;
     for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!fences_done(list[i])) continue;
+      if (!std::all_of(list[i].fences.begin(), list[i].fences.end(),
+                       [&](const EventRef& e) { return api_->done(e->event); }))
+        continue;
       std::byte* data = list[i].data;
       list[i] = std::move(list.back());
       list.pop_back();
@@ -171,11 +154,8 @@ std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
       cached = cache_.take_all();
     }
     if (cached.empty()) throw;
-    for (Cached& c : cached) {
-      for (const EventRef& e : c.fences)
-        api_->synchronize(e->event);
-      release(c.data);
-    }
+    for (const Cached& c : cached)
+      release(c);
   }
   return static_cast<std::byte*>(allocate(capacity));
 }
@@ -186,10 +166,7 @@ void FencedPool::give_back(std::byte* data, std::size_t capacity, std::vector<Ev
     std::lock_guard lock(mutex_);
     if (cache_.keep(capacity, std::move(c))) return;
   }
-  // Not kept: keep() left `c` as it was.
-  for (const EventRef& e : c.fences)
-    api_->synchronize(e->event);
-  release(data);
+  release(c);  // not kept: keep() left `c` as it was
 }
 
 // ---- the engine ----
@@ -211,17 +188,31 @@ struct DeviceEngine::Message {
 
 namespace {
 
+// Whether every event of `events` has completed (then forgets them); with `wait`, the host
+// waits for them first.
+bool events_done(DeviceApi& api, std::vector<EventRef>& events, bool wait) {
+  for (const EventRef& e : events) {
+    if (wait) {
+      api.synchronize(e->event);
+    } else if (!api.done(e->event)) {
+      return false;
+    }
+  }
+  events.clear();
+  return true;
+}
+
 class EngineCall final : public DeviceCall {
  public:
   EngineCall(DeviceEngine& engine, Transport& inner, void* user_stream, bool blocking)
       : engine_(engine), inner_(inner), user_stream_(user_stream), blocking_(blocking) {}
 
   void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
-    engine_.send(inner_, t, buf, bytes, peer, tag);
+    engine_.enqueue(inner_, t, const_cast<void*>(buf), bytes, peer, tag, true, false);
   }
   void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
             bool exact_length) override {
-    engine_.recv(inner_, t, buf, bytes, peer, tag, exact_length);
+    engine_.enqueue(inner_, t, buf, bytes, peer, tag, false, exact_length);
   }
   bool test_all(std::span<Transfer* const> ts) override { return engine_.test_all(inner_, ts); }
   void wait_all(std::span<Transfer* const> ts) override {
@@ -251,22 +242,13 @@ class EngineCall final : public DeviceCall {
       tail_.clear();
       return true;
     }
-    if (blocking_) {
-      for (const EventRef& e : tail_)
-        api.synchronize(e->event);
-      tail_.clear();
-      return true;
-    }
-    // Nonblocking (with or without the caller's stream): complete once the device work is, so
-    // whatever the caller enqueues after wait() sees the results. The caller's stream is never
-    // held meanwhile: a host function waiting for this work would break CUDA's rule that host
-    // functions wait for nothing outstanding on the device, and deadlocks on a GPU as soon as
-    // anything (a pinned or device allocation, cudaFree) orders the device's streams.
-    for (const EventRef& e : tail_) {
-      if (!api.done(e->event)) return false;
-    }
-    tail_.clear();
-    return true;
+    // Blocking, the host waits. Nonblocking (with or without the caller's stream): complete once
+    // the device work is, so whatever the caller enqueues after wait() sees the results. The
+    // caller's stream is never held meanwhile: a host function waiting for this work would break
+    // CUDA's rule that host functions wait for nothing outstanding on the device, and deadlocks on
+    // a GPU as soon as anything (a pinned or device allocation, cudaFree) orders the device's
+    // streams.
+    return events_done(api, tail_, blocking_);
   }
 
   bool direct() const override { return engine_.direct(); }
@@ -278,22 +260,8 @@ class EngineCall final : public DeviceCall {
     if (download && bytes > 0) downloads_.push_back(engine_.download(host, device, bytes));
     return host;
   }
-  void wait_downloads() override {
-    DeviceApi& api = engine_.api();
-    DeviceGuard guard(api, engine_.device());
-    for (const EventRef& e : downloads_)
-      api.synchronize(e->event);
-    downloads_.clear();
-  }
-  bool downloads_done() override {
-    DeviceApi& api = engine_.api();
-    DeviceGuard guard(api, engine_.device());
-    for (const EventRef& e : downloads_) {
-      if (!api.done(e->event)) return false;
-    }
-    downloads_.clear();
-    return true;
-  }
+  void wait_downloads() override { downloads_landed(true); }
+  bool downloads_done() override { return downloads_landed(false); }
   void upload(void* device, const void* host, std::size_t bytes) override {
     if (bytes > 0) engine_.upload(device, host, bytes);
   }
@@ -310,6 +278,10 @@ class EngineCall final : public DeviceCall {
     std::byte* data;
     std::size_t capacity;
   };
+  bool downloads_landed(bool wait) {
+    DeviceGuard guard(engine_.api(), engine_.device());
+    return events_done(engine_.api(), downloads_, wait);
+  }
   DeviceEngine& engine_;
   Transport& inner_;
   void* user_stream_;
@@ -370,13 +342,6 @@ std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
   return std::make_unique<EngineCall>(*this, inner, user_stream, blocking);
 }
 
-void DeviceEngine::add_external(const EventRef& event, std::span<const DeviceBuffer> buffers) {
-  std::lock_guard lock(mutex_);
-  for (const DeviceBuffer& b : buffers) {
-    if (b.bytes > 0) ledger_.add(Ledger::external, event, {{}, ByteRange::of(b.pointer, b.bytes)});
-  }
-}
-
 EventRef DeviceEngine::record(int lane) {
   EventRef e = events_->acquire();
   api_->record(e->event, stream(lane));
@@ -390,81 +355,41 @@ void DeviceEngine::stream_after(int lane, const Access& access) {
     api_->wait(stream(lane), e->event);
 }
 
-// Device -> the message's staging buffer on the d2h stream, after the device work on those
-// bytes; the message reaches the transport only once this copy's event has completed.
-void DeviceEngine::copy_to_pinned(Message& m, const void* buf, std::size_t bytes,
-                                  const Access& reading) {
-  stream_after(Ledger::d2h, reading);
-  api_->copy(m.pinned, buf, bytes, DeviceApi::Copy::device_to_host, stream(Ledger::d2h));
-  EventRef copied = record(Ledger::d2h);
-  ledger_.add(Ledger::d2h, copied, reading);
-  m.before_post.push_back(std::move(copied));
-}
-
-void DeviceEngine::send(Transport& inner, Transfer& t, const void* buf, std::size_t bytes, int peer,
-                        int tag) {
+void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer,
+                           int tag, bool is_send, bool exact_length) {
   std::lock_guard lock(mutex_);
   DeviceGuard guard(*api_, device_);
   auto m = std::make_unique<Message>();
   m->inner = &inner;
-  m->is_send = true;
-  m->staged = !direct_;
-  m->device = static_cast<std::byte*>(const_cast<void*>(buf));
-  m->bytes = bytes;
-  m->peer = peer;
-  m->tag = tag;
-  const Access reading{{ByteRange::of(buf, bytes), {}}, {}};
-  if (m->staged) {
-    if (bytes > 0) {
-      // Device -> pinned on the d2h stream, after the work that wrote these bytes; the pinned
-      // staging buffer goes to the transport once the copy is done.
-      m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
-      copy_to_pinned(*m, buf, bytes, reading);
-    }
-  } else {
-    ledger_.dependencies(Ledger::kHost, reading, m->before_post);
-  }
-  t.device = true;
-  t.handle = reinterpret_cast<std::uintptr_t>(m.get());
-  t.state = Transfer::State::pending;
-  send_queue_.push_back(m.release());
-  ++live_messages_;
-  pump(send_queue_);
-}
-
-void DeviceEngine::recv(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer,
-                        int tag, bool exact_length) {
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
-  auto m = std::make_unique<Message>();
-  m->inner = &inner;
-  m->is_send = false;
+  m->is_send = is_send;
   m->staged = !direct_;
   m->device = static_cast<std::byte*>(buf);
   m->bytes = bytes;
   m->peer = peer;
   m->tag = tag;
-  if (m->staged) {
-    if (bytes > 0) {
-      m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
-      if (!exact_length) {
-        // A shorter message must leave the rest of the buffer as it was: the staging buffer starts
-        // as a copy of it, and all of it goes back.
-        const Access reading{{ByteRange::of(buf, bytes), {}}, {}};
-        copy_to_pinned(*m, buf, bytes, reading);
-      }
+  const ByteRange range = ByteRange::of(buf, bytes);
+  if (!m->staged) {
+    // A send after the device work that writes these bytes; a receive (the transport writes
+    // there) after the work that reads or writes them.
+    ledger_.dependencies(Ledger::kHost, is_send ? Access{{range, {}}, {}} : Access{{}, range},
+                         m->before_post);
+  } else if (bytes > 0) {
+    m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
+    // A send's bytes go to the staging buffer (d2h, after the device work that wrote them; the
+    // message reaches the transport once the copy is done); a receive's too where a shorter
+    // message must leave the rest of the buffer as it was (all of the staging buffer goes back).
+    if (is_send || !exact_length) {
+      m->before_post.push_back(
+          copy_locked(Ledger::d2h, m->pinned, buf, bytes, DeviceApi::Copy::device_to_host));
     }
-  } else {
-    // The transport writes there: after the device work that reads or writes those bytes.
-    const Access writing{{}, ByteRange::of(buf, bytes)};
-    ledger_.dependencies(Ledger::kHost, writing, m->before_post);
   }
   t.device = true;
   t.handle = reinterpret_cast<std::uintptr_t>(m.get());
   t.state = Transfer::State::pending;
-  recv_queue_.push_back(m.release());
+  std::deque<Message*>& queue = is_send ? send_queue_ : recv_queue_;
+  queue.push_back(m.release());
   ++live_messages_;
-  pump(recv_queue_);
+  pump(queue);
 }
 
 void DeviceEngine::pump(std::deque<Message*>& queue) {
@@ -481,19 +406,13 @@ void DeviceEngine::pump(std::deque<Message*>& queue) {
 }
 
 void DeviceEngine::post(Message& m) {
-  void* buffer = m.staged ? static_cast<void*>(m.pinned) : static_cast<void*>(m.device);
-  if (m.is_send) {
-    if (m.staged) {
-      m.inner->isend(m.wire, buffer, m.bytes, m.peer, m.tag);
-    } else {
-      m.inner->isend_device(m.wire, buffer, m.bytes, m.peer, m.tag);
-    }
+  Transport& t = *m.inner;
+  if (m.staged) {
+    m.is_send ? t.isend(m.wire, m.pinned, m.bytes, m.peer, m.tag)
+              : t.irecv(m.wire, m.pinned, m.bytes, m.peer, m.tag);
   } else {
-    if (m.staged) {
-      m.inner->irecv(m.wire, buffer, m.bytes, m.peer, m.tag);
-    } else {
-      m.inner->irecv_device(m.wire, buffer, m.bytes, m.peer, m.tag);
-    }
+    m.is_send ? t.isend_device(m.wire, m.device, m.bytes, m.peer, m.tag)
+              : t.irecv_device(m.wire, m.device, m.bytes, m.peer, m.tag);
   }
   m.state = Message::State::on_wire;
   if (m.wire.done()) {
@@ -508,12 +427,9 @@ void DeviceEngine::wire_done(Message& m) {
     if (!m.is_send) {
       // Pinned -> device on the h2d stream, after the device work still on those bytes. The
       // receive is done now: what reads the bytes next is ordered after this copy.
-      const Access writing{{}, ByteRange::of(m.device, m.bytes)};
-      stream_after(Ledger::h2d, writing);
-      api_->copy(m.device, m.pinned, m.bytes, DeviceApi::Copy::host_to_device, stream(Ledger::h2d));
-      EventRef copied = record(Ledger::h2d);
-      ledger_.add(Ledger::h2d, copied, writing);
-      pinned_pool_->give_back(m.pinned, m.pinned_capacity, {std::move(copied)});
+      pinned_pool_->give_back(
+          m.pinned, m.pinned_capacity,
+          {copy_locked(Ledger::h2d, m.device, m.pinned, m.bytes, DeviceApi::Copy::host_to_device)});
     } else {
       pinned_pool_->give_back(m.pinned, m.pinned_capacity, {});
     }
@@ -571,19 +487,16 @@ void DeviceEngine::copy(void* dst, const void* src, std::size_t bytes) {
   std::lock_guard lock(mutex_);
   DeviceGuard guard(*api_, device_);
   auto one = [&](std::uintptr_t to, std::uintptr_t from, std::size_t n) {
-    const Access access{{{from, from + n}, {}}, {to, to + n}};
-    stream_after(Ledger::compute, access);
-    api_->copy(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), n,
-               DeviceApi::Copy::device_to_device, stream(Ledger::compute));
-    ledger_.add(Ledger::compute, record(Ledger::compute), access);
+    copy_locked(Ledger::compute, reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from),
+                n, DeviceApi::Copy::device_to_device);
   };
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
   const auto s = reinterpret_cast<std::uintptr_t>(src);
   if (!ByteRange{d, d + bytes}.overlaps({s, s + bytes})) {
     one(d, s, bytes);
   } else if (d < s) {
-    // Overlapping (memmove): pieces no longer than the distance never overlap themselves, and in
-    // this order none overwrites a source piece still to be copied.
+    // Overlapping (memmove): copies no longer than the distance never overlap themselves, and in
+    // this order none overwrites source bytes still to be copied.
     const std::size_t step = s - d;
     for (std::size_t off = 0; off < bytes; off += step)
       one(d + off, s + off, std::min(step, bytes - off));
@@ -628,7 +541,8 @@ void DeviceEngine::give_back_to(FencedPool& pool, std::byte* data, std::size_t c
     std::lock_guard lock(mutex_);
     DeviceGuard guard(*api_, device_);
     std::vector<EventRef> fences;
-    ledger_.touching(ByteRange::of(data, capacity), fences);
+    const ByteRange range = ByteRange::of(data, capacity);
+    ledger_.dependencies(Ledger::kHost, {{range, {}}, range}, fences);
     pool.give_back(data, capacity, std::move(fences));
   } catch (...) {
     // Called from destructors: a buffer that cannot be fenced is not reused (leaked).
@@ -658,6 +572,11 @@ EventRef DeviceEngine::copy_on(int lane, void* dst, const void* src, std::size_t
                                DeviceApi::Copy kind) {
   std::lock_guard lock(mutex_);
   DeviceGuard guard(*api_, device_);
+  return copy_locked(lane, dst, src, bytes, kind);
+}
+
+EventRef DeviceEngine::copy_locked(int lane, void* dst, const void* src, std::size_t bytes,
+                                   DeviceApi::Copy kind) {
   const Access access{{ByteRange::of(src, bytes), {}}, ByteRange::of(dst, bytes)};
   stream_after(lane, access);
   api_->copy(dst, src, bytes, kind, stream(lane));

@@ -4,25 +4,23 @@
 // copies), a ledger of the device work in flight, and the queues of messages on their way to the
 // transport. Its calls (DeviceCall) are the algorithms' view of it.
 //
-// Ordering without device-wide synchronisation: every piece of device work (a kernel, a copy)
-// is recorded in the ledger with an event and the byte ranges it reads and writes. New work on a
-// stream waits (cudaStreamWaitEvent) only for the latest conflicting work on each other stream;
-// a message that must not reach MPI before device work finishes waits in its queue until that
+// Ordering without device-wide synchronisation: all device work (a kernel, a copy) is recorded
+// in the ledger with an event and the byte ranges it reads and writes. New work on a stream
+// waits (cudaStreamWaitEvent) only for the latest conflicting work on each other stream; a
+// message that must not reach MPI before device work finishes waits in its queue until that
 // work's events have completed, and queued messages reach the transport in the order they were
 // posted (MPI's matching order).
 //
 // Staged (the transport takes host memory only):
-//   send  d2h stream: device -> staging buffer (after the work that wrote it), then the pinned
-//         staging buffer goes to the transport once its copy is done. The algorithms keep several
-//         staging buffers in flight, so the copy of message k+1 runs while message k is on the
-//         wire.
-//   recv  straight into a staging buffer; when it has arrived, h2d stream: pinned -> device
-//         (after the device work that still reads or writes there), and the receive counts as
-//         done at once: whatever reads the bytes next (a reduction, a copy, a forwarding send)
-//         is ordered after that copy through the ledger.
+//   send  d2h stream: device -> staging buffer (after the work that wrote it), which goes to the
+//         transport once the copy is done; with several in flight, the copy of message k+1 runs
+//         while message k is on the wire.
+//   recv  straight into a staging buffer; once it has arrived, h2d stream: pinned -> device
+//         (after the device work still on those bytes), and the receive counts as done at once:
+//         whatever reads the bytes next is ordered after that copy through the ledger.
 // Direct (a CUDA-aware transport): device buffers go to the transport, each when the device
 // work on its bytes has finished.
-// Pinned segments and device scratch come from pools per device; a buffer given back carries
+// Staging buffers and device scratch come from pools per device; a buffer given back carries
 // the events of the work still using it and is reused only after they have completed.
 #pragma once
 
@@ -84,7 +82,7 @@ struct ByteRange {
   }
 };
 
-// What a piece of device work reads and writes.
+// What an item of device work reads and writes.
 struct Access {
   ByteRange reads[2];
   ByteRange write;
@@ -100,13 +98,12 @@ class Ledger {
 
   // Appends the events that work with `access` on `lane` must wait for: per engine stream the
   // latest conflicting work (a stream runs in order), on the external lane every conflicting
-  // entry; nothing of `lane` itself (its own stream orders it).
+  // entry; nothing of `lane` itself (its own stream orders it). With kHost, every lane: what
+  // host work, or memory given back, must wait for.
   void dependencies(int lane, const Access& access, std::vector<EventRef>& out) const;
   void add(int lane, EventRef event, const Access& access);
   // Forgets completed work; at most kMaxPerLane entries stay (beyond, the host waits).
   void prune(DeviceApi& api);
-  // The events of listed work that touches `range`: what memory given back must wait for.
-  void touching(const ByteRange& range, std::vector<EventRef>& out) const;
   std::size_t size() const;
 
  private:
@@ -139,9 +136,9 @@ class FencedPool {
     std::byte* data;
     std::vector<EventRef> fences;
   };
-  bool fences_done(const Cached& c) const;
   void* allocate(std::size_t bytes);
-  void release(std::byte* data) noexcept;
+  // Waits for the fences, then frees.
+  void release(const Cached& c) noexcept;
   std::shared_ptr<DeviceApi> api_;
   int device_;
   Kind kind_;
@@ -173,9 +170,9 @@ class DeviceEngine final : public ScratchSource {
                                          void* user_stream, bool blocking);
 
   // ---- what the calls use (each locks the engine) ----
-  void send(Transport& inner, Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
-  void recv(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
-            bool exact_length);
+  // A send or a receive of `bytes` at `buf` on `inner`.
+  void enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+               bool is_send, bool exact_length);
   bool test_all(Transport& inner, std::span<Transfer* const> ts);
   void copy(void* dst, const void* src, std::size_t bytes);
   void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
@@ -192,9 +189,6 @@ class DeviceEngine final : public ScratchSource {
   // Events recorded now on the streams that write device memory (compute, h2d): the work of every
   // call so far is before them.
   std::vector<EventRef> record_tail();
-  // Records `event` on the external lane: the bytes of `buffers` are written by the work on a
-  // caller's stream before it.
-  void add_external(const EventRef& event, std::span<const DeviceBuffer> buffers);
 
   // Messages not yet seen done, for tests: 0 after every call completed.
   std::size_t messages_in_flight();
@@ -209,9 +203,10 @@ class DeviceEngine final : public ScratchSource {
   void stream_after(int lane, const Access& access);
   // dst <- src on `lane`'s stream, after the listed work it conflicts with; the copy's event.
   EventRef copy_on(int lane, void* dst, const void* src, std::size_t bytes, DeviceApi::Copy kind);
+  EventRef copy_locked(int lane, void* dst, const void* src, std::size_t bytes,
+                       DeviceApi::Copy kind);
   // `data` back to `pool` with the events of the listed work that still touches it.
   void give_back_to(FencedPool& pool, std::byte* data, std::size_t capacity) noexcept;
-  void copy_to_pinned(Message& m, const void* buf, std::size_t bytes, const Access& reading);
   EventRef record(int lane);
   void post(Message& m);
   void pump(std::deque<Message*>& queue);

@@ -3,18 +3,15 @@
 //
 // Why: a plain store to a line that another core holds in its cache must first take the line
 // from that core. Usually that is cheap, and plain stores are the fastest way into the ring
-// (the reader then finds the slot in cache). On some machines it sometimes is not (the host's
-// placement of the vCPUs of a VM, we guess; it cannot be seen from inside): then every ring slot
-// a reader has copied out is many times slower to write again, while streaming stores, which need
-// no line first, stay fast (the figures of one VM: docs/PERFORMANCE.md, "Why the arena, and the
-// VM's slow state"). Which
-// state the machine is in changes every few seconds and cannot be asked, so the producer times its
-// copies and keeps
-// the faster kind: the best of each kind's last few times (a preempted copy only looks slower),
-// plain unless it takes several times as long as streaming (the readers pay for streaming with a
-// copy from memory, and for a few slots after new buffers are first touched plain copies run 3-10x
-// slower for no lasting reason), and now and then one slot the other way to notice a change, less
-// often the longer the choice holds.
+// (the reader then finds the slot in cache). On some machines it sometimes is not (a VM's vCPU
+// placement, we guess; it cannot be seen from inside): then every ring slot a reader has copied
+// out is many times slower to write again, while streaming stores, which need no line first,
+// stay fast. That state changes every few seconds and cannot be asked, so the producer times
+// its copies and keeps the faster kind: the best of each kind's last few times (a preempted copy
+// only looks slower), plain unless it takes several times as long as streaming (the readers pay
+// for streaming with a copy from memory, and plain copies into freshly touched buffers are
+// briefly slow for no lasting reason), and now and then one slot the other way to notice a
+// change, less often the longer the choice holds.
 #pragma once
 
 #include <algorithm>

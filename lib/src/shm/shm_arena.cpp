@@ -111,8 +111,9 @@ bool SharedArena::yield_until(const Counter& c, std::uint64_t target) const {
   return false;
 }
 
-void SharedArena::initialize_counters(std::byte* base, int count) {
-  for (int i = 0; i < count; ++i) {
+void SharedArena::initialize_header(std::byte* base, int nranks, int slots) {
+  std::memset(base, 0, header_bytes(nranks, slots));
+  for (int i = 0; i < nranks + nranks * nranks; ++i) {
     std::byte* line = base + static_cast<std::size_t>(i) * kLine;
     new (line) Counter(0);
     new (line + sizeof(Counter)) std::atomic<std::uint32_t>(0);
@@ -170,6 +171,8 @@ SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nr
       slot_bytes_(slot_bytes),
       slots_(slots),
       data_(base + header_bytes(nranks, slots)),
+      direct_forced_(config().shm_direct),
+      log_store_changes_(config().debug >= DebugLevel::info),
       turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {
   for (int r = 0; r < nranks; ++r)
     turns_[static_cast<std::size_t>(r)].stores = RingStores(stores);
@@ -183,24 +186,16 @@ SharedArena::~SharedArena() {
   }
 }
 
-void SharedArena::take_settings() {
-  const Config& c = config();
-  direct_forced_ = c.shm_direct;
-  log_store_changes_ = c.debug >= DebugLevel::info;
-}
-
 std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t slot_bytes,
                                                        int slots, RingStorePolicy stores) {
   const std::size_t bytes = arena_bytes(nranks, slot_bytes, slots);
   auto* base = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kPage}));
-  std::memset(base, 0, header_bytes(nranks, slots));
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, false, nranks, slot_bytes, slots, stores));
-  initialize_counters(base, nranks + nranks * nranks);
+  initialize_header(base, nranks, slots);
   for (int r = 0; r < nranks; ++r)
     arena->describe_process(r);
   arena->direct_reads_ = config().shm_direct != false && arena->can_read_directly_from(0);
-  arena->take_settings();
   return arena;
 }
 
@@ -233,8 +228,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
                   created.fetch_add(1));
     base = map_arena(name, bytes, true);
     if (base != nullptr) {
-      std::memset(base, 0, header_bytes(size, slots));
-      initialize_counters(base, size + size * size);
+      initialize_header(base, size, slots);
     } else {
       shm_unlink(name);
       name[0] = '\0';
@@ -244,29 +238,23 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   // intercepts MPI_Bcast and the others and would come back into collx).
   check_mpi(PMPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm), "MPI_Bcast", rank);
   if (rank != 0 && name[0] != '\0') base = map_arena(name, bytes, false);
-  int mapped = base != nullptr ? 1 : 0;
-  int everywhere = 0;
-  check_mpi(PMPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
+  const bool everywhere = on_every_rank(base != nullptr, comm, rank);
   if (rank == 0 && name[0] != '\0') shm_unlink(name);
-  if (everywhere == 0) {
+  if (!everywhere) {
     if (base != nullptr) munmap(base, bytes);
     return nullptr;
   }
   std::shared_ptr<SharedArena> arena(
       new SharedArena(base, bytes, true, size, slot_bytes, slots, config().shm_stores));
   arena->oversubscribed_ = Transport::processors_oversubscribed(size);
-  arena->take_settings();
   if (config().shm_direct != false) {
     // Direct reads need every rank able to read every other's memory (same user, and ptrace
     // allowed: Yama's ptrace_scope or a container may forbid it); trying one peer each is
     // the same kernel check for all.
     arena->describe_process(rank);
     check_mpi(PMPI_Barrier(comm), "MPI_Barrier", rank);
-    int readable = arena->can_read_directly_from((rank + 1) % size) ? 1 : 0;
-    int all_readable = 0;
-    check_mpi(PMPI_Allreduce(&readable, &all_readable, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce",
-              rank);
-    arena->direct_reads_ = all_readable == 1;
+    arena->direct_reads_ =
+        on_every_rank(arena->can_read_directly_from((rank + 1) % size), comm, rank);
   }
   if (rank == 0 && config().debug >= DebugLevel::info) {
     std::fprintf(stderr,

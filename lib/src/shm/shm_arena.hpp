@@ -2,21 +2,19 @@
 // one node. It carries the shared-memory algorithms (Algorithm::shared_memory).
 //
 // Why: on one node an MPI message is a copy the MPI library makes for us, and Open MPI's large
-// messages are one kernel CMA copy (process_vm_readv) that runs at a third of memcpy's speed
-// here and on one core. Through a mapped arena a producer copies each slot in once, every
-// reader copies it out at the same time, and all copies are plain memcpy: a broadcast at two
-// ranks costs one pipelined memcpy per side instead of one CMA copy on the receiver.
+// messages are one kernel CMA copy (process_vm_readv), slower than memcpy and on one core.
+// Through a mapped arena a producer copies each slot in once, every reader copies it out at the
+// same time, and all copies are plain memcpy.
 //
 // Layout: every rank owns a ring of `slots()` slots of `slot_bytes()` each and a `published`
 // counter (slots it has filled, ever); every (reader, producer) pair has a `consumed` counter
 // (slots of that producer the reader has copied out, ever). The protocol the algorithms keep:
 // every slot a rank publishes is consumed by every other rank, so after each operation
 // consumed[r][j] == published[j] for all r != j, and the k-th slot an operation of producer j
-// fills is ring slot (base + k) % slots(), base being that shared count. Each
-// counter has its own cache line; counters only grow, so they need no reset between calls.
-// Each ring slot also has a descriptor line: a slot whose descriptor holds an address
-// carries no bytes; its readers copy them straight from that address in the producer's
-// memory (process_vm_readv, where the ranks may read each other's memory: direct_reads()).
+// fills is ring slot (base + k) % slots(), base being that shared count. Each counter has its
+// own cache line; counters only grow, so they need no reset between calls. Each ring slot also
+// has a descriptor line: a slot whose descriptor holds an address carries no bytes; its readers
+// copy them straight from the producer's memory (process_vm_readv: direct_reads()).
 #pragma once
 
 #include <mpi.h>
@@ -41,9 +39,8 @@ class SharedArena {
   using Counter = std::atomic<std::uint64_t>;
   static_assert(Counter::is_always_lock_free, "counters in shared memory must be lock-free");
 
-  // Ring geometry: 4 entries of 512 KiB per rank, 2 MiB (the entry size measured best for
-  // broadcast and allgather at 2 and 4 ranks, docs/results/arena-slot-size-broadcast.csv;
-  // COLLX_SHM_CHUNK_BYTES overrides it).
+  // Ring geometry: 4 slots of 512 KiB per rank (docs/results/arena-slot-size-broadcast.csv;
+  // COLLX_SHM_SLOT_BYTES overrides the slot size).
   static constexpr std::size_t kDefaultSlotBytes = std::size_t{512} << 10;
   static constexpr int kDefaultSlots = 4;
 
@@ -51,7 +48,7 @@ class SharedArena {
   // rank alike) when the ranks span more than one node, `comm` has one rank, COLLX_SHM=0, or
   // the arena cannot be created or mapped on some rank.
   static std::shared_ptr<SharedArena> create(MPI_Comm comm);
-  // A segment in this process's memory, for ranks simulated in one process (tests).
+  // An arena in this process's memory, for ranks simulated in one process (tests).
   static std::shared_ptr<SharedArena> create_local(
       int nranks, std::size_t slot_bytes = kDefaultSlotBytes, int slots = kDefaultSlots,
       RingStorePolicy stores = RingStorePolicy::automatic);
@@ -67,15 +64,14 @@ class SharedArena {
   // A counter moves forward only through advance(), which wakes a rank asleep in wait_for().
   void advance(Counter& c, std::uint64_t value);
   // Waits for `c` >= target for about `limit` at most; true once it is. Spins first (briefly
-  // when the node has more ranks than cores, where the rank that will move the counter may
-  // need this core), then sleeps on the counter (a futex on the shared page) until advance()
-  // wakes it or the limit passes. Callers wait in slices: between them they must let the
-  // transport progress (Operation::wait_in_place says why).
+  // on an oversubscribed node), then sleeps on the counter (a futex on the shared page) until
+  // advance() wakes it or the limit passes. Callers wait in intervals: between them they must
+  // let the transport progress (Operation::wait_in_place says why).
   bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
   // Where the node has more ranks than cores, the rank that moves `c` may be waiting for this
-  // core: yields it (a few hundred nanoseconds each) a while, until `c` >= target, before a
-  // caller sleeps in wait_for(), whose futex wake-up costs microseconds per handoff. True once
-  // `c` has reached it; false at once where every rank has its core.
+  // core: yields it a while, until `c` >= target, before a caller sleeps in wait_for(), whose
+  // futex wake-up costs more per handoff. True once `c` has reached it; false at once where
+  // every rank has its core.
   bool yield_until(const Counter& c, std::uint64_t target) const;
 
   // Operations take turns on the arena (the protocol above holds for one at a time): on each
@@ -97,7 +93,7 @@ class SharedArena {
   RingStores& ring_stores(int rank) { return turns_[rank].stores; }
 
   // Where the bytes of a ring slot are when not in the slot: an address in the producer's
-  // memory (0: in the entry) and their length. Written before the entry is published.
+  // memory (0: in the slot) and their length. Written before the slot is published.
   struct SlotDescriptor {
     std::atomic<std::uint64_t> address;
     std::atomic<std::uint64_t> bytes;
@@ -130,10 +126,9 @@ class SharedArena {
                        slot_bytes_;
   }
 
-  // Bytes of the whole segment for `nranks` ranks.
-  static std::size_t arena_bytes(int nranks, std::size_t slot_bytes, int slots);
-
  private:
+  // Bytes of the whole arena for `nranks` ranks.
+  static std::size_t arena_bytes(int nranks, std::size_t slot_bytes, int slots);
   SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nranks, std::size_t slot_bytes,
               int slots, RingStorePolicy stores);
   // Each counter's cache line: the counter, then how many ranks sleep on it.
@@ -141,7 +136,7 @@ class SharedArena {
   std::byte* line(int index) { return base_ + static_cast<std::size_t>(index) * kLine; }
   Counter* counter(int index) { return reinterpret_cast<Counter*>(line(index)); }
   // After the counters: one line per rank saying where it is (process id, where it mapped the
-  // segment), then the descriptors.
+  // arena), then the descriptors.
   struct ProcessLine {
     std::int64_t pid;
     std::uint64_t arena_address;
@@ -162,7 +157,8 @@ class SharedArena {
     return *reinterpret_cast<std::atomic<std::uint32_t>*>(
         const_cast<std::byte*>(reinterpret_cast<const std::byte*>(&c)) + sizeof(Counter));
   }
-  static void initialize_counters(std::byte* base, int count);
+  // Zeroes the lines before the rings and makes their counters.
+  static void initialize_header(std::byte* base, int nranks, int slots);
 
   std::byte* base_;
   std::size_t bytes_;
@@ -172,9 +168,7 @@ class SharedArena {
   int slots_;
   std::byte* data_;
   bool oversubscribed_ = false;  // Transport::processors_oversubscribed (set at creation)
-  // The settings of the environment the schedules on this arena follow (read once).
-  void take_settings();
-  bool direct_reads_ = false;  // set at creation
+  bool direct_reads_ = false;    // set at creation
   std::optional<bool> direct_forced_;
   bool log_store_changes_ = false;
   // Laid out like an arena counter (its sleepers beside it), so wait() and advance() serve it.
@@ -186,6 +180,12 @@ class SharedArena {
   };
   std::unique_ptr<Turn[]> turns_;
 };
+
+// "<what> rank <peer's rank in `ranks`, if given> (shared memory)", for a timeout message.
+inline std::string describe_wait(const char* what, std::span<const int> ranks, int peer) {
+  const int rank = ranks.empty() ? peer : ranks[static_cast<std::size_t>(peer)];
+  return std::string(what) + " rank " + std::to_string(rank) + " (shared memory)";
+}
 
 // What a shared-memory algorithm waits for (Operation::until): `counter` of `arena`, which
 // another rank advances, has reached `target`. `peer` and `what` ("a slot from", "ring room
@@ -208,8 +208,7 @@ class CounterReached final : public WaitCondition {
     return arena_.wait_for(counter_, target_, limit);
   }
   std::string describe(std::span<const int> ranks) const override {
-    const int rank = ranks.empty() ? peer_ : ranks[static_cast<std::size_t>(peer_)];
-    return std::string(what_) + " rank " + std::to_string(rank) + " (shared memory)";
+    return describe_wait(what_, ranks, peer_);
   }
   bool peers_silent() const override { return peers_silent_; }
   bool yield_until_met() const override { return arena_.yield_until(counter_, target_); }
@@ -237,9 +236,7 @@ class ConsumedByAll final : public WaitCondition {
            (arena_.wait_for(arena_.consumed(reader, producer_), target_, limit) && behind() < 0);
   }
   std::string describe(std::span<const int> ranks) const override {
-    const int reader = std::max(behind(), 0);
-    const int rank = ranks.empty() ? reader : ranks[static_cast<std::size_t>(reader)];
-    return std::string(what_) + " rank " + std::to_string(rank) + " (shared memory)";
+    return describe_wait(what_, ranks, std::max(behind(), 0));
   }
   bool peers_silent() const override { return true; }
   bool yield_until_met() const override {

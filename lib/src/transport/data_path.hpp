@@ -51,10 +51,11 @@ class DataPath {
   virtual std::string_view mode() const = 0;
 };
 
-// Host memory: the transport's verbs and the host's copies.
-class HostPath final : public DataPath {
+// Host memory: the transport's verbs and the host's copies (StagedCall, memory.hpp, runs on them
+// too; HostPath is final, so that calls through it need no indirection).
+class HostVerbs : public DataPath {
  public:
-  explicit HostPath(Transport& transport) : transport_(transport) {}
+  explicit HostVerbs(Transport& transport) : transport_(transport) {}
   void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
     transport_.isend(t, buf, bytes, peer, tag);
   }
@@ -80,6 +81,10 @@ class HostPath final : public DataPath {
 
  private:
   Transport& transport_;
+};
+class HostPath final : public HostVerbs {
+ public:
+  using HostVerbs::HostVerbs;
 };
 
 }  // namespace collx::detail

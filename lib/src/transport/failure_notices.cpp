@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <thread>
 
 #include "collx/error.hpp"
 #include "config.hpp"
+#include "transport_mpi.hpp"
 
 namespace collx::detail {
 
@@ -17,17 +17,12 @@ namespace {
 
 constexpr std::uint32_t kMagic = 0x636f6c78;  // "colx"
 
-bool mpi_finalized() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  return finalized != 0;
-}
-
-std::string describe_call(Collective collective, std::uint64_t sequence) {
-  return std::string(to_string(collective)) + " #" + std::to_string(sequence);
-}
-
 }  // namespace
+
+FailureNotices::Notice::Notice(Kind k, int r, Collective c, std::uint64_t s, std::string_view why)
+    : magic(kMagic), kind(k), rank(r), collective(c), sequence(s), reason{} {
+  why.copy(reason, std::min(why.size(), sizeof(reason) - 1));
+}
 
 FailureNotices::FailureNotices(MPI_Comm comm, int tag, int rank, int size,
                                const std::uint64_t& next_sequence)
@@ -49,7 +44,7 @@ FailureNotices::~FailureNotices() {
 }
 
 void FailureNotices::post_receive() {
-  if (MPI_Irecv(&incoming_, sizeof(Wire), MPI_BYTE, MPI_ANY_SOURCE, tag_, comm_, &receive_) !=
+  if (MPI_Irecv(&incoming_, sizeof(Notice), MPI_BYTE, MPI_ANY_SOURCE, tag_, comm_, &receive_) !=
       MPI_SUCCESS) {
     // Without the receive this rank cannot hear notices; its waits still end with COLLX_TIMEOUT.
     receive_ = MPI_REQUEST_NULL;
@@ -66,10 +61,7 @@ void FailureNotices::arrived() {
 
 void FailureNotices::poll() {
   std::lock_guard lock(mutex_);
-  if (!revoked_ && receive_ != MPI_REQUEST_NULL) {
-    int flag = 0;
-    if (PMPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) handle_arrivals();
-  }
+  if (!revoked_ && received()) handle_arrivals();
   if (!outgoing_.empty()) reap_sends();
   if (revoked_) throw_revoked("");
 }
@@ -77,26 +69,19 @@ void FailureNotices::poll() {
 void FailureNotices::handle_arrivals() {
   // The receive completed (MPI set it to MPI_REQUEST_NULL): take what it holds, post it again,
   // and take every notice already waiting.
-  for (;;) {
-    const Wire wire = incoming_;
+  do {
+    const Notice notice = incoming_;
     post_receive();
-    take(wire);
-    if (receive_ == MPI_REQUEST_NULL) break;
-    int flag = 0;
-    if (PMPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) break;
-  }
+    // Not a notice cannot happen (the tag is ours); the reason is kept 0-terminated.
+    if (notice.magic == kMagic && notice.reason[sizeof(notice.reason) - 1] == '\0') judge(notice);
+  } while (received());
   judge_deferred();
 }
 
-void FailureNotices::take(const Wire& wire) {
-  if (wire.magic != kMagic) return;  // not a notice (cannot happen: the tag is ours)
-  Notice n;
-  n.kind = wire.kind;
-  n.rank = wire.rank;
-  n.collective = static_cast<Collective>(wire.collective);
-  n.sequence = wire.sequence;
-  n.reason.assign(wire.reason, strnlen(wire.reason, sizeof(wire.reason)));
-  judge(n);
+bool FailureNotices::received() {
+  int flag = 0;
+  return receive_ != MPI_REQUEST_NULL &&
+         PMPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag;
 }
 
 void FailureNotices::judge(const Notice& n) {
@@ -141,22 +126,13 @@ void FailureNotices::announce(const Notice& notice) noexcept {
   if (size_ <= 1) return;
   try {
     Outgoing o;
-    o.wire = std::make_unique<Wire>();
-    Wire& w = *o.wire;
-    std::memset(&w, 0, sizeof(w));
-    w.magic = kMagic;
-    w.kind = notice.kind;
-    w.rank = notice.rank;
-    w.collective = static_cast<std::int32_t>(notice.collective);
-    w.sequence = notice.sequence;
-    std::memcpy(w.reason, notice.reason.data(),
-                std::min(notice.reason.size(), sizeof(w.reason) - 1));
+    o.wire = std::make_unique<Notice>(notice);
     o.requests.assign(static_cast<std::size_t>(size_ - 1), MPI_REQUEST_NULL);
     std::size_t i = 0;
     for (int peer = 0; peer < size_; ++peer) {
       if (peer == rank_) continue;
       // An error here leaves that peer to its COLLX_TIMEOUT; there is no one to tell.
-      MPI_Isend(&w, sizeof(Wire), MPI_BYTE, peer, tag_, comm_, &o.requests[i++]);
+      MPI_Isend(o.wire.get(), sizeof(Notice), MPI_BYTE, peer, tag_, comm_, &o.requests[i++]);
     }
     outgoing_.push_back(std::move(o));
   } catch (...) {
@@ -240,8 +216,8 @@ void FailureNotices::throw_revoked(std::string_view collective) const {
   const std::string who =
       cause_.rank == rank_ ? "this rank" : "rank " + std::to_string(cause_.rank);
   throw Error(ErrorCode::revoked, collective, rank_,
-              who + " failed in " + describe_call(cause_.collective, cause_.sequence) + ": " +
-                  cause_.reason +
+              who + " failed in " + std::string(to_string(cause_.collective)) + " #" +
+                  std::to_string(cause_.sequence) + ": " + cause_.reason +
                   " (the communicator is revoked: every call on it fails; create a new one)");
 }
 

@@ -74,27 +74,24 @@ class FailureNotices {
 
  private:
   enum class Kind : std::uint32_t { local = 1, revoked = 2 };
-  struct Wire {
+  // As it travels (the reason cut to fit, 0-terminated).
+  struct Notice {
     std::uint32_t magic;
     Kind kind;
     std::int32_t rank;
-    std::int32_t collective;
-    std::uint64_t sequence;
-    char reason[232];
-  };
-  static_assert(sizeof(Wire) == 256);
-  struct Notice {
-    Kind kind;
-    int rank;
     Collective collective;
     std::uint64_t sequence;
-    std::string reason;
+    char reason[232];
+    Notice(Kind k = Kind::local, int r = -1, Collective c = {}, std::uint64_t s = 0,
+           std::string_view why = {});
   };
+  static_assert(sizeof(Notice) == 256);
 
   void settle(Collective collective);
   // Handles the notice that completed the receive, and every one already queued behind it.
   void handle_arrivals();
-  void take(const Wire& wire);
+  // Whether the posted receive has completed (MPI_Test).
+  bool received();
   void judge(const Notice& notice);
   void judge_deferred();
   void revoke(const Notice& cause, bool tell_others);
@@ -110,7 +107,7 @@ class FailureNotices {
   int rank_;
   int size_;
   const std::uint64_t& next_sequence_;
-  Wire incoming_{};
+  Notice incoming_;
   MPI_Request receive_ = MPI_REQUEST_NULL;
   // Calls this rank failed locally, and how many answers each still waits for.
   std::map<std::uint64_t, int> awaited_;
@@ -118,7 +115,7 @@ class FailureNotices {
   std::deque<Notice> deferred_;
   // Notices sent, until their sends complete.
   struct Outgoing {
-    std::unique_ptr<Wire> wire;
+    std::unique_ptr<Notice> wire;
     std::vector<MPI_Request> requests;
   };
   std::vector<Outgoing> outgoing_;

@@ -1,8 +1,8 @@
 // Transport: the few verbs the executor needs to move bytes between ranks.
 //
 // Post a send or a receive of contiguous bytes with a peer and a tag, then test. Matching is
-// MPI's: in posting order per (peer, tag). The MPI implementation is the default; the
-// simulated one (tests) runs many ranks in one thread; UCX arrives as another.
+// MPI's: in posting order per (peer, tag). Implemented over MPI (the default), UCX, and the
+// tests' simulated ranks (many ranks in one thread).
 #pragma once
 
 #include <mpi.h>
@@ -119,8 +119,7 @@ class Transport {
   // Drives progress and marks completed transfers done; true when every transfer in `ts` is
   // done (idle ones count as done).
   virtual bool test_all(std::span<Transfer* const> ts) = 0;
-  // Blocks until every transfer in `ts` is done (the fast path of a blocking collective that
-  // is the only operation in flight).
+  // Blocks until every transfer in `ts` is done.
   virtual void wait_all(std::span<Transfer* const> ts) {
     while (!test_all(ts))
       progress();
@@ -136,20 +135,15 @@ class Transport {
   // and waits for its receive (false where the transport cannot tell). A rank waiting on the
   // shared arena asks it for its own operation's tags: such a message means a peer runs the
   // same call with an algorithm of messages (see Operation::refuse_foreign_messages).
-  virtual bool message_arrived(int first_tag, int tags) {
-    (void)first_tag;
-    (void)tags;
-    return false;
-  }
+  virtual bool message_arrived(int /*first_tag*/, int /*tags*/) { return false; }
   // A pending transfer of this transport that nobody will wait for (see Transfer): a receive
   // is cancelled and its completion waited for, so nothing writes into its buffer afterwards;
   // a send is released (it completes, or not, on its own). Never throws: it runs in
   // destructors while an error unwinds. Afterwards the transfer is done.
   virtual void abandon(Transfer& t) noexcept { t.state = Transfer::State::done; }
 
-  // Device memory: whether this transport may be given CUDA device buffers (a CUDA-aware MPI,
-  // UCX built with CUDA; COLLX_CUDA_AWARE overrides). If not, device buffers are staged through
-  // host memory before they reach it.
+  // Whether this transport may be given CUDA device buffers (a CUDA-aware MPI, UCX built with
+  // CUDA; COLLX_CUDA_AWARE overrides); if not, they are staged through host memory.
   virtual bool supports_device_memory() const { return false; }
   // Posts a message of device memory (only where supports_device_memory()).
   virtual void isend_device(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
@@ -159,19 +153,18 @@ class Transport {
     irecv(t, buf, bytes, peer, tag);
   }
 
-  // The segment this transport's ranks share when they are all on one node (see
-  // shm_arena.hpp), null otherwise: what the shared_memory algorithms move bytes through.
+  // The arena this transport's ranks share when they are all on one node (shm_arena.hpp), null
+  // otherwise: what the shared_memory algorithms move bytes through.
   SharedArena* shared_arena() const { return arena_.get(); }
   void set_shared_arena(std::shared_ptr<SharedArena> arena) { arena_ = std::move(arena); }
-  // Where the ranks span several nodes: the segment this rank's node shares (its ranks in
+  // Where the ranks span several nodes: the arena this rank's node shares (its ranks in
   // local-rank order, node_layout()), null where the node has one rank or none was made. What
   // the node-aware algorithms' phases inside a node move bytes through (Operation::Group).
   SharedArena* node_arena() const { return node_arena_.get(); }
   void set_node_arena(std::shared_ptr<SharedArena> arena) { node_arena_ = std::move(arena); }
 
-  // Which of this transport's ranks share a node (node_layout.hpp), found once when the
-  // communicator is created: what the node-aware algorithms (hierarchical, multi_leader) split
-  // their work by. Null: not known (simulated ranks without one): the ranks count as one node.
+  // Which of this transport's ranks share a node (node_layout.hpp): what the node-aware
+  // algorithms split their work by. Null (simulated ranks without one): one node.
   const patterns::NodeLayout* node_layout() const { return layout_.get(); }
   void set_node_layout(std::shared_ptr<const patterns::NodeLayout> layout) {
     layout_ = std::move(layout);
@@ -206,9 +199,7 @@ class Transport {
 };
 
 inline void Transfer::abandon() noexcept {
-  if (owner != nullptr) {
-    owner->abandon(*this);
-  }
+  if (owner != nullptr) owner->abandon(*this);
   state = State::done;
 }
 

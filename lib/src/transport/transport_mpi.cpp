@@ -42,23 +42,23 @@ std::string error_string(int rc) {
 }
 
 // MPI counts are int: a message above INT_MAX bytes travels as one element of a derived type
-// made of 1 GiB pieces and a remainder, so nothing is truncated and it stays one request.
+// made of 1 GiB fragments and a remainder, so nothing is truncated and it stays one request.
 class LargeMessageType {
  public:
   explicit LargeMessageType(std::size_t bytes) {
-    constexpr std::size_t kPiece = std::size_t{1} << 30;
-    const std::size_t pieces = bytes / kPiece;
-    const std::size_t rest = bytes % kPiece;
-    MPI_Datatype piece_type = MPI_DATATYPE_NULL;
-    check_mpi(MPI_Type_contiguous(static_cast<int>(kPiece), MPI_BYTE, &piece_type),
+    constexpr std::size_t kFragment = std::size_t{1} << 30;
+    const std::size_t fragments = bytes / kFragment;
+    const std::size_t rest = bytes % kFragment;
+    MPI_Datatype fragment_type = MPI_DATATYPE_NULL;
+    check_mpi(MPI_Type_contiguous(static_cast<int>(kFragment), MPI_BYTE, &fragment_type),
               "MPI_Type_contiguous");
-    int lengths[2] = {static_cast<int>(pieces), static_cast<int>(rest)};
-    MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(pieces * kPiece)};
-    MPI_Datatype types[2] = {piece_type, MPI_BYTE};
+    int lengths[2] = {static_cast<int>(fragments), static_cast<int>(rest)};
+    MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(fragments * kFragment)};
+    MPI_Datatype types[2] = {fragment_type, MPI_BYTE};
     check_mpi(MPI_Type_create_struct(rest == 0 ? 1 : 2, lengths, displacements, types, &type_),
               "MPI_Type_create_struct");
     check_mpi(MPI_Type_commit(&type_), "MPI_Type_commit");
-    MPI_Type_free(&piece_type);
+    MPI_Type_free(&fragment_type);
   }
   // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
   ~LargeMessageType() { MPI_Type_free(&type_); }
@@ -70,12 +70,34 @@ class LargeMessageType {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
 };
 
+// Posts `bytes` at `buf` with `post` (MPI_Isend or MPI_Irecv).
+template <class Buffer, class Post>
+void post_message(Transfer& t, Transport* owner, Buffer* buf, std::size_t bytes, int peer, int tag,
+                  MPI_Comm comm, int rank, Post post, const char* what) {
+  t.state = Transfer::State::pending;
+  t.owner = owner;
+  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
+    check_mpi(post(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &t.mpi_request), what,
+              rank);
+  } else {
+    LargeMessageType type(bytes);
+    check_mpi(post(buf, 1, type.get(), peer, tag, comm, &t.mpi_request), what, rank);
+  }
+}
+
 constexpr int kMaxBatch = 16;
 
 }  // namespace
 
 void throw_mpi_error(int rc, const char* what, int rank) {
   throw Error(ErrorCode::mpi, "", rank, std::string(what) + " failed: " + error_string(rc));
+}
+
+bool on_every_rank(bool mine, MPI_Comm comm, int rank) {
+  const int local = mine ? 1 : 0;
+  int all = 0;
+  check_mpi(PMPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", rank);
+  return all != 0;
 }
 
 bool MpiTransport::supports_device_memory() const {
@@ -88,27 +110,11 @@ MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
 }
 
 void MpiTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  t.state = Transfer::State::pending;
-  t.owner = this;
-  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
-    check_mpi(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &t.mpi_request),
-              "MPI_Isend", rank_);
-  } else {
-    LargeMessageType type(bytes);
-    check_mpi(MPI_Isend(buf, 1, type.get(), peer, tag, comm_, &t.mpi_request), "MPI_Isend", rank_);
-  }
+  post_message(t, this, buf, bytes, peer, tag, comm_, rank_, MPI_Isend, "MPI_Isend");
 }
 
 void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-  t.state = Transfer::State::pending;
-  t.owner = this;
-  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
-    check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &t.mpi_request),
-              "MPI_Irecv", rank_);
-  } else {
-    LargeMessageType type(bytes);
-    check_mpi(MPI_Irecv(buf, 1, type.get(), peer, tag, comm_, &t.mpi_request), "MPI_Irecv", rank_);
-  }
+  post_message(t, this, buf, bytes, peer, tag, comm_, rank_, MPI_Irecv, "MPI_Irecv");
 }
 
 namespace {
@@ -126,13 +132,6 @@ constexpr bool kMpiYieldsItself = false;
 // simulated time does not advance while a rank only tests. A blocking wait costs nothing but
 // the messages' own simulated time (docs/SCALE.md).
 constexpr bool kBlockingWaits = COLLX_SMPI;
-}  // namespace
-
-bool MpiTransport::yields_when_idle() const {
-  return yield_when_idle() && !kMpiYieldsItself;
-}
-
-namespace {
 
 // Calls batch(n, requests, owners) for the pending transfers of `ts`, at most kMaxBatch at a
 // time: their requests copied out (with room for one more after them) and their Transfers.
@@ -168,60 +167,25 @@ int take_completed(int n, const MPI_Request* requests, Transfer* const* owners) 
   return completed;
 }
 
-// The pending transfers of `ts` in batches: complete(n, requests, flag, statuses) is one
-// MPI_Waitall/MPI_Testall over a batch (flag: whether it completed). An error in the batch
-// names each failed request.
-template <class Complete>
-bool complete_in_batches(std::span<Transfer* const> ts, int rank, const char* call,
-                         Complete&& complete) {
-  bool all_done = true;
-  for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
-    MPI_Status statuses[kMaxBatch];
-    int flag = 0;
-    const int rc = complete(n, requests, &flag, statuses);
-    take_completed(n, requests, owners);
-    if (rc != MPI_SUCCESS) [[unlikely]] {
-      if (rc == MPI_ERR_IN_STATUS) throw_in_status(call, rank, owners, statuses, n);
-      throw_mpi_error(rc, call, rank);
-    }
-    all_done = all_done && flag;
-  });
-  return all_done;
-}
-
 }  // namespace
 
+bool MpiTransport::yields_when_idle() const {
+  return yield_when_idle() && !kMpiYieldsItself;
+}
+
 void MpiTransport::wait_all(std::span<Transfer* const> ts) {
-  if (!watching()) {
-    // MPI_Testall in a loop, not MPI_Waitall: Open MPI's waits over several requests attach a
-    // synchronisation object (a mutex and a condition) to every request and take its lock on
-    // each completion, which costs more than the whole exchange of a small message; a test
-    // only reads the requests' completion flags between passes of the progress engine.
-    const bool yield = yields_when_idle();
-    complete_in_batches(
-        ts, rank_, "MPI_Testall",
-        [yield](int n, MPI_Request* requests, int* flag, MPI_Status* statuses) {
-          if constexpr (kBlockingWaits) {
-            *flag = 1;
-            return PMPI_Waitall(n, requests, statuses);
-          }
-          int rc;
-          while ((rc = PMPI_Testall(n, requests, flag, statuses)) == MPI_SUCCESS && !*flag) {
-            if (yield) sched_yield();
-          }
-          return rc;
-        });
-    return;
-  }
-  // Each batch waits beside the communicator's notice receive (MPI_Testsome over both, until
-  // one completes; not MPI_Waitsome, for the reason above): a notice that revokes the
-  // communicator ends the wait with its error.
-  FailureNotices& notices = *failure_notices();
+  // Each batch waits beside the communicator's notice receive, where it has one (a notice that
+  // revokes the communicator ends the wait with its error): MPI_Testsome over both in a loop,
+  // not MPI_Waitsome: Open MPI's waits over several requests attach a synchronisation object (a
+  // mutex and a condition) to every request and take its lock on each completion, which costs
+  // more than the whole exchange of a small message; a test only reads the requests' completion
+  // flags between passes of the progress engine.
+  FailureNotices* notices = failure_notices();
   const bool yield = yields_when_idle();
   for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
     int pending = n;
     while (pending > 0) {
-      requests[n] = *notices.request();
+      requests[n] = notices != nullptr ? *notices->request() : MPI_REQUEST_NULL;
       const bool notice_posted = requests[n] != MPI_REQUEST_NULL;
       int completed = 0;
       int indices[kMaxBatch + 1];
@@ -247,14 +211,14 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
         }
       }
       if (completed == MPI_UNDEFINED) completed = 0;
-      *notices.request() = requests[n];
+      if (notices != nullptr) *notices->request() = requests[n];
       pending -= take_completed(n, requests, owners);
       const bool notice_arrived = notice_posted && requests[n] == MPI_REQUEST_NULL;
       if (rc != MPI_SUCCESS) [[unlikely]] {
         if (notice_arrived) {
           // Taken (and the receive posted again) before this error is reported instead.
           try {
-            notices.arrived();
+            notices->arrived();
           } catch (const Error&) {
           }
         }
@@ -269,16 +233,28 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
         }
         throw_in_status("MPI_Testsome", rank_, failed, failed_statuses, count);
       }
-      if (notice_arrived) notices.arrived();  // throws when the notice revokes the communicator
+      if (notice_arrived) notices->arrived();  // throws when the notice revokes the communicator
     }
   });
 }
 
 bool MpiTransport::test_all(std::span<Transfer* const> ts) {
-  // Batch the pending requests into one MPI_Testall: one pass of MPI's progress engine.
-  const bool done = complete_in_batches(ts, rank_, "MPI_Testall", PMPI_Testall);
-  if (!done && failure_notices() != nullptr) failure_notices()->poll();
-  return done;
+  // The pending requests in one MPI_Testall per batch: one pass of MPI's progress engine. An
+  // error names each failed request.
+  bool all_done = true;
+  for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
+    MPI_Status statuses[kMaxBatch];
+    int flag = 0;
+    const int rc = PMPI_Testall(n, requests, &flag, statuses);
+    take_completed(n, requests, owners);
+    if (rc != MPI_SUCCESS) [[unlikely]] {
+      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank_, owners, statuses, n);
+      throw_mpi_error(rc, "MPI_Testall", rank_);
+    }
+    all_done = all_done && flag;
+  });
+  if (!all_done && failure_notices() != nullptr) failure_notices()->poll();
+  return all_done;
 }
 
 void MpiTransport::abandon(Transfer& t) noexcept {

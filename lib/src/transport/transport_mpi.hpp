@@ -29,8 +29,6 @@ class MpiTransport final : public Transport {
   bool supports_device_memory() const override;
 
  private:
-  // Whether waits must also watch the communicator's failure notices.
-  bool watching() const { return failure_notices() != nullptr; }
   // Whether this transport's test loops yield the processor after a pass that found nothing:
   // where the node is oversubscribed and MPI's progress engine does not yield by itself.
   bool yields_when_idle() const;
@@ -44,6 +42,13 @@ class MpiTransport final : public Transport {
 inline void check_mpi(int rc, const char* what, int rank = -1) {
   if (rc != MPI_SUCCESS) [[unlikely]]
     throw_mpi_error(rc, what, rank);
+}
+// Whether `mine` holds on every rank of `comm` (collective).
+bool on_every_rank(bool mine, MPI_Comm comm, int rank);
+inline bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
 }
 
 }  // namespace collx::detail

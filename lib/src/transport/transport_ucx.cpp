@@ -37,6 +37,22 @@ ucs_memory_type_t to_ucs(MemoryType memory) {
 
 constexpr ucp_tag_t kFullTagMask = ~ucp_tag_t{0};
 
+// A UCP context for tag messages; `estimated_peers` (> 0) is a hint for UCX's transport choice.
+ucp_context_h make_context(int estimated_peers) {
+  ucp_config_t* config = nullptr;
+  check_ucx(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+  ucp_params_t params{};
+  params.field_mask =
+      UCP_PARAM_FIELD_FEATURES | (estimated_peers > 0 ? UCP_PARAM_FIELD_ESTIMATED_NUM_EPS : 0);
+  params.features = UCP_FEATURE_TAG;
+  params.estimated_num_eps = static_cast<std::size_t>(estimated_peers);
+  ucp_context_h context = nullptr;
+  const ucs_status_t status = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  check_ucx(status, "ucp_init");
+  return context;
+}
+
 // "ucp_tag_recv_nbx of 4096 B from rank 3", for error messages.
 std::string describe_message(bool is_send, std::size_t bytes, int peer) {
   return std::string(is_send ? "ucp_tag_send_nbx of " : "ucp_tag_recv_nbx of ") +
@@ -44,8 +60,8 @@ std::string describe_message(bool is_send, std::size_t bytes, int peer) {
          std::to_string(peer);
 }
 
-// A message above the piece size: its pieces' requests (null once complete).
-struct PieceSet {
+// A message above the fragment size: its fragments' requests (null once complete).
+struct FragmentSet {
   std::vector<void*> requests;
   std::size_t remaining = 0;
 };
@@ -127,16 +143,7 @@ class UcxRuntime {
     return runtime;
   }
 
-  explicit UcxRuntime(int estimated_peers) {
-    ucp_config_t* config = nullptr;
-    check_ucx(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-    params.features = UCP_FEATURE_TAG;
-    params.estimated_num_eps = static_cast<std::size_t>(estimated_peers);
-    const ucs_status_t status = ucp_init(&params, config, &context_);
-    ucp_config_release(config);
-    check_ucx(status, "ucp_init");
+  explicit UcxRuntime(int estimated_peers) : context_(make_context(estimated_peers)) {
     try {
       memory_types_ = query_memory_types(context_);
       ucp_worker_params_t worker_params{};
@@ -237,8 +244,8 @@ class UcxRuntime {
   std::atomic<bool> abandoned_sends_{false};
 };
 
-UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
-    : max_piece_bytes_(max_piece_bytes) {
+UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes)
+    : max_fragment_bytes_(max_fragment_bytes) {
   check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
   if (size_ > (1 << kUcxRankBits)) {
@@ -247,8 +254,8 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
                     " ranks exceeds the UCX tag layout (at most " +
                     std::to_string(1 << kUcxRankBits) + " ranks)");
   }
-  if (max_piece_bytes_ == 0) {
-    throw Error(ErrorCode::internal, "", rank_, "UCX transport: a piece size of 0 bytes");
+  if (max_fragment_bytes_ == 0) {
+    throw Error(ErrorCode::internal, "", rank_, "UCX transport: a fragment size of 0 bytes");
   }
   runtime_ = UcxRuntime::acquire(size_);
   worker_ = runtime_->worker();
@@ -270,17 +277,6 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes)
 // belong to the runtime, which the last communicator releases.
 UcxTransport::~UcxTransport() = default;
 
-void UcxTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag,
-                         MemoryType memory) {
-  // UCX's send takes a const buffer; post() is shared with receives.
-  post(t, const_cast<void*>(buf), bytes, peer, tag, memory, true);
-}
-
-void UcxTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
-                         MemoryType memory) {
-  post(t, buf, bytes, peer, tag, memory, false);
-}
-
 void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
                         MemoryType memory, bool is_send) {
   if (peer < 0 || peer >= size_ || tag < 0 || tag >= (1 << kUcxTagBits)) [[unlikely]] {
@@ -300,34 +296,34 @@ void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int
   param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
   param.memory_type = to_ucs(memory);
   // No callback: completion is polled with ucp_request_check_status in test_all/wait_all.
-  auto post_piece = [&](std::byte* piece, std::size_t length) -> void* {
+  auto post_fragment = [&](std::byte* fragment, std::size_t length) -> void* {
     const ucs_status_ptr_t request =
-        is_send ? ucp_tag_send_nbx(endpoints_[static_cast<std::size_t>(peer)], piece, length,
+        is_send ? ucp_tag_send_nbx(endpoints_[static_cast<std::size_t>(peer)], fragment, length,
                                    ucx_tag, &param)
-                : ucp_tag_recv_nbx(worker_, piece, length, ucx_tag, kFullTagMask, &param);
+                : ucp_tag_recv_nbx(worker_, fragment, length, ucx_tag, kFullTagMask, &param);
     if (UCS_PTR_IS_ERR(request)) [[unlikely]] {
       throw_ucx_error(UCS_PTR_STATUS(request), describe_message(is_send, bytes, peer), rank_);
     }
     return request;  // null: completed at once
   };
   auto* data = static_cast<std::byte*>(buf);
-  if (bytes <= max_piece_bytes_) {
-    void* request = post_piece(data, bytes);
+  if (bytes <= max_fragment_bytes_) {
+    void* request = post_fragment(data, bytes);
     t.handle = reinterpret_cast<std::uintptr_t>(request);
     t.state = request == nullptr ? Transfer::State::done : Transfer::State::pending;
     return;
   }
-  // Above the piece size (told apart in poll() by t.bytes): every piece in flight at once.
-  auto set = std::make_unique<PieceSet>();
-  set->requests.reserve((bytes + max_piece_bytes_ - 1) / max_piece_bytes_);
+  // Above the fragment size (told apart in poll() by t.bytes): every fragment in flight at once.
+  auto set = std::make_unique<FragmentSet>();
+  set->requests.reserve((bytes + max_fragment_bytes_ - 1) / max_fragment_bytes_);
   try {
-    for (std::size_t offset = 0; offset < bytes; offset += max_piece_bytes_) {
-      void* request = post_piece(data + offset, std::min(max_piece_bytes_, bytes - offset));
+    for (std::size_t offset = 0; offset < bytes; offset += max_fragment_bytes_) {
+      void* request = post_fragment(data + offset, std::min(max_fragment_bytes_, bytes - offset));
       set->requests.push_back(request);
       if (request != nullptr) ++set->remaining;
     }
   } catch (...) {
-    // The pieces already posted go on inside UCX; their requests are no longer ours.
+    // The fragments already posted go on inside UCX; their requests are no longer ours.
     for (void* request : set->requests)
       if (request != nullptr) ucp_request_free(request);
     throw;
@@ -341,46 +337,36 @@ void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int
 }
 
 bool UcxTransport::poll(Transfer& t) {
-  if (t.handle == 0) {
-    t.state = Transfer::State::done;
-    return true;
-  }
-  auto fail = [&](ucs_status_t status) {
-    throw_ucx_error(status, describe_message(t.is_send, t.bytes, t.peer), rank_);
-  };
-  if (t.bytes <= max_piece_bytes_) {
-    void* request = reinterpret_cast<void*>(t.handle);
-    const ucs_status_t status = ucp_request_check_status(request);
-    if (status == UCS_INPROGRESS) return false;
-    ucp_request_free(request);
-    t.handle = 0;
-    t.state = Transfer::State::done;
-    if (status != UCS_OK) fail(status);
-    return true;
-  }
-  auto* set = reinterpret_cast<PieceSet*>(t.handle);
   ucs_status_t failure = UCS_OK;
-  for (void*& request : set->requests) {
-    if (request == nullptr) continue;
-    const ucs_status_t status = ucp_request_check_status(request);
-    if (status == UCS_INPROGRESS) continue;
+  if (t.handle == 0) {
+    // completed when posted
+  } else if (t.bytes <= max_fragment_bytes_) {
+    void* request = reinterpret_cast<void*>(t.handle);
+    failure = ucp_request_check_status(request);
+    if (failure == UCS_INPROGRESS) return false;
     ucp_request_free(request);
-    request = nullptr;
-    --set->remaining;
-    if (status != UCS_OK && failure == UCS_OK) failure = status;
-  }
-  if (failure != UCS_OK) {
+  } else {
+    auto* set = reinterpret_cast<FragmentSet*>(t.handle);
+    for (void*& request : set->requests) {
+      if (request == nullptr) continue;
+      const ucs_status_t status = ucp_request_check_status(request);
+      if (status == UCS_INPROGRESS) continue;
+      ucp_request_free(request);
+      request = nullptr;
+      --set->remaining;
+      if (status != UCS_OK && failure == UCS_OK) failure = status;
+    }
+    if (failure == UCS_OK && set->remaining > 0) return false;
+    // After a failure the other fragments' requests are no longer ours either.
     for (void* request : set->requests)
       if (request != nullptr) ucp_request_free(request);
     delete set;
-    t.handle = 0;
-    t.state = Transfer::State::done;
-    fail(failure);
   }
-  if (set->remaining > 0) return false;
-  delete set;
   t.handle = 0;
   t.state = Transfer::State::done;
+  if (failure != UCS_OK) {
+    throw_ucx_error(failure, describe_message(t.is_send, t.bytes, t.peer), rank_);
+  }
   return true;
 }
 
@@ -417,10 +403,10 @@ void UcxTransport::abandon(Transfer& t) noexcept {
     ucp_request_free(request);
   };
   if (t.handle != 0) {
-    if (t.bytes <= max_piece_bytes_) {
+    if (t.bytes <= max_fragment_bytes_) {
       drop(reinterpret_cast<void*>(t.handle));
     } else {
-      auto* set = reinterpret_cast<PieceSet*>(t.handle);
+      auto* set = reinterpret_cast<FragmentSet*>(t.handle);
       for (void* request : set->requests)
         drop(request);
       delete set;
@@ -430,8 +416,7 @@ void UcxTransport::abandon(Transfer& t) noexcept {
   t.state = Transfer::State::done;
 }
 
-bool UcxTransport::test_all(std::span<Transfer* const> ts) {
-  progress();
+bool UcxTransport::poll_all(std::span<Transfer* const> ts) {
   bool all_done = true;
   for (Transfer* t : ts) {
     if (t->pending() && !poll(*t)) all_done = false;
@@ -439,13 +424,14 @@ bool UcxTransport::test_all(std::span<Transfer* const> ts) {
   return all_done;
 }
 
+bool UcxTransport::test_all(std::span<Transfer* const> ts) {
+  progress();
+  return poll_all(ts);
+}
+
 void UcxTransport::wait_all(std::span<Transfer* const> ts) {
   for (unsigned spins = 1;; ++spins) {
-    bool all_done = true;
-    for (Transfer* t : ts) {
-      if (t->pending() && !poll(*t)) all_done = false;
-    }
-    if (all_done) return;
+    if (poll_all(ts)) return;
     if (ucp_worker_progress(worker_) == 0 && yield_when_idle()) sched_yield();
     // The notices (an MPI_Test) now and then: MPI's progress costs more than UCX's.
     if ((spins & 255) == 0) {
@@ -468,15 +454,7 @@ std::vector<std::string> ucx_memory_types() {
   if (const auto runtime = UcxRuntime::current()) {
     types = runtime->memory_types();
   } else {
-    ucp_config_t* config = nullptr;
-    check_ucx(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG;
-    ucp_context_h context = nullptr;
-    const ucs_status_t status = ucp_init(&params, config, &context);
-    ucp_config_release(config);
-    check_ucx(status, "ucp_init");
+    ucp_context_h context = make_context(0);
     try {
       types = UcxRuntime::query_memory_types(context);
     } catch (...) {

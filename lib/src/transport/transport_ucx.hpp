@@ -4,7 +4,7 @@
 // - one ucp_worker_progress drives every communicator, so a rank blocked in one collective
 //   still completes the rendezvous its peers started in another (with one worker per
 //   communicator, a wait on A would leave B's worker unprogressed);
-// - shared-memory segments, sockets and endpoints are per peer process, not per communicator:
+// - shared-memory mappings, sockets and endpoints are per peer process, not per communicator:
 //   a communicator created after the first only exchanges addresses;
 // - it is how MPI libraries and UCC use UCX (one worker per process, or per thread).
 // Communicators are told apart in the 64-bit UCX tag instead (see make_ucx_tag).
@@ -51,14 +51,14 @@ inline constexpr std::uint64_t make_ucx_tag(std::uint64_t context_id, std::uint6
 class UcxTransport final : public Transport {
  public:
   // UCX takes size_t lengths, but some of its transports and protocols have kept 32-bit
-  // lengths in places; a message above this is sent as consecutive pieces with the same tag
+  // lengths in places; a message above this is sent as consecutive fragments with the same tag
   // (matched in order), so no UCX limit is ever reached. Both ends must then post the same
   // length, which every collx algorithm does.
-  static constexpr std::size_t kDefaultMaxPieceBytes = std::size_t{1} << 30;
+  static constexpr std::size_t kDefaultMaxFragmentBytes = std::size_t{1} << 30;
 
   // Collective over `comm` (used, not owned; its error handler must be MPI_ERRORS_RETURN):
-  // agrees on a context id and exchanges worker addresses. `max_piece_bytes` is for tests.
-  explicit UcxTransport(MPI_Comm comm, std::size_t max_piece_bytes = kDefaultMaxPieceBytes);
+  // agrees on a context id and exchanges worker addresses. `max_fragment_bytes` is for tests.
+  explicit UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes = kDefaultMaxFragmentBytes);
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -66,14 +66,13 @@ class UcxTransport final : public Transport {
   std::string_view name() const override { return "ucx"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // UCX's send takes a const buffer; post() is shared with receives.
   void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
-    isend(t, buf, bytes, peer, tag, MemoryType::host);
+    post(t, const_cast<void*>(buf), bytes, peer, tag, MemoryType::host, true);
   }
   void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override {
-    irecv(t, buf, bytes, peer, tag, MemoryType::host);
+    post(t, buf, bytes, peer, tag, MemoryType::host, false);
   }
-  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag, MemoryType memory);
-  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, MemoryType memory);
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
   void progress() override;
@@ -85,10 +84,10 @@ class UcxTransport final : public Transport {
   // cuda_ipc, GPUDirect RDMA).
   bool supports_device_memory() const override;
   void isend_device(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
-    isend(t, buf, bytes, peer, tag, MemoryType::cuda);
+    post(t, const_cast<void*>(buf), bytes, peer, tag, MemoryType::cuda, true);
   }
   void irecv_device(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override {
-    irecv(t, buf, bytes, peer, tag, MemoryType::cuda);
+    post(t, buf, bytes, peer, tag, MemoryType::cuda, false);
   }
 
   // The id every rank of the communicator agreed on (the high bits of its UCX tags).
@@ -98,6 +97,7 @@ class UcxTransport final : public Transport {
   // Marks `t` done and releases its UCX requests when they are complete; throws
   // collx::Error(ErrorCode::transport) when one failed.
   bool poll(Transfer& t);
+  bool poll_all(std::span<Transfer* const> ts);
   void post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, MemoryType memory,
             bool is_send);
 
@@ -105,7 +105,7 @@ class UcxTransport final : public Transport {
   ucp_worker* worker_ = nullptr;
   std::vector<ucp_ep*> endpoints_;  // by rank in the communicator, owned by runtime_
   std::uint64_t context_id_ = 0;
-  std::size_t max_piece_bytes_;
+  std::size_t max_fragment_bytes_;
   int rank_ = 0;
   int size_ = 1;
 };
