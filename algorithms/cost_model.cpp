@@ -521,41 +521,31 @@ const Entry reduce_scatter_ring{
     [](const Shape& s) { return ring_cost(s, s.p - 1, true); },
     "p-1 steps: receive a block segment, reduce with the local one, forward; the last step "
     "leaves the rank's own block."};
+// Recursive halving's reduce-scatter: the fold, then step j exchanges n / 2^(j+1), an
+// exchange_reduce of segments in flight, with the rank p'/2^(j+1) away (far first: every block
+// ends on its owner as it lies) or 2^j away (near first, the butterfly: one copy of the input
+// puts the blocks in bit-reversed order first).
+namespace {
+Cost halving_reduce_scatter_cost(const Shape& s, bool near_first) {
+  Steps t{s};
+  if (s.core != s.p) {
+    t.shift_step(s.core, s.n, streams(s, s.n), s.n);
+    t.shift_step(s.core, s.n / s.p);
+  }
+  double m = s.n;
+  for (double j = 1; j < s.core; j *= 2) {
+    m /= 2;
+    t.xor_step(near_first ? j : s.core / (2 * j), m, streams(s, m), m);
+  }
+  t.c.copied += (near_first ? s.n : 0) + s.n / s.p;
+  return t.c;
+}
+}  // namespace
 const Entry reduce_scatter_recursive_halving{
-    [](const Shape& s) {
-      // Far first (PairOrder::far_first: every block ends on its owner): step j exchanges
-      // n / 2^(j+1) with the rank p'/2^(j+1) away, an exchange_reduce of segments in flight.
-      Steps t{s};
-      if (s.core != s.p) {
-        t.shift_step(s.core, s.n, streams(s, s.n), s.n);
-        t.shift_step(s.core, s.n / s.p);
-      }
-      double m = s.n;
-      for (double d = s.core / 2; d >= 1; d /= 2) {
-        m /= 2;
-        t.xor_step(d, m, streams(s, m), m);
-      }
-      t.c.copied += s.n / s.p;
-      return t.c;
-    },
+    [](const Shape& s) { return halving_reduce_scatter_cost(s, false); },
     "log2 p' halving steps over the core ranks' shares; fold for non-powers of two."};
 const Entry reduce_scatter_butterfly{
-    [](const Shape& s) {
-      // Near first (PairOrder::near_first on the blocks in bit-reversed order): step j exchanges
-      // n / 2^(j+1) with the rank 2^j away; one copy of the input puts the blocks in that order.
-      Steps t{s};
-      if (s.core != s.p) {
-        t.shift_step(s.core, s.n, streams(s, s.n), s.n);
-        t.shift_step(s.core, s.n / s.p);
-      }
-      double m = s.n;
-      for (double d = 1; d < s.core; d *= 2) {
-        m /= 2;
-        t.xor_step(d, m, streams(s, m), m);
-      }
-      t.c.copied += s.n + s.n / s.p;
-      return t.c;
-    },
+    [](const Shape& s) { return halving_reduce_scatter_cost(s, true); },
     "The butterfly: recursive halving with neighbours first. The input is copied with its blocks "
     "in bit-reversed order of their ranks, so that each halving step's halves are contiguous; "
     "step j exchanges n / 2^(j+1) with the rank 2^j away, the largest exchanges between "
