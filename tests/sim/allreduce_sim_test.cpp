@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "cost_model.hpp"
 #include "exact_data.hpp"
 #include "node_layout.hpp"
 #include "sim_world.hpp"
@@ -116,10 +117,18 @@ std::size_t wrong_elements(const std::vector<std::byte>& result,
   return wrong;
 }
 
-// shared_memory: through the simulated ranks' arena (ring slots of 512 B, so even small counts
-// take many rounds of pieces).
-const Algorithm kAlgorithms[] = {Algorithm::ring, Algorithm::recursive_doubling,
-                                 Algorithm::rabenseifner, Algorithm::shared_memory};
+// Every allreduce row of the registry but the node-aware ones (they have their own tests below,
+// on node layouts): a row added to the registry is tested here in depth. shared_memory: through
+// the simulated ranks' arena (ring slots of 512 B, so even small counts take many rounds of
+// pieces).
+std::vector<Algorithm> flat_algorithms() {
+  std::vector<Algorithm> out;
+  for (Algorithm a : collx::algorithms_of(collx::Collective::allreduce)) {
+    if (!collx::model::node_aware(collx::Collective::allreduce, a)) out.push_back(a);
+  }
+  return out;
+}
+const std::vector<Algorithm> kAlgorithms = flat_algorithms();
 
 std::string label(int p, Algorithm a, DataType t, ReduceOp o, std::size_t count, bool in_place,
                   Pipeline pl) {
@@ -418,9 +427,9 @@ TEST_P(SimNodeAware, BitwiseIdenticalAcrossRanksForRandomFloats) {
   }
 }
 
-// On 2, 4 or 8 nodes the node-aware allreduces pipeline the buffer in node segments, the exchanges of
-// some node segments across the nodes in flight while the node's ranks run their phases on the next
-// and on the ones before (multi_leader: every rank carries a block across; hierarchical: the
+// On 2, 4 or 8 nodes the node-aware allreduces pipeline the buffer in node segments, the exchanges
+// of some node segments across the nodes in flight while the node's ranks run their phases on the
+// next and on the ones before (multi_leader: every rank carries a block across; hierarchical: the
 // leaders carry the node segment, any layout; multi_leader runs it on nodes of different sizes). In
 // the postings of a rank that both crosses the network
 // and has a node of several ranks, the messages across nodes and those inside its node then
