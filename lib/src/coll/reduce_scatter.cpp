@@ -114,8 +114,9 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
   const int core_size = fold.core_size();
   std::vector<std::size_t> core_offsets(static_cast<std::size_t>(core_size) + 1);
   const BlockLayout core_blocks = fold.core_layout(blocks, core_offsets);
-  // Where core block c starts in the buffer the halving reduced into.
-  std::vector<std::size_t> placed(core_offsets);
+  const int bits = patterns::log2_exact(core_size);
+  // near_first: where position q (core block reverse_bits(q)) starts in the reordered buffer.
+  std::vector<std::size_t> order_offsets;
   std::byte* reduced = accumulator.data();
   ScratchBuffer reordered;
   if (order == PairOrder::near_first) {
@@ -124,14 +125,13 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
       reordered = op.scratch(blocks.count() * elem);
       reduced = reordered.data();
     }
-    const int bits = patterns::log2_exact(core_size);
-    std::vector<std::size_t> order_offsets(static_cast<std::size_t>(core_size) + 1);
+    order_offsets.resize(static_cast<std::size_t>(core_size) + 1);
     std::size_t at = 0;
     for (int q = 0; q < core_size; ++q) {
-      const auto c = static_cast<std::size_t>(patterns::reverse_bits(q, bits));
-      const std::size_t length = core_blocks.length(static_cast<int>(c));
-      order_offsets[static_cast<std::size_t>(q)] = placed[c] = at;
-      op.copy(reduced + at * elem, input + core_offsets[c] * elem, length * elem);
+      const int c = patterns::reverse_bits(q, bits);
+      const std::size_t length = core_blocks.length(c);
+      order_offsets[static_cast<std::size_t>(q)] = at;
+      op.copy(reduced + at * elem, input + core_blocks.offset(c) * elem, length * elem);
       at += length;
     }
     order_offsets.back() = at;
@@ -143,9 +143,12 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
   }
   // Rank r's block within its core rank's block, where the halving left that block.
   const auto block_of = [&](int r) {
-    const auto c = static_cast<std::size_t>(
-        fold.core_rank(role == patterns::FoldRole::proxy && r == partner ? rank : r));
-    return reduced + (placed[c] + blocks.offset(r) - core_offsets[c]) * elem;
+    const int c = fold.core_rank(role == patterns::FoldRole::proxy && r == partner ? rank : r);
+    const std::size_t start =
+        order_offsets.empty()
+            ? core_blocks.offset(c)
+            : order_offsets[static_cast<std::size_t>(patterns::reverse_bits(c, bits))];
+    return reduced + (start + blocks.offset(r) - core_blocks.offset(c)) * elem;
   };
   op.copy(d.target, block_of(rank), blocks.length(rank) * elem);
   if (role == patterns::FoldRole::proxy) {
