@@ -49,7 +49,8 @@ namespace {
 //   funnels the node's buffer through one link and multi_leader's two node phases pay only at the
 //   largest sizes; one rank per node: 2 log2 p steps against the ring's 2 (p - 1)); reduce
 //   Rabenseifner (each byte crosses the network about twice, not log2 p times); reduce_scatter
-//   hierarchical on nodes of several ranks, recursive halving with one rank per node.
+//   the butterfly (recursive halving whose largest exchanges stay between neighbours: inside a
+//   node, or beside the few links between a dragonfly's groups).
 // Parsed once, on the first selection; the text is checked by the tests, so a parse error here
 // means a broken build, reported as the first call's collx::Error.
 const TuningTable& builtin_table() {
