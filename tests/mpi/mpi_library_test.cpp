@@ -272,6 +272,26 @@ TEST(MpiLibraryInAuto, UntriedOrderSensitiveSmallCallsRunTheMpiLibrarys) {
   }
 }
 
+// A program of barriers alone, its barrier settled on the MPI library, goes to it straight: no
+// call with a buffer has told collx that the process is host-only, and a barrier has no buffer to
+// be in device memory (ctest runs this test alone in its process: mpi_library_barriers_np*).
+TEST(MpiLibraryBarrierOnly, DelegatedBarrierInAProgramOfBarriers) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  collx::detail::ClassTuner settled;
+  const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
+  settled.start(only_mpi, 1, false, Algorithm::mpi);
+  s.note_settled(Collective::barrier, 0, settled);
+  const std::uint64_t before = s.next_sequence;
+  for (int i = 0; i < 50; ++i)
+    comm.barrier();
+  EXPECT_EQ(s.next_sequence, before + 50);
+  // collx's path would have started the barrier's trials (COLLX_AUTOTUNE_WAIT=0: at the first
+  // call; one rank tries nothing): a learned line for it.
+  for (const auto& started : s.learned())
+    EXPECT_NE(started.collective, Collective::barrier) << "the delegated barrier reached its trials";
+}
+
 // A size class settled on the MPI library goes to it straight (CommState::delegates): the
 // calls give collx's bits, take their sequence numbers, and never reach the class's trials (no
 // learned line for the class); a size class next to it still goes through collx.

@@ -159,10 +159,11 @@ struct CommState {
                  bool order_sensitive = false) const {
     if (!delegating_) [[likely]]
       return false;
-    if (options.algorithm != Algorithm::automatic || options.stream != nullptr ||
-        !surely_host_memory(options))
+    if (options.algorithm != Algorithm::automatic || options.stream != nullptr) return false;
+    // A barrier has no buffer to be in device memory (and a program of barriers alone never
+    // learns that the process is host-only: memory.cpp learns it from a call's buffers).
+    if (collective != Collective::barrier && (bytes == 0 || !surely_host_memory(options)))
       return false;
-    if (bytes == 0 && collective != Collective::barrier) return false;
     const int k = size_class_of(bytes);
     const auto& classes = order_sensitive ? untried_library_ : delegated_;
     return classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
