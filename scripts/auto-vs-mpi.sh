@@ -41,7 +41,8 @@ table="$out/table.md"
   echo "machine: $(lscpu | grep -E '^CPU\(s\)|Model name' | sed 's/  */ /g' | tr '\n' ' ')"
   echo "memcpy: $(collx_mpirun 1 "$bench" allreduce -b 64M -e 64M -a memcpy -n 10 -w 2 | grep ' memcpy' | sed 's/  */ /g')"
   echo "load before: $(uptime)"
-  "$COLLX_MPIEXEC" --version 2>&1 | head -n 2
+  # sed reads to the end: head would close the pipe early, and pipefail end the script (hydra prints many lines)
+  "$COLLX_MPIEXEC" --version 2>&1 | sed -n 1,2p
 } >"$table"
 SWEEP_ALGOS=auto,mpi SWEEP_ITERS="${AUTO_VS_MPI_SMALL_ITERS:--n 1000 -w 100}" \
   "$COLLX_ROOT/scripts/perf-sweep.sh" "$out/small" "$runs" "$nps" "${collectives[@]}" -- \

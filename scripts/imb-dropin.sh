@@ -27,7 +27,7 @@ mkdir -p "$out"
   echo "IMB-MPI1 through libcollx_mpi: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$COLLX_ROOT" log --oneline -1 | cut -c1-7)"
   echo "machine: $(lscpu | grep -E '^CPU\(s\)|Model name' | sed 's/  */ /g' | tr '\n' ' ')"
   echo "load before: $(uptime)"
-  "$COLLX_MPIEXEC" --version 2>&1 | head -n 1
+  "$COLLX_MPIEXEC" --version 2>&1 | sed -n 1p  # not head: see auto-vs-mpi.sh
 } >"$out/machine.txt"
 for r in $(seq 1 "$runs"); do
   for np in $nps; do

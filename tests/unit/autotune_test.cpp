@@ -265,6 +265,32 @@ TEST(Autotune, WaitingCallsRunTheTablesChoiceThenTheTrialsStart) {
   EXPECT_EQ(one.phase(), ClassTuner::Phase::settled);
 }
 
+// Where calls are short (blocks of 8 calls and more), the wait's second half runs the MPI
+// library's collective, untimed, so that its trials do not time its first calls of the size; with
+// no library among the candidates, or longer calls, the whole wait runs the table's choice.
+TEST(Autotune, ShortCallsWarmTheMpiLibraryUpInTheWaitsSecondHalf) {
+  const std::vector<Algorithm> with_library = {Algorithm::shared_memory, Algorithm::binomial_tree,
+                                               Algorithm::mpi};
+  ClassTuner t;
+  t.start(with_library, 16, false, Algorithm::mpi, 10);
+  for (int call = 0; call < 10; ++call) {
+    const TrialPick p = t.pick();
+    EXPECT_EQ(p.algorithm, call < 5 ? Algorithm::shared_memory : Algorithm::mpi) << call;
+    EXPECT_FALSE(p.timed) << call;
+  }
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  EXPECT_TRUE(t.pick().timed);
+  ClassTuner long_calls;  // 5 trials: blocks of 3
+  long_calls.start(with_library, 5, false, Algorithm::mpi, 10);
+  ClassTuner no_library;
+  no_library.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::binomial_tree}, 16,
+                   false, Algorithm::automatic, 10);
+  for (int call = 0; call < 10; ++call) {
+    EXPECT_EQ(long_calls.pick().algorithm, Algorithm::shared_memory) << call;
+    EXPECT_EQ(no_library.pick().algorithm, Algorithm::shared_memory) << call;
+  }
+}
+
 // The MPI library's own collective needs the share of the margin only, whatever the time: a
 // sub-microsecond call of the MPI library 33% faster than the table's choice replaces it (a
 // collx challenger as fast stays out, above).

@@ -71,9 +71,14 @@ void ClassTuner::restart() {
 
 TrialPick ClassTuner::pick() {
   if (phase_ == Phase::waiting) {
+    // Where calls are short (blocks of kWarmLibraryBlock calls and more), the wait's second
+    // half runs the MPI library's collective, untimed: its first calls of a size can take
+    // several times its later ones (MPICH's), for more calls than its trial blocks hold.
+    const bool warm_library = library_ != Algorithm::automatic && block_ >= kWarmLibraryBlock &&
+                              waited_calls_ >= wait_calls_ / 2;
     // The same call on every rank ends the wait: the ranks make the same calls.
     if (++waited_calls_ >= wait_calls_) restart();
-    return {candidates_[0], false};
+    return {warm_library ? library_ : candidates_[0], false};
   }
   if (phase_ == Phase::trying) {
     // trial_calls_ counts the calls recorded so far: this call's place in its block.

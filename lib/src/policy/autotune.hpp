@@ -80,7 +80,8 @@ class ClassTuner {
   // `library`: the candidate that is the MPI library's own collective (the registry's row says
   // which), automatic where none is.
   // `wait_calls`: the class's first calls run the table's choice (the first candidate),
-  // untimed, and the trials start after them: a class called only a few times (a short run: a
+  // untimed (in the second half, where calls are short, the MPI library's: kWarmLibraryBlock),
+  // and the trials start after them: a class called only a few times (a short run: a
   // benchmark's few repetitions of a large size) pays nothing for trials it could not finish,
   // and one called more pays for them at most about the time it has spent. The table's choice,
   // not the MPI library's: the MPI library takes host memory only, and a call on device
@@ -146,6 +147,9 @@ class ClassTuner {
   // Candidates with at least this many trials are tried in two passes of half as many (rounded
   // up) calls each.
   static constexpr int kTwoPassTrials = 4;
+  // Classes whose blocks have at least this many calls (trials_for: 64 KiB and below) warm the
+  // MPI library's collective up in the second half of their wait (pick()).
+  static constexpr int kWarmLibraryBlock = 8;
 
  private:
   void restart();
