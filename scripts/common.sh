@@ -29,6 +29,7 @@ collx_choose_mpi "${COLLX_MPI:-openmpi}"
 # Debian packages the main job (the library and collx-train) needs: what ./run-main.sh installs.
 COLLX_MAIN_PACKAGES=(
   build-essential cmake pkg-config
+  python3                       # the configuration's test generators (layering, docs, model)
   openmpi-bin libopenmpi-dev libucx-dev
   libgtest-dev libcli11-dev nlohmann-json3-dev  # the build's configuration and the apps' flags
   libopenblas-dev zlib1g-dev    # collx-train: GEMM (cblas), gzipped data sets
