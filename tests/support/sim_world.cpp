@@ -10,21 +10,17 @@
 
 namespace collx::testing {
 
-int SimTransport::size() const {
-  return world_.size();
-}
-
 void SimTransport::isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer,
                          int tag) {
   t.state = detail::Transfer::State::pending;
   t.owner = this;
-  t.handle = world_.post(true, rank_, peer, tag, buf, nullptr, bytes);
+  t.handle = world_.post(true, rank(), peer, tag, buf, nullptr, bytes);
 }
 
 void SimTransport::irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
   t.state = detail::Transfer::State::pending;
   t.owner = this;
-  t.handle = world_.post(false, peer, rank_, tag, nullptr, buf, bytes);
+  t.handle = world_.post(false, peer, rank(), tag, nullptr, buf, bytes);
 }
 
 bool SimTransport::test_all(std::span<detail::Transfer* const> ts) {
@@ -55,7 +51,7 @@ void SimTransport::wait_all(std::span<detail::Transfer* const> ts) {
       last_matched = matched;
       last_change = now;
     } else if (now - last_change > std::chrono::seconds(5)) {
-      throw std::runtime_error("sim: rank " + std::to_string(rank_) +
+      throw std::runtime_error("sim: rank " + std::to_string(rank()) +
                                " waited 5 s with no message matched (deadlock)");
     }
     std::this_thread::yield();
@@ -67,7 +63,7 @@ SimWorld::SimWorld(int nranks, std::size_t shm_slot_bytes, int shm_slots) {
     arena_ = detail::SharedArena::create_local(nranks, shm_slot_bytes, shm_slots);
   }
   for (int r = 0; r < nranks; ++r) {
-    transports_.push_back(std::make_unique<SimTransport>(*this, r));
+    transports_.push_back(std::make_unique<SimTransport>(*this, r, nranks));
     transports_.back()->set_shared_arena(arena_);
   }
 }

@@ -27,10 +27,8 @@ class SimWorld;
 
 class SimTransport final : public detail::Transport {
  public:
-  SimTransport(SimWorld& world, int rank) : world_(world), rank_(rank) {}
+  SimTransport(SimWorld& world, int rank, int size) : Transport(rank, size), world_(world) {}
   std::string_view name() const override { return "sim"; }
-  int rank() const override { return rank_; }
-  int size() const override;
   void isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
   void irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<detail::Transfer* const> ts) override;
@@ -41,7 +39,6 @@ class SimTransport final : public detail::Transport {
 
  private:
   SimWorld& world_;
-  int rank_;
 };
 
 class SimWorld {

@@ -311,9 +311,14 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const void* full = kGather ? recvbuf : sendbuf;
   const void* own = kGather ? sendbuf : recvbuf;
   const bool in_place = check.rooted_blocks(is_root, root, full, own, block, total, kGather);
-  // The memory of the buffers this rank uses: the full one at the root, its own unless in place.
+  // The buffers this rank uses: the full one at the root, its own unless in place; gather's own
+  // block in and full buffer out, scatter's the other way round.
   const void* full_used = is_root ? full : nullptr;
   const void* own_used = in_place ? nullptr : own;
+  const void* in = kGather ? own_used : full_used;
+  const void* out = kGather ? full_used : own_used;
+  const std::size_t in_bytes = kGather ? block : total;
+  const std::size_t out_bytes = kGather ? total : block;
   if (nothing_to_move(C, total)) return {};
   if (blocking && delegated(*s, C, count, type, ReduceOp::sum, options)) {
     return delegated_call(*s, C, [&] {
@@ -324,11 +329,8 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                                     MPI_BYTE, root, s->comm);
     });
   }
-  CallMemory memory =
-      call_memory(*s, C, options,
-                  {{kGather ? own_used : full_used, kGather ? block : total, "sendbuf"},
-                   {kGather ? full_used : own_used, kGather ? total : block, "recvbuf"}},
-                  blocking);
+  CallMemory memory = call_memory(
+      *s, C, options, {{in, in_bytes, "sendbuf"}, {out, out_bytes, "recvbuf"}}, blocking);
   ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
                  !kGather && in_place ? nullptr : bytes_of(recvbuf),
                  s->lend_equal_offsets(count),
@@ -337,20 +339,11 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                  {}};
   Request done = run<C>(s, C, args, total, options, signature(C, count, type, root), blocking,
                         memory, [&](StagedCall& staged) {
-                          // The buffers this rank uses (as call_memory was given them): gather's
-                          // own block in and, at the root, the full buffer out (in place, the
-                          // root's own block is in it: in too); scatter's full buffer in at the
-                          // root and the own block out.
-                          if (kGather) {
-                            if (own_used != nullptr)
-                              args.send = staged.copy_of(own_used, block, true, 0);
-                            if (full_used != nullptr)
-                              args.recv = staged.copy_of(full_used, total, in_place, total);
-                          } else {
-                            if (full_used != nullptr)
-                              args.send = staged.copy_of(full_used, total, true, 0);
-                            if (own_used != nullptr)
-                              args.recv = staged.copy_of(own_used, block, false, block);
+                          if (in != nullptr) args.send = staged.copy_of(in, in_bytes, true, 0);
+                          // Downloaded too for a gather in place: the root's own block is in it.
+                          if (out != nullptr) {
+                            args.recv =
+                                staged.copy_of(out, out_bytes, kGather && in_place, out_bytes);
                           }
                         });
   s->give_back_offsets(count, std::move(args.offsets));
@@ -484,120 +477,63 @@ void Communicator::library_call_made() noexcept {
   if (state_ != nullptr) ++state_->next_sequence;
 }
 
-void Communicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                             ReduceOp op, const Options& options) {
-  detail::entry(state_, Collective::allreduce, detail::allreduce_impl, sendbuf, recvbuf, count,
-                type, op, options, true);
-}
+// A collective's blocking call `name` and its nonblocking i`name`: one entry, told apart by its
+// last argument. `params`: the public signature; then what the entry passes to `impl`.
+#define COLLX_BLOCKING_AND_NONBLOCKING(name, impl, params, ...)               \
+  void Communicator::name params {                                            \
+    detail::entry(state_, Collective::name, impl, __VA_ARGS__, true);         \
+  }                                                                           \
+  Request Communicator::i##name params {                                      \
+    return detail::entry(state_, Collective::name, impl, __VA_ARGS__, false); \
+  }
+
+COLLX_BLOCKING_AND_NONBLOCKING(allreduce, detail::allreduce_impl,
+                               (const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, ReduceOp op, const Options& options),
+                               sendbuf, recvbuf, count, type, op, options)
+COLLX_BLOCKING_AND_NONBLOCKING(broadcast, detail::broadcast_impl,
+                               (void* buffer, std::size_t count, DataType type, int root,
+                                const Options& options),
+                               buffer, count, type, root, options)
+COLLX_BLOCKING_AND_NONBLOCKING(reduce, detail::reduce_impl,
+                               (const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, ReduceOp op, int root, const Options& options),
+                               sendbuf, recvbuf, count, type, op, root, options)
+COLLX_BLOCKING_AND_NONBLOCKING(allgather, detail::allgather_impl,
+                               (const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, const Options& options),
+                               sendbuf, recvbuf, count, type, options)
+COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter, reduce_scatter_blocks,
+                               (const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, ReduceOp op, const Options& options),
+                               sendbuf, recvbuf, count, type, op, options)
+COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter_v, reduce_scatter_counts,
+                               (const void* sendbuf, void* recvbuf,
+                                std::span<const std::size_t> counts, DataType type, ReduceOp op,
+                                const Options& options),
+                               sendbuf, recvbuf, counts, type, op, options)
+COLLX_BLOCKING_AND_NONBLOCKING(gather, detail::gather_impl,
+                               (const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, int root, const Options& options),
+                               sendbuf, recvbuf, count, type, root, options)
+COLLX_BLOCKING_AND_NONBLOCKING(scatter, detail::scatter_impl,
+                               (const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, int root, const Options& options),
+                               sendbuf, recvbuf, count, type, root, options)
+COLLX_BLOCKING_AND_NONBLOCKING(alltoall, detail::alltoall_impl,
+                               (const void* sendbuf, void* recvbuf, std::size_t count,
+                                DataType type, const Options& options),
+                               sendbuf, recvbuf, count, type, options)
+COLLX_BLOCKING_AND_NONBLOCKING(barrier, detail::barrier_impl, (const Options& options), options)
+#undef COLLX_BLOCKING_AND_NONBLOCKING
+
 void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,
                              const Options& options) {
   allreduce(buffer, buffer, count, type, op, options);
 }
-Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count,
-                                 DataType type, ReduceOp op, const Options& options) {
-  return detail::entry(state_, Collective::allreduce, detail::allreduce_impl, sendbuf, recvbuf,
-                       count, type, op, options, false);
-}
-
-void Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root,
-                             const Options& options) {
-  detail::entry(state_, Collective::broadcast, detail::broadcast_impl, buffer, count, type, root,
-                options, true);
-}
-Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType type, int root,
-                                 const Options& options) {
-  return detail::entry(state_, Collective::broadcast, detail::broadcast_impl, buffer, count, type,
-                       root, options, false);
-}
-
-void Communicator::reduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                          ReduceOp op, int root, const Options& options) {
-  detail::entry(state_, Collective::reduce, detail::reduce_impl, sendbuf, recvbuf, count, type, op,
-                root, options, true);
-}
-Request Communicator::ireduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                              ReduceOp op, int root, const Options& options) {
-  return detail::entry(state_, Collective::reduce, detail::reduce_impl, sendbuf, recvbuf, count,
-                       type, op, root, options, false);
-}
-
-void Communicator::allgather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                             const Options& options) {
-  detail::entry(state_, Collective::allgather, detail::allgather_impl, sendbuf, recvbuf, count,
-                type, options, true);
-}
 void Communicator::allgather(InPlace, void* recvbuf, std::size_t count, DataType type,
                              const Options& options) {
   allgather(nullptr, recvbuf, count, type, options);
-}
-Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t count,
-                                 DataType type, const Options& options) {
-  return detail::entry(state_, Collective::allgather, detail::allgather_impl, sendbuf, recvbuf,
-                       count, type, options, false);
-}
-
-void Communicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
-                                  DataType type, ReduceOp op, const Options& options) {
-  detail::entry(state_, Collective::reduce_scatter, reduce_scatter_blocks, sendbuf, recvbuf, count,
-                type, op, options, true);
-}
-Request Communicator::ireduce_scatter(const void* sendbuf, void* recvbuf, std::size_t count,
-                                      DataType type, ReduceOp op, const Options& options) {
-  return detail::entry(state_, Collective::reduce_scatter, reduce_scatter_blocks, sendbuf, recvbuf,
-                       count, type, op, options, false);
-}
-
-void Communicator::reduce_scatter_v(const void* sendbuf, void* recvbuf,
-                                    std::span<const std::size_t> counts, DataType type, ReduceOp op,
-                                    const Options& options) {
-  detail::entry(state_, Collective::reduce_scatter_v, reduce_scatter_counts, sendbuf, recvbuf,
-                counts, type, op, options, true);
-}
-Request Communicator::ireduce_scatter_v(const void* sendbuf, void* recvbuf,
-                                        std::span<const std::size_t> counts, DataType type,
-                                        ReduceOp op, const Options& options) {
-  return detail::entry(state_, Collective::reduce_scatter_v, reduce_scatter_counts, sendbuf,
-                       recvbuf, counts, type, op, options, false);
-}
-
-void Communicator::gather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                          int root, const Options& options) {
-  detail::entry(state_, Collective::gather, detail::gather_impl, sendbuf, recvbuf, count, type,
-                root, options, true);
-}
-Request Communicator::igather(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                              int root, const Options& options) {
-  return detail::entry(state_, Collective::gather, detail::gather_impl, sendbuf, recvbuf, count,
-                       type, root, options, false);
-}
-
-void Communicator::scatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                           int root, const Options& options) {
-  detail::entry(state_, Collective::scatter, detail::scatter_impl, sendbuf, recvbuf, count, type,
-                root, options, true);
-}
-Request Communicator::iscatter(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                               int root, const Options& options) {
-  return detail::entry(state_, Collective::scatter, detail::scatter_impl, sendbuf, recvbuf, count,
-                       type, root, options, false);
-}
-
-void Communicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                            const Options& options) {
-  detail::entry(state_, Collective::alltoall, detail::alltoall_impl, sendbuf, recvbuf, count, type,
-                options, true);
-}
-Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t count,
-                                DataType type, const Options& options) {
-  return detail::entry(state_, Collective::alltoall, detail::alltoall_impl, sendbuf, recvbuf, count,
-                       type, options, false);
-}
-
-void Communicator::barrier(const Options& options) {
-  detail::entry(state_, Collective::barrier, detail::barrier_impl, options, true);
-}
-Request Communicator::ibarrier(const Options& options) {
-  return detail::entry(state_, Collective::barrier, detail::barrier_impl, options, false);
 }
 
 void Communicator::send(const void* buffer, std::size_t count, DataType type, int dest, int tag) {

@@ -90,34 +90,21 @@ void no_algorithm(Operation& op, Collective collective, Algorithm algorithm) {
               "no algorithm \"" + std::string(to_string(algorithm)) + "\"");
 }
 
-// The dispatchers composite algorithms and the entry points call.
-Task allreduce_task(Operation& op, const AllreduceArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::allreduce>(op, args, algorithm);
-}
-Task broadcast_task(Operation& op, const BroadcastArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::broadcast>(op, args, algorithm);
-}
-Task reduce_task(Operation& op, const ReduceArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::reduce>(op, args, algorithm);
-}
-Task allgather_task(Operation& op, const AllgatherArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::allgather>(op, args, algorithm);
-}
-Task reduce_scatter_task(Operation& op, const ReduceScatterArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::reduce_scatter>(op, args, algorithm);
-}
-Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::gather>(op, args, algorithm);
-}
-Task scatter_task(Operation& op, const ScatterArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::scatter>(op, args, algorithm);
-}
-Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::alltoall>(op, args, algorithm);
-}
-Task barrier_task(Operation& op, const BarrierArgs& args, Algorithm algorithm) {
-  return run_schedule<Collective::barrier>(op, args, algorithm);
-}
+// The dispatchers composite algorithms and the entry points call (collectives.hpp).
+#define COLLX_DISPATCHER(name)                                                                 \
+  Task name##_task(Operation& op, const ArgsOf<Collective::name>& args, Algorithm algorithm) { \
+    return run_schedule<Collective::name>(op, args, algorithm);                                \
+  }
+COLLX_DISPATCHER(allreduce)
+COLLX_DISPATCHER(broadcast)
+COLLX_DISPATCHER(reduce)
+COLLX_DISPATCHER(allgather)
+COLLX_DISPATCHER(reduce_scatter)
+COLLX_DISPATCHER(gather)
+COLLX_DISPATCHER(scatter)
+COLLX_DISPATCHER(alltoall)
+COLLX_DISPATCHER(barrier)
+#undef COLLX_DISPATCHER
 
 }  // namespace collx::detail
 

@@ -175,115 +175,102 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
 
 using model::kPieceBytes;  // shared with the model (cost_model.hpp)
 
-Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
-  const int p = op.size();
+namespace {
+
+// Elements per piece at this operation's ranks; 0 where a ring slot is too small for one
+// element per rank (only a test's tiny arena): the call then runs on messages.
+std::size_t piece_for(Operation& op, std::size_t elem) {
+  return patterns::piece_elements(kPieceBytes, op.arena()->slot_bytes(), op.size(), elem);
+}
+
+// The rounds of a block reduction: this rank reduces its piece of every round into its own
+// block, `own_block` (recv's block of an allreduce, recv itself for a reduce_scatter). An
+// allreduce (`all`) publishes each reduced piece in a second slot of the round and copies every
+// other rank's into `recv`.
+Task reduce_blocks(Operation& op, const std::byte* send, std::byte* recv, std::byte* own_block,
+                   std::vector<std::size_t> offsets, Reduction reduction, bool all) {
   const int me = op.rank();
-  const std::size_t elem = a.reduction.element_size;
-  const std::size_t bytes = a.count * elem;
-  if (bytes == 0) co_return;
-  if (p == 1) {
-    if (a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+  const auto mine = static_cast<std::size_t>(me);
+  const std::size_t elem = reduction.element_size;
+  const std::size_t bytes = offsets.back() * elem;
+  if (op.size() == 1) {
+    if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
     co_return;
   }
   SharedArena& arena = *op.arena();
-  const std::size_t piece = patterns::piece_elements(kPieceBytes, arena.slot_bytes(), p, elem);
-  if (piece == 0) {
-    // A ring slot too small for one element per rank (only a test's tiny arena): messages.
-    co_await allreduce_task(op, a, Algorithm::ring);
-    co_return;
-  }
-  const std::vector<std::size_t> offsets = patterns::line_aligned_offsets(a.count, elem, p);
+  const std::size_t piece = piece_for(op, elem);
   const std::size_t rounds = patterns::rounds_of(offsets, piece);
+  if (rounds == 0) co_return;
+  // Where a reduce_scatter's block overlaps send, later rounds still read send: the block is
+  // built aside and copied in at the end.
+  const std::size_t own_bytes = (offsets[mine + 1] - offsets[mine]) * elem;
+  const bool aliased =
+      !all && own_bytes > 0 && own_block + own_bytes > send && own_block < send + bytes;
+  ScratchBuffer staging = op.scratch(aliased ? own_bytes : 0);
+  std::byte* const block = aliased ? staging.data() : own_block;
   const kernels::CopyFn copy = copy_for_output(bytes);
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
-  const std::uint64_t own_base = base[static_cast<std::size_t>(me)];
-  // Round k's slots: its input pieces at base + 2k, its reduced piece at base + 2k + 1.
-  const auto inputs = [](std::size_t k) { return std::uint64_t{2} * k; };
-  const auto reduced = [](std::size_t k) { return std::uint64_t{2} * k + 1; };
-  // Handing pieces over directly, this rank publishes pointers: to its input each round, to its reduced
-  // piece (written straight into recv) after it; it returns once every reader has taken them.
+  // Round k's slots: its input pieces at base + stride * k, an allreduce's reduced piece next.
+  const std::uint64_t stride = all ? 2 : 1;
+  // Handing pieces over directly, this rank publishes pointers: to its input each round, to its
+  // reduced piece (written straight into recv) after it; it returns once every reader has taken
+  // them.
   const bool direct = pieces_go_directly(arena, me, bytes);
   ScratchBuffer scratch = op.scratch(pieces_may_go_directly(arena, bytes) ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
+    const std::uint64_t inputs = stride * k;
     if (direct) {
-      co_await publish_direct(op, arena, own_base + inputs(k), a.send, bytes);
+      co_await publish_direct(op, arena, base[mine] + inputs, send, bytes);
     } else {
-      co_await publish_pieces(op, arena, own_base + inputs(k), a.send, offsets, k, piece, elem);
+      co_await publish_pieces(op, arena, base[mine] + inputs, send, offsets, k, piece, elem);
     }
     // The others' reduced pieces of the round before, now that this round's inputs are out
     // (in place, their regions of recv were copied into the slot of that round already).
-    if (k > 0) {
-      co_await take_reduced_pieces(op, arena, base, reduced(k - 1), a.recv, offsets, k - 1, piece,
-                                   elem, copy);
+    if (all && k > 0) {
+      co_await take_reduced_pieces(op, arena, base, inputs - 1, recv, offsets, k - 1, piece, elem,
+                                   copy);
     }
-    const std::uint64_t own = own_base + reduced(k);
-    const patterns::ElementRange mine = patterns::piece_of(offsets, me, k, piece);
-    if (direct) {
-      std::byte* target = a.recv + mine.begin * elem;
-      co_await reduce_own_piece(op, arena, base, inputs(k), a.send, offsets, k, piece, a.reduction,
-                                target, scratch.data());
-      co_await publish_direct(op, arena, own, target, mine.length() * elem);
-    } else {
-      co_await op.until(room_for(arena, me, own));
-      std::byte* entry = arena.slot(me, own);
-      co_await reduce_own_piece(op, arena, base, inputs(k), a.send, offsets, k, piece, a.reduction,
-                                entry, scratch.data());
-      copy(a.recv + mine.begin * elem, entry, mine.length() * elem);
-      publish_filled(arena, me, own);
+    const patterns::ElementRange r = patterns::piece_of(offsets, me, k, piece);
+    std::byte* const target = block + (r.begin - offsets[mine]) * elem;
+    const std::uint64_t reduced = base[mine] + inputs + 1;
+    if (all && !direct) {
+      co_await op.until(room_for(arena, me, reduced));
+      std::byte* entry = arena.slot(me, reduced);
+      co_await reduce_own_piece(op, arena, base, inputs, send, offsets, k, piece, reduction, entry,
+                                scratch.data());
+      copy(target, entry, r.length() * elem);
+      publish_filled(arena, me, reduced);
+      continue;
     }
+    co_await reduce_own_piece(op, arena, base, inputs, send, offsets, k, piece, reduction, target,
+                              scratch.data());
+    if (all) co_await publish_direct(op, arena, reduced, target, r.length() * elem);
   }
-  co_await take_reduced_pieces(op, arena, base, reduced(rounds - 1), a.recv, offsets, rounds - 1,
-                               piece, elem, copy);
+  if (all) {
+    co_await take_reduced_pieces(op, arena, base, stride * rounds - 1, recv, offsets, rounds - 1,
+                                 piece, elem, copy);
+  }
   // The readers take the slots in order: the last one taken, they have read all of this call's.
-  if (direct) co_await op.until(read_by_all(op, arena, own_base + reduced(rounds - 1)));
+  if (direct) co_await op.until(read_by_all(op, arena, base[mine] + stride * rounds - 1));
+  if (aliased) std::memcpy(own_block, block, own_bytes);
+}
+
+}  // namespace
+
+// Not coroutines: each starts the one block reduction (or its messages' fallback) directly.
+Task allreduce_shared_memory(Operation& op, AllreduceArgs a) {
+  const std::size_t elem = a.reduction.element_size;
+  if (piece_for(op, elem) == 0) return allreduce_task(op, a, Algorithm::ring);
+  std::vector<std::size_t> offsets = patterns::line_aligned_offsets(a.count, elem, op.size());
+  std::byte* own_block = a.recv + offsets[static_cast<std::size_t>(op.rank())] * elem;
+  return reduce_blocks(op, a.send, a.recv, own_block, std::move(offsets), a.reduction, true);
 }
 
 Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
-  const int p = op.size();
-  const int me = op.rank();
-  const std::size_t elem = a.reduction.element_size;
-  const std::span<const std::size_t> offsets = a.offsets;
-  const auto mine = static_cast<std::size_t>(me);
-  const std::size_t own_bytes = (offsets[mine + 1] - offsets[mine]) * elem;
-  if (p == 1) {
-    if (own_bytes > 0 && a.send != a.recv) std::memmove(a.recv, a.send, own_bytes);
-    co_return;
+  if (piece_for(op, a.reduction.element_size) == 0) {
+    return reduce_scatter_task(op, a, Algorithm::ring);
   }
-  SharedArena& arena = *op.arena();
-  const std::size_t piece = patterns::piece_elements(kPieceBytes, arena.slot_bytes(), p, elem);
-  if (piece == 0) {
-    co_await reduce_scatter_task(op, a, Algorithm::ring);
-    co_return;
-  }
-  const std::size_t rounds = patterns::rounds_of(offsets, piece);
-  if (rounds == 0) co_return;
-  // Where recv overlaps send, later rounds still read send: the block is built aside and
-  // copied in at the end.
-  const std::byte* send_end = a.send + offsets.back() * elem;
-  const bool aliased = own_bytes > 0 && a.recv + own_bytes > a.send && a.recv < send_end;
-  ScratchBuffer staging;
-  std::byte* target = a.recv;
-  if (aliased) {
-    staging = op.scratch(own_bytes);
-    target = staging.data();
-  }
-  const std::vector<std::uint64_t> base = ring_bases(op, arena);
-  const std::size_t total_bytes = offsets.back() * elem;
-  const bool direct = pieces_go_directly(arena, me, total_bytes);
-  ScratchBuffer scratch =
-      op.scratch(pieces_may_go_directly(arena, total_bytes) ? 3 * piece * elem : 0);
-  for (std::size_t k = 0; k < rounds; ++k) {
-    if (direct) {
-      co_await publish_direct(op, arena, base[mine] + k, a.send, total_bytes);
-    } else {
-      co_await publish_pieces(op, arena, base[mine] + k, a.send, offsets, k, piece, elem);
-    }
-    const patterns::ElementRange r = patterns::piece_of(offsets, me, k, piece);
-    co_await reduce_own_piece(op, arena, base, k, a.send, offsets, k, piece, a.reduction,
-                              target + (r.begin - offsets[mine]) * elem, scratch.data());
-  }
-  if (direct) co_await op.until(read_by_all(op, arena, base[mine] + rounds - 1));
-  if (aliased) std::memcpy(a.recv, target, own_bytes);
+  return reduce_blocks(op, a.send, a.recv, a.recv, std::move(a.offsets), a.reduction, false);
 }
 
 // ---- gather and scatter: one producer per block ----

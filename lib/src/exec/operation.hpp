@@ -221,19 +221,9 @@ class Operation {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
-  // co_await until(condition): suspends until `condition` (a shared counter another rank
-  // advances, say) is met; it must outlive the wait (a temporary in the co_await expression
-  // does). An exclusive operation waits in place.
-  struct ConditionAwaiter {
-    Operation& op;
-    const WaitCondition& condition;
-    bool await_ready() { return condition.met() || op.wait_in_place(condition); }
-    void await_suspend(std::coroutine_handle<> h) { op.suspend_on_condition(h, condition); }
-    void await_resume() const noexcept {}
-  };
-  ConditionAwaiter until(const WaitCondition& condition) { return {*this, condition}; }
-  // co_await until(condition, then): as until(condition), then gives `then()`: a step that waits
-  // and acts with no coroutine frame of its own (the arena's publish and take).
+  // co_await until(condition, then): suspends until `condition` (a shared counter another rank
+  // advances, say) is met, then gives `then()`: a step that waits and acts with no coroutine
+  // frame of its own (the arena's publish and take). An exclusive operation waits in place.
   template <class Condition, class Then>
   struct ThenAwaiter {
     Operation& op;
@@ -246,6 +236,12 @@ class Operation {
   template <class Condition, class Then>
   ThenAwaiter<Condition, Then> until(Condition condition, Then then) {
     return {*this, std::move(condition), std::move(then)};
+  }
+  // co_await until(condition): nothing after it; `condition` must outlive the wait (a temporary
+  // in the co_await expression does).
+  auto until(const WaitCondition& condition) {
+    const auto nothing = [] {};
+    return ThenAwaiter<const WaitCondition&, decltype(nothing)>{*this, condition, nothing};
   }
 
   ScratchBuffer scratch(std::size_t bytes) { return path_->scratch(bytes); }

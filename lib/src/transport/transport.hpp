@@ -111,8 +111,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
   // Post a message; `t` becomes pending (or done at once if the transport completed it).
   virtual void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) = 0;
   virtual void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) = 0;
@@ -189,7 +189,14 @@ class Transport {
   FailureNotices* failure_notices() const { return notices_; }
   void set_failure_notices(FailureNotices* notices) { notices_ = notices; }
 
+ protected:
+  // The rank and size of this process in `comm` (not collective), or as given (simulated ranks).
+  explicit Transport(MPI_Comm comm);
+  Transport(int rank, int size) : rank_(rank), size_(size) {}
+
  private:
+  int rank_ = 0;
+  int size_ = 1;
   MPI_Comm library_comm_ = MPI_COMM_NULL;
   std::shared_ptr<SharedArena> arena_;
   std::shared_ptr<SharedArena> node_arena_;

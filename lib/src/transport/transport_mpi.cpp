@@ -104,17 +104,19 @@ bool MpiTransport::supports_device_memory() const {
   return cuda_awareness().mpi_direct();
 }
 
-MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
-  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+Transport::Transport(MPI_Comm comm) {
+  check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
 }
 
+MpiTransport::MpiTransport(MPI_Comm comm) : Transport(comm), comm_(comm) {}
+
 void MpiTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  post_message(t, this, buf, bytes, peer, tag, comm_, rank_, MPI_Isend, "MPI_Isend");
+  post_message(t, this, buf, bytes, peer, tag, comm_, rank(), MPI_Isend, "MPI_Isend");
 }
 
 void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-  post_message(t, this, buf, bytes, peer, tag, comm_, rank_, MPI_Irecv, "MPI_Irecv");
+  post_message(t, this, buf, bytes, peer, tag, comm_, rank(), MPI_Irecv, "MPI_Irecv");
 }
 
 namespace {
@@ -222,7 +224,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
           } catch (const Error&) {
           }
         }
-        if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, "MPI_Testsome", rank_);
+        if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, "MPI_Testsome", rank());
         Transfer* failed[kMaxBatch + 1];
         MPI_Status failed_statuses[kMaxBatch + 1];
         int count = 0;
@@ -231,7 +233,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
           failed[count] = owners[indices[k]];
           failed_statuses[count++] = statuses[k];
         }
-        throw_in_status("MPI_Testsome", rank_, failed, failed_statuses, count);
+        throw_in_status("MPI_Testsome", rank(), failed, failed_statuses, count);
       }
       if (notice_arrived) notices->arrived();  // throws when the notice revokes the communicator
     }
@@ -248,8 +250,8 @@ bool MpiTransport::test_all(std::span<Transfer* const> ts) {
     const int rc = PMPI_Testall(n, requests, &flag, statuses);
     take_completed(n, requests, owners);
     if (rc != MPI_SUCCESS) [[unlikely]] {
-      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank_, owners, statuses, n);
-      throw_mpi_error(rc, "MPI_Testall", rank_);
+      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank(), owners, statuses, n);
+      throw_mpi_error(rc, "MPI_Testall", rank());
     }
     all_done = all_done && flag;
   });
@@ -281,14 +283,14 @@ void MpiTransport::progress() {
   }
   int flag = 0;
   check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
-            rank_);
+            rank());
 }
 
 bool MpiTransport::message_arrived(int first_tag, int tags) {
   for (int tag = first_tag; tag < first_tag + tags; ++tag) {
     int flag = 0;
     check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
-              rank_);
+              rank());
     if (flag) return true;
   }
   return false;

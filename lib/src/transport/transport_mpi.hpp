@@ -13,8 +13,6 @@ class MpiTransport final : public Transport {
   explicit MpiTransport(MPI_Comm comm);
 
   std::string_view name() const override { return "mpi"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
   void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<Transfer* const> ts) override;
@@ -33,8 +31,6 @@ class MpiTransport final : public Transport {
   // where the node is oversubscribed and MPI's progress engine does not yield by itself.
   bool yields_when_idle() const;
   MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 1;
 };
 
 [[noreturn]] void throw_mpi_error(int rc, const char* what, int rank);

@@ -245,32 +245,30 @@ class UcxRuntime {
 };
 
 UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes)
-    : max_fragment_bytes_(max_fragment_bytes) {
-  check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
-  if (size_ > (1 << kUcxRankBits)) {
-    throw Error(ErrorCode::transport, "", rank_,
-                "UCX transport: a communicator of " + std::to_string(size_) +
+    : Transport(comm), max_fragment_bytes_(max_fragment_bytes) {
+  if (size() > (1 << kUcxRankBits)) {
+    throw Error(ErrorCode::transport, "", rank(),
+                "UCX transport: a communicator of " + std::to_string(size()) +
                     " ranks exceeds the UCX tag layout (at most " +
                     std::to_string(1 << kUcxRankBits) + " ranks)");
   }
   if (max_fragment_bytes_ == 0) {
-    throw Error(ErrorCode::internal, "", rank_, "UCX transport: a fragment size of 0 bytes");
+    throw Error(ErrorCode::internal, "", rank(), "UCX transport: a fragment size of 0 bytes");
   }
-  runtime_ = UcxRuntime::acquire(size_);
+  runtime_ = UcxRuntime::acquire(size());
   worker_ = runtime_->worker();
-  context_id_ = agree_context_id(comm, rank_);
+  context_id_ = agree_context_id(comm, rank());
   const std::vector<std::string> addresses =
-      exchange_addresses(comm, rank_, size_, runtime_->address());
-  endpoints_.resize(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
+      exchange_addresses(comm, rank(), size(), runtime_->address());
+  endpoints_.resize(static_cast<std::size_t>(size()));
+  for (int r = 0; r < size(); ++r) {
     endpoints_[static_cast<std::size_t>(r)] =
-        runtime_->endpoint(addresses[static_cast<std::size_t>(r)], rank_);
+        runtime_->endpoint(addresses[static_cast<std::size_t>(r)], rank());
   }
   // Connecting an endpoint attaches to the peer's worker (its shared-memory FIFO, for one), so
   // that worker must still exist: no rank may release its runtime, which it could do as soon as
   // this communicator is gone, before every rank has connected.
-  check_mpi(PMPI_Barrier(comm), "MPI_Barrier (UCX endpoints)", rank_);
+  check_mpi(PMPI_Barrier(comm), "MPI_Barrier (UCX endpoints)", rank());
 }
 
 // Pending requests of an abandoned operation (after a timeout) are left to UCX; the endpoints
@@ -279,8 +277,8 @@ UcxTransport::~UcxTransport() = default;
 
 void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
                         MemoryType memory, bool is_send) {
-  if (peer < 0 || peer >= size_ || tag < 0 || tag >= (1 << kUcxTagBits)) [[unlikely]] {
-    throw Error(ErrorCode::internal, "", rank_,
+  if (peer < 0 || peer >= size() || tag < 0 || tag >= (1 << kUcxTagBits)) [[unlikely]] {
+    throw Error(ErrorCode::internal, "", rank(),
                 "UCX transport: peer " + std::to_string(peer) + " or tag " + std::to_string(tag) +
                     " out of range");
   }
@@ -290,7 +288,7 @@ void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int
   t.handle = 0;
   t.owner = this;
   const ucp_tag_t ucx_tag =
-      make_ucx_tag(context_id_, static_cast<std::uint64_t>(is_send ? rank_ : peer),
+      make_ucx_tag(context_id_, static_cast<std::uint64_t>(is_send ? rank() : peer),
                    static_cast<std::uint64_t>(tag));
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
@@ -302,7 +300,7 @@ void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int
                                    ucx_tag, &param)
                 : ucp_tag_recv_nbx(worker_, fragment, length, ucx_tag, kFullTagMask, &param);
     if (UCS_PTR_IS_ERR(request)) [[unlikely]] {
-      throw_ucx_error(UCS_PTR_STATUS(request), describe_message(is_send, bytes, peer), rank_);
+      throw_ucx_error(UCS_PTR_STATUS(request), describe_message(is_send, bytes, peer), rank());
     }
     return request;  // null: completed at once
   };
@@ -365,7 +363,7 @@ bool UcxTransport::poll(Transfer& t) {
   t.handle = 0;
   t.state = Transfer::State::done;
   if (failure != UCS_OK) {
-    throw_ucx_error(failure, describe_message(t.is_send, t.bytes, t.peer), rank_);
+    throw_ucx_error(failure, describe_message(t.is_send, t.bytes, t.peer), rank());
   }
   return true;
 }

@@ -64,8 +64,6 @@ class UcxTransport final : public Transport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   std::string_view name() const override { return "ucx"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   // UCX's send takes a const buffer; post() is shared with receives.
   void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
     post(t, const_cast<void*>(buf), bytes, peer, tag, MemoryType::host, true);
@@ -106,8 +104,6 @@ class UcxTransport final : public Transport {
   std::vector<ucp_ep*> endpoints_;  // by rank in the communicator, owned by runtime_
   std::uint64_t context_id_ = 0;
   std::size_t max_fragment_bytes_;
-  int rank_ = 0;
-  int size_ = 1;
 };
 
 // "1.13.1": the version of the UCX library loaded in this process.
