@@ -267,11 +267,27 @@ static Cost node_aware_flat(const Shape& s) {
 // 8 node segments at most; allreduce.cpp, pipelined_segment) runs pipelined: the phases inside a
 // node move beside the crossing of other node segments, and the first and last ones' phases are
 // the fill.
+// On kManyNodes nodes and more a buffer of one such node segment is cut into kMostNodeSegments
+// node segments down to pieces of a kManyNodesPieceDivisor-th of a segment per carrier.
+static double node_segment_of(const Shape& s, double carriers) {
+  const double most = s.n / kMostNodeSegments;
+  const double node_segment = std::max(4 * s.segment * carriers, most);
+  if (s.n <= node_segment && s.nodes >= kManyNodes) {
+    return std::max(s.segment / static_cast<double>(kManyNodesPieceDivisor) * carriers, most);
+  }
+  return node_segment;
+}
+// Whether the node phases of node segments of `node_segment` bytes take the butterfly and
+// recursive doubling (log2 k steps, lib/src/coll/collectives.hpp halving_inside_node).
+static bool halving_inside(const Shape& s, double node_segment) {
+  return s.nodes >= kManyNodes && std::has_single_bit(static_cast<unsigned>(s.per_node)) &&
+         node_segment / s.per_node <= s.segment;
+}
 static Cost inside_node(const Shape& s, double messages, double bytes, double carriers) {
   Cost c;
   c.messages = messages;
   const bool power_of_two = std::has_single_bit(static_cast<unsigned>(s.nodes));
-  const double node_segment = std::max(4 * s.segment * carriers, s.n / 8);
+  const double node_segment = node_segment_of(s, carriers);
   if (power_of_two && s.n > node_segment) {
     const double node_segments = std::ceil(s.n / node_segment);
     c.bytes = bytes / node_segments;
@@ -303,11 +319,22 @@ const Entry allreduce_multi_leader{
     [](const Shape& s) {
       if (s.nodes <= 1 || s.per_node <= 1) return node_aware_flat(s);
       const double k = s.per_node;
+      const bool pow2_nodes = std::has_single_bit(static_cast<unsigned>(s.nodes));
+      // Many nodes, not a power of two, up to where the 4-segment pipeline starts: the flat
+      // allreduce (allreduce.cpp).
+      if (s.nodes >= kManyNodes && !pow2_nodes && s.n <= 4 * s.segment * k) {
+        return s.n <= static_cast<double>(kFlatAllreduceDoublingBytes) ? doubling_steps(s)
+                                                                       : halving_then_doubling(s);
+      }
       // The k ranks of a node send their blocks across nodes at once, through its one link.
       Cost across = across_nodes(flat_allreduce(s, s.nodes, s.n / k));
       across.inter_bytes *= k;
-      // Inside a node: a ring reduce-scatter and a ring allgather, k-1 steps of n/k each.
-      Cost c = inside_node(s, 2 * (k - 1), 2 * (k - 1) / k * s.n / streams(s, s.n / k), k);
+      // Inside a node: a ring reduce-scatter and a ring allgather, k-1 steps of n/k each; in the
+      // many-node pipeline the butterfly and recursive doubling, log2 k steps each.
+      const double node_segment = node_segment_of(s, k);
+      const bool pipelined = pow2_nodes && s.n > node_segment;
+      const double steps = pipelined && halving_inside(s, node_segment) ? std::log2(k) : k - 1;
+      Cost c = inside_node(s, 2 * steps, 2 * (k - 1) / k * s.n / streams(s, s.n / k), k);
       c.reduced = (k - 1) / k * s.n;
       return add(c, across);
     },
@@ -315,8 +342,13 @@ const Entry allreduce_multi_leader{
     "i, (k-1)/k n bytes; through the node's arena where it has one, else a ring), allreduce of "
     "block i across nodes by the ranks of local rank i (n/k bytes each, the k ranks side by side: "
     "every rank's link carries 1/k of the traffic across nodes), allgather inside each node (the "
-    "arena, else a ring). Nodes with different rank counts: the hierarchical schedule; one node "
-    "or one rank per node: the flat allreduce.",
+    "arena, else a ring). On 2, 4, 8, ... nodes pipelined in node segments (4 segments of each "
+    "carrier's share at least, 8 node segments at most); on 8 nodes and more (kManyNodes) a "
+    "buffer below that cut into 8 node segments down to a 16th of a segment per carrier, their "
+    "node phases the butterfly and recursive doubling (log2 k steps) where a block is one segment "
+    "or less; on 8 or more nodes that are not a power of two, those sizes run the flat "
+    "allreduce. Nodes with different rank counts: the hierarchical schedule; one node or one rank "
+    "per node: the flat allreduce.",
     true};
 
 // The arena's block reductions, in pieces of kPieceBytes.
@@ -662,6 +694,29 @@ const Entry reduce_scatter_hierarchical{
       if (!splits(s)) return all_flat(s, flat_reduce_scatter(s, s.p, s.n));
       const double k = s.per_node;
       const double share = (k - 1) / k * s.n;
+      if (s.nodes >= kManyNodes) {
+        // Not a power of two: the butterfly. Else in node segments (pipelined_segments): the
+        // node's reduce-scatters one after the other (the butterfly's log2 k steps where a
+        // block is one segment or less), beside the halving across nodes of the node segments
+        // before, whose last one's log2 N exchanges are the tail.
+        if (!std::has_single_bit(static_cast<unsigned>(s.nodes))) {
+          return reduce_scatter_butterfly.cost(s);
+        }
+        const double piece = std::max(1.0, s.segment / kManyNodesPieceDivisor * k);
+        const double segments = std::min(std::floor(s.n / piece), double{kMostNodeSegments});
+        if (segments > 1) {
+          const double node_segment = s.n / segments;
+          Cost c;
+          c.messages = segments * (halving_inside(s, node_segment) ? std::log2(k) : k - 1);
+          c.bytes = share / segments;
+          c.beside_bytes = share;
+          c.reduced = share + s.n / k;
+          c.copied = s.n;
+          c.inter_messages = std::log2(s.nodes);
+          c.inter_bytes = k * (s.nodes - 1) / s.nodes * s.n / k;
+          return c;
+        }
+      }
       Cost inside;
       inside.messages = k - 1;
       inside.bytes = share / streams(s, s.n / k);
@@ -675,9 +730,14 @@ const Entry reduce_scatter_hierarchical{
     "leaves region i (the blocks of the ranks of local rank i) summed over the node on local rank "
     "i ((k-1)/k n bytes, avg not divided), and those ranks reduce-scatter their region across "
     "nodes (recursive halving up to 64 KiB, the ring above; n/k bytes per rank, side by side), "
-    "each keeping its own block, completed and divided once. Fallbacks: one node, one rank per "
-    "node, or nodes holding different numbers of ranks: the flat reduce-scatter (recursive halving "
-    "up to 64 KiB, the ring above).",
+    "each keeping its own block, completed and divided once. On 8, 16, ... nodes (kManyNodes, a "
+    "power of two) pipelined: every block is cut into up to 8 pieces (each carrier's piece of a "
+    "node segment at least a 16th of a segment), node segment c is piece c of every block, and "
+    "its halving across nodes (log2 N exchanges, far nodes first) is in flight while the node "
+    "reduce-scatters node segment c + 1 (the butterfly inside a node of 2^j ranks where a block "
+    "is one segment or less); on 8 or more nodes that are not a power of two the butterfly. "
+    "Fallbacks: one node, one rank per node, or nodes holding different numbers of ranks: the "
+    "flat reduce-scatter (recursive halving up to 64 KiB, the ring above).",
     true};
 
 // ---- gather, scatter ----

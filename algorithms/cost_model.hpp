@@ -121,6 +121,17 @@ inline constexpr std::size_t kFlatBroadcastTreeBytes = std::size_t{256} << 10;
 inline constexpr std::size_t kFlatReduceTreeBytes = std::size_t{64} << 10;      // else Rabenseifner
 inline constexpr std::size_t kFlatAllgatherBruckBytes = std::size_t{64} << 10;  // else ring
 inline constexpr std::size_t kFlatReduceScatterHalvingBytes = std::size_t{64} << 10;  // else ring
+// On this many nodes and more (2^L of them, several ranks on each, no arena: measured in SimGrid's
+// simulation only, docs/SCALE.md "Pipelines across many nodes"), the node-aware pipelines of
+// allreduce (multi_leader) and reduce_scatter (hierarchical) cut the buffer into node segments
+// whose piece per carrier is at least 1/kManyNodesPieceDivisor of a segment (16 KiB by default;
+// on fewer nodes four segments), at most kMostNodeSegments of them: their 2 log2 N (log2 N)
+// exchanges across nodes are latency-bound at those sizes, and the node's phases on the next
+// node segment hide them. Their phases inside a node of 2^j ranks take the butterfly and
+// recursive doubling (j steps) instead of the ring (2^j - 1 steps).
+inline constexpr int kManyNodes = 8;
+inline constexpr std::size_t kManyNodesPieceDivisor = 16;
+inline constexpr int kMostNodeSegments = 8;
 // The arena's block reductions: rank r reduces block r in pieces of
 // this many bytes, at most a p-th of a ring slot, one counter handoff per piece and phase. Small
 // enough that a piece is reduced while it is in the cache its producer just wrote it from (p

@@ -12,7 +12,13 @@
 #
 #   scripts/smpi-sweep.sh OUTDIR [-c "allreduce reduce_scatter"] [-n "16 64 256 1024"]
 #       [-p "fat-tree torus dragonfly"] [-k "1 8"] [-b 16] [-e 64M] [-f 4] [-v network|compute]
-#       [-a all,auto] [-s "ompi mpich"]
+#       [-a all,auto] [-s "ompi mpich"] [-m]
+#
+# -m (merge): a cell whose file exists runs the -a rows alone (no mpi row, first selector only)
+# and replaces those rows of the file, keeping every other row (the mpi rows, the other sizes):
+# auto again after a change of the library, without simulating the MPI's collective again (a
+# simulation's time is exactly repeatable, and the MPI rows do not depend on collx). The file's
+# "merged" list records each such command.
 #
 # Defaults: the seven collectives (allreduce broadcast reduce allgather reduce_scatter alltoall
 # barrier), 16 64 256 1024 ranks, the three platforms, 1 and 8 ranks per host, 16 B to 64 MiB by
@@ -44,7 +50,8 @@ factor=4
 view=network
 algos=all,auto
 selectors="ompi mpich"
-while getopts "c:n:p:k:b:e:f:v:a:s:" opt; do
+merge=0
+while getopts "c:n:p:k:b:e:f:v:a:s:m" opt; do
   case "$opt" in
     c) collectives="$OPTARG" ;;
     n) ranks="$OPTARG" ;;
@@ -56,6 +63,7 @@ while getopts "c:n:p:k:b:e:f:v:a:s:" opt; do
     v) view="$OPTARG" ;;
     a) algos="$OPTARG" ;;
     s) selectors="$OPTARG" ;;
+    m) merge=1 ;;
     *) exit 2 ;;
   esac
 done
@@ -140,12 +148,18 @@ for platform in $platforms; do
         fi
         for selector in $selectors; do
           json="$dir/${c}_np${np}_${selector}.json"
+          merging=0
           if [ -s "$json" ]; then
-            first=0
-            continue
+            if [ $merge -eq 1 ] && [ $first -eq 1 ]; then
+              merging=1
+            else
+              first=0
+              continue
+            fi
           fi
           rows="mpi"
           [ $first -eq 1 ] && rows="$algos,mpi"
+          [ $merging -eq 1 ] && rows="$algos"
           first=0
           log="${json%.json}.txt"
           # smpirun writes its temporary files into the working directory.
@@ -166,7 +180,22 @@ for platform in $platforms; do
           }
           grep -q "Out of bounds values : 0 OK" "$log" ||
             { echo "smpi-sweep: wrong results in $log" >&2; exit 1; }
-          mv "$json.tmp" "$json"
+          if [ $merging -eq 1 ]; then
+            python3 - "$json" "$json.tmp" <<'MERGE'
+import json, sys
+old_path, new_path = sys.argv[1], sys.argv[2]
+old = json.load(open(old_path))
+new = json.load(open(new_path))
+fresh = {(r["algo"], r["size_bytes"]) for r in new["rows"]}
+kept = [r for r in old["rows"] if (r["algo"], r["size_bytes"]) not in fresh]
+old["rows"] = sorted(kept + new["rows"], key=lambda r: r["size_bytes"])
+old.setdefault("merged", []).append(new["command"])
+json.dump(old, open(old_path, "w"), indent=2, sort_keys=True)
+MERGE
+            rm "$json.tmp"
+          else
+            mv "$json.tmp" "$json"
+          fi
           printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$view" "$platform" "$k" "$c" "$np" \
             "$selector" $((SECONDS - start)) "$(tail -1 "$log.rss")" >>"$times"
           echo "smpi-sweep: $view $platform k$k $c np$np $selector: $((SECONDS - start)) s"

@@ -2,6 +2,8 @@
 // sends: exact results, bitwise-identical results across ranks, no deadlock.
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <cstring>
 #include <memory>
 #include <random>
@@ -494,6 +496,73 @@ TEST(SimNodeAwarePipelined, NodeAndNetworkPhasesInterleave) {
             EXPECT_GT(runs, 6) << what << " rank " << r
                                << ": the node and network phases do not alternate";
           }
+        }
+      }
+    }
+  }
+}
+
+// On 8 nodes and more (model::kManyNodes) multi_leader cuts a buffer of up to four segments per
+// carrier into 8 node segments, and where a rank's block of one is a segment or less its node
+// phases are the butterfly and recursive doubling; on 8 or more nodes that are not a power of
+// two it runs the flat allreduce at those sizes. Exact on every rank, for several types and ops,
+// in place or not; on 2^L nodes the node and network phases alternate.
+TEST(SimNodeAwarePipelined, ManyNodesSmallBuffers) {
+  const std::vector<std::vector<int>> layouts = {std::vector<int>(8, 2), std::vector<int>(8, 4),
+                                                 std::vector<int>(16, 2), std::vector<int>(8, 3),
+                                                 std::vector<int>(12, 2)};
+  const std::pair<DataType, ReduceOp> cases[] = {{DataType::float32, ReduceOp::sum},
+                                                 {DataType::int64, ReduceOp::avg},
+                                                 {DataType::uint8, ReduceOp::max},
+                                                 {DataType::float16, ReduceOp::prod}};
+  for (const std::vector<int>& sizes : layouts) {
+    const NodeLayout layout = NodeLayout::from_sizes(sizes);
+    const int p = layout.size();
+    for (auto [type, rop] : cases) {
+      if (!collx::is_supported(type, rop)) continue;
+      for (bool in_place : {false, true}) {
+        const std::size_t elem = collx::size_of(type);
+        // 8 node segments of count / 8 elements: four 1 KiB segments per carrier hold the buffer.
+        const std::size_t count = 4 * 1024 * static_cast<std::size_t>(sizes[0]) / elem - 3;
+        const auto inputs = exact_inputs(p, type, rop, count);
+        std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(count * elem));
+        if (in_place) recv = inputs;
+        SimWorld world(p, 512, 0);
+        const auto shared = std::make_shared<const NodeLayout>(layout);
+        for (int r = 0; r < p; ++r)
+          world.transport(r).set_node_layout(shared);
+        OpInfo info;
+        info.collective = collx::Collective::allreduce;
+        info.algorithm = Algorithm::multi_leader;
+        info.tag_base = 1;
+        info.segment_bytes = 1024;
+        info.pipeline_depth = 2;
+        world.run(info, [&](collx::detail::Operation& o_, int r) {
+          AllreduceArgs args{in_place ? recv[r].data() : inputs[r].data(),
+                             recv[r].data(),
+                             count,
+                             Reduction::make(type, rop, p),
+                             {}};
+          return collx::detail::allreduce_task(o_, args, Algorithm::multi_leader);
+        });
+        const auto expected = exact_result(p, type, rop, count);
+        const std::string what = "multi_leader p=" + std::to_string(p) + " (" +
+                                 std::to_string(sizes.size()) + " nodes) " +
+                                 std::string(collx::to_string(type)) + " " +
+                                 std::string(collx::to_string(rop)) + (in_place ? " in place" : "");
+        const bool pipelined = std::has_single_bit(sizes.size());
+        for (int r = 0; r < p; ++r) {
+          ASSERT_EQ(wrong_elements(recv[r], expected, type), 0u) << what << " rank " << r;
+          if (!pipelined) continue;
+          int runs = 0;
+          bool last_across = false;
+          for (const auto& posting : world.postings()[static_cast<std::size_t>(r)]) {
+            const bool across = layout.node_of(posting.peer) != layout.node_of(r);
+            if (runs == 0 || across != last_across) ++runs;
+            last_across = across;
+          }
+          EXPECT_GT(runs, 6) << what << " rank " << r
+                             << ": the node and network phases do not alternate";
         }
       }
     }

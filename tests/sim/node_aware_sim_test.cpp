@@ -363,6 +363,113 @@ TEST_P(SimNodeAwareCollectives, BytesAcrossNodes) {
   }
 }
 
+// On 8 nodes and more Rabenseifner's reduce runs its reduce-scatter half as the butterfly
+// (whatever the caller chose for it): exact at every root, on 2^L nodes and on others, ranks in
+// blocks or interleaved.
+TEST(SimNodeAwareReduce, RabenseifnerOnManyNodes) {
+  const std::vector<LayoutCase> layouts = {{"8x2", blocks_of(std::vector<int>(8, 2))},
+                                           {"9x2", blocks_of(std::vector<int>(9, 2))},
+                                           {"8x3_by_node", round_robin(8, 3)}};
+  for (const LayoutCase& lc : layouts) {
+    const NodeLayout l = NodeLayout::from_keys(lc.keys);
+    const int p = l.size();
+    for (std::size_t count :
+         {std::size_t{1}, static_cast<std::size_t>(3 * p + 1), std::size_t{1001}}) {
+      for (int root : roots_for(l)) {
+        for (auto [type, rop] : {std::pair{DataType::int64, ReduceOp::sum},
+                                 std::pair{DataType::float16, ReduceOp::avg}}) {
+          const std::size_t elem = collx::size_of(type);
+          std::vector<Bytes> send(p, Bytes(count * elem)), recv(p, Bytes(count * elem));
+          for (int r = 0; r < p; ++r)
+            collx::verify::fill_input(send[r].data(), type, rop, r, p, count);
+          auto world = world_for(l, false);
+          world->run(info_for(Collective::reduce, kPipelines[1]), [&](Operation& op, int r) {
+            return reduce_task(op,
+                               {send[r].data(),
+                                recv[r].data(),
+                                count,
+                                Reduction::make(type, rop, p),
+                                root,
+                                {},
+                                Algorithm::ring},
+                               Algorithm::rabenseifner);
+          });
+          Bytes expected(count * elem);
+          collx::verify::fill_expected(expected.data(), type, rop, p, count, 0);
+          ASSERT_EQ(recv[static_cast<std::size_t>(root)], expected)
+              << what(lc.name, Collective::reduce, type, count, root, false, kPipelines[1]);
+        }
+      }
+    }
+  }
+}
+
+// On 8, 16, ... nodes of as many ranks the hierarchical reduce_scatter pipelines the buffer in
+// node segments (a piece of every block each): the node's reduce-scatter of one node segment runs
+// while the halving exchanges across nodes of the ones before are in flight, so in the postings
+// of every rank the messages inside its node and those across nodes alternate (the unpipelined
+// schedule posts them in two runs). Exact results for blocks of equal and of random lengths
+// (some empty), in place or not, with and without node arenas.
+TEST(SimNodeAwarePipelinedReduceScatter, NodeAndNetworkPhasesInterleave) {
+  const std::vector<LayoutCase> layouts = {{"8x2", blocks_of(std::vector<int>(8, 2))},
+                                           {"8x3", blocks_of(std::vector<int>(8, 3))},
+                                           {"8x2_by_node", round_robin(8, 2)},
+                                           {"16x2", blocks_of(std::vector<int>(16, 2))}};
+  std::mt19937 rng(41);
+  for (const LayoutCase& lc : layouts) {
+    const NodeLayout l = NodeLayout::from_keys(lc.keys);
+    const int p = l.size();
+    for (bool uneven : {false, true}) {
+      const std::vector<std::size_t> offsets =
+          offsets_for(p, 97 * static_cast<std::size_t>(p), uneven, rng);
+      for (auto [type, rop] :
+           {std::pair{DataType::int64, ReduceOp::sum}, std::pair{DataType::float16, ReduceOp::avg},
+            std::pair{DataType::uint8, ReduceOp::max}}) {
+        for (bool in_place : {false, true}) {
+          for (bool node_arenas : {false, true}) {
+            const std::size_t elem = collx::size_of(type);
+            const std::size_t total = offsets.back();
+            std::vector<Bytes> send(p, Bytes(total * elem)), recv(p);
+            for (int r = 0; r < p; ++r) {
+              collx::verify::fill_input(send[r].data(), type, rop, r, p, total);
+              recv[r].assign((offsets[r + 1] - offsets[r]) * elem, std::byte{0x11});
+            }
+            auto world = world_for(l, node_arenas);
+            const Pipeline pl{64, 2};
+            world->run(info_for(Collective::reduce_scatter, pl), [&](Operation& op, int r) {
+              std::byte* out = in_place ? send[r].data() : recv[r].data();
+              return reduce_scatter_task(
+                  op, {send[r].data(), out, offsets, Reduction::make(type, rop, p), {}},
+                  Algorithm::hierarchical);
+            });
+            const std::string label =
+                what(lc.name, Collective::reduce_scatter, type, total, -1, in_place, pl) +
+                (uneven ? " uneven" : "") + (node_arenas ? " node arenas" : "");
+            for (int r = 0; r < p; ++r) {
+              const std::size_t n = offsets[r + 1] - offsets[r];
+              Bytes expected(n * elem);
+              collx::verify::fill_expected(expected.data(), type, rop, p, n, offsets[r]);
+              Bytes got(send[r].begin(), send[r].begin() + static_cast<std::ptrdiff_t>(n * elem));
+              if (!in_place) got = recv[r];
+              ASSERT_EQ(got, expected) << label << " rank " << r;
+              if (node_arenas || uneven) continue;
+              int runs = 0;
+              bool last_across = false;
+              for (const auto& posting : world->postings()[static_cast<std::size_t>(r)]) {
+                const bool across = l.node_of(posting.peer) != l.node_of(r);
+                if (runs == 0 || across != last_across) ++runs;
+                last_across = across;
+              }
+              EXPECT_GT(runs, 4) << label << " rank " << r
+                                 << ": the node and network phases do not alternate";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, SimNodeAwareCollectives,
                          ::testing::Combine(::testing::ValuesIn(kLayouts), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<std::tuple<LayoutCase, bool>>& info) {

@@ -497,10 +497,10 @@ TEST(Selector, NodeRulesKnowTheLayout) {
 }
 
 // Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes Rabenseifner
-// from 8 KiB to 2 MiB and multi_leader above; with one rank per node, Rabenseifner above 256 KiB;
-// reduce Rabenseifner from 512 KiB (256 KiB with one rank per node); reduce_scatter the butterfly
-// from 8 KiB (one rank per node: from 4 KiB). Fewer nodes keep the
-// rows measured on the emulated cluster.
+// from 8 KiB to 128 KiB and multi_leader above; with one rank per node, Rabenseifner above
+// 256 KiB; reduce Rabenseifner from 16 KiB (64 KiB with one rank per node); reduce_scatter the
+// butterfly from 8 KiB to 128 KiB and hierarchical above (one rank per node: the butterfly from
+// 4 KiB). Fewer nodes keep the rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
   const auto pick = [](Collective c, std::size_t bytes, const NodeShape& shape) {
@@ -516,14 +516,17 @@ TEST(Selector, NodeRulesForManyNodes) {
   const std::size_t KiB = 1024, MiB = KiB * KiB;
   for (const NodeShape& shape : {eight_by_eight, many_by_eight}) {
     EXPECT_EQ(pick(Collective::allreduce, 4 * KiB, shape), Algorithm::hierarchical);
-    for (std::size_t bytes : {8 * KiB + 1, 64 * KiB, 1 * MiB, 2 * MiB})
+    for (std::size_t bytes : {8 * KiB + 1, 64 * KiB, 128 * KiB})
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
-    EXPECT_EQ(pick(Collective::allreduce, 2 * MiB + 1, shape), Algorithm::multi_leader);
-    EXPECT_EQ(pick(Collective::reduce, 512 * KiB + 1, shape), Algorithm::rabenseifner);
-    EXPECT_EQ(pick(Collective::reduce, 512 * KiB, shape),
-              select_from(builtin_rules(), Collective::reduce, 512 * KiB, 64));
-    for (std::size_t bytes : {8 * KiB + 1, 256 * KiB, 2 * MiB, 64 * MiB})
+    for (std::size_t bytes : {128 * KiB + 1, 1 * MiB, 64 * MiB})
+      EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::multi_leader) << bytes;
+    for (std::size_t bytes : {16 * KiB, 1 * MiB, 64 * MiB})
+      EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::rabenseifner) << bytes;
+    EXPECT_EQ(pick(Collective::reduce, 16 * KiB - 1, shape), Algorithm::hierarchical);
+    for (std::size_t bytes : {8 * KiB + 1, 128 * KiB})
       EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::butterfly) << bytes;
+    for (std::size_t bytes : {128 * KiB + 1, 2 * MiB, 64 * MiB})
+      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::hierarchical) << bytes;
     EXPECT_EQ(pick(Collective::reduce_scatter, 8 * KiB, shape),
               select_from(builtin_rules(), Collective::reduce_scatter, 8 * KiB, 64));
   }
@@ -538,8 +541,9 @@ TEST(Selector, NodeRulesForManyNodes) {
       EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::rabenseifner) << bytes;
       EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::butterfly) << bytes;
     }
-    EXPECT_EQ(pick(Collective::reduce, 256 * KiB, shape),
-              select_from(builtin_rules(), Collective::reduce, 256 * KiB, p));
+    EXPECT_EQ(pick(Collective::reduce, 64 * KiB, shape), Algorithm::rabenseifner);
+    EXPECT_EQ(pick(Collective::reduce, 64 * KiB - 1, shape),
+              select_from(builtin_rules(), Collective::reduce, 64 * KiB - 1, p));
   }
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_singles),
             select_from(builtin_rules(), Collective::allreduce, 1 * MiB, 4));

@@ -244,14 +244,17 @@ struct NodeAwareForm {
   std::span<const int> peers{};
 };
 
+// `halving_inside`: the node phases without an arena take the butterfly and recursive doubling
+// (see halving_inside_node), not the ring.
 NodeAwareForm node_aware_form(Operation& op, const patterns::NodeLayout& layout, bool by_blocks,
                               SharedArena* arena, Phases node_first, Phases across,
-                              Phases node_last) {
+                              Phases node_last, bool halving_inside) {
   const int local = layout.local_rank(op.rank());
   const std::span<const int> node = layout.members(layout.node_of(op.rank()));
   const Algorithm inside = arena != nullptr ? Algorithm::shared_memory
-                           : by_blocks      ? Algorithm::ring
-                                            : Algorithm::binomial_tree;
+                           : !by_blocks     ? Algorithm::binomial_tree
+                           : halving_inside ? Algorithm::butterfly
+                                            : Algorithm::ring;
   return {by_blocks,
           inside,
           node_first,
@@ -295,7 +298,9 @@ Task node_last_phase(Operation& op, const NodeAwareForm& form, const std::byte* 
   const Operation::Group group(op, form.node, form.arena);
   if (form.by_blocks) {
     const AllgatherArgs gather{block, out, offsets, elem, form.node_last};
-    co_await allgather_task(op, gather, form.inside);
+    co_await allgather_task(
+        op, gather,
+        form.inside == Algorithm::butterfly ? Algorithm::recursive_doubling : form.inside);
   } else {
     const BroadcastArgs broadcast{out, count, elem, 0, form.node_last};
     co_await broadcast_task(op, broadcast, form.inside);
@@ -414,13 +419,19 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
 // carrier's share of one (its block, or the leader's whole node segment) is four segments
 // (Options::segment_bytes) or more, and there are about 8 node segments at most: with shares of
 // one segment their messages and handoffs cost more than the overlap gave
-// (docs/results/cluster-multi-leader-pipelined-forms-2x2.csv).
+// (docs/results/cluster-multi-leader-pipelined-forms-2x2.csv). On model::kManyNodes nodes and
+// more a 16th of a segment (docs/SCALE.md, "Pipelines across many nodes").
 std::size_t pipelined_segment(const Operation& op, const AllreduceArgs& a,
                               const patterns::NodeLayout& layout, int carriers_per_node) {
   if (!std::has_single_bit(static_cast<unsigned>(layout.nodes())) || op.device_memory()) return 0;
   const auto k = static_cast<std::size_t>(carriers_per_node);
-  const std::size_t segment =
-      std::max({4 * op.segment_bytes() * k / a.reduction.element_size, a.count / 8, k});
+  const std::size_t most = a.count / static_cast<std::size_t>(model::kMostNodeSegments);
+  std::size_t segment = std::max({4 * op.segment_bytes() * k / a.reduction.element_size, most, k});
+  if (a.count <= segment && layout.nodes() >= model::kManyNodes) {
+    segment =
+        std::max({op.segment_bytes() / model::kManyNodesPieceDivisor * k / a.reduction.element_size,
+                  most, k});
+  }
   return a.count > segment ? segment : 0;
 }
 
@@ -470,9 +481,23 @@ Task allreduce_node_aware_in(Operation& op, AllreduceArgs a, SharedArena* node_a
       by_blocks
           ? a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}, {"node allgather", 2}})
           : a.phases.split({{"node reduce", 1}, {"across nodes", 2}, {"node broadcast", 1}});
-  const NodeAwareForm form =
-      node_aware_form(op, *layout, by_blocks, node_arena, first, across, last);
-  if (const std::size_t segment = pipelined_segment(op, a, *layout, form.k); segment > 0) {
+  const int k =
+      by_blocks ? static_cast<int>(layout->members(layout->node_of(op.rank())).size()) : 1;
+  const std::size_t segment = pipelined_segment(op, a, *layout, k);
+  if (by_blocks && node_arena == nullptr && layout->nodes() >= model::kManyNodes &&
+      !std::has_single_bit(static_cast<unsigned>(layout->nodes())) &&
+      a.count * a.reduction.element_size <= 4 * op.segment_bytes() * static_cast<std::size_t>(k)) {
+    // The many-node pipeline of these sizes runs on 2^L nodes only; on others the flat
+    // allreduce, whose pairs start inside a node, beat the unpipelined phases in the simulation.
+    co_await allreduce_task(op, a, flat_allreduce(a.count * a.reduction.element_size));
+    co_return;
+  }
+  const NodeAwareForm form = node_aware_form(
+      op, *layout, by_blocks, node_arena, first, across, last,
+      by_blocks && segment > 0 &&
+          halving_inside_node(op, *layout,
+                              segment / static_cast<std::size_t>(k) * a.reduction.element_size));
+  if (segment > 0) {
     co_await allreduce_node_aware_pipelined(op, a, *layout, segment, form);
   } else {
     co_await allreduce_node_aware(op, a, form);

@@ -9,11 +9,13 @@
 // dispatchers) or as spans, never as temporaries.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <vector>
 
 #include "blocks.hpp"
 #include "collx/algorithm.hpp"
+#include "cost_model.hpp"
 #include "node_layout.hpp"
 #include "operation.hpp"
 #include "reduction.hpp"
@@ -155,6 +157,19 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs args);
 // holds more than one rank; null otherwise (one node, one rank per node, no layout known, or
 // already inside a group), where the node-aware schedules run a flat algorithm instead.
 const patterns::NodeLayout* node_split(Operation& op);
+
+// Whether the node-aware pipelines' phases inside a node, on messages (no arena), take the
+// butterfly (and recursive doubling to gather) rather than the ring: on model::kManyNodes nodes
+// and more, of a power of two ranks each (no fold), where each rank's block of a node segment,
+// `block_bytes`, is at most one segment (log2 k messages of one segment against the ring's
+// k - 1; larger blocks went faster around the ring in the simulation, docs/SCALE.md "Pipelines
+// across many nodes").
+inline bool halving_inside_node(const Operation& op, const patterns::NodeLayout& layout,
+                                std::size_t block_bytes) {
+  return layout.nodes() >= model::kManyNodes && layout.uniform() &&
+         std::has_single_bit(static_cast<unsigned>(layout.max_ranks_per_node())) &&
+         block_bytes <= op.segment_bytes();
+}
 
 // A node-aware schedule whose phases inside a node run through the node's arena where it has
 // one (`node_arena` non-null, else messages): the node's turn is taken here, when the operation

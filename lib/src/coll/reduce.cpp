@@ -68,9 +68,16 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   const auto [scatter_phases, gather_phases] =
       a.phases.split({{"reduce_scatter", 2}, {"gather", 1}});
   const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, scatter_phases};
-  // The reduce-scatter half runs the algorithm the caller chose for it (ring or recursive
-  // halving): both leave block r on rank r.
-  co_await reduce_scatter_task(op, scatter, a.scatter_algorithm);
+  // The reduce-scatter half runs the algorithm the caller chose for it (the selector's for a
+  // reduce_scatter_v of this size on one node: ring or recursive halving), or on
+  // model::kManyNodes nodes and more the butterfly, whose largest exchanges stay inside a node
+  // where the ring pays p - 1 steps and recursive halving's first pairs cross the network
+  // (docs/SCALE.md, "Reduce at scale"). All leave block r on rank r.
+  const patterns::NodeLayout* nodes = op.transport().node_layout();
+  const bool many_nodes = !op.in_group() && nodes != nullptr && nodes->size() == p &&
+                          nodes->nodes() >= model::kManyNodes;
+  co_await reduce_scatter_task(op, scatter,
+                               many_nodes ? Algorithm::butterfly : a.scatter_algorithm);
   const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root, gather_phases};
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }

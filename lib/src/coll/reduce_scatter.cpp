@@ -1,6 +1,8 @@
 // Reduce-scatter (equal or per-rank block lengths): ring, recursive halving with the
 // non-power-of-two fold, and the node-aware hierarchical form. Rank r ends with block r of the
 // reduction.
+#include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "collectives.hpp"
@@ -172,6 +174,145 @@ Algorithm flat_reduce_scatter(std::size_t bytes) {
                                                         : Algorithm::ring;
 }
 
+// How many node segments the hierarchical reduce_scatter of `bytes` runs in: on model::kManyNodes
+// nodes and more (a power of two, host memory), a piece per carrier of at least a
+// kManyNodesPieceDivisor-th of a segment, at most kMostNodeSegments (docs/SCALE.md, "Pipelines
+// across many nodes"); 1 (not pipelined) elsewhere.
+int pipelined_segments(const Operation& op, std::size_t bytes, const patterns::NodeLayout& layout) {
+  if (layout.nodes() < model::kManyNodes ||
+      !std::has_single_bit(static_cast<unsigned>(layout.nodes())) || op.device_memory()) {
+    return 1;
+  }
+  const std::size_t piece =
+      std::max<std::size_t>(1, op.segment_bytes() / model::kManyNodesPieceDivisor *
+                                   static_cast<std::size_t>(layout.max_ranks_per_node()));
+  return static_cast<int>(
+      std::min<std::size_t>(bytes / piece, static_cast<std::size_t>(model::kMostNodeSegments)));
+}
+
+// Hierarchical, pipelined (on 8, 16, ... nodes): every rank's block is cut into `segments`
+// pieces, and node segment c is piece c of every block, laid out local rank first (as the
+// unpipelined form lays out whole blocks). Each node segment runs that form's two phases: the
+// node's reduce-scatter of its regions, then across nodes recursive halving of region i among
+// the ranks of local rank i (log2 N exchanges, the peer N/2, N/4, ... nodes away, each rank
+// keeping the half that holds its own piece), after which this rank's piece c is complete. Node
+// segment c posts its exchange e at iteration c + e, right after the node's reduce-scatter of node
+// segment c + e: the exchanges across nodes of earlier node segments move while the node works
+// on the next one.
+Task reduce_scatter_hierarchical_pipelined(Operation& op, const ReduceScatterArgs& a,
+                                           const patterns::NodeLayout& layout,
+                                           const LocalRankOrder& order, SharedArena* node_arena,
+                                           int segments, Phases node_scatter, Phases across) {
+  const BlockLayout blocks(a.offsets);
+  const std::size_t elem = a.reduction.element_size;
+  const int p = op.size();
+  const int nodes = layout.nodes();
+  const int k = order.per_node;
+  const int local = layout.local_rank(op.rank());
+  const int v = layout.node_of(op.rank());
+  const int steps = std::countr_zero(static_cast<unsigned>(nodes));
+  const auto count = static_cast<std::size_t>(segments);
+  const auto width = static_cast<std::size_t>(p) + 1;
+  const auto piece = [&](int r) { return BlockLayout{blocks.length(r), segments}; };
+  // at[c * width + i]: where position i's piece c starts within node segment c; start[c]: where
+  // node segment c starts in `work`, region[c]: where its region of this rank starts in `regions`.
+  std::vector<std::size_t> at(count * width, 0);
+  std::vector<std::size_t> start(count + 1, 0);
+  std::vector<std::size_t> region(count + 1, 0);
+  const auto first = static_cast<std::size_t>(local) * static_cast<std::size_t>(nodes);
+  for (std::size_t c = 0; c < count; ++c) {
+    std::size_t* row = at.data() + c * width;
+    for (std::size_t i = 0; i + 1 < width; ++i)
+      row[i + 1] = row[i] + piece(order.order[i]).length(static_cast<int>(c));
+    start[c + 1] = start[c] + row[width - 1];
+    region[c + 1] = region[c] + row[first + static_cast<std::size_t>(nodes)] - row[first];
+  }
+  // The input, node segment by node segment, local rank first (a.send is not read again).
+  ScratchBuffer work = op.scratch(blocks.count() * elem);
+  for (std::size_t c = 0; c < count; ++c) {
+    for (std::size_t i = 0; i + 1 < width; ++i) {
+      const int r = order.order[i];
+      const BlockLayout pieces = piece(r);
+      op.copy(work.data() + (start[c] + at[c * width + i]) * elem,
+              a.send + (blocks.offset(r) + pieces.offset(static_cast<int>(c))) * elem,
+              pieces.length(static_cast<int>(c)) * elem);
+    }
+  }
+  ScratchBuffer regions = op.scratch(region[count] * elem);
+  ScratchBuffer received = op.scratch(region[count] * elem);
+  Reduction partial = a.reduction;
+  partial.divisor = 0;
+  struct Exchange {
+    Transfer send, recv;
+  };
+  std::vector<Exchange> exchanges(count);
+  // Block j of node segment c's region (the piece of the rank of local rank `local` on node j).
+  const auto within = [&](std::size_t c, int j) {
+    return at[c * width + first + static_cast<std::size_t>(j)] - at[c * width + first];
+  };
+  const auto halves = [&](std::size_t c, int j) {
+    const patterns::HalvingStep step = patterns::halving_step(v, nodes, j);
+    struct Halves {
+      patterns::HalvingStep step;
+      std::size_t keep, keep_count, send, send_count;
+    };
+    const std::size_t keep = within(c, step.keep_first);
+    const std::size_t send = within(c, step.send_first);
+    return Halves{step, keep, within(c, step.keep_first + step.blocks) - keep, send,
+                  within(c, step.send_first + step.blocks) - send};
+  };
+  const auto post = [&](std::size_t c, int j) {
+    const Operation::Group group(op, layout.peers(local));
+    const auto h = halves(c, j);
+    std::byte* mine = regions.data() + region[c] * elem;
+    op.recv(exchanges[c].recv, received.data() + (region[c] + h.keep) * elem, h.keep_count * elem,
+            h.step.peer_core, across[0]);
+    op.send(exchanges[c].send, mine + h.send * elem, h.send_count * elem, h.step.peer_core,
+            across[0]);
+  };
+  const auto combine = [&](std::size_t c, int j) {
+    const auto h = halves(c, j);
+    std::byte* own = regions.data() + (region[c] + h.keep) * elem;
+    const std::byte* theirs = received.data() + (region[c] + h.keep) * elem;
+    a.reduction.combine(own, h.step.lower ? own : theirs, h.step.lower ? theirs : own, h.keep_count,
+                        j == steps - 1);
+  };
+  const BlockLayout mine = piece(op.rank());
+  const bool halving = halving_inside_node(
+      op, layout, blocks.count() * elem / (count * static_cast<std::size_t>(k)));
+  for (std::size_t t = 0; t < count + static_cast<std::size_t>(steps); ++t) {
+    if (t < count) {
+      std::vector<std::size_t> offsets(static_cast<std::size_t>(k) + 1);
+      for (std::size_t i = 0; i < offsets.size(); ++i)
+        offsets[i] = at[t * width + i * static_cast<std::size_t>(nodes)];
+      {
+        const Operation::Group group(op, layout.members(v), node_arena);
+        const ReduceScatterArgs inside{work.data() + start[t] * elem,
+                                       regions.data() + region[t] * elem, offsets, partial,
+                                       node_scatter};
+        co_await reduce_scatter_task(op, inside,
+                                     node_arena != nullptr ? Algorithm::shared_memory
+                                     : halving             ? Algorithm::butterfly
+                                                           : Algorithm::ring);
+      }
+      post(t, 0);
+    }
+    for (int e = 1; e <= steps; ++e) {
+      if (t < static_cast<std::size_t>(e) || t - static_cast<std::size_t>(e) >= count) continue;
+      const std::size_t c = t - static_cast<std::size_t>(e);
+      co_await op.wait(exchanges[c].send, exchanges[c].recv);
+      combine(c, e - 1);
+      if (e < steps) {
+        post(c, e);
+      } else {
+        op.copy(a.recv + mine.offset(static_cast<int>(c)) * elem,
+                regions.data() + (region[c] + within(c, v)) * elem,
+                mine.length(static_cast<int>(c)) * elem);
+      }
+    }
+  }
+}
+
 // Hierarchical (as many ranks, k, on every node): every rank copies its input into a buffer laid
 // out local rank first; a reduce-scatter inside each node (through `node_arena` where the node
 // has one, else a ring) leaves region i (the blocks of the ranks of local rank i) summed over
@@ -188,6 +329,22 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   }
   const int local = layout->local_rank(op.rank());
   const LocalRankOrder order = local_rank_order(*layout, blocks);
+  if (node_arena == nullptr && layout->nodes() >= model::kManyNodes &&
+      !std::has_single_bit(static_cast<unsigned>(layout->nodes()))) {
+    // The pipeline runs on 2^L nodes only; on as many nodes otherwise the butterfly, whose
+    // largest exchanges stay inside a node, beat the unpipelined phases in the simulation.
+    co_await reduce_scatter_task(op, a, Algorithm::butterfly);
+    co_return;
+  }
+  if (const int segments = pipelined_segments(op, blocks.count() * elem, *layout); segments > 1) {
+    {
+      const auto [node_scatter, across_nodes] =
+          a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
+      co_await reduce_scatter_hierarchical_pipelined(op, a, *layout, order, node_arena, segments,
+                                                     node_scatter, across_nodes);
+      co_return;
+    }
+  }
   const std::vector<std::size_t> regions = order.regions();
   const std::vector<std::size_t> within = order.within(local);
   // The input, reordered (afterwards a.send is not read again: a.recv may alias it).

@@ -45,12 +45,14 @@ namespace {
 // - Reduce_scatter on two uniform nodes of several ranks: hierarchical where the cost model has
 //   it ahead on fast networks too; more nodes are unmeasured.
 // - Many nodes (min_nodes 8: links cross a fat tree's switches), from SimGrid's SMPI
-//   (docs/SCALE.md): allreduce Rabenseifner (its pairs start inside a node, where hierarchical
-//   funnels the node's buffer through one link and multi_leader's two node phases pay only at the
-//   largest sizes; one rank per node: 2 log2 p steps against the ring's 2 (p - 1)); reduce
-//   Rabenseifner (each byte crosses the network about twice, not log2 p times); reduce_scatter
-//   the butterfly (recursive halving whose largest exchanges stay between neighbours: inside a
-//   node, or beside the few links between a dragonfly's groups).
+//   (docs/SCALE.md): allreduce Rabenseifner to 128 KiB (its pairs start inside a node, where
+//   hierarchical funnels the node's buffer through one link; one rank per node: 2 log2 p steps
+//   against the ring's 2 (p - 1)), multi_leader above (its many-node pipeline overlaps the node's
+//   phases with the exchanges across nodes); reduce Rabenseifner (each byte crosses the network
+//   about twice, not log2 p times; its reduce-scatter half the butterfly there); reduce_scatter
+//   the butterfly to 128 KiB (recursive halving whose largest exchanges stay between neighbours:
+//   inside a node, or beside the few links between a dragonfly's groups), hierarchical above on
+//   nodes of several ranks (pipelined the same way as multi_leader).
 // Parsed once, on the first selection; the text is checked by the tests, so a parse error here
 // means a broken build, reported as the first call's collx::Error.
 const TuningTable& builtin_table() {
