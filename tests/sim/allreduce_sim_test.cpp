@@ -437,6 +437,44 @@ TEST_P(SimNodeAware, BitwiseIdenticalAcrossRanksForRandomFloats) {
 // and has a node of several ranks, the messages across nodes and those inside its node then
 // alternate (the unpipelined schedules post them in three runs: inside, across, inside); exact
 // results on every rank.
+// Runs `algorithm` on simulated ranks placed by `layout` (node segments of `segment_bytes`, two
+// in flight); recv[r] holds rank r's result.
+void allreduce_on_nodes(SimWorld& world, const NodeLayout& layout, Algorithm algorithm,
+                        std::size_t segment_bytes, DataType type, ReduceOp rop, std::size_t count,
+                        bool in_place, const std::vector<std::vector<std::byte>>& inputs,
+                        std::vector<std::vector<std::byte>>& recv) {
+  const int p = layout.size();
+  const auto shared = std::make_shared<const NodeLayout>(layout);
+  for (int r = 0; r < p; ++r)
+    world.transport(r).set_node_layout(shared);
+  OpInfo info;
+  info.collective = collx::Collective::allreduce;
+  info.algorithm = algorithm;
+  info.tag_base = 1;
+  info.segment_bytes = segment_bytes;
+  info.pipeline_depth = 2;
+  world.run(info, [&](collx::detail::Operation& op, int r) {
+    AllreduceArgs args{in_place ? recv[r].data() : inputs[r].data(),
+                       recv[r].data(),
+                       count,
+                       Reduction::make(type, rop, p),
+                       {}};
+    return collx::detail::allreduce_task(op, args, algorithm);
+  });
+}
+
+// How many runs of messages inside its node and across nodes rank r posted, alternately.
+int phase_runs(const SimWorld& world, const NodeLayout& layout, int r) {
+  int runs = 0;
+  bool last_across = false;
+  for (const auto& posting : world.postings()[static_cast<std::size_t>(r)]) {
+    const bool across = layout.node_of(posting.peer) != layout.node_of(r);
+    if (runs == 0 || across != last_across) ++runs;
+    last_across = across;
+  }
+  return runs;
+}
+
 TEST(SimNodeAwarePipelined, NodeAndNetworkPhasesInterleave) {
   const std::vector<std::vector<int>> layouts = {
       {2, 2}, {3, 3}, {2, 2, 2, 2}, {3, 3, 3, 3}, std::vector<int>(8, 2), {3, 1}, {1, 3, 2, 2}};
@@ -456,24 +494,9 @@ TEST(SimNodeAwarePipelined, NodeAndNetworkPhasesInterleave) {
           std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(count * elem));
           if (in_place) recv = inputs;
           SimWorld world(p, 512, 0);
-          const auto shared = std::make_shared<const NodeLayout>(layout);
-          for (int r = 0; r < p; ++r)
-            world.transport(r).set_node_layout(shared);
-          OpInfo info;
-          info.collective = collx::Collective::allreduce;
-          info.algorithm = algorithm;
-          info.tag_base = 1;
           // Node segments of count / 8 elements (more than four segments per share): 9 here.
-          info.segment_bytes = 16 * elem;
-          info.pipeline_depth = 2;
-          world.run(info, [&](collx::detail::Operation& o_, int r) {
-            AllreduceArgs args{in_place ? recv[r].data() : inputs[r].data(),
-                               recv[r].data(),
-                               count,
-                               Reduction::make(type, rop, p),
-                               {}};
-            return collx::detail::allreduce_task(o_, args, algorithm);
-          });
+          allreduce_on_nodes(world, layout, algorithm, 16 * elem, type, rop, count, in_place,
+                             inputs, recv);
           const auto expected = exact_result(p, type, rop, count);
           const std::string what =
               std::string(collx::to_string(algorithm)) + " p=" + std::to_string(p) + " layout " +
@@ -486,15 +509,8 @@ TEST(SimNodeAwarePipelined, NodeAndNetworkPhasesInterleave) {
             const bool crosses = (algorithm == Algorithm::multi_leader && layout.uniform()) ||
                                  layout.local_rank(r) == 0;
             if (!crosses || layout.ranks_on(layout.node_of(r)) < 2) continue;
-            int runs = 0;
-            bool last_across = false;
-            for (const auto& posting : world.postings()[static_cast<std::size_t>(r)]) {
-              const bool across = layout.node_of(posting.peer) != layout.node_of(r);
-              if (runs == 0 || across != last_across) ++runs;
-              last_across = across;
-            }
-            EXPECT_GT(runs, 6) << what << " rank " << r
-                               << ": the node and network phases do not alternate";
+            EXPECT_GT(phase_runs(world, layout, r), 6)
+                << what << " rank " << r << ": the node and network phases do not alternate";
           }
         }
       }
@@ -528,23 +544,8 @@ TEST(SimNodeAwarePipelined, ManyNodesSmallBuffers) {
         std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(count * elem));
         if (in_place) recv = inputs;
         SimWorld world(p, 512, 0);
-        const auto shared = std::make_shared<const NodeLayout>(layout);
-        for (int r = 0; r < p; ++r)
-          world.transport(r).set_node_layout(shared);
-        OpInfo info;
-        info.collective = collx::Collective::allreduce;
-        info.algorithm = Algorithm::multi_leader;
-        info.tag_base = 1;
-        info.segment_bytes = 1024;
-        info.pipeline_depth = 2;
-        world.run(info, [&](collx::detail::Operation& o_, int r) {
-          AllreduceArgs args{in_place ? recv[r].data() : inputs[r].data(),
-                             recv[r].data(),
-                             count,
-                             Reduction::make(type, rop, p),
-                             {}};
-          return collx::detail::allreduce_task(o_, args, Algorithm::multi_leader);
-        });
+        allreduce_on_nodes(world, layout, Algorithm::multi_leader, 1024, type, rop, count, in_place,
+                           inputs, recv);
         const auto expected = exact_result(p, type, rop, count);
         const std::string what = "multi_leader p=" + std::to_string(p) + " (" +
                                  std::to_string(sizes.size()) + " nodes) " +
@@ -554,15 +555,8 @@ TEST(SimNodeAwarePipelined, ManyNodesSmallBuffers) {
         for (int r = 0; r < p; ++r) {
           ASSERT_EQ(wrong_elements(recv[r], expected, type), 0u) << what << " rank " << r;
           if (!pipelined) continue;
-          int runs = 0;
-          bool last_across = false;
-          for (const auto& posting : world.postings()[static_cast<std::size_t>(r)]) {
-            const bool across = layout.node_of(posting.peer) != layout.node_of(r);
-            if (runs == 0 || across != last_across) ++runs;
-            last_across = across;
-          }
-          EXPECT_GT(runs, 6) << what << " rank " << r
-                             << ": the node and network phases do not alternate";
+          EXPECT_GT(phase_runs(world, layout, r), 6)
+              << what << " rank " << r << ": the node and network phases do not alternate";
         }
       }
     }
