@@ -173,6 +173,13 @@ class SimNodeAwareCollectives : public ::testing::TestWithParam<std::tuple<Layou
   }
 };
 
+// One rank's reduce to `root` by `algorithm` (a node-aware one: the ring inside its phases).
+collx::detail::Task reduce_by(Operation& op, const std::byte* send, std::byte* recv,
+                              std::size_t count, const Reduction& reduction, int root,
+                              Algorithm algorithm) {
+  return reduce_task(op, {send, recv, count, reduction, root, {}, Algorithm::ring}, algorithm);
+}
+
 TEST_P(SimNodeAwareCollectives, Broadcast) {
   const NodeLayout l = layout();
   const int p = l.size();
@@ -216,15 +223,8 @@ TEST_P(SimNodeAwareCollectives, Reduce) {
             auto world = this->world(l);
             world->run(info_for(Collective::reduce, pl), [&](Operation& op, int r) {
               const std::byte* s = in_place && r == root ? recv[r].data() : send[r].data();
-              return reduce_task(op,
-                                 {s,
-                                  recv[r].data(),
-                                  count,
-                                  Reduction::make(type, rop, p),
-                                  root,
-                                  {},
-                                  Algorithm::ring},
-                                 Algorithm::hierarchical);
+              return reduce_by(op, s, recv[r].data(), count, Reduction::make(type, rop, p), root,
+                               Algorithm::hierarchical);
             });
             expect_no_messages_inside_nodes(*world, l, Collective::reduce, bytes);
             Bytes expected(bytes);
@@ -340,15 +340,9 @@ TEST_P(SimNodeAwareCollectives, BytesAcrossNodes) {
     std::vector<Bytes> send(p, Bytes(count * 4)), recv(p, Bytes(count * 4));
     auto world2 = this->world(l);
     world2->run(info_for(Collective::reduce, pl), [&](Operation& op, int r) {
-      return reduce_task(op,
-                         {send[r].data(),
-                          recv[r].data(),
-                          count,
-                          Reduction::make(DataType::float32, ReduceOp::sum, p),
-                          root,
-                          {},
-                          Algorithm::ring},
-                         Algorithm::hierarchical);
+      return reduce_by(op, send[r].data(), recv[r].data(), count,
+                       Reduction::make(DataType::float32, ReduceOp::sum, p), root,
+                       Algorithm::hierarchical);
     });
     EXPECT_EQ(bytes_across(*world2, l), (nodes - 1) * count * 4) << "reduce root " << root;
   }
@@ -384,15 +378,8 @@ TEST(SimNodeAwareReduce, RabenseifnerOnManyNodes) {
             collx::verify::fill_input(send[r].data(), type, rop, r, p, count);
           auto world = world_for(l, false);
           world->run(info_for(Collective::reduce, kPipelines[1]), [&](Operation& op, int r) {
-            return reduce_task(op,
-                               {send[r].data(),
-                                recv[r].data(),
-                                count,
-                                Reduction::make(type, rop, p),
-                                root,
-                                {},
-                                Algorithm::ring},
-                               Algorithm::rabenseifner);
+            return reduce_by(op, send[r].data(), recv[r].data(), count,
+                             Reduction::make(type, rop, p), root, Algorithm::rabenseifner);
           });
           Bytes expected(count * elem);
           collx::verify::fill_expected(expected.data(), type, rop, p, count, 0);
