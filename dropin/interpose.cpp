@@ -336,6 +336,17 @@ void finalize_state() {
     std::lock_guard lock(registry_mutex);
     left = registry;
   }
+  // What auto's trials settled on each communicator (COLLX_PMPI_STATS=1): which size classes a
+  // benchmark's calls ran on the MPI library's collective and which on collx's algorithms.
+  if (settings().stats) {
+    for (MPI_Comm comm : left) {
+      const collx::Communicator* state = existing_state(comm);
+      if (state == nullptr || state->rank() != 0) continue;
+      for (const std::string& choice : state->learned_choices())
+        std::fprintf(stderr, "collx_mpi rank %d: communicator of %d: %s\n", world_rank(),
+                     state->size(), choice.c_str());
+    }
+  }
   for (MPI_Comm comm : left)
     PMPI_Comm_delete_attr(comm, keyval);
   if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);

@@ -91,11 +91,12 @@ bool delegated(const CommState& s, Collective collective, std::size_t count, Dat
 template <Collective S, class HostCopies>
 Request run(const std::shared_ptr<CommState>& s, Collective collective, ArgsOf<S>& args,
             std::size_t bytes, const Options& options, const CallSignature& signature,
-            bool blocking, CallMemory& memory, HostCopies&& host_copies) {
+            bool blocking, CallMemory& memory, HostCopies&& host_copies,
+            LibraryCall library_call) {
   return run_collective(
       s, collective, bytes, options, signature, blocking,
       [&](Operation& op, Algorithm a) { return run_schedule<S>(op, args, a); },
-      std::move(memory.device), host_copies);
+      std::move(memory.device), host_copies, library_call);
 }
 
 Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -108,13 +109,12 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   check.buffer(recvbuf, bytes, "recvbuf");
   check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
   if (nothing_to_move(Collective::allreduce, bytes)) return {};
-  if (blocking && delegated(*s, Collective::allreduce, count, type, reduce_op, options)) {
-    return delegated_call(*s, Collective::allreduce, [&] {
-      return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                            static_cast<int>(count), mpi_datatype(type), mpi_op(reduce_op),
-                            s->comm);
-    });
-  }
+  const auto library = [&] {
+    return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                          static_cast<int>(count), mpi_datatype(type), mpi_op(reduce_op), s->comm);
+  };
+  if (blocking && delegated(*s, Collective::allreduce, count, type, reduce_op, options))
+    return delegated_call(*s, Collective::allreduce, library);
   CallMemory memory =
       call_memory(*s, Collective::allreduce, options,
                   {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
@@ -129,7 +129,8 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
                                       args.send = staged.copy_of(sendbuf, bytes, true, 0);
                                       args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
                                       args.reduction = Reduction::make(type, reduce_op, s->size);
-                                    });
+                                    },
+                                    library);
 }
 
 Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
@@ -140,11 +141,11 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
   check.buffer(buffer, bytes, "buffer");
   check.rank_in_range(root, s->size, "root");
   if (nothing_to_move(Collective::broadcast, bytes)) return {};
-  if (blocking && delegated(*s, Collective::broadcast, count, type, ReduceOp::sum, options)) {
-    return delegated_call(*s, Collective::broadcast, [&] {
-      return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s->comm);
-    });
-  }
+  const auto library = [&] {
+    return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s->comm);
+  };
+  if (blocking && delegated(*s, Collective::broadcast, count, type, ReduceOp::sum, options))
+    return delegated_call(*s, Collective::broadcast, library);
   CallMemory memory =
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
   BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
@@ -154,7 +155,8 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
                                     memory, [&](StagedCall& staged) {
                                       args.buffer = staged.copy_of(buffer, bytes, is_root,
                                                                    is_root ? 0 : bytes);
-                                    });
+                                    },
+                                    library);
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -171,16 +173,16 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
     check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
   }
   if (nothing_to_move(Collective::reduce, bytes)) return {};
-  if (blocking && delegated(*s, Collective::reduce, count, type, reduce_op, options)) {
+  const auto library = [&] {
     std::vector<std::byte> input;
     const void* send = is_root && sendbuf == recvbuf
                            ? in_place_reduce_input(root, bytes_of(recvbuf), bytes, input)
                            : sendbuf;
-    return delegated_call(*s, Collective::reduce, [&] {
-      return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type),
-                         mpi_op(reduce_op), root, s->comm);
-    });
-  }
+    return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type),
+                       mpi_op(reduce_op), root, s->comm);
+  };
+  if (blocking && delegated(*s, Collective::reduce, count, type, reduce_op, options))
+    return delegated_call(*s, Collective::reduce, library);
   // recvbuf is significant at the root only.
   CallMemory memory = call_memory(
       *s, Collective::reduce, options,
@@ -207,7 +209,8 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
         args.send = staged.copy_of(sendbuf, bytes, true, 0);
         if (is_root) args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
         args.reduction = Reduction::make(type, reduce_op, s->size);
-      });
+      },
+      library);
 }
 
 Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -221,12 +224,12 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   const bool in_place = sendbuf == nullptr || sendbuf == own;
   if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
   if (nothing_to_move(Collective::allgather, total)) return {};
-  if (blocking && delegated(*s, Collective::allgather, count, type, ReduceOp::sum, options)) {
-    return delegated_call(*s, Collective::allgather, [&] {
-      return PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
-                            recvbuf, static_cast<int>(block), MPI_BYTE, s->comm);
-    });
-  }
+  const auto library = [&] {
+    return PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
+                          recvbuf, static_cast<int>(block), MPI_BYTE, s->comm);
+  };
+  if (blocking && delegated(*s, Collective::allgather, count, type, ReduceOp::sum, options))
+    return delegated_call(*s, Collective::allgather, library);
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -241,7 +244,8 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
         // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
         if (!in_place) args.send = staged.copy_of(sendbuf, block, true, 0);
         args.recv = staged.copy_of(recvbuf, total, in_place, total);
-      });
+      },
+      library);
   s->give_back_offsets(count, std::move(args.offsets));
   return done;
 }
@@ -259,16 +263,21 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   if (sendbuf != recvbuf) {
     check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
   }
-  const bool delegate = blocking && collective == Collective::reduce_scatter && total > 0 &&
+  // Equal blocks (reduce_scatter's) only: reduce_scatter_v runs the library's row through
+  // collx's path.
+  const auto equal_blocks = [&] {
+    return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                                     static_cast<int>(mine / size_of(type)), mpi_datatype(type),
+                                     mpi_op(reduce_op), s->comm);
+  };
+  const LibraryCall library =
+      collective == Collective::reduce_scatter ? LibraryCall(equal_blocks) : LibraryCall();
+  const bool delegate = blocking && library && total > 0 &&
                         delegated(*s, collective, offsets[1], type, reduce_op, options);
   if (nothing_to_move(collective, total) || delegate) {
     s->give_back_offsets(CommState::kNoSpareOffsets, std::move(offsets));
     if (!delegate) return {};
-    return delegated_call(*s, collective, [&] {
-      return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                       static_cast<int>(mine / size_of(type)), mpi_datatype(type),
-                                       mpi_op(reduce_op), s->comm);
-    });
+    return delegated_call(*s, collective, library);
   }
   // The signature covers every rank's block length, so COLLX_CHECK catches differing counts.
   std::uint64_t counts_hash = 0;
@@ -288,7 +297,8 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
         args.send = staged.copy_of(sendbuf, total, true, 0);
         args.recv = staged.copy_of(recvbuf, mine, false, mine);
         args.reduction = Reduction::make(type, reduce_op, s->size);
-      });
+      },
+      library);
   // Kept for its storage (the blocks may be a reduce_scatter_v's).
   s->give_back_offsets(CommState::kNoSpareOffsets, std::move(args.offsets));
   return done;
@@ -320,15 +330,15 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const std::size_t in_bytes = kGather ? block : total;
   const std::size_t out_bytes = kGather ? total : block;
   if (nothing_to_move(C, total)) return {};
-  if (blocking && delegated(*s, C, count, type, ReduceOp::sum, options)) {
-    return delegated_call(*s, C, [&] {
-      const int n = static_cast<int>(block);
-      return kGather ? PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n,
-                                   MPI_BYTE, root, s->comm)
-                     : PMPI_Scatter(sendbuf, n, MPI_BYTE, in_place ? MPI_IN_PLACE : recvbuf, n,
-                                    MPI_BYTE, root, s->comm);
-    });
-  }
+  const auto library = [&] {
+    const int n = static_cast<int>(block);
+    return kGather ? PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n,
+                                 MPI_BYTE, root, s->comm)
+                   : PMPI_Scatter(sendbuf, n, MPI_BYTE, in_place ? MPI_IN_PLACE : recvbuf, n,
+                                  MPI_BYTE, root, s->comm);
+  };
+  if (blocking && delegated(*s, C, count, type, ReduceOp::sum, options))
+    return delegated_call(*s, C, library);
   CallMemory memory = call_memory(
       *s, C, options, {{in, in_bytes, "sendbuf"}, {out, out_bytes, "recvbuf"}}, blocking);
   ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
@@ -345,7 +355,8 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                             args.recv =
                                 staged.copy_of(out, out_bytes, kGather && in_place, out_bytes);
                           }
-                        });
+                        },
+                        library);
   s->give_back_offsets(count, std::move(args.offsets));
   return done;
 }
@@ -362,13 +373,13 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
   check.buffer(recvbuf, total, "recvbuf");
   check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
   if (nothing_to_move(Collective::alltoall, total)) return {};
-  if (blocking && delegated(*s, Collective::alltoall, count, type, ReduceOp::sum, options)) {
+  const auto library = [&] {
     const int block = static_cast<int>(total / static_cast<std::size_t>(s->size));
-    return delegated_call(*s, Collective::alltoall, [&] {
-      return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, block, MPI_BYTE, recvbuf,
-                           block, MPI_BYTE, s->comm);
-    });
-  }
+    return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, block, MPI_BYTE, recvbuf,
+                         block, MPI_BYTE, s->comm);
+  };
+  if (blocking && delegated(*s, Collective::alltoall, count, type, ReduceOp::sum, options))
+    return delegated_call(*s, Collective::alltoall, library);
   CallMemory memory =
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -378,17 +389,19 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
                                    [&](StagedCall& staged) {
                                      args.send = staged.copy_of(sendbuf, total, true, 0);
                                      args.recv = staged.copy_of(recvbuf, total, false, total);
-                                   });
+                                   },
+                                   library);
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
-  if (blocking && delegated(*s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options)) {
-    return delegated_call(*s, Collective::barrier, [&] { return PMPI_Barrier(s->comm); });
-  }
+  const auto library = [&] { return PMPI_Barrier(s->comm); };
+  if (blocking && delegated(*s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options))
+    return delegated_call(*s, Collective::barrier, library);
   BarrierArgs args;
   return run_collective(
       s, Collective::barrier, 0, options, {Collective::barrier, 0}, blocking,
-      [&](Operation& op, Algorithm a) { return run_schedule<Collective::barrier>(op, args, a); });
+      [&](Operation& op, Algorithm a) { return run_schedule<Collective::barrier>(op, args, a); },
+      nullptr, nullptr, library);
 }
 
 // Point-to-point runs as an operation on the communicator's second context, with the user's

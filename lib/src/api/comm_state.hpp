@@ -169,6 +169,15 @@ struct CommState {
     return classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
            delegating_config_ == &config();
   }
+  // Whether a blocking host call with these options may run on the delegated path: not with an
+  // explicit algorithm or a stream, nor where COLLX_CHECK compares every call's signature,
+  // COLLX_DEBUG prints every call or COLLX_TIMEOUT ends a wait that is collx's (all need collx's
+  // path).
+  static bool may_delegate(const Options& options) {
+    const Config& c = config();
+    return options.algorithm == Algorithm::automatic && options.stream == nullptr && !c.check &&
+           c.debug < DebugLevel::info && c.timeout_seconds <= 0;
+  }
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }
   // Whether some size class of this communicator is trying its candidates.
@@ -403,6 +412,24 @@ Request delegated_call(CommState& s, Collective collective, Call&& call) {
   return {};
 }
 
+// A blocking call of the MPI library's own collective on a call's arguments (its PMPI_ function
+// as the public call wrote it): what the delegated path runs. Refers to the callable, which must
+// outlive it.
+class LibraryCall {
+ public:
+  LibraryCall() = default;
+  template <class F>
+    requires std::is_invocable_r_v<int, const F&>
+  LibraryCall(const F& call)  // NOLINT(google-explicit-constructor): passed as a lambda
+      : object_(&call), call_([](const void* o) { return (*static_cast<const F*>(o))(); }) {}
+  explicit operator bool() const { return call_ != nullptr; }
+  int operator()() const { return call_(object_); }
+
+ private:
+  const void* object_ = nullptr;
+  int (*call_)(const void*) = nullptr;
+};
+
 // Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
 inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
   if (signature.op < 0 || signature.type < 0) return mpi_library_takes(nullptr, bytes);
@@ -416,11 +443,14 @@ inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
 // `host_copies(staged)`, where given, points the call's arguments at host copies of its device
 // buffers (StagedCall::copy_of) for a device call that runs on them. The algorithm is chosen as
 // for host memory whatever the call's memory, so ranks whose buffers differ in kind run one.
+// `library_call`, where given, is the call as the MPI library's blocking collective: a blocking
+// host call that runs the MPI library's row (auto's trial of it, its warm-up, a class settled on
+// it) runs it on the delegated path, so that the trials time what the class runs once settled.
 template <class MakeTask, class HostCopies = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
-                       HostCopies&& host_copies = nullptr) {
+                       HostCopies&& host_copies = nullptr, LibraryCall library_call = {}) {
   using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
   // A trial of one of collx's candidates is timed from here: the choice and the bookkeeping are
   // part of its cost, and a rank timed only from inside the algorithm misses what its peer did
@@ -446,6 +476,18 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
     algorithm = resolve_algorithm(collective, Algorithm::automatic, bytes, state->size, state->rank,
                                   arena, state->node_shape());
     library = false;
+  }
+  if (library && blocking && library_call && device == nullptr &&
+      CommState::may_delegate(options)) {
+    if (choice.meet) [[unlikely]]
+      state->meet();
+    const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
+    Request done = delegated_call(*state, collective, library_call);
+    if (choice.tuner != nullptr) {
+      state->after_timed_call(collective, bytes, *choice.tuner,
+                              std::chrono::duration<double>(Clock::now() - started).count());
+    }
+    return done;
   }
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies
