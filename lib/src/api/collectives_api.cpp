@@ -91,8 +91,7 @@ bool delegated(const CommState& s, Collective collective, std::size_t count, Dat
 template <Collective S, class HostCopies>
 Request run(const std::shared_ptr<CommState>& s, Collective collective, ArgsOf<S>& args,
             std::size_t bytes, const Options& options, const CallSignature& signature,
-            bool blocking, CallMemory& memory, HostCopies&& host_copies,
-            LibraryCall library_call) {
+            bool blocking, CallMemory& memory, HostCopies&& host_copies, LibraryCall library_call) {
   return run_collective(
       s, collective, bytes, options, signature, blocking,
       [&](Operation& op, Algorithm a) { return run_schedule<S>(op, args, a); },
@@ -123,14 +122,15 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
                      count,
                      Reduction::make(type, reduce_op, s->size, memory.reducer()),
                      {}};
-  return run<Collective::allreduce>(s, Collective::allreduce, args, bytes, options,
-                                    signature(Collective::allreduce, count, type, reduce_op),
-                                    blocking, memory, [&](StagedCall& staged) {
-                                      args.send = staged.copy_of(sendbuf, bytes, true, 0);
-                                      args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
-                                      args.reduction = Reduction::make(type, reduce_op, s->size);
-                                    },
-                                    library);
+  return run<Collective::allreduce>(
+      s, Collective::allreduce, args, bytes, options,
+      signature(Collective::allreduce, count, type, reduce_op), blocking, memory,
+      [&](StagedCall& staged) {
+        args.send = staged.copy_of(sendbuf, bytes, true, 0);
+        args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
+        args.reduction = Reduction::make(type, reduce_op, s->size);
+      },
+      library);
 }
 
 Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
@@ -150,13 +150,13 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
   BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
   const bool is_root = s->rank == root;
-  return run<Collective::broadcast>(s, Collective::broadcast, args, bytes, options,
-                                    signature(Collective::broadcast, count, type, root), blocking,
-                                    memory, [&](StagedCall& staged) {
-                                      args.buffer = staged.copy_of(buffer, bytes, is_root,
-                                                                   is_root ? 0 : bytes);
-                                    },
-                                    library);
+  return run<Collective::broadcast>(
+      s, Collective::broadcast, args, bytes, options,
+      signature(Collective::broadcast, count, type, root), blocking, memory,
+      [&](StagedCall& staged) {
+        args.buffer = staged.copy_of(buffer, bytes, is_root, is_root ? 0 : bytes);
+      },
+      library);
 }
 
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
@@ -240,7 +240,8 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
                      {}};
   Request done = run<Collective::allgather>(
       s, Collective::allgather, args, total, options, signature(Collective::allgather, count, type),
-      blocking, memory, [&](StagedCall& staged) {
+      blocking, memory,
+      [&](StagedCall& staged) {
         // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
         if (!in_place) args.send = staged.copy_of(sendbuf, block, true, 0);
         args.recv = staged.copy_of(recvbuf, total, in_place, total);
@@ -293,7 +294,8 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
                          {}};
   Request done = run<Collective::reduce_scatter>(
       s, collective, args, total, options, signature(collective, counts_hash, type, reduce_op),
-      blocking, memory, [&](StagedCall& staged) {
+      blocking, memory,
+      [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, total, true, 0);
         args.recv = staged.copy_of(recvbuf, mine, false, mine);
         args.reduction = Reduction::make(type, reduce_op, s->size);
@@ -347,16 +349,16 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                  size_of(type),
                  root,
                  {}};
-  Request done = run<C>(s, C, args, total, options, signature(C, count, type, root), blocking,
-                        memory, [&](StagedCall& staged) {
-                          if (in != nullptr) args.send = staged.copy_of(in, in_bytes, true, 0);
-                          // Downloaded too for a gather in place: the root's own block is in it.
-                          if (out != nullptr) {
-                            args.recv =
-                                staged.copy_of(out, out_bytes, kGather && in_place, out_bytes);
-                          }
-                        },
-                        library);
+  Request done = run<C>(
+      s, C, args, total, options, signature(C, count, type, root), blocking, memory,
+      [&](StagedCall& staged) {
+        if (in != nullptr) args.send = staged.copy_of(in, in_bytes, true, 0);
+        // Downloaded too for a gather in place: the root's own block is in it.
+        if (out != nullptr) {
+          args.recv = staged.copy_of(out, out_bytes, kGather && in_place, out_bytes);
+        }
+      },
+      library);
   s->give_back_offsets(count, std::move(args.offsets));
   return done;
 }
@@ -384,13 +386,14 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
   AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
-  return run<Collective::alltoall>(s, Collective::alltoall, args, total, options,
-                                   signature(Collective::alltoall, count, type), blocking, memory,
-                                   [&](StagedCall& staged) {
-                                     args.send = staged.copy_of(sendbuf, total, true, 0);
-                                     args.recv = staged.copy_of(recvbuf, total, false, total);
-                                   },
-                                   library);
+  return run<Collective::alltoall>(
+      s, Collective::alltoall, args, total, options, signature(Collective::alltoall, count, type),
+      blocking, memory,
+      [&](StagedCall& staged) {
+        args.send = staged.copy_of(sendbuf, total, true, 0);
+        args.recv = staged.copy_of(recvbuf, total, false, total);
+      },
+      library);
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {

@@ -419,8 +419,8 @@ class LibraryCall {
  public:
   LibraryCall() = default;
   template <class F>
-    requires std::is_invocable_r_v<int, const F&>
-  LibraryCall(const F& call)  // NOLINT(google-explicit-constructor): passed as a lambda
+  requires std::is_invocable_r_v<int, const F&> LibraryCall(
+      const F& call)  // NOLINT(google-explicit-constructor): passed as a lambda
       : object_(&call), call_([](const void* o) { return (*static_cast<const F*>(o))(); }) {}
   explicit operator bool() const { return call_ != nullptr; }
   int operator()() const { return call_(object_); }
