@@ -396,6 +396,36 @@ TEST(Autotune, ACollxChallengerMustBeatTheMpiLibraryByTheMargin) {
   EXPECT_EQ(choice(1000, 1500, 990), Algorithm::shared_memory);
 }
 
+// Where collx's choice has the shorter slowest rank but the MPI library's calls cost the ranks
+// less on average by the margin (a rooted collective whose senders return from the MPI library's
+// eager send at once), the MPI library; within the margin of the mean, or with no means agreed
+// (a checkpoint's), the slowest rank decides as before.
+TEST(Autotune, TheMpiLibraryWinsWhereItsMeanOverRanksIsLowerByTheMargin) {
+  const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
+                                             Algorithm::mpi};
+  const auto choice = [&](const std::vector<std::uint64_t>& maxima,
+                          const std::vector<std::uint64_t>& means) {
+    ClassTuner t;
+    t.start(candidates, 1, false, Algorithm::mpi);
+    run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
+    EXPECT_TRUE(t.agreed(maxima, means));
+    return t;
+  };
+  // A reduce of 64 B at 2 ranks: the arena's root 0.52 us against the MPI's 0.58, its sender
+  // 0.30 against the MPI's 0.06 (means 0.41 and 0.32).
+  const ClassTuner reduce = choice({520, 700, 580}, {410, 450, 320});
+  EXPECT_EQ(reduce.chosen(), Algorithm::mpi);
+  EXPECT_EQ(reduce.agreed_mean_ns()[0], 410u);
+  EXPECT_EQ(reduce.agreed_mean_ns()[2], 320u);
+  // Means within the margin: the arena keeps its place.
+  EXPECT_EQ(choice({520, 700, 580}, {410, 450, 400}).chosen(), Algorithm::shared_memory);
+  // A challenger of collx's that won on the maxima yields to the MPI's lower mean too.
+  EXPECT_EQ(choice({2000, 300, 1000}, {1500, 290, 200}).chosen(), Algorithm::mpi);
+  EXPECT_EQ(choice({2000, 300, 1000}, {1500, 290, 900}).chosen(), Algorithm::binomial_tree);
+  // No means: the maxima alone.
+  EXPECT_EQ(choice({520, 700, 580}, {}).chosen(), Algorithm::shared_memory);
+}
+
 // Settled calls up to the next checkpoint, each timed one taking `seconds`; returns how many.
 std::uint32_t calls_to_checkpoint(ClassTuner& t, double seconds) {
   std::uint32_t calls = 0;

@@ -159,7 +159,10 @@ struct CommState {
                  bool order_sensitive = false) const {
     if (!delegating_) [[likely]]
       return false;
-    if (options.algorithm != Algorithm::automatic || options.stream != nullptr) return false;
+    // A negative pipeline depth is rejected on collx's path (next_op).
+    if (options.algorithm != Algorithm::automatic || options.stream != nullptr ||
+        options.pipeline_depth < 0)
+      return false;
     // A barrier has no buffer to be in device memory (and a program of barriers alone never
     // learns that the process is host-only: memory.cpp learns it from a call's buffers).
     if (collective != Collective::barrier && (bytes == 0 || !surely_host_memory(options)))
@@ -170,13 +173,14 @@ struct CommState {
            delegating_config_ == &config();
   }
   // Whether a blocking host call with these options may run on the delegated path: not with an
-  // explicit algorithm or a stream, nor where COLLX_CHECK compares every call's signature,
-  // COLLX_DEBUG prints every call or COLLX_TIMEOUT ends a wait that is collx's (all need collx's
-  // path).
+  // explicit algorithm, a stream or a negative pipeline depth (which collx's path rejects), nor
+  // where COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call or
+  // COLLX_TIMEOUT ends a wait that is collx's (all need collx's path).
   static bool may_delegate(const Options& options) {
     const Config& c = config();
-    return options.algorithm == Algorithm::automatic && options.stream == nullptr && !c.check &&
-           c.debug < DebugLevel::info && c.timeout_seconds <= 0;
+    return options.algorithm == Algorithm::automatic && options.stream == nullptr &&
+           options.pipeline_depth >= 0 && !c.check && c.debug < DebugLevel::info &&
+           c.timeout_seconds <= 0;
   }
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }
@@ -253,8 +257,8 @@ struct CommState {
   // arena's row, the cost model's best with and without the arena (node-aware rows only where
   // the ranks span nodes).
   std::vector<Algorithm> tuning_candidates(Collective collective, std::size_t bytes) const;
-  // The maxima over ranks of `values` (an internal allreduce on this communicator).
-  std::vector<std::uint64_t> agree_max(std::span<const std::uint64_t> values);
+  // `values` combined over ranks by `combine` (an internal allreduce on this communicator).
+  std::vector<std::uint64_t> agree(std::span<const std::uint64_t> values, ReduceOp combine);
   using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
   std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
   // How many size classes are trying their candidates (run_collective then reads the clock

@@ -127,22 +127,23 @@ void CommState::mark_delegated(SizeClassFlags& classes, Collective collective, s
   }
 }
 
-std::vector<std::uint64_t> CommState::agree_max(std::span<const std::uint64_t> values) {
-  std::vector<std::uint64_t> maxima(values.size());
+std::vector<std::uint64_t> CommState::agree(std::span<const std::uint64_t> values,
+                                            ReduceOp combine) {
+  std::vector<std::uint64_t> agreed(values.size());
   const OpInfo info = next_op(Collective::allreduce, Algorithm::recursive_doubling, Options{});
   Operation op(*transport, info, {}, nullptr);
   const AllreduceArgs args{reinterpret_cast<const std::byte*>(values.data()),
-                           reinterpret_cast<std::byte*>(maxima.data()),
+                           reinterpret_cast<std::byte*>(agreed.data()),
                            values.size(),
-                           Reduction::make(DataType::uint64, ReduceOp::max, size),
+                           Reduction::make(DataType::uint64, combine, size),
                            {}};
   run_blocking(op, allreduce_task(op, args, Algorithm::recursive_doubling));
-  return maxima;
+  return agreed;
 }
 
 void CommState::meet() {
   const std::uint64_t nothing[1] = {0};
-  (void)agree_max(nothing);
+  (void)agree(nothing, ReduceOp::max);
 }
 
 void CommState::after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
@@ -151,7 +152,16 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   const std::vector<std::uint64_t> values = tuner.agree_values();
   const int before = tuner.rounds();
   const bool was_trying = tuner.in_trials();
-  if (!tuner.agreed(agree_max(values))) return;
+  // A round of trials agrees on each candidate's slowest rank and on its ranks' mean
+  // (ClassTuner::agreed); a checkpoint on the maxima only.
+  const std::vector<std::uint64_t> maxima = agree(values, ReduceOp::max);
+  std::vector<std::uint64_t> means;
+  if (was_trying) {
+    means = agree(values, ReduceOp::sum);
+    for (std::uint64_t& m : means)
+      m /= static_cast<std::uint64_t>(size);
+  }
+  if (!tuner.agreed(maxima, means)) return;
   trying_classes_ += static_cast<int>(tuner.in_trials()) - static_cast<int>(was_trying);
   note_settled(collective, bytes, tuner);
   if (rank != 0 || config().debug < DebugLevel::info) return;

@@ -109,12 +109,15 @@ class ClassTuner {
   // calls can miss what a long run of them costs, as with ranks sharing cores, and the MPI
   // library is the floor auto promises), else 0.
   std::vector<std::uint64_t> agree_values() const;
-  // The maxima over ranks of agree_values(). Returns true where trials settled or restarted.
-  bool agreed(std::span<const std::uint64_t> maxima);
+  // The maxima over ranks of agree_values(), and after a round of trials their means over ranks
+  // (empty: not known). Returns true where trials settled or restarted.
+  bool agreed(std::span<const std::uint64_t> maxima, std::span<const std::uint64_t> means = {});
 
   // For reports: the candidates, their agreed times (ns, last round), the choice, the rounds.
   std::span<const Algorithm> candidates() const { return {candidates_.data(), count_}; }
   std::span<const std::uint64_t> agreed_ns() const { return {agreed_ns_.data(), count_}; }
+  // Their means over ranks (0 where not known).
+  std::span<const std::uint64_t> agreed_mean_ns() const { return {agreed_mean_ns_.data(), count_}; }
   Algorithm chosen() const { return chosen_; }
   // Whether the choice is the MPI library's own collective.
   bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
@@ -182,6 +185,7 @@ class ClassTuner {
   std::array<std::array<std::uint64_t, 2>, kMaxCandidates> pass_ns_{};
   std::array<std::array<std::uint32_t, 2>, kMaxCandidates> pass_calls_{};
   std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
+  std::array<std::uint64_t, kMaxCandidates> agreed_mean_ns_{};
   std::uint32_t trial_calls_ = 0;
   Algorithm chosen_ = Algorithm::automatic;
   std::uint64_t baseline_ns_ = 0;  // this rank's median trial time of the chosen candidate
