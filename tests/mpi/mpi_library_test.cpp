@@ -230,6 +230,44 @@ TEST(MpiLibraryInAuto, TheTrialsTryIt) {
   EXPECT_TRUE(named) << "no learned line names the MPI library's collective";
 }
 
+// A new size class's first calls (its wait) run the MPI library's collective where the nearest
+// smaller class whose trials ended settled on it; with no such class (another collective), the
+// table's choice. The smaller class is settled here by handing its tuner the same times on every
+// rank (the MPI library's the fastest), as the ranks' agreement would.
+TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  collx::detail::Config c = collx::detail::config();
+  c.autotune_wait = 2;
+  const collx::testing::ConfigOverride waiting(c);
+  using collx::detail::ClassTuner;
+  ClassTuner* small = s.tuner_for(Collective::allreduce, 1024);
+  ASSERT_NE(small, nullptr);
+  while (small->in_trials()) {
+    const collx::detail::TrialPick pick = small->pick();
+    if (!pick.timed) continue;
+    const double seconds = pick.algorithm == Algorithm::mpi ? 1e-6 : 5e-6;
+    if (small->record(seconds) == collx::detail::TunerStep::agree) {
+      const auto values = small->agree_values();
+      small->agreed(values, values);
+    }
+  }
+  ASSERT_TRUE(small->chose_library());
+  ClassTuner* large = s.tuner_for(Collective::allreduce, std::size_t{1} << 20);
+  ASSERT_NE(large, nullptr);
+  ASSERT_EQ(large->phase(), ClassTuner::Phase::waiting);
+  EXPECT_EQ(large->pick().algorithm, Algorithm::mpi);
+  ClassTuner* other = s.tuner_for(Collective::allgather, std::size_t{1} << 20);
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(other->phase(), ClassTuner::Phase::waiting);
+  EXPECT_NE(other->pick().algorithm, Algorithm::mpi);
+  // The waiting calls run it and give the sum.
+  std::vector<std::int32_t> v((std::size_t{1} << 20) / 4, 1), out(v.size());
+  comm.allreduce(v.data(), out.data(), v.size(), DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(out.front(), comm.size());
+  EXPECT_EQ(out.back(), comm.size());
+}
+
 // An order-sensitive call (a float sum over three ranks or more, whose class auto does not try)
 // up to CommState::kUntriedLibraryBytes runs the MPI library's own collective where the table
 // would run one of collx's message algorithms: every call gives the MPI library's bits, the same
@@ -289,7 +327,8 @@ TEST(MpiLibraryBarrierOnly, DelegatedBarrierInAProgramOfBarriers) {
   // collx's path would have started the barrier's trials (COLLX_AUTOTUNE_WAIT=0: at the first
   // call; one rank tries nothing): a learned line for it.
   for (const auto& started : s.learned())
-    EXPECT_NE(started.collective, Collective::barrier) << "the delegated barrier reached its trials";
+    EXPECT_NE(started.collective, Collective::barrier)
+        << "the delegated barrier reached its trials";
 }
 
 // A size class settled on the MPI library goes to it straight (CommState::delegates): the

@@ -291,6 +291,27 @@ TEST(Autotune, ShortCallsWarmTheMpiLibraryUpInTheWaitsSecondHalf) {
   }
 }
 
+// Where a smaller class's trials settled on the MPI library (wait_on_library), the whole wait of a
+// class of long calls runs the MPI library's collective, untimed, then the trials start; without
+// a library among the candidates the flag changes nothing.
+TEST(Autotune, AWaitOnTheMpiLibraryRunsItThroughout) {
+  const std::vector<Algorithm> with_library = {Algorithm::shared_memory, Algorithm::pairwise,
+                                               Algorithm::mpi};
+  ClassTuner t;
+  t.start(with_library, 5, false, Algorithm::mpi, 10, true);
+  for (int call = 0; call < 10; ++call) {
+    const TrialPick p = t.pick();
+    EXPECT_EQ(p.algorithm, Algorithm::mpi) << call;
+    EXPECT_FALSE(p.timed) << call;
+  }
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  EXPECT_TRUE(t.pick().timed);
+  ClassTuner no_library;
+  no_library.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::pairwise}, 5, false,
+                   Algorithm::automatic, 10, true);
+  EXPECT_EQ(no_library.pick().algorithm, Algorithm::shared_memory);
+}
+
 // The MPI library's own collective needs the share of the margin only, whatever the time: a
 // sub-microsecond call of the MPI library 33% faster than the table's choice replaces it (a
 // collx challenger as fast stays out, above).

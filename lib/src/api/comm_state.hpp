@@ -253,6 +253,12 @@ struct CommState {
   // a message algorithm.
   Algorithm library_for_untried(Collective collective, std::size_t bytes, bool shared_memory,
                                 Algorithm table_choice) const;
+  // Whether the nearest smaller size class of `collective` whose trials ended settled on the MPI
+  // library's collective: then a new class's wait runs it rather than the table's choice
+  // (ClassTuner::start's `wait_on_library`). The table comes from other machines; the smaller
+  // class's trials come from this one, and a benchmark that calls a large size a few times
+  // (IMB: 5 calls of 8 MiB) never ends that class's wait.
+  bool nearest_tried_chose_library(Collective collective, int size_class) const;
   // The candidates of a call: the table's choice at its size and the neighbouring classes, the
   // arena's row, the cost model's best with and without the arena (node-aware rows only where
   // the ranks span nodes).

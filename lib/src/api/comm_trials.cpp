@@ -45,10 +45,22 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
                                                              static_cast<int>(candidates.size()))
                                 : 0u;
     tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1,
-                library_candidate, wait_calls);
+                library_candidate, wait_calls,
+                nearest_tried_chose_library(collective, size_class_of(bytes)));
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
+}
+
+bool CommState::nearest_tried_chose_library(Collective collective, int size_class) const {
+  // Settled classes are agreed, so every rank finds the same one.
+  const auto& classes = (*tuners)[static_cast<std::size_t>(collective)];
+  for (int k = size_class - 1; k >= 0; --k) {
+    const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
+    if (smaller.phase() == ClassTuner::Phase::settled && smaller.rounds() > 0)
+      return smaller.chose_library();
+  }
+  return false;
 }
 
 std::vector<Algorithm> CommState::tuning_candidates(Collective collective,

@@ -31,10 +31,11 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 }
 
 void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting,
-                       Algorithm library, std::uint32_t wait_calls) {
+                       Algorithm library, std::uint32_t wait_calls, bool wait_on_library) {
   from_meeting_ = from_meeting;
   library_ = library;
   wait_calls_ = wait_calls;
+  wait_on_library_ = wait_on_library && library != Algorithm::automatic;
   waited_calls_ = 0;
   switched_to_library_ = false;
   count_ = static_cast<std::uint8_t>(
@@ -74,8 +75,9 @@ TrialPick ClassTuner::pick() {
     // Where calls are short (blocks of kWarmLibraryBlock calls and more), the wait's second
     // half runs the MPI library's collective, untimed: its first calls of a size can take
     // several times its later ones (MPICH's), for more calls than its trial blocks hold.
-    const bool warm_library = library_ != Algorithm::automatic && block_ >= kWarmLibraryBlock &&
-                              waited_calls_ >= wait_calls_ / 2;
+    const bool warm_library =
+        wait_on_library_ || (library_ != Algorithm::automatic && block_ >= kWarmLibraryBlock &&
+                             waited_calls_ >= wait_calls_ / 2);
     // The same call on every rank ends the wait: the ranks make the same calls.
     if (++waited_calls_ >= wait_calls_) restart();
     return {warm_library ? library_ : candidates_[0], false};

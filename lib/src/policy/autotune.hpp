@@ -85,9 +85,12 @@ class ClassTuner {
   // benchmark's few repetitions of a large size) pays nothing for trials it could not finish,
   // and one called more pays for them at most about the time it has spent. The table's choice,
   // not the MPI library's: the MPI library takes host memory only, and a call on device
-  // buffers would run on host copies while it waits.
+  // buffers would run on host copies while it waits. `wait_on_library`: the whole wait runs the
+  // MPI library's instead, where this machine has shown that the table's choice does not beat
+  // it (the caller's evidence: the nearest smaller class that was tried settled on it).
   void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false,
-             Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0);
+             Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0,
+             bool wait_on_library = false);
   Phase phase() const { return phase_; }
   // Waiting for its trials or trying: not settled yet.
   bool in_trials() const { return phase_ == Phase::waiting || phase_ == Phase::trying; }
@@ -179,6 +182,7 @@ class ClassTuner {
   bool switched_to_library_ = false;
   Algorithm library_ = Algorithm::automatic;
   std::uint32_t wait_calls_ = 0;  // start()'s; calls made while waiting: waited_calls_
+  bool wait_on_library_ = false;  // start()'s
   std::uint32_t waited_calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
   // This rank's timed trial calls of each candidate, by pass: their sum (ns) and count.
