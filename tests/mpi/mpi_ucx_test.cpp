@@ -30,7 +30,7 @@ class UcxConfig : public ::testing::Test {
   void SetUp() override {
     saved_ = collx::detail::config();
     collx::detail::Config c = saved_;
-    c.transport = collx::detail::TransportKind::ucx;
+    c.transport = collx::TransportChoice::ucx;
     collx::detail::set_config(c);
   }
   void TearDown() override { collx::detail::set_config(saved_); }

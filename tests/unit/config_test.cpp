@@ -152,11 +152,11 @@ TEST(Config, SizeVariablesTakeTheirOldNamesAsAliases) {
 
 TEST(Config, TransportIsMpiByDefaultAndUcxOnRequest) {
   unsetenv("COLLX_TRANSPORT");
-  EXPECT_EQ(config_from_environment().transport, TransportKind::mpi);
+  EXPECT_EQ(config_from_environment().transport, collx::TransportChoice::mpi);
   setenv("COLLX_TRANSPORT", "ucx", 1);
-  EXPECT_EQ(config_from_environment().transport, TransportKind::ucx);
+  EXPECT_EQ(config_from_environment().transport, collx::TransportChoice::ucx);
   setenv("COLLX_TRANSPORT", " mpi ", 1);
-  EXPECT_EQ(config_from_environment().transport, TransportKind::mpi);
+  EXPECT_EQ(config_from_environment().transport, collx::TransportChoice::mpi);
   setenv("COLLX_TRANSPORT", "verbs", 1);
   try {
     config_from_environment();
@@ -167,7 +167,7 @@ TEST(Config, TransportIsMpiByDefaultAndUcxOnRequest) {
     EXPECT_NE(std::string(e.what()).find("mpi or ucx"), std::string::npos) << e.what();
   }
   unsetenv("COLLX_TRANSPORT");
-  EXPECT_EQ(to_string(TransportKind::ucx), "ucx");
+  EXPECT_EQ(to_string(collx::TransportChoice::ucx), "ucx");
 }
 
 TEST(Config, CudaAwareIsDetectedUnlessOverridden) {

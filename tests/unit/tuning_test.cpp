@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "collx/error.hpp"
 #include "config.hpp"
@@ -20,6 +21,12 @@ using namespace collx::detail;
 
 std::string temp_path(const char* name) {
   return (testing::TempDir() + name);
+}
+
+// A table's rows for `collective` on exactly `nranks` ranks, replaced as collx-bench does.
+void replace_rules(TuningTable& table, Collective collective, int nranks,
+                   const std::vector<SelectionRule>& rules) {
+  collx::replace_tuning_rules(table, collective, nranks, rules);
 }
 
 // Files written before the pipeline's unit was called a segment name it "chunk_bytes".
@@ -49,7 +56,7 @@ TEST(Tuning, SaveLoadRoundTripAndMerge) {
                  {Collective::allreduce, 2, 2, kAnySize, Algorithm::ring}});
   replace_rules(t, Collective::broadcast, 4,
                 {{Collective::broadcast, 4, 4, kAnySize, Algorithm::pipelined_chain}});
-  save_tuning_file(path, t);
+  collx::save_tuning_file(path, t);
   TuningTable back = load_tuning_file(path);
   EXPECT_EQ(back.machine, "test");
   EXPECT_EQ(back.segment_bytes, 128u << 10);
@@ -91,7 +98,7 @@ TEST(Tuning, AutoReadsTheFileNamedByTheEnvironment) {
   TuningTable t;
   replace_rules(t, Collective::allreduce, 3,
                 {{Collective::allreduce, 3, 3, kAnySize, Algorithm::double_binary_tree}});
-  save_tuning_file(path, t);
+  collx::save_tuning_file(path, t);
   Config c;
   c.tuning_file = path;
   set_config(c);

@@ -30,29 +30,18 @@ namespace {
 constexpr std::size_t kDefaultSegmentBytes = std::size_t{256} << 10;
 constexpr int kDefaultPipelineDepth = 4;
 
-// The transport asked for, else COLLX_TRANSPORT, read when the communicator is created
-// (collective: every rank must see the same value, like every COLLX_* variable).
-TransportKind transport_kind(TransportChoice choice) {
-  if (choice == TransportChoice::mpi) return TransportKind::mpi;
-  if (choice == TransportChoice::ucx) return TransportKind::ucx;
-  return config().transport;
-}
-
-std::unique_ptr<Transport> make_transport(MPI_Comm comm, int rank, TransportKind kind) {
-  switch (kind) {
-    case TransportKind::mpi:
-      return std::make_unique<MpiTransport>(comm);
-    case TransportKind::ucx:
+// The transport `choice` names: mpi or ucx (the caller resolves automatic).
+std::unique_ptr<Transport> make_transport(MPI_Comm comm, [[maybe_unused]] int rank,
+                                          TransportChoice choice) {
+  if (choice == TransportChoice::mpi) return std::make_unique<MpiTransport>(comm);
 #if COLLX_HAVE_UCX
-      return std::make_unique<UcxTransport>(comm);
+  return std::make_unique<UcxTransport>(comm);
 #else
-      throw Error(ErrorCode::config, "communicator", rank,
-                  "the UCX transport (COLLX_TRANSPORT=ucx or TransportChoice::ucx), but this "
-                  "build of collx has no UCX support (configure with -DCOLLX_UCX=ON where "
-                  "libucx-dev is installed)");
+  throw Error(ErrorCode::config, "communicator", rank,
+              "the UCX transport (COLLX_TRANSPORT=ucx or TransportChoice::ucx), but this "
+              "build of collx has no UCX support (configure with -DCOLLX_UCX=ON where "
+              "libucx-dev is installed)");
 #endif
-  }
-  throw Error(ErrorCode::internal, "communicator", rank, "unknown transport");
 }
 // Which ranks of `comm` share a node: every rank's key (the rank of its node's lowest rank in
 // `comm`, or with COLLX_NODE_LAYOUT the emulated node of its MPI_COMM_WORLD rank), gathered.
@@ -111,7 +100,9 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // A tuning file that cannot be read is reported here, once, before anything collective
     // (every rank reads the same file and fails the same way), not at every call.
     (void)active_tuning();
-    const TransportKind kind = transport_kind(choice);
+    // The transport asked for, else COLLX_TRANSPORT, read when the communicator is created
+    // (collective: every rank must see the same value, like every COLLX_* variable).
+    const TransportChoice kind = choice == TransportChoice::automatic ? config().transport : choice;
     transport = make_transport(comm, rank, kind);
     transport->set_library_comm(comm);
     p2p_transport = make_transport(p2p_comm, rank, kind);

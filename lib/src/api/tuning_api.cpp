@@ -1,5 +1,5 @@
 // collx/tuning.hpp over the policy layer's tuning files (policy/tuning.cpp reads and writes
-// them; this file converts between the public types and the selector's rules).
+// them; this file checks what an application writes).
 #include "collx/tuning.hpp"
 
 #include <string>
@@ -11,8 +11,6 @@
 namespace collx {
 
 namespace {
-
-static_assert(kAnyBytes == detail::kAnySize, "an open-ended rule means the same in both");
 
 constexpr int kMaxPipelineDepth = 64;  // what load_tuning_file accepts
 
@@ -38,13 +36,7 @@ void check_readable(const TuningRule& r) {
 }  // namespace
 
 TuningFile load_tuning_file(const std::string& path) {
-  const detail::TuningTable table = detail::load_tuning_file(path);
-  TuningFile file{{}, table.segment_bytes, table.pipeline_depth, table.machine};
-  file.rules.reserve(table.rules.size());
-  for (const detail::SelectionRule& r : table.rules) {
-    file.rules.push_back({r.collective, r.min_ranks, r.max_ranks, r.max_bytes, r.algorithm});
-  }
-  return file;
+  return detail::load_tuning_file(path);  // a file holds no node rules
 }
 
 void save_tuning_file(const std::string& path, const TuningFile& file) {
@@ -52,16 +44,9 @@ void save_tuning_file(const std::string& path, const TuningFile& file) {
     invalid("pipeline_depth " + std::to_string(file.pipeline_depth) + " outside 0.." +
             std::to_string(kMaxPipelineDepth));
   }
-  detail::TuningTable table;
-  table.segment_bytes = file.segment_bytes;
-  table.pipeline_depth = file.pipeline_depth;
-  table.machine = file.machine;
-  table.rules.reserve(file.rules.size());
-  for (const TuningRule& r : file.rules) {
+  for (const TuningRule& r : file.rules)
     check_readable(r);
-    table.rules.push_back({r.collective, r.min_ranks, r.max_ranks, r.max_bytes, r.algorithm});
-  }
-  detail::save_tuning_file(path, table);
+  detail::save_tuning_file(path, file);
 }
 
 void replace_tuning_rules(TuningFile& file, Collective collective, int nranks,

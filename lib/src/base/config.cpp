@@ -94,14 +94,9 @@ std::mutex config_mutex;
 
 }  // namespace
 
-std::string_view to_string(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::mpi:
-      return "mpi";
-    case TransportKind::ucx:
-      return "ucx";
-  }
-  return "?";
+std::string_view to_string(TransportChoice transport) {
+  if (transport == TransportChoice::automatic) return "automatic";
+  return transport == TransportChoice::ucx ? "ucx" : "mpi";
 }
 
 std::optional<std::size_t> parse_byte_size(std::string_view text) {
@@ -226,10 +221,10 @@ Config config_from_environment() {
   int_in("COLLX_PROGRESS_INTERVAL_US", c.progress_interval_us, 0, 1000000,
          "microseconds from 0 to 1000000");
   choice("COLLX_TRANSPORT", c.transport,
-         {{"mpi", TransportKind::mpi},
-          {"MPI", TransportKind::mpi},
-          {"ucx", TransportKind::ucx},
-          {"UCX", TransportKind::ucx}},
+         {{"mpi", TransportChoice::mpi},
+          {"MPI", TransportChoice::mpi},
+          {"ucx", TransportChoice::ucx},
+          {"UCX", TransportChoice::ucx}},
          "mpi or ucx");
   choice("COLLX_CUDA_AWARE", c.cuda_aware, {{"0", false}, {"1", true}}, "0 or 1");
   size_in("COLLX_DEVICE_HOST_COPY_BYTES", nullptr, c.device_host_copy_bytes, 0, kAny,

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "collx/algorithm.hpp"
+#include "collx/options.hpp"
 
 namespace collx::detail {
 
 enum class DebugLevel { none, warn, info, trace };
 
-// How a communicator moves its bytes (see transport.hpp).
-enum class TransportKind { mpi, ucx };
-std::string_view to_string(TransportKind kind);
+// "mpi", "ucx" (how a communicator moves its bytes, see transport.hpp) or "automatic".
+std::string_view to_string(TransportChoice transport);
 
 // Which calls auto's trials cover (COLLX_AUTOTUNE).
 enum class AutotuneMode { off, exact, all };
@@ -59,7 +59,7 @@ struct Config {
   int progress_interval_us = 50;
   // COLLX_TRANSPORT=mpi|ucx: the transport of communicators created from now on. "ucx" is
   // accepted in every build; creating a communicator then fails in a build without UCX.
-  TransportKind transport = TransportKind::mpi;
+  TransportChoice transport = TransportChoice::mpi;  // never automatic
   // COLLX_CUDA_AWARE=0|1: whether the transports may be given device memory directly (1) or
   // device buffers are staged through pinned host memory (0); unset: what the MPI library
   // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.

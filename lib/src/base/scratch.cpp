@@ -54,11 +54,6 @@ ScratchPool& ScratchPool::global() {
   return *pool;
 }
 
-ScratchPool::~ScratchPool() {
-  for (std::byte* p : cache_.take_all())
-    free_scratch(p);
-}
-
 ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
   if (bytes == 0) return {};
   const std::size_t capacity = SizeClassCache<std::byte*>::capacity_for(bytes);

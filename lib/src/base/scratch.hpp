@@ -45,7 +45,7 @@ class ScratchBuffer {
 class ScratchPool final : public ScratchSource {
  public:
   static ScratchPool& global();
-  ~ScratchPool();
+  ~ScratchPool() = delete;  // global() lives as long as the process
 
   // At least `bytes` bytes, 64-byte aligned (page-aligned from 64 KiB on).
   ScratchBuffer acquire(std::size_t bytes);

@@ -25,18 +25,15 @@ constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
 // Allgather blocks of at least this many bytes are read directly from their producer while its
 // plain stores are slow, up to outputs of kDirectMaxOutputBytes: there the kernel's copy of
 // the producer's buffer (what MPI's single-copy path does) beats streaming stores into the
-// ring and a copy out of memory, while above it streaming wins (the sizes where each wins, on
-// the machine they were measured on: docs/PERFORMANCE.md, "Why the arena, and the VM's slow
-// state").
+// ring and a copy out of memory, while above it streaming wins.
 constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
 constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 
 // At two ranks, blocks of 32-64 KiB are read directly from their producer's buffer (one kernel
 // copy of lines the producer has not just written) whatever the ring's stores, where the ranks
-// may read each other's memory: through the ring, alltoall and allgather blocks of this size were
-// 1.1-1.4x slower (two copies, the second of lines the other core has just written), while from
-// 128 KiB blocks the ring's two copies won again. At four ranks the same blocks were 1.3-1.7x
-// slower read directly than through the ring (docs/results/alltoall-arena-vs-pairwise.csv).
+// may read each other's memory: the ring's two copies (the second of lines the other core has
+// just written) lose there, win from 128 KiB blocks, and win at four ranks
+// (docs/results/alltoall-arena-vs-pairwise.csv).
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 

@@ -39,10 +39,9 @@ void publish_filled(SharedArena& arena, int me, std::uint64_t sequence);
 // of stores the rank's RingStores choose. With `also`, the slot goes to `also` as well (the
 // allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
 // stores they go block by block, so that `source` is read once and the second copy reads what
-// the first just brought into the L1 cache (faster than a second pass over `source`: the
-// notebook in git, docs/PERFORMANCE.md at cc55b41, "The slow state: stores into lines the other
-// core holds"); streaming stores are not cut up so, since each
-// call ends with a fence that waits for them to reach memory.
+// the first just brought into the L1 cache (faster than a second pass over `source`);
+// streaming stores are not cut up so, since each call ends with a fence that waits for them to
+// reach memory.
 void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
                std::size_t bytes, std::byte* also, bool also_streams);
 

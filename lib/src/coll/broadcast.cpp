@@ -2,6 +2,7 @@
 // sends to every rank at once), scatter + ring allgather (van de Geijn) for large messages,
 // and the node-aware hierarchical broadcast.
 #include <algorithm>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -110,8 +111,7 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
             patterns::to_real(tree.parent(), a.root, p), scatter_phases[0]);
     co_await op.wait(recv);
   }
-  std::vector<Transfer> sends;
-  sends.reserve(32);
+  std::deque<Transfer> sends;
   for (int child_vrank : tree.children_largest_first()) {
     const patterns::BinomialTree child{child_vrank, p};
     sends.emplace_back();

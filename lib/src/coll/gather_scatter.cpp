@@ -3,6 +3,7 @@
 // at most two messages (patterns::TreeWindows), landing at the root directly in place.
 #include <array>
 #include <cstring>
+#include <deque>
 
 #include "collectives.hpp"
 #include "collx/error.hpp"
@@ -63,9 +64,7 @@ struct RootedTree {
   // binomial gather takes the children smallest subtree first, a scatter largest first; the
   // flat tree goes in real-rank order.
   template <class Post>
-  void post_to_children(std::vector<Transfer>& transfers, bool gathering, Post post) const {
-    // At most two pieces per child; posted transfers must not move.
-    transfers.reserve(shape == TreeShape::flat ? 2 * static_cast<std::size_t>(windows.size) : 64);
+  void post_to_children(std::deque<Transfer>& transfers, bool gathering, Post post) const {
     auto child_window = [&](int child, int end) {
       for (const auto& [lo, hi] : windows.pieces(child, end)) {
         if (lo >= hi) continue;
@@ -106,7 +105,7 @@ Task gather_tree(Operation& op, GatherArgs a) {
     window = op.scratch(t.window_bytes());
     op.copy(window.data(), a.send, t.own_bytes());
   }
-  std::vector<Transfer> recvs;
+  std::deque<Transfer> recvs;
   t.post_to_children(recvs, true, [&](Transfer& recv, int lo, int hi, int child) {
     op.recv(recv, t.block_of(lo, a.recv, window.data()), w.bytes(lo, hi), child, a.phases[0]);
   });
@@ -142,7 +141,7 @@ Task scatter_tree(Operation& op, ScatterArgs a) {
     });
     co_await op.wait(recvs[0], recvs[1]);
   }
-  std::vector<Transfer> sends;
+  std::deque<Transfer> sends;
   t.post_to_children(sends, false, [&](Transfer& send, int lo, int hi, int child) {
     const std::byte* from = t.block_of<const std::byte>(lo, a.send, window.data());
     op.send(send, from, w.bytes(lo, hi), child, a.phases[0]);

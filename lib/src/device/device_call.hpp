@@ -22,6 +22,10 @@ class DeviceCall : public DataPath {
  public:
   // copy() may be given overlapping regions: device copies are ordered, not racing.
   void move(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
+  // dst = a op b over n elements, then / divisor when divisor > 0, on the device (a Reduction
+  // of a call on host memory runs its host kernel instead).
+  virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
+                      ReduceOp op, double divisor) = 0;
   bool host_accessible() const override { return false; }
   // Whether the transport takes the device buffers themselves (else they are staged through
   // pinned host memory, message by message).

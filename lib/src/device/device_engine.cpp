@@ -100,11 +100,6 @@ std::size_t Ledger::size() const {
 
 // ---- pools ----
 
-FencedPool::~FencedPool() {
-  for (Cached& c : cache_.take_all())
-    release(c);
-}
-
 FencedPool& FencedPool::of(const std::shared_ptr<DeviceApi>& api, int device, Kind kind) {
   static std::mutex mutex;
   // Never destroyed: buffers may be given back during static destruction.

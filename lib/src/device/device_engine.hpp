@@ -121,7 +121,7 @@ class FencedPool {
   enum class Kind { device, pinned };
   FencedPool(std::shared_ptr<DeviceApi> api, int device, Kind kind)
       : api_(std::move(api)), device_(device), kind_(kind) {}
-  ~FencedPool();
+  ~FencedPool() = delete;  // of() keeps every pool as long as the process
   FencedPool(const FencedPool&) = delete;
   FencedPool& operator=(const FencedPool&) = delete;
 

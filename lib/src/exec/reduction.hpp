@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "collx/types.hpp"
-#include "data_path.hpp"
+#include "device_call.hpp"
 #include "host_reduce.hpp"
 
 namespace collx::detail {
@@ -17,9 +17,9 @@ struct Reduction {
   DataType type = DataType::uint8;
   ReduceOp op = ReduceOp::sum;
   // A call whose operands the host may not touch (device memory): reduced by its data path.
-  DataPath* device = nullptr;
+  DeviceCall* device = nullptr;
 
-  static Reduction make(DataType type, ReduceOp op, int nranks, DataPath* device = nullptr) {
+  static Reduction make(DataType type, ReduceOp op, int nranks, DeviceCall* device = nullptr) {
     return {kernels::reduce_fn(type, op),
             size_of(type),
             op == ReduceOp::avg ? static_cast<double>(nranks) : 0.0,

@@ -8,20 +8,14 @@
 #include <vector>
 
 #include "collx/algorithm.hpp"
+#include "collx/tuning.hpp"
 
 namespace collx::detail {
 
-// One row of a decision table: for `collective` on [min_ranks, max_ranks] ranks and messages
-// of at most `max_bytes` bytes (the whole buffer, as collx-bench counts size), use `algorithm`.
-// The first matching row wins.
-struct SelectionRule {
-  Collective collective;
-  int min_ranks;
-  int max_ranks;
-  std::size_t max_bytes;
-  Algorithm algorithm;
-};
-inline constexpr std::size_t kAnySize = std::numeric_limits<std::size_t>::max();
+// One row of a decision table, a tuning file's row (collx/tuning.hpp): the first that matches
+// a call wins.
+using SelectionRule = TuningRule;
+inline constexpr std::size_t kAnySize = kAnyBytes;
 inline constexpr int kAnyRanks = std::numeric_limits<int>::max();
 
 // The table compiled into the library: lib/data/builtin-rules.json, each row with the

@@ -136,7 +136,7 @@ TuningTable load_tuning_file(const std::string& path) {
   return table;
 }
 
-void save_tuning_file(const std::string& path, const TuningTable& table) {
+void save_tuning_file(const std::string& path, const TuningFile& table) {
   nlohmann::json rules = nlohmann::json::array();
   for (const auto& r : table.rules) {
     rules.push_back({{"collective", std::string(to_string(r.collective))},
@@ -159,14 +159,6 @@ void save_tuning_file(const std::string& path, const TuningTable& table) {
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0)
     bad_table("tuning file " + path, "cannot be replaced");
-}
-
-void replace_rules(TuningTable& table, Collective collective, int nranks,
-                   const std::vector<SelectionRule>& rules) {
-  std::erase_if(table.rules, [&](const SelectionRule& r) {
-    return r.collective == collective && r.min_ranks == nranks && r.max_ranks == nranks;
-  });
-  table.rules.insert(table.rules.end(), rules.begin(), rules.end());
 }
 
 const TuningTable* active_tuning() {

@@ -13,12 +13,9 @@
 
 namespace collx::detail {
 
-struct TuningTable {
-  std::vector<SelectionRule> rules;
-  std::vector<NodeRule> node_rules;  // the built-in table's; load_tuning_file rejects them
-  std::size_t segment_bytes = 0;     // 0: not tuned
-  int pipeline_depth = 0;            // 0: not tuned
-  std::string machine;               // free text: where it was measured
+// A tuning file (collx/tuning.hpp) and the node rules only the built-in table has.
+struct TuningTable : TuningFile {
+  std::vector<NodeRule> node_rules;  // load_tuning_file rejects them
 };
 
 // A table in the tuning-file format (JSON: "rules", optional "node_rules", "segment_bytes",
@@ -28,11 +25,8 @@ struct TuningTable {
 TuningTable parse_tuning_table(std::string_view text, const std::string& source);
 // Throws collx::Error(ErrorCode::config) naming the file and the problem.
 TuningTable load_tuning_file(const std::string& path);
-void save_tuning_file(const std::string& path, const TuningTable& table);
-
-// The rows that replace `collective`'s rows for exactly `nranks` ranks in `table`.
-void replace_rules(TuningTable& table, Collective collective, int nranks,
-                   const std::vector<SelectionRule>& rules);
+// Writes the file as it stands (collx::save_tuning_file checks it first).
+void save_tuning_file(const std::string& path, const TuningFile& file);
 
 // The table named by COLLX_TUNING_FILE, loaded once (nullptr without one).
 const TuningTable* active_tuning();

@@ -1,7 +1,8 @@
 // DataPath: how the bytes of one collective call move, as the executor sees them.
 //
-// An Operation posts every message, copy, scratch buffer and reduction of its algorithm through
-// its call's data path, and never asks what memory that is. Host memory (HostPath below) goes
+// An Operation posts every message, copy and scratch buffer of its algorithm through its call's
+// data path, and never asks what memory that is (a reduction on device memory goes through the
+// call's DeviceCall, Reduction::device). Host memory (HostPath below) goes
 // straight to the transport and to memcpy; device memory has its own path (device_call.hpp:
 // the transport given device pointers, or staging through pinned host memory).
 #pragma once
@@ -11,8 +12,6 @@
 #include <span>
 #include <string_view>
 
-#include "collx/types.hpp"
-#include "host_reduce.hpp"
 #include "scratch.hpp"
 #include "transport.hpp"
 
@@ -37,10 +36,6 @@ class DataPath {
   // dst <- src, non-overlapping (copy) or possibly overlapping (move).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void move(void* dst, const void* src, std::size_t bytes) = 0;
-  // dst = a op b over n elements, then / divisor when divisor > 0. Calls on host memory reduce
-  // with the host kernel the Reduction binds instead (no indirection per segment).
-  virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
-                      ReduceOp op, double divisor) = 0;
 
   // After the algorithm has finished: true once the call's results are complete (a blocking
   // call waits here; device work may still be running when the messages are done).
@@ -70,10 +65,6 @@ class HostVerbs : public DataPath {
   }
   void move(void* dst, const void* src, std::size_t bytes) override {
     std::memmove(dst, src, bytes);
-  }
-  void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
-              double divisor) override {
-    kernels::reduce_fn(type, op)(dst, a, b, n, divisor);
   }
   bool finish() override { return true; }
   bool host_accessible() const override { return true; }

@@ -24,8 +24,8 @@ class SharedArena;
 
 class Transport;
 
-// One posted message. It may be moved while pending (the transports keep handles, never
-// pointers to it); it is not copied.
+// One posted message. It stays where it was declared (neither copied nor moved): a schedule
+// keeps a varying number of them in a TransferArray or a std::deque.
 //
 // A Transfer that goes while still pending (its operation failed, and the algorithm's frame is
 // unwinding past messages it had posted) first has its transport abandon it: a receive is
@@ -47,15 +47,6 @@ struct Transfer {
   Transfer() = default;
   Transfer(const Transfer&) = delete;
   Transfer& operator=(const Transfer&) = delete;
-  Transfer(Transfer&& other) noexcept { take(other); }
-  Transfer& operator=(Transfer&& other) noexcept {
-    if (this != &other) {
-      if (pending()) [[unlikely]]
-        abandon();
-      take(other);
-    }
-    return *this;
-  }
   ~Transfer() {
     if (pending()) [[unlikely]]
       abandon();
@@ -66,21 +57,6 @@ struct Transfer {
   // Cancels (a receive) or releases (a send) a pending transfer through its owner; it is then
   // no longer pending. Defined below Transport.
   void abandon() noexcept;
-
- private:
-  void take(Transfer& other) noexcept {
-    state = other.state;
-    is_send = other.is_send;
-    device = other.device;
-    peer = other.peer;
-    bytes = other.bytes;
-    mpi_request = other.mpi_request;
-    handle = other.handle;
-    owner = other.owner;
-    other.state = State::idle;
-    other.mpi_request = MPI_REQUEST_NULL;
-    other.handle = 0;
-  }
 };
 
 // A run of Transfers with room for a few inline: most collectives at small sizes post one or
