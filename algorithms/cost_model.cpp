@@ -447,10 +447,19 @@ const Entry broadcast_scatter_allgather{
     [](const Shape& s) {
       // The scatter: the root sends half, a quarter, ... of the blocks (largest first, to the
       // rank p/2, p/4, ... away); then the ring allgather's p-1 steps of a block, crossing into
-      // the next node from one rank of each.
+      // the next node from one rank of each. A rank posts the sends to all its children at
+      // once: spread over nodes, those that cross share its node's link, so the child at
+      // distance d has its blocks only once those of the nearer children across nodes are
+      // through too.
       Steps t{s};
       for (double d = s.core; d >= 1; d /= 2) {
-        if (d < s.p) t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
+        if (d >= s.p) continue;
+        double bytes = std::min(d, s.p - d) / s.p * s.n;
+        if (t.spread() && d >= s.per_node) {
+          for (double e = d / 2; e >= s.per_node; e /= 2)
+            bytes += std::min(e, s.p - e) / s.p * s.n;
+        }
+        t.tree_step(d, bytes);
       }
       t.ring_steps(s.p - 1, s.n / s.p, 0);
       return t.c;
@@ -476,30 +485,38 @@ const Entry reduce_binomial_tree{
     binomial_reduce_steps,
     "ceil(log2 p) levels; each inner rank receives and reduces its children's buffers "
     "(segmented) and sends the sum up."};
+namespace {
+Cost halving_reduce_scatter_cost(const Shape& s, bool near_first);
+}  // namespace
+// Rabenseifner's reduce. The reduce-scatter half runs the reduce_scatter the library picks at the
+// size (the flat choice: recursive halving up to kFlatReduceScatterHalvingBytes, far first, step
+// j exchanging n / 2^(j+1) with the rank p'/2^(j+1) away; the ring above), or with
+// `butterfly_half` the butterfly; then the binomial gather of the blocks, 2^j blocks from the rank
+// 2^j away. The library takes the butterfly on kManyNodes nodes and more where the reduce is not
+// itself the part across nodes of a node-aware one (lib/src/coll/reduce.cpp).
+static Cost rabenseifner_reduce(const Shape& s, bool butterfly_half) {
+  Steps t{s};
+  if (butterfly_half) {
+    t.c = halving_reduce_scatter_cost(s, true);
+  } else if (s.n <= static_cast<double>(kFlatReduceScatterHalvingBytes)) {
+    fold_steps(t, s.n, true);
+    double m = s.n;
+    for (double d = s.core / 2; d >= 1; d /= 2) {
+      m /= 2;
+      t.xor_step(d, m, streams(s, m), m);
+    }
+  } else {
+    t.ring_steps(s.p - 1, s.n / s.p, s.n / s.p);
+  }
+  for (double d = 1; d < s.p; d *= 2)
+    t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
+  return t.c;
+}
 const Entry reduce_rabenseifner{
-    [](const Shape& s) {
-      // The reduce-scatter half runs the reduce_scatter the library picks at the size (the
-      // flat choice: recursive halving up to kFlatReduceScatterHalvingBytes, far first, step j
-      // exchanging n / 2^(j+1) with the rank p'/2^(j+1) away; the ring above); then the
-      // binomial gather of the blocks, 2^j blocks from the rank 2^j away.
-      Steps t{s};
-      if (s.n <= static_cast<double>(kFlatReduceScatterHalvingBytes)) {
-        fold_steps(t, s.n, true);
-        double m = s.n;
-        for (double d = s.core / 2; d >= 1; d /= 2) {
-          m /= 2;
-          t.xor_step(d, m, streams(s, m), m);
-        }
-      } else {
-        t.ring_steps(s.p - 1, s.n / s.p, s.n / s.p);
-      }
-      for (double d = 1; d < s.p; d *= 2)
-        t.tree_step(d, std::min(d, s.p - d) / s.p * s.n);
-      return t.c;
-    },
+    [](const Shape& s) { return rabenseifner_reduce(s, s.nodes >= kManyNodes); },
     "A reduce-scatter (the library's choice at the size: recursive halving up to 64 KiB, the "
-    "ring above), then a binomial gather of the blocks to the root: 2(p-1)/p n bytes instead of "
-    "n log p."};
+    "ring above; on 8 nodes and more the butterfly), then a binomial gather of the blocks to the "
+    "root: 2(p-1)/p n bytes instead of n log p."};
 const Entry reduce_shared_memory{
     [](const Shape& s) {
       // The others copy n in; the root reduces p-1 slots into its output, a slot behind.
@@ -618,10 +635,12 @@ static Cost flat_broadcast(const Shape& s, double p, double n) {
              ? broadcast_binomial_tree.cost(f)
              : broadcast_scatter_allgather.cost(f);
 }
-static Cost flat_reduce(const Shape& s, double p, double n) {
+// `across`: the reduce across nodes of a node-aware one (a group of one rank per node).
+static Cost flat_reduce(const Shape& s, double p, double n, bool across) {
   const Shape f = flat_shape(s, p, n);
-  return n <= static_cast<double>(kFlatReduceTreeBytes) ? reduce_binomial_tree.cost(f)
-                                                        : reduce_rabenseifner.cost(f);
+  return n <= static_cast<double>(kFlatReduceTreeBytes)
+             ? reduce_binomial_tree.cost(f)
+             : rabenseifner_reduce(f, !across && f.nodes >= kManyNodes);
 }
 static Cost flat_allgather(const Shape& s, double p, double n) {
   const Shape f = flat_shape(s, p, n);
@@ -654,13 +673,13 @@ const Entry broadcast_hierarchical{
     true};
 const Entry reduce_hierarchical{
     [](const Shape& s) {
-      if (!splits(s)) return all_flat(s, flat_reduce(s, s.p, s.n));
+      if (!splits(s)) return all_flat(s, flat_reduce(s, s.p, s.n, false));
       const double lg = log2_ceil(static_cast<int>(s.per_node));
       Cost inside;
       inside.messages = lg;
       inside.bytes = lg * s.n / streams(s, s.n);
       inside.reduced = lg * s.n;
-      return add(inside, across_nodes(flat_reduce(s, s.nodes, s.n)));
+      return add(inside, across_nodes(flat_reduce(s, s.nodes, s.n, true)));
     },
     "Node-aware: a reduce inside each node to one rank of it (the root on the root's node, "
     "whatever its local rank; the leader elsewhere; through the node's arena where it has one, "
@@ -783,9 +802,12 @@ const Entry alltoall_pairwise{[](const Shape& s) {
                                     std::ceil((s.p - 1) / static_cast<double>(kPipelineDepth));
                                 const double block = s.n / s.p;
                                 if (s.nodes <= 1) return Cost{rounds, (s.p - 1) * block, 0, 0};
+                                // Step d sends to the rank d on: d ranks of a node cross,
+                                // all k of them from d = k on, and p - d where the shift wraps
+                                // round into the node again (as Steps::shift_step).
                                 Cost c;
                                 for (double d = 1; d < s.p; ++d) {
-                                  const double crossing = std::min(d, s.per_node);
+                                  const double crossing = std::min({d, s.p - d, s.per_node});
                                   c.inter_bytes += crossing * block;
                                 }
                                 c.inter_messages = rounds;

@@ -11,7 +11,8 @@
 # extended with more ranks or platforms later.
 #
 #   scripts/smpi-sweep.sh OUTDIR [-c "allreduce reduce_scatter"] [-n "16 64 256 1024"]
-#       [-p "fat-tree torus dragonfly"] [-k "1 8"] [-b 16] [-e 64M] [-f 4] [-v network|compute]
+#       [-p "fat-tree torus dragonfly"] [-k "1 8"] [-b 16] [-e 64M] [-f 4]
+#       [-v network|reductions|compute]
 #       [-a all,auto] [-s "ompi mpich"] [-m]
 #
 # -m (merge): a cell whose file exists runs the -a rows alone (no mpi row, first selector only)
@@ -25,10 +26,17 @@
 # factors of 4, the network view. Needs the SMPI build (build-smpi; `source scripts/common.sh;
 # collx_build_smpi` makes it).
 #
-# Views: network (smpi/simulate-computation:no): only messages take simulated time, on both
-# sides; compute (yes, smpi/host-speed = the platforms' 100 Gf): collx's code between MPI calls
-# (its reductions, copies, scheduling) also takes the CPU time it takes on this machine, while
-# SMPI's own collectives still reduce for free (docs/SCALE.md, "Computation").
+# Views (docs/SCALE.md, "Computation"):
+#   network (smpi/simulate-computation:no): only messages take simulated time, on both sides.
+#   reductions (no, and every reduction charged alike): a reduction of b input bytes takes
+#     b / SWEEP_REDUCE_GBPS GB/s (10 by default) of simulated time, collx's
+#     (COLLX_SMPI_REDUCE_GBPS) and those inside SMPI's own collectives, which SMPI leaves free
+#     (their mpi rows reduce with user-defined ops that charge it: collx-bench
+#     --smpi-reduce-gbps). Copies and the rest of the code stay free on both sides.
+#   compute (yes, smpi/host-speed = the platforms' 100 Gf): SMPI's own model. All of collx's
+#     code between MPI calls (reductions, copies, scheduling) takes the thread CPU time it takes
+#     on this machine, while every rank shares its one core (not exactly repeatable); SMPI's
+#     collectives, their reductions included, stay free.
 #
 # Memory: 8 ranks x 64 MiB x a few buffers per rank does not fit at 256 or 1,024 ranks; sizes
 # from a threshold up (COLLX_SMPI_SHARED_BYTES for collx's scratch, --smpi-shared for the bench's
@@ -67,10 +75,16 @@ while getopts "c:n:p:k:b:e:f:v:a:s:m" opt; do
     *) exit 2 ;;
   esac
 done
+charge=()
+reduce_gbps=0
 case "$view" in
   network) compute=no ;;
+  reductions)
+    compute=no reduce_gbps="${SWEEP_REDUCE_GBPS:-10}"
+    charge=(--smpi-reduce-gbps "$reduce_gbps")
+    ;;
   compute) compute=yes ;;
-  *) echo "smpi-sweep: -v network or compute" >&2; exit 2 ;;
+  *) echo "smpi-sweep: -v network, reductions or compute" >&2; exit 2 ;;
 esac
 
 bench="${COLLX_SMPI_BUILD_DIR:-$COLLX_ROOT/build-smpi}/apps/bench/collx-bench"
@@ -167,13 +181,14 @@ for platform in $platforms; do
           # collx's scratch from 4x the bench's threshold: an algorithm's scratch (Bruck's
           # alltoall: 3 buffers) shared by every rank while the bench checks its result would
           # make a correct schedule fail the check.
-          (cd "$dir" && COLLX_SMPI_SHARED_BYTES=$((share * 4)) /usr/bin/time -f "%M" -o "$log.rss" \
+          (cd "$dir" && COLLX_SMPI_SHARED_BYTES=$((share * 4)) \
+            COLLX_SMPI_REDUCE_GBPS=$reduce_gbps /usr/bin/time -f "%M" -o "$log.rss" \
             smpirun -np "$np" -platform "$xml" -hostfile "$hostfile" \
             --cfg=smpi/coll-selector:"$selector" --cfg=smpi/simulate-computation:"$compute" \
             --cfg=smpi/host-speed:100Gf --cfg=smpi/shared-malloc-blocksize:67108864 \
             $(smpi_extra "$selector" "$c") \
             "$bench" "$c" -a "$rows" -b "$smallest" -e "$max" -f "$factor" -n 2 -w 1 --rounds 1 \
-            -c 1 --smpi-shared "$share" --json "$json.tmp") >"$log" 2>&1 || {
+            -c 1 --smpi-shared "$share" "${charge[@]}" --json "$json.tmp") >"$log" 2>&1 || {
             echo "smpi-sweep: $log failed" >&2
             tail -5 "$log" >&2
             exit 1

@@ -20,6 +20,10 @@ algorithm auto ran against the simulated time (within 25 %?).
 --plots DIR: one SVG per collective and platform: auto's ratio against size, a line per rank
 count and ranks per host.
 --walltime: the simulator's wall time and memory per simulation (walltime.tsv).
+--views DIR: the three views of computation side by side (docs/SCALE.md, "Computation"), for
+the cells DIR holds under reductions/ and compute/ (scripts/smpi-sweep.sh -v): auto and Open
+MPI's selection in the network view (SWEEP_DIR, with --after), in the reductions view and in
+the compute view, and auto's speed over MPI (MPI's time over auto's) in each.
 """
 import argparse
 import collections
@@ -256,6 +260,7 @@ def model_check(cells, model, view):
     agree = cells_n = within = timed = 0
     rhos = []
     misses = []
+    off = []
     for (platform, k, collective, np), sizes in sorted(cells.items()):
         pred = predictions[(platform, k, np)]
         for size, cell in sorted(sizes.items()):
@@ -281,6 +286,9 @@ def model_check(cells, model, view):
                 timed += 1
                 if abs(p[chosen] - sim[chosen]) <= 0.25 * sim[chosen]:
                     within += 1
+                else:
+                    off.append((platform, k, collective, np, size, chosen, sim[chosen],
+                                p[chosen]))
     out.append(f"Model ranking: the model's fastest is the simulation's fastest (or within 5 % "
                f"of it) in {agree} of {cells_n} cells ({100 * agree / max(cells_n, 1):.0f} %); "
                f"mean Spearman correlation of the two orders {statistics.mean(rhos) if rhos else 0:.2f}.")
@@ -295,6 +303,15 @@ def model_check(cells, model, view):
         for m in sorted(misses, key=lambda m: -m[7])[:40]:
             out.append(f"| {m[0]} | {m[1]} | {m[2]} | {m[3]} | {human(m[4])} | {m[5]} | {m[6]} "
                        f"| {m[7]:.2f} |")
+    if off:
+        out.append("\nCells where the model's time for the algorithm auto ran is more than 25 % "
+                   "from the simulated time:\n")
+        out.append("| platform | per host | collective | ranks | size | algorithm | simulated (us) "
+                   "| model (us) | model / simulated |")
+        out.append("|---|---:|---|---:|---:|---|---:|---:|---:|")
+        for m in sorted(off, key=lambda m: (m[2], m[5], m[0], m[1], m[3], m[4])):
+            out.append(f"| {m[0]} | {m[1]} | {m[2]} | {m[3]} | {human(m[4])} | {m[5]} "
+                       f"| {m[6]:.2f} | {m[7]:.2f} | {m[7] / m[6]:.2f} |")
     return "\n".join(out)
 
 
@@ -386,6 +403,30 @@ def walltime(sweep):
     return "\n".join(out)
 
 
+def views(cells, directory):
+    """The network view's auto and ompi rows (cells) beside DIR's reductions and compute views."""
+    other = {v: load(directory, v) for v in ("reductions", "compute")}
+    keys = sorted(set(other["reductions"]) | set(other["compute"]),
+                  key=lambda key: (key[0], key[1], COLLECTIVES.index(key[2]), key[3]))
+    out = ["| collective | ranks | size | network: auto | MPI | speed | reductions: auto | MPI "
+           "| speed | compute: auto | MPI | speed |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in keys:
+        platform, k, collective, np = key
+        sizes = sorted(set(other["reductions"].get(key, {})) | set(other["compute"].get(key, {})))
+        for size in sizes:
+            row = [collective, str(np), human(size)]
+            net = cells.get(key, {}).get(size, {})
+            for cell in (net, other["reductions"].get(key, {}).get(size, {}),
+                         other["compute"].get(key, {}).get(size, {})):
+                auto, mpi = cell.get("auto"), cell.get("ompi")
+                row += [f"{auto:.1f} ({cell.get('auto_sel', '?')})" if auto else "",
+                        f"{mpi:.1f}" if mpi else "",
+                        f"{mpi / auto:.2f}" if auto and mpi else ""]
+            out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep")
@@ -395,6 +436,7 @@ def main():
     parser.add_argument("--goals", action="store_true")
     parser.add_argument("--walltime", action="store_true")
     parser.add_argument("--no-tables", action="store_true")
+    parser.add_argument("--views")
     parser.add_argument("--after", action="append", default=[],
                         help="a sweep of a later build: its auto rows replace the first sweep's "
                         "(the other rows are the same where the build changed only auto's "
@@ -421,6 +463,9 @@ def main():
     if args.model:
         print()
         print(model_check(cells, args.model, args.view))
+    if args.views:
+        print()
+        print(views(cells, args.views))
     if args.plots:
         plots(cells, args.plots, args.view)
     if args.walltime:

@@ -43,8 +43,12 @@ LOOPBACK = 'loopback_bw="20GBps" loopback_lat="0.2us"'
 
 # Compute speed of a simulated host: only used where the simulation counts computation
 # (smpi/simulate-computation:yes with smpi/host-speed equal to it: a second of this machine's CPU
-# time is a second of simulated time; docs/SCALE.md, "Computation").
-SPEED = 'speed="100Gf"'
+# time is a second of simulated time; or the reductions charged at a fixed rate; docs/SCALE.md,
+# "Computation"). 8 cores, one per rank of the 8 a host takes in the runs, as on a real node:
+# SimGrid shares a core's speed between the activities on it, so with one core 8 ranks
+# computing at once would each get an eighth. Messages take no core: the network view is the
+# same either way.
+SPEED = 'speed="100Gf" core="8"'
 
 
 def header(title, lines):

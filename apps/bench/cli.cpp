@@ -52,6 +52,11 @@ void add_options(CLI::App& app, Settings& s) {
                  "SimGrid SMPI builds: buffers of at least this size (K/M/G suffixes) are one "
                  "block all simulated ranks share (SMPI_SHARED_MALLOC), for sizes that would not "
                  "fit in memory otherwise; those sizes are timed, not checked (docs/SCALE.md)");
+  app.add_option("--smpi-reduce-gbps", s.smpi_reduce_gbps,
+                 "SimGrid SMPI builds: the mpi rows reduce with user-defined ops that take b / "
+                 "this many GB/s of simulated time for b input bytes, as collx's reductions do "
+                 "under COLLX_SMPI_REDUCE_GBPS (SMPI's built-in ops take none; docs/SCALE.md)")
+      ->check(collx::apps::integer_in(1, 1000000));
   app.add_option("--segment,--chunk", s.segment,
                  "segment size of the pipelined algorithms (K/M suffixes; --chunk: old name)");
   app.add_option("--depth", s.depth, "segments in flight")->check(collx::apps::integer_in(1, 64));

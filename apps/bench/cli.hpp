@@ -33,6 +33,7 @@ struct Settings {
   bool cold = false;
   std::string llc;
   std::string smpi_shared;
+  int smpi_reduce_gbps = 0;
 };
 
 // collx-bench's command line.

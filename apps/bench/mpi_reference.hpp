@@ -16,6 +16,15 @@ MPI_Datatype mpi_type(DataType type);
 // (what an MPI user writes), see mpi_finish_average.
 MPI_Op mpi_op(DataType type, ReduceOp op);
 
+// SimGrid's SMPI builds (docs/SCALE.md, "Computation"): SMPI applies a predefined op inside its
+// own collectives, where it does not time the program, so their reductions take no simulated
+// time in any view. After this call, mpi_op gives the mpi rows user-defined commutative ops (the
+// same selection of SMPI's algorithms) that reduce element by element and take b / `gbps` GB/s
+// of simulated time for b input bytes, as collx's own reductions do under
+// COLLX_SMPI_REDUCE_GBPS: both sides pay for their reductions alike. The MPI's copies stay free.
+// Native types only; false where the build is not SMPI's.
+bool charge_mpi_reductions(int gbps);
+
 // After an MPI sum standing in for avg: divide `count` elements in place by `nranks`.
 void mpi_finish_average(void* buffer, DataType type, std::size_t count, int nranks);
 

@@ -9,6 +9,7 @@
 #include "bench_buffers.hpp"
 #include "bench_device.hpp"
 #include "cli_numbers.hpp"
+#include "mpi_reference.hpp"
 
 namespace collx::bench {
 
@@ -136,6 +137,9 @@ std::string make_plan(const Settings& s, Plan& plan) {
     // Sizes from here up are timed, not checked: a size's largest buffer is the size column's
     // bytes (nccl-tests' convention), so no buffer of a smaller size is shared.
     collx::bench::Buffer::share_from(*parsed);
+  }
+  if (s.smpi_reduce_gbps > 0 && !charge_mpi_reductions(s.smpi_reduce_gbps)) {
+    return "--smpi-reduce-gbps is for builds against SimGrid's SMPI (COLLX_MPI=smpi)";
   }
   if (!s.segment.empty()) {
     const auto parsed = parse_size(s.segment);

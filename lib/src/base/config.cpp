@@ -239,6 +239,7 @@ Config config_from_environment() {
           {"streaming", RingStorePolicy::streaming}},
          "auto, plain or streaming");
   size_in("COLLX_SMPI_SHARED_BYTES", nullptr, c.smpi_shared_bytes, 0, kAny, "a size (0: never)");
+  int_in("COLLX_SMPI_REDUCE_GBPS", c.smpi_reduce_gbps, 0, 1000000, "GB/s, 0 to 1000000");
   if (const char* v = env("COLLX_NODE_LAYOUT")) {
     if (auto err = parse_node_layout(v, c.node_layout)) bad_value("COLLX_NODE_LAYOUT", v, *err);
   }

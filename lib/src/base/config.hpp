@@ -92,6 +92,11 @@ struct Config {
   // every simulated rank maps, so 1,024 simulated ranks fit large sizes in one machine's memory.
   // Their contents are then meaningless: for timing runs only (docs/SCALE.md).
   std::size_t smpi_shared_bytes = 0;
+  // COLLX_SMPI_REDUCE_GBPS (GB/s, a whole number; 0 = never, the default): in a build for
+  // SimGrid's SMPI, every host reduction of b input bytes takes b / this rate of simulated time,
+  // whatever smpi/simulate-computation says: the reductions view of docs/SCALE.md,
+  // "Computation", beside collx-bench's --smpi-reduce-gbps for the MPI's side.
+  int smpi_reduce_gbps = 0;
 };
 
 // Parses the COLLX_* variables; throws collx::Error(ErrorCode::config) on a malformed value.

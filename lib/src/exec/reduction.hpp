@@ -3,9 +3,15 @@
 
 #include <cstddef>
 
+#include "collx/build_config.hpp"
 #include "collx/types.hpp"
 #include "device_call.hpp"
 #include "host_reduce.hpp"
+#if COLLX_SMPI
+#include <mpi.h>  // SimGrid's SMPI: smpi_execute_benched
+
+#include "config.hpp"
+#endif
 
 namespace collx::detail {
 
@@ -35,6 +41,11 @@ struct Reduction {
       device->reduce(dst, lower, upper, n, type, op, finalize ? divisor : 0.0);
       return;
     }
+#if COLLX_SMPI
+    if (const int gbps = config().smpi_reduce_gbps; gbps > 0) [[unlikely]] {
+      smpi_execute_benched(static_cast<double>(n * element_size) / (gbps * 1e9));
+    }
+#endif
     fn(dst, lower, upper, n, finalize ? divisor : 0.0);
   }
 };
