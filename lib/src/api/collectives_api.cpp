@@ -45,8 +45,10 @@ bool fits_int(std::size_t n) {
 // A reduction of `bytes` in all (`count` elements, which MPI's int must hold, of a type and op
 // the MPI library has) whose class goes to the MPI library: by its trials, or untried where its
 // bits depend on the order of combination (library_for_untried).
-bool delegated_reduction(const CommState& s, Collective collective, std::size_t bytes,
-                         std::size_t count, DataType type, ReduceOp op, const Options& options) {
+[[gnu::always_inline]] inline bool delegated_reduction(const CommState& s, Collective collective,
+                                                       std::size_t bytes, std::size_t count,
+                                                       DataType type, ReduceOp op,
+                                                       const Options& options) {
   if (!fits_int(count)) return false;
   if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
   const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
@@ -56,8 +58,9 @@ bool delegated_reduction(const CommState& s, Collective collective, std::size_t 
 // Whether a blocking call goes to the MPI library's own collective (the delegated path), from
 // what every rank's call shares; asked once the call's arguments are checked. `count` as the call
 // takes it (the buffer, or one rank's block).
-bool delegated(const CommState& s, Collective collective, std::size_t count, DataType type,
-               ReduceOp op, const Options& options) {
+[[gnu::always_inline]] inline bool delegated(const CommState& s, Collective collective,
+                                             std::size_t count, DataType type, ReduceOp op,
+                                             const Options& options) {
   // Every call asks (the drop-in's too, before collx takes one): the usual answer first.
   if (!s.delegating()) [[likely]]
     return false;
@@ -85,6 +88,58 @@ bool delegated(const CommState& s, Collective collective, std::size_t count, Dat
   }
 }
 
+// ---- the MPI library's calls and the checks that the delegated path's entry shares ----
+
+int library_allreduce(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
+                      DataType type, ReduceOp op) {
+  return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                        static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
+}
+int library_broadcast(const CommState& s, void* buffer, std::size_t bytes, int root) {
+  return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s.comm);
+}
+int library_reduce(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
+                   DataType type, ReduceOp op, int root) {
+  std::vector<std::byte> input;
+  const void* send = s.rank == root && sendbuf == recvbuf
+                         ? in_place_reduce_input(root, static_cast<std::byte*>(recvbuf),
+                                                 count * size_of(type), input)
+                         : sendbuf;
+  return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op), root,
+                     s.comm);
+}
+int library_alltoall(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
+                     DataType type) {
+  const int block = static_cast<int>(count * size_of(type));
+  return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, block, MPI_BYTE, recvbuf, block,
+                       MPI_BYTE, s.comm);
+}
+// reduce's checks; returns the bytes of one buffer.
+std::size_t reduce_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
+                          std::size_t count, DataType type, ReduceOp op, int root) {
+  const ArgCheck check(Collective::reduce, s.rank);
+  check.type_op(type, op);
+  const std::size_t bytes = check.bytes(count, type);
+  check.rank_in_range(root, s.size, "root");
+  check.buffer(sendbuf, bytes, "sendbuf");
+  if (s.rank == root) {
+    check.buffer(recvbuf, bytes, "recvbuf");
+    check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  }
+  return bytes;
+}
+// alltoall's checks; returns the bytes of one buffer.
+std::size_t alltoall_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
+                            std::size_t count, DataType type) {
+  const ArgCheck check(Collective::alltoall, s.rank);
+  check.type(type);
+  const std::size_t total = check.total_bytes(count, s.size, type);
+  check.buffer(sendbuf, total, "sendbuf");
+  check.buffer(recvbuf, total, "recvbuf");
+  check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
+  return total;
+}
+
 // Runs the schedule of collective S (the call's own, or reduce_scatter's for reduce_scatter_v)
 // on `args` through run_collective; `host_copies(staged)` points `args` at host copies of the
 // call's device buffers.
@@ -109,8 +164,7 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
   if (nothing_to_move(Collective::allreduce, bytes)) return {};
   const auto library = [&] {
-    return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                          static_cast<int>(count), mpi_datatype(type), mpi_op(reduce_op), s->comm);
+    return library_allreduce(*s, sendbuf, recvbuf, count, type, reduce_op);
   };
   if (blocking && delegated(*s, Collective::allreduce, count, type, reduce_op, options))
     return delegated_call(*s, Collective::allreduce, library);
@@ -141,9 +195,7 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
   check.buffer(buffer, bytes, "buffer");
   check.rank_in_range(root, s->size, "root");
   if (nothing_to_move(Collective::broadcast, bytes)) return {};
-  const auto library = [&] {
-    return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s->comm);
-  };
+  const auto library = [&] { return library_broadcast(*s, buffer, bytes, root); };
   if (blocking && delegated(*s, Collective::broadcast, count, type, ReduceOp::sum, options))
     return delegated_call(*s, Collective::broadcast, library);
   CallMemory memory =
@@ -162,24 +214,11 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
 Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                     std::size_t count, DataType type, ReduceOp reduce_op, int root,
                     const Options& options, bool blocking) {
-  const ArgCheck check(Collective::reduce, s->rank);
-  check.type_op(type, reduce_op);
-  const std::size_t bytes = check.bytes(count, type);
-  check.rank_in_range(root, s->size, "root");
-  check.buffer(sendbuf, bytes, "sendbuf");
+  const std::size_t bytes = reduce_checks(*s, sendbuf, recvbuf, count, type, reduce_op, root);
   const bool is_root = s->rank == root;
-  if (is_root) {
-    check.buffer(recvbuf, bytes, "recvbuf");
-    check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
-  }
   if (nothing_to_move(Collective::reduce, bytes)) return {};
   const auto library = [&] {
-    std::vector<std::byte> input;
-    const void* send = is_root && sendbuf == recvbuf
-                           ? in_place_reduce_input(root, bytes_of(recvbuf), bytes, input)
-                           : sendbuf;
-    return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type),
-                       mpi_op(reduce_op), root, s->comm);
+    return library_reduce(*s, sendbuf, recvbuf, count, type, reduce_op, root);
   };
   if (blocking && delegated(*s, Collective::reduce, count, type, reduce_op, options))
     return delegated_call(*s, Collective::reduce, library);
@@ -368,18 +407,9 @@ constexpr auto scatter_impl = rooted_impl<Collective::scatter>;
 
 Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                       std::size_t count, DataType type, const Options& options, bool blocking) {
-  const ArgCheck check(Collective::alltoall, s->rank);
-  check.type(type);
-  const std::size_t total = check.total_bytes(count, s->size, type);
-  check.buffer(sendbuf, total, "sendbuf");
-  check.buffer(recvbuf, total, "recvbuf");
-  check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
+  const std::size_t total = alltoall_checks(*s, sendbuf, recvbuf, count, type);
   if (nothing_to_move(Collective::alltoall, total)) return {};
-  const auto library = [&] {
-    const int block = static_cast<int>(total / static_cast<std::size_t>(s->size));
-    return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, block, MPI_BYTE, recvbuf,
-                         block, MPI_BYTE, s->comm);
-  };
+  const auto library = [&] { return library_alltoall(*s, sendbuf, recvbuf, count, type); };
   if (blocking && delegated(*s, Collective::alltoall, count, type, ReduceOp::sum, options))
     return delegated_call(*s, Collective::alltoall, library);
   CallMemory memory =
@@ -439,6 +469,97 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sen
       std::move(memory.device));
 }
 
+// ---- the delegated path's entry ----
+// A blocking call whose size class settled on the MPI library (CommState::delegates) makes its
+// PMPI_ call from the public entry, ahead of entry(): the failure notices' bookkeeping, the
+// argument checks' error paths and the dispatch are each a call and a frame, a few hundred
+// instructions against the MPI library's own few hundred. Only a call that passes every check
+// the normal path makes goes this way; any other (an argument to reject, a failure notice to
+// hear, nothing to move) returns false and takes the normal path, which reports it.
+
+// The communicator where its calls may take the delegated path, else null.
+CommState* delegating_state(const std::shared_ptr<CommState>& state) {
+  CommState* s = state.get();
+  return s != nullptr && s->delegating() && s->notices->quiet() ? s : nullptr;
+}
+// Runs `checks()` (the normal path's argument checks, which throw collx::Error) and, where they
+// pass and the call's class goes to the MPI library, `call()` on the delegated path.
+template <class Checks, class Call>
+bool fast(const std::shared_ptr<CommState>& state, Collective collective, Checks&& checks,
+          Call&& call) {
+  CommState* s = delegating_state(state);
+  if (s == nullptr) return false;
+  try {
+    if (!checks(*s)) return false;
+  } catch (const Error&) {
+    return false;  // the normal path reports it
+  }
+  run_delegated(*s, collective, [&] { return call(*s); });
+  return true;
+}
+
+bool fast_allreduce(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
+                    std::size_t count, DataType type, ReduceOp op, const Options& options) {
+  return fast(
+      state, Collective::allreduce,
+      [&](CommState& s) {
+        const ArgCheck check(Collective::allreduce, s.rank);
+        check.type_op(type, op);
+        const std::size_t bytes = check.bytes(count, type);
+        check.buffer(sendbuf, bytes, "sendbuf");
+        check.buffer(recvbuf, bytes, "recvbuf");
+        check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+        return delegated(s, Collective::allreduce, count, type, op, options);
+      },
+      [&](CommState& s) { return library_allreduce(s, sendbuf, recvbuf, count, type, op); });
+}
+bool fast_broadcast(const std::shared_ptr<CommState>& state, void* buffer, std::size_t count,
+                    DataType type, int root, const Options& options) {
+  return fast(
+      state, Collective::broadcast,
+      [&](CommState& s) {
+        const ArgCheck check(Collective::broadcast, s.rank);
+        check.type(type);
+        check.buffer(buffer, check.bytes(count, type), "buffer");
+        check.rank_in_range(root, s.size, "root");
+        return delegated(s, Collective::broadcast, count, type, ReduceOp::sum, options);
+      },
+      [&](CommState& s) { return library_broadcast(s, buffer, count * size_of(type), root); });
+}
+bool fast_reduce(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
+                 std::size_t count, DataType type, ReduceOp op, int root, const Options& options) {
+  return fast(
+      state, Collective::reduce,
+      [&](CommState& s) {
+        reduce_checks(s, sendbuf, recvbuf, count, type, op, root);
+        return delegated(s, Collective::reduce, count, type, op, options);
+      },
+      [&](CommState& s) { return library_reduce(s, sendbuf, recvbuf, count, type, op, root); });
+}
+bool fast_alltoall(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
+                   std::size_t count, DataType type, const Options& options) {
+  return fast(
+      state, Collective::alltoall,
+      [&](CommState& s) {
+        alltoall_checks(s, sendbuf, recvbuf, count, type);
+        return delegated(s, Collective::alltoall, count, type, ReduceOp::sum, options);
+      },
+      [&](CommState& s) { return library_alltoall(s, sendbuf, recvbuf, count, type); });
+}
+bool fast_barrier(const std::shared_ptr<CommState>& state, const Options& options) {
+  return fast(
+      state, Collective::barrier,
+      [&](CommState& s) {
+        return delegated(s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options);
+      },
+      [&](CommState& s) { return PMPI_Barrier(s.comm); });
+}
+// Collectives without one.
+template <class... Args>
+bool no_fast(const Args&...) {
+  return false;
+}
+
 // reduce_scatter's blocks of `count` elements per rank, checked before their offsets are
 // computed (a product that wraps would pass every later check).
 std::vector<std::size_t> block_offsets(CommState& s, std::size_t count, DataType type) {
@@ -495,52 +616,54 @@ void Communicator::library_call_made() noexcept {
 
 // A collective's blocking call `name` and its nonblocking i`name`: one entry, told apart by its
 // last argument. `params`: the public signature; then what the entry passes to `impl`.
-#define COLLX_BLOCKING_AND_NONBLOCKING(name, impl, params, ...)               \
+#define COLLX_BLOCKING_AND_NONBLOCKING(name, impl, fast, params, ...)         \
   void Communicator::name params {                                            \
+    if (detail::fast(state_, __VA_ARGS__)) return;                            \
     detail::entry(state_, Collective::name, impl, __VA_ARGS__, true);         \
   }                                                                           \
   Request Communicator::i##name params {                                      \
     return detail::entry(state_, Collective::name, impl, __VA_ARGS__, false); \
   }
 
-COLLX_BLOCKING_AND_NONBLOCKING(allreduce, detail::allreduce_impl,
+COLLX_BLOCKING_AND_NONBLOCKING(allreduce, detail::allreduce_impl, fast_allreduce,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, const Options& options),
                                sendbuf, recvbuf, count, type, op, options)
-COLLX_BLOCKING_AND_NONBLOCKING(broadcast, detail::broadcast_impl,
+COLLX_BLOCKING_AND_NONBLOCKING(broadcast, detail::broadcast_impl, fast_broadcast,
                                (void* buffer, std::size_t count, DataType type, int root,
                                 const Options& options),
                                buffer, count, type, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(reduce, detail::reduce_impl,
+COLLX_BLOCKING_AND_NONBLOCKING(reduce, detail::reduce_impl, fast_reduce,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, int root, const Options& options),
                                sendbuf, recvbuf, count, type, op, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(allgather, detail::allgather_impl,
+COLLX_BLOCKING_AND_NONBLOCKING(allgather, detail::allgather_impl, no_fast,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options),
                                sendbuf, recvbuf, count, type, options)
-COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter, reduce_scatter_blocks,
+COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter, reduce_scatter_blocks, no_fast,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, const Options& options),
                                sendbuf, recvbuf, count, type, op, options)
-COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter_v, reduce_scatter_counts,
+COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter_v, reduce_scatter_counts, no_fast,
                                (const void* sendbuf, void* recvbuf,
                                 std::span<const std::size_t> counts, DataType type, ReduceOp op,
                                 const Options& options),
                                sendbuf, recvbuf, counts, type, op, options)
-COLLX_BLOCKING_AND_NONBLOCKING(gather, detail::gather_impl,
+COLLX_BLOCKING_AND_NONBLOCKING(gather, detail::gather_impl, no_fast,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, int root, const Options& options),
                                sendbuf, recvbuf, count, type, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(scatter, detail::scatter_impl,
+COLLX_BLOCKING_AND_NONBLOCKING(scatter, detail::scatter_impl, no_fast,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, int root, const Options& options),
                                sendbuf, recvbuf, count, type, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(alltoall, detail::alltoall_impl,
+COLLX_BLOCKING_AND_NONBLOCKING(alltoall, detail::alltoall_impl, fast_alltoall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options),
                                sendbuf, recvbuf, count, type, options)
-COLLX_BLOCKING_AND_NONBLOCKING(barrier, detail::barrier_impl, (const Options& options), options)
+COLLX_BLOCKING_AND_NONBLOCKING(barrier, detail::barrier_impl, fast_barrier,
+                               (const Options& options), options)
 #undef COLLX_BLOCKING_AND_NONBLOCKING
 
 void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,

@@ -155,8 +155,9 @@ struct CommState {
   // rank's call shares). Not with an explicit algorithm, device memory or a stream,
   // COLLX_CHECK, COLLX_DEBUG. An `order_sensitive` call is delegated where its class runs the
   // MPI library untried (library_for_untried), not where its trials settled on it.
-  bool delegates(Collective collective, std::size_t bytes, const Options& options,
-                 bool order_sensitive = false) const {
+  [[gnu::always_inline]] bool delegates(Collective collective, std::size_t bytes,
+                                        const Options& options,
+                                        bool order_sensitive = false) const {
     if (!delegating_) [[likely]]
       return false;
     // A negative pipeline depth is rejected on collx's path (next_op).
@@ -407,7 +408,7 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
 // sequence number like every call (a rank whose call runs another way, through host copies say,
 // numbers it too), and the MPI library's error becomes collx's.
 template <class Call>
-Request delegated_call(CommState& s, Collective collective, Call&& call) {
+void run_delegated(CommState& s, Collective collective, Call&& call) {
   library_call_begins();
   const int code = call();
   library_call_ends();
@@ -419,6 +420,10 @@ Request delegated_call(CommState& s, Collective collective, Call&& call) {
     throw Error(ErrorCode::mpi, to_string(collective), s.rank,
                 std::string("the MPI library's collective failed: ") + message);
   }
+}
+template <class Call>
+Request delegated_call(CommState& s, Collective collective, Call&& call) {
+  run_delegated(s, collective, call);
   return {};
 }
 

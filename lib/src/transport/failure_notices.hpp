@@ -71,6 +71,8 @@ class FailureNotices {
                         const std::exception_ptr& error) noexcept;
 
   bool revoked() const { return revoked_; }
+  // Nothing for before_call to settle: the communicator stands and no answer is awaited.
+  bool quiet() const { return !revoked_ && awaited_.empty(); }
 
  private:
   enum class Kind : std::uint32_t { local = 1, revoked = 2 };
