@@ -140,6 +140,62 @@ std::size_t alltoall_checks(const CommState& s, const void* sendbuf, const void*
   return total;
 }
 
+// The blocks of allgather, gather and scatter: one rank's, every rank's, and whether the call is
+// in place.
+struct Blocks {
+  std::size_t block;
+  std::size_t total;
+  bool in_place;
+};
+Blocks allgather_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
+                        std::size_t count, DataType type) {
+  const ArgCheck check(Collective::allgather, s.rank);
+  check.type(type);
+  const std::size_t block = check.bytes(count, type);
+  const std::size_t total = check.total_bytes(count, s.size, type);
+  check.buffer(recvbuf, total, "recvbuf");
+  const std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s.rank) * block;
+  const bool in_place = sendbuf == nullptr || sendbuf == own;
+  if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
+  return {block, total, in_place};
+}
+int library_allgather(const CommState& s, const void* sendbuf, void* recvbuf, const Blocks& b) {
+  const int n = static_cast<int>(b.block);
+  return PMPI_Allgather(b.in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n, MPI_BYTE,
+                        s.comm);
+}
+// gather's and scatter's checks (the root's full buffer holds every rank's block).
+template <Collective C>
+Blocks rooted_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
+                     std::size_t count, DataType type, int root) {
+  constexpr bool kGather = C == Collective::gather;
+  const ArgCheck check(C, s.rank);
+  check.type(type);
+  check.rank_in_range(root, s.size, "root");
+  const std::size_t block = check.bytes(count, type);
+  const std::size_t total = check.total_bytes(count, s.size, type);
+  const bool in_place = check.rooted_blocks(s.rank == root, root, kGather ? recvbuf : sendbuf,
+                                            kGather ? sendbuf : recvbuf, block, total, kGather);
+  return {block, total, in_place};
+}
+template <Collective C>
+int library_rooted(const CommState& s, const void* sendbuf, void* recvbuf, const Blocks& b,
+                   int root) {
+  const int n = static_cast<int>(b.block);
+  if constexpr (C == Collective::gather) {
+    return PMPI_Gather(b.in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n, MPI_BYTE, root,
+                       s.comm);
+  } else {
+    return PMPI_Scatter(sendbuf, n, MPI_BYTE, b.in_place ? MPI_IN_PLACE : recvbuf, n, MPI_BYTE,
+                        root, s.comm);
+  }
+}
+int library_reduce_scatter(const CommState& s, const void* sendbuf, void* recvbuf,
+                           std::size_t count, DataType type, ReduceOp op) {
+  return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                                   static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
+}
+
 // Runs the schedule of collective S (the call's own, or reduce_scatter's for reduce_scatter_v)
 // on `args` through run_collective; `host_copies(staged)` points `args` at host copies of the
 // call's device buffers.
@@ -254,19 +310,10 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
 
 Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                        std::size_t count, DataType type, const Options& options, bool blocking) {
-  const ArgCheck check(Collective::allgather, s->rank);
-  check.type(type);
-  const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.total_bytes(count, s->size, type);
-  check.buffer(recvbuf, total, "recvbuf");
-  std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s->rank) * block;
-  const bool in_place = sendbuf == nullptr || sendbuf == own;
-  if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
+  const Blocks blocks = allgather_checks(*s, sendbuf, recvbuf, count, type);
+  const auto [block, total, in_place] = blocks;
   if (nothing_to_move(Collective::allgather, total)) return {};
-  const auto library = [&] {
-    return PMPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(block), MPI_BYTE,
-                          recvbuf, static_cast<int>(block), MPI_BYTE, s->comm);
-  };
+  const auto library = [&] { return library_allgather(*s, sendbuf, recvbuf, blocks); };
   if (blocking && delegated(*s, Collective::allgather, count, type, ReduceOp::sum, options))
     return delegated_call(*s, Collective::allgather, library);
   CallMemory memory = call_memory(
@@ -306,9 +353,7 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   // Equal blocks (reduce_scatter's) only: reduce_scatter_v runs the library's row through
   // collx's path.
   const auto equal_blocks = [&] {
-    return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                     static_cast<int>(mine / size_of(type)), mpi_datatype(type),
-                                     mpi_op(reduce_op), s->comm);
+    return library_reduce_scatter(*s, sendbuf, recvbuf, mine / size_of(type), type, reduce_op);
   };
   const LibraryCall library =
       collective == Collective::reduce_scatter ? LibraryCall(equal_blocks) : LibraryCall();
@@ -353,15 +398,11 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
                     bool blocking) {
   static_assert(C == Collective::gather || C == Collective::scatter);
   constexpr bool kGather = C == Collective::gather;
-  const ArgCheck check(C, s->rank);
-  check.type(type);
-  check.rank_in_range(root, s->size, "root");
-  const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.total_bytes(count, s->size, type);
+  const Blocks blocks = rooted_checks<C>(*s, sendbuf, recvbuf, count, type, root);
+  const auto [block, total, in_place] = blocks;
   const bool is_root = s->rank == root;
   const void* full = kGather ? recvbuf : sendbuf;
   const void* own = kGather ? sendbuf : recvbuf;
-  const bool in_place = check.rooted_blocks(is_root, root, full, own, block, total, kGather);
   // The buffers this rank uses: the full one at the root, its own unless in place; gather's own
   // block in and full buffer out, scatter's the other way round.
   const void* full_used = is_root ? full : nullptr;
@@ -371,13 +412,7 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const std::size_t in_bytes = kGather ? block : total;
   const std::size_t out_bytes = kGather ? total : block;
   if (nothing_to_move(C, total)) return {};
-  const auto library = [&] {
-    const int n = static_cast<int>(block);
-    return kGather ? PMPI_Gather(in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n,
-                                 MPI_BYTE, root, s->comm)
-                   : PMPI_Scatter(sendbuf, n, MPI_BYTE, in_place ? MPI_IN_PLACE : recvbuf, n,
-                                  MPI_BYTE, root, s->comm);
-  };
+  const auto library = [&] { return library_rooted<C>(*s, sendbuf, recvbuf, blocks, root); };
   if (blocking && delegated(*s, C, count, type, ReduceOp::sum, options))
     return delegated_call(*s, C, library);
   CallMemory memory = call_memory(
@@ -546,6 +581,49 @@ bool fast_alltoall(const std::shared_ptr<CommState>& state, const void* sendbuf,
       },
       [&](CommState& s) { return library_alltoall(s, sendbuf, recvbuf, count, type); });
 }
+bool fast_allgather(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
+                    std::size_t count, DataType type, const Options& options) {
+  Blocks blocks{};
+  return fast(
+      state, Collective::allgather,
+      [&](CommState& s) {
+        blocks = allgather_checks(s, sendbuf, recvbuf, count, type);
+        return delegated(s, Collective::allgather, count, type, ReduceOp::sum, options);
+      },
+      [&](CommState& s) { return library_allgather(s, sendbuf, recvbuf, blocks); });
+}
+template <Collective C>
+bool fast_rooted(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
+                 std::size_t count, DataType type, int root, const Options& options) {
+  Blocks blocks{};
+  return fast(
+      state, C,
+      [&](CommState& s) {
+        blocks = rooted_checks<C>(s, sendbuf, recvbuf, count, type, root);
+        return delegated(s, C, count, type, ReduceOp::sum, options);
+      },
+      [&](CommState& s) { return library_rooted<C>(s, sendbuf, recvbuf, blocks, root); });
+}
+constexpr auto fast_gather = fast_rooted<Collective::gather>;
+constexpr auto fast_scatter = fast_rooted<Collective::scatter>;
+bool fast_reduce_scatter(const std::shared_ptr<CommState>& state, const void* sendbuf,
+                         void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+                         const Options& options) {
+  return fast(
+      state, Collective::reduce_scatter,
+      [&](CommState& s) {
+        const ArgCheck check(Collective::reduce_scatter, s.rank);
+        check.type_op(type, op);
+        const std::size_t total = check.total_bytes(count, s.size, type);
+        const std::size_t mine = count * size_of(type);
+        check.buffer(sendbuf, total, "sendbuf");
+        check.buffer(recvbuf, mine, "recvbuf");
+        if (sendbuf != recvbuf)
+          check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
+        return delegated(s, Collective::reduce_scatter, count, type, op, options);
+      },
+      [&](CommState& s) { return library_reduce_scatter(s, sendbuf, recvbuf, count, type, op); });
+}
 bool fast_barrier(const std::shared_ptr<CommState>& state, const Options& options) {
   return fast(
       state, Collective::barrier,
@@ -637,11 +715,11 @@ COLLX_BLOCKING_AND_NONBLOCKING(reduce, detail::reduce_impl, fast_reduce,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, int root, const Options& options),
                                sendbuf, recvbuf, count, type, op, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(allgather, detail::allgather_impl, no_fast,
+COLLX_BLOCKING_AND_NONBLOCKING(allgather, detail::allgather_impl, fast_allgather,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options),
                                sendbuf, recvbuf, count, type, options)
-COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter, reduce_scatter_blocks, no_fast,
+COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter, reduce_scatter_blocks, fast_reduce_scatter,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, const Options& options),
                                sendbuf, recvbuf, count, type, op, options)
@@ -650,11 +728,11 @@ COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter_v, reduce_scatter_counts, no_fast,
                                 std::span<const std::size_t> counts, DataType type, ReduceOp op,
                                 const Options& options),
                                sendbuf, recvbuf, counts, type, op, options)
-COLLX_BLOCKING_AND_NONBLOCKING(gather, detail::gather_impl, no_fast,
+COLLX_BLOCKING_AND_NONBLOCKING(gather, detail::gather_impl, fast_gather,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, int root, const Options& options),
                                sendbuf, recvbuf, count, type, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(scatter, detail::scatter_impl, no_fast,
+COLLX_BLOCKING_AND_NONBLOCKING(scatter, detail::scatter_impl, fast_scatter,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, int root, const Options& options),
                                sendbuf, recvbuf, count, type, root, options)
