@@ -114,6 +114,35 @@ int library_alltoall(const CommState& s, const void* sendbuf, void* recvbuf, std
   return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, block, MPI_BYTE, recvbuf, block,
                        MPI_BYTE, s.comm);
 }
+// allreduce's checks; returns the bytes of one buffer.
+std::size_t allreduce_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
+                             std::size_t count, DataType type, ReduceOp op) {
+  const ArgCheck check(Collective::allreduce, s.rank);
+  check.type_op(type, op);
+  const std::size_t bytes = check.bytes(count, type);
+  check.buffer(sendbuf, bytes, "sendbuf");
+  check.buffer(recvbuf, bytes, "recvbuf");
+  check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  return bytes;
+}
+// broadcast's checks; returns the buffer's bytes.
+std::size_t broadcast_checks(const CommState& s, const void* buffer, std::size_t count,
+                             DataType type, int root) {
+  const ArgCheck check(Collective::broadcast, s.rank);
+  check.type(type);
+  const std::size_t bytes = check.bytes(count, type);
+  check.buffer(buffer, bytes, "buffer");
+  check.rank_in_range(root, s.size, "root");
+  return bytes;
+}
+// reduce_scatter's buffers: the whole input (`total` bytes) and this rank's block (`mine`).
+void reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const void* recvbuf,
+                            std::size_t total, std::size_t mine) {
+  check.buffer(sendbuf, total, "sendbuf");
+  check.buffer(recvbuf, mine, "recvbuf");
+  if (sendbuf != recvbuf)
+    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
+}
 // reduce's checks; returns the bytes of one buffer.
 std::size_t reduce_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
                           std::size_t count, DataType type, ReduceOp op, int root) {
@@ -212,18 +241,11 @@ Request run(const std::shared_ptr<CommState>& s, Collective collective, ArgsOf<S
 Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                        std::size_t count, DataType type, ReduceOp reduce_op, const Options& options,
                        bool blocking) {
-  const ArgCheck check(Collective::allreduce, s->rank);
-  check.type_op(type, reduce_op);
-  const std::size_t bytes = check.bytes(count, type);
-  check.buffer(sendbuf, bytes, "sendbuf");
-  check.buffer(recvbuf, bytes, "recvbuf");
-  check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+  const std::size_t bytes = allreduce_checks(*s, sendbuf, recvbuf, count, type, reduce_op);
   if (nothing_to_move(Collective::allreduce, bytes)) return {};
   const auto library = [&] {
     return library_allreduce(*s, sendbuf, recvbuf, count, type, reduce_op);
   };
-  if (blocking && delegated(*s, Collective::allreduce, count, type, reduce_op, options))
-    return delegated_call(*s, Collective::allreduce, library);
   CallMemory memory =
       call_memory(*s, Collective::allreduce, options,
                   {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
@@ -245,15 +267,9 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
 
 Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
                        DataType type, int root, const Options& options, bool blocking) {
-  const ArgCheck check(Collective::broadcast, s->rank);
-  check.type(type);
-  const std::size_t bytes = check.bytes(count, type);
-  check.buffer(buffer, bytes, "buffer");
-  check.rank_in_range(root, s->size, "root");
+  const std::size_t bytes = broadcast_checks(*s, buffer, count, type, root);
   if (nothing_to_move(Collective::broadcast, bytes)) return {};
   const auto library = [&] { return library_broadcast(*s, buffer, bytes, root); };
-  if (blocking && delegated(*s, Collective::broadcast, count, type, ReduceOp::sum, options))
-    return delegated_call(*s, Collective::broadcast, library);
   CallMemory memory =
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
   BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
@@ -276,8 +292,6 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const auto library = [&] {
     return library_reduce(*s, sendbuf, recvbuf, count, type, reduce_op, root);
   };
-  if (blocking && delegated(*s, Collective::reduce, count, type, reduce_op, options))
-    return delegated_call(*s, Collective::reduce, library);
   // recvbuf is significant at the root only.
   CallMemory memory = call_memory(
       *s, Collective::reduce, options,
@@ -314,8 +328,6 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   const auto [block, total, in_place] = blocks;
   if (nothing_to_move(Collective::allgather, total)) return {};
   const auto library = [&] { return library_allgather(*s, sendbuf, recvbuf, blocks); };
-  if (blocking && delegated(*s, Collective::allgather, count, type, ReduceOp::sum, options))
-    return delegated_call(*s, Collective::allgather, library);
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -345,11 +357,7 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   const std::size_t total = check.bytes(offsets.back(), type);
   const auto r = static_cast<std::size_t>(s->rank);
   const std::size_t mine = (offsets[r + 1] - offsets[r]) * size_of(type);
-  check.buffer(sendbuf, total, "sendbuf");
-  check.buffer(recvbuf, mine, "recvbuf");
-  if (sendbuf != recvbuf) {
-    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
-  }
+  reduce_scatter_buffers(check, sendbuf, recvbuf, total, mine);
   // Equal blocks (reduce_scatter's) only: reduce_scatter_v runs the library's row through
   // collx's path.
   const auto equal_blocks = [&] {
@@ -357,12 +365,9 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   };
   const LibraryCall library =
       collective == Collective::reduce_scatter ? LibraryCall(equal_blocks) : LibraryCall();
-  const bool delegate = blocking && library && total > 0 &&
-                        delegated(*s, collective, offsets[1], type, reduce_op, options);
-  if (nothing_to_move(collective, total) || delegate) {
+  if (nothing_to_move(collective, total)) {
     s->give_back_offsets(CommState::kNoSpareOffsets, std::move(offsets));
-    if (!delegate) return {};
-    return delegated_call(*s, collective, library);
+    return {};
   }
   // The signature covers every rank's block length, so COLLX_CHECK catches differing counts.
   std::uint64_t counts_hash = 0;
@@ -413,8 +418,6 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const std::size_t out_bytes = kGather ? total : block;
   if (nothing_to_move(C, total)) return {};
   const auto library = [&] { return library_rooted<C>(*s, sendbuf, recvbuf, blocks, root); };
-  if (blocking && delegated(*s, C, count, type, ReduceOp::sum, options))
-    return delegated_call(*s, C, library);
   CallMemory memory = call_memory(
       *s, C, options, {{in, in_bytes, "sendbuf"}, {out, out_bytes, "recvbuf"}}, blocking);
   ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
@@ -445,8 +448,6 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
   const std::size_t total = alltoall_checks(*s, sendbuf, recvbuf, count, type);
   if (nothing_to_move(Collective::alltoall, total)) return {};
   const auto library = [&] { return library_alltoall(*s, sendbuf, recvbuf, count, type); };
-  if (blocking && delegated(*s, Collective::alltoall, count, type, ReduceOp::sum, options))
-    return delegated_call(*s, Collective::alltoall, library);
   CallMemory memory =
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -463,8 +464,6 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
   const auto library = [&] { return PMPI_Barrier(s->comm); };
-  if (blocking && delegated(*s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options))
-    return delegated_call(*s, Collective::barrier, library);
   BarrierArgs args;
   return run_collective(
       s, Collective::barrier, 0, options, {Collective::barrier, 0}, blocking,
@@ -538,12 +537,7 @@ bool fast_allreduce(const std::shared_ptr<CommState>& state, const void* sendbuf
   return fast(
       state, Collective::allreduce,
       [&](CommState& s) {
-        const ArgCheck check(Collective::allreduce, s.rank);
-        check.type_op(type, op);
-        const std::size_t bytes = check.bytes(count, type);
-        check.buffer(sendbuf, bytes, "sendbuf");
-        check.buffer(recvbuf, bytes, "recvbuf");
-        check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+        allreduce_checks(s, sendbuf, recvbuf, count, type, op);
         return delegated(s, Collective::allreduce, count, type, op, options);
       },
       [&](CommState& s) { return library_allreduce(s, sendbuf, recvbuf, count, type, op); });
@@ -553,10 +547,7 @@ bool fast_broadcast(const std::shared_ptr<CommState>& state, void* buffer, std::
   return fast(
       state, Collective::broadcast,
       [&](CommState& s) {
-        const ArgCheck check(Collective::broadcast, s.rank);
-        check.type(type);
-        check.buffer(buffer, check.bytes(count, type), "buffer");
-        check.rank_in_range(root, s.size, "root");
+        broadcast_checks(s, buffer, count, type, root);
         return delegated(s, Collective::broadcast, count, type, ReduceOp::sum, options);
       },
       [&](CommState& s) { return library_broadcast(s, buffer, count * size_of(type), root); });
@@ -614,12 +605,8 @@ bool fast_reduce_scatter(const std::shared_ptr<CommState>& state, const void* se
       [&](CommState& s) {
         const ArgCheck check(Collective::reduce_scatter, s.rank);
         check.type_op(type, op);
-        const std::size_t total = check.total_bytes(count, s.size, type);
-        const std::size_t mine = count * size_of(type);
-        check.buffer(sendbuf, total, "sendbuf");
-        check.buffer(recvbuf, mine, "recvbuf");
-        if (sendbuf != recvbuf)
-          check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
+        reduce_scatter_buffers(check, sendbuf, recvbuf, check.total_bytes(count, s.size, type),
+                               count * size_of(type));
         return delegated(s, Collective::reduce_scatter, count, type, op, options);
       },
       [&](CommState& s) { return library_reduce_scatter(s, sendbuf, recvbuf, count, type, op); });

@@ -150,7 +150,7 @@ struct CommState {
   // (COLLX_AUTOTUNE=0, one rank, no bytes, COLLX_ALGO or a tuning file decides, point-to-point).
   ClassTuner* tuner_for(Collective collective, std::size_t bytes);
   // The delegated path: whether a blocking call of `collective` on `bytes` goes straight to the
-  // MPI library's own collective (delegated_call), as auto's trials of its size class settled;
+  // MPI library's own collective (run_delegated), as auto's trials of its size class settled;
   // the same on every rank (the trials' choice is agreed, and every condition here is what every
   // rank's call shares). Not with an explicit algorithm, device memory or a stream,
   // COLLX_CHECK, COLLX_DEBUG. An `order_sensitive` call is delegated where its class runs the
@@ -160,10 +160,7 @@ struct CommState {
                                         bool order_sensitive = false) const {
     if (!delegating_) [[likely]]
       return false;
-    // A negative pipeline depth is rejected on collx's path (next_op).
-    if (options.algorithm != Algorithm::automatic || options.stream != nullptr ||
-        options.pipeline_depth < 0)
-      return false;
+    if (!options_may_delegate(options)) return false;
     // A barrier has no buffer to be in device memory (and a program of barriers alone never
     // learns that the process is host-only: memory.cpp learns it from a call's buffers).
     if (collective != Collective::barrier && (bytes == 0 || !surely_host_memory(options)))
@@ -173,15 +170,20 @@ struct CommState {
     return classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
            delegating_config_ == &config();
   }
-  // Whether a blocking host call with these options may run on the delegated path: not with an
-  // explicit algorithm, a stream or a negative pipeline depth (which collx's path rejects), nor
-  // where COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call or
-  // COLLX_TIMEOUT ends a wait that is collx's (all need collx's path).
-  static bool may_delegate(const Options& options) {
-    const Config& c = config();
+  // Options that a delegated call may have: not an explicit algorithm, a stream, or a negative
+  // pipeline depth (which collx's path rejects, next_op).
+  static bool options_may_delegate(const Options& options) {
     return options.algorithm == Algorithm::automatic && options.stream == nullptr &&
-           options.pipeline_depth >= 0 && !c.check && c.debug < DebugLevel::info &&
-           c.timeout_seconds <= 0;
+           options.pipeline_depth >= 0;
+  }
+  // A configuration under which calls need collx's path: COLLX_CHECK compares every call's
+  // signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT ends a wait that is collx's.
+  static bool needs_collx_path(const Config& c) {
+    return c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0;
+  }
+  // Whether a blocking host call with these options may run on the delegated path now.
+  static bool may_delegate(const Options& options) {
+    return options_may_delegate(options) && !needs_collx_path(config());
   }
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }
@@ -421,11 +423,6 @@ void run_delegated(CommState& s, Collective collective, Call&& call) {
                 std::string("the MPI library's collective failed: ") + message);
   }
 }
-template <class Call>
-Request delegated_call(CommState& s, Collective collective, Call&& call) {
-  run_delegated(s, collective, call);
-  return {};
-}
 
 // A blocking call of the MPI library's own collective on a call's arguments (its PMPI_ function
 // as the public call wrote it): what the delegated path runs. Refers to the callable, which must
@@ -497,12 +494,12 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
     if (choice.meet) [[unlikely]]
       state->meet();
     const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
-    Request done = delegated_call(*state, collective, library_call);
+    run_delegated(*state, collective, library_call);
     if (choice.tuner != nullptr) {
       state->after_timed_call(collective, bytes, *choice.tuner,
                               std::chrono::duration<double>(Clock::now() - started).count());
     }
-    return done;
+    return {};
   }
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies

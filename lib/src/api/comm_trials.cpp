@@ -128,9 +128,7 @@ Algorithm CommState::library_for_untried(Collective collective, std::size_t byte
 void CommState::mark_delegated(SizeClassFlags& classes, Collective collective, std::size_t bytes,
                                bool to_mpi) {
   const Config& c = config();
-  // COLLX_CHECK compares every call's signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT
-  // ends a wait that is collx's: all need collx's path.
-  if (c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0) return;
+  if (needs_collx_path(c)) return;
   classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))] =
       to_mpi;
   if (to_mpi) {

@@ -58,7 +58,7 @@ class FailureNotices {
   // At the start of every call: nothing to do unless this rank failed a call locally (then
   // waits for the other ranks' answers) or the communicator is revoked (throws).
   void before_call(Collective collective) {
-    if (revoked_ || !awaited_.empty()) [[unlikely]]
+    if (!quiet()) [[unlikely]]
       settle(collective);
   }
   // This rank's call #sequence (the next number, which the call now takes) failed an argument
