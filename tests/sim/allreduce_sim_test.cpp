@@ -39,24 +39,19 @@ struct NodeArenaRun {
   std::size_t messages_inside_nodes = 0;
 };
 
-// Runs one allreduce on p simulated ranks; returns every rank's output. `node_run`: with a
-// layout, the nodes of more than one rank get arenas of their own, and it says what they did.
-std::vector<std::vector<std::byte>> run_allreduce(
-    int p, Algorithm algorithm, DataType type, ReduceOp op, std::size_t count, bool in_place,
-    Pipeline pipeline, const std::vector<std::vector<std::byte>>& inputs,
-    std::size_t shm_slot_bytes = 512, const NodeLayout* layout = nullptr,
-    std::size_t* max_waiting_sends = nullptr, NodeArenaRun* node_run = nullptr) {
-  const std::size_t bytes = count * collx::size_of(type);
-  std::vector<std::vector<std::byte>> send = inputs;
-  std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(bytes, std::byte{0xAB}));
-  if (in_place) recv = send;
-  SimWorld world(p, shm_slot_bytes);
-  if (layout != nullptr) {
-    const auto shared = std::make_shared<const NodeLayout>(*layout);
-    for (int r = 0; r < p; ++r)
-      world.transport(r).set_node_layout(shared);
-    if (node_run != nullptr) world.use_node_arenas(*layout, shm_slot_bytes);
-  }
+// Places every rank of `world` by `layout`.
+void place(SimWorld& world, const NodeLayout& layout) {
+  const auto shared = std::make_shared<const NodeLayout>(layout);
+  for (int r = 0; r < layout.size(); ++r)
+    world.transport(r).set_node_layout(shared);
+}
+
+// Runs `algorithm` on the ranks of `world`, rank r's input send[r] (recv[r] where `in_place`);
+// recv[r] holds its result.
+void run_on(SimWorld& world, Algorithm algorithm, DataType type, ReduceOp op, std::size_t count,
+            bool in_place, Pipeline pipeline, const std::vector<std::vector<std::byte>>& send,
+            std::vector<std::vector<std::byte>>& recv) {
+  const int p = static_cast<int>(recv.size());
   OpInfo info;
   info.collective = collx::Collective::allreduce;
   info.algorithm = algorithm;
@@ -71,6 +66,25 @@ std::vector<std::vector<std::byte>> run_allreduce(
                        {}};
     return collx::detail::allreduce_task(o, args, algorithm);
   });
+}
+
+// Runs one allreduce on p simulated ranks; returns every rank's output. `node_run`: with a
+// layout, the nodes of more than one rank get arenas of their own, and it says what they did.
+std::vector<std::vector<std::byte>> run_allreduce(
+    int p, Algorithm algorithm, DataType type, ReduceOp op, std::size_t count, bool in_place,
+    Pipeline pipeline, const std::vector<std::vector<std::byte>>& inputs,
+    std::size_t shm_slot_bytes = 512, const NodeLayout* layout = nullptr,
+    std::size_t* max_waiting_sends = nullptr, NodeArenaRun* node_run = nullptr) {
+  const std::size_t bytes = count * collx::size_of(type);
+  std::vector<std::vector<std::byte>> send = inputs;
+  std::vector<std::vector<std::byte>> recv(p, std::vector<std::byte>(bytes, std::byte{0xAB}));
+  if (in_place) recv = send;
+  SimWorld world(p, shm_slot_bytes);
+  if (layout != nullptr) {
+    place(world, *layout);
+    if (node_run != nullptr) world.use_node_arenas(*layout, shm_slot_bytes);
+  }
+  run_on(world, algorithm, type, op, count, in_place, pipeline, send, recv);
   if (max_waiting_sends != nullptr) *max_waiting_sends = world.max_waiting_sends();
   if (node_run != nullptr && layout != nullptr) {
     node_run->slots = world.node_arena_slots();
@@ -443,24 +457,8 @@ void allreduce_on_nodes(SimWorld& world, const NodeLayout& layout, Algorithm alg
                         std::size_t segment_bytes, DataType type, ReduceOp rop, std::size_t count,
                         bool in_place, const std::vector<std::vector<std::byte>>& inputs,
                         std::vector<std::vector<std::byte>>& recv) {
-  const int p = layout.size();
-  const auto shared = std::make_shared<const NodeLayout>(layout);
-  for (int r = 0; r < p; ++r)
-    world.transport(r).set_node_layout(shared);
-  OpInfo info;
-  info.collective = collx::Collective::allreduce;
-  info.algorithm = algorithm;
-  info.tag_base = 1;
-  info.segment_bytes = segment_bytes;
-  info.pipeline_depth = 2;
-  world.run(info, [&](collx::detail::Operation& op, int r) {
-    AllreduceArgs args{in_place ? recv[r].data() : inputs[r].data(),
-                       recv[r].data(),
-                       count,
-                       Reduction::make(type, rop, p),
-                       {}};
-    return collx::detail::allreduce_task(op, args, algorithm);
-  });
+  place(world, layout);
+  run_on(world, algorithm, type, rop, count, in_place, {segment_bytes, 2}, inputs, recv);
 }
 
 // How many runs of messages inside its node and across nodes rank r posted, alternately.
