@@ -28,10 +28,29 @@ inline constexpr int kDataTypeCount = 10;
 enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
 inline constexpr int kReduceOpCount = 5;
 
-std::size_t size_of(DataType type);
-bool is_floating(DataType type);
+namespace detail {
+inline constexpr std::size_t kTypeSizes[kDataTypeCount] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+[[noreturn]] void throw_not_a_type(DataType type);  // std::out_of_range
+}  // namespace detail
+// The bytes of one element (inline: every call asks); throws std::out_of_range for a value that
+// is not a DataType.
+inline std::size_t size_of(DataType type) {
+  const auto i = static_cast<std::size_t>(type);
+  if (i >= static_cast<std::size_t>(kDataTypeCount)) [[unlikely]]
+    detail::throw_not_a_type(type);
+  return detail::kTypeSizes[i];
+}
+inline bool is_floating(DataType type) {
+  return type == DataType::float16 || type == DataType::bfloat16 || type == DataType::float32 ||
+         type == DataType::float64;
+}
 // avg is defined for floating types only; every other pair is supported.
-bool is_supported(DataType type, ReduceOp op);
+inline bool is_supported(DataType type, ReduceOp op) {
+  if (static_cast<int>(type) >= kDataTypeCount || static_cast<int>(op) >= kReduceOpCount) {
+    return false;
+  }
+  return op != ReduceOp::avg || is_floating(type);
+}
 
 std::string_view to_string(DataType type);
 std::string_view to_string(ReduceOp op);

@@ -62,8 +62,7 @@ bool fits_int(std::size_t n) {
                                              std::size_t count, DataType type, ReduceOp op,
                                              const Options& options) {
   // Every call asks (the drop-in's too, before collx takes one): the usual answer first.
-  if (!s.delegating()) [[likely]]
-    return false;
+  if (!s.delegating()) return false;
   if (collective == Collective::barrier) return s.delegates(collective, 0, options);
   if (count == 0) return false;
   const std::size_t element = checked_size(type);

@@ -158,8 +158,9 @@ struct CommState {
   [[gnu::always_inline]] bool delegates(Collective collective, std::size_t bytes,
                                         const Options& options,
                                         bool order_sensitive = false) const {
-    if (!delegating_) [[likely]]
-      return false;
+    // No branch hint: a hint makes the delegated path cold, and the compiler then calls its
+    // small helpers out of line.
+    if (!delegating_) return false;
     if (!options_may_delegate(options)) return false;
     // A barrier has no buffer to be in device memory (and a program of barriers alone never
     // learns that the process is host-only: memory.cpp learns it from a call's buffers).

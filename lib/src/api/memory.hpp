@@ -127,7 +127,7 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
 
 // Whether a call's buffers are host memory without looking at them: Options::memory says so, or
 // this process sees no device.
-inline bool surely_host_memory(const Options& options) {
+[[gnu::always_inline]] inline bool surely_host_memory(const Options& options) {
   return options.memory == MemoryKind::host ||
          (options.memory == MemoryKind::automatic &&
           process_is_host_only.load(std::memory_order_relaxed));

@@ -105,7 +105,7 @@ Config config_from_environment();
 // The configuration in force: read on every call, so a single atomic load once loaded.
 extern std::atomic<const Config*> current_config;
 const Config& load_config();
-inline const Config& config() {
+[[gnu::always_inline]] inline const Config& config() {
   const Config* c = current_config.load(std::memory_order_acquire);
   return c != nullptr ? *c : load_config();
 }

@@ -1,6 +1,8 @@
 #include "collx/types.hpp"
 
 #include <array>
+#include <stdexcept>
+#include <string>
 
 namespace collx {
 
@@ -8,25 +10,13 @@ namespace {
 constexpr std::array<std::string_view, kDataTypeCount> kTypeNames = {
     "int8",   "uint8",   "int32",    "uint32",  "int64",
     "uint64", "float16", "bfloat16", "float32", "float64"};
-constexpr std::array<std::size_t, kDataTypeCount> kTypeSizes = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 constexpr std::array<std::string_view, kReduceOpCount> kOpNames = {"sum", "prod", "min", "max",
                                                                    "avg"};
 }  // namespace
 
-std::size_t size_of(DataType type) {
-  return kTypeSizes.at(static_cast<std::size_t>(type));
-}
-
-bool is_floating(DataType type) {
-  return type == DataType::float16 || type == DataType::bfloat16 || type == DataType::float32 ||
-         type == DataType::float64;
-}
-
-bool is_supported(DataType type, ReduceOp op) {
-  if (static_cast<int>(type) >= kDataTypeCount || static_cast<int>(op) >= kReduceOpCount) {
-    return false;
-  }
-  return op != ReduceOp::avg || is_floating(type);
+void detail::throw_not_a_type(DataType type) {
+  throw std::out_of_range("collx: " + std::to_string(static_cast<int>(type)) +
+                          " is not a DataType");
 }
 
 std::string_view to_string(DataType type) {

@@ -14,8 +14,10 @@
 // mpi_library_takes).
 #include <dlfcn.h>
 
+#include <atomic>
 #include <climits>
 #include <iterator>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,13 +35,6 @@ namespace {
               op.transport().rank(), "algorithm mpi: " + why);
 }
 
-// While this thread blocks in one of the MPI library's blocking collectives, collx's other
-// operations in flight go on through the MPI library's progress engine (where it offers a
-// callback: Open MPI's opal_progress_register, found at run time): a peer may wait in one of them
-// for this rank's part, as MPI's progress rule lets it. Elsewhere (MPICH) they wait for this
-// call to end, as any operation of collx's waits while the program is outside collx.
-thread_local bool in_blocking_library_call = false;
-
 // Called at every poll of the MPI library's progress loop, the program's own calls' included:
 // the global count first, so that with nothing of collx's in flight (a delegated call, a
 // program's MPI_Wait) a poll costs one load, not a thread-local lookup (__tls_get_addr in a
@@ -48,15 +43,6 @@ int progress_callback() {
   if (operations_in_flight.load(std::memory_order_relaxed) == 0) return 0;
   if (in_blocking_library_call) Engine::instance().progress_elsewhere();
   return 0;
-}
-
-void register_progress_callback_once() {
-  static const bool registered = [] {
-    using Register = int (*)(int (*)());
-    auto add = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "opal_progress_register"));
-    return add != nullptr && add(progress_callback) == 0;
-  }();
-  (void)registered;
 }
 
 struct InLibraryCall {
@@ -243,12 +229,22 @@ Task schedule(Operation& op, ArgsOf<C> a) {
 
 }  // namespace
 
-void library_call_begins() {
-  register_progress_callback_once();
-  in_blocking_library_call = true;
-}
-void library_call_ends() {
-  in_blocking_library_call = false;
+// While this thread blocks in one of the MPI library's blocking collectives, collx's other
+// operations in flight go on through the MPI library's progress engine (where it offers a
+// callback: Open MPI's opal_progress_register, found at run time): a peer may wait in one of them
+// for this rank's part, as MPI's progress rule lets it. Elsewhere (MPICH) they wait for this
+// call to end, as any operation of collx's waits while the program is outside collx.
+COLLX_FAST_TLS bool in_blocking_library_call = false;
+std::atomic<bool> progress_callback_registered{false};
+
+void register_progress_callback() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    using Register = int (*)(int (*)());
+    auto add = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "opal_progress_register"));
+    if (add != nullptr) add(progress_callback);
+  });
+  progress_callback_registered.store(true, std::memory_order_release);
 }
 
 const void* in_place_reduce_input(int root, const std::byte* root_data, std::size_t bytes,
@@ -287,24 +283,3 @@ std::span<const AlgorithmRow> mpi_library_rows() {
 }
 
 }  // namespace collx::detail
-
-namespace collx {
-
-MPI_Datatype mpi_datatype(DataType type) {
-  // In DataType's order; 16-bit floats: MPI has none.
-  const MPI_Datatype types[] = {MPI_INT8_T,  MPI_UINT8_T,  MPI_INT32_T,       MPI_UINT32_T,
-                                MPI_INT64_T, MPI_UINT64_T, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL,
-                                MPI_FLOAT,   MPI_DOUBLE};
-  static_assert(sizeof(types) / sizeof(types[0]) == kDataTypeCount);
-  const auto i = static_cast<std::size_t>(type);
-  return i < std::size(types) ? types[i] : MPI_DATATYPE_NULL;
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  // In ReduceOp's order; avg: MPI has none.
-  const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
-  const auto i = static_cast<std::size_t>(op);
-  return i < std::size(ops) ? ops[i] : MPI_OP_NULL;
-}
-
-}  // namespace collx

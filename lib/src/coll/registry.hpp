@@ -13,6 +13,7 @@
 // docs/ARCHITECTURE.md walks through it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <span>
 #include <tuple>
@@ -20,6 +21,7 @@
 
 #include "collectives.hpp"
 #include "cost_model.hpp"
+#include "fast_tls.hpp"
 
 namespace collx::detail {
 
@@ -105,8 +107,18 @@ const void* in_place_reduce_input(int root, const std::byte* root_data, std::siz
                                   std::vector<std::byte>& copy);
 // Around a blocking call of the MPI library's own collective: collx's other operations in flight
 // go on inside it through the MPI library's progress callback, where it has one.
-void library_call_begins();
-void library_call_ends();
+// (Inline: every delegated call makes them.)
+COLLX_FAST_TLS extern bool in_blocking_library_call;
+extern std::atomic<bool> progress_callback_registered;
+void register_progress_callback();
+inline void library_call_begins() {
+  if (!progress_callback_registered.load(std::memory_order_acquire)) [[unlikely]]
+    register_progress_callback();
+  in_blocking_library_call = true;
+}
+inline void library_call_ends() {
+  in_blocking_library_call = false;
+}
 
 // Every row, collective by collective.
 std::span<const AlgorithmRow> registry();

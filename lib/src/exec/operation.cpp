@@ -11,6 +11,7 @@
 #include "collx/error.hpp"
 #include "config.hpp"
 #include "failure_notices.hpp"
+#include "fast_tls.hpp"
 #include "shm_arena.hpp"
 
 namespace collx::detail {
@@ -24,20 +25,12 @@ struct FrameCache {
   void* frames[kFrameClasses][kFramesPerClass] = {};
   std::size_t count[kFrameClasses] = {};
 };
-// Each thread's cache, made on its first frame freed. A pointer of the initial-exec model, small
-// enough for the static TLS a library loaded later (dlopen) may take: one load per frame, where
-// the default model costs a call to __tls_get_addr. Not under SMPI: there every simulated rank is
-// a copy of the program in one process, and their initial-exec variables fill glibc's static TLS
-// block ("cannot allocate memory in static TLS block").
-#if COLLX_SMPI
-#define COLLX_FRAME_CACHE_TLS thread_local
-#else
-#define COLLX_FRAME_CACHE_TLS [[gnu::tls_model("initial-exec")]] thread_local
-#endif
-COLLX_FRAME_CACHE_TLS FrameCache* frame_cache = nullptr;
+// Each thread's cache, made on its first frame freed (a pointer: the fast model's static TLS is
+// small).
+COLLX_FAST_TLS FrameCache* frame_cache = nullptr;
 // Set when the thread's cache was released at its exit: frames freed later in the thread's or
 // the program's teardown go straight back to the heap.
-COLLX_FRAME_CACHE_TLS bool frame_cache_closed = false;
+COLLX_FAST_TLS bool frame_cache_closed = false;
 // Releases the cache and the frames it holds when its thread exits (a program that runs
 // collectives on many short-lived threads would otherwise keep every thread's cache).
 struct FrameCacheRelease {
