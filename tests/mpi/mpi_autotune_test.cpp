@@ -53,7 +53,7 @@ int allreduce_until_settled(collx::Communicator& comm, std::size_t count) {
   std::vector<std::int32_t> v(count), w(count);
   int calls = 0;
   bool trying = true;
-  for (; calls < 200; ++calls) {
+  for (; calls < 1000; ++calls) {
     (void)comm.auto_choice(Collective::allreduce, count * sizeof(std::int32_t), DataType::int32,
                            ReduceOp::sum, &trying);
     if (!trying) break;

@@ -529,6 +529,60 @@ TEST(Autotune, AFirstRoundChallengerGetsASecondOpinion) {
   EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
 }
 
+// Where one of collx's candidates wins a round among three or more over the MPI library's
+// collective, the two run again head to head before the class settles (the winner's curse: the
+// fastest of several noisy trial times was, on average, lucky). A winner that was lucky loses
+// the confirmation; one that holds settles; the MPI library winning the first round settles at
+// once; a later drift tries every candidate of the first round again.
+TEST(Autotune, ACollxWinnerOverTheMpiLibraryIsConfirmedHeadToHead) {
+  const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
+                                             Algorithm::mpi};
+  const auto confirmation = [&](ClassTuner& t, double challenger_seconds) {
+    t.start(candidates, 1, false, Algorithm::mpi);
+    run_trials(t, {3e-6, 1e-6, 2e-6}, 1);
+    EXPECT_TRUE(t.agreed(t.agree_values()));
+    // Not settled: the challenger and the MPI library again, the MPI library first.
+    EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+    EXPECT_TRUE(t.head_to_head());
+    EXPECT_EQ(std::vector<Algorithm>(t.candidates().begin(), t.candidates().end()),
+              (std::vector<Algorithm>{Algorithm::mpi, Algorithm::binomial_tree}));
+    EXPECT_EQ(run_trials(t, {2e-6, challenger_seconds}, 1), TunerStep::agree);
+    EXPECT_TRUE(t.agreed(t.agree_values()));
+    EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+    EXPECT_EQ(t.rounds(), 2);
+  };
+  ClassTuner lucky;
+  confirmation(lucky, 2.5e-6);
+  EXPECT_EQ(lucky.chosen(), Algorithm::mpi);
+  ClassTuner holds;
+  confirmation(holds, 1e-6);
+  EXPECT_EQ(holds.chosen(), Algorithm::binomial_tree);
+  // The table's choice winning is confirmed in its own place: the MPI library must beat it.
+  ClassTuner table;
+  table.start(candidates, 1, false, Algorithm::mpi);
+  run_trials(table, {1e-6, 3e-6, 2e-6}, 1);
+  EXPECT_TRUE(table.agreed(table.agree_values()));
+  EXPECT_EQ(std::vector<Algorithm>(table.candidates().begin(), table.candidates().end()),
+            (std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::mpi}));
+  run_trials(table, {1e-6, 3e-6}, 1);
+  EXPECT_TRUE(table.agreed(table.agree_values()));
+  EXPECT_EQ(table.chosen(), Algorithm::shared_memory);
+  // Drift after a confirmation (still faster than the MPI library was): every candidate of the
+  // first round is tried again.
+  EXPECT_EQ(calls_to_checkpoint(table, 2.5e-6), ClassTuner::kFirstCheck);
+  EXPECT_TRUE(table.agreed(table.agree_values()));
+  EXPECT_EQ(table.phase(), ClassTuner::Phase::trying);
+  EXPECT_FALSE(table.head_to_head());
+  EXPECT_EQ(table.candidates().size(), candidates.size());
+  // The MPI library winning the first round needs no confirmation.
+  ClassTuner library;
+  library.start(candidates, 1, false, Algorithm::mpi);
+  run_trials(library, {3e-6, 2e-6, 1e-6}, 1);
+  EXPECT_TRUE(library.agreed(library.agree_values()));
+  EXPECT_EQ(library.phase(), ClassTuner::Phase::settled);
+  EXPECT_EQ(library.chosen(), Algorithm::mpi);
+}
+
 TEST(Autotune, TrialsAreFewerWhereCallsAreLong) {
   EXPECT_GT(trials_for(64), trials_for(std::size_t{1} << 20));
   EXPECT_GT(trials_for(std::size_t{1} << 20), trials_for(std::size_t{1} << 30));

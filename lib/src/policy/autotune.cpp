@@ -34,6 +34,8 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool f
                        Algorithm library, std::uint32_t wait_calls, bool wait_on_library) {
   from_meeting_ = from_meeting;
   library_ = library;
+  head_to_head_ = false;
+  table_displaced_ = false;
   wait_calls_ = wait_calls;
   wait_on_library_ = wait_on_library && library != Algorithm::automatic;
   waited_calls_ = 0;
@@ -41,6 +43,8 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool f
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
+  all_count_ = count_;
+  all_candidates_ = candidates_;
   trials = std::clamp(trials, 1, kMaxTrials + 1);
   passes_ = trials >= kTwoPassTrials ? 2 : 1;
   block_ = static_cast<std::uint8_t>((trials + passes_ - 1) / passes_);
@@ -195,6 +199,10 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
       return true;
     }
     if (!maxima.empty() && static_cast<double>(maxima[0]) > kDriftRatio * 1000) {
+      // Tried again among every candidate of the first round, not a confirmation's two.
+      count_ = all_count_;
+      candidates_ = all_candidates_;
+      head_to_head_ = false;
       restart();
       return true;
     }
@@ -243,7 +251,12 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   }
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
   chosen_ = candidates_[winner];
-  second_opinion_ = challenger_wins && rounds_ == 0;
+  if (!head_to_head_ && needs_confirmation(winner)) {
+    confirm(winner, challenger_wins);
+    return true;
+  }
+  second_opinion_ =
+      head_to_head_ ? table_displaced_ && !chose_library() : challenger_wins && rounds_ == 0;
   baseline_ns_ = trial_ns(winner);
   phase_ = Phase::settled;
   settled_calls_ = 0;
@@ -252,6 +265,39 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   sample_next_ = 0;
   ++rounds_;
   return true;
+}
+
+bool ClassTuner::needs_confirmation(std::size_t winner) const {
+  if (count_ <= 2 || library_ == Algorithm::automatic || candidates_[winner] == library_) {
+    return false;
+  }
+  return std::find(candidates_.begin(), candidates_.begin() + count_, library_) !=
+         candidates_.begin() + count_;
+}
+
+void ClassTuner::confirm(std::size_t winner, bool table_displaced) {
+  // The winner in its place (the table's choice first, a challenger second, after the MPI
+  // library's collective), so that the second round applies the first round's rules.
+  const std::size_t library = static_cast<std::size_t>(
+      std::find(candidates_.begin(), candidates_.begin() + count_, library_) - candidates_.begin());
+  const std::size_t first = winner == 0 ? 0 : library;
+  const std::size_t second = winner == 0 ? library : winner;
+  // The agreed times follow their candidates (the reports of the first round).
+  for (auto* values : {&agreed_ns_, &agreed_mean_ns_}) {
+    const std::uint64_t a = (*values)[first];
+    const std::uint64_t b = (*values)[second];
+    (*values)[0] = a;
+    (*values)[1] = b;
+  }
+  const Algorithm a = candidates_[first];
+  const Algorithm b = candidates_[second];
+  candidates_[0] = a;
+  candidates_[1] = b;
+  count_ = 2;
+  table_displaced_ = table_displaced;
+  head_to_head_ = true;
+  ++rounds_;
+  restart();
 }
 
 std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner) {
@@ -273,7 +319,7 @@ std::string describe_trials(Collective collective, int size_class, const ClassTu
       std::snprintf(figure, sizeof figure, " (mean %.2f)", static_cast<double>(means[i]) / 1e3);
       out.append(figure);
     }
-    if (i == 0) out.append(" (table)");
+    if (i == 0 && !tuner.head_to_head()) out.append(" (table)");
     if (i + 1 < candidates.size()) out.append(",");
   }
   out.append(" -> ").append(to_string(tuner.chosen()));

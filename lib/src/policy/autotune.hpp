@@ -47,8 +47,8 @@ namespace collx::detail {
 
 // The size class of a call: 0 for 0 and 1 byte, else k for 2^(k-1) < bytes <= 2^k.
 // Inline: every blocking call of a delegating communicator asks it (CommState::delegates).
-inline int size_class_of(std::size_t bytes) {
-  return bytes <= 1 ? 0 : std::bit_width(bytes - 1);
+[[gnu::always_inline]] inline int size_class_of(std::size_t bytes) {
+  return bytes <= 1 ? 0 : 64 - __builtin_clzll(bytes - 1);
 }
 // The largest size of class k (the edge a learned rule is written with).
 std::size_t size_class_max_bytes(int size_class);
@@ -125,6 +125,9 @@ class ClassTuner {
   // Whether the choice is the MPI library's own collective.
   bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
   int rounds() const { return rounds_; }
+  // Whether candidates() are a confirmation's two (a collx winner and the MPI library's
+  // collective, confirm()) rather than the first round's.
+  bool head_to_head() const { return head_to_head_; }
   // Whether a checkpoint settled the class on the MPI library (agree_values).
   bool switched_to_library() const { return switched_to_library_; }
 
@@ -159,6 +162,14 @@ class ClassTuner {
 
  private:
   void restart();
+  // The winner's curse: the fastest of several candidates, each timed over a few calls, was on
+  // average luckier in its trials than its later calls will be, and the more candidates, the
+  // luckier. Where one of collx's candidates won a round among three or more over the MPI
+  // library's collective, the two run a second round head to head on fresh calls (`confirm`:
+  // the same rules, the table's choice first where it won, else the MPI library's collective
+  // first and the challenger after it) before the class settles on either.
+  bool needs_confirmation(std::size_t winner) const;
+  void confirm(std::size_t winner, bool table_displaced);
   std::uint64_t sampled_median_ns() const;
   std::uint64_t sampled_mean_ns() const;
   // The MPI library's candidate's agreed trial time (ns), where it was a candidate and is not
@@ -180,11 +191,16 @@ class ClassTuner {
   bool from_meeting_ = false;    // blocks start from a meeting of the ranks (start())
   bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
   bool switched_to_library_ = false;
+  // The candidates are a confirmation's two (confirm()), the first round's in all_candidates_.
+  bool head_to_head_ = false;
+  bool table_displaced_ = false;  // the round before the confirmation displaced the table's choice
   Algorithm library_ = Algorithm::automatic;
   std::uint32_t wait_calls_ = 0;  // start()'s; calls made while waiting: waited_calls_
   bool wait_on_library_ = false;  // start()'s
   std::uint32_t waited_calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
+  std::array<Algorithm, kMaxCandidates> all_candidates_{};
+  std::uint8_t all_count_ = 0;
   // This rank's timed trial calls of each candidate, by pass: their sum (ns) and count.
   std::array<std::array<std::uint64_t, 2>, kMaxCandidates> pass_ns_{};
   std::array<std::array<std::uint32_t, 2>, kMaxCandidates> pass_calls_{};
