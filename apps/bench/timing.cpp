@@ -21,9 +21,10 @@ void call_once(const Row& row) {
   }
 }
 
-// The most calls a row's warm-up adds for the autotuner's trials (4 candidates, 8 trials each,
-// and a second round where timings drift).
-constexpr int kMaxTrialCalls = 64;
+// The most calls a row's warm-up adds for the autotuner's wait and trials (policy/autotune.hpp:
+// up to 5 candidates of 32 calls each, a wait of twice that, a confirmation round of two): the
+// timed calls come after them, and what they cost is reported apart (first_calls).
+constexpr int kMaxTrialCalls = 1024;
 
 }  // namespace
 

@@ -77,7 +77,8 @@ class Communicator {
   // collectives): while COLLX_AUTOTUNE's trials of the size class go on (`trying` set true),
   // the candidate the next call tries; after them the agreed choice; where no trials apply
   // (COLLX_AUTOTUNE=0, a floating-point sum without COLLX_AUTOTUNE=all, COLLX_ALGO, a tuning
-  // file's row), the table's. Host buffers assumed.
+  // file's row), the table's, or `mpi` where such a call runs the MPI library's collective
+  // instead (an untried small floating-point sum). Host buffers assumed.
   Algorithm auto_choice(Collective collective, std::size_t bytes, DataType type, ReduceOp op,
                         bool* trying = nullptr);
   // What the autotuner has settled on this communicator, one line per size class: the

@@ -285,12 +285,14 @@ Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, Da
   const detail::CallSignature signature{collective, 0, static_cast<int>(type),
                                         reducing ? static_cast<int>(op) : -1, -1};
   const bool order_sensitive = detail::order_sensitive(signature, s.size);
-  const detail::CommState::CallChoice choice =
-      s.choose(collective, Algorithm::automatic, bytes, arena, false, order_sensitive);
   const detail::ClassTuner* tuner =
       detail::CommState::tried_calls(detail::config(), order_sensitive)
           ? s.tuner_for(collective, bytes)
           : nullptr;
+  // Untried, a blocking call may run the MPI library's collective instead of the table's choice
+  // (CommState::kUntriedLibraryBytes); choose() counts nothing for such a call.
+  const detail::CommState::CallChoice choice =
+      s.choose(collective, Algorithm::automatic, bytes, arena, tuner == nullptr, order_sensitive);
   const bool in_trials = tuner != nullptr && tuner->phase() != detail::ClassTuner::Phase::settled;
   if (trying != nullptr) *trying = in_trials;
   // The candidate of the next trial, without counting it as one.
