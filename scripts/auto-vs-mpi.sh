@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 40's table: auto against the MPI library's own collective (collx-bench -a auto,mpi),
+# Issue 40's table: auto against the MPI library's own collective (collx-bench -a auto,mpi, and
+# mpi_again: the same call again, the noise between two identical rows),
 # every collective, at each rank count of NPS, every size from 8 B to 64 MiB by factors of 2
 # (AUTO_VS_MPI_FACTOR: another factor),
 # RUNS interleaved runs (scripts/perf-sweep.sh: the median of the runs' times and of their
@@ -27,6 +28,9 @@ collectives=("$@")
 [ ${#collectives[@]} -eq 0 ] &&
   collectives=(allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall barrier)
 cold=()
+# mpi_again: the MPI library's call again as a row of its own, the noise a cell is read against
+# (auto_vs_mpi_csv.py: mpi_over_again).
+algos="${AUTO_VS_MPI_ALGOS:-auto,mpi,mpi_again}"
 [ "$mode" = cold ] && cold=(--cold)
 
 bench="$BUILD_DIR/apps/bench/collx-bench"
@@ -44,7 +48,7 @@ table="$out/table.md"
   # sed reads to the end: head would close the pipe early, and pipefail end the script (hydra prints many lines)
   "$COLLX_MPIEXEC" --version 2>&1 | sed -n 1,2p
 } >"$table"
-SWEEP_ALGOS=auto,mpi SWEEP_ITERS="${AUTO_VS_MPI_SMALL_ITERS:--n 1000 -w 100}" \
+SWEEP_ALGOS="$algos" SWEEP_ITERS="${AUTO_VS_MPI_SMALL_ITERS:--n 1000 -w 100}" \
   "$COLLX_ROOT/scripts/perf-sweep.sh" "$out/small" "$runs" "$nps" "${collectives[@]}" -- \
   -b 8 -e 64K -f "${AUTO_VS_MPI_FACTOR:-2}" "${cold[@]}" >>"$table"
 sized=()  # barrier has no size: the first sweep has it
@@ -52,7 +56,7 @@ for c in "${collectives[@]}"; do
   [ "$c" = barrier ] || sized+=("$c")
 done
 if [ ${#sized[@]} -gt 0 ]; then
-  SWEEP_ALGOS=auto,mpi SWEEP_ITERS="${AUTO_VS_MPI_LARGE_ITERS:--n 20 -w 32}" \
+  SWEEP_ALGOS="$algos" SWEEP_ITERS="${AUTO_VS_MPI_LARGE_ITERS:--n 20 -w 32}" \
     "$COLLX_ROOT/scripts/perf-sweep.sh" "$out/large" "$runs" "$nps" "${sized[@]}" -- \
     -b 128K -e 64M -f "${AUTO_VS_MPI_FACTOR:-2}" "${cold[@]}" >>"$table"
 fi
