@@ -446,8 +446,10 @@ const Entry broadcast_linear{
 const Entry broadcast_scatter_allgather{
     [](const Shape& s) {
       // The scatter: the root sends half, a quarter, ... of the blocks (largest first, to the
-      // rank p/2, p/4, ... away); then the ring allgather's p-1 steps of a block, crossing into
-      // the next node from one rank of each. A rank posts the sends to all its children at
+      // rank p/2, p/4, ... away); then the allgather: on a power of two below
+      // kScatterAllgatherDoublingBytes recursive doubling (log2 p exchanges of the 2^j blocks
+      // gathered so far with the rank 2^j away), else the ring's p-1 steps of a block, crossing
+      // into the next node from one rank of each. A rank posts the sends to all its children at
       // once: spread over nodes, those that cross share its node's link, so the child at
       // distance d has its blocks only once those of the nearer children across nodes are
       // through too.
@@ -461,11 +463,17 @@ const Entry broadcast_scatter_allgather{
         }
         t.tree_step(d, bytes);
       }
-      t.ring_steps(s.p - 1, s.n / s.p, 0);
+      if (s.core == s.p && s.n < static_cast<double>(kScatterAllgatherDoublingBytes)) {
+        for (double d = 1; d < s.p; d *= 2)
+          t.xor_step(d, d / s.p * s.n);
+      } else {
+        t.ring_steps(s.p - 1, s.n / s.p, 0);
+      }
       return t.c;
     },
-    "Binomial scatter of p blocks (ceil(log2 p) messages, (p-1)/p n bytes), then a ring "
-    "allgather (p-1 steps, (p-1)/p n bytes)."};
+    "Binomial scatter of p blocks (ceil(log2 p) messages, (p-1)/p n bytes), then an allgather "
+    "of (p-1)/p n bytes: recursive doubling (log2 p steps) on a power of two below 512 KiB, "
+    "else a ring (p-1 steps)."};
 const Entry broadcast_shared_memory{
     [](const Shape& s) { return shared_pipeline(s.n, s.segment); },
     "One node only: the root copies the buffer slot by slot into a ring in an arena every "

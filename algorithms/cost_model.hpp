@@ -118,6 +118,9 @@ struct Shape {
 inline constexpr std::size_t kFlatAllreduceDoublingBytes = std::size_t{32} << 10;
 // The binomial tree up to (or on up to 3 ranks), scatter + allgather above:
 inline constexpr std::size_t kFlatBroadcastTreeBytes = std::size_t{256} << 10;
+// Scatter + allgather's allgather half on a power-of-two number of ranks: recursive doubling
+// (log2 p steps) below this size, the ring (p - 1 steps) from it, as MPICH's broadcast splits them.
+inline constexpr std::size_t kScatterAllgatherDoublingBytes = std::size_t{512} << 10;
 inline constexpr std::size_t kFlatReduceTreeBytes = std::size_t{64} << 10;      // else Rabenseifner
 inline constexpr std::size_t kFlatAllgatherBruckBytes = std::size_t{64} << 10;  // else ring
 inline constexpr std::size_t kFlatReduceScatterHalvingBytes = std::size_t{64} << 10;  // else ring

@@ -500,7 +500,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
 // from 8 KiB to 128 KiB and multi_leader above; with one rank per node, Rabenseifner above
 // 256 KiB; reduce Rabenseifner from 16 KiB (64 KiB with one rank per node); reduce_scatter the
 // butterfly from 8 KiB to 128 KiB and hierarchical above (one rank per node: the butterfly from
-// 4 KiB). Fewer nodes keep the rows measured on the emulated cluster.
+// 4 KiB); broadcast with one rank per node scatter + allgather from 16 KiB to 512 KiB. Fewer
+// nodes keep the rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
   const auto pick = [](Collective c, std::size_t bytes, const NodeShape& shape) {
@@ -544,7 +545,14 @@ TEST(Selector, NodeRulesForManyNodes) {
     EXPECT_EQ(pick(Collective::reduce, 64 * KiB, shape), Algorithm::rabenseifner);
     EXPECT_EQ(pick(Collective::reduce, 64 * KiB - 1, shape),
               select_from(builtin_rules(), Collective::reduce, 64 * KiB - 1, p));
+    for (std::size_t bytes : {16 * KiB, 64 * KiB, 512 * KiB})
+      EXPECT_EQ(pick(Collective::broadcast, bytes, shape), Algorithm::scatter_allgather) << bytes;
+    for (std::size_t bytes : {16 * KiB - 1, 512 * KiB + 1})
+      EXPECT_NE(pick(Collective::broadcast, bytes, shape), Algorithm::scatter_allgather) << bytes;
   }
+  EXPECT_EQ(pick(Collective::broadcast, 64 * KiB, four_singles),
+            select_from(builtin_rules(), Collective::broadcast, 64 * KiB, 4));
+  EXPECT_NE(pick(Collective::broadcast, 64 * KiB, eight_by_eight), Algorithm::scatter_allgather);
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_singles),
             select_from(builtin_rules(), Collective::allreduce, 1 * MiB, 4));
 }
