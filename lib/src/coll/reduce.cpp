@@ -20,12 +20,13 @@ namespace {
 // Where each child's message is one segment, a rank with several children posts the receives
 // from all of them before it waits on the first (Open MPI's tuned reduce keeps the next child's
 // receive posted likewise): a child whose subtree is done then sends at once, not when the
-// children before it have arrived. A single call takes as long either way (children finish
-// smallest subtree first), but calls in a row overlap: the next call's messages from the leaves
-// and small subtrees are under way while the large subtrees finish this one. Where a message
-// moves only once its receive is posted (SimGrid's SMPI; any rendezvous protocol), receiving one
-// child at a time serialised consecutive calls (docs/SCALE.md, "Small reduce"). The combines
-// run in the same order either way, so the result has the same bits.
+// children before it have arrived. From a common start a call takes as long either way
+// (children finish smallest subtree first); where ranks arrive at different times (after a
+// barrier, another collective, or the previous call of a run of calls) the early children's
+// messages are under way while the late subtrees finish. Where a message moves only once its
+// receive is posted (SimGrid's SMPI; any rendezvous protocol), receiving one child at a time
+// serialised consecutive calls (docs/SCALE.md, "Small reduce"). The combines run in the same
+// order either way, so the result has the same bits.
 Task reduce_binomial(Operation& op, ReduceArgs a) {
   const int p = op.size();
   const std::size_t elem = a.reduction.element_size;
