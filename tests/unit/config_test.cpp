@@ -444,7 +444,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
     }
   }
   // Broadcast with one rank on each of up to 4 nodes, to 32 KiB: linear; on more nodes, and
-  // above, the flat table.
+  // above, the flat table, but from 16 KiB on 8 nodes and more scatter + allgather (the rule for
+  // many nodes, Selector.NodeRulesForManyNodes).
   const NodeShape eight_singles{8, 1, true};
   for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, std::size_t{4096},
                             std::size_t{16} << 10, std::size_t{32} << 10}) {
@@ -454,7 +455,9 @@ TEST(Selector, NodeRulesKnowTheLayout) {
         << bytes;
     EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 8, 0, false,
                                 eight_singles),
-              select_from(builtin_rules(), Collective::broadcast, bytes, 8))
+              bytes >= (std::size_t{16} << 10)
+                  ? Algorithm::scatter_allgather
+                  : select_from(builtin_rules(), Collective::broadcast, bytes, 8))
         << bytes;
     EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false,
                                 two_by_two),
