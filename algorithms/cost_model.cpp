@@ -404,9 +404,84 @@ static Cost binomial_broadcast_steps(const Shape& s) {
   }
   return t.c;
 }
+// Calls back to back, for the trees whose ranks post a call's messages to or from all their
+// children at once (the binomial broadcast's sends, the binomial reduce's receives): what those
+// messages cost a rank in a stream of calls. Its children are the ranks rank + d, d = 1, 2, 4,
+// ... below `parent` (its parent's distance; any d at the root, `parent` 0) and below p.
+static double binomial_child_count(const Shape& s, double rank, double parent) {
+  double children = 0;
+  for (double d = 1; (parent == 0 || d < parent) && rank + d < s.p; d *= 2)
+    children += 1;
+  return children;
+}
+// The children's messages at once: `latency`: the farthest child's latency (theirs overlap;
+// without it the bytes alone, which hold the link but not the rank); the bytes of those across
+// nodes one after the other through the node's link, the others beside them over the loopback,
+// each at its own bandwidth.
+static Cost binomial_children(const Shape& s, double rank, double parent, bool latency) {
+  Cost c;
+  double children = 0;
+  double across = 0;
+  double farthest = 0;
+  for (double d = 1; (parent == 0 || d < parent) && rank + d < s.p; d *= 2) {
+    children += 1;
+    farthest = d;
+    if (s.nodes > 1 && d >= s.per_node) across += 1;
+  }
+  if (children == 0) return c;
+  if (s.nodes <= 1) {
+    c.messages = latency ? 1 : 0;
+    c.bytes = s.n;
+  } else if (across > 0) {
+    Steps t{s};
+    t.tree_step(farthest, across * s.n);
+    c = t.c;
+    if (!latency) {
+      c.inter_messages = 0;
+      std::fill(std::begin(c.inter_within), std::end(c.inter_within), 0.0);
+    }
+    if (children > across) c.beside_bytes += s.n;
+  } else {
+    c.local_messages = latency ? 1 : 0;
+    c.local_bytes = s.n;
+  }
+  return c;
+}
+// One message of the whole buffer between a rank and the rank `distance` away.
+static Cost binomial_hop(const Shape& s, double distance) {
+  Steps t{s};
+  t.tree_step(distance, s.n);
+  return t.c;
+}
+// The binomial broadcast, calls back to back (where the buffer is one segment; with several the
+// levels already work at once within a call). A rank posts its receive when it starts a call
+// and its sends to all its children once the buffer is in (lib/src/coll/broadcast.cpp), and
+// starts the next call when its sends are done: below the eager size at once, so the root starts
+// the next broadcast while the leaves still receive this one. A rank's period: its receive (its
+// parent's send waits for it) and, from the eager size on, its sends, which it waits for; below
+// it the sends' bytes still hold its link. Candidates as for the reduce (the same tree).
+static Cost binomial_broadcast_period(const Shape& s, double rank, double parent) {
+  Cost c = binomial_children(s, rank, parent, s.n >= s.eager);
+  if (parent > 0) {
+    const Cost in = binomial_hop(s, parent);
+    c = s.n >= s.eager ? add(c, in) : in;
+  }
+  return c;
+}
+static bool one_message(const Shape& s) {
+  return s.p <= 2 || s.segment <= 0 || s.n <= s.segment;
+}
+static void binomial_broadcast_stream(const Shape& s, std::vector<Cost>& busiest) {
+  if (!one_message(s)) return;
+  busiest.push_back(binomial_broadcast_period(s, 0, 0));
+  if (s.n < s.eager) busiest.push_back(binomial_children(s, 0, 0, false));
+  for (double d = 1; d < s.p; d *= 2)
+    busiest.push_back(binomial_broadcast_period(s, d, d));
+}
 const Entry broadcast_binomial_tree{
     binomial_broadcast_steps,
-    "ceil(log2 p) levels, the whole buffer per level, forwarded segment by segment."};
+    "ceil(log2 p) levels, the whole buffer per level, forwarded segment by segment.", false,
+    binomial_broadcast_stream};
 const Entry broadcast_pipelined_chain{
     [](const Shape& s) {
       if (s.nodes <= 1) return pipeline(s.p - 1, s.n, s.segment, 0.0);
@@ -422,7 +497,25 @@ const Entry broadcast_pipelined_chain{
       c.local_bytes = (s.p - s.nodes) * seg;
       return c;
     },
-    "p-1 hops in a chain, segments pipelined: (p - 2 + n/s) segment times."};
+    "p-1 hops in a chain, segments pipelined: (p - 2 + n/s) segment times.", false,
+    // Calls back to back, one segment (the same tree_broadcast as the binomial tree): a rank's
+    // period is its receive from the rank before it and, from the eager size on, its send to the
+    // next; spread over nodes, either of them may be the hop into the next node.
+    [](const Shape& s, std::vector<Cost>& busiest) {
+      if (!one_message(s)) return;
+      const bool waits = s.n >= s.eager;
+      for (double in = 0; in <= 1; ++in) {
+        for (double out = 0; out <= (waits ? 1 : 0); ++out) {
+          // On one node no hop crosses; with one rank per node every hop does.
+          if (s.nodes <= 1 && (in > 0 || out > 0)) continue;
+          if (s.nodes > 1 && s.per_node <= 1 && (in == 0 || (waits && out == 0))) continue;
+          Steps t{s};
+          t.step(in, s.n);
+          if (waits) t.step(out, s.n);
+          busiest.push_back(t.c);
+        }
+      }
+    }};
 // The root posts p-1 messages at once: one latency, `overhead` per further message, and every
 // byte through the root's link (spread over nodes: its own node's messages move beside).
 static Cost root_to_all(const Shape& s, double bytes_each) {
@@ -442,12 +535,29 @@ const Entry broadcast_linear{
     [](const Shape& s) { return root_to_all(s, s.n); },
     "The root sends the whole buffer to each of the p-1 others at once, each receives it once, "
     "unsegmented (a one-level tree). The sends' latencies overlap: one latency and the sender's "
-    "overhead per further message, but all (p-1) n bytes through the root's link."};
+    "overhead per further message, but all (p-1) n bytes through the root's link.",
+    false,
+    // Calls back to back: below the eager size the root's sends are done once posted, so it
+    // starts the next call at once, held by its posting overhead and its link's bytes; a
+    // receiver's period is its one message. From the eager size on the root waits for every
+    // send: a call's own cost.
+    [](const Shape& s, std::vector<Cost>& busiest) {
+      if (s.n >= s.eager) return;
+      Cost root = root_to_all(s, s.n);
+      root.messages = 0;
+      root.inter_messages = 0;
+      busiest.push_back(root);
+      Steps t{s};
+      t.step(s.per_node < s.p ? 1 : 0, s.n);
+      busiest.push_back(t.c);
+    }};
 const Entry broadcast_scatter_allgather{
     [](const Shape& s) {
       // The scatter: the root sends half, a quarter, ... of the blocks (largest first, to the
-      // rank p/2, p/4, ... away); then the ring allgather's p-1 steps of a block, crossing into
-      // the next node from one rank of each. A rank posts the sends to all its children at
+      // rank p/2, p/4, ... away); then the allgather: on a power of two below
+      // kScatterAllgatherDoublingBytes recursive doubling (log2 p exchanges of the 2^j blocks
+      // gathered so far with the rank 2^j away), else the ring's p-1 steps of a block, crossing
+      // into the next node from one rank of each. A rank posts the sends to all its children at
       // once: spread over nodes, those that cross share its node's link, so the child at
       // distance d has its blocks only once those of the nearer children across nodes are
       // through too.
@@ -461,11 +571,17 @@ const Entry broadcast_scatter_allgather{
         }
         t.tree_step(d, bytes);
       }
-      t.ring_steps(s.p - 1, s.n / s.p, 0);
+      if (s.core == s.p && s.n < static_cast<double>(kScatterAllgatherDoublingBytes)) {
+        for (double d = 1; d < s.p; d *= 2)
+          t.xor_step(d, d / s.p * s.n);
+      } else {
+        t.ring_steps(s.p - 1, s.n / s.p, 0);
+      }
       return t.c;
     },
-    "Binomial scatter of p blocks (ceil(log2 p) messages, (p-1)/p n bytes), then a ring "
-    "allgather (p-1 steps, (p-1)/p n bytes)."};
+    "Binomial scatter of p blocks (ceil(log2 p) messages, (p-1)/p n bytes), then an allgather "
+    "of (p-1)/p n bytes: recursive doubling (log2 p steps) on a power of two below 512 KiB, "
+    "else a ring (p-1 steps)."};
 const Entry broadcast_shared_memory{
     [](const Shape& s) { return shared_pipeline(s.n, s.segment); },
     "One node only: the root copies the buffer slot by slot into a ring in an arena every "
@@ -481,10 +597,33 @@ static Cost binomial_reduce_steps(const Shape& s) {
     t.tree_step(d, s.n, streams(s, s.n), s.n);
   return t.c;
 }
+// Calls back to back. Where each child's message is one segment, a rank posts the receives
+// from all its children when it starts a call (lib/src/coll/reduce.cpp), so a message of the
+// next call waits only for its receiver to have finished this one, not for its receiver's
+// other children: calls overlap, each rank a call behind its parent at most. A rank's period
+// is then what it does between starting a call and starting the next: its children's messages
+// at once (binomial_children), their combines, and, from the eager size on, its own send up,
+// which it waits for. The root has the most children, rank 2^j the same children as every rank
+// whose lowest set bit is 2^j and the farthest parent of them: the candidates for the busiest
+// rank. Several segments per child: one child at a time through exchange_reduce, no overlap
+// modelled.
+static Cost binomial_reduce_period(const Shape& s, double rank, double parent) {
+  Cost c = binomial_children(s, rank, parent, true);
+  c.reduced = binomial_child_count(s, rank, parent) * s.n;
+  if (parent > 0 && s.n >= s.eager) c = add(c, binomial_hop(s, parent));
+  return c;
+}
+static void binomial_reduce_stream(const Shape& s, std::vector<Cost>& busiest) {
+  if (s.segment > 0 && s.n > s.segment) return;
+  busiest.push_back(binomial_reduce_period(s, 0, 0));
+  for (double d = 1; d < s.p; d *= 2)
+    busiest.push_back(binomial_reduce_period(s, d, d));
+}
 const Entry reduce_binomial_tree{
     binomial_reduce_steps,
     "ceil(log2 p) levels; each inner rank receives and reduces its children's buffers "
-    "(segmented) and sends the sum up."};
+    "(segmented) and sends the sum up.",
+    false, binomial_reduce_stream};
 namespace {
 Cost halving_reduce_scatter_cost(const Shape& s, bool near_first);
 }  // namespace
@@ -655,6 +794,39 @@ static Cost flat_reduce_scatter(const Shape& s, double p, double n) {
              : reduce_scatter_ring.cost(f);
 }
 
+// Calls back to back: where the flat broadcast is the binomial tree, its stream. Where it splits,
+// a head runs its part of the broadcast across nodes and then its node's broadcast (as its
+// root) one after the other, so its period is the two added; the other ranks of a node take
+// part in the second only.
+static void hierarchical_broadcast_stream(const Shape& s, std::vector<Cost>& busiest) {
+  const double tree_bytes = static_cast<double>(kFlatBroadcastTreeBytes);
+  if (!splits(s)) {
+    if (s.n > tree_bytes && s.p > 3) return;
+    Shape f = flat_shape(s, s.p, s.n);
+    f.eager = s.eager;
+    std::vector<Cost> flat;
+    binomial_broadcast_stream(f, flat);
+    for (const Cost& c : flat)
+      busiest.push_back(all_flat(s, c));
+    return;
+  }
+  if (s.n > tree_bytes && s.nodes > 3) return;
+  Shape node = Shape::of(static_cast<int>(s.per_node), s.n, static_cast<std::size_t>(s.segment));
+  node.eager = s.eager;
+  Shape heads = flat_shape(s, s.nodes, s.n);
+  heads.eager = s.eager;
+  std::vector<Cost> inside;
+  std::vector<Cost> across;
+  binomial_broadcast_stream(node, inside);
+  binomial_broadcast_stream(heads, across);
+  if (inside.empty() || across.empty()) return;
+  busiest = inside;
+  // Below the eager size the head's sends inside its node do not hold it (their bytes are a
+  // candidate of their own, in `inside`).
+  const Cost head_inside = s.n >= s.eager ? inside.front() : Cost{};
+  for (const Cost& c : across)
+    busiest.push_back(add(across_nodes(c), head_inside));
+}
 const Entry broadcast_hierarchical{
     [](const Shape& s) {
       if (!splits(s)) return all_flat(s, flat_broadcast(s, s.p, s.n));
@@ -670,7 +842,35 @@ const Entry broadcast_hierarchical{
     "it has one, else a binomial tree. The buffer crosses into each node once. Any layout, uniform "
     "or not; on one node or with one rank per node the flat broadcast (the same choice on all "
     "ranks).",
-    true};
+    true, hierarchical_broadcast_stream};
+// Calls back to back: where the flat reduce is the binomial tree, its stream (above). Where the
+// reduce splits, a head runs the two phases one after the other: its node's binomial reduce
+// (as its root) and then its part of the binomial reduce across nodes, so its period is the
+// two added; the other ranks of a node only take part in the first.
+static void hierarchical_reduce_stream(const Shape& s, std::vector<Cost>& busiest) {
+  if (s.n > static_cast<double>(kFlatReduceTreeBytes)) return;
+  if (!splits(s)) {
+    Shape f = flat_shape(s, s.p, s.n);
+    f.eager = s.eager;
+    std::vector<Cost> flat;
+    binomial_reduce_stream(f, flat);
+    for (const Cost& c : flat)
+      busiest.push_back(all_flat(s, c));
+    return;
+  }
+  Shape node = Shape::of(static_cast<int>(s.per_node), s.n, static_cast<std::size_t>(s.segment));
+  node.eager = s.eager;
+  Shape heads = flat_shape(s, s.nodes, s.n);
+  heads.eager = s.eager;
+  std::vector<Cost> inside;
+  std::vector<Cost> across;
+  binomial_reduce_stream(node, inside);
+  binomial_reduce_stream(heads, across);
+  if (inside.empty() || across.empty()) return;
+  busiest = inside;
+  for (const Cost& c : across)
+    busiest.push_back(add(inside.front(), across_nodes(c)));
+}
 const Entry reduce_hierarchical{
     [](const Shape& s) {
       if (!splits(s)) return all_flat(s, flat_reduce(s, s.p, s.n, false));
@@ -687,7 +887,7 @@ const Entry reduce_hierarchical{
     "across nodes to the root (binomial tree up to 64 KiB, Rabenseifner above), which completes "
     "and divides once. Any layout; on one node or with one rank per node the flat reduce (binomial "
     "tree up to 64 KiB, Rabenseifner above).",
-    true};
+    true, hierarchical_reduce_stream};
 const Entry allgather_hierarchical{
     [](const Shape& s) {
       if (!splits(s)) return all_flat(s, flat_allgather(s, s.p, s.n));
@@ -869,14 +1069,14 @@ Algorithm best(Collective c, int p, double bytes, const Machine& m) {
   double fastest = std::numeric_limits<double>::infinity();
   for (Algorithm a : algorithms_of(c)) {
     if (runs_through_arena(c, a) && !m.one_node) continue;
-    const auto k = cost(c, a, p, bytes, m.segment_bytes, m.nodes);
+    const auto k = seconds(c, a, p, bytes, m);
     // A tie across nodes, several ranks on each, goes to the node-aware algorithm: a flat
     // schedule matches it only with the ranks placed in blocks of nodes (the model's
     // assumption), the node-aware one on any placement. (With one rank per node it runs the
     // flat one.)
-    if (k && (k->seconds(m) < fastest || (m.nodes > 1 && p > m.nodes && node_aware(c, a) &&
-                                          k->seconds(m) <= fastest * (1 + 1e-9)))) {
-      fastest = k->seconds(m);
+    if (k && (*k < fastest ||
+              (m.nodes > 1 && p > m.nodes && node_aware(c, a) && *k <= fastest * (1 + 1e-9)))) {
+      fastest = *k;
       winner = a;
     }
   }

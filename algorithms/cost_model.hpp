@@ -48,6 +48,14 @@ struct Machine {
   // `alpha_inter`.
   int switch_nodes = 0;
   double alpha_switch = 1e-6;
+  // A send of fewer bytes completes at its sender once the library has taken it (an eager
+  // protocol; SMPI's detached sends, below smpi/send-is-detached-thresh), a larger one only
+  // once it is delivered. It decides whether a rank's send holds it back from its next call.
+  std::size_t eager_bytes = std::size_t{64} << 10;
+  // Calls timed back to back, the time of a call being their mean (collx-bench's loop: -n). 1:
+  // one call from a common start, its critical path. From the second call on, an algorithm
+  // whose calls overlap (Entry::stream) costs its stream period per call instead.
+  int calls = 1;
 };
 
 // What one rank does on the critical path: messages, bytes sent, bytes reduced, bytes copied.
@@ -108,6 +116,7 @@ struct Shape {
   double lg_core = 0;   // log2 core
   double nodes = 1;     // nodes the ranks are on (in blocks)
   double per_node = 1;  // ranks per node: ceil(p / nodes)
+  double eager = 0;     // Machine::eager_bytes (set for Entry::stream only)
   static Shape of(int p, double n, std::size_t segment_bytes, int nodes = 1);
 };
 
@@ -118,6 +127,9 @@ struct Shape {
 inline constexpr std::size_t kFlatAllreduceDoublingBytes = std::size_t{32} << 10;
 // The binomial tree up to (or on up to 3 ranks), scatter + allgather above:
 inline constexpr std::size_t kFlatBroadcastTreeBytes = std::size_t{256} << 10;
+// Scatter + allgather's allgather half on a power-of-two number of ranks: recursive doubling
+// (log2 p steps) below this size, the ring (p - 1 steps) from it, as MPICH's broadcast splits them.
+inline constexpr std::size_t kScatterAllgatherDoublingBytes = std::size_t{512} << 10;
 inline constexpr std::size_t kFlatReduceTreeBytes = std::size_t{64} << 10;      // else Rabenseifner
 inline constexpr std::size_t kFlatAllgatherBruckBytes = std::size_t{64} << 10;  // else ring
 inline constexpr std::size_t kFlatReduceScatterHalvingBytes = std::size_t{64} << 10;  // else ring
@@ -151,6 +163,11 @@ struct Entry {
   // Its cost splits what crosses between nodes itself (Cost::inter_*); a flat algorithm's cost
   // on several nodes is all across nodes.
   bool node_aware = false;
+  // Where consecutive calls overlap: what each rank that may be the busiest does per call once
+  // calls follow each other (one Cost per candidate; the period is the slowest of them, at most
+  // the call's own cost). Null, or no candidates: the next call waits on this one's critical
+  // path, so a call in a stream costs what one call costs.
+  void (*stream)(const Shape&, std::vector<Cost>&) = nullptr;
 };
 
 // The entries, one per (collective, algorithm).
@@ -180,6 +197,12 @@ extern const Entry mpi_library;
 // collective has no such algorithm.
 std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
                          std::size_t segment_bytes, int nodes = 1);
+
+// Seconds per call of `algorithm` on `machine`: one call's cost where machine.calls is 1, else the
+// mean over machine.calls calls back to back (the first call's cost, then the stream period per
+// further call: Entry::stream); nullopt if the collective has no such algorithm.
+std::optional<double> seconds(Collective collective, Algorithm algorithm, int p, double bytes,
+                              const Machine& machine);
 
 // Whether the algorithm's entry splits its phases by node (Entry::node_aware); false where the
 // collective has no such algorithm.

@@ -13,7 +13,8 @@ collective and size, one column per rank count: auto's ratio and what auto ran.
 --goals: the issue's goals, cell by cell: auto >= 1.0x MPI everywhere; auto >= 1.3x MPI for
 allreduce and reduce_scatter from 1 MiB at 256 ranks and more with 8 ranks per host.
 --model COLLX_MODEL: collx-model's predictions for every cell (collx-model --nodes N
---ranks-per-node K, the platform's latency and bandwidth; no computation in the network view),
+--ranks-per-node K --calls 2, the platform's latency and bandwidth, the bench's two calls back to
+back; no computation in the network view),
 against the simulation: whether the model's fastest algorithm is the simulation's fastest (or
 within 5 % of it), Spearman's rank correlation of the two orders, and the model's time for the
 algorithm auto ran against the simulated time (within 25 %?).
@@ -251,6 +252,9 @@ def model_check(cells, model, view):
         command = [model, "-c", "all", "--nodes", str(nodes), "--ranks-per-node", str(k),
                    "--alpha-us", "0.2", "--bandwidth-gbps", "20", "--inter-alpha-us", str(alpha),
                    "--inter-gbps", str(bw), "--overhead-us", "0", *switch,
+                   # What the sweep times: the mean of two calls back to back (collx-bench -n 2,
+                   # scripts/smpi-sweep.sh), where a call may overlap the next one.
+                   "--calls", "2",
                    "--sizes", ",".join(str(s) for s in sizes), "--json", path]
         if view == "network":
             command += ["--gamma-gbps", "1000000", "--copy-gbps", "1000000"]

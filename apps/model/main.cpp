@@ -136,8 +136,7 @@ void prediction_table(Collective c, int p, const Machine& m, const std::vector<d
     std::printf("| %s |", human(bytes).c_str());
     const Algorithm winner = collx::model::best(c, p, bytes, m);
     for (Algorithm a : algos) {
-      const auto cost = collx::model::cost(c, a, p, bytes, m.segment_bytes, m.nodes);
-      const std::string t = time_text(cost->seconds(m));
+      const std::string t = time_text(*collx::model::seconds(c, a, p, bytes, m));
       std::printf(a == winner ? " **%s** |" : " %s |", t.c_str());
     }
     std::printf(" %s |\n", std::string(collx::to_string(winner)).c_str());
@@ -152,8 +151,8 @@ nlohmann::json prediction_json(Collective c, int p, const Machine& m,
   for (double bytes : sizes) {
     nlohmann::json predicted = nlohmann::json::object();
     for (Algorithm a : predicted_algorithms(c, m)) {
-      const auto cost = collx::model::cost(c, a, p, bytes, m.segment_bytes, m.nodes);
-      if (cost) predicted[std::string(collx::to_string(a))] = cost->seconds(m);
+      if (const auto t = collx::model::seconds(c, a, p, bytes, m))
+        predicted[std::string(collx::to_string(a))] = *t;
     }
     rows.push_back({{"size_bytes", bytes},
                     {"best", std::string(collx::to_string(collx::model::best(c, p, bytes, m)))},
@@ -257,6 +256,21 @@ int main(int argc, char** argv) {
                  "message latency between two nodes under one switch (us)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option(
+         "--calls", m.calls,
+         "calls timed back to back, a prediction being their mean per call (collx-bench's "
+         "-n): an algorithm whose consecutive calls overlap (the tree reduce's receives all "
+         "posted at once, the tree broadcast's eager sends) costs its stream period from "
+         "the second call on; 1: one call from a common start")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  std::string eager = "64K";
+  app.add_option("--eager", eager,
+                 "sends of fewer bytes complete at their sender once taken (eager protocol; "
+                 "SMPI's detached sends): with --calls above 1, whether a rank's sends hold back "
+                 "its next call")
+      ->capture_default_str()
+      ->check([](const std::string& text) { return collx::apps::size_error("--eager", text); });
   std::vector<std::string> size_texts;
   app.add_option("--sizes", size_texts,
                  "sizes of the tables, comma-separated (8,4K,1M; default 8,1K,64K,1M,64M,1G)")
@@ -297,6 +311,7 @@ int main(int argc, char** argv) {
     ranks = {nodes * ranks_per_node};
   }
   m.segment_bytes = *collx::apps::parse_size(segment);
+  m.eager_bytes = *collx::apps::parse_size(eager);
 
   if (calibrate_here) {
     collx::Environment environment(argc, argv);

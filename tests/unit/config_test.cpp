@@ -444,7 +444,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
     }
   }
   // Broadcast with one rank on each of up to 4 nodes, to 32 KiB: linear; on more nodes, and
-  // above, the flat table.
+  // above, the flat table, but from 16 KiB on 8 nodes and more scatter + allgather (the rule for
+  // many nodes, Selector.NodeRulesForManyNodes).
   const NodeShape eight_singles{8, 1, true};
   for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, std::size_t{4096},
                             std::size_t{16} << 10, std::size_t{32} << 10}) {
@@ -454,7 +455,9 @@ TEST(Selector, NodeRulesKnowTheLayout) {
         << bytes;
     EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 8, 0, false,
                                 eight_singles),
-              select_from(builtin_rules(), Collective::broadcast, bytes, 8))
+              bytes >= (std::size_t{16} << 10)
+                  ? Algorithm::scatter_allgather
+                  : select_from(builtin_rules(), Collective::broadcast, bytes, 8))
         << bytes;
     EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false,
                                 two_by_two),
@@ -500,7 +503,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
 // from 8 KiB to 128 KiB and multi_leader above; with one rank per node, Rabenseifner above
 // 256 KiB; reduce Rabenseifner from 16 KiB (64 KiB with one rank per node); reduce_scatter the
 // butterfly from 8 KiB to 128 KiB and hierarchical above (one rank per node: the butterfly from
-// 4 KiB). Fewer nodes keep the rows measured on the emulated cluster.
+// 4 KiB); broadcast with one rank per node scatter + allgather from 16 KiB to 512 KiB. Fewer
+// nodes keep the rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
   const auto pick = [](Collective c, std::size_t bytes, const NodeShape& shape) {
@@ -544,7 +548,14 @@ TEST(Selector, NodeRulesForManyNodes) {
     EXPECT_EQ(pick(Collective::reduce, 64 * KiB, shape), Algorithm::rabenseifner);
     EXPECT_EQ(pick(Collective::reduce, 64 * KiB - 1, shape),
               select_from(builtin_rules(), Collective::reduce, 64 * KiB - 1, p));
+    for (std::size_t bytes : {16 * KiB, 64 * KiB, 512 * KiB})
+      EXPECT_EQ(pick(Collective::broadcast, bytes, shape), Algorithm::scatter_allgather) << bytes;
+    for (std::size_t bytes : {16 * KiB - 1, 512 * KiB + 1})
+      EXPECT_NE(pick(Collective::broadcast, bytes, shape), Algorithm::scatter_allgather) << bytes;
   }
+  EXPECT_EQ(pick(Collective::broadcast, 64 * KiB, four_singles),
+            select_from(builtin_rules(), Collective::broadcast, 64 * KiB, 4));
+  EXPECT_NE(pick(Collective::broadcast, 64 * KiB, eight_by_eight), Algorithm::scatter_allgather);
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_singles),
             select_from(builtin_rules(), Collective::allreduce, 1 * MiB, 4));
 }

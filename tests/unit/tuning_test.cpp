@@ -167,6 +167,46 @@ TEST(Selection, SharedMemoryRowsOnlyWithASharedSegment) {
   }
 }
 
+// Calls back to back (Machine::calls): one call's cost where calls do not overlap; the tree
+// reduce and broadcast, whose consecutive calls overlap, cost less per call, never more, and a
+// period that is one level's message where sends are eager, not the ceil(log2 p) levels.
+TEST(CostModel, CallsBackToBackOverlapOnlyWhereTheScheduleAllows) {
+  using collx::model::seconds;
+  collx::model::Machine one;
+  one.alpha = 1e-6;
+  one.beta = 1e-12;
+  one.gamma = 1e-15;
+  collx::model::Machine two = one;
+  two.calls = 2;
+  for (int p : {5, 16, 64}) {
+    for (double n : {8.0, 4096.0, double(1 << 20)}) {
+      for (int c = 0; c < collx::kCollectiveCount; ++c) {
+        const auto collective = static_cast<Collective>(c);
+        for (Algorithm a : collx::algorithms_of(collective)) {
+          const auto single = collx::model::cost(collective, a, p, n, one.segment_bytes);
+          EXPECT_DOUBLE_EQ(*seconds(collective, a, p, n, one), single->seconds(one));
+          EXPECT_LE(*seconds(collective, a, p, n, two), single->seconds(one) * (1 + 1e-12));
+          const bool overlaps =
+              (collective == Collective::reduce || collective == Collective::broadcast) &&
+              (a == Algorithm::binomial_tree || a == Algorithm::hierarchical);
+          if (!overlaps && a != Algorithm::pipelined_chain && a != Algorithm::linear) {
+            EXPECT_DOUBLE_EQ(*seconds(collective, a, p, n, two), single->seconds(one))
+                << collx::to_string(collective) << " " << collx::to_string(a);
+          }
+        }
+      }
+    }
+  }
+  // 16 ranks, 8 B: four levels of one latency each for one call; two calls: the first call's
+  // four, then one more (the root's farthest child's message), 2.5 latencies a call.
+  const double reduce_two = *seconds(Collective::reduce, Algorithm::binomial_tree, 16, 8, two);
+  EXPECT_NEAR(reduce_two, (4 + 1) * 1e-6 / 2, 1e-9);
+  // From the eager size on a rank also waits for its send up: two levels a period.
+  two.eager_bytes = 0;
+  EXPECT_NEAR(*seconds(Collective::reduce, Algorithm::binomial_tree, 16, 8, two),
+              (4 + 2) * 1e-6 / 2, 1e-9);
+}
+
 TEST(CostModel, EveryAlgorithmHasACostAndADescription) {
   for (int c = 0; c < collx::kCollectiveCount; ++c) {
     const auto collective = static_cast<Collective>(c);

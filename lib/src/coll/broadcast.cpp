@@ -1,7 +1,8 @@
 // Broadcast: binomial tree and pipelined chain (one segmented tree walk), linear (the root
-// sends to every rank at once), scatter + ring allgather (van de Geijn) for large messages,
+// sends to every rank at once), scatter + allgather (van de Geijn) for large messages,
 // and the node-aware hierarchical broadcast.
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <span>
 #include <vector>
@@ -92,9 +93,40 @@ Task broadcast_linear(Operation& op, BroadcastArgs a) {
     co_await op.wait(sends[static_cast<std::size_t>(v - 1)]);
 }
 
+// The allgather half of scatter + allgather by recursive doubling (p a power of two): at the
+// step of distance m, virtual rank v holds the m blocks of its aligned group [v & ~(m-1), +m)
+// and exchanges them with v ^ m's, so the groups double. A rank that already holds its
+// partner's group (its subtree of the scatter, [v, v + span(v)), covers it: span(v) > m, the
+// root always) skips that receive and the partner the send.
+Task doubling_allgather_after_scatter(Operation& op, const BroadcastArgs& a,
+                                      const patterns::BlockLayout& blocks, int vrank, int phase) {
+  const int p = op.size();
+  const std::size_t elem = a.element_size;
+  const patterns::BinomialTree tree{vrank, p};
+  for (int m = 1; m < p; m <<= 1) {
+    const patterns::BinomialTree partner{vrank ^ m, p};
+    const int peer = patterns::to_real(partner.vrank, a.root, p);
+    const int mine = vrank & ~(m - 1);
+    const int theirs = partner.vrank & ~(m - 1);
+    Transfer send;
+    Transfer recv;
+    if (partner.span() <= m) {
+      op.send(send, a.buffer + blocks.offset(mine) * elem, blocks.length(mine, m) * elem, peer,
+              phase);
+    }
+    if (tree.span() <= m) {
+      op.recv(recv, a.buffer + blocks.offset(theirs) * elem, blocks.length(theirs, m) * elem, peer,
+              phase);
+    }
+    co_await op.wait(send, recv);
+  }
+}
+
 // van de Geijn: the root's buffer in p blocks (block v for virtual rank v) is scattered down a
-// binomial tree straight into every rank's buffer, then a ring allgather completes it. Moves
-// about 2n bytes per rank instead of n log p.
+// binomial tree straight into every rank's buffer, then an allgather completes it: recursive
+// doubling on a power of two below model::kScatterAllgatherDoublingBytes (log2 p steps, as
+// MPICH's medium broadcast), else the ring (p - 1 steps). Moves about 2n bytes per rank instead
+// of n log p.
 Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
   const int p = op.size();
   if (p == 1 || a.count == 0) co_return;
@@ -121,6 +153,11 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
   }
   for (auto& s : sends)
     co_await op.wait(s);
+  if (std::has_single_bit(static_cast<unsigned>(p)) &&
+      a.count * elem < model::kScatterAllgatherDoublingBytes) {
+    co_await doubling_allgather_after_scatter(op, a, blocks, tree.vrank, ring_phases[0]);
+    co_return;
+  }
   co_await ring_stream(op, {.ring = {tree.vrank, p, 0},
                             .rotation = a.root,
                             .layout = blocks,

@@ -16,6 +16,17 @@ namespace {
 // child's (higher)"; the root's last combine fuses the avg division. Messages are segmented the
 // way exchange_reduce segments them, so a child's send and its parent's receive-and-reduce
 // pipeline segment by segment.
+//
+// Where each child's message is one segment, a rank with several children posts the receives
+// from all of them before it waits on the first (Open MPI's tuned reduce keeps the next child's
+// receive posted likewise): a child whose subtree is done then sends at once, not when the
+// children before it have arrived. From a common start a call takes as long either way
+// (children finish smallest subtree first); where ranks arrive at different times (after a
+// barrier, another collective, or the previous call of a run of calls) the early children's
+// messages are under way while the late subtrees finish. Where a message moves only once its
+// receive is posted (SimGrid's SMPI; any rendezvous protocol), receiving one child at a time
+// serialised consecutive calls (docs/SCALE.md, "Small reduce"). The combines run in the same
+// order either way, so the result has the same bits.
 Task reduce_binomial(Operation& op, ReduceArgs a) {
   const int p = op.size();
   const std::size_t elem = a.reduction.element_size;
@@ -36,18 +47,35 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
     accumulator = scratch.data();
   }
   const std::byte* current = a.send;
-  for (int c = 0; c < children.size(); ++c) {
-    co_await exchange_reduce(op, {.peer = patterns::to_real(children[c], a.root, p),
-                                  .send = nullptr,
-                                  .send_elems = 0,
-                                  .dst = accumulator,
-                                  .local = current,
-                                  .recv_elems = a.count,
-                                  .local_is_lower = true,
-                                  .finalize = is_root && c + 1 == children.size(),
-                                  .reduction = &a.reduction,
-                                  .phases = a.phases});
-    current = accumulator;
+  if (children.size() > 1 && patterns::segment_count(bytes, op.segment_bytes()) == 1) {
+    // One message per child, as each child's send_for_reduction sends it.
+    const auto n = static_cast<std::size_t>(children.size());
+    ScratchBuffer received = op.scratch(bytes * n);
+    TransferArray recvs(n);
+    for (std::size_t c = 0; c < n; ++c) {
+      op.recv(recvs[c], received.data() + c * bytes, bytes,
+              patterns::to_real(children[static_cast<int>(c)], a.root, p), a.phases[0]);
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+      co_await op.wait(recvs[c]);
+      a.reduction.combine(accumulator, current, received.data() + c * bytes, a.count,
+                          is_root && c + 1 == n);
+      current = accumulator;
+    }
+  } else {
+    for (int c = 0; c < children.size(); ++c) {
+      co_await exchange_reduce(op, {.peer = patterns::to_real(children[c], a.root, p),
+                                    .send = nullptr,
+                                    .send_elems = 0,
+                                    .dst = accumulator,
+                                    .local = current,
+                                    .recv_elems = a.count,
+                                    .local_is_lower = true,
+                                    .finalize = is_root && c + 1 == children.size(),
+                                    .reduction = &a.reduction,
+                                    .phases = a.phases});
+      current = accumulator;
+    }
   }
   if (is_root) {
     if (children.empty() && a.send != a.recv) op.copy(a.recv, a.send, bytes);

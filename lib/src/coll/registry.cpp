@@ -1,5 +1,6 @@
 #include "registry.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <string>
@@ -129,17 +130,13 @@ bool runs_through_arena(Collective collective, Algorithm algorithm) {
 
 namespace collx::model {
 
-std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
-                         std::size_t segment_bytes, int nodes) {
-  const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
-  if (row == nullptr) return std::nullopt;
-  if (p <= 1) return Cost{};
-  const Shape shape = Shape::of(p, bytes, segment_bytes, nodes);
-  Cost c = row->cost_model->cost(shape);
-  if (shape.nodes > 1 && !row->cost_model->node_aware) {
-    // A flat algorithm's steps wait for their slowest message: one that crosses nodes. The
-    // ring's neighbours are on one node but for one hop per node; the other patterns send
-    // across nodes from every rank of a node at once, through the node's one link.
+namespace {
+
+// A flat algorithm's steps wait for their slowest message: one that crosses nodes. The ring's
+// neighbours are on one node but for one hop per node; the other patterns send across nodes
+// from every rank of a node at once, through the node's one link.
+Cost spread_flat(const detail::AlgorithmRow& row, Algorithm algorithm, const Shape& shape, Cost c) {
+  if (shape.nodes > 1 && !row.cost_model->node_aware) {
     const double sharing = algorithm == Algorithm::ring ? 1 : shape.per_node;
     c.inter_messages += c.messages;
     c.inter_bytes += c.bytes * sharing;
@@ -147,6 +144,37 @@ std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, doub
     c.bytes = 0;
   }
   return c;
+}
+
+}  // namespace
+
+std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, double bytes,
+                         std::size_t segment_bytes, int nodes) {
+  const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
+  if (row == nullptr) return std::nullopt;
+  if (p <= 1) return Cost{};
+  const Shape shape = Shape::of(p, bytes, segment_bytes, nodes);
+  return spread_flat(*row, algorithm, shape, row->cost_model->cost(shape));
+}
+
+std::optional<double> seconds(Collective collective, Algorithm algorithm, int p, double bytes,
+                              const Machine& m) {
+  const auto c = cost(collective, algorithm, p, bytes, m.segment_bytes, m.nodes);
+  if (!c) return std::nullopt;
+  const double one = c->seconds(m);
+  const detail::AlgorithmRow* row = detail::find_row(collective, algorithm);
+  if (m.calls <= 1 || p <= 1 || row->cost_model->stream == nullptr) return one;
+  Shape shape = Shape::of(p, bytes, m.segment_bytes, m.nodes);
+  shape.eager = static_cast<double>(m.eager_bytes);
+  std::vector<Cost> busiest;
+  row->cost_model->stream(shape, busiest);
+  if (busiest.empty()) return one;
+  double period = 0;
+  for (const Cost& b : busiest)
+    period = std::max(period, spread_flat(*row, algorithm, shape, b).seconds(m));
+  // A call never waits longer for the previous one than that call's whole critical path.
+  period = std::min(period, one);
+  return (one + (m.calls - 1) * period) / m.calls;
 }
 
 bool node_aware(Collective collective, Algorithm algorithm) {

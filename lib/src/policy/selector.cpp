@@ -52,7 +52,10 @@ namespace {
 //   about twice, not log2 p times; its reduce-scatter half the butterfly there); reduce_scatter
 //   the butterfly to 128 KiB (recursive halving whose largest exchanges stay between neighbours:
 //   inside a node, or beside the few links between a dragonfly's groups), hierarchical above on
-//   nodes of several ranks (pipelined the same way as multi_leader).
+//   nodes of several ranks (pipelined the same way as multi_leader); broadcast with one rank per
+//   node scatter + allgather from 16 KiB to 512 KiB (its allgather by recursive doubling there:
+//   log2 p latencies and about 2n bytes from the root, where the binomial tree sends n log2 p;
+//   simulated only, on the fat tree, the torus and the dragonfly).
 // Parsed once, on the first selection; the text is checked by the tests, so a parse error here
 // means a broken build, reported as the first call's collx::Error.
 const TuningTable& builtin_table() {
