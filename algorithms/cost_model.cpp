@@ -794,6 +794,30 @@ static Cost flat_reduce_scatter(const Shape& s, double p, double n) {
              : reduce_scatter_ring.cost(f);
 }
 
+// A stream function: the busiest ranks' costs between consecutive calls (Entry::stream).
+using StreamOf = void (*)(const Shape&, std::vector<Cost>&);
+// `tree`'s stream on all p ranks, where a node-aware schedule does not split.
+static void all_flat_stream(const Shape& s, StreamOf tree, std::vector<Cost>& busiest) {
+  Shape f = flat_shape(s, s.p, s.n);
+  f.eager = s.eager;
+  std::vector<Cost> flat;
+  tree(f, flat);
+  for (const Cost& c : flat)
+    busiest.push_back(all_flat(s, c));
+}
+// `tree`'s streams in the two phases of a node-aware schedule that splits: inside a node (its
+// ranks) and across nodes (one head per node); false where either has none.
+static bool phase_streams(const Shape& s, StreamOf tree, std::vector<Cost>& inside,
+                          std::vector<Cost>& across) {
+  Shape node = Shape::of(static_cast<int>(s.per_node), s.n, static_cast<std::size_t>(s.segment));
+  node.eager = s.eager;
+  Shape heads = flat_shape(s, s.nodes, s.n);
+  heads.eager = s.eager;
+  tree(node, inside);
+  tree(heads, across);
+  return !inside.empty() && !across.empty();
+}
+
 // Calls back to back: where the flat broadcast is the binomial tree, its stream. Where it splits,
 // a head runs its part of the broadcast across nodes and then its node's broadcast (as its
 // root) one after the other, so its period is the two added; the other ranks of a node take
@@ -801,25 +825,13 @@ static Cost flat_reduce_scatter(const Shape& s, double p, double n) {
 static void hierarchical_broadcast_stream(const Shape& s, std::vector<Cost>& busiest) {
   const double tree_bytes = static_cast<double>(kFlatBroadcastTreeBytes);
   if (!splits(s)) {
-    if (s.n > tree_bytes && s.p > 3) return;
-    Shape f = flat_shape(s, s.p, s.n);
-    f.eager = s.eager;
-    std::vector<Cost> flat;
-    binomial_broadcast_stream(f, flat);
-    for (const Cost& c : flat)
-      busiest.push_back(all_flat(s, c));
+    if (s.n <= tree_bytes || s.p <= 3) all_flat_stream(s, binomial_broadcast_stream, busiest);
     return;
   }
   if (s.n > tree_bytes && s.nodes > 3) return;
-  Shape node = Shape::of(static_cast<int>(s.per_node), s.n, static_cast<std::size_t>(s.segment));
-  node.eager = s.eager;
-  Shape heads = flat_shape(s, s.nodes, s.n);
-  heads.eager = s.eager;
   std::vector<Cost> inside;
   std::vector<Cost> across;
-  binomial_broadcast_stream(node, inside);
-  binomial_broadcast_stream(heads, across);
-  if (inside.empty() || across.empty()) return;
+  if (!phase_streams(s, binomial_broadcast_stream, inside, across)) return;
   busiest = inside;
   // Below the eager size the head's sends inside its node do not hold it (their bytes are a
   // candidate of their own, in `inside`).
@@ -850,23 +862,12 @@ const Entry broadcast_hierarchical{
 static void hierarchical_reduce_stream(const Shape& s, std::vector<Cost>& busiest) {
   if (s.n > static_cast<double>(kFlatReduceTreeBytes)) return;
   if (!splits(s)) {
-    Shape f = flat_shape(s, s.p, s.n);
-    f.eager = s.eager;
-    std::vector<Cost> flat;
-    binomial_reduce_stream(f, flat);
-    for (const Cost& c : flat)
-      busiest.push_back(all_flat(s, c));
+    all_flat_stream(s, binomial_reduce_stream, busiest);
     return;
   }
-  Shape node = Shape::of(static_cast<int>(s.per_node), s.n, static_cast<std::size_t>(s.segment));
-  node.eager = s.eager;
-  Shape heads = flat_shape(s, s.nodes, s.n);
-  heads.eager = s.eager;
   std::vector<Cost> inside;
   std::vector<Cost> across;
-  binomial_reduce_stream(node, inside);
-  binomial_reduce_stream(heads, across);
-  if (inside.empty() || across.empty()) return;
+  if (!phase_streams(s, binomial_reduce_stream, inside, across)) return;
   busiest = inside;
   for (const Cost& c : across)
     busiest.push_back(add(inside.front(), across_nodes(c)));
