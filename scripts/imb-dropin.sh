@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Intel MPI Benchmarks (IMB-MPI1, unmodified) through the drop-in: each benchmark's t_avg
 # with the MPI library alone and with libcollx_mpi preloaded, alternately in one job, RUNS
-# times at each rank count; then one table per benchmark and rank count (the median of each
-# side's times, and the median of the per-run ratios native / drop-in: above 1, the drop-in is
-# faster). IMB is built outside this tree from its public source (README, "Performance"):
+# times at each rank count, and the MPI library alone once more after each (native_again: the
+# noise between two identical runs); then one table per benchmark and rank count (the median of
+# each side's times, and the median of the per-run ratios native / drop-in: above 1, the
+# drop-in is faster; and native / native_again). IMB is built outside this tree from its public source (README, "Performance"):
 #
 #   git clone https://github.com/intel/mpi-benchmarks && cd mpi-benchmarks &&
 #     make IMB-MPI1 CC=mpicc CXX=mpicxx CXXFLAGS=-DOMPI_SKIP_MPICXX
@@ -31,7 +32,8 @@ mkdir -p "$out"
 } >"$out/machine.txt"
 for r in $(seq 1 "$runs"); do
   for np in $nps; do
-    for side in native dropin; do
+    # native_again: the MPI library alone once more, the noise between two identical runs.
+    for side in native dropin native_again; do
       pre=()
       [ "$side" = dropin ] && pre=(env LD_PRELOAD="$library")
       collx_mpirun "$np" "${pre[@]}" "$imb" -npmin "$np" -msglog "$msglog" -zero_size off -time 2 -mem 2 \
