@@ -12,6 +12,9 @@ namespace collx::detail {
 
 namespace {
 
+// The largest accumulator and children's messages a small reduce keeps in its frame.
+constexpr std::size_t kInlineReduceBytes = 1024;
+
 // Children are combined smallest subtree first, each "accumulated (lower virtual ranks) op
 // child's (higher)"; the root's last combine fuses the avg division. Messages are segmented the
 // way exchange_reduce segments them, so a child's send and its parent's receive-and-reduce
@@ -39,26 +42,35 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
   }
   const patterns::BinomialTree tree{patterns::to_virtual(op.rank(), a.root, p), p};
   const patterns::RankList children = tree.children_smallest_first();
+  const auto n = static_cast<std::size_t>(children.size());
+  const bool one_segment = patterns::segment_count(bytes, op.segment_bytes()) == 1;
+  // A small call on host memory keeps its accumulator and its children's messages in the frame
+  // (words: alignas is not honoured in a coroutine frame, pipeline.hpp), not in pool scratch
+  // taken and given back on every call.
+  std::uint64_t words[kInlineReduceBytes / sizeof(std::uint64_t)];
+  const bool in_frame = one_segment && !op.device_memory() && bytes * (n + 1) <= sizeof words;
+  std::byte* const frame_bytes = reinterpret_cast<std::byte*>(words);
   // The root's accumulator is its output buffer.
   ScratchBuffer scratch;
   std::byte* accumulator = a.recv;
-  if (!is_root && !children.empty()) {
-    scratch = op.scratch(bytes);
-    accumulator = scratch.data();
+  if (!is_root && n > 0) {
+    if (!in_frame) scratch = op.scratch(bytes);
+    accumulator = in_frame ? frame_bytes : scratch.data();
   }
   const std::byte* current = a.send;
-  if (children.size() > 1 && patterns::segment_count(bytes, op.segment_bytes()) == 1) {
+  if (n > 1 && one_segment) {
     // One message per child, as each child's send_for_reduction sends it.
-    const auto n = static_cast<std::size_t>(children.size());
-    ScratchBuffer received = op.scratch(bytes * n);
+    ScratchBuffer pooled;
+    if (!in_frame) pooled = op.scratch(bytes * n);
+    std::byte* const received = in_frame ? frame_bytes + bytes : pooled.data();
     TransferArray recvs(n);
     for (std::size_t c = 0; c < n; ++c) {
-      op.recv(recvs[c], received.data() + c * bytes, bytes,
+      op.recv(recvs[c], received + c * bytes, bytes,
               patterns::to_real(children[static_cast<int>(c)], a.root, p), a.phases[0]);
     }
     for (std::size_t c = 0; c < n; ++c) {
       co_await op.wait(recvs[c]);
-      a.reduction.combine(accumulator, current, received.data() + c * bytes, a.count,
+      a.reduction.combine(accumulator, current, received + c * bytes, a.count,
                           is_root && c + 1 == n);
       current = accumulator;
     }
