@@ -18,6 +18,14 @@
 
 namespace collx::detail {
 
+void library_collective_failed(const CommState& s, Collective collective, int code) {
+  char message[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  PMPI_Error_string(code, message, &length);
+  throw Error(ErrorCode::mpi, to_string(collective), s.rank,
+              std::string("the MPI library's collective failed: ") + message);
+}
+
 namespace {
 
 const std::byte* bytes_of(const void* p) {
@@ -97,15 +105,21 @@ int library_allreduce(const CommState& s, const void* sendbuf, void* recvbuf, st
 int library_broadcast(const CommState& s, void* buffer, std::size_t bytes, int root) {
   return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s.comm);
 }
+// The root's call in place (out of line: its copy of the input is rarely needed).
+[[gnu::noinline]] int library_reduce_in_place(const CommState& s, void* buffer, std::size_t count,
+                                              DataType type, ReduceOp op, int root) {
+  std::vector<std::byte> input;
+  const void* send = in_place_reduce_input(root, static_cast<std::byte*>(buffer),
+                                           count * size_of(type), input);
+  return PMPI_Reduce(send, buffer, static_cast<int>(count), mpi_datatype(type), mpi_op(op), root,
+                     s.comm);
+}
 int library_reduce(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
                    DataType type, ReduceOp op, int root) {
-  std::vector<std::byte> input;
-  const void* send = s.rank == root && sendbuf == recvbuf
-                         ? in_place_reduce_input(root, static_cast<std::byte*>(recvbuf),
-                                                 count * size_of(type), input)
-                         : sendbuf;
-  return PMPI_Reduce(send, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op), root,
-                     s.comm);
+  if (s.rank == root && sendbuf == recvbuf)
+    return library_reduce_in_place(s, recvbuf, count, type, op, root);
+  return PMPI_Reduce(sendbuf, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op),
+                     root, s.comm);
 }
 int library_alltoall(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
                      DataType type) {
@@ -624,6 +638,14 @@ bool no_fast(const Args&...) {
   return false;
 }
 
+// A blocking call that the delegated path did not take. Out of line: the public entry's frame
+// then holds the delegated path's registers alone, not the normal path's captured arguments.
+template <class Impl, class... Args>
+[[gnu::noinline]] void blocking_entry(const std::shared_ptr<CommState>& s, Collective collective,
+                                      Impl&& impl, Args... args) {
+  entry(s, collective, impl, args..., true);
+}
+
 // reduce_scatter's blocks of `count` elements per rank, checked before their offsets are
 // computed (a product that wraps would pass every later check).
 std::vector<std::size_t> block_offsets(CommState& s, std::size_t count, DataType type) {
@@ -683,7 +705,7 @@ void Communicator::library_call_made() noexcept {
 #define COLLX_BLOCKING_AND_NONBLOCKING(name, impl, fast, params, ...)         \
   void Communicator::name params {                                            \
     if (detail::fast(state_, __VA_ARGS__)) return;                            \
-    detail::entry(state_, Collective::name, impl, __VA_ARGS__, true);         \
+    detail::blocking_entry(state_, Collective::name, impl, __VA_ARGS__);      \
   }                                                                           \
   Request Communicator::i##name params {                                      \
     return detail::entry(state_, Collective::name, impl, __VA_ARGS__, false); \

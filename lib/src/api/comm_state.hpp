@@ -410,19 +410,18 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
 // (collx's other operations in flight go on inside it, library_call_begins); it takes its
 // sequence number like every call (a rank whose call runs another way, through host copies say,
 // numbers it too), and the MPI library's error becomes collx's.
+// The MPI library's error `code` from the delegated call of `collective`, as collx's (out of
+// line: the delegated path's frame stays small).
+[[noreturn, gnu::cold]] void library_collective_failed(const CommState& s, Collective collective,
+                                                       int code);
 template <class Call>
-void run_delegated(CommState& s, Collective collective, Call&& call) {
+[[gnu::always_inline]] inline void run_delegated(CommState& s, Collective collective, Call&& call) {
   library_call_begins();
   const int code = call();
   library_call_ends();
   ++s.next_sequence;
-  if (code != MPI_SUCCESS) [[unlikely]] {
-    char message[MPI_MAX_ERROR_STRING] = {};
-    int length = 0;
-    PMPI_Error_string(code, message, &length);
-    throw Error(ErrorCode::mpi, to_string(collective), s.rank,
-                std::string("the MPI library's collective failed: ") + message);
-  }
+  if (code != MPI_SUCCESS) [[unlikely]]
+    library_collective_failed(s, collective, code);
 }
 
 // A blocking call of the MPI library's own collective on a call's arguments (its PMPI_ function

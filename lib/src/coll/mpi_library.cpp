@@ -234,7 +234,7 @@ Task schedule(Operation& op, ArgsOf<C> a) {
 // callback: Open MPI's opal_progress_register, found at run time): a peer may wait in one of them
 // for this rank's part, as MPI's progress rule lets it. Elsewhere (MPICH) they wait for this
 // call to end, as any operation of collx's waits while the program is outside collx.
-COLLX_FAST_TLS bool in_blocking_library_call = false;
+COLLX_FAST_TLS constinit bool in_blocking_library_call = false;
 std::atomic<bool> progress_callback_registered{false};
 
 void register_progress_callback() {

@@ -108,7 +108,8 @@ const void* in_place_reduce_input(int root, const std::byte* root_data, std::siz
 // Around a blocking call of the MPI library's own collective: collx's other operations in flight
 // go on inside it through the MPI library's progress callback, where it has one.
 // (Inline: every delegated call makes them.)
-COLLX_FAST_TLS extern bool in_blocking_library_call;
+// constinit: no TLS wrapper call (a thread_local declared extern may need dynamic init).
+COLLX_FAST_TLS extern constinit bool in_blocking_library_call;
 extern std::atomic<bool> progress_callback_registered;
 void register_progress_callback();
 inline void library_call_begins() {
