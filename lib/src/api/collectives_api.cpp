@@ -109,8 +109,8 @@ int library_broadcast(const CommState& s, void* buffer, std::size_t bytes, int r
 [[gnu::noinline]] int library_reduce_in_place(const CommState& s, void* buffer, std::size_t count,
                                               DataType type, ReduceOp op, int root) {
   std::vector<std::byte> input;
-  const void* send = in_place_reduce_input(root, static_cast<std::byte*>(buffer),
-                                           count * size_of(type), input);
+  const void* send =
+      in_place_reduce_input(root, static_cast<std::byte*>(buffer), count * size_of(type), input);
   return PMPI_Reduce(send, buffer, static_cast<int>(count), mpi_datatype(type), mpi_op(op), root,
                      s.comm);
 }
