@@ -268,6 +268,61 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt)
   EXPECT_EQ(out.back(), comm.size());
 }
 
+// Above 64 KiB a new class does not try a candidate that the nearest smaller tried class (of the
+// two below it) timed at twice its fastest or more: its trial calls would cost a benchmark of a
+// few calls of that size (IMB) more than the trials can win. Two classes up, with no evidence
+// left, it is tried again; the MPI library's collective always stays.
+TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  collx::detail::Config c = collx::detail::config();
+  c.autotune_wait = 0;
+  const collx::testing::ConfigOverride no_wait(c);
+  using collx::detail::ClassTuner;
+  const std::size_t kib256 = std::size_t{256} << 10;
+  ClassTuner* small = s.tuner_for(Collective::allgather, kib256);
+  ASSERT_NE(small, nullptr);
+  const std::vector<Algorithm> tried(small->candidates().begin(), small->candidates().end());
+  ASSERT_GE(tried.size(), 3u);
+  // The MPI library's collective the fastest, the first of collx's candidates 3x slower, the
+  // others 1.5x (the same times on every rank, as the ranks' agreement would give).
+  const Algorithm slow = tried.front() == Algorithm::mpi ? tried[1] : tried.front();
+  while (small->in_trials()) {
+    const collx::detail::TrialPick pick = small->pick();
+    if (!pick.timed) continue;
+    const double seconds = pick.algorithm == Algorithm::mpi ? 100e-6
+                           : pick.algorithm == slow         ? 300e-6
+                                                            : 150e-6;
+    if (small->record(seconds) == collx::detail::TunerStep::agree) {
+      const auto values = small->agree_values();
+      small->agreed(values, values);
+    }
+  }
+  ASSERT_TRUE(small->chose_library());
+  for (const std::size_t bytes : {2 * kib256, 4 * kib256}) {
+    ClassTuner* next = s.tuner_for(Collective::allgather, bytes);
+    ASSERT_NE(next, nullptr);
+    const auto list = next->candidates();
+    EXPECT_EQ(std::find(list.begin(), list.end(), slow), list.end())
+        << bytes << " B: " << collx::to_string(slow);
+    EXPECT_NE(std::find(list.begin(), list.end(), Algorithm::mpi), list.end()) << bytes << " B";
+  }
+  // A candidate 1.5x slower is kept.
+  const Algorithm other = *std::find_if(
+      tried.begin(), tried.end(), [&](Algorithm a) { return a != slow && a != Algorithm::mpi; });
+  std::vector<Algorithm> offered = {slow, other, Algorithm::mpi};
+  s.drop_slow_candidates(Collective::allgather, 2 * kib256, offered);
+  EXPECT_EQ(offered, (std::vector<Algorithm>{other, Algorithm::mpi}));
+  // Three classes up, neither class below it tried it: no evidence.
+  std::vector<Algorithm> far = {slow, Algorithm::mpi};
+  s.drop_slow_candidates(Collective::allgather, 8 * kib256, far);
+  EXPECT_EQ(far.size(), 2u);
+  // At 64 KiB and below the rule does not apply.
+  std::vector<Algorithm> small_call = {slow, Algorithm::mpi};
+  s.drop_slow_candidates(Collective::allgather, kib256 / 4, small_call);
+  EXPECT_EQ(small_call.size(), 2u);
+}
+
 // An order-sensitive call (a float sum over three ranks or more, whose class auto does not try)
 // up to CommState::kUntriedLibraryBytes runs the MPI library's own collective where the table
 // would run one of collx's message algorithms: every call gives the MPI library's bits, the same
