@@ -3,7 +3,7 @@
 (docs/SCALE.md).
 
     scripts/smpi_tables.py SWEEP_DIR [--after LATER_SWEEP_DIR] [--view network] [--plots DIR]
-        [--model COLLX_MODEL] [--goals] [--walltime]
+        [--model COLLX_MODEL] [--goals] [--walltime] [--walltime-list]
 
 A cell is one collective, size, rank count, platform and ranks per host. In each cell, "MPI" is
 the faster of SMPI's Open MPI (ompi) and MPICH (mpich) selections, and auto's ratio is MPI's time
@@ -20,7 +20,9 @@ within 5 % of it), Spearman's rank correlation of the two orders, and the model'
 algorithm auto ran against the simulated time (within 25 %?).
 --plots DIR: one SVG per collective and platform: auto's ratio against size, a line per rank
 count and ranks per host.
---walltime: the simulator's wall time and memory per simulation (walltime.tsv).
+--walltime: the simulator's wall time and memory (walltime.tsv of the sweep and each --after
+sweep), summed up per view, platform, ranks per host and rank count; --walltime-list: every
+simulation, one row each.
 --views DIR: the three views of computation side by side (docs/SCALE.md, "Computation"), for
 the cells DIR holds under reductions/ and compute/ (scripts/smpi-sweep.sh -v): auto and Open
 MPI's selection in the network view (SWEEP_DIR, with --after), in the reductions view and in
@@ -394,16 +396,41 @@ def plots(cells, directory, view):
                          "MPI time / auto time")
 
 
-def walltime(sweep):
-    path = os.path.join(sweep, "walltime.tsv")
-    out = ["| view | platform | per host | collective | ranks | selector | wall (s) | memory (GiB) |",
-           "|---|---|---:|---|---:|---|---:|---:|"]
-    with open(path) as f:
+def walltime_rows(sweep):
+    """walltime.tsv's rows: (view, platform, per host, collective, ranks, selector, wall s, KiB)."""
+    with open(os.path.join(sweep, "walltime.tsv")) as f:
         next(f)
         for line in f:
             v, p, k, c, np, sel, wall, rss = line.rstrip("\n").split("\t")
-            out.append(f"| {v} | {p} | {k} | {c} | {np} | {sel} | {wall} | "
-                       f"{int(rss) / (1 << 20):.1f} |")
+            yield v, p, int(k), c, int(np), sel, int(wall), int(rss)
+
+
+def walltime(sweep):
+    """Every simulation of walltime.tsv, one row each (--walltime-list)."""
+    out = ["| view | platform | per host | collective | ranks | selector | wall (s) | memory (GiB) |",
+           "|---|---|---:|---|---:|---|---:|---:|"]
+    for v, p, k, c, np, sel, wall, rss in walltime_rows(sweep):
+        out.append(f"| {v} | {p} | {k} | {c} | {np} | {sel} | {wall} | {rss / (1 << 20):.1f} |")
+    return "\n".join(out)
+
+
+def walltime_summary(sweeps):
+    """walltime.tsv of every sweep, one row per view, platform, ranks per host and rank count:
+    how many simulations, their wall time (total, median, the longest and its collective) and the
+    simulator's peak memory (--walltime; --walltime-list gives every simulation)."""
+    groups = collections.defaultdict(list)
+    for sweep in sweeps:
+        for v, p, k, c, np, sel, wall, rss in walltime_rows(sweep):
+            groups[(v, p, k, np)].append((wall, rss, c, sel))
+    out = ["| view | platform | per host | ranks | simulations | wall total (s) | median (s) "
+           "| longest (s) | its collective, selector | peak memory (GiB) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for key in sorted(groups, key=lambda key: (key[0] != "network", key[0], key[3], key[1], key[2])):
+        runs = groups[key]
+        wall, _, c, sel = max(runs)
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(runs)} "
+                   f"| {sum(r[0] for r in runs)} | {statistics.median(r[0] for r in runs):g} "
+                   f"| {wall} | {c}, {sel} | {max(r[1] for r in runs) / (1 << 20):.1f} |")
     return "\n".join(out)
 
 
@@ -439,6 +466,7 @@ def main():
     parser.add_argument("--model")
     parser.add_argument("--goals", action="store_true")
     parser.add_argument("--walltime", action="store_true")
+    parser.add_argument("--walltime-list", action="store_true")
     parser.add_argument("--no-tables", action="store_true")
     parser.add_argument("--views")
     parser.add_argument("--after", action="append", default=[],
@@ -474,6 +502,8 @@ def main():
         plots(cells, args.plots, args.view)
     if args.walltime:
         print()
+        print(walltime_summary([args.sweep] + args.after))
+    if args.walltime_list:
         for sweep in [args.sweep] + args.after:
             print(f"\n{os.path.basename(os.path.normpath(sweep))}:\n")
             print(walltime(sweep))

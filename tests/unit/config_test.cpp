@@ -543,7 +543,10 @@ TEST(Selector, NodeRulesForManyNodes) {
     for (std::size_t bytes : {256 * KiB + 1, 1 * MiB, 64 * MiB}) {
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
       EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::rabenseifner) << bytes;
-      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::butterfly) << bytes;
+      // On 16 nodes or fewer the ring from 512 KiB (Selector.NodeRulesForSixteenSingles).
+      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape),
+                shape.nodes <= 16 && bytes > 512 * KiB ? Algorithm::ring : Algorithm::butterfly)
+          << bytes;
     }
     EXPECT_EQ(pick(Collective::reduce, 64 * KiB, shape), Algorithm::rabenseifner);
     EXPECT_EQ(pick(Collective::reduce, 64 * KiB - 1, shape),
@@ -558,6 +561,74 @@ TEST(Selector, NodeRulesForManyNodes) {
   EXPECT_NE(pick(Collective::broadcast, 64 * KiB, eight_by_eight), Algorithm::scatter_allgather);
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_singles),
             select_from(builtin_rules(), Collective::allreduce, 1 * MiB, 4));
+}
+
+// Two nodes of 8 ranks (simulated on SMPI's fat tree, torus and dragonfly: docs/SCALE.md, "Two
+// nodes of 8 ranks"): allreduce Rabenseifner from 2 KiB to 256 KiB and the ring to 1 MiB;
+// reduce_scatter the butterfly from 4 KiB to 128 KiB, the ring to 1 MiB, hierarchical above;
+// reduce Rabenseifner from 128 KiB to 512 KiB. Two nodes of fewer ranks (the emulated cluster's
+// 2 x 2, where the rows of two nodes were measured) and one node keep their choices.
+TEST(Selector, NodeRulesForTwoNodesOfEight) {
+  using namespace collx::detail;
+  const auto pick = [](Collective c, std::size_t bytes, const NodeShape& shape) {
+    return resolve_algorithm(c, Algorithm::automatic, bytes, shape.nodes * shape.max_per_node, 0,
+                             false, shape);
+  };
+  const NodeShape two_by_eight{2, 8, true};
+  const NodeShape two_by_two{2, 2, true};
+  const NodeShape two_by_four{2, 4, true};
+  const NodeShape one_node{1, 8, true};
+  const std::size_t KiB = 1024, MiB = KiB * KiB;
+  for (std::size_t bytes : {2 * KiB + 1, 4 * KiB, 64 * KiB, 256 * KiB})
+    EXPECT_EQ(pick(Collective::allreduce, bytes, two_by_eight), Algorithm::rabenseifner) << bytes;
+  for (std::size_t bytes : {256 * KiB + 1, 1 * MiB})
+    EXPECT_EQ(pick(Collective::allreduce, bytes, two_by_eight), Algorithm::ring) << bytes;
+  EXPECT_EQ(pick(Collective::allreduce, 1 * MiB + 1, two_by_eight), Algorithm::multi_leader);
+  for (std::size_t bytes : {4 * KiB + 1, 128 * KiB})
+    EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::butterfly)
+        << bytes;
+  for (std::size_t bytes : {1 * MiB + 1, 64 * MiB})
+    EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::hierarchical)
+        << bytes;
+  for (std::size_t bytes : {128 * KiB + 1, 1 * MiB})
+    EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::ring) << bytes;
+  for (std::size_t bytes : {128 * KiB + 1, 512 * KiB})
+    EXPECT_EQ(pick(Collective::reduce, bytes, two_by_eight), Algorithm::rabenseifner) << bytes;
+  for (std::size_t bytes : {128 * KiB, 512 * KiB + 1})
+    EXPECT_NE(pick(Collective::reduce, bytes, two_by_eight), Algorithm::rabenseifner) << bytes;
+  for (const NodeShape& shape : {two_by_two, two_by_four, one_node}) {
+    for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::reduce}) {
+      for (std::size_t bytes : {4 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB}) {
+        const Algorithm before = shape.nodes == 1
+                                     ? select_from(builtin_rules(), c, bytes, 8)
+                                     : select_for_nodes(c, bytes, NodeShape{2, 3, true});
+        if (before == Algorithm::automatic) continue;
+        EXPECT_EQ(pick(c, bytes, shape), before)
+            << collx::to_string(c) << " " << shape.nodes << "x" << shape.max_per_node << " "
+            << bytes;
+      }
+    }
+  }
+}
+
+// One rank on each of 8 to 16 nodes: reduce_scatter the ring from 512 KiB (it ties the
+// butterfly's best on the fat tree and leads it on the torus and the dragonfly, whose links
+// between groups the butterfly's far exchanges share); more nodes keep the butterfly.
+TEST(Selector, NodeRulesForSixteenSingles) {
+  using namespace collx::detail;
+  const std::size_t KiB = 1024, MiB = KiB * KiB;
+  for (int nodes : {8, 16, 32, 64}) {
+    const NodeShape singles{nodes, 1, true};
+    for (std::size_t bytes : {512 * KiB + 1, 1 * MiB, 64 * MiB}) {
+      EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, bytes, nodes,
+                                  0, false, singles),
+                nodes <= 16 ? Algorithm::ring : Algorithm::butterfly)
+          << nodes << " " << bytes;
+    }
+    EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, 512 * KiB,
+                                nodes, 0, false, singles),
+              Algorithm::butterfly);
+  }
 }
 
 // The node rules for broadcast and reduce against the model. Reduce: up to its edge (16 KiB)

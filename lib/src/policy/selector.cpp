@@ -56,6 +56,14 @@ namespace {
 //   node scatter + allgather from 16 KiB to 512 KiB (its allgather by recursive doubling there:
 //   log2 p latencies and about 2n bytes from the root, where the binomial tree sends n log2 p;
 //   simulated only, on the fat tree, the torus and the dragonfly).
+// - Two nodes of 8 ranks or more (min_per_node 8; the emulated cluster's 2 x 2 keeps the rows
+//   above), from SMPI's three platforms: allreduce Rabenseifner to 256 KiB (its near_first pairs
+//   keep all but one exchange inside a node), the ring to 1 MiB (two of its links cross);
+//   reduce_scatter the butterfly to 128 KiB, the ring to 1 MiB, hierarchical above (the
+//   butterfly's copy into bit-reversed order is a pass over the buffer); reduce Rabenseifner
+//   around 256 KiB. One rank on each of 8 to 16 nodes: reduce_scatter the ring from 512 KiB
+//   (the butterfly's far exchanges share the few links between a dragonfly's groups or a torus'
+//   rings; on a fat tree the ring gives up less than it saves there).
 // Parsed once, on the first selection; the text is checked by the tests, so a parse error here
 // means a broken build, reported as the first call's collx::Error.
 const TuningTable& builtin_table() {
@@ -77,7 +85,8 @@ Algorithm select_for_nodes(Collective collective, std::size_t bytes, const NodeS
     if (rule.collective == collective && rule.one_per_node == one_per_node &&
         bytes >= rule.min_bytes && bytes <= rule.max_bytes &&
         (nodes.uniform || !rule.uniform_only) &&
-        (rule.max_nodes == 0 || nodes.nodes <= rule.max_nodes) && nodes.nodes >= rule.min_nodes) {
+        (rule.max_nodes == 0 || nodes.nodes <= rule.max_nodes) && nodes.nodes >= rule.min_nodes &&
+        nodes.max_per_node >= rule.min_per_node) {
       return rule.algorithm;
     }
   }
@@ -93,6 +102,9 @@ std::string describe_node_rules() {
            "  -> " + std::string(to_string(rule.algorithm)) +
            (rule.max_nodes > 0 ? "  on up to " + std::to_string(rule.max_nodes) + " nodes" : "") +
            (rule.min_nodes > 0 ? "  on " + std::to_string(rule.min_nodes) + " nodes or more" : "") +
+           (rule.min_per_node > 0
+                ? "  with " + std::to_string(rule.min_per_node) + " ranks or more on a node"
+                : "") +
            (rule.one_per_node   ? "  (one rank on every node)"
             : rule.uniform_only ? "  (as many ranks on every node; otherwise the table below)"
                                 : "") +

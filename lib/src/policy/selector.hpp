@@ -44,7 +44,8 @@ struct NodeShape {
 // (uniform_only false) whatever the layout; where some node holds several ranks
 // (NodeShape::spans_nodes), or with one_per_node where every node holds one (every hop
 // crosses the network, which the one-node table was not measured on); on at most `max_nodes`
-// nodes where that is not 0, and on at least `min_nodes`.
+// nodes where that is not 0, and on at least `min_nodes`; with `min_per_node`, where the fullest
+// node holds at least that many ranks (the layouts simulated, not the emulated cluster's 2 x 2).
 struct NodeRule {
   Collective collective;
   std::size_t min_bytes;
@@ -54,6 +55,7 @@ struct NodeRule {
   bool one_per_node = false;
   int max_nodes = 0;
   int min_nodes = 0;
+  int min_per_node = 0;
 };
 std::span<const NodeRule> node_rules();
 // What the node rules pick for the call, or Algorithm::automatic where none applies.

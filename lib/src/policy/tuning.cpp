@@ -78,8 +78,10 @@ NodeRule parse_node_rule(const nlohmann::json& row, const std::string& source) {
                 rule_algorithm(row, collective, source),
                 row.value("one_per_node", false),
                 row.value("max_nodes", 0),
-                row.value("min_nodes", 0)};
+                row.value("min_nodes", 0),
+                row.value("min_per_node", 0)};
   if (rule.max_bytes < rule.min_bytes || rule.max_nodes < 0 || rule.min_nodes < 0 ||
+      rule.min_per_node < 0 ||
       (rule.max_nodes > 0 && rule.max_nodes < rule.min_nodes)) {
     bad_table(source, "bad byte or node range in " + row.dump());
   }
