@@ -268,10 +268,10 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt)
   EXPECT_EQ(out.back(), comm.size());
 }
 
-// Above 64 KiB a new class does not try a candidate that the nearest smaller tried class (of the
-// two below it) timed at twice its fastest or more: its trial calls would cost a benchmark of a
-// few calls of that size (IMB) more than the trials can win. Two classes up, with no evidence
-// left, it is tried again; the MPI library's collective always stays.
+// Above 64 KiB a new class does not try a candidate that the nearest smaller tried class to try it
+// timed at twice its fastest or more (2.8x two classes down, 4x three down): its trial calls
+// would cost a benchmark of a few calls of that size (IMB) more than the trials can win. Further
+// up it is tried again; the MPI library's collective always stays.
 TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   collx::Communicator comm(MPI_COMM_WORLD);
   collx::detail::CommState& s = collx::detail::state_of(comm);
@@ -313,7 +313,7 @@ TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   std::vector<Algorithm> offered = {slow, other, Algorithm::mpi};
   s.drop_slow_candidates(Collective::allgather, 2 * kib256, offered);
   EXPECT_EQ(offered, (std::vector<Algorithm>{other, Algorithm::mpi}));
-  // Three classes up, neither class below it tried it: no evidence.
+  // Three classes up, 3x is not slow enough (4x would be): tried again.
   std::vector<Algorithm> far = {slow, Algorithm::mpi};
   s.drop_slow_candidates(Collective::allgather, 8 * kib256, far);
   EXPECT_EQ(far.size(), 2u);

@@ -186,17 +186,18 @@ struct CommState {
   static bool may_delegate(const Options& options) {
     return options_may_delegate(options) && !needs_collx_path(config());
   }
-  // Takes out of a new class's `candidates` those that the nearest smaller tried class (one of the
-  // kSlowEvidenceClasses below it) timed at kSlowRatio times its fastest or more: above
-  // kSlowEvidenceFromBytes a trial call costs a call of that size, and a benchmark that calls a
-  // large size a few times (IMB: 20 calls of 2 MiB) pays a slow candidate's trial calls in its
-  // mean. A candidate left out of two classes is tried again in the third (none of the two
-  // below it tried it), so a crossover at larger sizes is still found; the MPI library's
-  // collective always stays.
+  // Takes out of a new class's `candidates` those that the nearest smaller tried class to try
+  // them timed at kSlowRatio times its fastest or more, kSlowDecay times more for each class
+  // further down (a candidate's speed against another's is taken to change by at most that much
+  // per doubling of the size): above kSlowEvidenceFromBytes a trial call costs a call of that
+  // size, and a benchmark that calls a large size a few times (IMB: 20 calls of 2 MiB) pays a
+  // slow candidate's trial calls in its mean. 2x slower one class below, 2.8x two below, 4x three
+  // below; a candidate no longer that slow for its distance is tried again, so a crossover at
+  // larger sizes is still found. The MPI library's collective always stays.
   void drop_slow_candidates(Collective collective, std::size_t bytes,
                             std::vector<Algorithm>& candidates) const;
   static constexpr double kSlowRatio = 2.0;
-  static constexpr int kSlowEvidenceClasses = 2;
+  static constexpr double kSlowDecay = 1.41421356;
   static constexpr std::size_t kSlowEvidenceFromBytes = std::size_t{64} << 10;
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }

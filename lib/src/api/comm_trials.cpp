@@ -119,26 +119,26 @@ void CommState::drop_slow_candidates(Collective collective, std::size_t bytes,
   if (bytes <= kSlowEvidenceFromBytes || !tuners) return;
   const int size_class = size_class_of(bytes);
   const auto& classes = (*tuners)[static_cast<std::size_t>(collective)];
-  // How many times slower than the winner of the nearest smaller tried class (of the last
-  // kSlowEvidenceClasses) that tried it a candidate ran there; 0 where none did.
-  const auto slowdown = [&](Algorithm a) {
-    for (int k = size_class - 1; k >= std::max(0, size_class - kSlowEvidenceClasses); --k) {
+  // Whether the nearest smaller tried class that tried `a` timed it slow enough for its distance.
+  const auto too_slow = [&](Algorithm a) {
+    double needed = kSlowRatio;
+    for (int k = size_class - 1; k >= 0; --k, needed *= kSlowDecay) {
       const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
       if (smaller.phase() != ClassTuner::Phase::settled || smaller.rounds() == 0) continue;
       const auto tried = smaller.candidates();
-      const auto ns = smaller.agreed_ns();
       const auto it = std::find(tried.begin(), tried.end(), a);
       if (it == tried.end()) continue;
+      const auto ns = smaller.agreed_ns();
       std::uint64_t best = 0;
       for (std::uint64_t t : ns)
         if (t > 0 && (best == 0 || t < best)) best = t;
-      const std::uint64_t mine = ns[static_cast<std::size_t>(it - tried.begin())];
-      return best > 0 ? static_cast<double>(mine) / static_cast<double>(best) : 0.0;
+      const auto mine = static_cast<double>(ns[static_cast<std::size_t>(it - tried.begin())]);
+      return best > 0 && mine >= needed * static_cast<double>(best);
     }
-    return 0.0;
+    return false;
   };
   const Algorithm library = library_algorithm(collective);
-  std::erase_if(candidates, [&](Algorithm a) { return a != library && slowdown(a) >= kSlowRatio; });
+  std::erase_if(candidates, [&](Algorithm a) { return a != library && too_slow(a); });
 }
 
 Algorithm CommState::library_for_untried(Collective collective, std::size_t bytes,
