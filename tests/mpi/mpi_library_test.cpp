@@ -230,6 +230,20 @@ TEST(MpiLibraryInAuto, TheTrialsTryIt) {
   EXPECT_TRUE(named) << "no learned line names the MPI library's collective";
 }
 
+// Settles a class's trials by handing its tuner `seconds(algorithm)` for every timed call, the
+// same on every rank, as the ranks' agreement would give.
+template <class Seconds>
+void settle(collx::detail::ClassTuner& tuner, Seconds&& seconds) {
+  while (tuner.in_trials()) {
+    const collx::detail::TrialPick pick = tuner.pick();
+    if (!pick.timed) continue;
+    if (tuner.record(seconds(pick.algorithm)) == collx::detail::TunerStep::agree) {
+      const auto values = tuner.agree_values();
+      tuner.agreed(values, values);
+    }
+  }
+}
+
 // A new size class's first calls (its wait) run the MPI library's collective where the nearest
 // smaller class whose trials ended settled on it; with no such class (another collective), the
 // table's choice. The smaller class is settled here by handing its tuner the same times on every
@@ -243,15 +257,7 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt)
   using collx::detail::ClassTuner;
   ClassTuner* small = s.tuner_for(Collective::allreduce, 1024);
   ASSERT_NE(small, nullptr);
-  while (small->in_trials()) {
-    const collx::detail::TrialPick pick = small->pick();
-    if (!pick.timed) continue;
-    const double seconds = pick.algorithm == Algorithm::mpi ? 1e-6 : 5e-6;
-    if (small->record(seconds) == collx::detail::TunerStep::agree) {
-      const auto values = small->agree_values();
-      small->agreed(values, values);
-    }
-  }
+  settle(*small, [](Algorithm a) { return a == Algorithm::mpi ? 1e-6 : 5e-6; });
   ASSERT_TRUE(small->chose_library());
   ClassTuner* large = s.tuner_for(Collective::allreduce, std::size_t{1} << 20);
   ASSERT_NE(large, nullptr);
@@ -287,17 +293,9 @@ TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   // The MPI library's collective the fastest, the first of collx's candidates 3x slower, the
   // others 1.5x (the same times on every rank, as the ranks' agreement would give).
   const Algorithm slow = tried.front() == Algorithm::mpi ? tried[1] : tried.front();
-  while (small->in_trials()) {
-    const collx::detail::TrialPick pick = small->pick();
-    if (!pick.timed) continue;
-    const double seconds = pick.algorithm == Algorithm::mpi ? 100e-6
-                           : pick.algorithm == slow         ? 300e-6
-                                                            : 150e-6;
-    if (small->record(seconds) == collx::detail::TunerStep::agree) {
-      const auto values = small->agree_values();
-      small->agreed(values, values);
-    }
-  }
+  settle(*small, [&](Algorithm a) {
+    return a == Algorithm::mpi ? 100e-6 : a == slow ? 300e-6 : 150e-6;
+  });
   ASSERT_TRUE(small->chose_library());
   for (const std::size_t bytes : {2 * kib256, 4 * kib256}) {
     ClassTuner* next = s.tuner_for(Collective::allgather, bytes);
