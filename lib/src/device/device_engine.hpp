@@ -60,7 +60,6 @@ class EventPool : public std::enable_shared_from_this<EventPool> {
   // An unrecorded (or reusable) event of the current device.
   EventRef acquire();
   void give_back(DeviceApi::Event event) noexcept;
-  DeviceApi& api() const { return *api_; }
 
  private:
   std::shared_ptr<DeviceApi> api_;
@@ -200,6 +199,12 @@ class DeviceEngine final : public ScratchSource {
 
  private:
   struct Message;
+  // The engine's mutex held and its device current: how every call above enters the engine.
+  struct Locked {
+    explicit Locked(DeviceEngine& e) : lock(e.mutex_), device(*e.api_, e.device_) {}
+    std::lock_guard<std::mutex> lock;
+    DeviceGuard device;
+  };
   void stream_after(int lane, const Access& access);
   // dst <- src on `lane`'s stream, after the listed work it conflicts with; the copy's event.
   EventRef copy_on(int lane, void* dst, const void* src, std::size_t bytes, DeviceApi::Copy kind);
