@@ -136,10 +136,10 @@ class UcxRuntime {
  public:
   // The runtime in use, or a new one. `estimated_peers` is a hint for UCX's transport choice.
   static std::shared_ptr<UcxRuntime> acquire(int estimated_peers) {
-    std::lock_guard lock(instance_mutex());
-    if (auto runtime = instance().lock()) return runtime;
+    std::lock_guard lock(instance_mutex_);
+    if (auto runtime = instance_.lock()) return runtime;
     auto runtime = std::make_shared<UcxRuntime>(estimated_peers);
-    instance() = runtime;
+    instance_ = runtime;
     return runtime;
   }
 
@@ -203,8 +203,8 @@ class UcxRuntime {
     return attr.memory_types;
   }
   static std::shared_ptr<UcxRuntime> current() {
-    std::lock_guard lock(instance_mutex());
-    return instance().lock();
+    std::lock_guard lock(instance_mutex_);
+    return instance_.lock();
   }
 
   // A send released before it completed (UcxTransport::abandon): see ~UcxRuntime.
@@ -226,14 +226,9 @@ class UcxRuntime {
   }
 
  private:
-  static std::mutex& instance_mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::weak_ptr<UcxRuntime>& instance() {
-    static std::weak_ptr<UcxRuntime> runtime;
-    return runtime;
-  }
+  // The runtime in use (constant-initialised: no order of static construction to mind).
+  static inline std::mutex instance_mutex_;
+  static inline std::weak_ptr<UcxRuntime> instance_;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -452,14 +447,9 @@ std::vector<std::string> ucx_memory_types() {
   if (const auto runtime = UcxRuntime::current()) {
     types = runtime->memory_types();
   } else {
-    ucp_context_h context = make_context(0);
-    try {
-      types = UcxRuntime::query_memory_types(context);
-    } catch (...) {
-      ucp_cleanup(context);
-      throw;
-    }
-    ucp_cleanup(context);
+    const std::unique_ptr<ucp_context, void (*)(ucp_context_h)> context(make_context(0),
+                                                                        ucp_cleanup);
+    types = UcxRuntime::query_memory_types(context.get());
   }
   std::vector<std::string> names;
   for (int t = 0; t < UCS_MEMORY_TYPE_LAST; ++t) {
