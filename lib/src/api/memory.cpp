@@ -88,17 +88,9 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   for (const BufferArg& b : buffers) {
     if (api == nullptr || b.pointer == nullptr || b.bytes == 0 || n == std::size(detected))
       continue;
-    DetectedBuffer& d = detected[n++];
-    d.name = b.name;
-    d.bytes = b.bytes;
-    if (options.memory == MemoryKind::device) {
-      d.device = true;
-      d.device_id = -1;
-    } else {
-      const PointerKind kind = api->pointer_kind(b.pointer);
-      d.device = kind.device;
-      d.device_id = kind.device_id;
-    }
+    const PointerKind kind =
+        options.memory == MemoryKind::device ? PointerKind{true, -1} : api->pointer_kind(b.pointer);
+    detected[n++] = {b.name, b.bytes, kind.device, kind.device_id};
   }
   const MemoryDecision decision =
       decide_memory(options.memory, stream_given, std::span<const DetectedBuffer>(detected, n));
@@ -111,10 +103,8 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   for (const BufferArg& b : buffers) {
     if (b.pointer != nullptr && b.bytes > 0) regions.push_back({b.pointer, b.bytes});
   }
-  CallMemory memory;
-  memory.device = engine.begin_call(p2p ? *state.p2p_transport : *state.transport, regions,
-                                    options.stream, blocking);
-  return memory;
+  return {engine.begin_call(p2p ? *state.p2p_transport : *state.transport, regions, options.stream,
+                            blocking)};
 }
 
 std::byte* StagedCall::copy_of(const void* device, std::size_t bytes, bool input,
