@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <thread>
-#include <vector>
 
 #include "collx/error.hpp"
 #include "comm_state.hpp"
@@ -98,13 +97,8 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   if (!decision.device) return {};
   const int device = decision.device_id >= 0 ? decision.device_id : api->current_device();
   DeviceEngine& engine = state.device_engine(device);
-  std::vector<DeviceBuffer> regions;
-  regions.reserve(buffers.size());
-  for (const BufferArg& b : buffers) {
-    if (b.pointer != nullptr && b.bytes > 0) regions.push_back({b.pointer, b.bytes});
-  }
-  return {engine.begin_call(p2p ? *state.p2p_transport : *state.transport, regions, options.stream,
-                            blocking)};
+  return {engine.begin_call(p2p ? *state.p2p_transport : *state.transport,
+                            std::span(buffers.begin(), buffers.size()), options.stream, blocking)};
 }
 
 std::byte* StagedCall::copy_of(const void* device, std::size_t bytes, bool input,

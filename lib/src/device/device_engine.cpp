@@ -315,7 +315,7 @@ DeviceEngine::~DeviceEngine() {
 }
 
 std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
-                                                     std::span<const DeviceBuffer> buffers,
+                                                     std::span<const BufferArg> buffers,
                                                      void* user_stream, bool blocking) {
   {
     const Locked locked(*this);
@@ -328,8 +328,8 @@ std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
     // for it).
     EventRef ready = events_->acquire();
     api_->record(ready->event, user_stream != nullptr ? user_stream : api_->default_stream());
-    for (const DeviceBuffer& b : buffers) {
-      if (b.bytes > 0)
+    for (const BufferArg& b : buffers) {
+      if (b.pointer != nullptr && b.bytes > 0)
         ledger_.add(Ledger::external, ready, {{}, ByteRange::of(b.pointer, b.bytes)});
     }
   }

@@ -145,12 +145,6 @@ class FencedPool {
   SizeClassCache<Cached> cache_;
 };
 
-// A region of device memory a call works on (its buffers, for the stream-ordered form).
-struct DeviceBuffer {
-  const void* pointer = nullptr;
-  std::size_t bytes = 0;
-};
-
 class DeviceEngine final : public ScratchSource {
  public:
   // `direct`: the communicator's transports take device memory themselves.
@@ -164,8 +158,9 @@ class DeviceEngine final : public ScratchSource {
   DeviceApi& api() const { return *api_; }
 
   // A call on `inner` (the communicator's collective or point-to-point transport). With
-  // `user_stream`, the call is stream-ordered on it; `buffers` are its device buffers.
-  std::unique_ptr<DeviceCall> begin_call(Transport& inner, std::span<const DeviceBuffer> buffers,
+  // `user_stream`, the call is stream-ordered on it; `buffers` are its buffer arguments (null or
+  // empty ones left out).
+  std::unique_ptr<DeviceCall> begin_call(Transport& inner, std::span<const BufferArg> buffers,
                                          void* user_stream, bool blocking);
 
   // ---- what the calls use (each locks the engine) ----
