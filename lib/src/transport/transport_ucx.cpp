@@ -117,11 +117,10 @@ std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
   check_mpi(PMPI_Allgatherv(mine.data(), my_length, MPI_BYTE, all.data(), lengths.data(),
                             offsets.data(), MPI_BYTE, comm),
             "MPI_Allgatherv (UCX addresses)", rank);
-  std::vector<std::string> addresses(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    addresses[i] =
-        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i]));
+  std::vector<std::string> addresses;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    addresses.push_back(
+        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
   }
   return addresses;
 }
@@ -253,13 +252,8 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes)
   runtime_ = UcxRuntime::acquire(size());
   worker_ = runtime_->worker();
   context_id_ = agree_context_id(comm, rank());
-  const std::vector<std::string> addresses =
-      exchange_addresses(comm, rank(), size(), runtime_->address());
-  endpoints_.resize(static_cast<std::size_t>(size()));
-  for (int r = 0; r < size(); ++r) {
-    endpoints_[static_cast<std::size_t>(r)] =
-        runtime_->endpoint(addresses[static_cast<std::size_t>(r)], rank());
-  }
+  for (const std::string& address : exchange_addresses(comm, rank(), size(), runtime_->address()))
+    endpoints_.push_back(runtime_->endpoint(address, rank()));
   // Connecting an endpoint attaches to the peer's worker (its shared-memory FIFO, for one), so
   // that worker must still exist: no rank may release its runtime, which it could do as soon as
   // this communicator is gone, before every rank has connected.
