@@ -194,7 +194,8 @@ class DeviceEngine final : public ScratchSource {
 
  private:
   struct Message;
-  // The engine's mutex held and its device current: how every call above enters the engine.
+  // The engine's mutex held and its device current: how the calls above that touch the device
+  // enter the engine.
   struct Locked {
     explicit Locked(DeviceEngine& e) : lock(e.mutex_), device(*e.api_, e.device_) {}
     std::lock_guard<std::mutex> lock;
