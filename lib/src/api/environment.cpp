@@ -20,9 +20,7 @@ Environment::Environment(int& argc, char**& argv) {
 }
 
 Environment::~Environment() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (owns_mpi_ && !finalized) MPI_Finalize();
+  if (owns_mpi_ && !detail::mpi_finalized()) MPI_Finalize();
 }
 
 }  // namespace collx

@@ -49,9 +49,8 @@ DeviceMemoryInfo device_memory_info() {
   info.device_paths.emplace_back("mpi", aware.mpi_direct() ? "direct" : "staged");
 #if COLLX_HAVE_UCX
   info.ucx_memory_types = detail::ucx_memory_types();
-  bool ucx_cuda = false;
-  for (const auto& t : info.ucx_memory_types)
-    ucx_cuda = ucx_cuda || t == "cuda";
+  const bool ucx_cuda =
+      std::count(info.ucx_memory_types.begin(), info.ucx_memory_types.end(), "cuda") > 0;
   info.device_paths.emplace_back(
       "ucx", detail::config().cuda_aware.value_or(ucx_cuda) ? "direct" : "staged");
 #endif

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <thread>
-#include <vector>
 
 #include "collx/error.hpp"
 #include "comm_state.hpp"
@@ -88,17 +87,9 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   for (const BufferArg& b : buffers) {
     if (api == nullptr || b.pointer == nullptr || b.bytes == 0 || n == std::size(detected))
       continue;
-    DetectedBuffer& d = detected[n++];
-    d.name = b.name;
-    d.bytes = b.bytes;
-    if (options.memory == MemoryKind::device) {
-      d.device = true;
-      d.device_id = -1;
-    } else {
-      const PointerKind kind = api->pointer_kind(b.pointer);
-      d.device = kind.device;
-      d.device_id = kind.device_id;
-    }
+    const PointerKind kind =
+        options.memory == MemoryKind::device ? PointerKind{true, -1} : api->pointer_kind(b.pointer);
+    detected[n++] = {b.name, b.bytes, kind.device, kind.device_id};
   }
   const MemoryDecision decision =
       decide_memory(options.memory, stream_given, std::span<const DetectedBuffer>(detected, n));
@@ -106,15 +97,8 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   if (!decision.device) return {};
   const int device = decision.device_id >= 0 ? decision.device_id : api->current_device();
   DeviceEngine& engine = state.device_engine(device);
-  std::vector<DeviceBuffer> regions;
-  regions.reserve(buffers.size());
-  for (const BufferArg& b : buffers) {
-    if (b.pointer != nullptr && b.bytes > 0) regions.push_back({b.pointer, b.bytes});
-  }
-  CallMemory memory;
-  memory.device = engine.begin_call(p2p ? *state.p2p_transport : *state.transport, regions,
-                                    options.stream, blocking);
-  return memory;
+  return {engine.begin_call(p2p ? *state.p2p_transport : *state.transport,
+                            std::span(buffers.begin(), buffers.size()), options.stream, blocking)};
 }
 
 std::byte* StagedCall::copy_of(const void* device, std::size_t bytes, bool input,

@@ -25,13 +25,6 @@ namespace collx::detail {
 struct CommState;
 class Operation;
 
-// One buffer argument of a call.
-struct BufferArg {
-  const void* pointer = nullptr;
-  std::size_t bytes = 0;
-  const char* name = "";
-};
-
 // ---- the decision, a pure function (unit-tested without a device) ----
 struct DetectedBuffer {
   const char* name = "";

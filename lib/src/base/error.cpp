@@ -26,16 +26,9 @@ namespace {
 std::string format_error(ErrorCode code, std::string_view collective, int rank,
                          std::string_view message) {
   std::string out = "collx";
-  if (!collective.empty()) {
-    out += ' ';
-    out += collective;
-  }
+  if (!collective.empty()) out.append(" ").append(collective);
   if (rank >= 0) out += " (rank " + std::to_string(rank) + ")";
-  out += ": ";
-  out += to_string(code);
-  out += ": ";
-  out += message;
-  return out;
+  return out.append(": ").append(to_string(code)).append(": ").append(message);
 }
 }  // namespace
 

@@ -33,7 +33,6 @@ class ScratchBuffer {
   ~ScratchBuffer();
 
   std::byte* data() const { return data_; }
-  std::size_t capacity() const { return capacity_; }
 
  private:
   void release();

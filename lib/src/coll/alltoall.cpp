@@ -33,18 +33,16 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   const int depth = std::max(1, op.pipeline_depth());
   std::vector<Transfer> sends(static_cast<std::size_t>(p));
   std::vector<Transfer> recvs(static_cast<std::size_t>(p));
+  auto at = [&](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
   auto post = [&](int step) {
     const auto pair = patterns::pairwise_step(rank, p, step);
-    op.recv(recvs[step], a.recv + static_cast<std::size_t>(pair.recv_from) * block, block,
-            pair.recv_from, a.phases[0]);
-    op.send(sends[step], input + static_cast<std::size_t>(pair.send_to) * block, block,
-            pair.send_to, a.phases[0]);
+    op.recv(recvs[step], at(a.recv, pair.recv_from), block, pair.recv_from, a.phases[0]);
+    op.send(sends[step], at(input, pair.send_to), block, pair.send_to, a.phases[0]);
   };
   for (int step = 1; step < p && step <= depth; ++step)
     post(step);
   // The own block while the first steps' messages move (they touch other blocks).
-  op.copy(a.recv + static_cast<std::size_t>(rank) * block,
-          input + static_cast<std::size_t>(rank) * block, block);
+  op.copy(at(a.recv, rank), at(input, rank), block);
   for (int step = 1; step < p; ++step) {
     co_await op.wait(sends[step], recvs[step]);
     if (step + depth < p) post(step + depth);

@@ -88,10 +88,6 @@ kernels::CopyFn copy_for_output(std::size_t output_bytes) {
   return copy_with(streams_output(output_bytes));
 }
 
-std::size_t pieces_of(std::size_t bytes, std::size_t slot) {
-  return (bytes + slot - 1) / slot;
-}
-
 void publish_filled(SharedArena& arena, int me, std::uint64_t sequence) {
   std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
   if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
@@ -164,11 +160,8 @@ bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size
 
 std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena) {
   std::vector<std::uint64_t> base(static_cast<std::size_t>(op.size()));
-  for (int r = 0; r < op.size(); ++r) {
-    base[static_cast<std::size_t>(r)] =
-        r == op.rank() ? arena.published(r).load(std::memory_order_relaxed)
-                       : arena.consumed(op.rank(), r).load(std::memory_order_relaxed);
-  }
+  for (int r = 0; r < op.size(); ++r)
+    base[static_cast<std::size_t>(r)] = ring_base(arena, op.rank(), r);
   return base;
 }
 

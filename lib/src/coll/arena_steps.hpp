@@ -6,6 +6,7 @@
 // are here too (collectives.hpp declares them).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -28,7 +29,15 @@ kernels::CopyFn copy_with(bool streaming);
 // How slots are copied out of a ring into an output of `output_bytes`.
 kernels::CopyFn copy_for_output(std::size_t output_bytes);
 
-std::size_t pieces_of(std::size_t bytes, std::size_t slot);
+// The ring slots that `bytes` fill, `slot` bytes each but the last: slot k holds
+// [offset(k), offset(k) + length(k)).
+struct SlotCut {
+  std::size_t bytes = 0;
+  std::size_t slot = 1;
+  std::size_t count() const { return (bytes + slot - 1) / slot; }
+  std::size_t offset(std::size_t k) const { return k * slot; }
+  std::size_t length(std::size_t k) const { return std::min(slot, bytes - k * slot); }
+};
 
 // Marks slot `sequence` of this rank's ring filled (its bytes are in the entry). Clears a
 // pointer an earlier publish_direct left in the entry's descriptor. Only then: an unchanged line
@@ -65,8 +74,17 @@ std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t bloc
 // readers as a pointer this time.
 bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output);
 
-// Where each rank's ring stood before this call: this rank's published count, and for every
-// other producer what this rank has consumed of it (the same value, see shm_arena.hpp).
+// Where `producer`'s ring stood before this call: this rank's published count where it is the
+// producer, else what this rank has consumed of it (the same value, see shm_arena.hpp).
+inline std::uint64_t ring_base(SharedArena& arena, int me, int producer) {
+  return producer == me ? arena.published(me).load(std::memory_order_relaxed)
+                        : arena.consumed(me, producer).load(std::memory_order_relaxed);
+}
+// Steps this rank's consumed count of `producer`'s ring over `slots` slots it does not read.
+inline void skip_slots(SharedArena& arena, int me, int producer, std::uint64_t slots) {
+  arena.advance(arena.consumed(me, producer), ring_base(arena, me, producer) + slots);
+}
+// ring_base of every rank's ring, by rank.
 std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena);
 
 // Copies this rank's pieces of round `round` of every other rank's block from `send` into its

@@ -22,13 +22,10 @@ Task fold_in(Operation& op, FoldMessages fold, int folded, std::byte* dst, const
              std::size_t count) {
   if (fold.reduction != nullptr) {
     co_await exchange_reduce(op, {.peer = folded,
-                                  .send = nullptr,
-                                  .send_elems = 0,
                                   .dst = dst,
                                   .local = own,
                                   .recv_elems = count,
                                   .local_is_lower = false,
-                                  .finalize = false,
                                   .reduction = fold.reduction,
                                   .phases = fold.phases});
   } else {

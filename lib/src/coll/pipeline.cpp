@@ -11,10 +11,6 @@ namespace collx::detail {
 using patterns::BlockLayout;
 using patterns::segment_count;
 
-namespace {
-constexpr std::size_t kInlineScratchBytes = 1024;
-}  // namespace
-
 ExchangeReduceAwaiter::ExchangeReduceAwaiter(Operation& op, const ExchangeReduce& args)
     : op_(op), args_(args) {
   const std::size_t elem = args.reduction->element_size;
@@ -68,7 +64,7 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
     throw Error(ErrorCode::internal, "", op.rank(), "exchange_reduce: aliased regions differ");
   }
   // Words: alignas is not honoured in a coroutine frame (see ExchangeReduceAwaiter::buffer_).
-  std::uint64_t small[kInlineScratchBytes / sizeof(std::uint64_t)];
+  std::uint64_t small[ExchangeReduceAwaiter::kInlineBytes / sizeof(std::uint64_t)];
   const int send_segments = segment_count(send_bytes, op.segment_bytes());
   const int recv_segments = segment_count(recv_bytes, op.segment_bytes());
   const BlockLayout send_layout{a.send_elems, send_segments};

@@ -68,16 +68,9 @@ inline ExchangeReduceAwaiter exchange_reduce(Operation& op, const ExchangeReduce
 inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const std::byte* send,
                                                 std::size_t count, const Reduction& reduction,
                                                 const Phases& phases) {
-  return exchange_reduce(op, {.peer = peer,
-                              .send = send,
-                              .send_elems = count,
-                              .dst = nullptr,
-                              .local = nullptr,
-                              .recv_elems = 0,
-                              .local_is_lower = true,
-                              .finalize = false,
-                              .reduction = &reduction,
-                              .phases = phases});
+  return exchange_reduce(
+      op,
+      {.peer = peer, .send = send, .send_elems = count, .reduction = &reduction, .phases = phases});
 }
 
 // Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real rank =

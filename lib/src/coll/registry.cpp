@@ -16,6 +16,9 @@ struct Index {
   std::vector<AlgorithmRow> rows;
   // [collective][algorithm] -> position in rows + 1 (0: none).
   std::array<std::array<unsigned char, kAlgorithmCount>, kCollectiveCount> at{};
+  // Each collective's algorithms in row order (algorithms_of), the MPI library's own collective
+  // left out: not one of collx's algorithms.
+  std::array<std::vector<Algorithm>, kCollectiveCount> algorithms;
 };
 
 [[gnu::noinline]] const Index& built_index() {
@@ -26,9 +29,10 @@ struct Index {
                       reduce_scatter_rows, gather_rows, scatter_rows, alltoall_rows, barrier_rows,
                       sendrecv_rows, mpi_library_rows}) {
       for (const AlgorithmRow& r : rows()) {
+        const auto c = static_cast<std::size_t>(r.collective);
         i.rows.push_back(r);
-        i.at[static_cast<std::size_t>(r.collective)][static_cast<std::size_t>(r.algorithm)] =
-            static_cast<unsigned char>(i.rows.size());
+        i.at[c][static_cast<std::size_t>(r.algorithm)] = static_cast<unsigned char>(i.rows.size());
+        if (!r.mpi_library) i.algorithms[c].push_back(r.algorithm);
       }
     }
     return i;
@@ -46,18 +50,6 @@ const Index& index() {
     built_index_pointer.store(i, std::memory_order_release);
   }
   return *i;
-}
-
-// The algorithm lists, one per collective, in the registry's row order (the MPI library's own
-// collective left out: not one of collx's algorithms).
-const std::array<std::vector<Algorithm>, kCollectiveCount>& lists() {
-  static const auto built = [] {
-    std::array<std::vector<Algorithm>, kCollectiveCount> out;
-    for (const AlgorithmRow& row : registry())
-      if (!row.mpi_library) out[static_cast<std::size_t>(row.collective)].push_back(row.algorithm);
-    return out;
-  }();
-  return built;
 }
 
 }  // namespace
@@ -114,7 +106,7 @@ namespace collx {
 std::span<const Algorithm> algorithms_of(Collective collective) {
   const auto i = static_cast<std::size_t>(detail::schedules_of(collective));
   if (i >= kCollectiveCount) return {};
-  return detail::lists()[i];
+  return detail::index().algorithms[i];
 }
 
 bool implements(Collective collective, Algorithm algorithm) {

@@ -31,25 +31,30 @@ namespace collx::detail {
 
 using namespace arena_steps;
 
+namespace {
+// The blocks of a gather's, scatter's or allgather's buffer in bytes: rank r's at offset(r).
+struct ByteBlocks {
+  patterns::BlockLayout elements;
+  std::size_t element_size;
+  std::size_t offset(int r) const { return elements.offset(r) * element_size; }
+  std::size_t length(int r) const { return elements.length(r) * element_size; }
+};
+}  // namespace
+
 Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.arena();
-  const std::size_t slot = arena.slot_bytes();
-  const std::size_t n = pieces_of(bytes, slot);
+  const SlotCut cut{bytes, arena.slot_bytes()};
   const int me = op.rank();
   const kernels::CopyFn copy = copy_for_output(bytes);
   // Every rank other than the root has consumed exactly what the root published so far.
-  const std::uint64_t base = me == a.root
-                                 ? arena.published(me).load(std::memory_order_relaxed)
-                                 : arena.consumed(me, a.root).load(std::memory_order_relaxed);
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t offset = k * slot;
-    const std::size_t length = std::min(slot, bytes - offset);
+  const std::uint64_t base = ring_base(arena, me, a.root);
+  for (std::size_t k = 0; k < cut.count(); ++k) {
     if (me == a.root) {
-      co_await publish(op, arena, base + k, a.buffer + offset, length);
+      co_await publish(op, arena, base + k, a.buffer + cut.offset(k), cut.length(k));
     } else {
-      co_await take(op, arena, a.root, base + k, a.buffer + offset, length, copy);
+      co_await take(op, arena, a.root, base + k, a.buffer + cut.offset(k), cut.length(k), copy);
     }
   }
 }
@@ -57,48 +62,42 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
 Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
   const int p = op.size();
   const int me = op.rank();
-  const std::size_t elem = a.element_size;
-  const auto block_bytes = [&](int r) {
-    return (a.offsets[static_cast<std::size_t>(r) + 1] - a.offsets[static_cast<std::size_t>(r)]) *
-           elem;
-  };
-  const auto block = [&](int r) { return a.recv + a.offsets[static_cast<std::size_t>(r)] * elem; };
-  std::size_t largest = 0;
-  for (int r = 0; r < p; ++r)
-    largest = std::max(largest, block_bytes(r));
+  const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
+  const auto block = [&](int r) { return a.recv + blocks.offset(r); };
+  const std::size_t largest = blocks.elements.max_length() * a.element_size;
   if (largest == 0 || p == 1) {
-    if (a.send != nullptr && a.send != block(me)) std::memcpy(block(me), a.send, block_bytes(me));
+    if (a.send != nullptr && a.send != block(me)) std::memcpy(block(me), a.send, blocks.length(me));
     co_return;
   }
   SharedArena& arena = *op.arena();
   const std::size_t slot = arena.slot_bytes();
-  const std::size_t rounds = pieces_of(largest, slot);
+  const std::size_t rounds = SlotCut{largest, slot}.count();
   const std::byte* own = a.send != nullptr ? a.send : block(me);
   const bool copy_own = own != block(me);
-  const std::size_t total_bytes = a.offsets.back() * elem;
+  const std::size_t total_bytes = a.offsets.back() * a.element_size;
   const kernels::CopyFn copy = copy_for_output(total_bytes);
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
   // Round k: publish the own slot k, then take slot k of every other rank, starting with the
   // next rank so that the ranks do not all read one producer at once. A rank that hands its
   // block over directly publishes it whole in round 0; its readers take it whole then.
-  const bool direct = hand_over_directly(arena, me, block_bytes(me), total_bytes);
+  const bool direct = hand_over_directly(arena, me, blocks.length(me), total_bytes);
   if (direct) {
-    co_await publish_direct(op, arena, base[static_cast<std::size_t>(me)], own, block_bytes(me));
-    if (copy_own) copy(block(me), own, block_bytes(me));
+    co_await publish_direct(op, arena, base[static_cast<std::size_t>(me)], own, blocks.length(me));
+    if (copy_own) copy(block(me), own, blocks.length(me));
   }
   std::vector<char> taken_whole(static_cast<std::size_t>(p), 0);
   for (std::size_t k = 0; k < rounds; ++k) {
     const std::size_t offset = k * slot;
-    if (!direct && offset < block_bytes(me)) {
-      const std::size_t length = std::min(slot, block_bytes(me) - offset);
+    if (!direct && offset < blocks.length(me)) {
+      const std::size_t length = std::min(slot, blocks.length(me) - offset);
       co_await publish(op, arena, base[static_cast<std::size_t>(me)] + k, own + offset, length,
                        copy_own ? block(me) + offset : nullptr, streams_output(total_bytes));
     }
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
       const auto ri = static_cast<std::size_t>(r);
-      if (offset >= block_bytes(r) || taken_whole[ri] != 0) continue;
-      const std::size_t length = std::min(slot, block_bytes(r) - offset);
+      if (offset >= blocks.length(r) || taken_whole[ri] != 0) continue;
+      const std::size_t length = std::min(slot, blocks.length(r) - offset);
       bool whole = false;
       co_await take(op, arena, r, base[ri] + k, block(r) + offset, length, copy, &whole);
       taken_whole[ri] = whole ? 1 : 0;
@@ -115,38 +114,27 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
   if (bytes == 0) co_return;
   SharedArena& arena = *op.arena();
   // Whole elements per slot (every element size divides a ring slot of whole KiB).
-  const std::size_t slot = arena.slot_bytes() / elem * elem;
-  const std::size_t n = pieces_of(bytes, slot);
+  const SlotCut cut{bytes, arena.slot_bytes() / elem * elem};
   if (me != a.root) {
     // Only the root reads what the other ranks publish: this rank has nothing to take from
     // them, and says so up front, so that their rings never wait for it.
     for (int r = 0; r < p; ++r) {
-      if (r == me || r == a.root) continue;
-      SharedArena::Counter& consumed = arena.consumed(me, r);
-      arena.advance(consumed, consumed.load(std::memory_order_relaxed) + n);
+      if (r != me && r != a.root) skip_slots(arena, me, r, cut.count());
     }
-    const std::uint64_t base = arena.published(me).load(std::memory_order_relaxed);
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t offset = k * slot;
-      co_await publish(op, arena, base + k, a.send + offset, std::min(slot, bytes - offset));
-    }
+    const std::uint64_t base = ring_base(arena, me, me);
+    for (std::size_t k = 0; k < cut.count(); ++k)
+      co_await publish(op, arena, base + k, a.send + cut.offset(k), cut.length(k));
     co_return;
   }
   // The root combines slot k of every rank into its output, starting from its own (so an
   // in-place root reads its slot before overwriting it), then the others from root + 1 on;
   // the last step fuses the avg division. p-1 passes over a slot that stays in cache, each
   // ring slot handed back as soon as it is combined.
-  std::vector<std::uint64_t> base(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r) {
-    if (r != me) {
-      base[static_cast<std::size_t>(r)] = arena.consumed(me, r).load(std::memory_order_relaxed);
-    }
-  }
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t offset = k * slot;
-    const std::size_t elems = std::min(slot, bytes - offset) / elem;
-    std::byte* out = a.recv + offset;
-    const std::byte* accumulated = a.send + offset;
+  const std::vector<std::uint64_t> base = ring_bases(op, arena);
+  for (std::size_t k = 0; k < cut.count(); ++k) {
+    const std::size_t elems = cut.length(k) / elem;
+    std::byte* out = a.recv + cut.offset(k);
+    const std::byte* accumulated = a.send + cut.offset(k);
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
       const std::uint64_t sequence = base[static_cast<std::size_t>(r)] + k;
@@ -281,96 +269,66 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
 // ranks that take nothing from a producer say so up front (as reduce_shared_memory's), so
 // every slot published is consumed by every other rank and the rings never wait for them.
 
-namespace {
-std::size_t block_bytes_of(std::span<const std::size_t> offsets, std::size_t elem, int r) {
-  const auto i = static_cast<std::size_t>(r);
-  return (offsets[i + 1] - offsets[i]) * elem;
-}
-std::size_t block_offset_of(std::span<const std::size_t> offsets, std::size_t elem, int r) {
-  return offsets[static_cast<std::size_t>(r)] * elem;
-}
-}  // namespace
-
 Task gather_shared_memory(Operation& op, GatherArgs a) {
   const int p = op.size();
   const int me = op.rank();
-  const std::size_t elem = a.element_size;
+  const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
   SharedArena& arena = *op.arena();
-  const std::size_t slot = arena.slot_bytes();
-  const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
+  const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
   if (me != a.root) {
     for (int r = 0; r < p; ++r) {
-      if (r == me || r == a.root) continue;
-      SharedArena::Counter& consumed = arena.consumed(me, r);
-      arena.advance(consumed, consumed.load(std::memory_order_relaxed) + pieces(r));
+      if (r != me && r != a.root) skip_slots(arena, me, r, cut(r).count());
     }
-    const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
-    const std::uint64_t base = arena.published(me).load(std::memory_order_relaxed);
-    for (std::size_t k = 0; k < pieces(me); ++k) {
-      const std::size_t offset = k * slot;
-      co_await publish(op, arena, base + k, a.send + offset, std::min(slot, bytes - offset));
-    }
+    const std::uint64_t base = ring_base(arena, me, me);
+    for (std::size_t k = 0; k < cut(me).count(); ++k)
+      co_await publish(op, arena, base + k, a.send + cut(me).offset(k), cut(me).length(k));
     co_return;
   }
-  std::byte* own = a.recv + block_offset_of(a.offsets, elem, me);
-  if (a.send != nullptr && a.send != own) {
-    std::memcpy(own, a.send, block_bytes_of(a.offsets, elem, me));
-  }
-  const kernels::CopyFn copy = copy_for_output(a.offsets.back() * elem);
+  std::byte* own = a.recv + blocks.offset(me);
+  if (a.send != nullptr && a.send != own) std::memcpy(own, a.send, blocks.length(me));
+  const kernels::CopyFn copy = copy_for_output(a.offsets.back() * a.element_size);
   for (int step = 1; step < p; ++step) {
     const int r = (me + step) % p;
-    const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
-    const std::uint64_t base = arena.consumed(me, r).load(std::memory_order_relaxed);
-    std::byte* into = a.recv + block_offset_of(a.offsets, elem, r);
-    for (std::size_t k = 0; k < pieces(r); ++k) {
-      const std::size_t offset = k * slot;
-      co_await take(op, arena, r, base + k, into + offset, std::min(slot, bytes - offset), copy);
-    }
+    const std::uint64_t base = ring_base(arena, me, r);
+    std::byte* into = a.recv + blocks.offset(r);
+    for (std::size_t k = 0; k < cut(r).count(); ++k)
+      co_await take(op, arena, r, base + k, into + cut(r).offset(k), cut(r).length(k), copy);
   }
 }
 
 Task scatter_shared_memory(Operation& op, ScatterArgs a) {
   const int p = op.size();
   const int me = op.rank();
-  const std::size_t elem = a.element_size;
+  const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
   SharedArena& arena = *op.arena();
-  const std::size_t slot = arena.slot_bytes();
-  const auto pieces = [&](int r) { return pieces_of(block_bytes_of(a.offsets, elem, r), slot); };
+  const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
   if (me == a.root) {
-    std::uint64_t sequence = arena.published(me).load(std::memory_order_relaxed);
+    std::uint64_t sequence = ring_base(arena, me, me);
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
-      const std::size_t bytes = block_bytes_of(a.offsets, elem, r);
-      const std::byte* from = a.send + block_offset_of(a.offsets, elem, r);
-      for (std::size_t k = 0; k < pieces(r); ++k) {
-        const std::size_t offset = k * slot;
-        co_await publish(op, arena, sequence++, from + offset, std::min(slot, bytes - offset));
-      }
+      const std::byte* from = a.send + blocks.offset(r);
+      for (std::size_t k = 0; k < cut(r).count(); ++k)
+        co_await publish(op, arena, sequence++, from + cut(r).offset(k), cut(r).length(k));
     }
-    const std::byte* own = a.send + block_offset_of(a.offsets, elem, me);
-    if (a.recv != nullptr && a.recv != own) {
-      std::memcpy(a.recv, own, block_bytes_of(a.offsets, elem, me));
-    }
+    const std::byte* own = a.send + blocks.offset(me);
+    if (a.recv != nullptr && a.recv != own) std::memcpy(a.recv, own, blocks.length(me));
     co_return;
   }
   // This rank's slots follow those of the ranks before it in the order root + 1, root + 2, ...
-  const std::uint64_t base = arena.consumed(me, a.root).load(std::memory_order_relaxed);
+  const std::uint64_t base = ring_base(arena, me, a.root);
   std::uint64_t first = base;
   std::uint64_t total = 0;
   for (int step = 1; step < p; ++step) {
     const int r = (a.root + step) % p;
     if (r == me) first = base + total;
-    total += pieces(r);
+    total += cut(r).count();
   }
   SharedArena::Counter& consumed = arena.consumed(me, a.root);
   arena.advance(consumed, first);
-  const std::size_t bytes = block_bytes_of(a.offsets, elem, me);
-  const kernels::CopyFn copy = copy_for_output(bytes);
-  for (std::size_t k = 0; k < pieces(me); ++k) {
-    const std::size_t offset = k * slot;
-    co_await take(op, arena, a.root, first + k, a.recv + offset, std::min(slot, bytes - offset),
+  const kernels::CopyFn copy = copy_for_output(blocks.length(me));
+  for (std::size_t k = 0; k < cut(me).count(); ++k)
+    co_await take(op, arena, a.root, first + k, a.recv + cut(me).offset(k), cut(me).length(k),
                   copy);
-  }
   arena.advance(consumed, base + total);
 }
 
@@ -409,42 +367,37 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
   SharedArena& arena = *arena_here;
-  const std::size_t slot = arena.slot_bytes();
-  const auto pieces =
-      direct ? std::uint64_t{1} : static_cast<std::uint64_t>(pieces_of(block, slot));
-  const auto steps = static_cast<std::uint64_t>(p - 1);
-  // This rank's block in producer j's ring is the one of j's step (me - j) mod p.
+  const SlotCut cut{block, arena.slot_bytes()};
+  // Step s's block is the (s - 1)th of producer j's ring this call, in one slot where direct.
+  const std::uint64_t per_block = direct ? 1 : cut.count();
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
+  const auto first_slot = [&](int j, int s) {
+    return base[static_cast<std::size_t>(j)] + static_cast<std::uint64_t>(s - 1) * per_block;
+  };
+  // This rank's block in producer j's ring is the one of j's step (me - j) mod p.
   for (int j = 0; j < p; ++j) {
-    const auto step = static_cast<std::uint64_t>((me - j + p) % p);
-    if (step > 1)
-      arena.advance(arena.consumed(me, j), base[static_cast<std::size_t>(j)] + (step - 1) * pieces);
+    const int step = (me - j + p) % p;
+    if (step > 1) arena.advance(arena.consumed(me, j), first_slot(j, step));
   }
   for (int s = 1; s < p; ++s) {
     const int to = (me + s) % p;
     const int from = (me - s + p) % p;
-    const auto first = static_cast<std::uint64_t>(s - 1) * pieces;
     if (direct) {
-      co_await publish_direct(op, arena, base[static_cast<std::size_t>(me)] + first, at(input, to),
-                              block);
+      co_await publish_direct(op, arena, first_slot(me, s), at(input, to), block);
       bool whole = false;
-      co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first, at(a.recv, from),
-                    block, copy, &whole);
+      co_await take(op, arena, from, first_slot(from, s), at(a.recv, from), block, copy, &whole);
     } else {
-      for (std::uint64_t k = 0; k < pieces; ++k) {
-        const std::size_t offset = static_cast<std::size_t>(k) * slot;
-        const std::size_t length = std::min(slot, block - offset);
-        co_await publish(op, arena, base[static_cast<std::size_t>(me)] + first + k,
-                         at(input, to) + offset, length);
-        co_await take(op, arena, from, base[static_cast<std::size_t>(from)] + first + k,
-                      at(a.recv, from) + offset, length, copy);
+      for (std::size_t k = 0; k < cut.count(); ++k) {
+        co_await publish(op, arena, first_slot(me, s) + k, at(input, to) + cut.offset(k),
+                         cut.length(k));
+        co_await take(op, arena, from, first_slot(from, s) + k, at(a.recv, from) + cut.offset(k),
+                      cut.length(k), copy);
       }
     }
-    arena.advance(arena.consumed(me, from), base[static_cast<std::size_t>(from)] + steps * pieces);
+    arena.advance(arena.consumed(me, from), first_slot(from, p));
   }
   // The readers copy from the input until they have all taken this rank's last block.
-  if (direct)
-    co_await op.until(read_by_all(op, arena, base[static_cast<std::size_t>(me)] + steps - 1));
+  if (direct) co_await op.until(read_by_all(op, arena, first_slot(me, p) - 1));
 }
 
 }  // namespace collx::detail

@@ -18,6 +18,13 @@
 
 namespace collx::detail {
 
+// One buffer argument of a call, `name` as the caller's error messages say it.
+struct BufferArg {
+  const void* pointer = nullptr;
+  std::size_t bytes = 0;
+  const char* name = "";
+};
+
 class DeviceCall : public DataPath {
  public:
   // copy() may be given overlapping regions: device copies are ordered, not racing.

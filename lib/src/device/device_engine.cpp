@@ -315,11 +315,10 @@ DeviceEngine::~DeviceEngine() {
 }
 
 std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
-                                                     std::span<const DeviceBuffer> buffers,
+                                                     std::span<const BufferArg> buffers,
                                                      void* user_stream, bool blocking) {
   {
-    std::lock_guard lock(mutex_);
-    DeviceGuard guard(*api_, device_);
+    const Locked locked(*this);
     // Completed work leaves the ledger here too: a call on host copies of its buffers sends no
     // message through the engine (whose progress prunes it otherwise), and the ledger would grow
     // by its copies with every such call.
@@ -329,8 +328,8 @@ std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
     // for it).
     EventRef ready = events_->acquire();
     api_->record(ready->event, user_stream != nullptr ? user_stream : api_->default_stream());
-    for (const DeviceBuffer& b : buffers) {
-      if (b.bytes > 0)
+    for (const BufferArg& b : buffers) {
+      if (b.pointer != nullptr && b.bytes > 0)
         ledger_.add(Ledger::external, ready, {{}, ByteRange::of(b.pointer, b.bytes)});
     }
   }
@@ -352,8 +351,7 @@ void DeviceEngine::stream_after(int lane, const Access& access) {
 
 void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer,
                            int tag, bool is_send, bool exact_length) {
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   auto m = std::make_unique<Message>();
   m->inner = &inner;
   m->is_send = is_send;
@@ -451,8 +449,7 @@ void DeviceEngine::progress_locked() {
 }
 
 bool DeviceEngine::test_all(Transport& inner, std::span<Transfer* const> ts) {
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   progress_locked();
   bool all_done = true;
   std::vector<Transfer*> host;
@@ -479,8 +476,7 @@ bool DeviceEngine::test_all(Transport& inner, std::span<Transfer* const> ts) {
 
 void DeviceEngine::copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   auto one = [&](std::uintptr_t to, std::uintptr_t from, std::size_t n) {
     copy_locked(Ledger::compute, reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from),
                 n, DeviceApi::Copy::device_to_device);
@@ -508,8 +504,7 @@ void DeviceEngine::copy(void* dst, const void* src, std::size_t bytes) {
 void DeviceEngine::reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
                           ReduceOp op, double divisor) {
   if (n == 0) return;
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   const std::size_t bytes = n * size_of(type);
   const Access access{{ByteRange::of(a, bytes), ByteRange::of(b, bytes)},
                       ByteRange::of(dst, bytes)};
@@ -520,8 +515,7 @@ void DeviceEngine::reduce(void* dst, const void* a, const void* b, std::size_t n
 
 ScratchBuffer DeviceEngine::scratch(std::size_t bytes) {
   if (bytes == 0) return {};
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   std::size_t capacity = 0;
   std::byte* data = scratch_pool_->acquire(bytes, capacity);
   return ScratchBuffer(this, data, capacity);
@@ -533,8 +527,7 @@ void DeviceEngine::give_back(std::byte* data, std::size_t capacity) {
 
 void DeviceEngine::give_back_to(FencedPool& pool, std::byte* data, std::size_t capacity) noexcept {
   try {
-    std::lock_guard lock(mutex_);
-    DeviceGuard guard(*api_, device_);
+    const Locked locked(*this);
     std::vector<EventRef> fences;
     const ByteRange range = ByteRange::of(data, capacity);
     ledger_.dependencies(Ledger::kHost, {{range, {}}, range}, fences);
@@ -545,8 +538,7 @@ void DeviceEngine::give_back_to(FencedPool& pool, std::byte* data, std::size_t c
 }
 
 std::byte* DeviceEngine::acquire_pinned(std::size_t bytes, std::size_t& capacity) {
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   return pinned_pool_->acquire(std::max<std::size_t>(bytes, 1), capacity);
 }
 
@@ -565,8 +557,7 @@ void DeviceEngine::upload(void* device, const void* host, std::size_t bytes) {
 
 EventRef DeviceEngine::copy_on(int lane, void* dst, const void* src, std::size_t bytes,
                                DeviceApi::Copy kind) {
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   return copy_locked(lane, dst, src, bytes, kind);
 }
 
@@ -581,8 +572,7 @@ EventRef DeviceEngine::copy_locked(int lane, void* dst, const void* src, std::si
 }
 
 std::vector<EventRef> DeviceEngine::record_tail() {
-  std::lock_guard lock(mutex_);
-  DeviceGuard guard(*api_, device_);
+  const Locked locked(*this);
   return {record(Ledger::compute), record(Ledger::h2d)};
 }
 

@@ -60,7 +60,6 @@ class EventPool : public std::enable_shared_from_this<EventPool> {
   // An unrecorded (or reusable) event of the current device.
   EventRef acquire();
   void give_back(DeviceApi::Event event) noexcept;
-  DeviceApi& api() const { return *api_; }
 
  private:
   std::shared_ptr<DeviceApi> api_;
@@ -146,12 +145,6 @@ class FencedPool {
   SizeClassCache<Cached> cache_;
 };
 
-// A region of device memory a call works on (its buffers, for the stream-ordered form).
-struct DeviceBuffer {
-  const void* pointer = nullptr;
-  std::size_t bytes = 0;
-};
-
 class DeviceEngine final : public ScratchSource {
  public:
   // `direct`: the communicator's transports take device memory themselves.
@@ -165,8 +158,9 @@ class DeviceEngine final : public ScratchSource {
   DeviceApi& api() const { return *api_; }
 
   // A call on `inner` (the communicator's collective or point-to-point transport). With
-  // `user_stream`, the call is stream-ordered on it; `buffers` are its device buffers.
-  std::unique_ptr<DeviceCall> begin_call(Transport& inner, std::span<const DeviceBuffer> buffers,
+  // `user_stream`, the call is stream-ordered on it; `buffers` are its buffer arguments (null or
+  // empty ones left out).
+  std::unique_ptr<DeviceCall> begin_call(Transport& inner, std::span<const BufferArg> buffers,
                                          void* user_stream, bool blocking);
 
   // ---- what the calls use (each locks the engine) ----
@@ -200,6 +194,13 @@ class DeviceEngine final : public ScratchSource {
 
  private:
   struct Message;
+  // The engine's mutex held and its device current: how the calls above that touch the device
+  // enter the engine.
+  struct Locked {
+    explicit Locked(DeviceEngine& e) : lock(e.mutex_), device(*e.api_, e.device_) {}
+    std::lock_guard<std::mutex> lock;
+    DeviceGuard device;
+  };
   void stream_after(int lane, const Access& access);
   // dst <- src on `lane`'s stream, after the listed work it conflicts with; the copy's event.
   EventRef copy_on(int lane, void* dst, const void* src, std::size_t bytes, DeviceApi::Copy kind);

@@ -103,8 +103,6 @@ class SharedArena {
         line(first_descriptor_line(nranks_) + producer * slots_ +
              static_cast<int>(sequence % static_cast<std::uint64_t>(slots_))));
   }
-  // More ranks on this node than cores (found at creation).
-  bool oversubscribed() const { return oversubscribed_; }
   // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
   bool direct_reads() const { return direct_reads_; }
   // COLLX_SHM_DIRECT as it was when the arena was made: set, direct reads are always (true)

@@ -21,8 +21,6 @@ CudaAwareness ask_mpi() {
   a.query = "MPIX_Query_cuda_support";
 #if MPIX_CUDA_AWARE_SUPPORT
   a.mpi_reports = MPIX_Query_cuda_support() == 1;
-#else
-  a.mpi_reports = false;
 #endif
 #elif defined(MPIX_GPU_SUPPORT_CUDA)
   // MPICH 4: one query per GPU kind.
@@ -30,9 +28,6 @@ CudaAwareness ask_mpi() {
   int supported = 0;
   a.mpi_reports =
       MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
-#else
-  a.query = "none";
-  a.mpi_reports = false;
 #endif
   return a;
 }

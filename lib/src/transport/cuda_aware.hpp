@@ -10,7 +10,7 @@ namespace collx::detail {
 struct CudaAwareness {
   // How the MPI library was asked: "MPIX_Query_cuda_support" (Open MPI), "MPIX_GPU_query_support"
   // (MPICH), or "none" (this MPI offers no query: taken as not CUDA-aware).
-  std::string query;
+  std::string query = "none";
   // What the query answered (false where there is none).
   bool mpi_reports = false;
   // COLLX_CUDA_AWARE, when set.

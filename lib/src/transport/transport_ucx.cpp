@@ -117,11 +117,10 @@ std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
   check_mpi(PMPI_Allgatherv(mine.data(), my_length, MPI_BYTE, all.data(), lengths.data(),
                             offsets.data(), MPI_BYTE, comm),
             "MPI_Allgatherv (UCX addresses)", rank);
-  std::vector<std::string> addresses(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    addresses[i] =
-        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i]));
+  std::vector<std::string> addresses;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    addresses.push_back(
+        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
   }
   return addresses;
 }
@@ -136,10 +135,10 @@ class UcxRuntime {
  public:
   // The runtime in use, or a new one. `estimated_peers` is a hint for UCX's transport choice.
   static std::shared_ptr<UcxRuntime> acquire(int estimated_peers) {
-    std::lock_guard lock(instance_mutex());
-    if (auto runtime = instance().lock()) return runtime;
+    std::lock_guard lock(instance_mutex_);
+    if (auto runtime = instance_.lock()) return runtime;
     auto runtime = std::make_shared<UcxRuntime>(estimated_peers);
-    instance() = runtime;
+    instance_ = runtime;
     return runtime;
   }
 
@@ -203,8 +202,8 @@ class UcxRuntime {
     return attr.memory_types;
   }
   static std::shared_ptr<UcxRuntime> current() {
-    std::lock_guard lock(instance_mutex());
-    return instance().lock();
+    std::lock_guard lock(instance_mutex_);
+    return instance_.lock();
   }
 
   // A send released before it completed (UcxTransport::abandon): see ~UcxRuntime.
@@ -226,14 +225,9 @@ class UcxRuntime {
   }
 
  private:
-  static std::mutex& instance_mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::weak_ptr<UcxRuntime>& instance() {
-    static std::weak_ptr<UcxRuntime> runtime;
-    return runtime;
-  }
+  // The runtime in use (constant-initialised: no order of static construction to mind).
+  static inline std::mutex instance_mutex_;
+  static inline std::weak_ptr<UcxRuntime> instance_;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -258,13 +252,8 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes)
   runtime_ = UcxRuntime::acquire(size());
   worker_ = runtime_->worker();
   context_id_ = agree_context_id(comm, rank());
-  const std::vector<std::string> addresses =
-      exchange_addresses(comm, rank(), size(), runtime_->address());
-  endpoints_.resize(static_cast<std::size_t>(size()));
-  for (int r = 0; r < size(); ++r) {
-    endpoints_[static_cast<std::size_t>(r)] =
-        runtime_->endpoint(addresses[static_cast<std::size_t>(r)], rank());
-  }
+  for (const std::string& address : exchange_addresses(comm, rank(), size(), runtime_->address()))
+    endpoints_.push_back(runtime_->endpoint(address, rank()));
   // Connecting an endpoint attaches to the peer's worker (its shared-memory FIFO, for one), so
   // that worker must still exist: no rank may release its runtime, which it could do as soon as
   // this communicator is gone, before every rank has connected.
@@ -452,14 +441,9 @@ std::vector<std::string> ucx_memory_types() {
   if (const auto runtime = UcxRuntime::current()) {
     types = runtime->memory_types();
   } else {
-    ucp_context_h context = make_context(0);
-    try {
-      types = UcxRuntime::query_memory_types(context);
-    } catch (...) {
-      ucp_cleanup(context);
-      throw;
-    }
-    ucp_cleanup(context);
+    const std::unique_ptr<ucp_context, void (*)(ucp_context_h)> context(make_context(0),
+                                                                        ucp_cleanup);
+    types = UcxRuntime::query_memory_types(context.get());
   }
   std::vector<std::string> names;
   for (int t = 0; t < UCS_MEMORY_TYPE_LAST; ++t) {
