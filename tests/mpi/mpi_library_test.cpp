@@ -263,6 +263,12 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt)
   ASSERT_NE(large, nullptr);
   ASSERT_EQ(large->phase(), ClassTuner::Phase::waiting);
   EXPECT_EQ(large->pick().algorithm, Algorithm::mpi);
+  // Its wait is kLibraryWaitFactor times as long as a wait on the table's choice.
+  std::size_t waited = 1;
+  for (; large->phase() == ClassTuner::Phase::waiting; ++waited)
+    EXPECT_EQ(large->pick().algorithm, Algorithm::mpi);
+  EXPECT_EQ(waited, std::size_t{2} * collx::detail::trials_for(std::size_t{1} << 20) *
+                        large->candidates().size() * collx::detail::CommState::kLibraryWaitFactor);
   ClassTuner* other = s.tuner_for(Collective::allgather, std::size_t{1} << 20);
   ASSERT_NE(other, nullptr);
   ASSERT_EQ(other->phase(), ClassTuner::Phase::waiting);
@@ -272,6 +278,35 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt)
   comm.allreduce(v.data(), out.data(), v.size(), DataType::int32, ReduceOp::sum);
   EXPECT_EQ(out.front(), comm.size());
   EXPECT_EQ(out.back(), comm.size());
+}
+
+// Where the nearest smaller class whose trials ended settled on one of collx's algorithms, a new
+// class's first candidate (the one its wait runs, and kept on a tie) is that algorithm, not the
+// table's choice (a table made on other machines).
+TEST(MpiLibraryInAuto, ANewClassWaitsOnWhatTheNearestSmallerOneSettledOn) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  collx::detail::Config c = collx::detail::config();
+  c.autotune_wait = 2;
+  const collx::testing::ConfigOverride waiting(c);
+  using collx::detail::ClassTuner;
+  for (const std::size_t bytes : {std::size_t{1} << 10, std::size_t{64} << 10}) {
+    ClassTuner* small = s.tuner_for(Collective::allgather, bytes);
+    ASSERT_NE(small, nullptr);
+    const std::vector<Algorithm> tried(small->candidates().begin(), small->candidates().end());
+    // The winner: the last of collx's candidates, not the table's choice.
+    const Algorithm winner = *std::find_if(tried.rbegin(), tried.rend(),
+                                           [](Algorithm a) { return a != Algorithm::mpi; });
+    ASSERT_NE(winner, tried.front()) << bytes << " B";
+    settle(*small, [&](Algorithm a) { return a == winner ? 1e-6 : 5e-6; });
+    ASSERT_EQ(small->chosen(), winner);
+    ClassTuner* large = s.tuner_for(Collective::allgather, 2 * bytes);
+    ASSERT_NE(large, nullptr);
+    const auto list = large->candidates();
+    ASSERT_EQ(large->phase(), ClassTuner::Phase::waiting);
+    EXPECT_EQ(list.front(), winner) << 2 * bytes << " B";
+    EXPECT_EQ(large->pick().algorithm, winner) << 2 * bytes << " B";
+  }
 }
 
 // Above 64 KiB a new class does not try a candidate that the nearest smaller tried class to try it

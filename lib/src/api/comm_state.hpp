@@ -199,6 +199,11 @@ struct CommState {
   static constexpr double kSlowRatio = 2.0;
   static constexpr double kSlowDecay = 1.41421356;
   static constexpr std::size_t kSlowEvidenceFromBytes = std::size_t{64} << 10;
+  // A wait on the MPI library's collective costs nothing against the MPI library, so it is this
+  // many times longer: the trials that follow it can only win what collx's candidates beat the
+  // MPI library by, while their slower candidates' calls are lost to a program that calls the
+  // size only a few dozen times (IMB: 51 calls of 2 MiB, 20 of them timed).
+  static constexpr int kLibraryWaitFactor = 4;
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }
   // Whether some size class of this communicator is trying its candidates.
@@ -270,12 +275,13 @@ struct CommState {
   // a message algorithm.
   Algorithm library_for_untried(Collective collective, std::size_t bytes, bool shared_memory,
                                 Algorithm table_choice) const;
-  // Whether the nearest smaller size class of `collective` whose trials ended settled on the MPI
-  // library's collective: then a new class's wait runs it rather than the table's choice
-  // (ClassTuner::start's `wait_on_library`). The table comes from other machines; the smaller
-  // class's trials come from this one, and a benchmark that calls a large size a few times
-  // (IMB: 5 calls of 8 MiB) never ends that class's wait.
-  bool nearest_tried_chose_library(Collective collective, int size_class) const;
+  // What the nearest smaller size class of `collective` whose trials ended settled on
+  // (automatic: none did). A new class's wait then runs it rather than the table's choice
+  // (the MPI library's collective: ClassTuner::start's `wait_on_library`; one of collx's: the
+  // first candidate). The table comes from other machines; the smaller class's trials come from
+  // this one, and a benchmark that calls a large size a few times (IMB: 5 calls of 8 MiB) never
+  // ends that class's wait.
+  Algorithm nearest_tried_choice(Collective collective, int size_class) const;
   // The candidates of a call: the table's choice at its size and the neighbouring classes, the
   // arena's row, the cost model's best with and without the arena (node-aware rows only where
   // the ranks span nodes).

@@ -32,35 +32,45 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
   if (tuner.phase() == ClassTuner::Phase::fresh) {
     // Every call of a class tries the candidates of the first call's size: the class's calls
     // share one tuner, and every rank sees the same first call.
-    const std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
+    std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
+    // Where the nearest smaller tried class settled on one of collx's candidates of this class,
+    // that one takes the table's place (it runs the wait and is kept on a tie): this machine's
+    // evidence over a table made on others.
+    const Algorithm nearest = nearest_tried_choice(collective, size_class_of(bytes));
+    const auto evidence = std::find(candidates.begin(), candidates.end(), nearest);
+    if (nearest != library_algorithm(collective) && evidence != candidates.end())
+      std::rotate(candidates.begin(), evidence, evidence + 1);
     const Algorithm library_candidate = std::find(candidates.begin(), candidates.end(),
                                                   library_algorithm(collective)) != candidates.end()
                                             ? library_algorithm(collective)
                                             : Algorithm::automatic;
     // With the MPI library among the candidates, the class's first calls run the table's choice
-    // until they number COLLX_AUTOTUNE_WAIT times what its trials take (ClassTuner::start).
+    // until they number COLLX_AUTOTUNE_WAIT times what its trials take (ClassTuner::start);
+    // kLibraryWaitFactor times that where they run the MPI library's collective.
     const int trials = trials_for(bytes);
+    const bool on_library =
+        nearest != Algorithm::automatic && nearest == library_algorithm(collective);
     const auto wait_calls = library_candidate != Algorithm::automatic
                                 ? static_cast<std::uint32_t>(config().autotune_wait * trials *
-                                                             static_cast<int>(candidates.size()))
+                                                             static_cast<int>(candidates.size()) *
+                                                             (on_library ? kLibraryWaitFactor : 1))
                                 : 0u;
     tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1,
-                library_candidate, wait_calls,
-                nearest_tried_chose_library(collective, size_class_of(bytes)));
+                library_candidate, wait_calls, on_library);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
 }
 
-bool CommState::nearest_tried_chose_library(Collective collective, int size_class) const {
+Algorithm CommState::nearest_tried_choice(Collective collective, int size_class) const {
   // Settled classes are agreed, so every rank finds the same one.
   const auto& classes = (*tuners)[static_cast<std::size_t>(collective)];
   for (int k = size_class - 1; k >= 0; --k) {
     const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
     if (smaller.phase() == ClassTuner::Phase::settled && smaller.rounds() > 0)
-      return smaller.chose_library();
+      return smaller.chosen();
   }
-  return false;
+  return Algorithm::automatic;
 }
 
 std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
