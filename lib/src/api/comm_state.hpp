@@ -199,10 +199,11 @@ struct CommState {
   static constexpr double kSlowRatio = 2.0;
   static constexpr double kSlowDecay = 1.41421356;
   static constexpr std::size_t kSlowEvidenceFromBytes = std::size_t{64} << 10;
-  // A wait on the MPI library's collective costs nothing against the MPI library, so it is this
-  // many times longer: the trials that follow it can only win what collx's candidates beat the
-  // MPI library by, while their slower candidates' calls are lost to a program that calls the
-  // size only a few dozen times (IMB: 51 calls of 2 MiB, 20 of them timed).
+  // A wait on the MPI library's collective costs nothing against the MPI library, so above
+  // kSlowEvidenceFromBytes it is this many times longer: the trials that follow it can only win
+  // what collx's candidates beat the MPI library by, while their slower candidates' calls are lost
+  // to a program that calls the size only a few dozen times (IMB: 51 calls of 2 MiB, 20 of them
+  // timed).
   static constexpr int kLibraryWaitFactor = 4;
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }

@@ -46,15 +46,16 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
                                             : Algorithm::automatic;
     // With the MPI library among the candidates, the class's first calls run the table's choice
     // until they number COLLX_AUTOTUNE_WAIT times what its trials take (ClassTuner::start);
-    // kLibraryWaitFactor times that where they run the MPI library's collective.
+    // kLibraryWaitFactor times that where they run the MPI library's collective above 64 KiB.
     const int trials = trials_for(bytes);
     const bool on_library =
         nearest != Algorithm::automatic && nearest == library_algorithm(collective);
-    const auto wait_calls = library_candidate != Algorithm::automatic
-                                ? static_cast<std::uint32_t>(config().autotune_wait * trials *
-                                                             static_cast<int>(candidates.size()) *
-                                                             (on_library ? kLibraryWaitFactor : 1))
-                                : 0u;
+    const auto wait_calls =
+        library_candidate != Algorithm::automatic
+            ? static_cast<std::uint32_t>(
+                  config().autotune_wait * trials * static_cast<int>(candidates.size()) *
+                  (on_library && bytes > kSlowEvidenceFromBytes ? kLibraryWaitFactor : 1))
+            : 0u;
     tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1,
                 library_candidate, wait_calls, on_library);
     if (tuner.in_trials()) ++trying_classes_;
