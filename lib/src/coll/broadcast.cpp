@@ -99,8 +99,7 @@ std::vector<unsigned char> children_across(Operation& op, std::span<const int> c
 
 Task binomial_broadcast(Operation& op, BroadcastArgs a, bool all_across) {
   const TreePlace place = patterns::binomial_place(op.rank(), a.root, op.size());
-  const std::vector<unsigned char> across =
-      children_across(op, place.children.span(), all_across);
+  const std::vector<unsigned char> across = children_across(op, place.children.span(), all_across);
   co_await tree_broadcast(op, a, place.parent, place.children.span(), across);
 }
 
