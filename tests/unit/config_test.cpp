@@ -583,7 +583,9 @@ TEST(Selector, NodeRulesForTwoNodesOfEight) {
     EXPECT_EQ(pick(Collective::allreduce, bytes, two_by_eight), Algorithm::rabenseifner) << bytes;
   for (std::size_t bytes : {256 * KiB + 1, 1 * MiB})
     EXPECT_EQ(pick(Collective::allreduce, bytes, two_by_eight), Algorithm::ring) << bytes;
-  EXPECT_EQ(pick(Collective::allreduce, 1 * MiB + 1, two_by_eight), Algorithm::multi_leader);
+  for (std::size_t bytes : {1 * MiB + 1, 2 * MiB, 4 * MiB})
+    EXPECT_EQ(pick(Collective::allreduce, bytes, two_by_eight), Algorithm::hierarchical) << bytes;
+  EXPECT_EQ(pick(Collective::allreduce, 4 * MiB + 1, two_by_eight), Algorithm::multi_leader);
   for (std::size_t bytes : {4 * KiB + 1, 128 * KiB})
     EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::butterfly)
         << bytes;

@@ -23,8 +23,16 @@ using patterns::TreePlace;
 
 // Receive the buffer from `parent` (none at the root) segment by segment and forward each
 // segment to every child as soon as it is in: with several segments the levels of the tree
-// (or the links of the chain) work at once.
-Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const int> children) {
+// (or the links of the chain) work at once. `across[c]`: child c is on another node than this
+// rank (empty: none is known to be). With one segment those children are sent to one after the
+// other, in the order given (the binomial tree's largest subtree first), each send complete
+// before the next: sent at once they share the node's one link, so the largest subtree's child
+// has the buffer only when every crossing byte is through; one at a time it has it after its
+// own bytes and forwards while the others are sent (MPICH's binomial broadcast; docs/SCALE.md,
+// "Broadcast: one child at a time across nodes"). Children on this node (the loopback) are
+// posted at once, first. Sends below the MPI library's eager size complete at once either way.
+Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const int> children,
+                    std::span<const unsigned char> across = {}) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0) co_return;
   // Segments only pay where some rank forwards what it receives; with two ranks one message
@@ -47,6 +55,17 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
       if (k + depth < nseg)
         op.recv(recvs[k + depth], where(k + depth), length(k + depth), parent, a.phases[0]);
     }
+    if (nseg == 1 && !across.empty()) {
+      for (std::size_t c = 0; c < fanout; ++c) {
+        if (!across[c]) op.send(sends[c], where(k), length(k), children[c], a.phases[0]);
+      }
+      for (std::size_t c = 0; c < fanout; ++c) {
+        if (!across[c]) continue;
+        op.send(sends[c], where(k), length(k), children[c], a.phases[0]);
+        co_await op.wait(sends[c]);
+      }
+      continue;
+    }
     for (std::size_t c = 0; c < fanout; ++c) {
       op.send(sends[static_cast<std::size_t>(k) * fanout + c], where(k), length(k), children[c],
               a.phases[0]);
@@ -62,9 +81,30 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
     co_await op.wait(s);
 }
 
-Task broadcast_binomial(Operation& op, BroadcastArgs a) {
+// Which of `children` are on another node than this rank: every one where `all_across` (the
+// ranks the algorithm sees are one per node: hierarchical's heads), else by the communicator's
+// node layout where the algorithm sees the whole communicator; empty where neither tells.
+std::vector<unsigned char> children_across(Operation& op, std::span<const int> children,
+                                           bool all_across) {
+  if (all_across) return std::vector<unsigned char>(children.size(), 1);
+  const patterns::NodeLayout* nodes = op.transport().node_layout();
+  if (op.in_group() || nodes == nullptr || nodes->size() != op.size() || nodes->nodes() < 2)
+    return {};
+  std::vector<unsigned char> across(children.size());
+  const int mine = nodes->node_of(op.rank());
+  for (std::size_t c = 0; c < children.size(); ++c)
+    across[c] = nodes->node_of(children[c]) != mine ? 1 : 0;
+  return across;
+}
+
+Task binomial_broadcast(Operation& op, BroadcastArgs a, bool all_across) {
   const TreePlace place = patterns::binomial_place(op.rank(), a.root, op.size());
-  co_await tree_broadcast(op, a, place.parent, place.children.span());
+  const std::vector<unsigned char> across = children_across(op, place.children.span(), all_across);
+  co_await tree_broadcast(op, a, place.parent, place.children.span(), across);
+}
+
+Task broadcast_binomial(Operation& op, BroadcastArgs a) {
+  co_await binomial_broadcast(op, std::move(a), false);
 }
 
 Task broadcast_chain(Operation& op, BroadcastArgs a) {
@@ -206,7 +246,12 @@ Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node
     const Operation::Group group(op, heads);
     const BroadcastArgs across{a.buffer, a.count, a.element_size, layout->node_of(a.root),
                                across_nodes};
-    co_await broadcast_task(op, across, flat_broadcast(bytes, layout->nodes()));
+    const Algorithm flat = flat_broadcast(bytes, layout->nodes());
+    if (flat == Algorithm::binomial_tree) {
+      co_await binomial_broadcast(op, across, true);
+    } else {
+      co_await broadcast_task(op, across, flat);
+    }
   }
   {
     const Operation::Group group(op, layout->members(node), node_arena);
