@@ -319,7 +319,8 @@ std::string describe_trials(Collective collective, int size_class, const ClassTu
       std::snprintf(figure, sizeof figure, " (mean %.2f)", static_cast<double>(means[i]) / 1e3);
       out.append(figure);
     }
-    if (i == 0 && !tuner.head_to_head()) out.append(" (table)");
+    // The first candidate: the table's choice, or the nearest tried class's (kept on a tie).
+    if (i == 0 && !tuner.head_to_head()) out.append(" (first)");
     if (i + 1 < candidates.size()) out.append(",");
   }
   out.append(" -> ").append(to_string(tuner.chosen()));
