@@ -230,6 +230,13 @@ TEST(MpiLibraryInAuto, TheTrialsTryIt) {
   EXPECT_TRUE(named) << "no learned line names the MPI library's collective";
 }
 
+// The configuration in force with COLLX_AUTOTUNE_WAIT at `wait`.
+collx::detail::Config with_autotune_wait(int wait) {
+  collx::detail::Config c = collx::detail::config();
+  c.autotune_wait = wait;
+  return c;
+}
+
 // Settles a class's trials by handing its tuner `seconds(algorithm)` for every timed call, the
 // same on every rank, as the ranks' agreement would give.
 template <class Seconds>
@@ -251,9 +258,7 @@ void settle(collx::detail::ClassTuner& tuner, Seconds&& seconds) {
 TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt) {
   collx::Communicator comm(MPI_COMM_WORLD);
   collx::detail::CommState& s = collx::detail::state_of(comm);
-  collx::detail::Config c = collx::detail::config();
-  c.autotune_wait = 2;
-  const collx::testing::ConfigOverride waiting(c);
+  const collx::testing::ConfigOverride waiting(with_autotune_wait(2));
   using collx::detail::ClassTuner;
   ClassTuner* small = s.tuner_for(Collective::allreduce, 1024);
   ASSERT_NE(small, nullptr);
@@ -286,9 +291,7 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt)
 TEST(MpiLibraryInAuto, ANewClassWaitsOnWhatTheNearestSmallerOneSettledOn) {
   collx::Communicator comm(MPI_COMM_WORLD);
   collx::detail::CommState& s = collx::detail::state_of(comm);
-  collx::detail::Config c = collx::detail::config();
-  c.autotune_wait = 2;
-  const collx::testing::ConfigOverride waiting(c);
+  const collx::testing::ConfigOverride waiting(with_autotune_wait(2));
   using collx::detail::ClassTuner;
   for (const std::size_t bytes : {std::size_t{1} << 10, std::size_t{64} << 10}) {
     ClassTuner* small = s.tuner_for(Collective::allgather, bytes);
@@ -316,9 +319,7 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnWhatTheNearestSmallerOneSettledOn) {
 TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   collx::Communicator comm(MPI_COMM_WORLD);
   collx::detail::CommState& s = collx::detail::state_of(comm);
-  collx::detail::Config c = collx::detail::config();
-  c.autotune_wait = 0;
-  const collx::testing::ConfigOverride no_wait(c);
+  const collx::testing::ConfigOverride no_wait(with_autotune_wait(0));
   using collx::detail::ClassTuner;
   const std::size_t kib256 = std::size_t{256} << 10;
   ClassTuner* small = s.tuner_for(Collective::allgather, kib256);

@@ -316,34 +316,25 @@ TEST(Autotune, AWaitOnTheMpiLibraryRunsItThroughout) {
 // sub-microsecond call of the MPI library 33% faster than the table's choice replaces it (a
 // collx challenger as fast stays out, above).
 TEST(Autotune, TheMpiLibraryNeedsNoAbsoluteMargin) {
-  ClassTuner t;
   const std::vector<Algorithm> candidates = {Algorithm::recursive_doubling, Algorithm::ring,
                                              Algorithm::mpi};
-  t.start(candidates, 8, false, Algorithm::mpi);
-  while (t.phase() == ClassTuner::Phase::trying) {
-    const TrialPick p = t.pick();
-    const double seconds = p.algorithm == Algorithm::mpi ? 0.2e-6 : 0.3e-6;
-    if (t.record(seconds) == TunerStep::agree) t.agreed(t.agree_values());
-  }
-  EXPECT_EQ(t.chosen(), Algorithm::mpi);
+  // The choice after a round in which the MPI library's calls take `library` seconds and every
+  // other candidate's `collx`.
+  const auto choice = [&](double library, double collx) {
+    ClassTuner t;
+    t.start(candidates, 8, false, Algorithm::mpi);
+    while (t.phase() == ClassTuner::Phase::trying) {
+      const TrialPick p = t.pick();
+      if (t.record(p.algorithm == Algorithm::mpi ? library : collx) == TunerStep::agree)
+        t.agreed(t.agree_values());
+    }
+    return t.chosen();
+  };
+  EXPECT_EQ(choice(0.2e-6, 0.3e-6), Algorithm::mpi);
   // 2% slower than the table's choice: a tie, which goes to the MPI library.
-  ClassTuner u;
-  u.start(candidates, 8, false, Algorithm::mpi);
-  while (u.phase() == ClassTuner::Phase::trying) {
-    const TrialPick p = u.pick();
-    const double seconds = p.algorithm == Algorithm::mpi ? 1.02e-6 : 1e-6;
-    if (u.record(seconds) == TunerStep::agree) u.agreed(u.agree_values());
-  }
-  EXPECT_EQ(u.chosen(), Algorithm::mpi);
+  EXPECT_EQ(choice(1.02e-6, 1e-6), Algorithm::mpi);
   // 5% slower: the table's choice.
-  ClassTuner v;
-  v.start(candidates, 8, false, Algorithm::mpi);
-  while (v.phase() == ClassTuner::Phase::trying) {
-    const TrialPick p = v.pick();
-    const double seconds = p.algorithm == Algorithm::mpi ? 1.05e-6 : 1e-6;
-    if (v.record(seconds) == TunerStep::agree) v.agreed(v.agree_values());
-  }
-  EXPECT_EQ(v.chosen(), Algorithm::recursive_doubling);
+  EXPECT_EQ(choice(1.05e-6, 1e-6), Algorithm::recursive_doubling);
 }
 
 // Settled calls up to the next checkpoint, each timed one taking `seconds`; returns how many.

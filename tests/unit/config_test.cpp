@@ -499,6 +499,13 @@ TEST(Selector, NodeRulesKnowTheLayout) {
   }
 }
 
+// The table's choice for a call of `bytes` on every rank of `shape`.
+collx::Algorithm pick(collx::Collective c, std::size_t bytes,
+                      const collx::detail::NodeShape& shape) {
+  return collx::detail::resolve_algorithm(c, collx::Algorithm::automatic, bytes,
+                                          shape.nodes * shape.max_per_node, 0, false, shape);
+}
+
 // Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes Rabenseifner
 // from 8 KiB to 128 KiB and multi_leader above; with one rank per node, Rabenseifner above
 // 256 KiB; reduce Rabenseifner from 16 KiB (64 KiB with one rank per node); reduce_scatter the
@@ -507,10 +514,6 @@ TEST(Selector, NodeRulesKnowTheLayout) {
 // nodes keep the rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
-  const auto pick = [](Collective c, std::size_t bytes, const NodeShape& shape) {
-    return resolve_algorithm(c, Algorithm::automatic, bytes, shape.nodes * shape.max_per_node, 0,
-                             false, shape);
-  };
   const NodeShape eight_by_eight{8, 8, true};
   const NodeShape four_by_eight{4, 8, true};
   const NodeShape many_by_eight{128, 8, true};
@@ -570,10 +573,6 @@ TEST(Selector, NodeRulesForManyNodes) {
 // 2 x 2, where the rows of two nodes were measured) and one node keep their choices.
 TEST(Selector, NodeRulesForTwoNodesOfEight) {
   using namespace collx::detail;
-  const auto pick = [](Collective c, std::size_t bytes, const NodeShape& shape) {
-    return resolve_algorithm(c, Algorithm::automatic, bytes, shape.nodes * shape.max_per_node, 0,
-                             false, shape);
-  };
   const NodeShape two_by_eight{2, 8, true};
   const NodeShape two_by_two{2, 2, true};
   const NodeShape two_by_four{2, 4, true};
@@ -587,8 +586,7 @@ TEST(Selector, NodeRulesForTwoNodesOfEight) {
     EXPECT_EQ(pick(Collective::allreduce, bytes, two_by_eight), Algorithm::hierarchical) << bytes;
   EXPECT_EQ(pick(Collective::allreduce, 4 * MiB + 1, two_by_eight), Algorithm::multi_leader);
   for (std::size_t bytes : {4 * KiB + 1, 128 * KiB})
-    EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::butterfly)
-        << bytes;
+    EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::butterfly) << bytes;
   for (std::size_t bytes : {1 * MiB + 1, 64 * MiB})
     EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::hierarchical)
         << bytes;
@@ -605,9 +603,8 @@ TEST(Selector, NodeRulesForTwoNodesOfEight) {
                                      ? select_from(builtin_rules(), c, bytes, 8)
                                      : select_for_nodes(c, bytes, NodeShape{2, 3, true});
         if (before == Algorithm::automatic) continue;
-        EXPECT_EQ(pick(c, bytes, shape), before)
-            << collx::to_string(c) << " " << shape.nodes << "x" << shape.max_per_node << " "
-            << bytes;
+        EXPECT_EQ(pick(c, bytes, shape), before) << collx::to_string(c) << " " << shape.nodes << "x"
+                                                 << shape.max_per_node << " " << bytes;
       }
     }
   }
@@ -622,13 +619,13 @@ TEST(Selector, NodeRulesForSixteenSingles) {
   for (int nodes : {8, 16, 32, 64}) {
     const NodeShape singles{nodes, 1, true};
     for (std::size_t bytes : {512 * KiB + 1, 1 * MiB, 64 * MiB}) {
-      EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, bytes, nodes,
-                                  0, false, singles),
+      EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, bytes, nodes, 0,
+                                  false, singles),
                 nodes <= 16 ? Algorithm::ring : Algorithm::butterfly)
           << nodes << " " << bytes;
     }
-    EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, 512 * KiB,
-                                nodes, 0, false, singles),
+    EXPECT_EQ(resolve_algorithm(Collective::reduce_scatter, Algorithm::automatic, 512 * KiB, nodes,
+                                0, false, singles),
               Algorithm::butterfly);
   }
 }
