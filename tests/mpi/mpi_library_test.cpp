@@ -347,6 +347,10 @@ TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   std::vector<Algorithm> offered = {slow, other, Algorithm::mpi};
   s.drop_slow_candidates(Collective::allgather, 2 * kib256, offered);
   EXPECT_EQ(offered, (std::vector<Algorithm>{other, Algorithm::mpi}));
+  // Every candidate shown slow, and no MPI library's collective among them: none is left out.
+  std::vector<Algorithm> only_slow = {slow};
+  s.drop_slow_candidates(Collective::allgather, 2 * kib256, only_slow);
+  EXPECT_EQ(only_slow, std::vector<Algorithm>{slow});
   // Three classes up, 3x is not slow enough (4x would be): tried again.
   std::vector<Algorithm> far = {slow, Algorithm::mpi};
   s.drop_slow_candidates(Collective::allgather, 8 * kib256, far);

@@ -193,7 +193,8 @@ struct CommState {
   // size, and a benchmark that calls a large size a few times (IMB: 20 calls of 2 MiB) pays a
   // slow candidate's trial calls in its mean. 2x slower one class below, 2.8x two below, 4x three
   // below; a candidate no longer that slow for its distance is tried again, so a crossover at
-  // larger sizes is still found. The MPI library's collective always stays.
+  // larger sizes is still found. The MPI library's collective always stays, and the list is never
+  // left empty.
   void drop_slow_candidates(Collective collective, std::size_t bytes,
                             std::vector<Algorithm>& candidates) const;
   static constexpr double kSlowRatio = 2.0;

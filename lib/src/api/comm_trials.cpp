@@ -149,7 +149,10 @@ void CommState::drop_slow_candidates(Collective collective, std::size_t bytes,
     return false;
   };
   const Algorithm library = library_algorithm(collective);
-  std::erase_if(candidates, [&](Algorithm a) { return a != library && too_slow(a); });
+  std::vector<Algorithm> kept = candidates;
+  std::erase_if(kept, [&](Algorithm a) { return a != library && too_slow(a); });
+  // Never none (no MPI library's collective where the transport has none): then all stay.
+  if (!kept.empty()) candidates = std::move(kept);
 }
 
 Algorithm CommState::library_for_untried(Collective collective, std::size_t bytes,
