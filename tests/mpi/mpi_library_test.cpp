@@ -345,19 +345,19 @@ TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   const Algorithm other = *std::find_if(
       tried.begin(), tried.end(), [&](Algorithm a) { return a != slow && a != Algorithm::mpi; });
   std::vector<Algorithm> offered = {slow, other, Algorithm::mpi};
-  s.drop_slow_candidates(Collective::allgather, 2 * kib256, offered);
+  (void)s.weigh_by_smaller_classes(Collective::allgather, 2 * kib256, offered);
   EXPECT_EQ(offered, (std::vector<Algorithm>{other, Algorithm::mpi}));
   // Every candidate shown slow, and no MPI library's collective among them: none is left out.
   std::vector<Algorithm> only_slow = {slow};
-  s.drop_slow_candidates(Collective::allgather, 2 * kib256, only_slow);
+  (void)s.weigh_by_smaller_classes(Collective::allgather, 2 * kib256, only_slow);
   EXPECT_EQ(only_slow, std::vector<Algorithm>{slow});
   // Three classes up, 3x is not slow enough (4x would be): tried again.
   std::vector<Algorithm> far = {slow, Algorithm::mpi};
-  s.drop_slow_candidates(Collective::allgather, 8 * kib256, far);
+  (void)s.weigh_by_smaller_classes(Collective::allgather, 8 * kib256, far);
   EXPECT_EQ(far.size(), 2u);
   // At 64 KiB and below the rule does not apply.
   std::vector<Algorithm> small_call = {slow, Algorithm::mpi};
-  s.drop_slow_candidates(Collective::allgather, kib256 / 4, small_call);
+  (void)s.weigh_by_smaller_classes(Collective::allgather, kib256 / 4, small_call);
   EXPECT_EQ(small_call.size(), 2u);
 }
 

@@ -19,11 +19,7 @@
 namespace collx::detail {
 
 void library_collective_failed(const CommState& s, Collective collective, int code) {
-  char message[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  PMPI_Error_string(code, message, &length);
-  throw Error(ErrorCode::mpi, to_string(collective), s.rank,
-              std::string("the MPI library's collective failed: ") + message);
+  throw_mpi_error(code, "the MPI library's collective", s.rank, to_string(collective));
 }
 
 namespace {
@@ -642,7 +638,7 @@ bool no_fast(const Args&...) {
 // then holds the delegated path's registers alone, not the normal path's captured arguments.
 template <class Impl, class... Args>
 [[gnu::noinline]] void blocking_entry(const std::shared_ptr<CommState>& s, Collective collective,
-                                      Impl&& impl, Args... args) {
+                                      Impl&& impl, const Args&... args) {
   entry(s, collective, impl, args..., true);
 }
 

@@ -186,25 +186,29 @@ struct CommState {
   static bool may_delegate(const Options& options) {
     return options_may_delegate(options) && !needs_collx_path(config());
   }
-  // Takes out of a new class's `candidates` those that the nearest smaller tried class to try
-  // them timed at kSlowRatio times its fastest or more, kSlowDecay times more for each class
-  // further down (a candidate's speed against another's is taken to change by at most that much
-  // per doubling of the size): above kSlowEvidenceFromBytes a trial call costs a call of that
-  // size, and a benchmark that calls a large size a few times (IMB: 20 calls of 2 MiB) pays a
-  // slow candidate's trial calls in its mean. 2x slower one class below, 2.8x two below, 4x three
-  // below; a candidate no longer that slow for its distance is tried again, so a crossover at
-  // larger sizes is still found. The MPI library's collective always stays, and the list is never
-  // left empty.
-  void drop_slow_candidates(Collective collective, std::size_t bytes,
-                            std::vector<Algorithm>& candidates) const;
+  // What the smaller size classes of `collective` whose trials ended say of a new class's
+  // `candidates`, made on this machine where the table was made on others: above kLongCallBytes
+  // those timed slow there leave (the MPI library's collective always stays, and the list is
+  // never left empty); the nearest one's choice, where it is one of collx's candidates, moves to
+  // the front (it runs the wait and is kept on a tie). Returns that choice (automatic: none
+  // settled); where it is the MPI library's, the wait runs the MPI library
+  // (ClassTuner::start's `wait_on_library`): a benchmark that calls a large size a few times
+  // (IMB: 5 calls of 8 MiB) never ends that class's wait.
+  Algorithm weigh_by_smaller_classes(Collective collective, std::size_t bytes,
+                                     std::vector<Algorithm>& candidates) const;
+  // A call above kLongCallBytes costs its trials a call of that size each, which a benchmark that
+  // calls a large size a few dozen times (IMB: 51 calls of 2 MiB, 20 of them timed) pays in its
+  // mean: above it a new class leaves out what its smaller classes timed slow
+  // (weigh_by_smaller_classes), and a wait on the MPI library's collective, which costs nothing
+  // against the MPI library, is kLibraryWaitFactor times longer (tuner_for).
+  static constexpr std::size_t kLongCallBytes = std::size_t{64} << 10;
+  // A candidate that the nearest smaller tried class to try it timed at kSlowRatio times its
+  // fastest or more, kSlowDecay times more for each class further down (a candidate's speed
+  // against another's is taken to change by at most that much per doubling of the size): 2x
+  // slower one class below, 2.8x two below, 4x three below. A candidate no longer that slow for
+  // its distance is tried again, so a crossover at larger sizes is still found.
   static constexpr double kSlowRatio = 2.0;
   static constexpr double kSlowDecay = 1.41421356;
-  static constexpr std::size_t kSlowEvidenceFromBytes = std::size_t{64} << 10;
-  // A wait on the MPI library's collective costs nothing against the MPI library, so above
-  // kSlowEvidenceFromBytes it is this many times longer: the trials that follow it can only win
-  // what collx's candidates beat the MPI library by, while their slower candidates' calls are lost
-  // to a program that calls the size only a few dozen times (IMB: 51 calls of 2 MiB, 20 of them
-  // timed).
   static constexpr int kLibraryWaitFactor = 4;
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }
@@ -277,13 +281,6 @@ struct CommState {
   // a message algorithm.
   Algorithm library_for_untried(Collective collective, std::size_t bytes, bool shared_memory,
                                 Algorithm table_choice) const;
-  // What the nearest smaller size class of `collective` whose trials ended settled on
-  // (automatic: none did). A new class's wait then runs it rather than the table's choice
-  // (the MPI library's collective: ClassTuner::start's `wait_on_library`; one of collx's: the
-  // first candidate). The table comes from other machines; the smaller class's trials come from
-  // this one, and a benchmark that calls a large size a few times (IMB: 5 calls of 8 MiB) never
-  // ends that class's wait.
-  Algorithm nearest_tried_choice(Collective collective, int size_class) const;
   // The candidates of a call: the table's choice at its size and the neighbouring classes, the
   // arena's row, the cost model's best with and without the arena (node-aware rows only where
   // the ranks span nodes).

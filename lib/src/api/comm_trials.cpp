@@ -33,13 +33,7 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
     // Every call of a class tries the candidates of the first call's size: the class's calls
     // share one tuner, and every rank sees the same first call.
     std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
-    // Where the nearest smaller tried class settled on one of collx's candidates of this class,
-    // that one takes the table's place (it runs the wait and is kept on a tie): this machine's
-    // evidence over a table made on others.
-    const Algorithm nearest = nearest_tried_choice(collective, size_class_of(bytes));
-    const auto evidence = std::find(candidates.begin(), candidates.end(), nearest);
-    if (nearest != library_algorithm(collective) && evidence != candidates.end())
-      std::rotate(candidates.begin(), evidence, evidence + 1);
+    const Algorithm nearest = weigh_by_smaller_classes(collective, bytes, candidates);
     const Algorithm library_candidate = std::find(candidates.begin(), candidates.end(),
                                                   library_algorithm(collective)) != candidates.end()
                                             ? library_algorithm(collective)
@@ -54,24 +48,13 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
         library_candidate != Algorithm::automatic
             ? static_cast<std::uint32_t>(
                   config().autotune_wait * trials * static_cast<int>(candidates.size()) *
-                  (on_library && bytes > kSlowEvidenceFromBytes ? kLibraryWaitFactor : 1))
+                  (on_library && bytes > kLongCallBytes ? kLibraryWaitFactor : 1))
             : 0u;
     tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1,
                 library_candidate, wait_calls, on_library);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
-}
-
-Algorithm CommState::nearest_tried_choice(Collective collective, int size_class) const {
-  // Settled classes are agreed, so every rank finds the same one.
-  const auto& classes = (*tuners)[static_cast<std::size_t>(collective)];
-  for (int k = size_class - 1; k >= 0; --k) {
-    const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
-    if (smaller.phase() == ClassTuner::Phase::settled && smaller.rounds() > 0)
-      return smaller.chosen();
-  }
-  return Algorithm::automatic;
 }
 
 std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
@@ -121,38 +104,51 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
       return a != candidates.front() && r != nullptr && r->node_aware();
     });
   }
-  drop_slow_candidates(collective, bytes, candidates);
   return candidates;
 }
 
-void CommState::drop_slow_candidates(Collective collective, std::size_t bytes,
-                                     std::vector<Algorithm>& candidates) const {
-  if (bytes <= kSlowEvidenceFromBytes || !tuners) return;
+Algorithm CommState::weigh_by_smaller_classes(Collective collective, std::size_t bytes,
+                                              std::vector<Algorithm>& candidates) const {
   const int size_class = size_class_of(bytes);
   const auto& classes = (*tuners)[static_cast<std::size_t>(collective)];
+  const auto tried = [&](int k) -> const ClassTuner* {
+    const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
+    return smaller.phase() == ClassTuner::Phase::settled && smaller.rounds() > 0 ? &smaller
+                                                                                  : nullptr;
+  };
   // Whether the nearest smaller tried class that tried `a` timed it slow enough for its distance.
   const auto too_slow = [&](Algorithm a) {
     double needed = kSlowRatio;
     for (int k = size_class - 1; k >= 0; --k, needed *= kSlowDecay) {
-      const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
-      if (smaller.phase() != ClassTuner::Phase::settled || smaller.rounds() == 0) continue;
-      const auto tried = smaller.candidates();
-      const auto it = std::find(tried.begin(), tried.end(), a);
-      if (it == tried.end()) continue;
-      const auto ns = smaller.agreed_ns();
+      const ClassTuner* smaller = tried(k);
+      if (smaller == nullptr) continue;
+      const auto timed = smaller->candidates();
+      const auto it = std::find(timed.begin(), timed.end(), a);
+      if (it == timed.end()) continue;
+      const auto ns = smaller->agreed_ns();
       std::uint64_t best = 0;
       for (std::uint64_t t : ns)
         if (t > 0 && (best == 0 || t < best)) best = t;
-      const auto mine = static_cast<double>(ns[static_cast<std::size_t>(it - tried.begin())]);
+      const auto mine = static_cast<double>(ns[static_cast<std::size_t>(it - timed.begin())]);
       return best > 0 && mine >= needed * static_cast<double>(best);
     }
     return false;
   };
   const Algorithm library = library_algorithm(collective);
-  std::vector<Algorithm> kept = candidates;
-  std::erase_if(kept, [&](Algorithm a) { return a != library && too_slow(a); });
-  // Never none (no MPI library's collective where the transport has none): then all stay.
-  if (!kept.empty()) candidates = std::move(kept);
+  if (bytes > kLongCallBytes) {
+    std::vector<Algorithm> kept = candidates;
+    std::erase_if(kept, [&](Algorithm a) { return a != library && too_slow(a); });
+    // Never none (no MPI library's collective where the transport has none): then all stay.
+    if (!kept.empty()) candidates = std::move(kept);
+  }
+  // Settled classes are agreed, so every rank finds the same nearest one.
+  Algorithm nearest = Algorithm::automatic;
+  for (int k = size_class - 1; k >= 0 && nearest == Algorithm::automatic; --k)
+    if (const ClassTuner* smaller = tried(k)) nearest = smaller->chosen();
+  const auto evidence = std::find(candidates.begin(), candidates.end(), nearest);
+  if (nearest != library && evidence != candidates.end())
+    std::rotate(candidates.begin(), evidence, evidence + 1);
+  return nearest;
 }
 
 Algorithm CommState::library_for_untried(Collective collective, std::size_t bytes,

@@ -25,6 +25,7 @@
 #include "collx/mpi_types.hpp"
 #include "config.hpp"
 #include "registry.hpp"
+#include "transport_mpi.hpp"
 
 namespace collx::detail {
 
@@ -90,12 +91,8 @@ struct LibraryCall {
     return static_cast<int>(count);
   }
   void check(int code, const char* call) const {
-    if (code == MPI_SUCCESS) return;
-    char message[MPI_MAX_ERROR_STRING] = {};
-    int length = 0;
-    PMPI_Error_string(code, message, &length);
-    throw Error(ErrorCode::mpi, std::string(to_string(op.info().collective)), rank(),
-                std::string(call) + " failed: " + message);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      throw_mpi_error(code, call, rank(), to_string(op.info().collective));
   }
 };
 

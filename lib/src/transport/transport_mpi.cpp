@@ -89,8 +89,8 @@ constexpr int kMaxBatch = 16;
 
 }  // namespace
 
-void throw_mpi_error(int rc, const char* what, int rank) {
-  throw Error(ErrorCode::mpi, "", rank, std::string(what) + " failed: " + error_string(rc));
+void throw_mpi_error(int rc, const char* what, int rank, std::string_view collective) {
+  throw Error(ErrorCode::mpi, collective, rank, std::string(what) + " failed: " + error_string(rc));
 }
 
 bool on_every_rank(bool mine, MPI_Comm comm, int rank) {

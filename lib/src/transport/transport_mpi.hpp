@@ -33,7 +33,9 @@ class MpiTransport final : public Transport {
   MPI_Comm comm_;
 };
 
-[[noreturn]] void throw_mpi_error(int rc, const char* what, int rank);
+// Throws collx::Error(ErrorCode::mpi): "<what> failed: <MPI's error string>".
+[[noreturn]] void throw_mpi_error(int rc, const char* what, int rank,
+                                  std::string_view collective = {});
 // Throws collx::Error(ErrorCode::mpi) with MPI's error string when rc != MPI_SUCCESS.
 inline void check_mpi(int rc, const char* what, int rank = -1) {
   if (rc != MPI_SUCCESS) [[unlikely]]
