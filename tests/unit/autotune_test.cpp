@@ -560,6 +560,12 @@ TEST(Autotune, ACollxWinnerOverTheMpiLibraryIsConfirmedHeadToHead) {
   ClassTuner holds;
   confirmation(holds, 1e-6);
   EXPECT_EQ(holds.chosen(), Algorithm::binomial_tree);
+  // What a larger class learns of each candidate: its time over its round's fastest in the last
+  // round that timed it; the table's choice, out of the confirmation, keeps the first round's.
+  EXPECT_DOUBLE_EQ(holds.slowness(Algorithm::shared_memory), 3.0);
+  EXPECT_DOUBLE_EQ(holds.slowness(Algorithm::mpi), 2.0);
+  EXPECT_DOUBLE_EQ(holds.slowness(Algorithm::binomial_tree), 1.0);
+  EXPECT_EQ(holds.slowness(Algorithm::ring), 0.0);
   // The table's choice winning is confirmed in its own place: the MPI library must beat it.
   ClassTuner table;
   table.start(candidates, 1, false, Algorithm::mpi);

@@ -122,15 +122,9 @@ Algorithm CommState::weigh_by_smaller_classes(Collective collective, std::size_t
     for (int k = size_class - 1; k >= 0; --k, needed *= kSlowDecay) {
       const ClassTuner* smaller = tried(k);
       if (smaller == nullptr) continue;
-      const auto timed = smaller->candidates();
-      const auto it = std::find(timed.begin(), timed.end(), a);
-      if (it == timed.end()) continue;
-      const auto ns = smaller->agreed_ns();
-      std::uint64_t best = 0;
-      for (std::uint64_t t : ns)
-        if (t > 0 && (best == 0 || t < best)) best = t;
-      const auto mine = static_cast<double>(ns[static_cast<std::size_t>(it - timed.begin())]);
-      return best > 0 && mine >= needed * static_cast<double>(best);
+      const double slowness = smaller->slowness(a);
+      if (slowness == 0) continue;
+      return slowness >= needed;
     }
     return false;
   };

@@ -45,6 +45,7 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool f
   std::copy_n(candidates.begin(), count_, candidates_.begin());
   all_count_ = count_;
   all_candidates_ = candidates_;
+  slowness_.fill(0);
   trials = std::clamp(trials, 1, kMaxTrials + 1);
   passes_ = trials >= kTwoPassTrials ? 2 : 1;
   block_ = static_cast<std::uint8_t>((trials + passes_ - 1) / passes_);
@@ -252,6 +253,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
     }
   }
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
+  note_slowness();
   chosen_ = candidates_[winner];
   if (!head_to_head_ && needs_confirmation(winner)) {
     confirm(winner, challenger_wins);
@@ -267,6 +269,29 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   sample_next_ = 0;
   ++rounds_;
   return true;
+}
+
+void ClassTuner::note_slowness() {
+  std::uint64_t best = 0;
+  for (std::size_t i = 0; i < count_; ++i)
+    if (agreed_ns_[i] > 0 && (best == 0 || agreed_ns_[i] < best)) best = agreed_ns_[i];
+  if (best == 0) return;
+  for (std::size_t i = 0; i < count_; ++i) {
+    const auto* it = std::find(all_candidates_.begin(), all_candidates_.begin() + all_count_,
+                               candidates_[i]);
+    if (it != all_candidates_.begin() + all_count_ && agreed_ns_[i] > 0) {
+      slowness_[static_cast<std::size_t>(it - all_candidates_.begin())] =
+          static_cast<double>(agreed_ns_[i]) / static_cast<double>(best);
+    }
+  }
+}
+
+double ClassTuner::slowness(Algorithm algorithm) const {
+  const auto* it =
+      std::find(all_candidates_.begin(), all_candidates_.begin() + all_count_, algorithm);
+  return it == all_candidates_.begin() + all_count_
+             ? 0
+             : slowness_[static_cast<std::size_t>(it - all_candidates_.begin())];
 }
 
 bool ClassTuner::needs_confirmation(std::size_t winner) const {

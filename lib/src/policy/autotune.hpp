@@ -122,6 +122,11 @@ class ClassTuner {
   // Their means over ranks (0 where not known).
   std::span<const std::uint64_t> agreed_mean_ns() const { return {agreed_mean_ns_.data(), count_}; }
   Algorithm chosen() const { return chosen_; }
+  // How many times its round's fastest candidate's agreed time `algorithm` took in the last round
+  // that timed it (a confirmation's two leave the first round's others as they were); 0 where no
+  // round timed it. What a larger class knows of its candidates from this one
+  // (CommState::weigh_by_smaller_classes).
+  double slowness(Algorithm algorithm) const;
   // Whether the choice is the MPI library's own collective.
   bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
   int rounds() const { return rounds_; }
@@ -169,6 +174,8 @@ class ClassTuner {
   // the same rules, the table's choice first where it won, else the MPI library's collective
   // first and the challenger after it) before the class settles on either.
   bool needs_confirmation(std::size_t winner) const;
+  // Records slowness() of the round's candidates from agreed_ns_.
+  void note_slowness();
   void confirm(std::size_t winner, bool table_displaced);
   std::uint64_t sampled_median_ns() const;
   std::uint64_t sampled_mean_ns() const;
@@ -201,6 +208,7 @@ class ClassTuner {
   std::array<Algorithm, kMaxCandidates> candidates_{};
   std::array<Algorithm, kMaxCandidates> all_candidates_{};
   std::uint8_t all_count_ = 0;
+  std::array<double, kMaxCandidates> slowness_{};  // slowness() of all_candidates_[i]
   // This rank's timed trial calls of each candidate, by pass: their sum (ns) and count.
   std::array<std::array<std::uint64_t, 2>, kMaxCandidates> pass_ns_{};
   std::array<std::array<std::uint32_t, 2>, kMaxCandidates> pass_calls_{};
