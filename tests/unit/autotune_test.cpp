@@ -557,11 +557,16 @@ TEST(Autotune, ACollxWinnerOverTheMpiLibraryIsConfirmedHeadToHead) {
   ClassTuner lucky;
   confirmation(lucky, 2.5e-6);
   EXPECT_EQ(lucky.chosen(), Algorithm::mpi);
+  // Slowness is the most over the rounds: the MPI library 2x the fastest in the first round, the
+  // fastest in the confirmation; the challenger the fastest, then 1.25x.
+  EXPECT_DOUBLE_EQ(lucky.slowness(Algorithm::mpi), 2.0);
+  EXPECT_DOUBLE_EQ(lucky.slowness(Algorithm::binomial_tree), 1.25);
   ClassTuner holds;
   confirmation(holds, 1e-6);
   EXPECT_EQ(holds.chosen(), Algorithm::binomial_tree);
-  // What a larger class learns of each candidate: its time over its round's fastest in the last
-  // round that timed it; the table's choice, out of the confirmation, keeps the first round's.
+  // What a larger class learns of each candidate: its time over its round's fastest, the most
+  // over the rounds that timed it; the table's choice, out of the confirmation, keeps the first
+  // round's.
   EXPECT_DOUBLE_EQ(holds.slowness(Algorithm::shared_memory), 3.0);
   EXPECT_DOUBLE_EQ(holds.slowness(Algorithm::mpi), 2.0);
   EXPECT_DOUBLE_EQ(holds.slowness(Algorithm::binomial_tree), 1.0);

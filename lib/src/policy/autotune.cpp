@@ -280,8 +280,8 @@ void ClassTuner::note_slowness() {
     const auto* it = std::find(all_candidates_.begin(), all_candidates_.begin() + all_count_,
                                candidates_[i]);
     if (it != all_candidates_.begin() + all_count_ && agreed_ns_[i] > 0) {
-      slowness_[static_cast<std::size_t>(it - all_candidates_.begin())] =
-          static_cast<double>(agreed_ns_[i]) / static_cast<double>(best);
+      double& slowest = slowness_[static_cast<std::size_t>(it - all_candidates_.begin())];
+      slowest = std::max(slowest, static_cast<double>(agreed_ns_[i]) / static_cast<double>(best));
     }
   }
 }

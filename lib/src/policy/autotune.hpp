@@ -122,10 +122,12 @@ class ClassTuner {
   // Their means over ranks (0 where not known).
   std::span<const std::uint64_t> agreed_mean_ns() const { return {agreed_mean_ns_.data(), count_}; }
   Algorithm chosen() const { return chosen_; }
-  // How many times its round's fastest candidate's agreed time `algorithm` took in the last round
-  // that timed it (a confirmation's two leave the first round's others as they were); 0 where no
-  // round timed it. What a larger class knows of its candidates from this one
-  // (CommState::weigh_by_smaller_classes).
+  // How many times its round's fastest candidate's agreed time `algorithm` took, the most over
+  // the rounds that timed it (a confirmation's two leave the first round's others as they were);
+  // 0 where no round timed it. What a larger class knows of its candidates from this one
+  // (CommState::weigh_by_smaller_classes): the most, because a round on a busy machine shows
+  // the candidates closer than they are (every call waits for the processor alike), and auto
+  // promises the MPI library's speed first.
   double slowness(Algorithm algorithm) const;
   // Whether the choice is the MPI library's own collective.
   bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
