@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autotune.hpp"
+#include "shm_arena.hpp"
 
 namespace {
 
@@ -601,6 +602,10 @@ TEST(Autotune, TrialsAreFewerWhereCallsAreLong) {
   EXPECT_GT(trials_for(64), trials_for(std::size_t{1} << 20));
   EXPECT_GT(trials_for(std::size_t{1} << 20), trials_for(std::size_t{1} << 30));
   EXPECT_GE(trials_for(std::size_t{1} << 30), 1);
+  // Up to 2 MiB a block (half the trials: two passes) holds more calls than the arena's ring
+  // has slots, plus its untimed first call, so that it times waits for room too.
+  for (const std::size_t bytes : {std::size_t{128} << 10, std::size_t{2} << 20})
+    EXPECT_GT(trials_for(bytes) / 2, SharedArena::kDefaultSlots + 1) << bytes;
 }
 
 }  // namespace

@@ -71,6 +71,12 @@ TEST(Config, EnvironmentIsParsedAndRejectedWithTheVariableName) {
   EXPECT_DOUBLE_EQ(c.timeout_seconds, 2.5);
   EXPECT_EQ(c.debug, DebugLevel::info);
   EXPECT_TRUE(c.check);
+  // TRIALS: auto's results without the per-call lines, which would put calls on collx's path.
+  setenv("COLLX_DEBUG", "TRIALS", 1);
+  EXPECT_EQ(config_from_environment().debug, DebugLevel::trials);
+  EXPECT_LT(DebugLevel::trials, DebugLevel::info);
+  EXPECT_GT(DebugLevel::trials, DebugLevel::warn);
+  setenv("COLLX_DEBUG", "INFO", 1);
 
   setenv("COLLX_PIPELINE_DEPTH", "0", 1);
   try {

@@ -206,7 +206,7 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   if (!tuner.agreed(maxima, means)) return;
   trying_classes_ += static_cast<int>(tuner.in_trials()) - static_cast<int>(was_trying);
   note_settled(collective, bytes, tuner);
-  if (rank != 0 || config().debug < DebugLevel::info) return;
+  if (rank != 0 || config().debug < DebugLevel::trials) return;
   if (tuner.rounds() > before) {
     std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
                  describe_trials(collective, size_class_of(bytes), tuner).c_str());

@@ -203,6 +203,8 @@ Config config_from_environment() {
   choice("COLLX_DEBUG", c.debug,
          {{"WARN", DebugLevel::warn},
           {"warn", DebugLevel::warn},
+          {"TRIALS", DebugLevel::trials},
+          {"trials", DebugLevel::trials},
           {"INFO", DebugLevel::info},
           {"info", DebugLevel::info},
           {"TRACE", DebugLevel::trace},
@@ -210,7 +212,7 @@ Config config_from_environment() {
           {"NONE", DebugLevel::none},
           {"none", DebugLevel::none},
           {"0", DebugLevel::none}},
-         "NONE, WARN, INFO or TRACE");
+         "NONE, WARN, TRIALS, INFO or TRACE");
   flag("COLLX_CHECK", c.check);
   if (const char* v = env("COLLX_TUNING_FILE")) c.tuning_file = v;
   choice("COLLX_AUTOTUNE", c.autotune,

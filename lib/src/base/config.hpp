@@ -14,7 +14,9 @@
 
 namespace collx::detail {
 
-enum class DebugLevel { none, warn, info, trace };
+// trials: auto's trial results alone, with no per-call line (info's lines, and the path they put
+// every call on, change what the trials time: a delegated call then runs through collx).
+enum class DebugLevel { none, warn, trials, info, trace };
 
 // "mpi", "ucx" (how a communicator moves its bytes, see transport.hpp) or "automatic".
 std::string_view to_string(TransportChoice transport);
@@ -35,7 +37,8 @@ struct Config {
   int pipeline_depth = 0;
   // COLLX_TIMEOUT: seconds a wait may last before it becomes an error; 0 = forever.
   double timeout_seconds = 0;
-  // COLLX_DEBUG=WARN|INFO|TRACE: INFO prints each call's chosen algorithm on stderr.
+  // COLLX_DEBUG=WARN|TRIALS|INFO|TRACE: TRIALS prints auto's trial results on stderr, INFO
+  // those and each call's chosen algorithm.
   DebugLevel debug = DebugLevel::none;
   // COLLX_CHECK=1: every collective first verifies that all ranks made the same call.
   bool check = false;

@@ -163,7 +163,7 @@ class ClassTuner {
   // Candidates with at least this many trials are tried in two passes of half as many (rounded
   // up) calls each.
   static constexpr int kTwoPassTrials = 4;
-  // Classes whose blocks have at least this many calls (trials_for: 64 KiB and below) warm the
+  // Classes whose blocks have at least this many calls (trials_for: 2 MiB and below) warm the
   // MPI library's collective up in the second half of their wait (pick()).
   static constexpr int kWarmLibraryBlock = 8;
 
@@ -226,8 +226,8 @@ class ClassTuner {
   std::uint8_t sample_next_ = 0;
 };
 
-// How many times each candidate is tried at `bytes`: more where a call is short and noisy (and
-// a few calls do not fill the arena's ring), fewer where it is long (the trials' cost stays
+// How many times each candidate is tried at `bytes`: more where a call is short and noisy or a
+// few calls do not cycle the arena's ring, fewer where it is long (the trials' cost stays
 // within a few calls' time).
 int trials_for(std::size_t bytes);
 
