@@ -228,29 +228,6 @@ struct NodeAwareForm {
   std::span<const int> peers{};
 };
 
-// `halving_inside`: node phases without an arena run the butterfly (halving_inside_node).
-NodeAwareForm node_aware_form(Operation& op, const patterns::NodeLayout& layout, bool by_blocks,
-                              SharedArena* arena, Phases node_first, Phases across,
-                              Phases node_last, bool halving_inside) {
-  const int local = layout.local_rank(op.rank());
-  const std::span<const int> node = layout.members(layout.node_of(op.rank()));
-  const Algorithm inside = arena != nullptr ? Algorithm::shared_memory
-                           : !by_blocks     ? Algorithm::binomial_tree
-                           : halving_inside ? Algorithm::butterfly
-                                            : Algorithm::ring;
-  return {by_blocks,
-          inside,
-          node_first,
-          across,
-          node_last,
-          node,
-          arena,
-          by_blocks ? static_cast<int>(node.size()) : 1,
-          by_blocks ? local : 0,
-          by_blocks || local == 0,
-          layout.peers(by_blocks ? local : 0)};
-}
-
 // The node's first phase: a reduce-scatter leaving this rank's block (by_blocks), or a reduce
 // to the leader.
 Task node_first_phase(Operation& op, const NodeAwareForm& form, const std::byte* in,
@@ -451,11 +428,26 @@ Task allreduce_node_aware_in(Operation& op, AllreduceArgs a, SharedArena* node_a
     co_await allreduce_task(op, a, flat_allreduce(a.count * a.reduction.element_size));
     co_return;
   }
-  const NodeAwareForm form = node_aware_form(
-      op, *layout, by_blocks, node_arena, first, across, last,
+  const int local = layout->local_rank(op.rank());
+  // Node phases on messages run the butterfly where halving_inside_node says so.
+  const bool halving =
       by_blocks && segment > 0 &&
-          halving_inside_node(op, *layout,
-                              segment / static_cast<std::size_t>(k) * a.reduction.element_size));
+      halving_inside_node(op, *layout,
+                          segment / static_cast<std::size_t>(k) * a.reduction.element_size);
+  const NodeAwareForm form{.by_blocks = by_blocks,
+                           .inside = node_arena != nullptr ? Algorithm::shared_memory
+                                     : !by_blocks          ? Algorithm::binomial_tree
+                                     : halving             ? Algorithm::butterfly
+                                                           : Algorithm::ring,
+                           .node_first = first,
+                           .across = across,
+                           .node_last = last,
+                           .node = layout->members(layout->node_of(op.rank())),
+                           .arena = node_arena,
+                           .k = k,
+                           .carrier = by_blocks ? local : 0,
+                           .crosses = by_blocks || local == 0,
+                           .peers = layout->peers(by_blocks ? local : 0)};
   if (segment > 0) {
     co_await allreduce_node_aware_pipelined(op, a, *layout, segment, form);
   } else {

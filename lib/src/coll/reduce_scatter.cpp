@@ -27,13 +27,10 @@ struct Destination {
 Destination destination(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks) {
   const std::size_t bytes = blocks.length(op.rank()) * a.reduction.element_size;
   const std::byte* send_end = a.send + blocks.count() * a.reduction.element_size;
-  const bool aliased = a.recv + bytes > a.send && a.recv < send_end && bytes > 0;
-  Destination d;
-  if (aliased) {
+  Destination d{{}, a.recv};
+  if (a.recv + bytes > a.send && a.recv < send_end && bytes > 0) {
     d.staging = op.scratch(bytes);
     d.target = d.staging.data();
-  } else {
-    d.target = a.recv;
   }
   return d;
 }

@@ -1,7 +1,5 @@
-// Operation: one collective in flight, the context its algorithm coroutine runs in.
-//
-// The algorithm posts messages through send()/recv() and suspends in `co_await wait(...)`
-// until they complete; progress() tests what the coroutine waits on and resumes it. The
+// Operation: one collective in flight, the context its algorithm coroutine runs in. The
+// algorithm posts messages and suspends in `co_await wait(...)`; progress() resumes it. The
 // Engine drives every Operation in flight, so waiting on one never starves another.
 #pragma once
 
@@ -53,10 +51,9 @@ inline int tag_base_for(std::uint64_t sequence) {
   return 1 + static_cast<int>(sequence & (kTagWindow - 1)) * kPhasesPerOp;
 }
 
-// A schedule's share of its operation's tags: `count` consecutive phases from `first`. Shares
-// are cut from the budget they come from (split, part) and checked against it, so two parts never
-// get the same tag, and a phase outside a share fails at once instead of matching another part's
-// receive. The last phase is COLLX_CHECK's (kCheckPhase), outside every schedule's budget.
+// A schedule's share of its operation's tags: `count` consecutive phases from `first`, cut
+// from and checked against the budget they come from, so two parts never share a tag. The last
+// phase is COLLX_CHECK's (kCheckPhase), outside every schedule's budget.
 class Phases {
  public:
   // The whole budget of a schedule that runs as the operation's algorithm.
@@ -71,8 +68,8 @@ class Phases {
     const char* name;
     int count;
   };
-  // Consecutive shares of this one, in order, one per part: siblings never overlap, and parts
-  // that need more phases in all than this share holds throw (ErrorCode::internal).
+  // Consecutive shares of this one, one per part: siblings never overlap, and more phases in
+  // all than this share holds throw (ErrorCode::internal).
   //   const auto [inside, across] = a.phases.split({{"node reduce", 1}, {"across nodes", 2}});
   template <std::size_t N>
   std::array<Phases, N> split(const Share (&shares)[N]) const {
@@ -84,8 +81,8 @@ class Phases {
     }
     return out;
   }
-  // The `count` phases from `offset` of this share, for the part called `name`; throws
-  // (ErrorCode::internal) where they are not all inside it.
+  // The `count` phases from `offset` of this share, for the part `name`; throws where they are
+  // not all inside it.
   Phases part(const char* name, int offset, int count) const;
   int first() const { return first_; }
   int count() const { return count_; }
@@ -122,8 +119,7 @@ class Operation {
   // Tests what the algorithm waits on and resumes it if it can go on; true when finished.
   bool progress();
   bool done() const { return done_; }
-  // After done(): rethrows the algorithm's error, if any, as a collx::Error naming this
-  // operation's collective and rank.
+  // After done(): rethrows the algorithm's error as a collx::Error naming collective and rank.
   void rethrow_if_failed() const;
 
   const OpInfo& info() const { return info_; }
@@ -157,9 +153,8 @@ class Operation {
   // The operation is an arena row's schedule as a whole: it sends no messages of its own.
   void mark_arena_row() { arena_row_ = true; }
 
-  // An arena row's operation waiting on a condition whose peers_silent() holds gets no
-  // messages; one of its tags arriving means a peer runs an algorithm of messages (mismatched
-  // calls): throws collx::Error(mismatch), revoking the communicator, so neither side hangs.
+  // An arena row's operation waiting on a peers_silent() condition gets no messages: one of its
+  // tags arriving means a peer runs messages (mismatched calls). Throws Error(mismatch).
   void refuse_foreign_messages();
 
   // A part of a composite algorithm on some of the communicator's ranks (a node's, the
@@ -243,8 +238,7 @@ class Operation {
   void suspend_on_condition(std::coroutine_handle<> h, const WaitCondition& condition);
   // For an exclusive operation: waits for the condition here and returns true; else false.
   bool wait_in_place(const WaitCondition& condition);
-  // Suspended on a condition: waits for it up to `limit` (the engine's wait, so that an
-  // oversubscribed rank sleeps instead of polling).
+  // Suspended on a condition: waits for it up to `limit` (an oversubscribed rank sleeps).
   void wait_on_condition_for(std::chrono::microseconds limit);
 
  private:
@@ -323,8 +317,7 @@ class Engine {
   // `op` must have been started: the progress thread may progress it from now on.
   void add(Operation* op);
   void remove(Operation* op);
-  // Progresses everything until `op` is done; throws the operation's error, or
-  // ErrorCode::timeout after COLLX_TIMEOUT seconds.
+  // Progresses everything until `op` is done; throws its error, or timeout (COLLX_TIMEOUT).
   void wait(Operation& op);
   // Progresses everything once; true when `op` is done (errors are thrown by wait()).
   bool test(Operation& op);
