@@ -104,7 +104,8 @@ Task allreduce_binomial(Operation& op, AllreduceArgs a) {
 }
 
 // Double binary tree, pipelined: each half reduced up and broadcast down its binary tree; the
-// second tree is mirrored so leaves of one are inner nodes of the other.
+// second tree is mirrored so leaves of one are inner nodes of the other. Each tree's root
+// completes every value once: the same bits on every rank.
 Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
   if (trivial(op, a)) co_return;
   const int p = op.size();

@@ -192,19 +192,16 @@ struct LocalRankOrder {
 LocalRankOrder local_rank_order(const patterns::NodeLayout& layout,
                                 const patterns::BlockLayout& blocks);
 
-// Prefix sums of `count` elements per rank over `nranks` ranks.
-inline std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
-  std::vector<std::size_t> offsets(static_cast<std::size_t>(nranks) + 1);
-  for (std::size_t r = 0; r < offsets.size(); ++r)
-    offsets[r] = r * count;
-  return offsets;
-}
 // The nblocks + 1 block offsets of a layout.
 inline std::vector<std::size_t> offsets_of(const patterns::BlockLayout& layout) {
   std::vector<std::size_t> offsets(static_cast<std::size_t>(layout.nblocks()) + 1);
   for (int b = 0; b <= layout.nblocks(); ++b)
     offsets[static_cast<std::size_t>(b)] = layout.offset(b);
   return offsets;
+}
+// Prefix sums of `count` elements per rank over `nranks` ranks.
+inline std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
+  return offsets_of(patterns::BlockLayout{count * static_cast<std::size_t>(nranks), nranks});
 }
 
 }  // namespace collx::detail
