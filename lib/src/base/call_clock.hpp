@@ -11,8 +11,8 @@
 namespace collx::detail {
 
 #if COLLX_SMPI
-// Under SimGrid's SMPI the time that matters is the simulated one (MPI_Wtime): the machine's
-// steady clock there measures how long the simulator takes to compute a call, not the call.
+// Under SimGrid's SMPI the simulated time (MPI_Wtime): the steady clock would measure the
+// simulator.
 struct CallClock {
   using rep = double;
   using period = std::ratio<1>;

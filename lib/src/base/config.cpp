@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <charconv>
@@ -37,7 +38,7 @@ const char* env(const char* name) {
               std::string(name) + "=\"" + std::string(value) + "\": " + std::string(why));
 }
 
-// Variable `name` where set, one of `choices` (its spellings and their values) into `into`;
+// Variable `name` where set, one of `choices` (each as spelled or in lower case) into `into`;
 // anything else is bad_value saying it expected `what`.
 template <class T>
 void choice(const char* name, T& into,
@@ -45,8 +46,13 @@ void choice(const char* name, T& into,
             const char* what) {
   const char* v = env(name);
   if (v == nullptr) return;
+  const std::string_view given = trim(v);
+  const auto lower = [](char g, char s) {
+    return g == std::tolower(static_cast<unsigned char>(s));
+  };
   for (const auto& [spelling, value] : choices) {
-    if (trim(v) == spelling) {
+    if (given == spelling ||
+        std::equal(given.begin(), given.end(), spelling.begin(), spelling.end(), lower)) {
       into = value;
       return;
     }
@@ -71,8 +77,8 @@ void int_in(const char* name, int& into, int low, int high, const char* what) {
   into = n;
 }
 
-// Variable `name` (or, where that is unset, its old name `alias`, which the README lists) where
-// set, a size (K/M/G suffixes) from `low` to `high`, into `into`; the error names the one read.
+// Variable `name` (or, where unset, its old name `alias`) where set, a size (K/M/G suffixes) from
+// `low` to `high`, into `into`; the error names the one read.
 void size_in(const char* name, const char* alias, std::size_t& into, std::size_t low,
              std::size_t high, const char* what) {
   const char* v = env(name);
@@ -202,15 +208,10 @@ Config config_from_environment() {
   }
   choice("COLLX_DEBUG", c.debug,
          {{"WARN", DebugLevel::warn},
-          {"warn", DebugLevel::warn},
           {"TRIALS", DebugLevel::trials},
-          {"trials", DebugLevel::trials},
           {"INFO", DebugLevel::info},
-          {"info", DebugLevel::info},
           {"TRACE", DebugLevel::trace},
-          {"trace", DebugLevel::trace},
           {"NONE", DebugLevel::none},
-          {"none", DebugLevel::none},
           {"0", DebugLevel::none}},
          "NONE, WARN, TRIALS, INFO or TRACE");
   flag("COLLX_CHECK", c.check);
@@ -223,11 +224,7 @@ Config config_from_environment() {
   int_in("COLLX_PROGRESS_INTERVAL_US", c.progress_interval_us, 0, 1000000,
          "microseconds from 0 to 1000000");
   choice("COLLX_TRANSPORT", c.transport,
-         {{"mpi", TransportChoice::mpi},
-          {"MPI", TransportChoice::mpi},
-          {"ucx", TransportChoice::ucx},
-          {"UCX", TransportChoice::ucx}},
-         "mpi or ucx");
+         {{"MPI", TransportChoice::mpi}, {"UCX", TransportChoice::ucx}}, "mpi or ucx");
   choice("COLLX_CUDA_AWARE", c.cuda_aware, {{"0", false}, {"1", true}}, "0 or 1");
   size_in("COLLX_DEVICE_HOST_COPY_BYTES", nullptr, c.device_host_copy_bytes, 0, kAny,
           "a size (0: never)");

@@ -27,78 +27,33 @@ enum class AutotuneMode { off, exact, all };
 // How producers write into their shared-memory rings (ring_stores.hpp).
 enum class RingStorePolicy { automatic, plain, streaming };
 
+// The COLLX_* variables: README.md, "Environment" (the SMPI ones: docs/SCALE.md).
 struct Config {
-  // COLLX_ALGO="allreduce:ring;broadcast:binomial_tree": forced algorithm per collective.
-  std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};
-  // COLLX_SEGMENT_BYTES (old name COLLX_CHUNK_BYTES; K/M/G suffixes): segment size of pipelined
-  // algorithms; 0 = tuned.
-  std::size_t segment_bytes = 0;
-  // COLLX_PIPELINE_DEPTH: segments in flight; 0 = tuned.
-  int pipeline_depth = 0;
-  // COLLX_TIMEOUT: seconds a wait may last before it becomes an error; 0 = forever.
-  double timeout_seconds = 0;
-  // COLLX_DEBUG=WARN|TRIALS|INFO|TRACE: TRIALS prints auto's trial results on stderr, INFO
-  // those and each call's chosen algorithm.
-  DebugLevel debug = DebugLevel::none;
-  // COLLX_CHECK=1: every collective first verifies that all ranks made the same call.
-  bool check = false;
-  // COLLX_TUNING_FILE: a tuning table written by collx-bench --save-tuning.
-  std::string tuning_file;
-  // COLLX_AUTOTUNE=0|1|all (default 1): whether auto tries the candidates the table ranks
-  // closest in the first blocking calls of each size class and keeps the fastest
-  // (autotune.hpp). 1: where the algorithm cannot change a bit of the result (data movement,
-  // integer reductions, min and max, any reduction at two ranks); all: floating-point sums,
-  // products and averages too (their last bits then depend on which algorithm won on this
-  // run, still the same on every rank); 0: the table alone.
-  AutotuneMode autotune = AutotuneMode::exact;
-  // COLLX_AUTOTUNE_WAIT (default 2, 0 to 16): a tried size class's first calls run the table's
-  // choice, untimed, until they number this many times the calls its trials take; then the
-  // trials start (autotune.hpp, ClassTuner::start). 0: the trials start at the class's first
-  // call.
-  int autotune_wait = 2;
-  // COLLX_PROGRESS_THREAD=1: a background thread progresses nonblocking operations (needs
-  // MPI_THREAD_MULTIPLE); COLLX_PROGRESS_INTERVAL_US: its polling interval.
-  bool progress_thread = false;
-  int progress_interval_us = 50;
-  // COLLX_TRANSPORT=mpi|ucx: the transport of communicators created from now on. "ucx" is
-  // accepted in every build; creating a communicator then fails in a build without UCX.
-  TransportChoice transport = TransportChoice::mpi;  // never automatic
-  // COLLX_CUDA_AWARE=0|1: whether the transports may be given device memory directly (1) or
-  // device buffers are staged through pinned host memory (0); unset: what the MPI library
-  // reports (MPIX_Query_cuda_support) and, for UCX, whether UCX was built with CUDA.
-  std::optional<bool> cuda_aware;
-  // COLLX_DEVICE_HOST_COPY_BYTES (K/M/G suffixes; 0 = never): blocking calls on device memory of at
-  // most this many bytes (at most kDirectHostCopyBytes where the transport takes device memory)
-  // run on a host copy of their buffers: a small call then pays two copies' round trips
-  // instead of one per step (docs/DEVICE_MEMORY.md).
-  std::size_t device_host_copy_bytes = std::size_t{256} << 10;
-  // COLLX_SHM=0|1: whether communicators whose ranks share one node map a shared-memory arena
-  // for the shared_memory algorithms (default 1); COLLX_SHM_SLOT_BYTES (old name
-  // COLLX_SHM_CHUNK_BYTES): its slot size; COLLX_SHM_STORES=auto|plain|streaming: how producers
-  // write into their rings (default auto: chosen from measured copy times, ring_stores.hpp).
-  bool shared_memory = true;
-  std::size_t shm_slot_bytes = 0;
-  RingStorePolicy shm_stores = RingStorePolicy::automatic;
-  // COLLX_SHM_DIRECT=0|1: whether the shared-memory allgather, allreduce and reduce_scatter
-  // hand a rank's data over as a pointer, its readers copying it straight from its buffer
-  // (process_vm_readv) instead of through its ring: 1 always (where the ranks may read each
-  // other's memory), 0 never; unset: while plain stores into the rings are slow
-  // (ring_stores.hpp), for allgather blocks of a size where that wins.
-  std::optional<bool> shm_direct;
-  // COLLX_NODE_LAYOUT="2x2" (2 nodes of 2 ranks) or "3,1" (a node of 3 ranks, then one of 1):
-  // the node each rank of MPI_COMM_WORLD is on, in blocks of consecutive ranks, instead of
-  // what MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) says. For testing the node-aware algorithms
-  // on one machine; the sizes must add up to MPI_COMM_WORLD's size. Empty: discovered.
-  std::vector<int> node_layout;
-  // COLLX_SMPI_SHARED_BYTES (K/M/G suffixes; 0 = never, the default): in a build for SimGrid's
-  // SMPI, scratch buffers of at least this many bytes come from SMPI's shared malloc, one block
-  // every simulated rank maps, so 1,024 simulated ranks fit large sizes in one machine's memory.
-  // Their contents are then meaningless: for timing runs only (docs/SCALE.md).
+  std::array<std::optional<Algorithm>, kCollectiveCount> algorithm{};  // COLLX_ALGO
+  std::size_t segment_bytes = 0;        // COLLX_SEGMENT_BYTES (or COLLX_CHUNK_BYTES); 0 = tuned
+  int pipeline_depth = 0;               // COLLX_PIPELINE_DEPTH; 0 = tuned
+  double timeout_seconds = 0;           // COLLX_TIMEOUT; 0 = forever
+  DebugLevel debug = DebugLevel::none;  // COLLX_DEBUG
+  bool check = false;                   // COLLX_CHECK
+  std::string tuning_file;              // COLLX_TUNING_FILE
+  AutotuneMode autotune = AutotuneMode::exact;  // COLLX_AUTOTUNE (autotune.hpp)
+  int autotune_wait = 2;                        // COLLX_AUTOTUNE_WAIT
+  bool progress_thread = false;                 // COLLX_PROGRESS_THREAD
+  int progress_interval_us = 50;                // COLLX_PROGRESS_INTERVAL_US
+  // COLLX_TRANSPORT: "ucx" is accepted in every build; a communicator then fails without UCX.
+  TransportChoice transport = TransportChoice::mpi;             // never automatic
+  std::optional<bool> cuda_aware;                               // COLLX_CUDA_AWARE; unset: detected
+  std::size_t device_host_copy_bytes = std::size_t{256} << 10;  // COLLX_DEVICE_HOST_COPY_BYTES
+  bool shared_memory = true;                                    // COLLX_SHM
+  std::size_t shm_slot_bytes = 0;  // COLLX_SHM_SLOT_BYTES (or COLLX_SHM_CHUNK_BYTES)
+  RingStorePolicy shm_stores = RingStorePolicy::automatic;  // COLLX_SHM_STORES
+  std::optional<bool> shm_direct;                           // COLLX_SHM_DIRECT
+  std::vector<int> node_layout;  // COLLX_NODE_LAYOUT (node sizes); empty: discovered
+  // COLLX_SMPI_SHARED_BYTES: under SMPI, scratch of at least this size comes from SMPI's shared
+  // malloc (contents meaningless: for timing runs only); 0 = never.
   std::size_t smpi_shared_bytes = 0;
-  // COLLX_SMPI_REDUCE_GBPS (GB/s, a whole number; 0 = never, the default): in a build for
-  // SimGrid's SMPI, every host reduction of b input bytes takes b / this rate of simulated time,
-  // whatever smpi/simulate-computation says: the reductions view of docs/SCALE.md,
-  // "Computation", beside collx-bench's --smpi-reduce-gbps for the MPI's side.
+  // COLLX_SMPI_REDUCE_GBPS: under SMPI, a host reduction of b bytes takes b / this rate of
+  // simulated time; 0 = never.
   int smpi_reduce_gbps = 0;
 };
 

@@ -3,11 +3,9 @@
 
 #include "collx/build_config.hpp"
 
-// The initial-exec model: one load a read, where the default model in a shared library costs a
-// call to __tls_get_addr; for small variables only (they take the static TLS block, which a
-// library loaded later by dlopen shares with every other). Not under SMPI: there every simulated
-// rank is a copy of the program in one process, and their initial-exec variables fill glibc's
-// static TLS block ("cannot allocate memory in static TLS block").
+// The initial-exec model: one load a read instead of a call to __tls_get_addr in a shared
+// library; for small variables only (the static TLS block is shared). Not under SMPI, where
+// every simulated rank's copy would fill glibc's static TLS block.
 #if COLLX_SMPI
 #define COLLX_FAST_TLS thread_local
 #else

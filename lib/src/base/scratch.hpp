@@ -1,7 +1,4 @@
-// Reusable aligned scratch buffers for receive segments and temporaries.
-//
-// Collectives need temporary space on every call; allocating it fresh would cost a page fault
-// per 4 KiB on every call. Released buffers go back to a size-class cache instead.
+// Reusable aligned scratch buffers: allocating fresh on every call would cost page faults.
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,6 @@
-// Released buffers kept by power-of-two size class for the next call, shared by the pools that
-// hand out temporary memory (the host scratch pool, the device and pinned staging pools).
-// Requests are rounded up to a power of two (at least 256 bytes), so a kept buffer fits any later
-// request of its class; each class keeps a few buffers, none above 256 MiB. Not thread-safe:
-// its owner locks.
+// Released buffers kept by power-of-two size class (at least 256 bytes) for the next call, for
+// the host scratch pool and the device and pinned staging pools; a few per class, none above
+// 256 MiB. Not thread-safe: its owner locks.
 #pragma once
 
 #include <algorithm>

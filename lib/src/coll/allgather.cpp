@@ -1,6 +1,5 @@
-// Allgather: ring, recursive doubling (with the non-power-of-two fold), Bruck and the node-aware
-// hierarchical allgather. Block r of the output comes from rank r; blocks may differ in length
-// (the offsets say where each starts).
+// Allgather: ring, recursive doubling (with the fold), Bruck and the node-aware hierarchical
+// allgather. Block r (of any length, at offsets[r]) comes from rank r.
 #include <bit>
 #include <cstring>
 
@@ -31,8 +30,7 @@ Task allgather_ring(Operation& op, AllgatherArgs a) {
   const BlockLayout blocks(a.offsets);
   const int p = op.size();
   if (p == 2) {
-    // One exchange, nothing to forward: unsegmented, sent straight from the input, and the own
-    // block copied while the peer already reads it (the transfer and the copy overlap).
+    // One exchange, unsegmented; the own block is copied while the peer reads it.
     const int peer = 1 - op.rank();
     const std::size_t elem = a.element_size;
     const std::byte* own = a.send != nullptr ? a.send : a.recv + blocks.offset(op.rank()) * elem;
@@ -116,20 +114,15 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
   }
 }
 
-// The flat allgather the hierarchical one runs across nodes, and in its stead where it does not
-// split: recursive doubling on a power of two, otherwise Bruck up to 64 KiB (ceil(log2 p)
-// steps, no fold) and the ring above. Takes at most two tag phases.
+// The flat allgather across nodes (and where hierarchical does not split): two tag phases.
 Algorithm flat_allgather(std::size_t bytes, int nranks) {
   if (std::has_single_bit(static_cast<unsigned>(nranks))) return Algorithm::recursive_doubling;
   return bytes <= model::kFlatAllgatherBruckBytes ? Algorithm::bruck : Algorithm::ring;
 }
 
-// Hierarchical (as many ranks, k, on every node): the ranks of local rank i allgather their
-// blocks across nodes into region i of a buffer laid out local rank first (each rank's link
-// carries 1/k of what crosses nodes), an allgather inside each node (through `node_arena` where
-// the node has one, else a ring) assembles the k regions, and every rank copies the blocks to
-// their places. One node, one rank per node, or nodes with different rank counts: the flat
-// allgather.
+// Hierarchical (as many ranks on every node, else flat): the ranks of local rank i allgather
+// across nodes into region i of a buffer laid out local rank first, a node allgather assembles
+// the regions, and every rank copies the blocks to their places.
 Task allgather_hierarchical_in(Operation& op, AllgatherArgs a, SharedArena* node_arena) {
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.element_size;

@@ -42,9 +42,8 @@ Task allreduce_ring(Operation& op, AllreduceArgs a) {
                             .phases = a.phases});
 }
 
-// Recursive doubling and Rabenseifner: the same fold around their core phase, which reads
-// `input` (the rank's data, with its folded partner's for a proxy) and leaves the result in
-// a.recv on every core rank.
+// Recursive doubling and Rabenseifner share the fold around their core phase, which reads
+// `input` and leaves the result in a.recv on every core rank.
 enum class FoldedCore { recursive_doubling, rabenseifner };
 
 template <FoldedCore kCore>
@@ -104,11 +103,9 @@ Task allreduce_binomial(Operation& op, AllreduceArgs a) {
   co_await broadcast_task(op, broadcast, Algorithm::binomial_tree);
 }
 
-// Double binary tree, pipelined: each half of the buffer is reduced up one binary tree and
-// broadcast back down it, segment by segment, the down stream trailing the up stream. The
-// second tree numbers the ranks backwards, so a rank that is a leaf in one tree is an inner node
-// in the other and both directions of every rank's links carry traffic. The tree's root
-// computes each final value once, so every rank gets the same bits.
+// Double binary tree, pipelined: each half reduced up and broadcast down its binary tree; the
+// second tree is mirrored so leaves of one are inner nodes of the other. Each tree's root
+// completes every value once: the same bits on every rank.
 Task allreduce_double_binary_tree(Operation& op, AllreduceArgs a) {
   if (trivial(op, a)) co_return;
   const int p = op.size();
@@ -214,22 +211,11 @@ Algorithm flat_allreduce(std::size_t bytes) {
                                                      : Algorithm::rabenseifner;
 }
 
-// The node-aware allreduces on 2, 4, 8, ... nodes, pipelined: the buffer in node segments, and the
-// allreduce across the nodes of what crosses them in flight while the node works on the
-// neighbouring segments, so the phases inside a node and across nodes overlap segment by segment.
-// multi_leader (`by_blocks`): the node reduce-scatters a segment, each local rank allreduces its
-// block across the nodes with the ranks of its local rank, the node allgathers the blocks.
-// hierarchical: the node reduces a segment to its leader (local rank 0), the leaders allreduce it
-// across the nodes, the leader broadcasts it in its node; the other ranks only run the node
-// phases. Across N = 2^L nodes the allreduce of a block (or segment) is Rabenseifner's: L
-// exchanges of recursive halving (each keeps half of its range, sends the other half to the
-// peer at node distance N/2, N/4, ..., and combines what it receives with its own: the lower
-// node's partial first, the last step dividing for avg) and L of recursive doubling (the
-// completed ranges swapped back in the reverse order). Node segment c posts its exchange e at
-// iteration c + e, right after the node has run its first phase on segment c + e, and runs its
-// last node phase at iteration c + 2L: up to 2L segments' exchanges are in flight at once, each
-// pair of peers seeing its messages of one step in segment order. Every element is completed on
-// one rank and copied from there: the same bits on every rank.
+// The node-aware allreduces on 2^L nodes, pipelined in node segments: the allreduce across nodes
+// of one segment (Rabenseifner: L halving then L doubling exchanges) overlaps the node phases of
+// its neighbours. Segment c posts exchange e at iteration c + e and runs its last node phase at
+// c + 2L. multi_leader (`by_blocks`) carries one block per local rank; hierarchical, the whole
+// segment through the leader. Every element is completed on one rank: the same bits everywhere.
 struct NodeAwareForm {
   bool by_blocks = true;  // multi_leader's blocks; false: hierarchical's leaders carry it all
   Algorithm inside = Algorithm::ring;  // the node phases' algorithm
@@ -238,45 +224,13 @@ struct NodeAwareForm {
   SharedArena* arena;         // the node's, or null
   int k = 1;                  // blocks per node
   int carrier = 0;            // this rank's block (by_blocks), else 0
-  // Who crosses the network with this rank: the ranks of its local rank (by_blocks), or the
-  // leaders; by node, so this rank is number node_of(rank) of them.
+  // Who crosses the network with this rank, by node: its local rank's peers, or the leaders.
   bool crosses = true;
   std::span<const int> peers{};
 };
 
-// `halving_inside`: the node phases without an arena take the butterfly and recursive doubling
-// (see halving_inside_node), not the ring.
-NodeAwareForm node_aware_form(Operation& op, const patterns::NodeLayout& layout, bool by_blocks,
-                              SharedArena* arena, Phases node_first, Phases across,
-                              Phases node_last, bool halving_inside) {
-  const int local = layout.local_rank(op.rank());
-  const std::span<const int> node = layout.members(layout.node_of(op.rank()));
-  const Algorithm inside = arena != nullptr ? Algorithm::shared_memory
-                           : !by_blocks     ? Algorithm::binomial_tree
-                           : halving_inside ? Algorithm::butterfly
-                                            : Algorithm::ring;
-  return {by_blocks,
-          inside,
-          node_first,
-          across,
-          node_last,
-          node,
-          arena,
-          by_blocks ? static_cast<int>(node.size()) : 1,
-          by_blocks ? local : 0,
-          by_blocks || local == 0,
-          layout.peers(by_blocks ? local : 0)};
-}
-
-// Partial sums inside a node: no avg division before the last combining step.
-Reduction partial_of(const Reduction& reduction) {
-  Reduction partial = reduction;
-  partial.divisor = 0;
-  return partial;
-}
-
-// The node's first phase on `count` elements at `in`: a reduce-scatter over `offsets` leaving
-// this rank's block at `block` (by_blocks), or a reduce to the leader into `block`.
+// The node's first phase: a reduce-scatter leaving this rank's block (by_blocks), or a reduce
+// to the leader.
 Task node_first_phase(Operation& op, const NodeAwareForm& form, const std::byte* in,
                       std::byte* block, std::size_t count, const std::vector<std::size_t>& offsets,
                       const Reduction& partial) {
@@ -290,8 +244,7 @@ Task node_first_phase(Operation& op, const NodeAwareForm& form, const std::byte*
   }
 }
 
-// The node's last phase into the `count` elements at `out`: the allgather of the blocks
-// (by_blocks), or the leader's broadcast.
+// The node's last phase: the allgather of the blocks (by_blocks), or the leader's broadcast.
 Task node_last_phase(Operation& op, const NodeAwareForm& form, const std::byte* block,
                      std::byte* out, std::size_t count, const std::vector<std::size_t>& offsets,
                      std::size_t elem) {
@@ -316,9 +269,8 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
   const int nodes = layout.nodes();
   const int v = layout.node_of(op.rank());
   const int steps = std::countr_zero(static_cast<unsigned>(nodes));  // L
-  const Reduction partial = partial_of(a.reduction);
-  // Element ranges within a block: after halving step j this rank keeps kept[j + 1] of
-  // kept[j] and its peer of that step the rest.
+  const Reduction partial = a.reduction.partial();
+  // After halving step j this rank keeps kept[j + 1] of kept[j]; its peer, the rest.
   struct Range {
     std::size_t begin = 0, end = 0;
     std::size_t count() const { return end - begin; }
@@ -414,13 +366,9 @@ Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
   }
 }
 
-// Whether the node-aware allreduce of `a` runs pipelined, and in node segments of how many
-// elements: nodes a power of two, host memory, and a buffer of more than one node segment. Each
-// carrier's share of one (its block, or the leader's whole node segment) is four segments
-// (Options::segment_bytes) or more, and there are about 8 node segments at most: with shares of
-// one segment their messages and handoffs cost more than the overlap gave
-// (docs/results/cluster-multi-leader-pipelined-forms-2x2.csv). On model::kManyNodes nodes and
-// more a 16th of a segment (docs/SCALE.md, "Pipelines across many nodes").
+// The node segment (elements) of a pipelined node-aware allreduce, or 0: nodes a power of two,
+// host memory, more than one node segment. A carrier's share is at least four segments (smaller
+// ones lost more in handoffs than the overlap gave), a 16th of a segment on many nodes.
 std::size_t pipelined_segment(const Operation& op, const AllreduceArgs& a,
                               const patterns::NodeLayout& layout, int carriers_per_node) {
   if (!std::has_single_bit(static_cast<unsigned>(layout.nodes())) || op.device_memory()) return 0;
@@ -435,16 +383,14 @@ std::size_t pipelined_segment(const Operation& op, const AllreduceArgs& a,
   return a.count > segment ? segment : 0;
 }
 
-// The node-aware allreduce of a buffer of one node segment: the node's first phase, the
-// allreduce across nodes of this rank's block (by_blocks) or the leaders' whole buffer, the
-// node's last phase.
+// The unpipelined node-aware allreduce: node phase, allreduce across nodes, node phase.
 Task allreduce_node_aware(Operation& op, const AllreduceArgs& a, const NodeAwareForm& form) {
   const std::size_t elem = a.reduction.element_size;
   const std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, form.k});
   const auto i = static_cast<std::size_t>(form.carrier);
   std::byte* const block = a.recv + offsets[i] * elem;
   const std::size_t block_count = offsets[i + 1] - offsets[i];
-  const Reduction partial = partial_of(a.reduction);
+  const Reduction partial = a.reduction.partial();
   co_await node_first_phase(op, form, a.send, block, a.count, offsets, partial);
   if (form.crosses) {
     const Operation::Group group(op, form.peers);
@@ -454,20 +400,11 @@ Task allreduce_node_aware(Operation& op, const AllreduceArgs& a, const NodeAware
   co_await node_last_phase(op, form, block, a.recv, a.count, offsets, elem);
 }
 
-// Hierarchical: a reduce inside each node to its leader (local rank 0), an allreduce of the
-// leaders across nodes, a broadcast inside each node. The leaders' allreduce completes (and for
-// avg divides) every value once, and the broadcast copies its bits, so every rank gets the same
-// result. Any layout. The phases inside a node run through `node_arena` where the node has one
-// (its turn held for the whole operation, see with_node_arena), else as binomial trees.
-// On 2, 4, 8, ... nodes a buffer of several node segments runs pipelined (above).
-//
-// Multi-leader (`by_blocks`): with k ranks on every node, a reduce-scatter inside each node
-// leaves block i of the node's sum on local rank i; the ranks of local rank i allreduce block i
-// across nodes; an allgather inside each node assembles the blocks. Every rank's link across
-// nodes carries 1/k of the buffer. Block i is completed once, by its allreduce across nodes,
-// and copied by the allgather: the same bits on every rank. The phases inside a node run through
-// `node_arena` where the node has one, else as rings. Where the nodes hold different numbers of
-// ranks it runs the hierarchical schedule.
+// Hierarchical: reduce to the node leader, allreduce of the leaders across nodes, broadcast in
+// the node. Multi-leader (`kByBlocks`, as many ranks on every node, else hierarchical): node
+// reduce-scatter, allreduce of block i across nodes by the ranks of local rank i, node allgather.
+// Each value is completed once and copied: the same bits everywhere. Node phases run through
+// `node_arena` where there is one; on 2^L nodes a buffer of several node segments is pipelined.
 template <bool kByBlocks>
 Task allreduce_node_aware_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
   if (trivial(op, a)) co_return;
@@ -492,11 +429,26 @@ Task allreduce_node_aware_in(Operation& op, AllreduceArgs a, SharedArena* node_a
     co_await allreduce_task(op, a, flat_allreduce(a.count * a.reduction.element_size));
     co_return;
   }
-  const NodeAwareForm form = node_aware_form(
-      op, *layout, by_blocks, node_arena, first, across, last,
+  const int local = layout->local_rank(op.rank());
+  // Node phases on messages run the butterfly where halving_inside_node says so.
+  const bool halving =
       by_blocks && segment > 0 &&
-          halving_inside_node(op, *layout,
-                              segment / static_cast<std::size_t>(k) * a.reduction.element_size));
+      halving_inside_node(op, *layout,
+                          segment / static_cast<std::size_t>(k) * a.reduction.element_size);
+  const NodeAwareForm form{.by_blocks = by_blocks,
+                           .inside = node_arena != nullptr ? Algorithm::shared_memory
+                                     : !by_blocks          ? Algorithm::binomial_tree
+                                     : halving             ? Algorithm::butterfly
+                                                           : Algorithm::ring,
+                           .node_first = first,
+                           .across = across,
+                           .node_last = last,
+                           .node = layout->members(layout->node_of(op.rank())),
+                           .arena = node_arena,
+                           .k = k,
+                           .carrier = by_blocks ? local : 0,
+                           .crosses = by_blocks || local == 0,
+                           .peers = layout->peers(by_blocks ? local : 0)};
   if (segment > 0) {
     co_await allreduce_node_aware_pipelined(op, a, *layout, segment, form);
   } else {

@@ -49,9 +49,8 @@ Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   }
 }
 
-// Bruck: rotate so that block i is the one for rank + i; in step k every block whose index has
-// bit k set moves 2^k ranks on (packed into one message); after the last step block i holds
-// what rank - i sent here.
+// Bruck: rotate so that block i is the one for rank + i; in step k every block with bit k set
+// moves 2^k ranks on, packed in one message; at the end block i holds what rank - i sent.
 Task alltoall_bruck(Operation& op, AlltoallArgs a) {
   const int p = op.size();
   const int rank = op.rank();

@@ -17,29 +17,22 @@ namespace arena_steps {
 
 namespace {
 
-// Outputs of more than this many bytes are written with streaming stores (no read of each
-// destination line first): they do not stay in the caches anyway, and the copy out of the ring
-// is then bound by memory writes (docs/results/arena-streaming-stores.csv).
+// Outputs larger than this are written with streaming stores: they do not stay in cache anyway.
 constexpr std::size_t kStreamingOutputBytes = std::size_t{8} << 20;
 
 // Allgather blocks of at least this many bytes are read directly from their producer while its
-// plain stores are slow, up to outputs of kDirectMaxOutputBytes: there the kernel's copy of
-// the producer's buffer (what MPI's single-copy path does) beats streaming stores into the
-// ring and a copy out of memory, while above it streaming wins.
+// plain stores are slow, up to outputs of kDirectMaxOutputBytes (above it streaming wins).
 constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
 constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 
-// At two ranks, blocks of 32-64 KiB are read directly from their producer's buffer (one kernel
-// copy of lines the producer has not just written) whatever the ring's stores, where the ranks
-// may read each other's memory: the ring's two copies (the second of lines the other core has
-// just written) lose there, win from 128 KiB blocks, and win at four ranks
-// (docs/results/alltoall-arena-vs-pairwise.csv).
+// At two ranks, blocks in this window are read directly from the producer's buffer whatever the
+// ring's stores: one kernel copy beats the ring's two there.
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
-// Fills slot `sequence` of this rank's ring with `fill(streaming)` (`bytes` in all), with the
-// stores its RingStores choose, hands the time of a timed fill to them (saying so under
-// COLLX_DEBUG=INFO where that changed their choice), and publishes the slot.
+// Fills slot `sequence` of this rank's ring with `fill(streaming)` (`bytes` in all) with the
+// stores its RingStores choose, times a timed fill for them (logging a change of choice under
+// COLLX_DEBUG=INFO), and publishes the slot.
 template <class Fill>
 void fill_timed(SharedArena& arena, int me, std::uint64_t sequence, std::size_t bytes, Fill fill) {
   RingStores& stores = arena.ring_stores(me);
@@ -60,9 +53,8 @@ void fill_timed(SharedArena& arena, int me, std::uint64_t sequence, std::size_t 
   publish_filled(arena, me, sequence);
 }
 
-// Whether this rank's plain stores are slow now (RingStores chose streaming) and no trial of
-// either kind is due (a trial goes through the ring, where it is timed): then its bytes go as
-// pointers, a call the stores count as untimed.
+// Whether this rank's plain stores are slow (RingStores chose streaming) and no trial of either
+// kind is due: then its bytes go as pointers, a call the stores count as untimed.
 bool streaming_settled(SharedArena& arena, int me, std::size_t bytes) {
   RingStores& stores = arena.ring_stores(me);
   if (stores.current() != RingStores::Kind::streaming ||
@@ -169,8 +161,7 @@ void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::
                  std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
                  std::size_t elem) {
   std::byte* entry = arena.slot(me, sequence);
-  // The pieces are written, and timed, like publish()'s slots: the time tells the slow state
-  // (RingStores), in which pieces_go_directly() hands the inputs over as pointers instead.
+  // Written and timed like publish()'s slots: the time tells the slow state (RingStores).
   std::size_t bytes = 0;
   for (int j = 0; j < arena.size(); ++j) {
     if (j != me) bytes += patterns::piece_of(offsets, j, round, piece).length() * elem;
@@ -285,9 +276,8 @@ Task wait_turn_then(Operation& op, SharedArena& arena, int me, std::uint64_t tic
 }
 }  // namespace
 
-// Not a coroutine: the ticket is taken when the dispatcher builds the task, which is in call
-// order on every rank (a coroutine's body would run later, after COLLX_CHECK's comparison).
-// Inside a Group the turn of the group's arena is the composite's, held for its whole run.
+// Not a coroutine: the ticket is taken when the dispatcher builds the task, in call order on
+// every rank. Inside a Group the composite holds the group arena's turn already.
 Task in_turn(Operation& op, Task body) {
   if (op.in_group()) return body;
   return in_turn(op, *op.arena(), op.rank(), std::move(body));
@@ -296,10 +286,9 @@ Task in_turn(Operation& op, Task body) {
 Task in_turn(Operation& op, SharedArena& arena, int me, Task body) {
   op.set_holds_turn();
   const std::uint64_t ticket = arena.take_ticket(me);
-  // The usual case, a schedule built before its operation starts with no earlier arena
-  // operation of this rank unfinished: the turn is this one's now, and the operation ends it,
-  // with no frame around the schedule. A part built while its operation runs holds its turn
-  // for its own run only: the wrapper ends it.
+  // A schedule built before its operation starts, with no earlier arena operation unfinished:
+  // the turn is its own now and the operation ends it (no frame around the schedule). A part
+  // built while its operation runs holds the turn for its own run: the wrapper ends it.
   if (!op.started() && !op.ends_turn() &&
       arena.turn(me).load(std::memory_order_acquire) >= ticket) {
     op.ends_turn_of(arena, me);

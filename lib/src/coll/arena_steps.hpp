@@ -1,9 +1,7 @@
-// The steps the shared arena's schedules (shm_collectives.cpp) are written in: a producer fills
-// the next slot of its ring and publishes it; a reader waits for it, copies it out and hands it
-// back; the block reductions' pieces. The steps that wait and then act are awaiters
-// (Operation::until(condition, then)), with no coroutine frame of their own: a small call
-// publishes and takes with none. The arena's turns and whether an operation may use the arena
-// are here too (collectives.hpp declares them).
+// The steps of the shared arena's schedules (shm_collectives.cpp): a producer fills the next
+// slot of its ring and publishes it; a reader waits, copies it out and hands it back; the block
+// reductions' pieces. Steps that wait then act are awaiters (Operation::until), with no
+// coroutine frame of their own. The arena's turns are here too (collectives.hpp declares them).
 #pragma once
 
 #include <algorithm>
@@ -39,18 +37,14 @@ struct SlotCut {
   std::size_t length(std::size_t k) const { return std::min(slot, bytes - k * slot); }
 };
 
-// Marks slot `sequence` of this rank's ring filled (its bytes are in the entry). Clears a
-// pointer an earlier publish_direct left in the entry's descriptor. Only then: an unchanged line
-// stays in the readers' caches, where take() reads it.
+// Marks slot `sequence` of this rank's ring filled, clearing a pointer an earlier
+// publish_direct left (only then: an unchanged line stays in the readers' caches).
 void publish_filled(SharedArena& arena, int me, std::uint64_t sequence);
 
-// Publishes slot `sequence` of this rank's ring: `bytes` from `source`, written with the kind
-// of stores the rank's RingStores choose. With `also`, the slot goes to `also` as well (the
-// allgather's own block; `also_streams`: with streaming stores). Where both copies use plain
-// stores they go block by block, so that `source` is read once and the second copy reads what
-// the first just brought into the L1 cache (faster than a second pass over `source`);
-// streaming stores are not cut up so, since each call ends with a fence that waits for them to
-// reach memory.
+// Publishes slot `sequence` of this rank's ring: `bytes` from `source`, with the stores its
+// RingStores choose; with `also`, to `also` as well (the allgather's own block). Two plain copies
+// go block by block, the second reading what the first brought into L1; streaming ones are not
+// cut up, each call ending with a fence.
 void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
                std::size_t bytes, std::byte* also, bool also_streams);
 
@@ -59,15 +53,13 @@ void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::by
 void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
                    std::uint64_t address, std::size_t bytes);
 
-// Copies slot `sequence` of `producer`'s ring to `target` once it is published: `bytes` from
-// the ring slot, or, where the producer published a pointer (publish_direct), its bytes from
-// the producer's memory; `direct` then says so.
+// Copies slot `sequence` of `producer`'s ring to `target` once published: from the ring slot, or
+// from the producer's memory where it published a pointer (`direct` then says so).
 void take_slot(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
                std::byte* target, std::size_t bytes, kernels::CopyFn copy, bool* direct);
 
-// Whether blocks of `block` bytes go as pointers whatever this rank's stores, where that is
-// settled by what every rank sees alike: no direct reads possible (false), COLLX_SHM_DIRECT set
-// (its value), the direct window (true); nullopt otherwise.
+// Whether blocks of `block` bytes go as pointers, where every rank sees it alike: false without
+// direct reads, COLLX_SHM_DIRECT's value where set, true in the direct window; else nullopt.
 std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t block);
 
 // Whether this rank hands its allgather block of `block` bytes (of `output` in all) to the
@@ -93,50 +85,43 @@ void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::
                  std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
                  std::size_t elem);
 
-// Whether a rank may hand over the pieces of a call of `bytes` (in all) as pointers
-// (pieces_go_directly): where COLLX_SHM_DIRECT=1, or where direct reads work and a slot of the call
-// is of the sizes whose stores are timed. The same on every rank (the same bytes, the same
-// settings), so a reader that needs room for pieces read directly knows it before any arrives.
+// Whether any rank may hand over the pieces of a call of `bytes` as pointers: the same on every
+// rank, so a reader knows before any arrives whether it needs room for pieces read directly.
 bool pieces_may_go_directly(const SharedArena& arena, std::size_t bytes);
 
-// Whether this rank hands an allreduce's or reduce_scatter's pieces over as pointers this call
-// (its input and its reduced pieces, publish_direct; the readers copy them with
-// process_vm_readv): where COLLX_SHM_DIRECT says so, else while the ring's plain stores are
-// slow (RingStores chose streaming) and no trial of plain stores is due. Each rank decides
-// alone: a reader looks at each slot's descriptor.
+// Whether this rank hands an allreduce's or reduce_scatter's pieces over as pointers this call:
+// as COLLX_SHM_DIRECT says, else while the ring's plain stores are slow and no trial of them is
+// due. Each rank decides alone: a reader looks at each slot's descriptor.
 bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes);
 
-// Where this rank's piece of producer j's input is: in j's ring slot, or, where j published a
-// pointer to its input (pieces_go_directly), copied from j's memory into piece `at` of `scratch`.
+// Where this rank's piece of producer j's input is: in j's ring slot, or copied from j's
+// memory (pieces_go_directly) into piece `at` of `scratch`.
 const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
                              patterns::ElementRange r, std::size_t piece, std::size_t elem,
                              std::byte* scratch, std::size_t at);
 
-// Reduces this rank's piece of round `round` into `target`: its own input's piece and the
-// others' from their ring slots `base[j] + slot_step`, in rank order, each slot handed back
-// once read. `scratch` (3 pieces) takes inputs handed over as pointers (piece_input) and, where
-// `target` is this rank's own input (an allreduce in place), a copy of it.
+// Reduces this rank's piece of round `round` into `target` from its own input and the others'
+// ring slots `base[j] + slot_step`, in rank order, handing each slot back once read. `scratch`
+// (3 pieces) takes pieces handed over as pointers and, in place, a copy of `target`.
 Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
                       std::uint64_t slot_step, const std::byte* send,
                       std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
                       const Reduction& reduction, std::byte* target, std::byte* scratch);
 
-// Copies every other rank's reduced piece of round `round` (its ring slot `base[j] + slot_step`)
-// into `recv`, starting with the next rank so that the ranks do not all read one producer at once.
+// Copies every other rank's reduced piece of round `round` (slot `base[j] + slot_step`) into
+// `recv`, from the next rank on so that the ranks do not all read one producer at once.
 Task take_reduced_pieces(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
                          std::uint64_t slot_step, std::byte* recv,
                          std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
                          std::size_t elem, kernels::CopyFn copy);
 
-// Met once every other rank has copied out slot `sequence - slots` of `producer`'s ring, so
-// that the entry slot `sequence` goes into is free.
+// Met once every other rank has copied out slot `sequence - slots` of `producer`'s ring.
 inline ConsumedByAll room_for(SharedArena& arena, int producer, std::uint64_t sequence) {
   const auto ring = static_cast<std::uint64_t>(arena.slots());
   return {arena, producer, sequence < ring ? 0 : sequence + 1 - ring, "ring room from"};
 }
 
-// co_await publish(...): fill_slot once the entry is free. An awaiter, not a coroutine: a small
-// call publishes with no frame of its own.
+// co_await publish(...): fill_slot once the entry is free (an awaiter, no coroutine frame).
 inline auto publish(Operation& op, SharedArena& arena, std::uint64_t sequence,
                     const std::byte* source, std::size_t bytes, std::byte* also = nullptr,
                     bool also_streams = false) {
@@ -147,9 +132,8 @@ inline auto publish(Operation& op, SharedArena& arena, std::uint64_t sequence,
                   });
 }
 
-// Publishes slot `sequence` of this rank's ring as a pointer: its readers copy `bytes` at
-// `source` straight from this process (SharedArena::read_direct). `source` must stay as it is
-// until they all have (read_by_all).
+// Publishes slot `sequence` of this rank's ring as a pointer, which readers copy from this
+// process (SharedArena::read_direct); `source` must stay as it is until read_by_all.
 inline auto publish_direct(Operation& op, SharedArena& arena, std::uint64_t sequence,
                            const std::byte* source, std::size_t bytes) {
   const int me = op.rank();

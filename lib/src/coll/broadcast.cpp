@@ -1,6 +1,5 @@
-// Broadcast: binomial tree and pipelined chain (one segmented tree walk), linear (the root
-// sends to every rank at once), scatter + allgather (van de Geijn) for large messages,
-// and the node-aware hierarchical broadcast.
+// Broadcast: binomial tree, pipelined chain, linear, scatter + allgather (van de Geijn) and the
+// node-aware hierarchical broadcast.
 #include <algorithm>
 #include <bit>
 #include <deque>
@@ -22,15 +21,10 @@ using patterns::segment_count;
 using patterns::TreePlace;
 
 // Receive the buffer from `parent` (none at the root) segment by segment and forward each
-// segment to every child as soon as it is in: with several segments the levels of the tree
-// (or the links of the chain) work at once. `across[c]`: child c is on another node than this
-// rank (empty: none is known to be). With one segment those children are sent to one after the
-// other, in the order given (the binomial tree's largest subtree first), each send complete
-// before the next: sent at once they share the node's one link, so the largest subtree's child
-// has the buffer only when every crossing byte is through; one at a time it has it after its
-// own bytes and forwards while the others are sent (MPICH's binomial broadcast; docs/SCALE.md,
-// "Broadcast: one child at a time across nodes"). Children on this node (the loopback) are
-// posted at once, first. Sends below the MPI library's eager size complete at once either way.
+// segment to every child as soon as it is in. `across[c]`: child c is on another node. With one
+// segment, children across nodes are sent to one at a time, largest subtree first, each send
+// complete before the next: at once they share the node's link, so the first child would wait
+// for all the bytes. Children on this node are posted at once, first.
 Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const int> children,
                     std::span<const unsigned char> across = {}) {
   const std::size_t bytes = a.count * a.element_size;
@@ -81,9 +75,8 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
     co_await op.wait(s);
 }
 
-// Which of `children` are on another node than this rank: every one where `all_across` (the
-// ranks the algorithm sees are one per node: hierarchical's heads), else by the communicator's
-// node layout where the algorithm sees the whole communicator; empty where neither tells.
+// Which of `children` are on another node: all where `all_across` (hierarchical's heads), else
+// by the node layout where the algorithm sees the whole communicator; empty where unknown.
 std::vector<unsigned char> children_across(Operation& op, std::span<const int> children,
                                            bool all_across) {
   if (all_across) return std::vector<unsigned char>(children.size(), 1);
@@ -112,10 +105,8 @@ Task broadcast_chain(Operation& op, BroadcastArgs a) {
   co_await tree_broadcast(op, a, place.parent, place.children.span());
 }
 
-// Linear (a flat tree): the root posts the whole buffer to every other rank at once and each
-// receives it once, unsegmented. One level instead of the binomial tree's ceil(log2 p): for a
-// few ranks and messages whose cost is mostly the network's latency, the p-1 sends' latencies
-// overlap while the tree pays one per level.
+// Linear (a flat tree): the root sends the whole buffer to every rank at once; for few ranks
+// and latency-bound sizes the p - 1 sends' latencies overlap.
 Task broadcast_linear(Operation& op, BroadcastArgs a) {
   const int p = op.size();
   const std::size_t bytes = a.count * a.element_size;
@@ -133,11 +124,9 @@ Task broadcast_linear(Operation& op, BroadcastArgs a) {
     co_await op.wait(sends[static_cast<std::size_t>(v - 1)]);
 }
 
-// The allgather half of scatter + allgather by recursive doubling (p a power of two): at the
-// step of distance m, virtual rank v holds the m blocks of its aligned group [v & ~(m-1), +m)
-// and exchanges them with v ^ m's, so the groups double. A rank that already holds its
-// partner's group (its subtree of the scatter, [v, v + span(v)), covers it: span(v) > m, the
-// root always) skips that receive and the partner the send.
+// The allgather half of scatter + allgather by recursive doubling (p a power of two): at
+// distance m, virtual rank v swaps the m blocks of its aligned group with v ^ m's. A rank
+// whose scatter subtree already covers its partner's group skips that receive (span(v) > m).
 Task doubling_allgather_after_scatter(Operation& op, const BroadcastArgs& a,
                                       const patterns::BlockLayout& blocks, int vrank, int phase) {
   const int p = op.size();
@@ -162,11 +151,9 @@ Task doubling_allgather_after_scatter(Operation& op, const BroadcastArgs& a,
   }
 }
 
-// van de Geijn: the root's buffer in p blocks (block v for virtual rank v) is scattered down a
-// binomial tree straight into every rank's buffer, then an allgather completes it: recursive
-// doubling on a power of two below model::kScatterAllgatherDoublingBytes (log2 p steps, as
-// MPICH's medium broadcast), else the ring (p - 1 steps). Moves about 2n bytes per rank instead
-// of n log p.
+// van de Geijn: the root's p blocks are scattered down a binomial tree, then an allgather
+// completes them (recursive doubling on a power of two below
+// model::kScatterAllgatherDoublingBytes, else the ring): about 2n bytes per rank, not n log p.
 Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
   const int p = op.size();
   if (p == 1 || a.count == 0) co_return;
@@ -209,26 +196,14 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
                             .phases = ring_phases});
 }
 
-// The flat broadcast the hierarchical one runs across nodes, and in its stead where node_split
-// is null: the binomial tree (pipelined) up to 256 KiB or on up to 3 ranks, scatter + allgather
-// above (about 2n bytes from the root instead of n log p). Takes at most three tag phases.
+// The flat broadcast across nodes (and where node_split is null). At most three tag phases.
 Algorithm flat_broadcast(std::size_t bytes, int nranks) {
   return bytes <= model::kFlatBroadcastTreeBytes || nranks <= 3 ? Algorithm::binomial_tree
                                                                 : Algorithm::scatter_allgather;
 }
 
-// The rank that holds the buffer for its node once it has crossed the network: the root on the
-// root's node, the leader (local rank 0) elsewhere. By node.
-std::vector<int> node_heads(const patterns::NodeLayout& layout, int root) {
-  const std::span<const int> leaders = layout.leaders();
-  std::vector<int> heads(leaders.begin(), leaders.end());
-  heads[static_cast<std::size_t>(layout.node_of(root))] = root;
-  return heads;
-}
-
-// Hierarchical: a broadcast across nodes from the root to one rank on every other node (its
-// leader), then a broadcast inside each node from that rank: through `node_arena` where the
-// node has one, else a binomial tree. Any layout.
+// Hierarchical: across nodes from the root to every node's head, then inside each node from
+// it (through `node_arena` where there is one, else a binomial tree). Any layout.
 Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node_arena) {
   const std::size_t bytes = a.count * a.element_size;
   const patterns::NodeLayout* layout = node_split(op);
@@ -267,6 +242,13 @@ Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
 }
 
 }  // namespace
+
+std::vector<int> node_heads(const patterns::NodeLayout& layout, int root) {
+  const std::span<const int> leaders = layout.leaders();
+  std::vector<int> heads(leaders.begin(), leaders.end());
+  heads[static_cast<std::size_t>(layout.node_of(root))] = root;
+  return heads;
+}
 
 std::span<const AlgorithmRow> broadcast_rows() {
   static const AlgorithmRow rows[] = {

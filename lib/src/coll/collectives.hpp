@@ -1,12 +1,9 @@
-// The collectives' algorithm tasks, callable on any transport (the library's entry points and
-// the in-process simulator both run these). The dispatchers take their arguments by reference
-// and the coroutine they start copies them into its frame; an algorithm posts messages only on
-// the tag phases of its `phases` share (exec/operation.hpp, Phases), and hands the parts of a
-// composite algorithm shares of their own.
+// The collectives' algorithm tasks, callable on any transport (the entry points and the
+// in-process simulator run these). Dispatchers take arguments by reference and the coroutine
+// copies them into its frame; an algorithm posts only on its share of the tag phases (Phases).
 //
-// GCC 12 destroys a non-trivially-destructible temporary twice when it appears inside a
-// co_await expression: in coroutines, pass such arguments as named locals (by reference to the
-// dispatchers) or as spans, never as temporaries.
+// GCC 12 destroys a non-trivially-destructible temporary inside a co_await expression twice:
+// in coroutines pass such arguments as named locals or spans, never as temporaries.
 #pragma once
 
 #include <bit>
@@ -126,22 +123,19 @@ struct PointToPointArgs {
 };
 Task point_to_point_task(Operation& op, PointToPointArgs args);
 
-// ---- shared memory: through the transport's SharedArena (the schedules in shm_collectives.cpp,
-// written in the steps of arena_steps.hpp, where the turns below are too) ----
-// Whether this operation can: its ranks share an arena and its buffers are host memory. The
-// dispatchers run a point-to-point algorithm instead where it cannot.
+// ---- shared memory: through the transport's SharedArena (shm_collectives.cpp) ----
+// Whether this operation can: its ranks share an arena and its buffers are host memory.
 bool shared_memory_usable(Operation& op);
 // Runs `body` (a shared-memory task) once every shared-memory operation started before it on
 // this communicator has finished: they take turns on the arena.
 Task in_turn(Operation& op, Task body);
-// The same on a given arena where this rank is `me`: a node-aware composite takes its node's
-// turn when it is built and holds it for its whole run (Operation::Group).
+// The same on a given arena where this rank is `me`: a node-aware composite holds its node's
+// turn for its whole run (Operation::Group).
 Task in_turn(Operation& op, SharedArena& arena, int me, Task body);
-// The arena of this rank's node (Transport::node_arena) where an operation of the whole
-// communicator on host memory can run its phases inside the node through it; else null.
+// This rank's node arena where an operation of the whole communicator on host memory can run
+// its node phases through it; else null.
 SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
-// The shared-memory schedules (their rows name the point-to-point algorithm that runs where the
-// operation cannot use the arena, see registry.hpp).
+// The shared-memory schedules (their rows name the point-to-point fallback, registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 Task gather_shared_memory(Operation& op, GatherArgs args);
 Task scatter_shared_memory(Operation& op, ScatterArgs args);
@@ -152,18 +146,14 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs args);
 Task alltoall_shared_memory(Operation& op, AlltoallArgs args);
 
 // ---- node-aware algorithms (hierarchical, multi_leader; docs/ALGORITHMS.md) ----
-// Their parts run on groups of the operation's ranks (Operation::Group) taken from the
-// transport's node layout. The layout when the operation spans several nodes and some node
-// holds more than one rank; null otherwise (one node, one rank per node, no layout known, or
-// already inside a group), where the node-aware schedules run a flat algorithm instead.
+// Their parts run on groups of ranks (Operation::Group) from the transport's node layout:
+// node_split gives it where the operation spans several nodes and some node holds more than
+// one rank; else null, and the node-aware schedules run a flat algorithm.
 const patterns::NodeLayout* node_split(Operation& op);
 
-// Whether the node-aware pipelines' phases inside a node, on messages (no arena), take the
-// butterfly (and recursive doubling to gather) rather than the ring: on model::kManyNodes nodes
-// and more, of a power of two ranks each (no fold), where each rank's block of a node segment,
-// `block_bytes`, is at most one segment (log2 k messages of one segment against the ring's
-// k - 1; larger blocks went faster around the ring in the simulation, docs/SCALE.md "Pipelines
-// across many nodes").
+// Whether the node-aware pipelines' node phases on messages run the butterfly (and recursive
+// doubling to gather) rather than the ring: on many nodes of 2^j ranks each, where a rank's
+// block of a node segment, `block_bytes`, is at most one segment.
 inline bool halving_inside_node(const Operation& op, const patterns::NodeLayout& layout,
                                 std::size_t block_bytes) {
   return layout.nodes() >= model::kManyNodes && layout.uniform() &&
@@ -171,10 +161,9 @@ inline bool halving_inside_node(const Operation& op, const patterns::NodeLayout&
          block_bytes <= op.segment_bytes();
 }
 
-// A node-aware schedule whose phases inside a node run through the node's arena where it has
-// one (`node_arena` non-null, else messages): the node's turn is taken here, when the operation
-// is built (in call order on every rank), and held until the schedule ends, so the phases take
-// none of their own (Operation::Group).
+// A node-aware schedule whose node phases run through the node's arena where there is one: the
+// node's turn is taken when the operation is built (in call order on every rank) and held to
+// the end, so the phases take none of their own (Operation::Group).
 template <class Args, Task (*Schedule)(Operation&, Args, SharedArena*)>
 Task with_node_arena(Operation& op, Args a) {
   const patterns::NodeLayout* layout = node_split(op);
@@ -182,9 +171,9 @@ Task with_node_arena(Operation& op, Args a) {
   if (arena == nullptr) return Schedule(op, std::move(a), nullptr);
   return in_turn(op, *arena, layout->local_rank(op.rank()), Schedule(op, std::move(a), arena));
 }
-// The flat allreduce the node-aware schedules run across nodes, and in their stead where
-// node_split is null: recursive doubling up to 32 KiB, Rabenseifner above (each message across
-// nodes is a latency; the bytes are halved at every step). Both take two tag phases.
+// By node, the rank that holds the buffer for its node: the root on its node, else the leader.
+std::vector<int> node_heads(const patterns::NodeLayout& layout, int root);
+// The flat allreduce across nodes (and where node_split is null): two tag phases.
 Algorithm flat_allreduce(std::size_t bytes);
 
 // The node-aware allgather's and reduce_scatter's order of the blocks (as many ranks on every
@@ -203,19 +192,16 @@ struct LocalRankOrder {
 LocalRankOrder local_rank_order(const patterns::NodeLayout& layout,
                                 const patterns::BlockLayout& blocks);
 
-// Prefix sums of `count` elements per rank over `nranks` ranks.
-inline std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
-  std::vector<std::size_t> offsets(static_cast<std::size_t>(nranks) + 1);
-  for (std::size_t r = 0; r < offsets.size(); ++r)
-    offsets[r] = r * count;
-  return offsets;
-}
 // The nblocks + 1 block offsets of a layout.
 inline std::vector<std::size_t> offsets_of(const patterns::BlockLayout& layout) {
   std::vector<std::size_t> offsets(static_cast<std::size_t>(layout.nblocks()) + 1);
   for (int b = 0; b <= layout.nblocks(); ++b)
     offsets[static_cast<std::size_t>(b)] = layout.offset(b);
   return offsets;
+}
+// Prefix sums of `count` elements per rank over `nranks` ranks.
+inline std::vector<std::size_t> equal_offsets(std::size_t count, int nranks) {
+  return offsets_of(patterns::BlockLayout{count * static_cast<std::size_t>(nranks), nranks});
 }
 
 }  // namespace collx::detail

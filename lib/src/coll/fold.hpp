@@ -1,7 +1,5 @@
 // The non-power-of-two fold (patterns::Fold) around the recursive doubling and halving cores of
-// allreduce, allgather and reduce_scatter, and the two core loops they share. Each is one
-// coroutine that its callers co_await, so the three collectives post the same messages in the
-// same order through one piece of code.
+// allreduce, allgather and reduce_scatter, and the two core loops they share.
 #pragma once
 
 #include <cstddef>
@@ -13,11 +11,9 @@
 
 namespace collx::detail {
 
-// What crosses the fold for one collective. Before the core phase a folded rank hands its data
-// to its proxy on phases[0]: with a reduction, in the segments the proxy's exchange_reduce
-// combines as "folded op proxy's own" (the folded rank stands for the lower rank); without one,
-// the proxy receives it as it is. After the core phase the proxy hands the folded rank its
-// result on phases[result_phase]. Counts are in elements of `element_size` bytes.
+// What crosses the fold for one collective: before the core phase the folded rank's data goes
+// to its proxy on phases[0] (with a reduction, in exchange_reduce's segments, the folded rank
+// standing for the lower); after it the proxy returns the result on phases[result_phase].
 struct FoldMessages {
   const Reduction* reduction = nullptr;
   std::size_t element_size = 1;
@@ -37,27 +33,21 @@ Task fold_in(Operation& op, FoldMessages fold, int folded, std::byte* dst, const
 Task fold_return(Operation& op, FoldMessages fold, int folded, const std::byte* result,
                  std::size_t count);
 
-// Which pairs the halving and doubling steps below meet in first. far_first: the halving's
-// first step (half the buffer) pairs core ranks c and c ^ (core_size / 2), and core rank c ends
-// with block c (what a reduce-scatter needs). near_first: the steps run on the core ranks'
-// bit-reversed numbers, so the halving's largest exchanges pair neighbours (c ^ 1, then c ^ 2,
-// ...) and only its last, smallest ones the ranks farthest apart; core rank c ends with block
-// reverse_bits(c), which an allgather over the same order gathers back. With ranks placed in
-// blocks on nodes (8 per node: ranks 0-7 on the first), near_first keeps the halves and quarters
-// inside a node and sends a node's link 1/k of what far_first sends through it (MPICH's order;
-// docs/SCALE.md, "Rabenseifner's pairs").
+// Which pairs the halving and doubling steps meet first. far_first: core ranks c and
+// c ^ (core_size / 2) first, and core rank c ends with block c. near_first: the steps run on
+// bit-reversed core numbers, so the largest exchanges pair neighbours (c ^ 1, c ^ 2, ...) and
+// core rank c ends with block reverse_bits(c), which a doubling allgather in the same order
+// gathers back; with ranks placed in blocks on nodes the big halves stay inside a node.
 enum class PairOrder { far_first, near_first };
 
-// Recursive halving over the core ranks (patterns::halving_step) on the core_size() blocks of
-// `layout`: afterwards core rank c holds block c (far_first) or block reverse_bits(c)
-// (near_first) of the reduction at its place in `dst`. The first step reads `input`, later ones
-// `dst`; the last step applies the reduction's finalize. Uses phase 0 of `phases`.
+// Recursive halving over the core ranks on the core_size() blocks of `layout`: afterwards core
+// rank c holds block c (far_first) or reverse_bits(c) (near_first) of the reduction at its
+// place in `dst`. The first step reads `input`, later ones `dst`. Uses phase 0 of `phases`.
 Task halving_reduce_scatter(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
                             const std::byte* input, std::byte* dst, const Reduction& reduction,
                             Phases phases, PairOrder order = PairOrder::far_first);
-// Recursive doubling over the core ranks (patterns::doubling_gather_step): the block each core
-// rank holds after halving_reduce_scatter in the same `order` reaches every core rank. Every
-// message uses tag `phase`.
+// Recursive doubling over the core ranks: the block each holds after halving_reduce_scatter in
+// the same `order` reaches every core rank, on tag `phase`.
 Task doubling_allgather(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
                         std::byte* buffer, std::size_t element_size, int phase,
                         PairOrder order = PairOrder::far_first);

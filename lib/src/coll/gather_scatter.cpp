@@ -17,13 +17,11 @@ namespace {
 using patterns::BlockLayout;
 using patterns::TreeWindows;
 
-// The two trees gather and scatter run over: binomial, or flat (the linear algorithms: the root
-// is every other rank's parent).
+// Binomial, or flat (the linear algorithms: the root is every other rank's parent).
 enum class TreeShape { binomial, flat };
 
 // The tree as one rank sees it: its virtual rank, its parent's, its window of blocks
-// [vrank, window_end) and its children with theirs. A gather receives the children's windows and
-// sends its own to the parent; a scatter does the same the other way round.
+// [vrank, window_end) and its children with theirs.
 struct RootedTree {
   TreeShape shape = TreeShape::binomial;
   TreeWindows windows;
@@ -36,15 +34,14 @@ struct RootedTree {
       : shape(tree_shape),
         windows{blocks, root, size, element_size},
         vrank(patterns::to_virtual(rank, root, size)) {
-    if (shape == TreeShape::binomial) {
-      const patterns::BinomialTree tree{vrank, size};
+    const auto take = [&](const auto& tree) {
       parent = tree.parent();
       window_end = vrank + tree.subtree_size();
-    } else {
-      const patterns::FlatTree tree{vrank, size};
-      parent = tree.parent();
-      window_end = vrank + tree.subtree_size();
-    }
+    };
+    if (shape == TreeShape::binomial)
+      take(patterns::BinomialTree{vrank, size});
+    else
+      take(patterns::FlatTree{vrank, size});
   }
 
   bool is_root() const { return vrank == 0; }
@@ -54,15 +51,13 @@ struct RootedTree {
   std::size_t window_bytes() const { return windows.bytes(vrank, window_end); }
   // Where virtual rank u's block is within this rank's window.
   std::size_t in_window(int u) const { return windows.bytes(vrank, u); }
-  // Where virtual rank u's block is on this rank: in the root's full buffer, else in the
-  // window this rank relays.
+  // Where virtual rank u's block is: in the root's full buffer, else in the relayed window.
   template <class Byte>
   Byte* block_of(int u, Byte* full, Byte* window) const {
     return is_root() ? full + windows.offset(windows.real(u)) : window + in_window(u);
   }
-  // post(transfer, lo, hi, child) for each piece of each child's window, into `transfers`: a
-  // binomial gather takes the children smallest subtree first, a scatter largest first; the
-  // flat tree goes in real-rank order.
+  // post(transfer, lo, hi, child) for each piece of each child's window: binomial gathers take
+  // the smallest subtree first, scatters the largest; the flat tree goes in real-rank order.
   template <class Post>
   void post_to_children(std::deque<Transfer>& transfers, bool gathering, Post post) const {
     auto child_window = [&](int child, int end) {

@@ -14,10 +14,9 @@ using patterns::segment_count;
 ExchangeReduceAwaiter::ExchangeReduceAwaiter(Operation& op, const ExchangeReduce& args)
     : op_(op), args_(args) {
   const std::size_t elem = args.reduction->element_size;
-  // Each direction must be one segment by the same rule the pipelined path (and the peer,
-  // whichever path it takes) applies, so both ends agree on the messages.
+  // Both ends must agree on one segment each way, by the pipelined path's rule; the inline
+  // buffer is host memory, so device calls always take the pipelined path.
   const std::size_t recv_bytes = args.recv_elems * elem;
-  // The inline buffer is host memory: a call on device memory always takes the pipelined path.
   small_ = args.send_elems * elem <= op.segment_bytes() && recv_bytes <= op.segment_bytes() &&
            recv_bytes <= kInlineBytes && !op.device_memory();
 }
@@ -148,9 +147,8 @@ Task ring_stream(Operation& op, RingStream a) {
     if (ring.is_reduce_step(t)) {
       if (t == last_reduce_step && a.owned_output != nullptr) return a.owned_output + in_block;
       if (t < last_reduce_step && a.partial != nullptr) {
-        // Segment k of every block has one fixed buffer per step parity: blocks of different
-        // lengths would otherwise put segment k at different places, and the hazard wait below
-        // (on segment k's previous send) would not cover what gets overwritten.
+        // One fixed buffer per segment and step parity, so the hazard wait on segment k's
+        // previous send covers what is overwritten even where block lengths differ.
         return a.partial + (static_cast<std::size_t>(t % 2) * static_cast<std::size_t>(nseg) +
                             static_cast<std::size_t>(k)) *
                                buffer_bytes;
@@ -217,14 +215,11 @@ Task ring_stream(Operation& op, RingStream a) {
                            a.input + (a.layout.offset(block) + segment(block).offset(k)) * elem,
                            segment(block).length(k), /*finalize=*/t == last_reduce_step);
     }
-    // Sends go out in unit order, `depth` units ahead of the receives: the peer posts its
-    // receives in that order too, so every send posted is one the peer is about to take. Posting
-    // the next step's segment as soon as it is ready instead left up to a whole step of sends
-    // (thousands at 1 GiB) waiting for receives posted a step later, and the MPI library's
-    // rendezvous handling of so many unexpected sends stalled one rank for seconds (issue 13).
-    // Unit u + depth reads what unit u + depth - nseg <= u wrote: it is ready.
-    if (u + depth < units) post_send(u + depth);
+    // Sends go out in unit order, `depth` ahead of the receives, as the peer posts them (sends
+    // posted further ahead stalled the MPI library's rendezvous); unit u + depth reads what
+    // unit u + depth - nseg <= u wrote.
     if (u + depth < units) {
+      post_send(u + depth);
       if (Transfer* hazard = recv_hazard(u + depth)) co_await op.wait(*hazard);
       post_recv(u + depth);
     }

@@ -1,6 +1,5 @@
-// Pipelined building blocks shared by the collectives: segmented exchange-and-reduce with a
-// peer, and the segmented ring stream. Both keep several segments in flight and reduce each
-// received segment while it is still in cache (received + local -> output in one pass).
+// Pipelined building blocks: segmented exchange-and-reduce with a peer, and the segmented ring
+// stream; each received segment is reduced while in cache (received + local -> output).
 #pragma once
 
 #include <array>
@@ -35,9 +34,8 @@ struct ExchangeReduce {
 // The segmented, pipelined exchange (any size).
 Task exchange_reduce_pipelined(Operation& op, ExchangeReduce args);
 
-// co_await exchange_reduce(op, args): a message that fits in one segment and in the inline
-// buffer (the latency-bound case) is exchanged by this awaiter itself, with no coroutine frame
-// of its own; anything larger runs exchange_reduce_pipelined.
+// co_await exchange_reduce(op, args): a message of one segment that fits the inline buffer is
+// exchanged by the awaiter itself, with no coroutine frame; larger ones run the pipelined task.
 class [[nodiscard]] ExchangeReduceAwaiter {
  public:
   static constexpr std::size_t kInlineBytes = 1024;
@@ -54,9 +52,8 @@ class [[nodiscard]] ExchangeReduceAwaiter {
   Transfer send_;
   Transfer recv_;
   std::array<Transfer*, 2> transfers_{&send_, &recv_};
-  // Words, not alignas'd bytes: GCC 12 does not honour alignas on what lives in a coroutine
-  // frame (this awaiter does), but it keeps a type's natural alignment, which the reduction
-  // kernels' element loads need.
+  // Words, not alignas'd bytes: GCC 12 ignores alignas in a coroutine frame (where this awaiter
+  // lives), but keeps a type's natural alignment, which the kernels' loads need.
   std::uint64_t buffer_[kInlineBytes / sizeof(std::uint64_t)];
 };
 inline ExchangeReduceAwaiter exchange_reduce(Operation& op, const ExchangeReduce& args) {
@@ -73,18 +70,13 @@ inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const s
       {.peer = peer, .send = send, .send_elems = count, .reduction = &reduction, .phases = phases});
 }
 
-// Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real rank =
-// virtual + rotation, mod p). Reduce-scatter steps receive each segment into a scratch buffer and
-// combine it with `input` while it is hot; allgather steps receive straight into `output` and
-// forward. What a step writes, the next step sends:
-// - a rank's first reduce-scatter send comes from `input`;
-// - intermediate reduce-scatter results go to `partial` (two blocks, alternating by step) when
-//   given, else into `output` at the block's place;
-// - the last reduce-scatter step (the owned block, complete) goes to `owned_output` when
-//   given, else into `output`;
-// - allgather steps receive into and forward from `output` (an allgather-only stream expects the
-//   rank's own block already there).
-// `input` may equal `output` (in place). Uses phases 0 and 1 of its share.
+// Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real = virtual
+// + rotation, mod p). Reduce-scatter steps receive each segment into scratch and combine it with
+// `input` while hot; allgather steps receive into `output` and forward. A rank's first send
+// comes from `input`; intermediate reduce-scatter results go to `partial` (two blocks, by step
+// parity) if given, else `output`; the completed owned block to `owned_output` if given, else
+// `output` (an allgather-only stream expects the own block there). `input` may equal `output`.
+// Uses phases 0 and 1 of its share.
 struct RingStream {
   patterns::RingPattern ring;
   int rotation = 0;

@@ -15,21 +15,11 @@ namespace {
 // The largest accumulator and children's messages a small reduce keeps in its frame.
 constexpr std::size_t kInlineReduceBytes = 1024;
 
-// Children are combined smallest subtree first, each "accumulated (lower virtual ranks) op
-// child's (higher)"; the root's last combine fuses the avg division. Messages are segmented the
-// way exchange_reduce segments them, so a child's send and its parent's receive-and-reduce
-// pipeline segment by segment.
-//
-// Where each child's message is one segment, a rank with several children posts the receives
-// from all of them before it waits on the first (Open MPI's tuned reduce keeps the next child's
-// receive posted likewise): a child whose subtree is done then sends at once, not when the
-// children before it have arrived. From a common start a call takes as long either way
-// (children finish smallest subtree first); where ranks arrive at different times (after a
-// barrier, another collective, or the previous call of a run of calls) the early children's
-// messages are under way while the late subtrees finish. Where a message moves only once its
-// receive is posted (SimGrid's SMPI; any rendezvous protocol), receiving one child at a time
-// serialised consecutive calls (docs/SCALE.md, "Small reduce"). The combines run in the same
-// order either way, so the result has the same bits.
+// Children are combined smallest subtree first, "accumulated (lower) op child's (higher)", the
+// root's last combine fusing the avg division; messages are segmented as exchange_reduce does.
+// With one segment per child, all children's receives are posted before the first wait, so a
+// child that is done early sends at once (where a message moves only once its receive is
+// posted, one child at a time serialised consecutive calls). Combine order, and bits, are fixed.
 Task reduce_binomial(Operation& op, ReduceArgs a) {
   const int p = op.size();
   const std::size_t elem = a.reduction.element_size;
@@ -44,9 +34,8 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
   const patterns::RankList children = tree.children_smallest_first();
   const auto n = static_cast<std::size_t>(children.size());
   const bool one_segment = patterns::segment_count(bytes, op.segment_bytes()) == 1;
-  // A small call on host memory keeps its accumulator and its children's messages in the frame
-  // (words: alignas is not honoured in a coroutine frame, pipeline.hpp), not in pool scratch
-  // taken and given back on every call.
+  // A small host call keeps accumulator and messages in the frame (words: alignas is not
+  // honoured in a coroutine frame), not in pool scratch.
   std::uint64_t words[kInlineReduceBytes / sizeof(std::uint64_t)];
   const bool in_frame = one_segment && !op.device_memory() && bytes * (n + 1) <= sizeof words;
   std::byte* const frame_bytes = reinterpret_cast<std::byte*>(words);
@@ -108,11 +97,8 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   const auto [scatter_phases, gather_phases] =
       a.phases.split({{"reduce_scatter", 2}, {"gather", 1}});
   const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, scatter_phases};
-  // The reduce-scatter half runs the algorithm the caller chose for it (the selector's for a
-  // reduce_scatter_v of this size on one node: ring or recursive halving), or on
-  // model::kManyNodes nodes and more the butterfly, whose largest exchanges stay inside a node
-  // where the ring pays p - 1 steps and recursive halving's first pairs cross the network
-  // (docs/SCALE.md, "Reduce at scale"). All leave block r on rank r.
+  // On many nodes the butterfly, whose largest exchanges stay inside a node; else the caller's
+  // choice (the selector's for a reduce_scatter_v). All leave block r on rank r.
   const patterns::NodeLayout* nodes = op.transport().node_layout();
   const bool many_nodes = !op.in_group() && nodes != nullptr && nodes->size() == p &&
                           nodes->nodes() >= model::kManyNodes;
@@ -122,17 +108,13 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }
 
-// The flat reduce the hierarchical one runs across nodes, and in its stead where node_split is
-// null: the binomial tree up to 64 KiB, Rabenseifner (ring reduce-scatter, binomial gather)
-// above. Takes at most three tag phases.
+// The flat reduce across nodes (and where node_split is null). At most three tag phases.
 Algorithm flat_reduce(std::size_t bytes) {
   return bytes <= model::kFlatReduceTreeBytes ? Algorithm::binomial_tree : Algorithm::rabenseifner;
 }
 
-// Hierarchical: a reduce inside each node to one rank of it (the root on the root's node, the
-// leader elsewhere; through `node_arena` where the node has one, else a binomial tree), then a
-// reduce of those partial sums across nodes to the root. The root alone completes (and for avg
-// divides) the result. Any layout.
+// Hierarchical: a reduce inside each node to its head (the root on the root's node, else the
+// leader), then across nodes to the root, which alone completes the result. Any layout.
 Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena) {
   const std::size_t bytes = a.count * a.reduction.element_size;
   const patterns::NodeLayout* layout = node_split(op);
@@ -142,9 +124,7 @@ Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena
   }
   if (a.count == 0) co_return;
   const int node = layout->node_of(op.rank());
-  const std::span<const int> leaders = layout->leaders();
-  std::vector<int> heads(leaders.begin(), leaders.end());
-  heads[static_cast<std::size_t>(layout->node_of(a.root))] = a.root;
+  const std::vector<int> heads = node_heads(*layout, a.root);
   const int head = heads[static_cast<std::size_t>(node)];
   // The node's partial sum: in the root's output on the root, in scratch on another head.
   ScratchBuffer scratch;
@@ -153,8 +133,7 @@ Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena
     scratch = op.scratch(bytes);
     node_sum = scratch.data();
   }
-  Reduction partial = a.reduction;
-  partial.divisor = 0;
+  const Reduction partial = a.reduction.partial();
   const auto [node_reduce, across_nodes] =
       a.phases.split({{"node reduce", 1}, {"across nodes", 3}});
   {

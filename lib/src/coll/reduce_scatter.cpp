@@ -1,6 +1,5 @@
-// Reduce-scatter (equal or per-rank block lengths): ring, recursive halving with the
-// non-power-of-two fold, and the node-aware hierarchical form. Rank r ends with block r of the
-// reduction.
+// Reduce-scatter (equal or per-rank blocks): ring, recursive halving with the fold, butterfly,
+// and the node-aware hierarchical form. Rank r ends with block r of the reduction.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -28,13 +27,10 @@ struct Destination {
 Destination destination(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks) {
   const std::size_t bytes = blocks.length(op.rank()) * a.reduction.element_size;
   const std::byte* send_end = a.send + blocks.count() * a.reduction.element_size;
-  const bool aliased = a.recv + bytes > a.send && a.recv < send_end && bytes > 0;
-  Destination d;
-  if (aliased) {
+  Destination d{{}, a.recv};
+  if (a.recv + bytes > a.send && a.recv < send_end && bytes > 0) {
     d.staging = op.scratch(bytes);
     d.target = d.staging.data();
-  } else {
-    d.target = a.recv;
   }
   return d;
 }
@@ -78,13 +74,9 @@ Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
   finish(op, a, blocks, d);
 }
 
-// Recursive halving over the core ranks, in either pair order. far_first halves the buffer as
-// it lies: the first, largest exchanges pair ranks p'/2 apart. near_first (the butterfly) first
-// copies the input with the core blocks in bit-reversed order of their core ranks (position q
-// holds core block reverse_bits(q)): halving_reduce_scatter's near_first steps then exchange
-// contiguous halves with the rank 1, 2, 4, ... away and leave core rank c with position
-// reverse_bits(c), its own block. With ranks placed in blocks on nodes the largest exchanges stay
-// inside a node, the smallest cross the network (docs/SCALE.md, "Rabenseifner's pairs").
+// Recursive halving over the core ranks. far_first halves the buffer as it lies (first pairs
+// p'/2 apart). near_first (the butterfly) first reorders the core blocks bit-reversed, so that
+// the steps pair ranks 1, 2, 4, ... apart and the largest exchanges stay inside a node.
 Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order) {
   const BlockLayout blocks(a.offsets);
   Destination d = destination(op, a, blocks);
@@ -167,17 +159,14 @@ Task reduce_scatter_butterfly(Operation& op, ReduceScatterArgs a) {
   return reduce_scatter_halving(op, std::move(a), PairOrder::near_first);
 }
 
-// The flat reduce-scatter the hierarchical one runs across nodes, and in its stead where it does
-// not split: recursive halving up to 64 KiB, the ring above. Takes at most two tag phases.
+// The flat reduce-scatter across nodes (and where hierarchical does not split): two tag phases.
 Algorithm flat_reduce_scatter(std::size_t bytes) {
   return bytes <= model::kFlatReduceScatterHalvingBytes ? Algorithm::recursive_halving
                                                         : Algorithm::ring;
 }
 
-// How many node segments the hierarchical reduce_scatter of `bytes` runs in: on model::kManyNodes
-// nodes and more (a power of two, host memory), a piece per carrier of at least a
-// kManyNodesPieceDivisor-th of a segment, at most kMostNodeSegments (docs/SCALE.md, "Pipelines
-// across many nodes"); 1 (not pipelined) elsewhere.
+// How many node segments the hierarchical reduce_scatter of `bytes` runs in: pipelined only on
+// many nodes (a power of two, host memory); 1 elsewhere.
 int pipelined_segments(const Operation& op, std::size_t bytes, const patterns::NodeLayout& layout) {
   if (layout.nodes() < model::kManyNodes ||
       !std::has_single_bit(static_cast<unsigned>(layout.nodes())) || op.device_memory()) {
@@ -190,15 +179,10 @@ int pipelined_segments(const Operation& op, std::size_t bytes, const patterns::N
       std::min<std::size_t>(bytes / piece, static_cast<std::size_t>(model::kMostNodeSegments)));
 }
 
-// Hierarchical, pipelined (on 8, 16, ... nodes): every rank's block is cut into `segments`
-// pieces, and node segment c is piece c of every block, laid out local rank first (as the
-// unpipelined form lays out whole blocks). Each node segment runs that form's two phases: the
-// node's reduce-scatter of its regions, then across nodes recursive halving of region i among
-// the ranks of local rank i (log2 N exchanges, the peer N/2, N/4, ... nodes away, each rank
-// keeping the half that holds its own piece), after which this rank's piece c is complete. Node
-// segment c posts its exchange e at iteration c + e, right after the node's reduce-scatter of node
-// segment c + e: the exchanges across nodes of earlier node segments move while the node works
-// on the next one.
+// Hierarchical, pipelined (2^L nodes): node segment c is piece c of every block, laid out local
+// rank first. Each runs the node reduce-scatter, then recursive halving of region i across the
+// ranks of local rank i; segment c posts exchange e at iteration c + e, so exchanges of earlier
+// segments move while the node works on the next.
 Task reduce_scatter_hierarchical_pipelined(Operation& op, const ReduceScatterArgs& a,
                                            const patterns::NodeLayout& layout,
                                            const LocalRankOrder& order, SharedArena* node_arena,
@@ -240,8 +224,7 @@ Task reduce_scatter_hierarchical_pipelined(Operation& op, const ReduceScatterArg
   }
   ScratchBuffer regions = op.scratch(region[count] * elem);
   ScratchBuffer received = op.scratch(region[count] * elem);
-  Reduction partial = a.reduction;
-  partial.divisor = 0;
+  const Reduction partial = a.reduction.partial();
   struct Exchange {
     Transfer send, recv;
   };
@@ -313,12 +296,9 @@ Task reduce_scatter_hierarchical_pipelined(Operation& op, const ReduceScatterArg
   }
 }
 
-// Hierarchical (as many ranks, k, on every node): every rank copies its input into a buffer laid
-// out local rank first; a reduce-scatter inside each node (through `node_arena` where the node
-// has one, else a ring) leaves region i (the blocks of the ranks of local rank i) summed over
-// the node on local rank i; those ranks reduce-scatter their region across nodes, each keeping
-// its own block (each rank's link carries 1/k of what crosses nodes). One node, one rank per
-// node, or nodes with different rank counts: the flat reduce-scatter.
+// Hierarchical (as many ranks on every node, else flat): the input reordered local rank first,
+// a node reduce-scatter leaves region i (the blocks of the ranks of local rank i) on local rank
+// i, and those ranks reduce-scatter it across nodes, each keeping its own block.
 Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedArena* node_arena) {
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.reduction.element_size;
@@ -331,19 +311,16 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   const LocalRankOrder order = local_rank_order(*layout, blocks);
   if (node_arena == nullptr && layout->nodes() >= model::kManyNodes &&
       !std::has_single_bit(static_cast<unsigned>(layout->nodes()))) {
-    // The pipeline runs on 2^L nodes only; on as many nodes otherwise the butterfly, whose
-    // largest exchanges stay inside a node, beat the unpipelined phases in the simulation.
+    // The pipeline needs 2^L nodes; on other many-node counts the butterfly did better.
     co_await reduce_scatter_task(op, a, Algorithm::butterfly);
     co_return;
   }
+  const auto [node_scatter, across_nodes] =
+      a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
   if (const int segments = pipelined_segments(op, blocks.count() * elem, *layout); segments > 1) {
-    {
-      const auto [node_scatter, across_nodes] =
-          a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
-      co_await reduce_scatter_hierarchical_pipelined(op, a, *layout, order, node_arena, segments,
-                                                     node_scatter, across_nodes);
-      co_return;
-    }
+    co_await reduce_scatter_hierarchical_pipelined(op, a, *layout, order, node_arena, segments,
+                                                   node_scatter, across_nodes);
+    co_return;
   }
   const std::vector<std::size_t> regions = order.regions();
   const std::vector<std::size_t> within = order.within(local);
@@ -355,10 +332,7 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
             blocks.length(r) * elem);
   }
   ScratchBuffer region = op.scratch(within.back() * elem);
-  Reduction partial = a.reduction;
-  partial.divisor = 0;
-  const auto [node_scatter, across_nodes] =
-      a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
+  const Reduction partial = a.reduction.partial();
   {
     const Operation::Group group(op, layout->members(layout->node_of(op.rank())), node_arena);
     const ReduceScatterArgs inside{work.data(), region.data(), regions, partial, node_scatter};

@@ -1,14 +1,10 @@
-// The shared arena's schedules (the rows Algorithm::shared_memory of broadcast, reduce,
-// allgather, allreduce, reduce_scatter, gather, scatter and alltoall) through the
-// communicator's SharedArena (shm_arena.hpp), for ranks on one node with host buffers, written
-// in the steps of arena_steps.hpp.
+// The shared arena's schedules (Algorithm::shared_memory of every collective but barrier) for
+// ranks on one node with host buffers, written in the steps of arena_steps.hpp.
 //
-// A producer cuts its bytes into whole ring slots (a handoff to another core costs far more than
-// a counter store, so the fewer the better: docs/results/arena-slot-size-broadcast.csv), copies
-// each into the next entry of its ring and publishes it (a release store of its count); every
-// other rank waits for the count, copies the slot out and says so in its own counter, which frees
-// the ring slot once every reader has. The producer's and the readers' copies run at the same
-// time, and no byte goes through the MPI library.
+// A producer cuts its bytes into whole ring slots (fewer handoffs between cores are better),
+// copies each into its ring and publishes it (a release store of its count); every other rank
+// waits for the count, copies the slot out and advances its own counter, which frees the slot
+// once every reader has. No byte goes through the MPI library.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -126,10 +122,8 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
       co_await publish(op, arena, base + k, a.send + cut.offset(k), cut.length(k));
     co_return;
   }
-  // The root combines slot k of every rank into its output, starting from its own (so an
-  // in-place root reads its slot before overwriting it), then the others from root + 1 on;
-  // the last step fuses the avg division. p-1 passes over a slot that stays in cache, each
-  // ring slot handed back as soon as it is combined.
+  // The root combines slot k of every rank into its output, its own first (so an in-place root
+  // reads it before overwriting it), then from root + 1 on, handing each slot back at once.
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
   for (std::size_t k = 0; k < cut.count(); ++k) {
     const std::size_t elems = cut.length(k) / elem;
@@ -148,18 +142,12 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
 }
 
 // ---- block reductions (allreduce, reduce_scatter) ----
-//
-// Every rank reduces its own block of the buffer (its 1/p of an allreduce, its block of a
-// reduce_scatter) and nobody else's: each value is combined once, by one rank, in the order
-// rank 0, 1, ..., p-1 (the avg division fused into the last step), so every rank gets the same
-// bits. Round k handles piece k of every block (patterns::piece_of): each rank copies its
-// input's pieces of the other ranks' blocks into one ring slot side by side (block j's at j
-// pieces in), then reduces its own piece from its own input and the p-1 slots, a piece that
-// stays in cache. An allreduce then publishes the reduced piece in a second slot and every
-// rank copies the others' reduced pieces straight into its output: per rank, (p-1)/p n bytes
-// in, n/p reduced, (p-1)/p n out, and no byte through the MPI library. Why through the arena
-// and not process_vm_readv of the peers' buffers: docs/PERFORMANCE.md, "Why the arena, and the
-// VM's slow state".
+// Every rank reduces its own block and nobody else's, in the order rank 0, 1, ..., p-1 (avg
+// fused into the last step): the same bits everywhere. Round k handles piece k of every block:
+// each rank copies its input's pieces of the others' blocks side by side into one ring slot,
+// then reduces its own piece from its input and the p-1 slots while it is in cache. An
+// allreduce then publishes the reduced piece and every rank copies the others' into its output.
+// Why the arena, not process_vm_readv: docs/PERFORMANCE.md.
 
 using model::kPieceBytes;  // shared with the model (cost_model.hpp)
 
@@ -171,10 +159,9 @@ std::size_t piece_for(Operation& op, std::size_t elem) {
   return patterns::piece_elements(kPieceBytes, op.arena()->slot_bytes(), op.size(), elem);
 }
 
-// The rounds of a block reduction: this rank reduces its piece of every round into its own
-// block, `own_block` (recv's block of an allreduce, recv itself for a reduce_scatter). An
-// allreduce (`all`) publishes each reduced piece in a second slot of the round and copies every
-// other rank's into `recv`.
+// The rounds of a block reduction: this rank reduces its piece of every round into
+// `own_block`; an allreduce (`all`) publishes each reduced piece in a second slot and copies
+// every other rank's into `recv`.
 Task reduce_blocks(Operation& op, const std::byte* send, std::byte* recv, std::byte* own_block,
                    std::vector<std::size_t> offsets, Reduction reduction, bool all) {
   const int me = op.rank();
@@ -200,9 +187,8 @@ Task reduce_blocks(Operation& op, const std::byte* send, std::byte* recv, std::b
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
   // Round k's slots: its input pieces at base + stride * k, an allreduce's reduced piece next.
   const std::uint64_t stride = all ? 2 : 1;
-  // Handing pieces over directly, this rank publishes pointers: to its input each round, to its
-  // reduced piece (written straight into recv) after it; it returns once every reader has taken
-  // them.
+  // Handing pieces over directly, this rank publishes pointers (to its input, then to its
+  // reduced piece in recv) and returns once every reader has taken them.
   const bool direct = pieces_go_directly(arena, me, bytes);
   ScratchBuffer scratch = op.scratch(pieces_may_go_directly(arena, bytes) ? 3 * piece * elem : 0);
   for (std::size_t k = 0; k < rounds; ++k) {
@@ -262,12 +248,10 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
 }
 
 // ---- gather and scatter: one producer per block ----
-//
-// Gather: every other rank publishes its block, slot by slot, in its ring; the root takes them
-// rank by rank from root + 1. Scatter: the root publishes every other rank's block in its ring,
-// in the same order; each rank takes its own slots and steps its counter over the others'. The
-// ranks that take nothing from a producer say so up front (as reduce_shared_memory's), so
-// every slot published is consumed by every other rank and the rings never wait for them.
+// Gather: every other rank publishes its block in its ring; the root takes them from root + 1
+// on. Scatter: the root publishes every other rank's block in that order; each rank takes its
+// own slots and steps its counter over the others'. Ranks that take nothing from a producer
+// say so up front, so the rings never wait for them.
 
 Task gather_shared_memory(Operation& op, GatherArgs a) {
   const int p = op.size();
@@ -332,15 +316,11 @@ Task scatter_shared_memory(Operation& op, ScatterArgs a) {
   arena.advance(consumed, base + total);
 }
 
-// Alltoall: the steps of pairwise's exchange through the rings. In step s this rank fills its
-// ring, slot by slot, with its block for rank + s, and takes the slots of the block rank - s
-// fills for it in the same step, one slot of each in turn (so no ring waits on a reader that
-// waits on it). A producer's ring holds its blocks in step order; each reader steps its counter
-// over the slots of the blocks meant for others, up front for those before its own and once
-// its own are taken for the rest (as scatter's readers do), so every slot published is consumed
-// by every other rank. Two copies per byte, as MPI's shared-memory messages take, but plain
-// memcpy on both sides and one handoff per slot; or, where direct_by_setting says so, one
-// kernel copy per block straight from the producer's input.
+// Alltoall: pairwise's steps through the rings. In step s this rank fills its ring with its
+// block for rank + s while taking the block rank - s fills for it, a slot of each in turn (no
+// ring waits on a reader that waits on it). Readers step their counters over the slots meant
+// for others (as scatter's do); where direct_by_setting says so, one copy per block straight
+// from the producer's input.
 Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const int p = op.size();
   const int me = op.rank();
@@ -353,9 +333,8 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const bool direct = block > 0 && p > 1 && arena_here != nullptr &&
                       direct_by_setting(*arena_here, block).value_or(false);
   // In place, send from a copy: from three ranks on a block is overwritten (step s) before it
-  // is sent (step p - s), and a block read directly would be read while it is overwritten. At
-  // two ranks through the ring the one block sent is the one received, and each slot is
-  // published before the slot it receives overwrites it.
+  // is sent (step p - s), or while it is read directly. At two ranks through the ring each
+  // slot is out before it is overwritten.
   ScratchBuffer input_copy;
   const std::byte* input = a.send;
   if (a.send == a.recv && (p > 2 || direct)) {

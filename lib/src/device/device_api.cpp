@@ -18,8 +18,7 @@ struct Registry {
   std::mutex mutex;
   std::shared_ptr<DeviceApi> owner;
   std::atomic<DeviceApi*> api{nullptr};
-  // Once settled (the build's own made, also "none" in a build without CUDA, or one installed),
-  // device_api() takes no lock: it is asked on every collective call.
+  // Once settled (also "none" without CUDA), device_api() takes no lock: every call asks it.
   std::atomic<bool> settled{false};
 };
 

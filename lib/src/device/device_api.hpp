@@ -1,10 +1,6 @@
-// DeviceApi: the few device operations collx's device-memory layer needs (memory, streams,
-// events, copies, the reduction kernel), behind one interface so that the layer above is plain
-// C++: CUDA's runtime implements it in a CUDA build (device_api_cuda.cpp), and the tests run the
-// very same layer on an emulated device in host memory, with deferred, reordered execution.
-//
-// No CUDA header is needed: streams and events are opaque handles (a cudaStream_t /
-// cudaEvent_t for CUDA).
+// DeviceApi: the few device operations collx's device-memory layer needs, behind one interface
+// without CUDA headers (streams and events are opaque handles): CUDA's runtime implements it
+// (device_api_cuda.cpp), and the tests run the same layer on an emulated device.
 #pragma once
 
 #include <atomic>
@@ -53,10 +49,9 @@ class DeviceApi {
   // Streams and events of the current device. Every failure throws collx::Error.
   virtual Stream create_stream() = 0;
   virtual void destroy_stream(Stream stream) noexcept = 0;
-  // The stream that the caller's device work without a stream of its own is ordered on (CUDA's
-  // legacy default stream, which also waits for every blocking stream): a device call without
-  // Options::stream reads and writes its buffers after the work enqueued there so far, such as a
-  // cudaMemcpy from pageable memory, which returns before its copy has reached the device.
+  // The stream the caller's device work without a stream is ordered on (CUDA's legacy default
+  // stream): a call without Options::stream runs after the work enqueued there so far (such as
+  // a cudaMemcpy from pageable memory, which returns before its copy lands).
   virtual Stream default_stream() = 0;
   virtual Event create_event() = 0;
   virtual void destroy_event(Event event) noexcept = 0;

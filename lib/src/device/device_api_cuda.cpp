@@ -30,10 +30,9 @@ cudaEvent_t as_event(DeviceApi::Event e) {
 }
 
 #if defined(__linux__) && defined(__GLIBC__)
-// Memory that CUDA cannot have handed out, told apart without asking it (a driver call per
-// buffer is several times a small allreduce's own cost): the brk heap above where it ended when
-// collx was loaded (where glibc puts small allocations; device, managed and mapped memory come
-// from mmap) and the calling thread's stack. Anything else is asked.
+// Memory CUDA cannot have handed out, told apart without a driver call (several times a small
+// allreduce's cost): the brk heap above where it ended when collx was loaded (device, managed
+// and mapped memory come from mmap) and the calling thread's stack.
 const std::uintptr_t heap_at_load = reinterpret_cast<std::uintptr_t>(sbrk(0));
 
 struct StackRange {
@@ -75,8 +74,7 @@ class CudaApi final : public DeviceApi {
   std::string_view name() const override { return "cuda"; }
 
   int device_count() override {
-    // Asked once: the count does not change within a process, and a CUDA build on a machine
-    // without a GPU asks on every call whose memory is detected.
+    // Asked once: the count does not change, and without a GPU every detected call would ask.
     std::call_once(count_once_, [this] { count_ = kernels::cuda_device_count(); });
     return count_;
   }

@@ -1,14 +1,8 @@
-// DeviceCall: one collective call on device memory, as the executor and the reductions see it.
-//
-// An Operation whose buffers are device memory runs on one as its data path. Every pointer the
-// call's algorithm hands to the transport, to a copy or to a reduction is then device memory:
-// its buffers, and its scratch (which scratch() allocates on the device). The algorithms stay as
-// they are, written for memory they may only touch through these verbs; the call decides how
-// the bytes move:
-//   direct  the transport takes device memory (a CUDA-aware MPI, UCX built with CUDA);
-//   staged  through pinned host memory, copies and reductions on their own streams.
-// Either way, nothing waits for the whole device: each step waits only for the earlier device
-// work that touched the same bytes, through events (see device_engine.hpp).
+// DeviceCall: one collective call on device memory, as the executor and the reductions see it:
+// the data path of an Operation whose buffers (and scratch) are device memory. The algorithms
+// stay as they are; the call decides how the bytes move: `direct` (the transport takes device
+// memory) or `staged` (through pinned host memory). Each step waits only for the earlier device
+// work on the same bytes, through events (device_engine.hpp).
 #pragma once
 
 #include <cstddef>
@@ -29,20 +23,17 @@ class DeviceCall : public DataPath {
  public:
   // copy() may be given overlapping regions: device copies are ordered, not racing.
   void move(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
-  // dst = a op b over n elements, then / divisor when divisor > 0, on the device (a Reduction
-  // of a call on host memory runs its host kernel instead).
+  // dst = a op b over n elements, then / divisor when divisor > 0, on the device.
   virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
                       ReduceOp op, double divisor) = 0;
   bool host_accessible() const override { return false; }
-  // Whether the transport takes the device buffers themselves (else they are staged through
-  // pinned host memory, message by message).
+  // Whether the transport takes the device buffers themselves (else staged message by message).
   virtual bool direct() const = 0;
   std::string_view mode() const override { return direct() ? "direct" : "staged"; }
 
-  // Whole-call staging: the call runs its algorithm on host copies of its buffers
-  // (StagedCall, memory.hpp). A pinned host buffer of `bytes`, owned by the call and given back
-  // when it is destroyed (after the copies that use it); with `download`, the device bytes are
-  // copied into it after the device work that writes them (the call's ready event included).
+  // Whole-call staging (StagedCall, memory.hpp): a pinned host buffer of `bytes`, owned by the
+  // call; with `download`, the device bytes are copied into it after the device work writing
+  // them.
   virtual std::byte* host_copy(const void* device, std::size_t bytes, bool download) = 0;
   // The host waits until every download so far has landed; downloads_done() asks.
   virtual void wait_downloads() = 0;

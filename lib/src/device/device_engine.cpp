@@ -237,12 +237,9 @@ class EngineCall final : public DeviceCall {
       tail_.clear();
       return true;
     }
-    // Blocking, the host waits. Nonblocking (with or without the caller's stream): complete once
-    // the device work is, so whatever the caller enqueues after wait() sees the results. The
-    // caller's stream is never held meanwhile: a host function waiting for this work would break
-    // CUDA's rule that host functions wait for nothing outstanding on the device, and deadlocks on
-    // a GPU as soon as anything (a pinned or device allocation, cudaFree) orders the device's
-    // streams.
+    // Blocking, the host waits; nonblocking, complete once the device work is. The caller's
+    // stream is never held by a host function waiting for this work: that breaks CUDA's rule
+    // and deadlocks as soon as anything (an allocation, cudaFree) orders the device's streams.
     return events_done(api, tail_, blocking_);
   }
 
@@ -308,8 +305,8 @@ DeviceEngine::DeviceEngine(std::shared_ptr<DeviceApi> api, int device, bool dire
 }
 
 DeviceEngine::~DeviceEngine() {
-  // Messages still queued or on the wire belong to abandoned operations (after an error or a
-  // timeout): their staging buffers may still be written by the transport, so they stay.
+  // Messages still queued or on the wire belong to abandoned operations: the transport may
+  // still write their staging buffers, so they stay.
   for (auto& s : streams_)
     api_->destroy_stream(s);
 }
@@ -319,13 +316,11 @@ std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
                                                      void* user_stream, bool blocking) {
   {
     const Locked locked(*this);
-    // Completed work leaves the ledger here too: a call on host copies of its buffers sends no
-    // message through the engine (whose progress prunes it otherwise), and the ledger would grow
-    // by its copies with every such call.
+    // Prune here too: a call on host copies sends no message through the engine (whose
+    // progress prunes otherwise), and would grow the ledger with every call.
     ledger_.prune(*api_);
-    // The buffers are ready after the work enqueued so far on the caller's stream, or without
-    // one on the default stream (the engine's own streams are non-blocking: they would not wait
-    // for it).
+    // The buffers are ready after the work enqueued so far on the caller's stream, or on the
+    // default stream (the engine's non-blocking streams would not wait for it).
     EventRef ready = events_->acquire();
     api_->record(ready->event, user_stream != nullptr ? user_stream : api_->default_stream());
     for (const BufferArg& b : buffers) {
@@ -362,15 +357,14 @@ void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t
   m->tag = tag;
   const ByteRange range = ByteRange::of(buf, bytes);
   if (!m->staged) {
-    // A send after the device work that writes these bytes; a receive (the transport writes
-    // there) after the work that reads or writes them.
+    // A send after the device work that writes these bytes; a receive after the work that
+    // reads or writes them.
     ledger_.dependencies(Ledger::kHost, is_send ? Access{{range, {}}, {}} : Access{{}, range},
                          m->before_post);
   } else if (bytes > 0) {
     m->pinned = pinned_pool_->acquire(bytes, m->pinned_capacity);
-    // A send's bytes go to the staging buffer (d2h, after the device work that wrote them; the
-    // message reaches the transport once the copy is done); a receive's too where a shorter
-    // message must leave the rest of the buffer as it was (all of the staging buffer goes back).
+    // A send's bytes go to the staging buffer (d2h, after the work that wrote them); a
+    // receive's too where a shorter message must leave the rest of the buffer as it was.
     if (is_send || !exact_length) {
       m->before_post.push_back(
           copy_locked(Ledger::d2h, m->pinned, buf, bytes, DeviceApi::Copy::device_to_host));
@@ -387,12 +381,8 @@ void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t
 
 void DeviceEngine::pump(std::deque<Message*>& queue) {
   // In posting order: a message waits for its device work and for every message before it.
-  while (!queue.empty()) {
+  while (!queue.empty() && events_done(*api_, queue.front()->before_post, false)) {
     Message& m = *queue.front();
-    for (const EventRef& e : m.before_post) {
-      if (!api_->done(e->event)) return;
-    }
-    m.before_post.clear();
     queue.pop_front();
     post(m);
   }
@@ -418,8 +408,8 @@ void DeviceEngine::post(Message& m) {
 void DeviceEngine::wire_done(Message& m) {
   if (m.staged && m.pinned != nullptr) {
     if (!m.is_send) {
-      // Pinned -> device on the h2d stream, after the device work still on those bytes. The
-      // receive is done now: what reads the bytes next is ordered after this copy.
+      // Pinned -> device on h2d, after the device work still on those bytes; later readers are
+      // ordered after this copy, so the receive is done now.
       pinned_pool_->give_back(
           m.pinned, m.pinned_capacity,
           {copy_locked(Ledger::h2d, m.device, m.pinned, m.bytes, DeviceApi::Copy::host_to_device)});

@@ -1,27 +1,17 @@
-// DeviceEngine: device memory for the calls of one communicator on one device.
+// DeviceEngine: device memory for the calls of one communicator on one device: three streams
+// (compute; d2h and h2d for staging copies), a ledger of the device work in flight, and the
+// queues of messages on their way to the transport. Its calls (DeviceCall) are the algorithms'
+// view of it.
 //
-// It owns three streams (compute: reductions and device copies; d2h and h2d: the staging
-// copies), a ledger of the device work in flight, and the queues of messages on their way to the
-// transport. Its calls (DeviceCall) are the algorithms' view of it.
-//
-// Ordering without device-wide synchronisation: all device work (a kernel, a copy) is recorded
-// in the ledger with an event and the byte ranges it reads and writes. New work on a stream
-// waits (cudaStreamWaitEvent) only for the latest conflicting work on each other stream; a
-// message that must not reach MPI before device work finishes waits in its queue until that
-// work's events have completed, and queued messages reach the transport in the order they were
-// posted (MPI's matching order).
-//
-// Staged (the transport takes host memory only):
-//   send  d2h stream: device -> staging buffer (after the work that wrote it), which goes to the
-//         transport once the copy is done; with several in flight, the copy of message k+1 runs
-//         while message k is on the wire.
-//   recv  straight into a staging buffer; once it has arrived, h2d stream: pinned -> device
-//         (after the device work still on those bytes), and the receive counts as done at once:
-//         whatever reads the bytes next is ordered after that copy through the ledger.
-// Direct (a CUDA-aware transport): device buffers go to the transport, each when the device
-// work on its bytes has finished.
-// Staging buffers and device scratch come from pools per device; a buffer given back carries
-// the events of the work still using it and is reused only after they have completed.
+// No device-wide synchronisation: all device work is recorded in the ledger with an event and
+// the byte ranges it reads and writes. New work on a stream waits only for the latest
+// conflicting work on each other stream; a message waits in its queue until the device work on
+// its bytes has completed, and queued messages reach the transport in posting order.
+// Staged sends copy device -> pinned on d2h, then go to the transport (the copy of message k+1
+// overlapping message k on the wire); staged receives land in pinned memory, then h2d copies
+// them to the device, ordered before later readers through the ledger. Direct: device buffers go
+// to the transport once the device work on them has finished. Pooled buffers given back carry
+// the events of the work still using them and are reused once those complete.
 #pragma once
 
 #include <atomic>
@@ -96,9 +86,8 @@ class Ledger {
   static constexpr int kHost = -1;  // host-side work (a message handed to the transport)
 
   // Appends the events that work with `access` on `lane` must wait for: per engine stream the
-  // latest conflicting work (a stream runs in order), on the external lane every conflicting
-  // entry; nothing of `lane` itself (its own stream orders it). With kHost, every lane: what
-  // host work, or memory given back, must wait for.
+  // latest conflicting work, on the external lane every conflicting entry, nothing of `lane`
+  // itself. With kHost, every lane: what host work, or memory given back, must wait for.
   void dependencies(int lane, const Access& access, std::vector<EventRef>& out) const;
   void add(int lane, EventRef event, const Access& access);
   // Forgets completed work; at most kMaxPerLane entries stay (beyond, the host waits).
@@ -157,9 +146,8 @@ class DeviceEngine final : public ScratchSource {
   bool direct() const { return direct_; }
   DeviceApi& api() const { return *api_; }
 
-  // A call on `inner` (the communicator's collective or point-to-point transport). With
-  // `user_stream`, the call is stream-ordered on it; `buffers` are its buffer arguments (null or
-  // empty ones left out).
+  // A call on `inner` (the communicator's transport), stream-ordered on `user_stream` if given;
+  // `buffers`: its buffer arguments.
   std::unique_ptr<DeviceCall> begin_call(Transport& inner, std::span<const BufferArg> buffers,
                                          void* user_stream, bool blocking);
 
@@ -173,29 +161,26 @@ class DeviceEngine final : public ScratchSource {
               double divisor);
   ScratchBuffer scratch(std::size_t bytes);
   void give_back(std::byte* data, std::size_t capacity) override;
-  // Whole-call staging (DeviceCall::host_copy): pinned memory from the pool, and copies between
-  // it and device memory on the d2h and h2d streams, ordered through the ledger.
+  // Whole-call staging (DeviceCall::host_copy): pinned memory from the pool, and copies on the
+  // d2h and h2d streams, ordered through the ledger.
   std::byte* acquire_pinned(std::size_t bytes, std::size_t& capacity);
   void give_back_pinned(std::byte* data, std::size_t capacity) noexcept;
   // Returns the copy's event.
   EventRef download(void* host, const void* device, std::size_t bytes);
   void upload(void* device, const void* host, std::size_t bytes);
-  // Events recorded now on the streams that write device memory (compute, h2d): the work of every
-  // call so far is before them.
+  // Events recorded now on the streams that write device memory (compute, h2d).
   std::vector<EventRef> record_tail();
 
   // Messages not yet seen done, for tests: 0 after every call completed.
   std::size_t messages_in_flight();
   // Device work still listed in the ledger, for tests: bounded however many calls ran.
   std::size_t ledger_entries();
-  // Bytes copied device -> host so far for calls that run on host copies of their buffers
-  // (download), for tests: which calls take that form.
+  // Bytes copied device -> host so far for calls on host copies of their buffers, for tests.
   std::size_t downloaded_bytes();
 
  private:
   struct Message;
-  // The engine's mutex held and its device current: how the calls above that touch the device
-  // enter the engine.
+  // The engine's mutex held and its device current: how the calls above enter the engine.
   struct Locked {
     explicit Locked(DeviceEngine& e) : lock(e.mutex_), device(*e.api_, e.device_) {}
     std::lock_guard<std::mutex> lock;

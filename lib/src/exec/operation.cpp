@@ -25,14 +25,12 @@ struct FrameCache {
   void* frames[kFrameClasses][kFramesPerClass] = {};
   std::size_t count[kFrameClasses] = {};
 };
-// Each thread's cache, made on its first frame freed (a pointer: the fast model's static TLS is
-// small).
+// Each thread's cache, made on its first frame freed (a pointer: fast static TLS is small).
 COLLX_FAST_TLS FrameCache* frame_cache = nullptr;
-// Set when the thread's cache was released at its exit: frames freed later in the thread's or
-// the program's teardown go straight back to the heap.
+// Set once the thread's cache is released at its exit: later frames go back to the heap.
 COLLX_FAST_TLS bool frame_cache_closed = false;
-// Releases the cache and the frames it holds when its thread exits (a program that runs
-// collectives on many short-lived threads would otherwise keep every thread's cache).
+// Releases the cache and its frames at thread exit (many short-lived threads would otherwise
+// each keep one).
 struct FrameCacheRelease {
   bool armed = false;
   ~FrameCacheRelease() {
@@ -88,9 +86,8 @@ Operation::Operation(Transport& transport, const OpInfo& info, std::shared_ptr<v
       path_(&call_path()) {}
 
 Operation::~Operation() {
-  // Not finished means abandoned after an error with messages possibly still pending: keep
-  // the coroutine frame (and the scratch buffers in it) alive rather than let MPI write into
-  // freed memory.
+  // Unfinished means abandoned after an error, messages possibly pending: keep the frame (and
+  // its scratch) alive rather than let MPI write into freed memory.
   if (!done_) task_.leak();
 }
 
@@ -146,13 +143,10 @@ void Operation::suspend_on_condition(std::coroutine_handle<> h, const WaitCondit
   watched_ = &condition;
 }
 
-// An exclusive operation waits for a condition here: first by giving its core away where the
-// condition's producer may need it (WaitCondition::yield_until_met), then in intervals with a
-// pass of the transport's progress between them: a peer may need this rank's MPI progress (the
-// acknowledgment of a rendezvous it sent) before it can move the counter, or the two ranks wait
-// for each other for ever. The first interval (1 ms) outlasts an ordinary handoff, so a wait
-// normally ends with the producer's wake-up (waking more often slowed an oversubscribed reduce
-// several times); long waits back off to 16 ms.
+// An exclusive operation waits for a condition here: first by yielding its core where the
+// producer may need it, then in intervals (1 ms, backing off to 16 ms) with a pass of the
+// transport's progress between them, since a peer may need this rank's MPI progress (a
+// rendezvous acknowledgment) before it can move the counter.
 bool Operation::wait_in_place(const WaitCondition& condition) {
   if (!exclusive_) return false;
   if (condition.yield_until_met()) return true;
@@ -166,8 +160,8 @@ bool Operation::wait_in_place(const WaitCondition& condition) {
 }
 
 void Operation::refuse_foreign_messages() {
-  // Only an operation that is an arena row as a whole: a composite whose part runs through
-  // the arena (a scatter step, say) has messages of its own in flight.
+  // Only an arena row as a whole: a composite whose part runs through the arena has messages
+  // of its own in flight.
   if (!arena_row_) return;
   if (!transport_.message_arrived(info_.tag_base, kPhasesPerOp)) return;
   throw Error(ErrorCode::mismatch, to_string(info_.collective), rank_,
@@ -183,8 +177,7 @@ void Operation::wait_on_condition_for(std::chrono::microseconds limit) {
 
 bool Operation::progress() {
   if (done_) return true;
-  // A transport error (for example an MPI error code) ends the operation like an error
-  // thrown inside the algorithm.
+  // A transport error ends the operation like an error thrown inside the algorithm.
   try {
     if (finishing_) {
       if (!call_path().finish()) return false;
@@ -210,8 +203,7 @@ bool Operation::progress() {
 }
 
 void Operation::rethrow_if_failed() const {
-  // The communicator's rank: an operation that failed while suspended inside a Group still
-  // has the group's rank in rank_.
+  // The communicator's rank: inside a Group, rank_ is the group's.
   if (error_) rethrow_named(error_, info_.collective, transport_.rank());
 }
 
@@ -278,8 +270,7 @@ void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer
   t.is_send = false;
   t.peer = peer;
   t.bytes = bytes;
-  // The collectives' receives (recv()) have the length of the message; point-to-point
-  // receives (here directly) may be longer.
+  // Collectives' receives have the message's length; point-to-point ones may be longer.
   const bool exact_length = info_.collective != Collective::sendrecv;
   on_path([&](auto& path) { path.recv(t, buf, bytes, peer, tag, exact_length); });
 }
@@ -308,10 +299,8 @@ std::string Operation::waiting_description() const {
 
 namespace {
 
-// How deep this thread is inside the engine's loops (wait, test, the progress thread's pass):
-// the engine's lock is held there, so progress that comes from elsewhere on this thread (the
-// MPI library's progress callback, during a blocking call of the MPI library's own collective)
-// must not enter it again.
+// How deep this thread is inside the engine's loops, which hold its lock: progress from
+// elsewhere on this thread (the MPI library's progress callback) must not enter it again.
 thread_local int engine_depth = 0;
 struct InEngine {
   InEngine() { ++engine_depth; }
@@ -359,8 +348,8 @@ void Engine::start_progress_thread_once() {
   const Config& c = config();
   if (!c.progress_thread) return;
   if (COLLX_SMPI) {
-    // SimGrid's SMPI runs the ranks as simulated actors of one thread: a thread of the
-    // operating system that called MPI would not be one of them.
+    // SimGrid's SMPI runs the ranks as simulated actors of one thread: another OS thread
+    // calling MPI would not be one of them.
     if (c.debug >= DebugLevel::warn) {
       std::fprintf(stderr,
                    "collx WARN: COLLX_PROGRESS_THREAD=1 is ignored under SimGrid's SMPI; "
@@ -393,8 +382,7 @@ void Engine::progress_thread_main() {
       continue;
     }
     progress_all();
-    // Sleep between polls so the caller's computation keeps its core; the interval is about
-    // one pipeline segment's transfer time.
+    // Sleep between polls so the caller's computation keeps its core.
     lock.unlock();
     std::this_thread::sleep_for(interval);
     lock.lock();
@@ -410,8 +398,8 @@ void Engine::progress_elsewhere() {
 }
 
 void Engine::progress_all() {
-  // An operation may finish (and its owner remove it) while we iterate: index-based loop over
-  // a vector that only shrinks through remove() calls made outside this function.
+  // An operation may finish (and its owner remove it) meanwhile: index over a vector that
+  // only shrinks through remove() outside this function.
   for (std::size_t i = 0; i < active_.size(); ++i)
     active_[i]->progress();
 }
@@ -439,8 +427,7 @@ void Engine::wait(Operation& op) {
       if (waited.count() > timeout && !op.done()) {
         lock.unlock();
         remove(&op);
-        // The communicator's rank: the operation may be inside a Group, whose rank() is the
-        // group's.
+        // The communicator's rank: inside a Group, rank() is the group's.
         const Error error(
             ErrorCode::timeout, to_string(op.info().collective), op.transport().rank(),
             "no progress for " + std::to_string(waited.count()) + " s (COLLX_TIMEOUT) in " +
@@ -448,8 +435,8 @@ void Engine::wait(Operation& op) {
                 std::to_string(op.info().sequence) + " (" +
                 std::string(to_string(op.info().algorithm)) +
                 "), waiting on: " + op.waiting_description());
-        // The peers hear of it (and their waits end) through the failure notices; the
-        // operation itself is abandoned, not done (its frame stays: see ~Operation).
+        // The peers hear of it through the failure notices; the operation is abandoned, not
+        // done (its frame stays: see ~Operation).
         if (FailureNotices* notices = op.transport().failure_notices())
           notices->failed_in_flight(op.info().sequence, op.info().collective,
                                     std::make_exception_ptr(error));
@@ -470,8 +457,8 @@ void run_blocking(Operation& op, Task task) {
       op.rethrow_if_failed();
       return;
     }
-    // Not reached with the transports here (their wait_all completes every transfer), but an
-    // operation left suspended is finished through the engine like any other.
+    // Not reached with these transports (wait_all completes every transfer); a suspended
+    // operation would finish through the engine.
     op.exclusive_ = false;
   } else {
     // Started before it is visible to the progress thread.

@@ -1,7 +1,5 @@
-// Operation: one collective in flight, the context its algorithm coroutine runs in.
-//
-// The algorithm posts messages through send()/recv() and suspends in `co_await wait(...)`
-// until they complete; progress() tests what the coroutine waits on and resumes it. The
+// Operation: one collective in flight, the context its algorithm coroutine runs in. The
+// algorithm posts messages and suspends in `co_await wait(...)`; progress() resumes it. The
 // Engine drives every Operation in flight, so waiting on one never starves another.
 #pragma once
 
@@ -39,18 +37,13 @@ struct OpInfo {
   int tag_base = 0;            // distinct for operations that may be in flight together
   std::size_t segment_bytes = 0;
   int pipeline_depth = 1;
-  // false: the call runs as where the ranks share no arena (CommState::arena_for), every rank
-  // alike.
-  bool shared_arena = true;
-  // A blocking call (every rank's form of the call is the same, as MPI requires): the MPI
-  // library's own collective (Algorithm::mpi) then runs its blocking form.
+  bool shared_arena = true;  // false: run as where the ranks share no arena, on every rank
+  // Blocking on every rank (as MPI requires): Algorithm::mpi then runs the blocking form.
   bool blocking = false;
 };
 
-// Each operation owns kPhasesPerOp consecutive tags, so operations on one communicator never
-// match each other's messages; all stay below 32767, the smallest MPI_TAG_UB the standard
-// allows. The window is a power of two (a mask on every call); operations further apart than
-// kTagWindow in sequence must not be in flight together.
+// Each operation owns kPhasesPerOp consecutive tags, below 32767 (the smallest MPI_TAG_UB);
+// operations further apart than kTagWindow in sequence must not be in flight together.
 inline constexpr int kPhasesPerOp = 8;
 inline constexpr int kTagWindow = 2048;
 static_assert(kTagWindow * kPhasesPerOp < 32767);
@@ -58,10 +51,9 @@ inline int tag_base_for(std::uint64_t sequence) {
   return 1 + static_cast<int>(sequence & (kTagWindow - 1)) * kPhasesPerOp;
 }
 
-// A schedule's share of its operation's tags: `count` consecutive phases from `first`. Shares
-// are cut from the budget they come from (split, part) and checked against it, so two parts never
-// get the same tag, and a phase outside a share fails at once instead of matching another part's
-// receive. The last phase is COLLX_CHECK's (kCheckPhase), outside every schedule's budget.
+// A schedule's share of its operation's tags: `count` consecutive phases from `first`, cut
+// from and checked against the budget they come from, so two parts never share a tag. The last
+// phase is COLLX_CHECK's (kCheckPhase), outside every schedule's budget.
 class Phases {
  public:
   // The whole budget of a schedule that runs as the operation's algorithm.
@@ -76,8 +68,8 @@ class Phases {
     const char* name;
     int count;
   };
-  // Consecutive shares of this one, in order, one per part: siblings never overlap, and parts
-  // that need more phases in all than this share holds throw (ErrorCode::internal).
+  // Consecutive shares of this one, one per part: siblings never overlap, and more phases in
+  // all than this share holds throw (ErrorCode::internal).
   //   const auto [inside, across] = a.phases.split({{"node reduce", 1}, {"across nodes", 2}});
   template <std::size_t N>
   std::array<Phases, N> split(const Share (&shares)[N]) const {
@@ -89,8 +81,8 @@ class Phases {
     }
     return out;
   }
-  // The `count` phases from `offset` of this share, for the part called `name`; throws
-  // (ErrorCode::internal) where they are not all inside it.
+  // The `count` phases from `offset` of this share, for the part `name`; throws where they are
+  // not all inside it.
   Phases part(const char* name, int offset, int count) const;
   int first() const { return first_; }
   int count() const { return count_; }
@@ -108,16 +100,14 @@ class Phases {
 // Phase (tag offset within an operation) reserved for COLLX_CHECK's signature comparison.
 inline constexpr int kCheckPhase = kPhasesPerOp - 1;
 
-// Where every rank's transport takes device memory, calls of up to this many bytes in all (or
-// COLLX_DEVICE_HOST_COPY_BYTES where larger) still run through the shared arena, device
-// buffers through host copies (CommState::arena_for).
+// Calls of up to this many bytes in all (or COLLX_DEVICE_HOST_COPY_BYTES) on device memory,
+// where every transport takes it, still run through the arena on host copies.
 inline constexpr std::size_t kArenaHostCopyBytes = std::size_t{64} << 10;
 
 class Operation {
  public:
-  // `path`: how the call's bytes move when they are not host memory (a device call, see
-  // device_call.hpp); every message, copy and scratch buffer of the algorithm goes through it.
-  // Null: host memory, straight through `transport`.
+  // `path`: how the call's bytes move when not host memory (device_call.hpp); null: host
+  // memory, straight through `transport`.
   Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive = {},
             std::unique_ptr<DataPath> path = nullptr);
   ~Operation();
@@ -129,8 +119,7 @@ class Operation {
   // Tests what the algorithm waits on and resumes it if it can go on; true when finished.
   bool progress();
   bool done() const { return done_; }
-  // After done(): rethrows the algorithm's error, if any, as a collx::Error naming this
-  // operation's collective and rank.
+  // After done(): rethrows the algorithm's error as a collx::Error naming collective and rank.
   void rethrow_if_failed() const;
 
   const OpInfo& info() const { return info_; }
@@ -140,23 +129,20 @@ class Operation {
   int size() const { return size_; }
   // Whether a Group is open: the algorithm addresses some of the communicator's ranks only.
   bool in_group() const { return !members_.empty(); }
-  // The arena the ranks the algorithm sees share: the communicator's (Transport::
-  // shared_arena), or within a Group the one it was opened with; null where there is none.
+  // The arena the ranks the algorithm sees share: the communicator's, or the open Group's.
   SharedArena* arena() const {
     if (!members_.empty()) return group_arena_;
     return info_.shared_arena ? transport_.shared_arena() : nullptr;
   }
 
-  // A schedule holding a turn of the arena (in_turn) took its ticket when it was built; where
-  // the call fails before it runs (COLLX_CHECK's mismatch) the turn must still be taken and
-  // ended in order, or every later arena operation of this rank waits for it (skip_schedule).
+  // A schedule holding an arena turn (in_turn) took its ticket when built; where the call fails
+  // before it runs (COLLX_CHECK), the turn must still be taken and ended in order.
   void set_holds_turn() { holds_turn_ = true; }
   bool holds_turn() const { return holds_turn_; }
   void skip_schedule() { schedule_skipped_ = true; }
   bool schedule_skipped() const { return schedule_skipped_; }
-  // A schedule built before the operation starts whose turn has come already: the operation
-  // ends the turn of `arena` (this rank's place in it: `me`) when it finishes, with no coroutine
-  // around the schedule (in_turn), whether the schedule runs or not.
+  // The operation ends the turn of `arena` (where this rank is `me`) when it finishes, whether
+  // the schedule runs or not (in_turn, a turn that has come already).
   void ends_turn_of(SharedArena& arena, int me) {
     turn_arena_ = &arena;
     turn_rank_ = me;
@@ -164,24 +150,18 @@ class Operation {
   bool ends_turn() const { return turn_arena_ != nullptr; }
   bool started() const { return task_.valid(); }
 
-  // The operation is an arena row's schedule as a whole (run_schedule marks it where the
-  // arena is usable): it sends no messages of its own.
+  // The operation is an arena row's schedule as a whole: it sends no messages of its own.
   void mark_arena_row() { arena_row_ = true; }
 
-  // While an arena row's operation waits on a condition whose peers_silent() holds, no peer
-  // sends it a message; one of its tags arriving means a peer runs the call with an algorithm
-  // of messages (mismatched calls that auto settled differently). Throws collx::Error(mismatch)
-  // then, which revokes the communicator, so both sides fail instead of waiting for ever.
+  // An arena row's operation waiting on a peers_silent() condition gets no messages: one of its
+  // tags arriving means a peer runs messages (mismatched calls). Throws Error(mismatch).
   void refuse_foreign_messages();
 
-  // A part of a composite algorithm that runs on some of the communicator's ranks (a node's,
-  // the nodes' leaders): while a Group is open, rank() and size() are this rank's place in
-  // `members` (communicator ranks in the same order on every rank; it must be among them) and
-  // peers are indexes into it. Messages keep the operation's tags, so the part takes a share of
-  // its Phases. Open one in the coroutine around the part's co_await; groups do not nest.
-  // `arena`: the one `members` share (Transport::node_arena), through which the part may run the
-  // arena's schedules; only an operation holding that arena's turn for its whole run (in_turn)
-  // opens a Group with it, so the schedules inside take no turn of their own.
+  // A part of a composite algorithm on some of the communicator's ranks (a node's, the
+  // leaders): while a Group is open, rank() and size() are this rank's place in `members` (the
+  // same order on every rank) and peers index it; messages keep the operation's tags (the part
+  // takes a share of its Phases). Groups do not nest. `arena`: the one `members` share, only
+  // from an operation holding its turn for the whole run (in_turn).
   class Group {
    public:
     Group(Operation& op, std::span<const int> members, SharedArena* arena = nullptr);
@@ -195,20 +175,17 @@ class Operation {
   std::size_t segment_bytes() const { return info_.segment_bytes; }
   int pipeline_depth() const { return info_.pipeline_depth; }
 
-  // Post messages. A zero-byte message is not sent at all: both ends derive the same length
-  // from the same layout, so both skip it.
+  // Post messages. A zero-byte message is not sent: both ends derive the same length and skip.
   void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase = 0);
   void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase = 0);
-  // Post a message whatever its length, with this tag as it is (point-to-point: the user's
-  // messages, where a receive may be longer than what arrives and zero bytes still match).
+  // Post a message of any length with this tag as it is (point-to-point: a receive may be
+  // longer than what arrives, and zero bytes still match).
   void send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
   void recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag);
 
-  // The memory the algorithm works on: true when the host must not touch its buffers and
-  // scratch (no memcpy, no stack buffers): device memory.
+  // True when the host must not touch the buffers and scratch: device memory.
   bool device_memory() const { return !path_->host_accessible(); }
-  // Within a call on other memory, a stretch that works on host memory (COLLX_CHECK's signature
-  // words): its messages and copies take the host path until use_host_path(false).
+  // A stretch on host memory within a call on other memory (COLLX_CHECK's signature words).
   void use_host_path(bool host) { path_ = host ? &host_path_ : &call_path(); }
   // "host", or the device call's "direct" / "staged".
   std::string_view memory_mode() const { return call_path().mode(); }
@@ -221,9 +198,8 @@ class Operation {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
-  // co_await until(condition, then): suspends until `condition` (a shared counter another rank
-  // advances, say) is met, then gives `then()`: a step that waits and acts with no coroutine
-  // frame of its own (the arena's publish and take). An exclusive operation waits in place.
+  // co_await until(condition, then): suspends until `condition` is met, then gives `then()` (a
+  // step with no coroutine frame of its own). An exclusive operation waits in place.
   template <class Condition, class Then>
   struct ThenAwaiter {
     Operation& op;
@@ -237,8 +213,8 @@ class Operation {
   ThenAwaiter<Condition, Then> until(Condition condition, Then then) {
     return {*this, std::move(condition), std::move(then)};
   }
-  // co_await until(condition): nothing after it; `condition` must outlive the wait (a temporary
-  // in the co_await expression does).
+  // co_await until(condition): `condition` must outlive the wait (a temporary in the co_await
+  // expression does).
   auto until(const WaitCondition& condition) {
     const auto nothing = [] {};
     return ThenAwaiter<const WaitCondition&, decltype(nothing)>{*this, condition, nothing};
@@ -250,8 +226,7 @@ class Operation {
   std::string waiting_description() const;
 
   // For awaiters: true when the transfers are complete (an exclusive operation waits for them
-  // here); otherwise the awaiter suspends with suspend_on and progress() resumes `h` once they
-  // are. `waiting` must stay valid while suspended (it lives in the awaiter).
+  // here); else the awaiter suspends with suspend_on (`waiting` lives in the awaiter).
   bool ready(std::span<Transfer* const> transfers) {
     return on_path([&](auto& path) {
       if (!exclusive_) return path.test_all(transfers);
@@ -263,13 +238,12 @@ class Operation {
   void suspend_on_condition(std::coroutine_handle<> h, const WaitCondition& condition);
   // For an exclusive operation: waits for the condition here and returns true; else false.
   bool wait_in_place(const WaitCondition& condition);
-  // Suspended on a condition: waits for it up to `limit` (the engine's wait, with only this
-  // operation in flight, so an oversubscribed rank sleeps instead of polling).
+  // Suspended on a condition: waits for it up to `limit` (an oversubscribed rank sleeps).
   void wait_on_condition_for(std::chrono::microseconds limit);
 
  private:
-  // The algorithm failed: the communicator's failure notices hear of it (the other ranks'
-  // waits then end), unless the error came from them.
+  // The algorithm failed: the failure notices hear of it (the other ranks' waits then end),
+  // unless the error came from them.
   void report_failure() noexcept;
   void fail(std::exception_ptr error) noexcept;
   template <std::size_t N>
@@ -282,8 +256,8 @@ class Operation {
   };
   void resume();
   DataPath& call_path() { return call_path_ ? *call_path_ : static_cast<DataPath&>(host_path_); }
-  // Calls f(path) with the path in use; on the host path as the final HostPath, so that the
-  // common case is direct calls to the transport rather than a second indirection.
+  // Calls f(path) with the path in use, as the final HostPath on the host path (no second
+  // indirection in the common case).
   template <class F>
   auto on_path(F&& f) -> decltype(f(std::declval<HostPath&>())) {
     if (path_ == &host_path_) [[likely]]
@@ -307,8 +281,7 @@ class Operation {
   SharedArena* group_arena_ = nullptr;  // the open Group's arena
   std::shared_ptr<void> keepalive_;
   HostPath host_path_;
-  // Before task_: the coroutine frame (which may hold device scratch and the call's reduction)
-  // goes first.
+  // Before task_: the coroutine frame (device scratch, the call's reduction) goes first.
   std::unique_ptr<DataPath> call_path_;
   // What the algorithm's verbs go through now: call_path(), or host_path_ (use_host_path).
   DataPath* path_;
@@ -320,8 +293,7 @@ class Operation {
   // Or the condition it waits on (see until()).
   const WaitCondition* watched_ = nullptr;
   bool done_ = false;
-  // A blocking operation that is the only one in flight in the process (and has no timeout to
-  // watch) waits for its messages in the transport directly: no suspension, no engine loop.
+  // A blocking operation alone in flight (no timeout to watch) waits in the transport itself.
   bool exclusive_ = false;
   bool arena_row_ = false;
   bool holds_turn_ = false;
@@ -336,8 +308,7 @@ class Operation {
 
 // Drives every operation in flight in this process: a rank blocked in one collective must still
 // answer its peers in the others. With COLLX_PROGRESS_THREAD=1 (and MPI_THREAD_MULTIPLE) a
-// thread also progresses them every COLLX_PROGRESS_INTERVAL_US, so a nonblocking collective moves
-// on while the caller computes.
+// thread also progresses them, so a nonblocking collective moves on while the caller computes.
 class Engine {
  public:
   static Engine& instance();
@@ -346,17 +317,15 @@ class Engine {
   // `op` must have been started: the progress thread may progress it from now on.
   void add(Operation* op);
   void remove(Operation* op);
-  // Progresses everything until `op` is done; throws the operation's error, or
-  // ErrorCode::timeout after COLLX_TIMEOUT seconds.
+  // Progresses everything until `op` is done; throws its error, or timeout (COLLX_TIMEOUT).
   void wait(Operation& op);
   // Progresses everything once; true when `op` is done (errors are thrown by wait()).
   bool test(Operation& op);
   // Whether the progress thread runs (it starts with the first nonblocking operation).
   bool progress_thread_running() const { return thread_.joinable(); }
-  // Progresses everything once, from outside the engine's loops on this thread (the MPI
-  // library's progress callback while this thread blocks in one of the library's own
-  // collectives, coll/mpi_library.cpp); nothing where this thread is inside them or another
-  // thread holds the engine.
+  // Progresses everything once from outside the engine's loops on this thread (the MPI
+  // library's progress callback, coll/mpi_library.cpp); nothing where this thread is inside
+  // them or another thread holds the engine.
   void progress_elsewhere();
 
  private:
@@ -373,14 +342,13 @@ class Engine {
   std::thread thread_;
 };
 
-// Runs a blocking collective: where it is the only operation in flight and no timeout is watched,
-// to completion in place (every wait completes where it is), so a small call costs its frames
-// and messages, not the engine's loop; otherwise through the engine.
+// Runs a blocking collective: in place where it is the only operation in flight and no timeout
+// is watched (a small call costs its frames and messages, not the engine's loop), else through
+// the engine.
 void run_blocking(Operation& op, Task task);
 
-// How many operations the Engine drives (its list's length, stored after every change): a
-// namespace-scope atomic, so run_blocking reads it without reaching the Engine's function-local
-// instance.
+// How many operations the Engine drives, at namespace scope so that run_blocking reads it
+// without reaching the Engine's function-local instance.
 inline std::atomic<int> operations_in_flight{0};
 
 // Rethrows `error` as a collx::Error that names `collective` and `rank` where the thrower (a

@@ -33,6 +33,12 @@ struct Reduction {
             op,
             device};
   }
+  // Partial sums: no avg division.
+  Reduction partial() const {
+    Reduction r = *this;
+    r.divisor = 0;
+    return r;
+  }
   // dst = lower op upper over n elements; `finalize` fuses the avg division into this pass
   // (the step that completes the value).
   void combine(void* dst, const void* lower, const void* upper, std::size_t n,

@@ -1,10 +1,6 @@
-// Task: the coroutine type every collective algorithm is written as.
-//
-// An algorithm reads as straight-line code ("post these, wait for those, reduce") and suspends
-// whenever it waits for messages; the Operation that owns it resumes it from wait()/test() or
-// the progress loop. Tasks nest: `co_await child(...)` runs the child to completion first
-// (symmetric transfer, no recursion on the native stack), and an exception thrown in a child
-// surfaces at the co_await in its parent.
+// Task: the coroutine type every collective algorithm is written as. It suspends whenever it
+// waits for messages, and its Operation resumes it. `co_await child(...)` runs the child to
+// completion first (symmetric transfer) and rethrows the child's exception in the parent.
 #pragma once
 
 #include <coroutine>
@@ -14,9 +10,8 @@
 
 namespace collx::detail {
 
-// Coroutine frames come from a per-thread cache of recently freed frames: a collective
-// allocates a few frames per call, and at 8 bytes the call must cost little more than the
-// messages themselves.
+// Coroutine frames come from a per-thread cache of recently freed frames: a small call must
+// cost little more than its messages.
 void* allocate_frame(std::size_t bytes);
 void free_frame(void* frame, std::size_t bytes) noexcept;
 
@@ -51,15 +46,10 @@ class [[nodiscard]] Task {
   Task() = default;
   explicit Task(Handle h) : handle_(h) {}
   Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
-  Task& operator=(Task&& other) noexcept {
-    if (this != &other) {
-      destroy();
-      handle_ = std::exchange(other.handle_, {});
-    }
+  Task& operator=(Task other) noexcept {
+    std::swap(handle_, other.handle_);
     return *this;
   }
-  Task(const Task&) = delete;
-  Task& operator=(const Task&) = delete;
   ~Task() { destroy(); }
 
   bool valid() const { return static_cast<bool>(handle_); }

@@ -1,17 +1,10 @@
-// RingStores: how a producer writes its slots into its shared-memory ring — plain stores or
-// streaming (non-temporal) stores — chosen from the copy times it measures as it goes.
-//
-// Why: a plain store to a line that another core holds in its cache must first take the line
-// from that core. Usually that is cheap, and plain stores are the fastest way into the ring
-// (the reader then finds the slot in cache). On some machines it sometimes is not (a VM's vCPU
-// placement, we guess; it cannot be seen from inside): then every ring slot a reader has copied
-// out is many times slower to write again, while streaming stores, which need no line first,
-// stay fast. That state changes every few seconds and cannot be asked, so the producer times
-// its copies and keeps the faster kind: the best of each kind's last few times (a preempted copy
-// only looks slower), plain unless it takes several times as long as streaming (the readers pay
-// for streaming with a copy from memory, and plain copies into freshly touched buffers are
-// briefly slow for no lasting reason), and now and then one slot the other way to notice a
-// change, less often the longer the choice holds.
+// RingStores: whether a producer writes its ring slots with plain or streaming (non-temporal)
+// stores, chosen from the copy times it measures. Plain stores are usually fastest (the reader
+// finds the slot in cache), but on some machines (a VM's vCPU placement, we guess) taking a
+// line back from the reader's cache sometimes becomes many times slower, for seconds at a time,
+// while streaming stores stay fast. So the producer keeps the best of each kind's last few
+// times, prefers plain unless it takes several times as long, and now and then tries the other
+// kind, less often the longer the choice holds.
 #pragma once
 
 #include <algorithm>
@@ -29,14 +22,12 @@ class RingStores {
  public:
   enum class Kind { plain, streaming };
 
-  // Slots smaller than this are neither timed nor used to try the other kind: their copy is
-  // too short to time well; they are written the way the larger slots last found faster.
+  // Slots smaller than this are too short to time; they take the larger slots' choice.
   static constexpr std::size_t kTimedBytes = std::size_t{64} << 10;
   // Plain stores are kept unless they take this many times as long as streaming ones.
   static constexpr double kPlainPreference = 4;
-  // The other kind is first tried at the second timed slot (so a process that starts in the
-  // slow state leaves it at once), after a change of kind this many slots later, then twice
-  // as many each time the choice holds, up to the maximum.
+  // The other kind is tried at the second timed slot, then this many slots after a change of
+  // kind, twice as many each time the choice holds, up to the maximum.
   static constexpr std::uint64_t kFirstTrial = 1;
   static constexpr std::uint64_t kTrialInterval = 8;
   static constexpr std::uint64_t kLongestTrialInterval = 1024;
@@ -73,12 +64,11 @@ class RingStores {
     return current_ != before;
   }
 
-  // The estimate behind the choice: the best recent time of `kind` per KiB (infinity before
-  // its first timed slot).
+  // The best recent time of `kind` per KiB (infinity before its first timed slot).
   double best_ns_per_kib(Kind kind) const { return times(kind).best() * 1024; }
 
-  // A timed-size slot that went another way (a direct read) while streaming was chosen: it
-  // counts toward the next trial, so plain stores are still tried now and then.
+  // A timed-size slot that went as a direct read while streaming was chosen: it counts toward
+  // the next trial.
   void count_untimed() {
     if (policy_ == RingStorePolicy::automatic) ++timed_;
   }

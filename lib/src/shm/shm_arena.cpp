@@ -36,31 +36,23 @@ std::byte* map_arena(const char* name, std::size_t bytes, bool create) {
   const int fd =
       create ? shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600) : shm_open(name, O_RDWR, 0);
   if (fd < 0) return nullptr;
-  bool ok = true;
-  if (create) {
-    // Reserve the pages now: a tmpfs that is too small then fails here, as an error, rather
-    // than with SIGBUS at the first write of some later collective.
-    ok = posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0;
-  }
-  // MAP_POPULATE: this process's page tables are filled now, not by a fault at the first touch
-  // of each page in some collective: the first calls on a communicator are auto's trials,
-  // whose blocks of a few calls the faults made look several times slower.
+  // Reserve the pages now: a tmpfs too small fails here, not with SIGBUS later.
+  const bool ok = !create || posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0;
+  // MAP_POPULATE: page faults at the first touch would make auto's first trials look slow.
   void* base = ok ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)
                   : MAP_FAILED;
   close(fd);
   return base == MAP_FAILED ? nullptr : static_cast<std::byte*>(base);
 }
 
-// The futex word is the counter's low half (the counter only grows, by less than 2^32 at a
-// time, so its low half changes whenever it does).
+// The futex word is the counter's low half, which changes whenever the counter grows.
 static_assert(std::endian::native == std::endian::little);
 std::uint32_t* futex_word(const SharedArena::Counter& c) {
   return const_cast<std::uint32_t*>(reinterpret_cast<const std::uint32_t*>(&c));
 }
 
 // Not FUTEX_PRIVATE: the waiters and the waker are different processes mapping one page.
-void futex_sleep(const SharedArena::Counter& c, std::uint32_t seen,
-                 const timespec* limit = nullptr) {
+void futex_sleep(const SharedArena::Counter& c, std::uint32_t seen, const timespec* limit) {
   syscall(SYS_futex, futex_word(c), FUTEX_WAIT, seen, limit, nullptr, 0);
 }
 void futex_wake_all(const SharedArena::Counter& c) {
@@ -78,8 +70,8 @@ void SharedArena::advance(Counter& c, std::uint64_t value) {
 
 bool SharedArena::wait_for(const Counter& c, std::uint64_t target,
                            std::chrono::microseconds limit) const {
-  // Spinning costs nothing where every rank has its core, and the handoff is fastest; on an
-  // oversubscribed node each spin takes the core from a rank that has work.
+  // Spinning gives the fastest handoff where every rank has its core; on an oversubscribed
+  // node it takes the core from a rank that has work.
   const unsigned spin_limit = oversubscribed_ ? 256 : 4096;
   for (unsigned spins = 1; spins <= spin_limit; ++spins) {
     if (c.load(std::memory_order_acquire) >= target) return true;
@@ -204,22 +196,18 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
   int size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  // Each rank's node-local group is the whole communicator exactly when all ranks are on one
-  // node, so every rank reaches the same answer.
+  // The node-local group is the whole communicator on every rank or on none.
   if (size < 2 || !config().shared_memory || node_placement(comm).size != size) return nullptr;
-  // Under SimGrid's SMPI every rank is a simulated actor in one process and one thread: a
-  // futex wait would stop the whole simulation, process_vm_readv reads the same process, and
-  // copies through memory the ranks share take no simulated time. No arena: the node's ranks
-  // exchange messages, which the simulator times (docs/SCALE.md).
+  // Under SimGrid's SMPI every rank is an actor of one thread (a futex wait would stop the
+  // simulation) and copies through shared memory take no simulated time: messages instead.
   if (COLLX_SMPI) return nullptr;
 
   const std::size_t slot_bytes =
       config().shm_slot_bytes ? round_up(config().shm_slot_bytes, kPage) : kDefaultSlotBytes;
   const int slots = kDefaultSlots;
   const std::size_t bytes = arena_bytes(size, slot_bytes, slots);
-  // Rank 0 creates the object under a name unique on the node (its pid and a per-process
-  // count), the others map it by that name, and rank 0 unlinks it once every rank has it
-  // mapped: nothing is left in /dev/shm even if the job dies later.
+  // Rank 0 creates the object under a name unique on the node, the others map it, and rank 0
+  // unlinks it once all have: nothing is left in /dev/shm even if the job dies later.
   char name[64] = {};
   std::byte* base = nullptr;
   if (rank == 0) {
@@ -234,8 +222,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
       name[0] = '\0';
     }
   }
-  // PMPI_ here and below: collx's own collectives never reach a profiling layer (libcollx_mpi
-  // intercepts MPI_Bcast and the others and would come back into collx).
+  // PMPI_ here and below: libcollx_mpi's MPI_Bcast would come back into collx.
   check_mpi(PMPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm), "MPI_Bcast", rank);
   if (rank != 0 && name[0] != '\0') base = map_arena(name, bytes, false);
   const bool everywhere = on_every_rank(base != nullptr, comm, rank);
@@ -248,9 +235,8 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
       new SharedArena(base, bytes, true, size, slot_bytes, slots, config().shm_stores));
   arena->oversubscribed_ = Transport::processors_oversubscribed(size);
   if (config().shm_direct != false) {
-    // Direct reads need every rank able to read every other's memory (same user, and ptrace
-    // allowed: Yama's ptrace_scope or a container may forbid it); trying one peer each is
-    // the same kernel check for all.
+    // Direct reads need every rank able to read every other's memory (same user, ptrace
+    // allowed); trying one peer each is the same kernel check for all.
     arena->describe_process(rank);
     check_mpi(PMPI_Barrier(comm), "MPI_Barrier", rank);
     arena->direct_reads_ =
@@ -273,8 +259,7 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
 
 namespace collx {
 
-// Public (collx/info.hpp), here because the arena is what asks it first: which ranks share a
-// node.
+// Public (collx/info.hpp), here because the arena asks it first.
 NodePlacement node_placement(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
   detail::check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),

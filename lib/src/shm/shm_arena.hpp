@@ -1,20 +1,13 @@
-// SharedArena: memory that every rank of a communicator maps, when they all run on
-// one node. It carries the shared-memory algorithms (Algorithm::shared_memory).
+// SharedArena: memory that every rank of a communicator on one node maps, for the
+// shared-memory algorithms: a producer copies each slot in once and every reader copies it
+// out at the same time, with plain memcpy rather than the MPI library's copies.
 //
-// Why: on one node an MPI message is a copy the MPI library makes for us, and Open MPI's large
-// messages are one kernel CMA copy (process_vm_readv), slower than memcpy and on one core.
-// Through a mapped arena a producer copies each slot in once, every reader copies it out at the
-// same time, and all copies are plain memcpy.
-//
-// Layout: every rank owns a ring of `slots()` slots of `slot_bytes()` each and a `published`
-// counter (slots it has filled, ever); every (reader, producer) pair has a `consumed` counter
-// (slots of that producer the reader has copied out, ever). The protocol the algorithms keep:
-// every slot a rank publishes is consumed by every other rank, so after each operation
-// consumed[r][j] == published[j] for all r != j, and the k-th slot an operation of producer j
-// fills is ring slot (base + k) % slots(), base being that shared count. Each counter has its
-// own cache line; counters only grow, so they need no reset between calls. Each ring slot also
-// has a descriptor line: a slot whose descriptor holds an address carries no bytes; its readers
-// copy them straight from the producer's memory (process_vm_readv: direct_reads()).
+// Every rank owns a ring of slots() slots and a `published` counter (slots filled, ever); each
+// (reader, producer) pair has a `consumed` counter. Every slot published is consumed by every
+// other rank, so after each operation consumed[r][j] == published[j], and an operation's k-th
+// fill of producer j goes to ring slot (base + k) % slots(). Counters only grow, each on its own
+// cache line. A slot's descriptor may hold an address: its readers then copy the bytes straight
+// from the producer's memory (process_vm_readv: direct_reads()).
 #pragma once
 
 #include <mpi.h>
@@ -39,14 +32,12 @@ class SharedArena {
   using Counter = std::atomic<std::uint64_t>;
   static_assert(Counter::is_always_lock_free, "counters in shared memory must be lock-free");
 
-  // Ring geometry: 4 slots of 512 KiB per rank (docs/results/arena-slot-size-broadcast.csv;
-  // COLLX_SHM_SLOT_BYTES overrides the slot size).
+  // Ring geometry: 4 slots of 512 KiB per rank (COLLX_SHM_SLOT_BYTES overrides the slot size).
   static constexpr std::size_t kDefaultSlotBytes = std::size_t{512} << 10;
   static constexpr int kDefaultSlots = 4;
 
-  // Collective over `comm`: maps one arena shared by every rank of `comm`. Null (on every
-  // rank alike) when the ranks span more than one node, `comm` has one rank, COLLX_SHM=0, or
-  // the arena cannot be created or mapped on some rank.
+  // Collective over `comm`: maps one arena shared by every rank of `comm`. Null on every rank
+  // where they span nodes, `comm` has one rank, COLLX_SHM=0, or some rank cannot map it.
   static std::shared_ptr<SharedArena> create(MPI_Comm comm);
   // An arena in this process's memory, for ranks simulated in one process (tests).
   static std::shared_ptr<SharedArena> create_local(
@@ -63,21 +54,17 @@ class SharedArena {
 
   // A counter moves forward only through advance(), which wakes a rank asleep in wait_for().
   void advance(Counter& c, std::uint64_t value);
-  // Waits for `c` >= target for about `limit` at most; true once it is. Spins first (briefly
-  // on an oversubscribed node), then sleeps on the counter (a futex on the shared page) until
-  // advance() wakes it or the limit passes. Callers wait in intervals: between them they must
-  // let the transport progress (Operation::wait_in_place says why).
+  // Waits for `c` >= target for about `limit` at most; true once it is. Spins briefly, then
+  // sleeps on a futex until advance() wakes it; callers let the transport progress between
+  // waits (Operation::wait_in_place).
   bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
-  // Where the node has more ranks than cores, the rank that moves `c` may be waiting for this
-  // core: yields it a while, until `c` >= target, before a caller sleeps in wait_for(), whose
-  // futex wake-up costs more per handoff. True once `c` has reached it; false at once where
-  // every rank has its core.
+  // On an oversubscribed node, yields this core until `c` >= target (cheaper per handoff than a
+  // futex wake-up); true once reached, false at once where every rank has its core.
   bool yield_until(const Counter& c, std::uint64_t target) const;
 
-  // Operations take turns on the arena (the protocol above holds for one at a time): on each
-  // rank, an operation takes a ticket when it is started, in the order the collectives are
-  // called (the same on every rank), waits until turn(rank) reaches it, and calls
-  // end_turn(rank) when done. Kept in this process (per rank, for ranks simulated in one).
+  // Operations take turns on the arena, in call order (the same on every rank): each takes a
+  // ticket when started, waits until turn(rank) reaches it, and calls end_turn(rank) when done.
+  // Kept in this process.
   std::uint64_t take_ticket(int rank) { return turns_[rank].tickets++; }
   const Counter& turn(int rank) const { return turns_[rank].value; }
   void end_turn(int rank) {
@@ -93,7 +80,7 @@ class SharedArena {
   RingStores& ring_stores(int rank) { return turns_[rank].stores; }
 
   // Where the bytes of a ring slot are when not in the slot: an address in the producer's
-  // memory (0: in the slot) and their length. Written before the slot is published.
+  // memory (0: in the slot) and their length, written before the slot is published.
   struct SlotDescriptor {
     std::atomic<std::uint64_t> address;
     std::atomic<std::uint64_t> bytes;
@@ -105,8 +92,8 @@ class SharedArena {
   }
   // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
   bool direct_reads() const { return direct_reads_; }
-  // COLLX_SHM_DIRECT as it was when the arena was made: set, direct reads are always (true)
-  // or never (false) used; unset, the schedules decide from the stores' timings.
+  // COLLX_SHM_DIRECT when the arena was made: direct reads always, never, or (unset) as the
+  // schedules decide.
   std::optional<bool> direct_reads_forced() const { return direct_forced_; }
   // COLLX_DEBUG=INFO when the arena was made: the ring stores' changes of kind are logged.
   bool log_store_changes() const { return log_store_changes_; }
@@ -133,8 +120,7 @@ class SharedArena {
   static constexpr std::size_t kLine = 64;
   std::byte* line(int index) { return base_ + static_cast<std::size_t>(index) * kLine; }
   Counter* counter(int index) { return reinterpret_cast<Counter*>(line(index)); }
-  // After the counters: one line per rank saying where it is (process id, where it mapped the
-  // arena), then the descriptors.
+  // After the counters: one line per rank saying where it is, then the descriptors.
   struct ProcessLine {
     std::int64_t pid;
     std::uint64_t arena_address;
@@ -185,14 +171,12 @@ inline std::string describe_wait(const char* what, std::span<const int> ranks, i
   return std::string(what) + " rank " + std::to_string(rank) + " (shared memory)";
 }
 
-// What a shared-memory algorithm waits for (Operation::until): `counter` of `arena`, which
-// another rank advances, has reached `target`. `peer` and `what` ("a slot from", "ring room
-// from") name it in a timeout message.
+// What a shared-memory algorithm waits for: `counter`, which another rank advances, has
+// reached `target`. `peer` and `what` ("a slot from") name it in a timeout message.
 class CounterReached final : public WaitCondition {
  public:
-  // `peers_silent`: a wait inside the arena row's data movement (WaitCondition::peers_silent);
-  // not a rank's wait for its turn, during which peers may already run a part of the same
-  // operation that the arena row hands to messages (its ring fallback).
+  // `peers_silent`: a wait inside the arena row's data movement, not a wait for a turn (during
+  // which peers may already run a part of the same operation on messages).
   CounterReached(const SharedArena& arena, const SharedArena::Counter& counter,
                  std::uint64_t target, int peer, const char* what, bool peers_silent = true)
       : arena_(arena),
@@ -221,8 +205,7 @@ class CounterReached final : public WaitCondition {
 };
 
 // What a producer waits for before it reuses or releases a slot of its ring: every other rank
-// of `arena` has consumed `producer`'s ring up to `target`. `what` ("ring room from", "a direct
-// read by") and the first rank still behind name it in a timeout message.
+// has consumed `producer`'s ring up to `target`.
 class ConsumedByAll final : public WaitCondition {
  public:
   ConsumedByAll(SharedArena& arena, int producer, std::uint64_t target, const char* what)

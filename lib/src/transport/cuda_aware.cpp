@@ -16,8 +16,8 @@ CudaAwareness ask_mpi() {
   CudaAwareness a;
   a.override_value = config().cuda_aware;
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
-  // Open MPI: the macro says whether this build has CUDA support at all; the function whether
-  // it is active in this run (for example not when the CUDA library could not be loaded).
+  // Open MPI: the macro says whether this build has CUDA support, the function whether it is
+  // active in this run.
   a.query = "MPIX_Query_cuda_support";
 #if MPIX_CUDA_AWARE_SUPPORT
   a.mpi_reports = MPIX_Query_cuda_support() == 1;

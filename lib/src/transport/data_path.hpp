@@ -1,10 +1,6 @@
-// DataPath: how the bytes of one collective call move, as the executor sees them.
-//
-// An Operation posts every message, copy and scratch buffer of its algorithm through its call's
-// data path, and never asks what memory that is (a reduction on device memory goes through the
-// call's DeviceCall, Reduction::device). Host memory (HostPath below) goes
-// straight to the transport and to memcpy; device memory has its own path (device_call.hpp:
-// the transport given device pointers, or staging through pinned host memory).
+// DataPath: how the bytes of one collective call move. An Operation posts every message, copy
+// and scratch buffer through it without asking what memory that is: host memory (HostPath)
+// goes straight to the transport and memcpy, device memory through device_call.hpp.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +22,7 @@ class DataPath {
   virtual void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) = 0;
   virtual void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
                     bool exact_length) = 0;
-  // As Transport::test_all / wait_all; transfers posted on the call's transport directly (host
-  // memory) may be among them.
+  // As Transport::test_all / wait_all; host transfers on the call's transport may be among them.
   virtual bool test_all(std::span<Transfer* const> ts) = 0;
   virtual void wait_all(std::span<Transfer* const> ts) = 0;
 
@@ -37,8 +32,7 @@ class DataPath {
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void move(void* dst, const void* src, std::size_t bytes) = 0;
 
-  // After the algorithm has finished: true once the call's results are complete (a blocking
-  // call waits here; device work may still be running when the messages are done).
+  // After the algorithm: true once the call's results are complete (a blocking call waits here).
   virtual bool finish() = 0;
   // Whether the host may touch the call's buffers and scratch (memcpy, stack buffers).
   virtual bool host_accessible() const = 0;
@@ -46,8 +40,8 @@ class DataPath {
   virtual std::string_view mode() const = 0;
 };
 
-// Host memory: the transport's verbs and the host's copies (StagedCall, memory.hpp, runs on them
-// too; HostPath is final, so that calls through it need no indirection).
+// Host memory: the transport's verbs and the host's copies (HostPath is final, so that calls
+// through it need no indirection; StagedCall, memory.hpp, runs on HostVerbs too).
 class HostVerbs : public DataPath {
  public:
   explicit HostVerbs(Transport& transport) : transport_(transport) {}

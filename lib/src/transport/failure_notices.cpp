@@ -10,14 +10,8 @@
 
 namespace collx::detail {
 
-// The waits and tests here are PMPI_ calls: libcollx_mpi intercepts MPI_Wait and MPI_Test (to
-// drive its nonblocking collectives), and collx's own requests are none of its business.
-
-namespace {
-
+// Waits and tests here are PMPI_ calls: libcollx_mpi intercepts MPI_Wait and MPI_Test.
 constexpr std::uint32_t kMagic = 0x636f6c78;  // "colx"
-
-}  // namespace
 
 FailureNotices::Notice::Notice(Kind k, int r, Collective c, std::uint64_t s, std::string_view why)
     : magic(kMagic), kind(k), rank(r), collective(c), sequence(s), reason{} {
@@ -67,8 +61,7 @@ void FailureNotices::poll() {
 }
 
 void FailureNotices::handle_arrivals() {
-  // The receive completed (MPI set it to MPI_REQUEST_NULL): take what it holds, post it again,
-  // and take every notice already waiting.
+  // The receive completed: take its notice, repost, and take every notice already waiting.
   do {
     const Notice notice = incoming_;
     post_receive();
@@ -164,10 +157,9 @@ void FailureNotices::failed_in_flight(std::uint64_t sequence, Collective collect
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    // A COLLX_CHECK mismatch fails every rank together and leaves the communicator in step
-    // (a mismatch without COLLX_CHECK is one rank's: the arena's wait saw a peer's messages,
-    // Operation::refuse_foreign_messages, and the others must hear of it); a revoke came from
-    // a notice, whose sender told everybody.
+    // A COLLX_CHECK mismatch fails every rank together (one without COLLX_CHECK is this rank's
+    // alone, refuse_foreign_messages, and the others must hear of it); a revoke came from a
+    // notice, whose sender told everybody.
     if ((e.code() == ErrorCode::mismatch && config().check) || e.code() == ErrorCode::revoked)
       return;
     reason = std::string(to_string(e.code())) + ": " + e.detail();
@@ -185,8 +177,7 @@ void FailureNotices::settle(Collective collective) {
   const double timeout = config().timeout_seconds;
   const auto start = std::chrono::steady_clock::now();
   while (!revoked_ && !awaited_.empty() && receive_ != MPI_REQUEST_NULL) {
-    // Every other rank answers a local failure at its next wait at the latest: with a local
-    // notice of its own (it failed the same call) or a revoke.
+    // Every other rank answers a local failure at its next wait: a local notice or a revoke.
     int flag = 0;
     if (PMPI_Test(&receive_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
     if (flag) {

@@ -1,24 +1,16 @@
 // FailureNotices: how one rank's failure reaches the other ranks of a communicator.
 //
-// MPI has no way to interrupt a peer's wait: a rank that throws inside a collective (an argument
-// only it can check, a transport error, a timeout) leaves the others waiting for messages that
-// will never come. Following MPI's fault-tolerance proposal (ULFM: revoke, agree) and NCCL's
-// asynchronous errors, every communicator has a side channel (a duplicate communicator of its
-// own, so no user or collective message can match it) on which a failing rank sends a short
-// notice to every other rank, and on which every rank keeps one receive posted. The transports'
-// waits wait for that receive too, so a notice ends a wait at once.
-//
-// Two kinds of notice:
-//  - local (call #S): this rank's call #S failed an argument check before sending anything.
-//    A rank that failed call #S the same way counts it as an answer; a rank that took part in
-//    call #S cannot finish it correctly and revokes the communicator. The failing rank, at its
-//    next call, waits for every other rank's answer (a local notice of its own, or a revoke):
-//    so when every rank rejects the same bad arguments the communicator stays usable, and when
-//    only some do, every rank learns it at the same call.
-//  - revoked (call #S): this rank's call #S failed after it started (transport error, timeout,
-//    a peer's local failure it took part in). Every rank that hears it revokes the
-//    communicator: the waits in flight end with ErrorCode::revoked naming the failed rank and its
-//    reason, and so does every later call (the application creates a new communicator).
+// MPI cannot interrupt a peer's wait, so a rank that throws inside a collective would leave the
+// others waiting for ever. As in ULFM (revoke, agree) and NCCL's asynchronous errors, every
+// communicator has a side channel (a duplicate communicator) on which a failing rank notifies
+// every other rank, each keeping one receive posted that the transports' waits include.
+//  - local (call #S): this rank's call #S failed an argument check before sending anything. A
+//    rank that failed #S the same way counts it as an answer; one that took part in #S revokes
+//    the communicator. The failing rank awaits every answer at its next call: where all ranks
+//    reject the same arguments the communicator stays usable.
+//  - revoked (call #S): this rank's call #S failed after it started. Every rank that hears it
+//    revokes the communicator: waits in flight and every later call end with
+//    ErrorCode::revoked naming the failed rank and its reason.
 #pragma once
 
 #include <mpi.h>
@@ -39,9 +31,8 @@ namespace collx::detail {
 
 class FailureNotices {
  public:
-  // Notices travel on `comm` with `tag` (a tag nothing else on `comm` uses); posts the
-  // receive. `next_sequence` is the communicator's count of calls started (read to judge a
-  // peer's local failure).
+  // Notices travel on `comm` with `tag` (used by nothing else there); posts the receive.
+  // `next_sequence`: the communicator's count of calls started.
   FailureNotices(MPI_Comm comm, int tag, int rank, int size, const std::uint64_t& next_sequence);
   ~FailureNotices();
   FailureNotices(const FailureNotices&) = delete;
@@ -49,8 +40,8 @@ class FailureNotices {
 
   // The receive the transports add to their waits; when a wait completes it, call arrived().
   MPI_Request* request() { return &receive_; }
-  // The receive completed inside a transport's wait: handles the notice (and any already
-  // waiting behind it), reposts, and throws ErrorCode::revoked when the communicator is revoked.
+  // The receive completed inside a transport's wait: handles the notices, reposts, and throws
+  // ErrorCode::revoked when the communicator is revoked.
   void arrived();
   // Tests for notices; throws ErrorCode::revoked when the communicator is (or becomes) revoked.
   void poll();
@@ -65,8 +56,8 @@ class FailureNotices {
   // check before sending anything: tells the others.
   void failed_locally(std::uint64_t sequence, Collective collective, const std::string& reason);
   // This rank's operation #sequence failed after it started: revokes the communicator and
-  // tells the others, unless the error is one every rank sees together (a COLLX_CHECK
-  // mismatch) or came from a notice. Never throws.
+  // tells the others, unless every rank sees the error together (COLLX_CHECK) or it came from
+  // a notice. Never throws.
   void failed_in_flight(std::uint64_t sequence, Collective collective,
                         const std::exception_ptr& error) noexcept;
 
@@ -100,8 +91,7 @@ class FailureNotices {
   void announce(const Notice& notice) noexcept;
   void post_receive();
   void reap_sends();
-  // ErrorCode::revoked for a call of `collective` ("" inside a transport: the operation names
-  // its collective when it rethrows).
+  // ErrorCode::revoked for a call of `collective` ("" inside a transport).
   [[noreturn]] void throw_revoked(std::string_view collective) const;
 
   MPI_Comm comm_;
@@ -123,8 +113,7 @@ class FailureNotices {
   std::vector<Outgoing> outgoing_;
   bool revoked_ = false;
   Notice cause_{};
-  // The user's thread (before_call) and the progress thread (poll, through a transport's
-  // test) may both look at the receive.
+  // The user's thread (before_call) and the progress thread (poll) may both use the receive.
   std::recursive_mutex mutex_;
 };
 

@@ -1,8 +1,6 @@
-// Transport: the few verbs the executor needs to move bytes between ranks.
-//
-// Post a send or a receive of contiguous bytes with a peer and a tag, then test. Matching is
-// MPI's: in posting order per (peer, tag). Implemented over MPI (the default), UCX, and the
-// tests' simulated ranks (many ranks in one thread).
+// Transport: the few verbs the executor needs to move bytes between ranks: post a send or a
+// receive of contiguous bytes with a peer and a tag (MPI's matching order), then test. Over
+// MPI, UCX, and the tests' simulated ranks.
 #pragma once
 
 #include <mpi.h>
@@ -24,15 +22,10 @@ class SharedArena;
 
 class Transport;
 
-// One posted message. It stays where it was declared (neither copied nor moved): a schedule
-// keeps a varying number of them in a TransferArray or a std::deque.
-//
-// A Transfer that goes while still pending (its operation failed, and the algorithm's frame is
-// unwinding past messages it had posted) first has its transport abandon it: a receive is
-// cancelled and waited for (MPI_Cancel then MPI_Wait, which the standard makes local), so the
-// transport never writes into memory that is freed or reused after the error; a send is
-// released to finish on its own. An algorithm therefore declares its buffers before the
-// Transfers that use them (locals go in reverse order).
+// One posted message. It stays where it was declared (neither copied nor moved). One that goes
+// while still pending (its operation failed) is first abandoned by its transport: a receive is
+// cancelled and waited for, so nothing writes into freed memory; a send is released. So an
+// algorithm declares its buffers before the Transfers that use them.
 struct Transfer {
   enum class State : std::uint8_t { idle, pending, done };
   State state = State::idle;
@@ -59,13 +52,12 @@ struct Transfer {
   void abandon() noexcept;
 };
 
-// A run of Transfers with room for a few inline: most collectives at small sizes post one or
-// two messages per step and should not allocate for them.
+// A run of Transfers with room for a few inline: small collectives should not allocate.
 class TransferArray {
  public:
   explicit TransferArray(std::size_t n) : size_(n) {
-    // A count from a negative int (a caller's bug) fails here as an allocation would, and
-    // the bound lets the compiler see that the array's size cannot overflow.
+    // A count from a negative int (a caller's bug) fails here; the bound also lets the
+    // compiler see that the array's size cannot overflow.
     if (n > static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(Transfer))
       throw std::bad_array_new_length();
     if (n > kInline) heap_ = std::make_unique<Transfer[]>(n);
@@ -100,22 +92,17 @@ class Transport {
     while (!test_all(ts))
       progress();
   }
-  // The communicator the MPI library's own collectives run on (Algorithm::mpi): the
-  // communicator's duplicate that collx sends on. MPI_COMM_NULL where there is none (simulated
-  // ranks).
+  // The communicator the MPI library's own collectives run on (Algorithm::mpi), the duplicate
+  // collx sends on; MPI_COMM_NULL for simulated ranks.
   MPI_Comm library_comm() const { return library_comm_; }
   void set_library_comm(MPI_Comm comm) { library_comm_ = comm; }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
-  // Whether a message with a tag in [first_tag, first_tag + tags) from any peer has arrived
-  // and waits for its receive (false where the transport cannot tell). A rank waiting on the
-  // shared arena asks it for its own operation's tags: such a message means a peer runs the
-  // same call with an algorithm of messages (see Operation::refuse_foreign_messages).
+  // Whether a message with a tag in [first_tag, first_tag + tags) from any peer waits for its
+  // receive (false where the transport cannot tell): Operation::refuse_foreign_messages.
   virtual bool message_arrived(int /*first_tag*/, int /*tags*/) { return false; }
-  // A pending transfer of this transport that nobody will wait for (see Transfer): a receive
-  // is cancelled and its completion waited for, so nothing writes into its buffer afterwards;
-  // a send is released (it completes, or not, on its own). Never throws: it runs in
-  // destructors while an error unwinds. Afterwards the transfer is done.
+  // Abandons a pending transfer nobody will wait for (see Transfer); never throws (it runs in
+  // destructors while an error unwinds). Afterwards the transfer is done.
   virtual void abandon(Transfer& t) noexcept { t.state = Transfer::State::done; }
 
   // Whether this transport may be given CUDA device buffers (a CUDA-aware MPI, UCX built with
@@ -129,18 +116,16 @@ class Transport {
     irecv(t, buf, bytes, peer, tag);
   }
 
-  // The arena this transport's ranks share when they are all on one node (shm_arena.hpp), null
-  // otherwise: what the shared_memory algorithms move bytes through.
+  // The arena this transport's ranks share when all are on one node (shm_arena.hpp), or null.
   SharedArena* shared_arena() const { return arena_.get(); }
   void set_shared_arena(std::shared_ptr<SharedArena> arena) { arena_ = std::move(arena); }
-  // Where the ranks span several nodes: the arena this rank's node shares (its ranks in
-  // local-rank order, node_layout()), null where the node has one rank or none was made. What
-  // the node-aware algorithms' phases inside a node move bytes through (Operation::Group).
+  // Across nodes: the arena this rank's node shares (its ranks in local-rank order), or null;
+  // the node-aware algorithms' node phases run through it.
   SharedArena* node_arena() const { return node_arena_.get(); }
   void set_node_arena(std::shared_ptr<SharedArena> arena) { node_arena_ = std::move(arena); }
 
-  // Which of this transport's ranks share a node (node_layout.hpp): what the node-aware
-  // algorithms split their work by. Null (simulated ranks without one): one node.
+  // Which of this transport's ranks share a node: what the node-aware algorithms split by.
+  // Null (simulated ranks without one): one node.
   const patterns::NodeLayout* node_layout() const { return layout_.get(); }
   void set_node_layout(std::shared_ptr<const patterns::NodeLayout> layout) {
     layout_ = std::move(layout);
@@ -152,16 +137,13 @@ class Transport {
 
   // Whether waits yield the processor when a pass found nothing (processors_oversubscribed).
   bool yield_when_idle() const { return yield_when_idle_; }
-  // More processes on this node than processors (`ranks_on_node` of a communicator, or the
-  // launcher's count of the job's processes there), or Open MPI told so
-  // (OMPI_MCA_mpi_yield_when_idle=1; =0 keeps spinning whatever the count, as in Open MPI):
-  // a wait that spins then takes the processor from the peer it waits for. Open MPI yields in
-  // its own progress engine when oversubscribed; MPICH's never does.
+  // More processes on this node than processors (`ranks_on_node`, or the launcher's count), or
+  // Open MPI's OMPI_MCA_mpi_yield_when_idle=1 (=0 keeps spinning): a spinning wait would take
+  // the processor from the peer it waits for.
   static bool processors_oversubscribed(int ranks_on_node);
 
-  // The communicator's failure notices (failure_notices.hpp), or null (a point-to-point
-  // context, the simulated ranks): the transport's waits end when one revokes the communicator,
-  // and an operation that fails reports itself there.
+  // The communicator's failure notices (failure_notices.hpp), or null: waits end when one
+  // revokes the communicator, and a failing operation reports itself there.
   FailureNotices* failure_notices() const { return notices_; }
   void set_failure_notices(FailureNotices* notices) { notices_ = notices; }
 

@@ -17,8 +17,8 @@ class MpiTransport final : public Transport {
   void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
-  // One pass of MPI's progress engine (an MPI_Iprobe): a rank waiting on shared memory must
-  // still answer its peers' messages in flight (a rendezvous acknowledgment, say).
+  // One pass of MPI's progress engine: a rank waiting on shared memory must still answer its
+  // peers' messages in flight.
   void progress() override;
   // MPI_Iprobe of each tag.
   bool message_arrived(int first_tag, int tags) override;
@@ -27,8 +27,7 @@ class MpiTransport final : public Transport {
   bool supports_device_memory() const override;
 
  private:
-  // Whether this transport's test loops yield the processor after a pass that found nothing:
-  // where the node is oversubscribed and MPI's progress engine does not yield by itself.
+  // Whether test loops yield after an idle pass: oversubscribed, and MPI does not yield itself.
   bool yields_when_idle() const;
   MPI_Comm comm_;
 };

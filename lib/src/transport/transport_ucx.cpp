@@ -66,13 +66,11 @@ struct FragmentSet {
   std::size_t remaining = 0;
 };
 
-// Process-wide, never reset: every communicator a process belongs to gets an id above those of
-// all its earlier communicators (see agree_context_id), also across UcxRuntime lifetimes.
+// Process-wide, never reset: every communicator gets an id above those of all earlier ones.
 std::mutex context_id_mutex;
 std::uint64_t next_context_id = 1;
 
-// All ranks take the maximum of their next free ids: no rank has used it yet, so no two
-// communicators sharing a process ever have the same id, and every rank derives the same one.
+// All ranks take the maximum of their next free ids: unused by every rank, and the same on all.
 std::uint64_t agree_context_id(MPI_Comm comm, int rank) {
   std::uint64_t proposal = 0;
   {
@@ -80,8 +78,7 @@ std::uint64_t agree_context_id(MPI_Comm comm, int rank) {
     proposal = next_context_id;
   }
   std::uint64_t agreed = 0;
-  // PMPI_ in this file: collx's own collectives never reach a profiling layer (libcollx_mpi
-  // intercepts MPI_Allreduce and the others and would come back into collx).
+  // PMPI_ in this file: libcollx_mpi's MPI_Allreduce would come back into collx.
   check_mpi(PMPI_Allreduce(&proposal, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm),
             "MPI_Allreduce (UCX context id)", rank);
   if (agreed >= (std::uint64_t{1} << kUcxContextBits)) {
@@ -94,8 +91,7 @@ std::uint64_t agree_context_id(MPI_Comm comm, int rank) {
   return agreed;
 }
 
-// Every rank's worker address, indexed by rank (an MPI_Allgather of the lengths, then of the
-// bytes).
+// Every rank's worker address, by rank.
 std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
                                             const std::string& mine) {
   const int my_length = static_cast<int>(mine.size());
@@ -127,10 +123,8 @@ std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
 
 }  // namespace
 
-// The process's UCP context and worker, and one endpoint per peer process (keyed by the
-// peer's worker address), shared by every communicator on UCX. The last communicator to go
-// releases it; collx communicators are destroyed before MPI_Finalize, and nothing here needs
-// MPI anyway.
+// The process's UCP context and worker, and one endpoint per peer process (keyed by its worker
+// address), shared by every communicator on UCX; the last communicator to go releases it.
 class UcxRuntime {
  public:
   // The runtime in use, or a new one. `estimated_peers` is a hint for UCX's transport choice.
@@ -161,11 +155,9 @@ class UcxRuntime {
     }
   }
 
-  // Endpoints are closed in flush mode (whatever was sent still reaches its peer; nothing is
-  // pending in a correct program by then), then the worker and the context are destroyed.
-  // Where a failed operation released a send that had not completed (abandon), its peer may
-  // never take it (that peer failed, or left the collective and no longer progresses UCX):
-  // a flush would wait for it forever, so the endpoints are closed by force instead.
+  // Endpoints are closed in flush mode (what was sent still arrives), or by force where a send
+  // was abandoned (its peer may never take it, and a flush would wait for ever); then the
+  // worker and the context are destroyed.
   ~UcxRuntime() {
     std::vector<void*> closing;
     ucp_request_param_t param{};
@@ -254,14 +246,12 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes)
   context_id_ = agree_context_id(comm, rank());
   for (const std::string& address : exchange_addresses(comm, rank(), size(), runtime_->address()))
     endpoints_.push_back(runtime_->endpoint(address, rank()));
-  // Connecting an endpoint attaches to the peer's worker (its shared-memory FIFO, for one), so
-  // that worker must still exist: no rank may release its runtime, which it could do as soon as
-  // this communicator is gone, before every rank has connected.
+  // Connecting attaches to the peer's worker, so no rank may release its runtime (as it could
+  // once this communicator is gone) before every rank has connected.
   check_mpi(PMPI_Barrier(comm), "MPI_Barrier (UCX endpoints)", rank());
 }
 
-// Pending requests of an abandoned operation (after a timeout) are left to UCX; the endpoints
-// belong to the runtime, which the last communicator releases.
+// Pending requests of an abandoned operation are left to UCX; the runtime owns the endpoints.
 UcxTransport::~UcxTransport() = default;
 
 void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
@@ -358,8 +348,7 @@ bool UcxTransport::poll(Transfer& t) {
 }
 
 void UcxTransport::progress() {
-  // Where processors are oversubscribed a rank that spins in ucp_worker_progress takes the
-  // processor from the peer it waits for (Transport::yield_when_idle).
+  // Oversubscribed, a rank spinning here takes the processor from the peer it waits for.
   if (ucp_worker_progress(worker_) == 0 && yield_when_idle()) sched_yield();
   // The communicator's failure notices travel on MPI (failure_notices.hpp).
   if (FailureNotices* notices = failure_notices()) notices->poll();
@@ -376,8 +365,7 @@ bool UcxTransport::message_arrived(int first_tag, int tags) {
 }
 
 void UcxTransport::abandon(Transfer& t) noexcept {
-  // A receive is cancelled and driven to completion (UCX then no longer writes its buffer); a
-  // send is released and finishes inside UCX.
+  // A receive is cancelled and driven to completion; a send is released to finish inside UCX.
   auto drop = [&](void* request) {
     if (request == nullptr) return;
     if (!t.is_send) {

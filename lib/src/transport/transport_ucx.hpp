@@ -1,17 +1,10 @@
 // The UCX transport: UCP tag messages between the ranks of a communicator.
 //
-// One UCP context, worker and set of endpoints serve the whole process (UcxRuntime in the .cpp):
-// - one ucp_worker_progress drives every communicator, so a rank blocked in one collective
-//   still completes the rendezvous its peers started in another (with one worker per
-//   communicator, a wait on A would leave B's worker unprogressed);
-// - shared-memory mappings, sockets and endpoints are per peer process, not per communicator:
-//   a communicator created after the first only exchanges addresses;
-// - it is how MPI libraries and UCC use UCX (one worker per process, or per thread).
-// Communicators are told apart in the 64-bit UCX tag instead (see make_ucx_tag).
-//
-// Threading: the worker is created UCS_THREAD_MODE_SERIALIZED, the UCX twin of the threading
-// collx promises (calls on a process's communicators are serialised, MPI_THREAD_FUNNELED or
-// SERIALIZED); communicators are created from one thread at a time.
+// One UCP context, worker and set of endpoints serve the whole process (UcxRuntime), as MPI
+// libraries and UCC use UCX: one ucp_worker_progress drives every communicator (a rank blocked
+// in one still completes its peers' rendezvous in another), and connections are per peer
+// process. Communicators are told apart in the tag (make_ucx_tag). The worker is
+// UCS_THREAD_MODE_SERIALIZED, as collx's calls on a process's communicators are.
 #pragma once
 
 #include <mpi.h>
@@ -32,13 +25,11 @@ namespace collx::detail {
 
 class UcxRuntime;
 
-// Where a buffer lives. UCX takes it as a hint (UCP_OP_ATTR_FIELD_MEMORY_TYPE) and otherwise
-// looks the pointer up on every message.
+// Where a buffer lives: UCX's hint (UCP_OP_ATTR_FIELD_MEMORY_TYPE), else it looks it up.
 enum class MemoryType : std::uint8_t { host, cuda };
 
-// The UCX tag of a message: communicator context id, source rank and collx tag side by side,
-// received with a full mask, so messages of different communicators, sources or tags never
-// match each other and UCX's in-order matching per (endpoint, tag) is MPI's per (source, tag).
+// The UCX tag of a message: context id, source rank and collx tag, received with a full mask,
+// so UCX's in-order matching per (endpoint, tag) is MPI's per (source, tag).
 inline constexpr int kUcxTagBits = 15;      // collx tags are below 32767
 inline constexpr int kUcxRankBits = 24;     // communicators of up to 16,777,216 ranks
 inline constexpr int kUcxContextBits = 25;  // 33,554,431 communicators per process lifetime
@@ -50,10 +41,8 @@ inline constexpr std::uint64_t make_ucx_tag(std::uint64_t context_id, std::uint6
 
 class UcxTransport final : public Transport {
  public:
-  // UCX takes size_t lengths, but some of its transports and protocols have kept 32-bit
-  // lengths in places; a message above this is sent as consecutive fragments with the same tag
-  // (matched in order), so no UCX limit is ever reached. Both ends must then post the same
-  // length, which every collx algorithm does.
+  // Some UCX transports keep 32-bit lengths in places: a larger message goes as consecutive
+  // fragments with the same tag (matched in order; both ends post the same length).
   static constexpr std::size_t kDefaultMaxFragmentBytes = std::size_t{1} << 30;
 
   // Collective over `comm` (used, not owned; its error handler must be MPI_ERRORS_RETURN):
@@ -77,9 +66,8 @@ class UcxTransport final : public Transport {
   // ucp_tag_probe_nb of each tag, from any source.
   bool message_arrived(int first_tag, int tags) override;
   void abandon(Transfer& t) noexcept override;
-  // UCX built with CUDA (its context lists the CUDA memory type), unless COLLX_CUDA_AWARE says
-  // otherwise: device buffers then go to UCX with the CUDA memory-type hint (cuda_copy,
-  // cuda_ipc, GPUDirect RDMA).
+  // UCX built with CUDA, unless COLLX_CUDA_AWARE says otherwise: device buffers then go to UCX
+  // with the CUDA memory-type hint.
   bool supports_device_memory() const override;
   void isend_device(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
     post(t, const_cast<void*>(buf), bytes, peer, tag, MemoryType::cuda, true);
