@@ -204,10 +204,10 @@ struct CommState {
   static constexpr std::size_t kLongCallBytes = std::size_t{64} << 10;
   static constexpr int kLibraryWaitFactor = 4;
   // A candidate that the nearest smaller tried class to try it timed at kSlowRatio times its
-  // fastest or more (ClassTuner::slowness), kSlowDecay times more for each class further down (a candidate's speed
-  // against another's is taken to change by at most that much per doubling of the size): 2x
-  // slower one class below, 2.8x two below, 4x three below. A candidate no longer that slow for
-  // its distance is tried again, so a crossover at larger sizes is still found.
+  // fastest or more (ClassTuner::slowness), kSlowDecay times more for each class further down (a
+  // candidate's speed against another's is taken to change by at most that much per doubling of the
+  // size): 2x slower one class below, 2.8x two below, 4x three below. A candidate no longer that
+  // slow for its distance is tried again, so a crossover at larger sizes is still found.
   static constexpr double kSlowRatio = 2.0;
   static constexpr double kSlowDecay = 1.41421356;
   // Whether some size class of this communicator goes to the MPI library (delegates()).

@@ -114,7 +114,7 @@ Algorithm CommState::weigh_by_smaller_classes(Collective collective, std::size_t
   const auto tried = [&](int k) -> const ClassTuner* {
     const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
     return smaller.phase() == ClassTuner::Phase::settled && smaller.rounds() > 0 ? &smaller
-                                                                                  : nullptr;
+                                                                                 : nullptr;
   };
   // Whether the nearest smaller tried class that tried `a` timed it slow enough for its distance.
   const auto too_slow = [&](Algorithm a) {

@@ -15,11 +15,9 @@ std::size_t size_class_max_bytes(int size_class) {
 
 int trials_for(std::size_t bytes) {
   if (bytes <= (std::size_t{4} << 10)) return 32;
-  // Up to 2 MiB blocks of 8: a call there fills at most a few of the arena's ring slots (4 of
-  // 512 KiB a rank), and a shorter block times the ring's free slots (its producers never wait
-  // for room) and leaves its laggards to the next candidate's block, where ranks share cores:
-  // blocks of 3 timed the arena's gather of 512 KiB at 4 ranks on 2 cores 2.7x faster, the MPI
-  // library's 2x slower, than runs of 20 calls do (docs/AUTO.md).
+  // Up to 2 MiB blocks of 8: a call there fills at most a few of the arena's ring slots, and a
+  // shorter block times the ring's free slots (its producers never wait for room) and leaves its
+  // laggards to the next candidate's block where ranks share cores (docs/AUTO.md).
   if (bytes <= (std::size_t{2} << 20)) return 16;
   if (bytes <= (std::size_t{16} << 20)) return 5;
   return 3;
@@ -165,8 +163,7 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
   // Slower now than the MPI library's own collective was in the trials (the slowest rank's
   // time): tried again whatever the call's size, since the floor auto promises is the MPI it
   // wraps. Sub-microsecond drift is otherwise noise (kDriftMinNs), but a call that settled in a
-  // machine's fast state and runs in its slow one (the arena at 0.1 us, then 0.33 us, where
-  // the MPI takes 0.2 us) loses to the MPI on every call.
+  // machine's fast state and runs in its slow one can lose to the MPI on every call.
   const std::uint64_t library = library_trial_ns();
   if (library > 0 &&
       static_cast<double>(sampled_mean_ns()) > static_cast<double>(library) * (1 + kMargin)) {
@@ -282,8 +279,8 @@ void ClassTuner::note_slowness() {
     if (agreed_ns_[i] > 0 && (best == 0 || agreed_ns_[i] < best)) best = agreed_ns_[i];
   if (best == 0) return;
   for (std::size_t i = 0; i < count_; ++i) {
-    const auto* it = std::find(all_candidates_.begin(), all_candidates_.begin() + all_count_,
-                               candidates_[i]);
+    const auto* it =
+        std::find(all_candidates_.begin(), all_candidates_.begin() + all_count_, candidates_[i]);
     if (it != all_candidates_.begin() + all_count_ && agreed_ns_[i] > 0) {
       double& slowest = slowness_[static_cast<std::size_t>(it - all_candidates_.begin())];
       slowest = std::max(slowest, static_cast<double>(agreed_ns_[i]) / static_cast<double>(best));

@@ -9,11 +9,11 @@
 //   touch, a spell of the machine's) rarely disturbs both.
 // - Blocks, not interleaved calls, and means, not medians: a run of calls is what an application
 //   makes, and a call that waited (for a descheduled rank, for room in the arena's ring) counts
-//   whole, as it does in a run; blocks are long enough at small sizes to fill the ring
+//   whole, as it does in a run; blocks are long enough up to 2 MiB to cycle the ring
 //   (trials_for), where a few calls would time only its free slots (docs/AUTO.md).
 // - Across nodes the ranks meet (a barrier) before a block's first timed call, as collx-bench
 //   times a round: timed from wherever the previous calls left each rank, an algorithm whose
-//   root returns early looks faster than it is (docs/results/cluster-436e633.csv). Inside one
+//   root returns early looks faster than it is. Inside one
 //   node the meeting's own skew is as long as the calls, so one node times back-to-back calls.
 // - A challenger of collx's must beat the table's choice and the MPI library's collective by the
 //   margin: between two close trial times the MPI library is the safe choice.
@@ -23,7 +23,7 @@
 // MPI library at once (its calls then skip collx: the delegated path). A challenger that displaced
 // the table's choice in the first round is tried again at the first checkpoint in any case: a
 // passing slow spell during the table's blocks would otherwise keep a choice the rest of the run
-// does not bear out (docs/results/onenode-np2-goals-per-run.csv).
+// does not bear out.
 //
 // Every step is keyed on what every rank sees alike (the collective, the size class, the call's
 // place among the blocking calls of its class, the candidates), so every rank runs the same
