@@ -96,8 +96,9 @@ Task binomial_broadcast(Operation& op, BroadcastArgs a, bool all_across) {
   co_await tree_broadcast(op, a, place.parent, place.children.span(), across);
 }
 
+// Not a coroutine: the row's call runs binomial_broadcast's frame alone.
 Task broadcast_binomial(Operation& op, BroadcastArgs a) {
-  co_await binomial_broadcast(op, std::move(a), false);
+  return binomial_broadcast(op, std::move(a), false);
 }
 
 Task broadcast_chain(Operation& op, BroadcastArgs a) {
