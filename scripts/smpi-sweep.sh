@@ -13,13 +13,17 @@
 #   scripts/smpi-sweep.sh OUTDIR [-c "allreduce reduce_scatter"] [-n "16 64 256 1024"]
 #       [-p "fat-tree torus dragonfly"] [-k "1 8"] [-b 16] [-e 64M] [-f 4]
 #       [-v network|reductions|compute]
-#       [-a all,auto] [-s "ompi mpich"] [-m]
+#       [-a all,auto] [-s "ompi mpich"] [-m | -o]
 #
 # -m (merge): a cell whose file exists runs the -a rows alone (no mpi row, first selector only)
 # and replaces those rows of the file, keeping every other row (the mpi rows, the other sizes):
 # auto again after a change of the library, without simulating the MPI's collective again (a
 # simulation's time is exactly repeatable, and the MPI rows do not depend on collx). The file's
 # "merged" list records each such command.
+#
+# -o (only): each cell runs the -a rows alone under the first selector, into a file of its own
+# (no mpi row; cells whose file exists are skipped): auto again after a change of the library,
+# kept apart from the sweep it updates (smpi_tables.py --after takes its rows over the others).
 #
 # Defaults: the seven collectives (allreduce broadcast reduce allgather reduce_scatter alltoall
 # barrier), 16 64 256 1024 ranks, the three platforms, 1 and 8 ranks per host, 16 B to 64 MiB by
@@ -59,7 +63,8 @@ view=network
 algos=all,auto
 selectors="ompi mpich"
 merge=0
-while getopts "c:n:p:k:b:e:f:v:a:s:m" opt; do
+only=0
+while getopts "c:n:p:k:b:e:f:v:a:s:mo" opt; do
   case "$opt" in
     c) collectives="$OPTARG" ;;
     n) ranks="$OPTARG" ;;
@@ -72,6 +77,7 @@ while getopts "c:n:p:k:b:e:f:v:a:s:m" opt; do
     a) algos="$OPTARG" ;;
     s) selectors="$OPTARG" ;;
     m) merge=1 ;;
+    o) only=1 ;;
     *) exit 2 ;;
   esac
 done
@@ -174,6 +180,10 @@ for platform in $platforms; do
           rows="mpi"
           [ $first -eq 1 ] && rows="$algos,mpi"
           [ $merging -eq 1 ] && rows="$algos"
+          if [ $only -eq 1 ]; then
+            [ $first -eq 1 ] || continue
+            rows="$algos"
+          fi
           first=0
           log="${json%.json}.txt"
           # smpirun writes its temporary files into the working directory.

@@ -514,7 +514,8 @@ collx::Algorithm pick(collx::Collective c, std::size_t bytes,
 
 // Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes Rabenseifner
 // from 8 KiB to 128 KiB and multi_leader above; with one rank per node, Rabenseifner above
-// 256 KiB; reduce Rabenseifner from 16 KiB (64 KiB with one rank per node); reduce_scatter the
+// 256 KiB; reduce Rabenseifner from 64 KiB (below it, on nodes of 8 ranks, the binomial tree);
+// reduce_scatter the
 // butterfly from 8 KiB to 128 KiB and hierarchical above (one rank per node: the butterfly from
 // 4 KiB); broadcast with one rank per node scatter + allgather from 16 KiB to 512 KiB. Fewer
 // nodes keep the rows measured on the emulated cluster.
@@ -533,9 +534,11 @@ TEST(Selector, NodeRulesForManyNodes) {
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
     for (std::size_t bytes : {128 * KiB + 1, 1 * MiB, 64 * MiB})
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::multi_leader) << bytes;
-    for (std::size_t bytes : {16 * KiB, 1 * MiB, 64 * MiB})
+    for (std::size_t bytes : {64 * KiB, 1 * MiB, 64 * MiB})
       EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::rabenseifner) << bytes;
-    EXPECT_EQ(pick(Collective::reduce, 16 * KiB - 1, shape), Algorithm::hierarchical);
+    // Below 64 KiB on nodes of 8 ranks the binomial tree (Selector.ReduceBinomialOnNodesOfEight).
+    for (std::size_t bytes : {std::size_t{16}, 4 * KiB, 16 * KiB, 64 * KiB - 1})
+      EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::binomial_tree) << bytes;
     for (std::size_t bytes : {8 * KiB + 1, 128 * KiB})
       EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::butterfly) << bytes;
     for (std::size_t bytes : {128 * KiB + 1, 2 * MiB, 64 * MiB})
@@ -634,6 +637,39 @@ TEST(Selector, NodeRulesForSixteenSingles) {
                                 0, false, singles),
               Algorithm::butterfly);
   }
+}
+
+// Reduce on nodes of 8 ranks or more, below 64 KiB: the binomial tree, whose receives from all
+// its children are posted at once, on any number of nodes (simulated on SMPI's fat tree at 2, 8
+// and 32 nodes of 8: ahead of hierarchical from 16 B to 16 KiB and of Rabenseifner at 16 KiB;
+// docs/SCALE.md, "Small reduce"). Nodes of fewer ranks (the emulated cluster's 2 x 2, where
+// hierarchical was measured) keep their rules; one node keeps the flat table.
+TEST(Selector, ReduceBinomialOnNodesOfEight) {
+  using namespace collx::detail;
+  const std::size_t KiB = 1024;
+  for (int nodes : {2, 4, 8, 32, 128}) {
+    const NodeShape shape{nodes, 8, true};
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{16}, std::size_t{256}, 4 * KiB,
+                              16 * KiB, 32 * KiB, 64 * KiB - 1})
+      EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::binomial_tree)
+          << nodes << " " << bytes;
+    // From 64 KiB: Rabenseifner on 8 nodes and more; on fewer, the flat table (and the rule of
+    // two nodes of 8 from 128 KiB).
+    if (nodes >= 8) {
+      EXPECT_EQ(pick(Collective::reduce, 64 * KiB, shape), Algorithm::rabenseifner) << nodes;
+    }
+    // Uneven nodes keep the rule of any layout.
+    const NodeShape uneven{nodes, 8, false};
+    EXPECT_EQ(pick(Collective::reduce, 4 * KiB, uneven), Algorithm::hierarchical) << nodes;
+  }
+  // Nodes of fewer ranks: hierarchical up to 16 KiB; on 8 nodes and more Rabenseifner from 16 KiB.
+  for (const NodeShape& fewer : {NodeShape{2, 2, true}, NodeShape{8, 4, true}}) {
+    EXPECT_EQ(pick(Collective::reduce, 4 * KiB, fewer), Algorithm::hierarchical);
+    EXPECT_EQ(pick(Collective::reduce, 16 * KiB - 1, fewer), Algorithm::hierarchical);
+  }
+  EXPECT_EQ(pick(Collective::reduce, 16 * KiB, NodeShape{8, 4, true}), Algorithm::rabenseifner);
+  EXPECT_EQ(pick(Collective::reduce, 4 * KiB, NodeShape{1, 8, true}),
+            select_from(builtin_rules(), Collective::reduce, 4 * KiB, 8));
 }
 
 // The node rules for broadcast and reduce against the model. Reduce: up to its edge (16 KiB)
