@@ -63,7 +63,9 @@ struct CommState {
   // the table's choice is one of collx's message algorithms: below the latency-bandwidth
   // crossover those are the MPI library's latency algorithms with collx's bookkeeping on top, so
   // untried, the MPI library's cannot lose, and its bits depend on the count and ranks only.
-  // The arena's rows, which send no MPI message, keep the table's choice.
+  // The arena's rows, which send no MPI message, keep the table's choice, and so does a
+  // communicator across nodes, whose rules come from simulated clusters where the table's choice
+  // led both MPI libraries' selections (docs/SCALE.md).
   static constexpr std::size_t kUntriedLibraryBytes = std::size_t{8} << 10;
   // The algorithm for a call (resolve_algorithm), remembered per collective so that a run of
   // calls of one size skips the table and the registry; keyed by everything the choice reads

@@ -148,7 +148,7 @@ Algorithm CommState::weigh_by_smaller_classes(Collective collective, std::size_t
 Algorithm CommState::library_for_untried(Collective collective, std::size_t bytes,
                                          bool shared_memory, Algorithm table_choice) const {
   if (bytes > kUntriedLibraryBytes || config().autotune == AutotuneMode::off ||
-      transport->library_comm() == MPI_COMM_NULL ||
+      transport->library_comm() == MPI_COMM_NULL || node_shape().nodes > 1 ||
       !table_decides(collective, bytes, size, shared_memory)) {
     return Algorithm::automatic;
   }
