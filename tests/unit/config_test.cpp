@@ -577,7 +577,7 @@ TEST(Selector, NodeRulesForManyNodes) {
 
 // Two nodes of 8 ranks (simulated on SMPI's fat tree, torus and dragonfly: docs/SCALE.md, "Two
 // nodes of 8 ranks"): allreduce Rabenseifner from 2 KiB to 256 KiB and the ring to 1 MiB;
-// reduce_scatter the butterfly from 4 KiB to 128 KiB, the ring to 1 MiB, hierarchical above;
+// reduce_scatter the butterfly from 1 KiB to 128 KiB, the ring to 1 MiB, hierarchical above;
 // reduce Rabenseifner from 128 KiB to 512 KiB. Two nodes of fewer ranks (the emulated cluster's
 // 2 x 2, where the rows of two nodes were measured) and one node keep their choices.
 TEST(Selector, NodeRulesForTwoNodesOfEight) {
@@ -594,8 +594,9 @@ TEST(Selector, NodeRulesForTwoNodesOfEight) {
   for (std::size_t bytes : {1 * MiB + 1, 2 * MiB, 4 * MiB})
     EXPECT_EQ(pick(Collective::allreduce, bytes, two_by_eight), Algorithm::hierarchical) << bytes;
   EXPECT_EQ(pick(Collective::allreduce, 4 * MiB + 1, two_by_eight), Algorithm::multi_leader);
-  for (std::size_t bytes : {4 * KiB + 1, 128 * KiB})
+  for (std::size_t bytes : {1 * KiB, 4 * KiB, 4 * KiB + 1, 128 * KiB})
     EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::butterfly) << bytes;
+  EXPECT_NE(pick(Collective::reduce_scatter, 1 * KiB - 1, two_by_eight), Algorithm::butterfly);
   for (std::size_t bytes : {1 * MiB + 1, 64 * MiB})
     EXPECT_EQ(pick(Collective::reduce_scatter, bytes, two_by_eight), Algorithm::hierarchical)
         << bytes;
