@@ -376,6 +376,8 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
   EXPECT_EQ(t.chosen(), Algorithm::mpi);
   EXPECT_TRUE(t.switched_to_library());
   EXPECT_EQ(t.pick().algorithm, Algorithm::mpi);
+  // A switch is evidence for the larger classes as it stands (the arena had tied nothing).
+  EXPECT_EQ(t.choice_as_evidence(), Algorithm::mpi);
   // Another rank's flag is enough: here this rank's calls were fast.
   ClassTuner v;
   settle(v);
@@ -419,6 +421,42 @@ TEST(Autotune, ACollxChallengerMustBeatTheMpiLibraryByTheMargin) {
   EXPECT_EQ(choice(1000, 1500, 1020), Algorithm::mpi);
   // The table's choice faster by the share (if not by kMarginMinNs) keeps its place.
   EXPECT_EQ(choice(1000, 1500, 1040), Algorithm::shared_memory);
+}
+
+// What a larger class takes from a class that chose the MPI library's collective: its choice
+// where the MPI library led by the margin (slowest rank or mean), but where the tie rule gave it
+// the choice, the fastest of collx's candidates within the margin of it: a tie is no evidence that
+// collx's loses (IMB's reduce: a 128 KiB tie held every larger class on the MPI library).
+TEST(Autotune, ATieWithTheMpiLibraryIsNoEvidenceAgainstCollx) {
+  const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
+                                             Algorithm::mpi};
+  const auto evidence = [&](const std::vector<std::uint64_t>& maxima,
+                            const std::vector<std::uint64_t>& means) {
+    ClassTuner t;
+    t.start(candidates, 1, false, Algorithm::mpi);
+    run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
+    EXPECT_TRUE(t.agreed(maxima, means));
+    EXPECT_EQ(t.chosen(), Algorithm::mpi);
+    return t.choice_as_evidence();
+  };
+  // The arena faster, within the share: the arena.
+  EXPECT_EQ(evidence({16100, 30000, 16400}, {}), Algorithm::shared_memory);
+  // Both of collx's within the margin: the faster one.
+  EXPECT_EQ(evidence({10100, 10000, 10200}, {}), Algorithm::binomial_tree);
+  // Slower than the MPI's, but within the share: still a tie.
+  EXPECT_EQ(evidence({1010, 1500, 1000}, {}), Algorithm::shared_memory);
+  // The MPI library faster by the share: its own.
+  EXPECT_EQ(evidence({1040, 1500, 1000}, {}), Algorithm::mpi);
+  // A tie of the slowest ranks but the MPI's mean lower by the margin (the mean rule): its own.
+  EXPECT_EQ(evidence({520, 700, 520}, {410, 450, 320}), Algorithm::mpi);
+  EXPECT_EQ(evidence({520, 700, 520}, {325, 450, 320}), Algorithm::shared_memory);
+  // A class that chose one of collx's: its choice.
+  ClassTuner table;
+  table.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::mpi}, 1, false,
+              Algorithm::mpi);
+  run_trials(table, {1e-6, 1e-6}, 1);
+  EXPECT_TRUE(table.agreed(std::vector<std::uint64_t>{1000, 2000}));
+  EXPECT_EQ(table.choice_as_evidence(), Algorithm::shared_memory);
 }
 
 // Where collx's choice has the shorter slowest rank but the MPI library's calls cost the ranks

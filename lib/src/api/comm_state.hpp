@@ -191,9 +191,9 @@ struct CommState {
   // What the smaller size classes of `collective` whose trials ended say of a new class's
   // `candidates`, made on this machine where the table was made on others: above kLongCallBytes
   // those timed slow there leave (the MPI library's collective always stays, and the list is
-  // never left empty); the nearest one's choice, where it is one of collx's candidates, moves to
-  // the front (it runs the wait and is kept on a tie). Returns that choice (automatic: none
-  // settled); where it is the MPI library's, the wait runs the MPI library
+  // never left empty); the nearest one's choice (ClassTuner::choice_as_evidence), where it is one
+  // of collx's candidates, moves to the front (it runs the wait and is kept on a tie). Returns that
+  // choice (automatic: none settled); where it is the MPI library's, the wait runs the MPI library
   // (ClassTuner::start's `wait_on_library`): a benchmark that calls a large size a few times
   // (IMB: 5 calls of 8 MiB) never ends that class's wait.
   Algorithm weigh_by_smaller_classes(Collective collective, std::size_t bytes,

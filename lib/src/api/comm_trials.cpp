@@ -138,7 +138,7 @@ Algorithm CommState::weigh_by_smaller_classes(Collective collective, std::size_t
   // Settled classes are agreed, so every rank finds the same nearest one.
   Algorithm nearest = Algorithm::automatic;
   for (int k = size_class - 1; k >= 0 && nearest == Algorithm::automatic; --k)
-    if (const ClassTuner* smaller = tried(k)) nearest = smaller->chosen();
+    if (const ClassTuner* smaller = tried(k)) nearest = smaller->choice_as_evidence();
   const auto evidence = std::find(candidates.begin(), candidates.end(), nearest);
   if (nearest != library && evidence != candidates.end())
     std::rotate(candidates.begin(), evidence, evidence + 1);

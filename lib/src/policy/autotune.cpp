@@ -296,6 +296,30 @@ double ClassTuner::slowness(Algorithm algorithm) const {
              : slowness_[static_cast<std::size_t>(it - all_candidates_.begin())];
 }
 
+Algorithm ClassTuner::choice_as_evidence() const {
+  if (!chose_library() || switched_to_library_) return chosen_;
+  const auto index = static_cast<std::size_t>(
+      std::find(candidates_.begin(), candidates_.begin() + count_, library_) - candidates_.begin());
+  if (index >= count_) return chosen_;
+  const auto within_margin = [](std::uint64_t collx, std::uint64_t library) {
+    return collx == 0 || library == 0 ||
+           static_cast<double>(collx) < static_cast<double>(library) * (1 + kMargin);
+  };
+  Algorithm tied = chosen_;
+  std::uint64_t fastest = 0;
+  for (std::size_t i = 0; i < count_; ++i) {
+    if (candidates_[i] == library_ || agreed_ns_[i] == 0 ||
+        !within_margin(agreed_ns_[i], agreed_ns_[index]) ||
+        !within_margin(agreed_mean_ns_[i], agreed_mean_ns_[index]) ||
+        (fastest != 0 && agreed_ns_[i] >= fastest)) {
+      continue;
+    }
+    tied = candidates_[i];
+    fastest = agreed_ns_[i];
+  }
+  return tied;
+}
+
 bool ClassTuner::needs_confirmation(std::size_t winner) const {
   if (count_ <= 2 || library_ == Algorithm::automatic || candidates_[winner] == library_) {
     return false;

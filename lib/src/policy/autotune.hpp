@@ -87,7 +87,8 @@ class ClassTuner {
   // not the MPI library's: the MPI library takes host memory only, and a call on device
   // buffers would run on host copies while it waits. `wait_on_library`: the whole wait runs the
   // MPI library's instead, where this machine has shown that the table's choice does not beat
-  // it (the caller's evidence: the nearest smaller class that was tried settled on it).
+  // it (the caller's evidence: the nearest smaller class that was tried settled on it, not on a
+  // tie: choice_as_evidence).
   void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false,
              Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0,
              bool wait_on_library = false);
@@ -129,6 +130,13 @@ class ClassTuner {
   // the candidates closer than they are (every call waits for the processor alike), and auto
   // promises the MPI library's speed first.
   double slowness(Algorithm algorithm) const;
+  // What a larger class takes from this one as its nearest tried class's choice
+  // (CommState::weigh_by_smaller_classes): the choice, except where the trials chose the MPI
+  // library's collective on the tie rule: then the fastest of collx's candidates within the
+  // margin of it, in the slowest rank's time and the ranks' mean. A tie is no evidence that
+  // collx's candidate loses; taken as such, every larger class waits on the MPI library
+  // (kLibraryWaitFactor) even where collx's candidate leads it there.
+  Algorithm choice_as_evidence() const;
   // Whether the choice is the MPI library's own collective.
   bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
   int rounds() const { return rounds_; }
