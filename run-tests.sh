@@ -36,15 +36,17 @@ collx_choose_mpi mpich "$BUILD_DIR-mpich-static"
 # The consumer project in C++ (the package's promise to MPICH users) and the drop-in's link and
 # preload (the C+C++ and pkg-config consumers run on Open MPI). No link-time optimisation: with
 # static libraries every test program's link would optimise the whole library again, and the
-# Open MPI build has already compiled it so.
+# Open MPI build has already compiled it so. And the built-in rules' grid as MPICH builds them
+# (its MPICH-only rows: tests/unit/data/selector-grid-mpich.txt).
 mpich_tests='^((mpi_allreduce|mpi_collectives)_np[2-5]|mpi_library_np[1-4]'
 mpich_tests+='|dropin_np[23]|dropin_(fortran|preload|disabled).*|dropin_delegated_np[1-4]'
 mpich_tests+='|package_(install|cmake_CXX|dropin_.*)'
-mpich_tests+='|dropin_error_codes|conformance_(patterns|fuzz)_np([2345]|10)|conformance_errors_np3)$'
+mpich_tests+='|dropin_error_codes|conformance_(patterns|fuzz)_np([2345]|10)|conformance_errors_np3'
+mpich_tests+='|selector_grid_test)$'
 mpich_targets=(collx collx_mpi mpi_allreduce_test mpi_collectives_test mpi_library_test dropin_check
                dropin_check_plain dropin_check_fortran_mpifh dropin_check_fortran_module
                dropin_delegated_calls
-               dropin_error_codes_test conformance)
+               dropin_error_codes_test conformance selector_grid_test)
 collx_configure -DBUILD_SHARED_LIBS=OFF -DCOLLX_BUILD_APPS=OFF -DCOLLX_CUDA=OFF -DCOLLX_TORCH=OFF \
   -DCOLLX_LTO=OFF
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${mpich_targets[@]}"
