@@ -283,6 +283,19 @@ static bool halving_inside(const Shape& s, double node_segment) {
   return s.nodes >= kManyNodes && std::has_single_bit(static_cast<unsigned>(s.per_node)) &&
          node_segment / s.per_node <= s.segment;
 }
+// One node segment's reduce-scatter (or allgather) inside a node of k ranks in such a pipeline:
+// the bytes a rank moves over the loopback, each step's message over its own segments in flight
+// (the messages of a step move side by side, each at the loopback's full bandwidth): the
+// butterfly's log2 k halving steps (node_segment / 2, / 4, ..., / k) or the ring's k - 1
+// blocks. A node segment is smaller than the buffer, so its steps have fewer segments in flight
+// than the whole buffer's would.
+static double node_phase_bytes(const Shape& s, double node_segment, double k, bool halving) {
+  if (!halving) return (k - 1) * (node_segment / k) / streams(s, node_segment / k);
+  double bytes = 0;
+  for (double m = node_segment / 2; m * k >= node_segment * (1 - 1e-9); m /= 2)
+    bytes += m / streams(s, m);
+  return bytes;
+}
 static Cost inside_node(const Shape& s, double messages, double bytes, double carriers) {
   Cost c;
   c.messages = messages;
@@ -333,8 +346,20 @@ const Entry allreduce_multi_leader{
       // many-node pipeline the butterfly and recursive doubling, log2 k steps each.
       const double node_segment = node_segment_of(s, k);
       const bool pipelined = pow2_nodes && s.n > node_segment;
-      const double steps = pipelined && halving_inside(s, node_segment) ? std::log2(k) : k - 1;
-      Cost c = inside_node(s, 2 * steps, 2 * (k - 1) / k * s.n / streams(s, s.n / k), k);
+      const bool halving = pipelined && halving_inside(s, node_segment);
+      const double steps = halving ? std::log2(k) : k - 1;
+      Cost c;
+      if (pipelined) {
+        // The node's phases of one node segment are the fill; those of all of them move beside
+        // the exchanges across nodes.
+        const double node_segments = std::ceil(s.n / node_segment);
+        const double phase = 2 * node_phase_bytes(s, s.n / node_segments, k, halving);
+        c.messages = 2 * steps;
+        c.bytes = phase;
+        c.beside_bytes = node_segments * phase;
+      } else {
+        c = inside_node(s, 2 * steps, 2 * (k - 1) / k * s.n / streams(s, s.n / k), k);
+      }
       c.reduced = (k - 1) / k * s.n;
       return add(c, across);
     },
@@ -951,10 +976,12 @@ const Entry reduce_scatter_hierarchical{
         const double segments = std::min(std::floor(s.n / piece), double{kMostNodeSegments});
         if (segments > 1) {
           const double node_segment = s.n / segments;
+          const bool halving = halving_inside(s, node_segment);
+          const double phase = node_phase_bytes(s, node_segment, k, halving);
           Cost c;
-          c.messages = segments * (halving_inside(s, node_segment) ? std::log2(k) : k - 1);
-          c.bytes = share / segments;
-          c.beside_bytes = share;
+          c.messages = segments * (halving ? std::log2(k) : k - 1);
+          c.bytes = phase;
+          c.beside_bytes = segments * phase;
           c.reduced = share + s.n / k;
           c.copied = s.n;
           c.inter_messages = std::log2(s.nodes);
