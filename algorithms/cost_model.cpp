@@ -890,12 +890,9 @@ const Entry broadcast_hierarchical{
     [](const Shape& s) {
       if (!splits(s)) return all_flat(s, flat_broadcast(s, s.p, s.n));
       const double lg = log2_ceil(static_cast<int>(s.per_node));
-      // Inside a node, after the buffer is in: the head's first level moves the buffer over
-      // the segments in flight, each deeper level one segment more (the segments in flight move
-      // side by side, each at the loopback's full bandwidth).
       Cost inside;
       inside.messages = lg;
-      inside.bytes = s.n / streams(s, s.n) + node_broadcast_fill(s, std::max(0.0, lg - 1));
+      inside.bytes = s.n / streams(s, s.n) + node_broadcast_fill(s, lg);
       return add(across_nodes(flat_broadcast(s, s.nodes, s.n)), inside);
     },
     "Node-aware: a broadcast across nodes from the root to one rank on every other node (its "
