@@ -1176,9 +1176,9 @@ double start_delay(Collective c, Algorithm a, int p, double bytes, const Machine
   if (c == Collective::reduce) {
     // The binomial trees: the flat one, and the node-aware one's where it runs them (its
     // node's tree and the leaders' tree are the flat tree's levels inside and across nodes).
-    const bool tree = a == Algorithm::binomial_tree ||
-                      (a == Algorithm::hierarchical &&
-                       bytes <= static_cast<double>(kFlatReduceTreeBytes));
+    const bool tree =
+        a == Algorithm::binomial_tree ||
+        (a == Algorithm::hierarchical && bytes <= static_cast<double>(kFlatReduceTreeBytes));
     if (!tree) return 0;
     const Placement at = placement_of(p, m);
     const std::vector<double> together(exits.size(), 0.0);

@@ -22,11 +22,10 @@ namespace collx::model {
 // How the ranks start the calls a measurement times (collx-bench: the MPI library's barrier, then
 // Machine::calls calls, each rank timing from when it leaves the barrier and the slowest rank's
 // time counted): at once, or as they leave a dissemination barrier (Bruck's, which Open MPI's
-// selection takes for some communicator sizes: in round k rank r hears from rank r - 2^k). Entered
-// at once,
-// that barrier still releases its ranks apart wherever some rounds' partners are on other nodes
-// and others on the same one: rank 0 hears from the far end of the communicator in every round
-// and leaves last, rank p-1 first.
+// selection takes for some communicator sizes: in round k rank r hears from rank r - 2^k).
+// Entered at once, that barrier still releases its ranks apart wherever some rounds' partners
+// are on other nodes and others on the same one: rank 0 hears from the far end of the
+// communicator in every round and leaves last, rank p-1 first.
 enum class Start { together, dissemination };
 
 struct Machine {

@@ -127,7 +127,8 @@ std::vector<Algorithm> predicted_algorithms(Collective c, const Machine& m) {
 
 // An algorithm's predicted seconds per call as the measurement times it: seconds() from a common
 // start, plus what the ranks' start adds (--start).
-std::optional<double> predicted_seconds(Collective c, Algorithm a, int p, double bytes, const Machine& m) {
+std::optional<double> predicted_seconds(Collective c, Algorithm a, int p, double bytes,
+                                        const Machine& m) {
   auto t = collx::model::seconds(c, a, p, bytes, m);
   if (t) *t += collx::model::start_delay(c, a, p, bytes, m);
   return t;
@@ -332,8 +333,8 @@ int main(int argc, char** argv) {
   }
   m.segment_bytes = *collx::apps::parse_size(segment);
   m.eager_bytes = *collx::apps::parse_size(eager);
-  m.start = start == "dissemination" ? collx::model::Start::dissemination
-                                     : collx::model::Start::together;
+  m.start =
+      start == "dissemination" ? collx::model::Start::dissemination : collx::model::Start::together;
 
   if (calibrate_here) {
     collx::Environment environment(argc, argv);
