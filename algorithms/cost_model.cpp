@@ -283,6 +283,19 @@ static bool halving_inside(const Shape& s, double node_segment) {
   return s.nodes >= kManyNodes && std::has_single_bit(static_cast<unsigned>(s.per_node)) &&
          node_segment / s.per_node <= s.segment;
 }
+// One node segment's reduce-scatter (or allgather) inside a node of k ranks in such a pipeline:
+// the bytes a rank moves over the loopback, each step's message over its own segments in flight
+// (the messages of a step move side by side, each at the loopback's full bandwidth): the
+// butterfly's log2 k halving steps (node_segment / 2, / 4, ..., / k) or the ring's k - 1
+// blocks. A node segment is smaller than the buffer, so its steps have fewer segments in flight
+// than the whole buffer's would.
+static double node_phase_bytes(const Shape& s, double node_segment, double k, bool halving) {
+  if (!halving) return (k - 1) * (node_segment / k) / streams(s, node_segment / k);
+  double bytes = 0;
+  for (double m = node_segment / 2; m * k >= node_segment * (1 - 1e-9); m /= 2)
+    bytes += m / streams(s, m);
+  return bytes;
+}
 static Cost inside_node(const Shape& s, double messages, double bytes, double carriers) {
   Cost c;
   c.messages = messages;
@@ -333,8 +346,20 @@ const Entry allreduce_multi_leader{
       // many-node pipeline the butterfly and recursive doubling, log2 k steps each.
       const double node_segment = node_segment_of(s, k);
       const bool pipelined = pow2_nodes && s.n > node_segment;
-      const double steps = pipelined && halving_inside(s, node_segment) ? std::log2(k) : k - 1;
-      Cost c = inside_node(s, 2 * steps, 2 * (k - 1) / k * s.n / streams(s, s.n / k), k);
+      const bool halving = pipelined && halving_inside(s, node_segment);
+      const double steps = halving ? std::log2(k) : k - 1;
+      Cost c;
+      if (pipelined) {
+        // The node's phases of one node segment are the fill; those of all of them move beside
+        // the exchanges across nodes.
+        const double node_segments = std::ceil(s.n / node_segment);
+        const double phase = 2 * node_phase_bytes(s, s.n / node_segments, k, halving);
+        c.messages = 2 * steps;
+        c.bytes = phase;
+        c.beside_bytes = node_segments * phase;
+      } else {
+        c = inside_node(s, 2 * steps, 2 * (k - 1) / k * s.n / streams(s, s.n / k), k);
+      }
       c.reduced = (k - 1) / k * s.n;
       return add(c, across);
     },
@@ -835,6 +860,22 @@ static void hierarchical_broadcast_stream(const Shape& s, std::vector<Cost>& bus
     return;
   }
   if (s.n > tree_bytes && s.nodes > 3) return;
+  if (!one_message(s)) {
+    // Several segments (from the eager size on): each phase's levels overlap within a call
+    // already, but a head runs its part across nodes (its receive, its sends to its child heads
+    // one after the other) and then its sends to its node's children (the segments in flight
+    // side by side over the loopback), and starts the next call after both: its period. The
+    // ranks below a head run the node's broadcast only.
+    Shape heads = flat_shape(s, s.nodes, s.n);
+    heads.eager = s.eager;
+    Cost node_sends;
+    node_sends.messages = 1;
+    node_sends.bytes = s.n / streams(s, s.n);
+    busiest.push_back(add(binomial_broadcast_period(heads, 0, 0), node_sends));
+    for (double d = 1; d < heads.p; d *= 2)
+      busiest.push_back(add(binomial_broadcast_period(heads, d, d), node_sends));
+    return;
+  }
   std::vector<Cost> inside;
   std::vector<Cost> across;
   if (!phase_streams(s, binomial_broadcast_stream, inside, across)) return;
@@ -932,10 +973,12 @@ const Entry reduce_scatter_hierarchical{
         const double segments = std::min(std::floor(s.n / piece), double{kMostNodeSegments});
         if (segments > 1) {
           const double node_segment = s.n / segments;
+          const bool halving = halving_inside(s, node_segment);
+          const double phase = node_phase_bytes(s, node_segment, k, halving);
           Cost c;
-          c.messages = segments * (halving_inside(s, node_segment) ? std::log2(k) : k - 1);
-          c.bytes = share / segments;
-          c.beside_bytes = share;
+          c.messages = segments * (halving ? std::log2(k) : k - 1);
+          c.bytes = phase;
+          c.beside_bytes = segments * phase;
           c.reduced = share + s.n / k;
           c.copied = s.n;
           c.inter_messages = std::log2(s.nodes);
@@ -1071,12 +1114,91 @@ const Entry sendrecv_direct{[](const Shape& s) {
                             },
                             "One message each way."};
 
+// ---- how the ranks start the calls timed ----
+namespace {
+// Ranks in blocks of `per_node` on the machine's nodes: a message's latency and its seconds per
+// byte between ranks a and b.
+struct Placement {
+  const Machine& m;
+  int per_node = 1;
+  bool same_node(int a, int b) const { return m.nodes <= 1 || a / per_node == b / per_node; }
+  double latency(int a, int b) const {
+    if (same_node(a, b)) return m.alpha;
+    const int switch_nodes = m.switch_nodes;
+    if (switch_nodes > 0 && a / per_node / switch_nodes == b / per_node / switch_nodes)
+      return m.alpha_switch;
+    return m.alpha_inter;
+  }
+  double per_byte(int a, int b) const { return same_node(a, b) ? m.beta : m.beta_inter; }
+};
+Placement placement_of(int p, const Machine& m) {
+  const int nodes = std::clamp(m.nodes, 1, std::max(p, 1));
+  return {m, (p + nodes - 1) / nodes};
+}
+// When the binomial reduce's data is in at `rank` (its children rank + 1, 2, 4, ... below
+// `parent`, its parent's distance; any at the root, `parent` 0), each rank starting at `start`
+// and posting the receives from all its children then: a child's message moves from when both
+// it is sent and its receive is posted, and takes its latency, its bytes and their combine.
+double binomial_reduce_in(const Placement& at, int p, double bytes,
+                          const std::vector<double>& start, int rank, int parent) {
+  double in = start[rank];
+  for (int d = 1; (parent == 0 || d < parent) && rank + d < p; d *= 2) {
+    const int child = rank + d;
+    const double sent = binomial_reduce_in(at, p, bytes, start, child, d);
+    const double moves = std::max(start[rank], sent);
+    in = std::max(in, moves + at.latency(child, rank) + bytes * at.per_byte(child, rank) +
+                          bytes * at.m.gamma);
+  }
+  return in;
+}
+}  // namespace
+
+std::vector<double> dissemination_exits(int p, const Machine& m) {
+  std::vector<double> round(static_cast<std::size_t>(std::max(p, 0)), 0.0);
+  if (p <= 1) return round;
+  const Placement at = placement_of(p, m);
+  std::vector<double> next(round.size());
+  for (int d = 1; d < p; d *= 2) {
+    for (int r = 0; r < p; ++r) {
+      const int from = (r - d + p) % p;
+      next[r] = std::max(round[r], round[from]) + at.latency(from, r);
+    }
+    round.swap(next);
+  }
+  return round;
+}
+
+double start_delay(Collective c, Algorithm a, int p, double bytes, const Machine& m) {
+  if (m.start == Start::together || p <= 1 || !implements(c, a)) return 0;
+  const std::vector<double> exits = dissemination_exits(p, m);
+  const auto [first, last] = std::minmax_element(exits.begin(), exits.end());
+  const double calls = std::max(1, m.calls);
+  if (c == Collective::reduce) {
+    // The binomial trees: the flat one, and the node-aware one's where it runs them (its
+    // node's tree and the leaders' tree are the flat tree's levels inside and across nodes).
+    const bool tree =
+        a == Algorithm::binomial_tree ||
+        (a == Algorithm::hierarchical && bytes <= static_cast<double>(kFlatReduceTreeBytes));
+    if (!tree) return 0;
+    const Placement at = placement_of(p, m);
+    const std::vector<double> together(exits.size(), 0.0);
+    const double common = binomial_reduce_in(at, p, bytes, together, 0, 0);
+    const double staggered = binomial_reduce_in(at, p, bytes, exits, 0, 0) - exits[0];
+    return -(common - staggered) / calls;
+  }
+  // Data that flows to the root only (gather): its root starts last, as the reduce's; its tree
+  // is not modelled here.
+  if (c == Collective::gather) return 0;
+  return (*last - *first) / calls;
+}
+
 Algorithm best(Collective c, int p, double bytes, const Machine& m) {
   Algorithm winner = Algorithm::automatic;
   double fastest = std::numeric_limits<double>::infinity();
   for (Algorithm a : algorithms_of(c)) {
     if (runs_through_arena(c, a) && !m.one_node) continue;
-    const auto k = seconds(c, a, p, bytes, m);
+    auto k = seconds(c, a, p, bytes, m);
+    if (k) *k += start_delay(c, a, p, bytes, m);
     // A tie across nodes, several ranks on each, goes to the node-aware algorithm: a flat
     // schedule matches it only with the ranks placed in blocks of nodes (the model's
     // assumption), the node-aware one on any placement. (With one rank per node it runs the

@@ -19,6 +19,15 @@
 
 namespace collx::model {
 
+// How the ranks start the calls a measurement times (collx-bench: the MPI library's barrier, then
+// Machine::calls calls, each rank timing from when it leaves the barrier and the slowest rank's
+// time counted): at once, or as they leave a dissemination barrier (Bruck's, which Open MPI's
+// selection takes for some communicator sizes: in round k rank r hears from rank r - 2^k).
+// Entered at once, that barrier still releases its ranks apart wherever some rounds' partners
+// are on other nodes and others on the same one: rank 0 hears from the far end of the
+// communicator in every round and leaves last, rank p-1 first.
+enum class Start { together, dissemination };
+
 struct Machine {
   double alpha = 1e-6;   // seconds per message (latency + software overhead)
   double beta = 1e-10;   // seconds per byte moved between two ranks (1 / link bandwidth)
@@ -56,6 +65,9 @@ struct Machine {
   // one call from a common start, its critical path. From the second call on, an algorithm
   // whose calls overlap (Entry::stream) costs its stream period per call instead.
   int calls = 1;
+  // How the ranks start those calls (start_delay); seconds() and cost() time calls that start
+  // together.
+  Start start = Start::together;
 };
 
 // What one rank does on the critical path: messages, bytes sent, bytes reduced, bytes copied.
@@ -204,11 +216,31 @@ std::optional<Cost> cost(Collective collective, Algorithm algorithm, int p, doub
 std::optional<double> seconds(Collective collective, Algorithm algorithm, int p, double bytes,
                               const Machine& machine);
 
+// When each of p ranks (on machine.nodes nodes, in blocks) leaves a dissemination barrier that
+// they all enter at once, in seconds from then: round k's message from rank r - 2^k takes its
+// latency (`alpha` inside a node, `alpha_switch` under one switch, else `alpha_inter`) from when
+// both its sender and its receiver are in round k.
+std::vector<double> dissemination_exits(int p, const Machine& machine);
+
+// What machine.start adds to seconds() for a measurement of machine.calls calls that counts the
+// slowest rank's time from its own start (negative where it saves): the start's effect falls on
+// the first call only. A message moves only once its receive is posted (SimGrid's SMPI: its
+// sender's data waits in the receiver's mailbox), so a rank that starts early waits for the
+// ranks that start late wherever its call needs their data, and that wait is in its time: the
+// spread of the starts, in every schedule that needs rank 0's data (rank 0 starts last) at the
+// rank that starts first (all but the reduce). The reduce's tree flows the other way: each rank
+// starts before its parent, so the root, the rank whose time counts, finds the levels below it
+// under way or done; what its first call saves is the tree's critical path from a common start
+// less the same path from the barrier's exits (binomial_tree, and hierarchical where it runs
+// binomial trees). 0 where machine.start is Start::together.
+double start_delay(Collective collective, Algorithm algorithm, int p, double bytes,
+                   const Machine& machine);
+
 // Whether the algorithm's entry splits its phases by node (Entry::node_aware); false where the
 // collective has no such algorithm.
 bool node_aware(Collective collective, Algorithm algorithm);
 
-// The cheapest algorithm for the call on `machine` (its nodes).
+// The cheapest algorithm for the call on `machine` (its nodes; seconds() plus start_delay()).
 Algorithm best(Collective collective, int p, double bytes, const Machine& machine);
 
 // The sizes (powers of two from 8 B to `max_bytes`) at which the best algorithm changes, with the

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -109,6 +110,8 @@ void print_machine(const Machine& m) {
                   m.alpha_switch * 1e6);
     }
   }
+  if (m.calls > 1) std::printf(" --calls %d", m.calls);
+  if (m.start == collx::model::Start::dissemination) std::printf(" --start dissemination");
   std::printf("\n");
 }
 
@@ -120,6 +123,15 @@ std::vector<Algorithm> predicted_algorithms(Collective c, const Machine& m) {
     if (!collx::runs_through_arena(c, a) || m.one_node) algos.push_back(a);
   }
   return algos;
+}
+
+// An algorithm's predicted seconds per call as the measurement times it: seconds() from a common
+// start, plus what the ranks' start adds (--start).
+std::optional<double> predicted_seconds(Collective c, Algorithm a, int p, double bytes,
+                                        const Machine& m) {
+  auto t = collx::model::seconds(c, a, p, bytes, m);
+  if (t) *t += collx::model::start_delay(c, a, p, bytes, m);
+  return t;
 }
 
 // One markdown table: rows = sizes, columns = algorithms' predicted times, best marked.
@@ -136,7 +148,7 @@ void prediction_table(Collective c, int p, const Machine& m, const std::vector<d
     std::printf("| %s |", human(bytes).c_str());
     const Algorithm winner = collx::model::best(c, p, bytes, m);
     for (Algorithm a : algos) {
-      const std::string t = time_text(*collx::model::seconds(c, a, p, bytes, m));
+      const std::string t = time_text(*predicted_seconds(c, a, p, bytes, m));
       std::printf(a == winner ? " **%s** |" : " %s |", t.c_str());
     }
     std::printf(" %s |\n", std::string(collx::to_string(winner)).c_str());
@@ -151,7 +163,7 @@ nlohmann::json prediction_json(Collective c, int p, const Machine& m,
   for (double bytes : sizes) {
     nlohmann::json predicted = nlohmann::json::object();
     for (Algorithm a : predicted_algorithms(c, m)) {
-      if (const auto t = collx::model::seconds(c, a, p, bytes, m))
+      if (const auto t = predicted_seconds(c, a, p, bytes, m))
         predicted[std::string(collx::to_string(a))] = *t;
     }
     rows.push_back({{"size_bytes", bytes},
@@ -264,6 +276,15 @@ int main(int argc, char** argv) {
          "the second call on; 1: one call from a common start")
       ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
+  std::string start = "together";
+  app.add_option("--start", start,
+                 "how the ranks start the calls timed (the measurement's barrier): together, or "
+                 "as they leave a dissemination barrier (Bruck's; Open MPI's selection takes it "
+                 "for some communicator sizes), which releases them apart where some of its "
+                 "rounds cross nodes and others do not; a rank that starts early waits for the "
+                 "late ones, and its time counts the wait")
+      ->check(CLI::IsMember({"together", "dissemination"}))
+      ->capture_default_str();
   std::string eager = "64K";
   app.add_option("--eager", eager,
                  "sends of fewer bytes complete at their sender once taken (eager protocol; "
@@ -312,6 +333,8 @@ int main(int argc, char** argv) {
   }
   m.segment_bytes = *collx::apps::parse_size(segment);
   m.eager_bytes = *collx::apps::parse_size(eager);
+  m.start =
+      start == "dissemination" ? collx::model::Start::dissemination : collx::model::Start::together;
 
   if (calibrate_here) {
     collx::Environment environment(argc, argv);
@@ -408,7 +431,9 @@ int main(int argc, char** argv) {
                                     {"overhead_us", m.overhead * 1e6},
                                     {"switch_nodes", m.switch_nodes},
                                     {"switch_alpha_us", m.alpha_switch * 1e6},
-                                    {"segment_bytes", m.segment_bytes}}},
+                                    {"segment_bytes", m.segment_bytes},
+                                    {"calls", m.calls},
+                                    {"start", start}}},
                                   {"predictions", predictions}};
     out << document.dump(1) << "\n";
     if (!out) {

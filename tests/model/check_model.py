@@ -86,6 +86,42 @@ def main():
     ml = predict(model, "allreduce", 2, 8, ["16M"], *no_overhead, *leaf)[16 << 20]
     check("multi_leader at 16 MiB, 2 x 8", ml["best"] == "multi_leader",
           f"best {ml['best']}, multi_leader {ml['multi_leader']:.0f} us")
+
+    # The bench's start (--start dissemination, --calls 2): 64 ranks on 8 hosts x 8 leave Bruck's
+    # barrier 3.4 us apart (rank 0 last: 0.8 us a round for the three rounds that cross a host
+    # for it and stay inside one for most, 0.5 us for the two under a leaf), and the first rank
+    # out waits for rank 0 in recursive doubling: 3.4 / 2 us a call more (the simulation: 4.34
+    # us). The binomial reduce's root starts last and finds its subtrees done but for the hop
+    # from rank 32 (1 us) after rank 48's into it (0.5 us): its first call 1.5 us where the
+    # tree's path is 2.6, then a period of 1 us (the simulation: 1.26 us a call).
+    staggered = ("--calls", "2", "--start", "dissemination")
+    rd8 = predict(model, "allreduce", 8, 8, ["16"], *no_overhead, *leaf, *staggered)[16]
+    check("barrier's spread, recursive doubling", abs(rd8["recursive_doubling"] - 4.32) < 0.02,
+          f"recursive doubling at 16 B {rd8['recursive_doubling']:.3f} us")
+    red8 = predict(model, "reduce", 8, 8, ["16"], *no_overhead, *leaf, *staggered)[16]
+    check("barrier's spread, binomial reduce", abs(red8["binomial_tree"] - 1.25) < 0.02,
+          f"binomial reduce at 16 B {red8['binomial_tree']:.3f} us")
+
+    # The hierarchical broadcast of 1 MiB (4 segments) on 2 hosts x 8, calls back to back: a
+    # head starts the next call once its sends across and inside its node are done, 56 us, not
+    # the whole call (the simulation: 69.06 us a call; the model's node tree is a segment time
+    # over, docs/SCALE.md).
+    hb = predict(model, "broadcast", 2, 8, ["1M"], *no_overhead, *leaf, "--calls", "2")[1 << 20]
+    check("hierarchical broadcast, calls back to back", abs(hb["hierarchical"] / 69.06 - 1) < 0.12,
+          f"hierarchical at 1 MiB {hb['hierarchical']:.2f} us")
+
+    # The pipelines across 8 hosts x 8: a node segment's phases inside a host are the butterfly's
+    # and recursive doubling's steps of that node segment, each over its own segments in flight
+    # (not the whole buffer's): multi_leader at 4 MiB is held by them, hierarchical
+    # reduce_scatter at 16 MiB by the link (the simulation: 449.11 and 630.95 us a call).
+    ml8 = predict(model, "allreduce", 8, 8, ["4M"], *no_overhead, *leaf, "--calls", "2")[4 << 20]
+    check("multi_leader's node phases, 8 x 8", abs(ml8["multi_leader"] / 449.11 - 1) < 0.1,
+          f"multi_leader at 4 MiB {ml8['multi_leader']:.1f} us")
+    rs8 = predict(model, "reduce_scatter", 8, 8, ["16M"], *no_overhead, *leaf,
+                  "--calls", "2")[16 << 20]
+    check("hierarchical reduce_scatter's node phases, 8 x 8",
+          abs(rs8["hierarchical"] / 630.95 - 1) < 0.1,
+          f"hierarchical at 16 MiB {rs8['hierarchical']:.1f} us")
     return 1 if FAILED else 0
 
 
