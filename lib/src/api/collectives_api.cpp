@@ -1,9 +1,7 @@
 // The public collectives: argument checks, then the algorithm chosen and run (blocking or
 // nonblocking) through run_collective.
 #include <algorithm>
-#include <cstring>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "collectives.hpp"

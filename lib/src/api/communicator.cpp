@@ -1,7 +1,4 @@
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
-#include <limits>
 #include <string>
 #include <vector>
 

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "registry.hpp"
 #include "tree.hpp"

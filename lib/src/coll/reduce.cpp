@@ -1,9 +1,7 @@
 // Reduce: binomial tree, and Rabenseifner (a reduce-scatter, ring or recursive halving, then a
 // binomial gather of the blocks to the root), and the node-aware hierarchical reduce.
-#include <cstring>
 
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "registry.hpp"
 #include "tree.hpp"

@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <span>
 #include <tuple>
-#include <vector>
 
 #include "collectives.hpp"
 #include "collx/mpi_types.hpp"

@@ -4,18 +4,13 @@
 // count, copies the slot out and advances its own counter, which frees the slot once every
 // reader has. No byte goes through the MPI library.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "arena_steps.hpp"
 #include "collectives.hpp"
-#include "collx/error.hpp"
-#include "config.hpp"
 #include "cost_model.hpp"
 #include "host_reduce.hpp"
 #include "pieces.hpp"

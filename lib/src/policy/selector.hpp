@@ -5,7 +5,6 @@
 #include <limits>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "collx/algorithm.hpp"
 #include "collx/tuning.hpp"

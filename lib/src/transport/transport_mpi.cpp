@@ -7,7 +7,6 @@
 
 #include "collx/build_config.hpp"
 #include "collx/error.hpp"
-#include "config.hpp"
 #include "cuda_aware.hpp"
 #include "failure_notices.hpp"
 
