@@ -461,7 +461,7 @@ TEST(MpiLibraryDelegated, SettledClassesGoStraightToTheMpiLibrary) {
   comm.broadcast(buffer.data(), count, DataType::int32, 0);
   EXPECT_EQ(buffer, values(0, count, 7));
   // In place at the last rank (MPICH before 4.2 reads MPI_IN_PLACE as an address there: the root
-  // passes a copy, in_place_reduce_input).
+  // passes a copy, library_reduce_in_place).
   const int root = p - 1;
   std::vector<std::int32_t> reduced(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(count));
   comm.reduce(reduced.data(), r == root ? reduced.data() : nullptr, count, DataType::int32,

@@ -20,14 +20,12 @@ namespace collx {
 
 namespace detail {
 struct CommState;
-// The library's own way to a communicator's state (lib/src/api/comm_state.hpp); it is defined
-// only in the library's sources, so applications cannot reach the state through it.
+// The library's own way to a communicator's state, defined only in the library's sources.
 struct CommunicatorAccess;
 }  // namespace detail
 
-// Which ranks of a communicator share a node (Communicator::node_layout()). Nodes are numbered
-// by their lowest rank; a node's ranks keep the communicator's order (local rank 0 is its
-// leader).
+// Which ranks of a communicator share a node. Nodes are numbered by their lowest rank; a node's
+// ranks keep the communicator's order (local rank 0 is its leader).
 struct NodeLayoutInfo {
   int nodes = 1;
   std::vector<int> ranks_per_node;  // by node
@@ -55,54 +53,43 @@ class Communicator {
   int size() const;
   // The duplicated MPI communicator that collx sends on.
   MPI_Comm mpi_comm() const;
-  // Releases the communicator; any later call on it throws ErrorCode::communicator_freed.
-  // Waits for its operations in flight first.
+  // Releases the communicator (its operations in flight finish first); any later call on it
+  // throws ErrorCode::communicator_freed.
   void free();
   bool is_freed() const noexcept;
   // The transport this communicator moves its bytes with: "mpi" or "ucx".
   std::string_view transport_name() const;
-  // Whether its ranks share an arena of memory (all on one node, more than one rank, COLLX_SHM
-  // not 0): then Algorithm::shared_memory runs through it, and auto may choose it.
+  // Whether its ranks share an arena of memory (one node, several ranks, COLLX_SHM not 0), which
+  // Algorithm::shared_memory runs through.
   bool shared_memory() const;
-  // Where its ranks span several nodes: whether this rank's node has an arena of its own,
-  // shared by the node's ranks of this communicator (more than one of them, COLLX_SHM not 0),
-  // through which the node-aware algorithms run their phases inside the node.
+  // Across nodes: whether this rank's node has an arena of its own for the node-aware
+  // algorithms' phases inside the node.
   bool node_shared_memory() const;
-  // Which of its ranks share a node: found once when the communicator was created
-  // (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or the nodes COLLX_NODE_LAYOUT describes).
-  // The node-aware algorithms (hierarchical, multi_leader) and auto's table split by it.
+  // Which of its ranks share a node, found at creation (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED),
+  // or COLLX_NODE_LAYOUT's nodes).
   NodeLayoutInfo node_layout() const;
-  // What auto runs in this communicator's next blocking call of `collective` on `bytes` (the
-  // whole buffer, as collx-bench's size column counts) of `type` (and `op`, for the reducing
-  // collectives): while COLLX_AUTOTUNE's trials of the size class go on (`trying` set true),
-  // the candidate the next call tries; after them the agreed choice; where no trials apply
-  // (COLLX_AUTOTUNE=0, a floating-point sum without COLLX_AUTOTUNE=all, COLLX_ALGO, a tuning
-  // file's row), the table's, or `mpi` where such a call runs the MPI library's collective
-  // instead (an untried small floating-point sum). Host buffers assumed.
+  // What auto runs in the next blocking host call of `collective` on `bytes` (the whole buffer)
+  // of `type` (and `op`, for reductions): during the size class's trials (`trying` set true) the
+  // next candidate, after them the agreed choice, without trials the table's (or `mpi` where an
+  // untried small floating-point sum runs the MPI library's collective).
   Algorithm auto_choice(Collective collective, std::size_t bytes, DataType type, ReduceOp op,
                         bool* trying = nullptr);
-  // What the autotuner has settled on this communicator, one line per size class: the
-  // candidates, each one's time (the slowest rank's median over its trials), the choice.
+  // What the autotuner settled, a line per size class: each candidate's time, the choice.
   std::vector<std::string> learned_choices() const;
-  // The same as tuning-file rules for this communicator's size (collx/tuning.hpp): per collective
-  // one row per size class up to the largest one auto has seen a blocking call of, the agreed
-  // choice where there were trials and the table's elsewhere. Saved with save_tuning_file and
-  // loaded through COLLX_TUNING_FILE, they are taken as they are: no trials, the same algorithms
-  // in every run.
+  // The same as tuning-file rules for this communicator's size (collx/tuning.hpp), up to the
+  // largest class auto has seen: the agreed choice where there were trials, else the table's.
+  // Loaded through COLLX_TUNING_FILE they are taken as they are, without trials.
   std::vector<TuningRule> learned_rules() const;
 
-  // Whether the next blocking call of `collective` with default Options goes to the MPI
-  // library's own collective: auto's trials settled its size class on Algorithm::mpi (on host
-  // memory, COLLX_CHECK and COLLX_DEBUG off), and for the reducing collectives (`op`) the
-  // result's bits do not depend on the algorithm. `count` as the call takes it: the buffer's
-  // elements (allreduce, reduce, broadcast), one rank's block (allgather, gather, scatter,
-  // alltoall, reduce_scatter); barrier: 0. A caller holding the call's MPI arguments
-  // (libcollx_mpi) may then make that MPI call itself on mpi_comm(), with the same type
-  // signature, after library_call_made(): to every rank it is collx's own delegated call.
+  // Whether the next blocking host call of `collective` with default Options goes to the MPI
+  // library's own collective (its class settled on Algorithm::mpi, and a reduction's bits do not
+  // depend on the algorithm). `count` as the call takes it
+  // (one rank's block for allgather, gather, scatter, alltoall, reduce_scatter; barrier: 0). A
+  // caller holding the MPI arguments (libcollx_mpi) may then make that MPI call itself on
+  // mpi_comm(), after library_call_made(): to every rank it is collx's own delegated call.
   bool goes_to_library(Collective collective, std::size_t count, DataType type,
                        ReduceOp op = ReduceOp::sum) const noexcept;
-  // Numbers a call that goes_to_library sent to the caller, as collx numbers each of its calls
-  // (the tags of its later operations follow the count).
+  // Numbers a call that goes_to_library sent to the caller, as collx numbers its own.
   void library_call_made() noexcept;
 
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
@@ -204,14 +191,13 @@ class Communicator {
   Request irecv(void* buffer, std::size_t count, DataType type, int source, int tag = 0);
 
   // ---- sub-communicators ----
-  // Collective over this communicator: ranks giving the same color form one communicator,
-  // ordered by key (then by rank); a negative color leaves the rank out (empty optional).
+  // Collective: ranks giving the same color form one communicator, ordered by key (then rank);
+  // a negative color leaves the rank out (empty optional).
   std::optional<Communicator> split(int color, int key) const;
-  // Collective over the listed ranks only (as torch.distributed.new_group): a communicator of
-  // those ranks, in the order given. Every listed rank calls it with the same list.
+  // Collective over the listed ranks only, each calling with the same list: a communicator of
+  // those ranks in that order.
   Communicator create_group(std::span<const int> ranks) const;
-  // Collective: a communicator of the same ranks in the same order, moving its bytes with
-  // `transport` (for example to compare the transports in one run).
+  // Collective: the same ranks in the same order, moving their bytes with `transport`.
   Communicator dup(TransportChoice transport = TransportChoice::automatic) const;
 
  private:

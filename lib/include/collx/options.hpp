@@ -26,16 +26,14 @@ struct Options {
   // mixes host and device buffers is rejected); ranks may differ. Device memory needs a build
   // with CUDA.
   MemoryKind memory = MemoryKind::automatic;
-  // Stream-ordered form, for device memory: a cudaStream_t (cudaStreamLegacy or
-  // cudaStreamPerThread for the default streams; nullptr: not stream-ordered). The collective
-  // reads its inputs after the work enqueued on `stream` before the call; work enqueued on
-  // `stream` after a blocking call runs after the result is complete (the host does not wait for
-  // the device). A nonblocking call never holds `stream`: its request completes once the result
-  // is complete on the device, so work enqueued after wait() (or a test() that returned true)
-  // sees it. Without a stream, the inputs are read after the work enqueued so far on the legacy
-  // default stream (and the blocking streams it waits for: a cudaMemcpy from pageable memory
-  // included), and the results are complete when the call returns (blocking) or its request
-  // completes.
+  // Stream-ordered form, for device memory: a cudaStream_t (cudaStreamLegacy or cudaStreamPerThread
+  // for the default streams; nullptr: not stream-ordered). The collective reads its inputs after
+  // the work enqueued on `stream` before the call; work enqueued on `stream` after a blocking call
+  // runs after the result is complete (the host does not wait). A nonblocking call never holds
+  // `stream`: its request completes once the result is complete on the device. Without a stream,
+  // the inputs are read after the work enqueued so far on the legacy default stream (and the
+  // blocking streams it waits for), and the results are complete when the call returns (blocking)
+  // or its request completes.
   void* stream = nullptr;
 };
 

@@ -1,9 +1,7 @@
 // The public collectives: argument checks, then the algorithm chosen and run (blocking or
 // nonblocking) through run_collective.
 #include <algorithm>
-#include <cstring>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "collectives.hpp"
@@ -46,9 +44,8 @@ std::size_t checked_size(DataType type) {
 bool fits_int(std::size_t n) {
   return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
 }
-// A reduction of `bytes` in all (`count` elements, which MPI's int must hold, of a type and op
-// the MPI library has) whose class goes to the MPI library: by its trials, or untried where its
-// bits depend on the order of combination (library_for_untried).
+// A reduction of `bytes` (`count` elements within MPI's int, of a type and op the MPI library
+// has) whose class goes to the MPI library: by its trials, or untried (library_for_untried).
 [[gnu::always_inline]] inline bool delegated_reduction(const CommState& s, Collective collective,
                                                        std::size_t bytes, std::size_t count,
                                                        DataType type, ReduceOp op,
@@ -59,9 +56,8 @@ bool fits_int(std::size_t n) {
                                 static_cast<int>(op), -1};
   return s.delegates(collective, bytes, options, order_sensitive(signature, s.size));
 }
-// Whether a blocking call goes to the MPI library's own collective (the delegated path), from
-// what every rank's call shares; asked once the call's arguments are checked. `count` as the call
-// takes it (the buffer, or one rank's block).
+// Whether a checked blocking call goes to the MPI library's own collective (the delegated path),
+// from what every rank's call shares. `count` as the call takes it (buffer, or one rank's block).
 [[gnu::always_inline]] inline bool delegated(const CommState& s, Collective collective,
                                              std::size_t count, DataType type, ReduceOp op,
                                              const Options& options) {
@@ -91,38 +87,8 @@ bool fits_int(std::size_t n) {
   }
 }
 
-// ---- the MPI library's calls and the checks that the delegated path's entry shares ----
+// ---- the checks that the delegated path's entry shares ----
 
-int library_allreduce(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
-                      DataType type, ReduceOp op) {
-  return PMPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                        static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
-}
-int library_broadcast(const CommState& s, void* buffer, std::size_t bytes, int root) {
-  return PMPI_Bcast(buffer, static_cast<int>(bytes), MPI_BYTE, root, s.comm);
-}
-// The root's call in place (out of line: its copy of the input is rarely needed).
-[[gnu::noinline]] int library_reduce_in_place(const CommState& s, void* buffer, std::size_t count,
-                                              DataType type, ReduceOp op, int root) {
-  std::vector<std::byte> input;
-  const void* send =
-      in_place_reduce_input(root, static_cast<std::byte*>(buffer), count * size_of(type), input);
-  return PMPI_Reduce(send, buffer, static_cast<int>(count), mpi_datatype(type), mpi_op(op), root,
-                     s.comm);
-}
-int library_reduce(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
-                   DataType type, ReduceOp op, int root) {
-  if (s.rank == root && sendbuf == recvbuf)
-    return library_reduce_in_place(s, recvbuf, count, type, op, root);
-  return PMPI_Reduce(sendbuf, recvbuf, static_cast<int>(count), mpi_datatype(type), mpi_op(op),
-                     root, s.comm);
-}
-int library_alltoall(const CommState& s, const void* sendbuf, void* recvbuf, std::size_t count,
-                     DataType type) {
-  const int block = static_cast<int>(count * size_of(type));
-  return PMPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, block, MPI_BYTE, recvbuf, block,
-                       MPI_BYTE, s.comm);
-}
 // allreduce's checks; returns the bytes of one buffer.
 std::size_t allreduce_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
                              std::size_t count, DataType type, ReduceOp op) {
@@ -197,11 +163,6 @@ Blocks allgather_checks(const CommState& s, const void* sendbuf, const void* rec
   if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
   return {block, total, in_place};
 }
-int library_allgather(const CommState& s, const void* sendbuf, void* recvbuf, const Blocks& b) {
-  const int n = static_cast<int>(b.block);
-  return PMPI_Allgather(b.in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n, MPI_BYTE,
-                        s.comm);
-}
 // gather's and scatter's checks (the root's full buffer holds every rank's block).
 template <Collective C>
 Blocks rooted_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
@@ -216,27 +177,16 @@ Blocks rooted_checks(const CommState& s, const void* sendbuf, const void* recvbu
                                             kGather ? sendbuf : recvbuf, block, total, kGather);
   return {block, total, in_place};
 }
-template <Collective C>
-int library_rooted(const CommState& s, const void* sendbuf, void* recvbuf, const Blocks& b,
-                   int root) {
+int library_rooted(Collective collective, MPI_Comm comm, const void* sendbuf, void* recvbuf,
+                   const Blocks& b, int root) {
   const int n = static_cast<int>(b.block);
-  if constexpr (C == Collective::gather) {
-    return PMPI_Gather(b.in_place ? MPI_IN_PLACE : sendbuf, n, MPI_BYTE, recvbuf, n, MPI_BYTE, root,
-                       s.comm);
-  } else {
-    return PMPI_Scatter(sendbuf, n, MPI_BYTE, b.in_place ? MPI_IN_PLACE : recvbuf, n, MPI_BYTE,
-                        root, s.comm);
-  }
-}
-int library_reduce_scatter(const CommState& s, const void* sendbuf, void* recvbuf,
-                           std::size_t count, DataType type, ReduceOp op) {
-  return PMPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                   static_cast<int>(count), mpi_datatype(type), mpi_op(op), s.comm);
+  return collective == Collective::gather
+             ? library_gather(comm, sendbuf, recvbuf, n, root, b.in_place)
+             : library_scatter(comm, sendbuf, recvbuf, n, root, b.in_place);
 }
 
-// Runs the schedule of collective S (the call's own, or reduce_scatter's for reduce_scatter_v)
-// on `args` through run_collective; `host_copies(staged)` points `args` at host copies of the
-// call's device buffers.
+// Runs the schedule of collective S (reduce_scatter's for reduce_scatter_v) on `args` through
+// run_collective; `host_copies(staged)` points `args` at host copies of device buffers.
 template <Collective S, class HostCopies>
 Request run(const std::shared_ptr<CommState>& s, Collective collective, ArgsOf<S>& args,
             std::size_t bytes, const Options& options, const CallSignature& signature,
@@ -253,7 +203,7 @@ Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   const std::size_t bytes = allreduce_checks(*s, sendbuf, recvbuf, count, type, reduce_op);
   if (nothing_to_move(Collective::allreduce, bytes)) return {};
   const auto library = [&] {
-    return library_allreduce(*s, sendbuf, recvbuf, count, type, reduce_op);
+    return library_allreduce(s->comm, sendbuf, recvbuf, static_cast<int>(count), type, reduce_op);
   };
   CallMemory memory =
       call_memory(*s, Collective::allreduce, options,
@@ -278,7 +228,9 @@ Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::s
                        DataType type, int root, const Options& options, bool blocking) {
   const std::size_t bytes = broadcast_checks(*s, buffer, count, type, root);
   if (nothing_to_move(Collective::broadcast, bytes)) return {};
-  const auto library = [&] { return library_broadcast(*s, buffer, bytes, root); };
+  const auto library = [&] {
+    return library_broadcast(s->comm, buffer, static_cast<int>(bytes), root);
+  };
   CallMemory memory =
       call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
   BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
@@ -299,7 +251,8 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const bool is_root = s->rank == root;
   if (nothing_to_move(Collective::reduce, bytes)) return {};
   const auto library = [&] {
-    return library_reduce(*s, sendbuf, recvbuf, count, type, reduce_op, root);
+    return library_reduce(s->comm, is_root && sendbuf == recvbuf, sendbuf, recvbuf,
+                          static_cast<int>(count), type, reduce_op, root);
   };
   // recvbuf is significant at the root only.
   CallMemory memory = call_memory(
@@ -336,7 +289,9 @@ Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf,
   const Blocks blocks = allgather_checks(*s, sendbuf, recvbuf, count, type);
   const auto [block, total, in_place] = blocks;
   if (nothing_to_move(Collective::allgather, total)) return {};
-  const auto library = [&] { return library_allgather(*s, sendbuf, recvbuf, blocks); };
+  const auto library = [&] {
+    return library_allgather(s->comm, sendbuf, recvbuf, static_cast<int>(block), in_place);
+  };
   CallMemory memory = call_memory(
       *s, Collective::allgather, options,
       {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -367,10 +322,10 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   const auto r = static_cast<std::size_t>(s->rank);
   const std::size_t mine = (offsets[r + 1] - offsets[r]) * size_of(type);
   reduce_scatter_buffers(check, sendbuf, recvbuf, total, mine);
-  // Equal blocks (reduce_scatter's) only: reduce_scatter_v runs the library's row through
-  // collx's path.
+  // Equal blocks only: reduce_scatter_v runs the library's row through collx's path.
   const auto equal_blocks = [&] {
-    return library_reduce_scatter(*s, sendbuf, recvbuf, mine / size_of(type), type, reduce_op);
+    return library_reduce_scatter_block(s->comm, sendbuf, recvbuf,
+                                        static_cast<int>(mine / size_of(type)), type, reduce_op);
   };
   const LibraryCall library =
       collective == Collective::reduce_scatter ? LibraryCall(equal_blocks) : LibraryCall();
@@ -404,8 +359,7 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   return done;
 }
 
-// gather and scatter: the root's full buffer holds every rank's block, rank r's own block is
-// block r. They differ only in which of sendbuf and recvbuf is the full buffer.
+// gather and scatter differ only in which of sendbuf and recvbuf is the root's full buffer.
 template <Collective C>
 Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
                     std::size_t count, DataType type, int root, const Options& options,
@@ -426,7 +380,7 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const std::size_t in_bytes = kGather ? block : total;
   const std::size_t out_bytes = kGather ? total : block;
   if (nothing_to_move(C, total)) return {};
-  const auto library = [&] { return library_rooted<C>(*s, sendbuf, recvbuf, blocks, root); };
+  const auto library = [&] { return library_rooted(C, s->comm, sendbuf, recvbuf, blocks, root); };
   CallMemory memory = call_memory(
       *s, C, options, {{in, in_bytes, "sendbuf"}, {out, out_bytes, "recvbuf"}}, blocking);
   ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
@@ -456,7 +410,9 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
                       std::size_t count, DataType type, const Options& options, bool blocking) {
   const std::size_t total = alltoall_checks(*s, sendbuf, recvbuf, count, type);
   if (nothing_to_move(Collective::alltoall, total)) return {};
-  const auto library = [&] { return library_alltoall(*s, sendbuf, recvbuf, count, type); };
+  const auto library = [&] {
+    return library_alltoall(s->comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
+  };
   CallMemory memory =
       call_memory(*s, Collective::alltoall, options,
                   {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
@@ -472,7 +428,7 @@ Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, 
 }
 
 Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
-  const auto library = [&] { return PMPI_Barrier(s->comm); };
+  const auto library = [&] { return library_barrier(s->comm); };
   BarrierArgs args;
   return run_collective(
       s, Collective::barrier, 0, options, {Collective::barrier, 0}, blocking,
@@ -514,119 +470,111 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sen
 
 // ---- the delegated path's entry ----
 // A blocking call whose size class settled on the MPI library (CommState::delegates) makes its
-// PMPI_ call from the public entry, ahead of entry(): the failure notices' bookkeeping, the
-// argument checks' error paths and the dispatch are each a call and a frame, a few hundred
-// instructions against the MPI library's own few hundred. Only a call that passes every check
-// the normal path makes goes this way; any other (an argument to reject, a failure notice to
-// hear, nothing to move) returns false and takes the normal path, which reports it.
+// PMPI_ call from the public entry, ahead of entry(), whose bookkeeping, error paths and dispatch
+// would cost as much as the MPI library's call. Only a call that passes every check goes this
+// way; any other returns false and takes the normal path, which reports it.
 
 // The communicator where its calls may take the delegated path, else null.
 CommState* delegating_state(const std::shared_ptr<CommState>& state) {
   CommState* s = state.get();
   return s != nullptr && s->delegating() && s->notices->quiet() ? s : nullptr;
 }
-// Runs `checks()` (the normal path's argument checks, which throw collx::Error) and, where they
-// pass and the call's class goes to the MPI library, `call()` on the delegated path.
-template <class Checks, class Call>
-bool fast(const std::shared_ptr<CommState>& state, Collective collective, Checks&& checks,
-          Call&& call) {
+// Runs `checks(s)` (the normal path's argument checks, which throw collx::Error) and, where they
+// pass and the call's class goes to the MPI library, `call(s)` on the delegated path.
+template <Collective C, class Checks, class Call>
+bool fast(const std::shared_ptr<CommState>& state, std::size_t count, DataType type, ReduceOp op,
+          const Options& options, Checks&& checks, Call&& call) {
   CommState* s = delegating_state(state);
   if (s == nullptr) return false;
   try {
-    if (!checks(*s)) return false;
+    checks(*s);
+    if (!delegated(*s, C, count, type, op, options)) return false;
   } catch (const Error&) {
     return false;  // the normal path reports it
   }
-  run_delegated(*s, collective, [&] { return call(*s); });
+  run_delegated(*s, C, [&] { return call(*s); });
   return true;
 }
 
 bool fast_allreduce(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
                     std::size_t count, DataType type, ReduceOp op, const Options& options) {
-  return fast(
-      state, Collective::allreduce,
+  return fast<Collective::allreduce>(
+      state, count, type, op, options,
+      [&](CommState& s) { allreduce_checks(s, sendbuf, recvbuf, count, type, op); },
       [&](CommState& s) {
-        allreduce_checks(s, sendbuf, recvbuf, count, type, op);
-        return delegated(s, Collective::allreduce, count, type, op, options);
-      },
-      [&](CommState& s) { return library_allreduce(s, sendbuf, recvbuf, count, type, op); });
+        return library_allreduce(s.comm, sendbuf, recvbuf, static_cast<int>(count), type, op);
+      });
 }
 bool fast_broadcast(const std::shared_ptr<CommState>& state, void* buffer, std::size_t count,
                     DataType type, int root, const Options& options) {
-  return fast(
-      state, Collective::broadcast,
+  return fast<Collective::broadcast>(
+      state, count, type, ReduceOp::sum, options,
+      [&](CommState& s) { broadcast_checks(s, buffer, count, type, root); },
       [&](CommState& s) {
-        broadcast_checks(s, buffer, count, type, root);
-        return delegated(s, Collective::broadcast, count, type, ReduceOp::sum, options);
-      },
-      [&](CommState& s) { return library_broadcast(s, buffer, count * size_of(type), root); });
+        return library_broadcast(s.comm, buffer, static_cast<int>(count * size_of(type)), root);
+      });
 }
 bool fast_reduce(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
                  std::size_t count, DataType type, ReduceOp op, int root, const Options& options) {
-  return fast(
-      state, Collective::reduce,
+  return fast<Collective::reduce>(
+      state, count, type, op, options,
+      [&](CommState& s) { reduce_checks(s, sendbuf, recvbuf, count, type, op, root); },
       [&](CommState& s) {
-        reduce_checks(s, sendbuf, recvbuf, count, type, op, root);
-        return delegated(s, Collective::reduce, count, type, op, options);
-      },
-      [&](CommState& s) { return library_reduce(s, sendbuf, recvbuf, count, type, op, root); });
+        return library_reduce(s.comm, s.rank == root && sendbuf == recvbuf, sendbuf, recvbuf,
+                              static_cast<int>(count), type, op, root);
+      });
 }
 bool fast_alltoall(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
                    std::size_t count, DataType type, const Options& options) {
-  return fast(
-      state, Collective::alltoall,
+  return fast<Collective::alltoall>(
+      state, count, type, ReduceOp::sum, options,
+      [&](CommState& s) { alltoall_checks(s, sendbuf, recvbuf, count, type); },
       [&](CommState& s) {
-        alltoall_checks(s, sendbuf, recvbuf, count, type);
-        return delegated(s, Collective::alltoall, count, type, ReduceOp::sum, options);
-      },
-      [&](CommState& s) { return library_alltoall(s, sendbuf, recvbuf, count, type); });
+        return library_alltoall(s.comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
+      });
 }
 bool fast_allgather(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
                     std::size_t count, DataType type, const Options& options) {
   Blocks blocks{};
-  return fast(
-      state, Collective::allgather,
+  return fast<Collective::allgather>(
+      state, count, type, ReduceOp::sum, options,
+      [&](CommState& s) { blocks = allgather_checks(s, sendbuf, recvbuf, count, type); },
       [&](CommState& s) {
-        blocks = allgather_checks(s, sendbuf, recvbuf, count, type);
-        return delegated(s, Collective::allgather, count, type, ReduceOp::sum, options);
-      },
-      [&](CommState& s) { return library_allgather(s, sendbuf, recvbuf, blocks); });
+        return library_allgather(s.comm, sendbuf, recvbuf, static_cast<int>(blocks.block),
+                                 blocks.in_place);
+      });
 }
 template <Collective C>
 bool fast_rooted(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
                  std::size_t count, DataType type, int root, const Options& options) {
   Blocks blocks{};
-  return fast(
-      state, C,
-      [&](CommState& s) {
-        blocks = rooted_checks<C>(s, sendbuf, recvbuf, count, type, root);
-        return delegated(s, C, count, type, ReduceOp::sum, options);
-      },
-      [&](CommState& s) { return library_rooted<C>(s, sendbuf, recvbuf, blocks, root); });
+  return fast<C>(
+      state, count, type, ReduceOp::sum, options,
+      [&](CommState& s) { blocks = rooted_checks<C>(s, sendbuf, recvbuf, count, type, root); },
+      [&](CommState& s) { return library_rooted(C, s.comm, sendbuf, recvbuf, blocks, root); });
 }
 constexpr auto fast_gather = fast_rooted<Collective::gather>;
 constexpr auto fast_scatter = fast_rooted<Collective::scatter>;
 bool fast_reduce_scatter(const std::shared_ptr<CommState>& state, const void* sendbuf,
                          void* recvbuf, std::size_t count, DataType type, ReduceOp op,
                          const Options& options) {
-  return fast(
-      state, Collective::reduce_scatter,
+  return fast<Collective::reduce_scatter>(
+      state, count, type, op, options,
       [&](CommState& s) {
         const ArgCheck check(Collective::reduce_scatter, s.rank);
         check.type_op(type, op);
         reduce_scatter_buffers(check, sendbuf, recvbuf, check.total_bytes(count, s.size, type),
                                count * size_of(type));
-        return delegated(s, Collective::reduce_scatter, count, type, op, options);
       },
-      [&](CommState& s) { return library_reduce_scatter(s, sendbuf, recvbuf, count, type, op); });
+      [&](CommState& s) {
+        return library_reduce_scatter_block(s.comm, sendbuf, recvbuf, static_cast<int>(count), type,
+                                            op);
+      });
 }
 bool fast_barrier(const std::shared_ptr<CommState>& state, const Options& options) {
-  return fast(
-      state, Collective::barrier,
-      [&](CommState& s) {
-        return delegated(s, Collective::barrier, 0, DataType::uint8, ReduceOp::sum, options);
-      },
-      [&](CommState& s) { return PMPI_Barrier(s.comm); });
+  return fast<Collective::barrier>(
+      state, 0, DataType::uint8, ReduceOp::sum, options, [](CommState&) {},
+      [&](CommState& s) { return library_barrier(s.comm); });
 }
 // Collectives without one.
 template <class... Args>

@@ -36,15 +36,15 @@ namespace collx::detail {
 class DeviceEngine;
 
 struct CommState {
-  // Takes ownership of `dup` (an MPI_Comm_dup result) and frees it on destruction, which
-  // happens when the Communicator and every operation in flight on it are gone.
+  // Takes ownership of `dup` (an MPI_Comm_dup result), freed once the Communicator and every
+  // operation in flight on it are gone.
   explicit CommState(MPI_Comm dup, TransportChoice choice = TransportChoice::automatic);
   ~CommState();
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
 
-  // Sequence number, tag range and pipeline settings for the next operation. Every rank calls
-  // collectives in the same order, so every rank derives the same sequence number and tags.
+  // Sequence number, tags and pipeline settings for the next operation: the same on every rank,
+  // as every rank calls collectives in the same order.
   OpInfo next_op(Collective collective, Algorithm algorithm, const Options& options) {
     if (options.pipeline_depth < 0 || defaults_config != &config()) [[unlikely]]
       refresh_op_defaults(collective, options);
@@ -58,28 +58,21 @@ struct CommState {
         options.pipeline_depth > 0 ? options.pipeline_depth : default_pipeline_depth;
     return info;
   }
-  // Up to this many bytes, an order-sensitive blocking call (auto does not try its class: its
-  // bits would change from one trial to the next) runs the MPI library's own collective where
-  // the table's choice is one of collx's message algorithms: below the latency-bandwidth
-  // crossover those are the MPI library's latency algorithms with collx's bookkeeping on top, so
-  // untried, the MPI library's cannot lose, and its bits depend on the count and ranks only.
-  // The arena's rows, which send no MPI message, keep the table's choice, and so does a
-  // communicator across nodes, whose rules come from simulated clusters where the table's choice
-  // led both MPI libraries' selections (docs/SCALE.md).
+  // Up to this many bytes, an untried order-sensitive blocking call runs the MPI library's own
+  // collective where the table chose one of collx's message algorithms: below the crossover those
+  // are the MPI library's latency algorithms plus collx's bookkeeping, so the library's cannot
+  // lose, and its bits depend on the count and ranks only. The arena's rows (no MPI message) and
+  // communicators across nodes (rules from simulated clusters, docs/SCALE.md) keep the table's.
   static constexpr std::size_t kUntriedLibraryBytes = std::size_t{8} << 10;
-  // The algorithm for a call (resolve_algorithm), remembered per collective so that a run of
-  // calls of one size skips the table and the registry; keyed by everything the choice reads
-  // that can change between calls (a replaced configuration is a new Config object). Where the
-  // table decides and COLLX_AUTOTUNE is on, the size class's tuner picks among the candidates
-  // (autotune.hpp); `tuner` is then set where the call is timed (after_timed_call()).
+  // The algorithm for a call (resolve_algorithm), remembered per collective and keyed by all the
+  // choice reads (a replaced configuration is a new Config). Where the table decides and
+  // COLLX_AUTOTUNE is on, the class's tuner picks (autotune.hpp); `tuner` is set for a timed call.
   struct CallChoice {
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;
     bool meet = false;  // the ranks meet before the call is timed (TrialPick::meet)
   };
-  // `order_sensitive`: the result's bits can depend on the order of combination (a floating-point
-  // sum, product or average over three or more ranks), so only COLLX_AUTOTUNE=all tries
-  // candidates for it.
+  // `order_sensitive` (see order_sensitive()): only COLLX_AUTOTUNE=all tries candidates for it.
   CallChoice choose(Collective collective, Algorithm requested, std::size_t bytes,
                     bool shared_memory, bool blocking, bool order_sensitive = false) {
     Choice& last = last_choice[static_cast<std::size_t>(collective)];
@@ -110,12 +103,12 @@ struct CommState {
     return {pick.algorithm, pick.timed ? last.tuner : nullptr, pick.meet};
   }
   // Whether COLLX_AUTOTUNE tries calls of this kind at all (an order-sensitive one only under
-  // `all`); tuner_for() then says whether this collective and size are tried.
+  // `all`).
   static bool tried_calls(const Config& c, bool order_sensitive) {
     return !order_sensitive || c.autotune == AutotuneMode::all;
   }
-  // Equal blocks of `count` elements per rank as p + 1 prefix sums, lent to a call and handed
-  // back after it (give_back_offsets), so that a run of small calls allocates nothing for them.
+  // Equal blocks of `count` elements per rank as p + 1 prefix sums, lent to a call and given
+  // back after it, so that small calls allocate nothing for them.
   std::vector<std::size_t> lend_equal_offsets(std::size_t count) {
     std::vector<std::size_t> offsets = std::move(spare_offsets_);
     if (spare_offsets_count_ != count || offsets.size() != static_cast<std::size_t>(size) + 1) {
@@ -133,14 +126,12 @@ struct CommState {
     spare_offsets_count_ = count;
   }
   static constexpr std::size_t kNoSpareOffsets = static_cast<std::size_t>(-1);
-  // The ranks meet (every rank returns once all have called it): before a round of trials, so
-  // that its calls are timed from a common start.
+  // The ranks meet (a barrier) before a round of trials, so its calls start together.
   void meet();
-  // Hands a timed call's duration to its tuner; where the tuner asks, the ranks agree (a
-  // maximum over ranks, an internal allreduce every rank makes at the same call).
+  // Hands a timed call's duration to its tuner; where it asks, the ranks agree (a max allreduce).
   void after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
                         double seconds);
-  // Every size class's tuner that was started (tried, or found one candidate), for reports.
+  // Every size class's tuner that was started, for reports.
   struct LearnedClass {
     Collective collective;
     int size_class;
@@ -148,15 +139,13 @@ struct CommState {
     bool tried() const { return tuner->rounds() > 0; }
   };
   std::vector<LearnedClass> learned() const;
-  // The tuner of the call's size class, started on first use; null where the call is not tuned
-  // (COLLX_AUTOTUNE=0, one rank, no bytes, COLLX_ALGO or a tuning file decides, point-to-point).
+  // The tuner of the call's size class, started on first use; null where the call is not tuned.
   ClassTuner* tuner_for(Collective collective, std::size_t bytes);
-  // The delegated path: whether a blocking call of `collective` on `bytes` goes straight to the
-  // MPI library's own collective (run_delegated), as auto's trials of its size class settled;
-  // the same on every rank (the trials' choice is agreed, and every condition here is what every
-  // rank's call shares). Not with an explicit algorithm, device memory or a stream,
-  // COLLX_CHECK, COLLX_DEBUG. An `order_sensitive` call is delegated where its class runs the
-  // MPI library untried (library_for_untried), not where its trials settled on it.
+  // The delegated path: whether a blocking call goes straight to the MPI library's collective
+  // (run_delegated) as its class's trials settled; the same on every rank (agreed trials, and
+  // conditions every rank's call shares). Not with an explicit algorithm, device memory, a
+  // stream, COLLX_CHECK or COLLX_DEBUG. An `order_sensitive` call is delegated where its class
+  // runs the MPI library untried (library_for_untried).
   [[gnu::always_inline]] bool delegates(Collective collective, std::size_t bytes,
                                         const Options& options,
                                         bool order_sensitive = false) const {
@@ -173,14 +162,12 @@ struct CommState {
     return classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
            delegating_config_ == &config();
   }
-  // Options that a delegated call may have: not an explicit algorithm, a stream, or a negative
-  // pipeline depth (which collx's path rejects, next_op).
+  // Not an explicit algorithm, a stream, or a negative pipeline depth (collx's path rejects it).
   static bool options_may_delegate(const Options& options) {
     return options.algorithm == Algorithm::automatic && options.stream == nullptr &&
            options.pipeline_depth >= 0;
   }
-  // A configuration under which calls need collx's path: COLLX_CHECK compares every call's
-  // signature, COLLX_DEBUG prints every call and COLLX_TIMEOUT ends a wait that is collx's.
+  // COLLX_CHECK, COLLX_DEBUG and COLLX_TIMEOUT work on collx's path only.
   static bool needs_collx_path(const Config& c) {
     return c.check || c.debug >= DebugLevel::info || c.timeout_seconds > 0;
   }
@@ -224,20 +211,18 @@ struct CommState {
   }
   // The device side of this communicator on `device`, made on first use.
   DeviceEngine& device_engine(int device);
-  // Whether a call of `bytes` may run through the shared arena: there is one, and the call is not
-  // a large one (above max(COLLX_DEVICE_HOST_COPY_BYTES, kArenaHostCopyBytes)) where every
-  // rank's transport takes device memory itself: such calls run as without an arena on every
-  // rank, so a device call moves its buffers device to device instead of through host copies,
-  // and ranks whose buffers differ in kind still run one algorithm. Keyed on what every rank
-  // sees alike, never on the call's memory.
+  // Whether a call of `bytes` may run through the shared arena: there is one, and the call is
+  // not large (above max(COLLX_DEVICE_HOST_COPY_BYTES, kArenaHostCopyBytes)) where every rank's
+  // transport takes device memory: those run without the arena on every rank, device to device.
+  // Keyed on what every rank sees alike, never on the call's memory.
   bool arena_for(std::size_t bytes) const {
     if (transport->shared_arena() == nullptr) return false;
     if (!device_direct_everywhere) [[likely]]
       return true;
     return bytes <= std::max(config().device_host_copy_bytes, kArenaHostCopyBytes);
   }
-  // Every rank's transport takes device memory and every rank sees a device: agreed once, where
-  // there is a shared arena, in a build with a device API (communicator.cpp).
+  // Every rank's transport takes device memory and sees a device: agreed once, where there is a
+  // shared arena and a device API.
   bool device_direct_everywhere = false;
   void agree_on_device_memory();
 
@@ -250,14 +235,12 @@ struct CommState {
   std::unique_ptr<Transport> transport;
   std::unique_ptr<Transport> p2p_transport;
   std::uint64_t next_sequence = 0;
-  // How a rank's failure reaches the others (failure_notices.hpp): on p2p_comm with a tag above
-  // the user's, or on a duplicate of its own where MPI_TAG_UB leaves no such tag.
+  // Failure notices go on p2p_comm with a tag above the user's, or on a duplicate of their own.
   MPI_Comm notice_comm = MPI_COMM_NULL;
   std::unique_ptr<FailureNotices> notices;
   std::mutex device_mutex;
   std::vector<std::unique_ptr<DeviceEngine>> device_engines;
-  // Which ranks share a node, found once here (MPI_Comm_split_type, or COLLX_NODE_LAYOUT's
-  // emulation: `emulated_layout`); the transport holds it too, for the node-aware schedules.
+  // Which ranks share a node (MPI_Comm_split_type, or COLLX_NODE_LAYOUT: `emulated_layout`).
   std::shared_ptr<const patterns::NodeLayout> node_layout;
   bool emulated_layout = false;
 
@@ -277,33 +260,27 @@ struct CommState {
     // What a blocking call runs instead (library_for_untried), else automatic.
     Algorithm library_instead = Algorithm::automatic;
   };
-  // The MPI library's algorithm for such a call (above), or automatic for collx's table choice
-  // `table_choice`: where auto's trials are on, the table decides (no COLLX_ALGO, no tuning
-  // file's rule), the communicator has the MPI library's collective and the table's choice is
-  // a message algorithm.
+  // The MPI library's algorithm for an untried order-sensitive call (kUntriedLibraryBytes), or
+  // automatic to keep `table_choice`.
   Algorithm library_for_untried(Collective collective, std::size_t bytes, bool shared_memory,
                                 Algorithm table_choice) const;
-  // The candidates of a call: the table's choice at its size and the neighbouring classes, the
-  // arena's row, the cost model's best with and without the arena (node-aware rows only where
-  // the ranks span nodes).
+  // A call's candidates: the table's choice at its size and the neighbouring classes, the arena's
+  // row, the cost model's best with and without the arena.
   std::vector<Algorithm> tuning_candidates(Collective collective, std::size_t bytes) const;
   // `values` combined over ranks by `combine` (an internal allreduce on this communicator).
   std::vector<std::uint64_t> agree(std::span<const std::uint64_t> values, ReduceOp combine);
   using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
   std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
-  // How many size classes are trying their candidates (run_collective then reads the clock
-  // where a call enters it).
+  // How many size classes are trying their candidates.
   int trying_classes_ = 0;
   std::array<Choice, kCollectiveCount> last_choice{};
   // Drops the transports and notices, then frees the MPI communicators where `free_comms`.
   void release(bool free_comms);
-  // Rejects a negative options.pipeline_depth; sets next_op's defaults for the configuration
-  // in force where they were set for another.
+  // Rejects a negative options.pipeline_depth; sets next_op's defaults for a new configuration.
   void refresh_op_defaults(Collective collective, const Options& options);
   std::vector<std::size_t> spare_offsets_;
   std::size_t spare_offsets_count_ = kNoSpareOffsets;
-  // The size classes delegated to the MPI library (delegates()), for the configuration in force
-  // when they settled.
+  // The size classes delegated to the MPI library, for the configuration they settled under.
   bool delegating_ = false;
   const Config* delegating_config_ = nullptr;
   using SizeClassFlags = std::array<std::array<bool, kSizeClasses>, kCollectiveCount>;
@@ -319,9 +296,8 @@ struct CommState {
   int default_pipeline_depth = 0;
 };
 
-// A Communicator's state, for the library's entry points and the project's tests (the public
-// header keeps it out of the applications' reach). Throws ErrorCode::communicator_freed once the
-// communicator was freed or moved from.
+// A Communicator's state, for the library and its tests; throws ErrorCode::communicator_freed
+// once the communicator was freed or moved from.
 struct CommunicatorAccess {
   static CommState& state(const Communicator& comm);
 };
@@ -353,10 +329,9 @@ struct CallSignature {
 Task prepare(Operation& op, const CallSignature& signature, Task body);
 Request start_nonblocking(std::shared_ptr<Operation> op, Task task);
 
-// Runs the task that `make(op)` builds: blocking (returns an empty Request after completion) or
-// nonblocking (the operation keeps `state` alive). `path`: how the call's bytes move where they
-// are not plain host memory (memory.hpp). Point-to-point (no `signature`: nothing to compare or
-// log) runs on the point-to-point transport.
+// Runs the task that `make(op)` builds, blocking or nonblocking (the operation keeps `state`
+// alive). `path`: how bytes move where they are not host memory. Point-to-point (no `signature`)
+// runs on the point-to-point transport.
 template <class MakeTask>
 Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
                const CallSignature* signature, bool blocking, MakeTask&& make,
@@ -377,10 +352,9 @@ Request launch(const std::shared_ptr<CommState>& state, const OpInfo& info,
   return start_nonblocking(std::move(op), std::move(task));
 }
 
-// Every collective entry point runs through this: a revoked communicator fails at once, a
-// rank that failed its previous call locally first hears the others' answers, and a call that
-// fails before it takes its sequence number (an argument check: nothing was sent) tells the
-// other ranks, which may be waiting for it (failure_notices.hpp).
+// Every collective entry point runs through this: a revoked communicator fails at once, and a
+// call that fails before it takes its sequence number (nothing was sent) tells the other ranks,
+// which may be waiting for it (failure_notices.hpp).
 template <class Call>
 auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& call)
     -> decltype(call()) {
@@ -406,10 +380,8 @@ auto entry(const std::shared_ptr<CommState>& s, Collective collective, Impl&& im
 }
 
 // Whether a call's result bits can depend on the algorithm: a floating-point sum, product or
-// average over three or more ranks, where (x0 + x1) + x2 and x0 + (x1 + x2) may round
-// differently. Two ranks' values are combined once, as lower op upper (rank 0's first) by every
-// algorithm (Reduction::combine), the avg division fused into that one pass: the same bits
-// whichever algorithm runs (SimTwoRanks checks it).
+// average over three or more ranks ((x0 + x1) + x2 may differ from x0 + (x1 + x2)). Two ranks'
+// values are combined once, rank 0's first, by every algorithm (SimTwoRanks checks it).
 inline bool order_sensitive(const CallSignature& signature, int nranks) {
   if (nranks <= 2) return false;
   if (signature.op < 0 || signature.type < 0) return false;
@@ -418,22 +390,19 @@ inline bool order_sensitive(const CallSignature& signature, int nranks) {
          is_floating(static_cast<DataType>(signature.type));
 }
 
-// Whether a call has nothing to move (every rank's count is 0: these collectives take equal
-// counts, and a reduce_scatter_v's total is 0 only where every block is): it is done, as in MPI
-// libraries, with no sequence number taken on any rank, once its arguments are checked. Not a
-// barrier, nor under COLLX_CHECK, which still compares the call's signature across ranks.
+// Whether a call has nothing to move (0 bytes on every rank: equal counts, or a reduce_scatter_v
+// with only empty blocks): it is done once checked, with no sequence number taken. Not a barrier,
+// nor under COLLX_CHECK, which still compares the signature across ranks.
 inline bool nothing_to_move(Collective collective, std::size_t bytes) {
   return bytes == 0 && collective != Collective::barrier && !config().check;
 }
 
-// A delegated call (CommState::delegates): `call()` makes the MPI library's blocking collective
-// (collx's other operations in flight go on inside it, library_call_begins); it takes its
-// sequence number like every call (a rank whose call runs another way, through host copies say,
-// numbers it too), and the MPI library's error becomes collx's.
-// The MPI library's error `code` from the delegated call of `collective`, as collx's (out of
-// line: the delegated path's frame stays small).
+// The MPI library's error `code` from a delegated call, as collx's (out of line: the delegated
+// path's frame stays small).
 [[noreturn, gnu::cold]] void library_collective_failed(const CommState& s, Collective collective,
                                                        int code);
+// A delegated call (CommState::delegates): `call()` makes the MPI library's blocking collective
+// (collx's operations in flight go on inside it) and takes a sequence number like every call.
 template <class Call>
 [[gnu::always_inline]] inline void run_delegated(CommState& s, Collective collective, Call&& call) {
   library_call_begins();
@@ -444,9 +413,8 @@ template <class Call>
     library_collective_failed(s, collective, code);
 }
 
-// A blocking call of the MPI library's own collective on a call's arguments (its PMPI_ function
-// as the public call wrote it): what the delegated path runs. Refers to the callable, which must
-// outlive it.
+// The call as the MPI library's blocking collective (what the delegated path runs); refers to
+// the callable, which must outlive it.
 class LibraryCall {
  public:
   LibraryCall() = default;
@@ -470,24 +438,19 @@ inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
   return mpi_library_takes(&reduction, bytes);
 }
 
-// Resolves the algorithm (explicit, COLLX_ALGO, table), numbers the operation and runs
-// make(op, algorithm) on the communicator; `bytes` is what the table is keyed on.
-// `host_copies(staged)`, where given, points the call's arguments at host copies of its device
-// buffers (StagedCall::copy_of) for a device call that runs on them. The algorithm is chosen as
-// for host memory whatever the call's memory, so ranks whose buffers differ in kind run one.
-// `library_call`, where given, is the call as the MPI library's blocking collective: a blocking
-// host call that runs the MPI library's row (auto's trial of it, its warm-up, a class settled on
-// it) runs it on the delegated path, so that the trials time what the class runs once settled.
+// Resolves the algorithm (explicit, COLLX_ALGO, table; as for host memory whatever the call's,
+// so ranks whose buffers differ in kind run one), numbers the operation and runs
+// make(op, algorithm); `bytes` keys the table. `host_copies(staged)` points the arguments at host
+// copies of device buffers where the call runs on them. `library_call`: a blocking host call
+// that runs the MPI library's row runs it on the delegated path, as its class would once settled.
 template <class MakeTask, class HostCopies = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
                        HostCopies&& host_copies = nullptr, LibraryCall library_call = {}) {
   using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
-  // A trial of one of collx's candidates is timed from here: the choice and the bookkeeping are
-  // part of its cost, and a rank timed only from inside the algorithm misses what its peer did
-  // meanwhile. The MPI library's candidate is timed from its start (below): once chosen it runs
-  // the delegated path, which skips this bookkeeping.
+  // A trial of collx's candidates is timed from here (the choice and bookkeeping are part of its
+  // cost); the MPI library's from its start, as once chosen it skips this bookkeeping.
   const Clock::time_point entered =
       blocking && state->trials_running() ? Clock::now() : Clock::time_point{};
   const bool arena = state->arena_for(bytes);
@@ -497,8 +460,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   Algorithm algorithm = choice.algorithm;
   const AlgorithmRow* row = find_row(collective, algorithm);
   bool library = row != nullptr && row->mpi_library;
-  // The MPI library's collective where it cannot take this call (a 16-bit float or avg
-  // reduction, a count beyond MPI's int): the table's choice, on every rank alike.
+  // The MPI library cannot take a 16-bit float or avg reduction, or a count beyond its int.
   if (library && !library_takes(signature, bytes)) [[unlikely]] {
     if (options.algorithm == algorithm) {
       throw Error(ErrorCode::unsupported, to_string(collective), state->rank,

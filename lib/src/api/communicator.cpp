@@ -1,7 +1,4 @@
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,9 +40,8 @@ std::unique_ptr<Transport> make_transport(MPI_Comm comm, [[maybe_unused]] int ra
               "libucx-dev is installed)");
 #endif
 }
-// Which ranks of `comm` share a node: every rank's key (the rank of its node's lowest rank in
-// `comm`, or with COLLX_NODE_LAYOUT the emulated node of its MPI_COMM_WORLD rank), gathered.
-// Collective over `comm`.
+// Which ranks of `comm` share a node (collective): every rank's key, the rank of its node's
+// lowest rank in `comm` (or COLLX_NODE_LAYOUT's node of its MPI_COMM_WORLD rank), gathered.
 std::shared_ptr<const patterns::NodeLayout> discover_node_layout(MPI_Comm comm, int rank, int size,
                                                                  bool& emulated) {
   const std::vector<int>& emulation = config().node_layout;
@@ -97,17 +93,14 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     check_mpi(MPI_Comm_dup(comm, &p2p_comm), "MPI_Comm_dup");
     // Whether MPI takes device memory is asked once, here, at the first communicator.
     (void)cuda_awareness();
-    // A tuning file that cannot be read is reported here, once, before anything collective
-    // (every rank reads the same file and fails the same way), not at every call.
+    // A tuning file that cannot be read fails here, once, on every rank alike.
     (void)active_tuning();
-    // The transport asked for, else COLLX_TRANSPORT, read when the communicator is created
-    // (collective: every rank must see the same value, like every COLLX_* variable).
+    // The transport asked for, else COLLX_TRANSPORT (alike on every rank, as every COLLX_*).
     const TransportChoice kind = choice == TransportChoice::automatic ? config().transport : choice;
     transport = make_transport(comm, rank, kind);
     transport->set_library_comm(comm);
     p2p_transport = make_transport(p2p_comm, rank, kind);
-    // The notices take a tag above the user's point-to-point tags where MPI has one (it
-    // promises only 32767, which the user's tags reach).
+    // The notices take a tag above the user's point-to-point tags where MPI_TAG_UB allows.
     int* tag_ub = nullptr;
     int has_tag_ub = 0;
     check_mpi(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr");
@@ -120,17 +113,14 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // Collective like the rest of this constructor: every rank of `comm` takes part.
     node_layout = discover_node_layout(comm, rank, size, emulated_layout);
     transport->set_node_layout(node_layout);
-    // The point-to-point context runs no node-aware algorithm; its waits yield on the same
-    // node as the collectives' (Transport::yield_when_idle).
+    // Point-to-point waits yield on a node as the collectives' do (Transport::yield_when_idle).
     p2p_transport->set_node_layout(node_layout);
-    // A layout of several nodes (real or emulated) has no arena across them, as real nodes
-    // would not; each node of more than one rank gets one of its own.
+    // No arena across nodes (real or emulated); each node of several ranks gets its own.
     if (node_layout->nodes() == 1) {
       transport->set_shared_arena(SharedArena::create(comm));
       if (transport->shared_arena() != nullptr) agree_on_device_memory();
     } else if (node_layout->hierarchical() && config().shared_memory) {
-      // Each node's ranks share an arena of their own, for the node-aware algorithms' phases
-      // inside the node; made collectively on the node's communicator (local-rank order).
+      // Made collectively on the node's communicator (local-rank order).
       MPI_Comm node_comm = MPI_COMM_NULL;
       check_mpi(MPI_Comm_split(comm, node_layout->node_of(rank), node_layout->local_rank(rank),
                                &node_comm),
@@ -155,8 +145,7 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
 CommState::~CommState() {
   device_engines.clear();
   // A revoked communicator's MPI communicators are not freed: sends released while its failure
-  // unwound (transport.hpp, Transfer) may still sit in a peer's queue, and MPI reuses a freed
-  // communicator's context, so they could match a later communicator's receives.
+  // unwound may still sit in a peer's queue, and could match a later communicator's receives.
   release(!mpi_finalized() && !(notices && notices->revoked()));
 }
 
@@ -177,8 +166,7 @@ void CommState::refresh_op_defaults(Collective collective, const Options& option
   }
   const Config& c = config();
   if (defaults_config == &c) return;
-  // Per call, then COLLX_SEGMENT_BYTES / COLLX_PIPELINE_DEPTH, then the tuning file, then
-  // the built-in defaults; all but the first fixed for a configuration.
+  // Per call, then COLLX_SEGMENT_BYTES / COLLX_PIPELINE_DEPTH, the tuning file, built-in.
   const TuningTable* tuned = active_tuning();
   default_segment_bytes = c.segment_bytes                 ? c.segment_bytes
                           : tuned && tuned->segment_bytes ? tuned->segment_bytes
@@ -190,8 +178,7 @@ void CommState::refresh_op_defaults(Collective collective, const Options& option
 }
 
 void CommState::agree_on_device_memory() {
-  // Collective: the arena was made collectively, and the device API is the build's (or a test's
-  // emulation installed on every rank), so every rank of `comm` comes here or none does.
+  // Collective: every rank of `comm` comes here or none does (the arena, the device API alike).
   DeviceApi* api = device_api();
   if (api == nullptr) return;
   device_direct_everywhere =

@@ -1,6 +1,5 @@
-// The memory kind of one collective call: given by the caller (Options::memory) or detected
-// once from its buffers, never per segment; for device memory, the DeviceCall the call runs
-// with.
+// The memory kind of one collective call: given (Options::memory) or detected once from its
+// buffers; for device memory, the DeviceCall the call runs with.
 #pragma once
 
 #include <atomic>
@@ -44,14 +43,11 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
                              std::span<const DetectedBuffer> buffers);
 
 // ---- whole-call staging ----
-// A device call that runs its algorithm on host copies of its buffers: the inputs are copied to
-// pinned host memory first, the algorithm runs as on host memory (the shared arena's schedules
-// included), and finish() copies the outputs back and completes once the
-// device has them. Every rank runs the algorithm that auto chooses for host memory, whatever its
-// buffers: a device call takes this form where that algorithm needs host memory (the shared
-// arena's rows, the node-aware rows), so that ranks whose buffers differ in kind still run one
-// algorithm, and where it is cheaper (a small blocking staged call: two copies instead of one
-// per step). See needs_host_copy.
+// A device call that runs its algorithm on host copies of its buffers: inputs are copied to
+// pinned host memory, the algorithm runs as on host memory, and finish() copies the outputs back.
+// Every rank runs the algorithm chosen for host memory: a device call takes this form where it
+// needs host memory (arena and node-aware rows), so ranks whose buffers differ in kind still run
+// one algorithm, and where it is cheaper (small blocking calls). See needs_host_copy.
 class StagedCall final : public HostVerbs {
  public:
   StagedCall(Transport& transport, std::unique_ptr<DeviceCall> device)
@@ -59,9 +55,8 @@ class StagedCall final : public HostVerbs {
   // The host copy of `device` (bytes > 0), downloaded when `input`, uploaded by finish() when
   // `output` (its first `output_bytes`). One copy per device pointer.
   std::byte* copy_of(const void* device, std::size_t bytes, bool input, std::size_t output_bytes);
-  // Waits until the inputs' copies have landed (a blocking call, before the algorithm runs); a
-  // nonblocking call's task waits for inputs_landed() instead (after_inputs_landed), so that
-  // the call returns at once.
+  // Waits until the inputs' copies have landed (a blocking call); a nonblocking call's task
+  // waits for inputs_landed() instead, so that the call returns at once.
   void inputs_ready() { device_->wait_downloads(); }
   const WaitCondition& inputs_landed() const { return landed_; }
 
@@ -95,11 +90,10 @@ class StagedCall final : public HostVerbs {
 // A nonblocking call's task on host copies: `body` once the inputs have landed.
 Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body);
 
-// Whether a device call with `algorithm` runs on host copies of its buffers (StagedCall):
-// where the algorithm needs host memory (`arena`: the call may run through the shared arena,
-// CommState::arena_for), and for blocking calls of at most COLLX_DEVICE_HOST_COPY_BYTES staged
-// through host memory anyway, or of at most the smaller of that and kDirectHostCopyBytes where
-// the transport takes device memory (direct).
+// Whether a device call with `algorithm` runs on host copies of its buffers: where the algorithm
+// needs host memory (`arena`: CommState::arena_for), and for blocking calls up to
+// COLLX_DEVICE_HOST_COPY_BYTES (staged anyway), or the smaller of that and kDirectHostCopyBytes
+// where the transport takes device memory.
 inline constexpr std::size_t kDirectHostCopyBytes = std::size_t{32} << 10;
 bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std::size_t bytes,
                      bool blocking, const DeviceCall& call);
@@ -111,10 +105,9 @@ struct CallMemory {
   DeviceCall* reducer() const { return device.get(); }
 };
 
-// Resolves the call's memory: nothing is queried for MemoryKind::host, and in a build without
-// device support everything is host memory. Throws collx::Error (before anything is sent): a
-// mixed call, device memory requested where there is no device or no CUDA support.
-// `p2p`: the call runs on the point-to-point transport.
+// Resolves the call's memory (host without a query for MemoryKind::host, or in a build without
+// device support). Throws collx::Error before anything is sent: a mixed call, device memory
+// without a device or CUDA support. `p2p`: the call runs on the point-to-point transport.
 CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
                                std::initializer_list<BufferArg> buffers, bool blocking, bool p2p);
 
@@ -126,8 +119,7 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
           process_is_host_only.load(std::memory_order_relaxed));
 }
 
-// The per-call entry: host-only processes decide without leaving the caller (this is on the
-// path of every small collective).
+// The per-call entry: host-only processes decide inline (every small collective passes here).
 inline CallMemory call_memory(CommState& state, Collective collective, const Options& options,
                               std::initializer_list<BufferArg> buffers, bool blocking,
                               bool p2p = false) {

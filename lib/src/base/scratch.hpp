@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <mutex>
-#include <vector>
 
 #include "size_class_cache.hpp"
 

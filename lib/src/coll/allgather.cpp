@@ -1,11 +1,9 @@
 // Allgather: ring, recursive doubling (with the fold), Bruck and the node-aware hierarchical
 // allgather. Block r (of any length, at offsets[r]) comes from rank r.
 #include <bit>
-#include <cstring>
 
 #include "bruck.hpp"
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "fold.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"

@@ -1,12 +1,10 @@
 // Allreduce: ring, recursive doubling and Rabenseifner, all with the non-power-of-two fold
 // (or none needed) and bitwise-identical results on every rank.
 #include <algorithm>
-#include <cstring>
 
 #include <bit>
 #include "blocks.hpp"
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "fold.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"

@@ -1,11 +1,9 @@
 // Alltoall: pairwise exchange (any size) and Bruck (small blocks, ceil(log2 p) messages); the
 // arena's row (one node) is in shm_collectives.cpp.
-#include <cstring>
 #include <vector>
 
 #include "bruck.hpp"
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "registry.hpp"
 #include "tree.hpp"
 

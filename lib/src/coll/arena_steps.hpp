@@ -1,7 +1,6 @@
-// The steps of the shared arena's schedules (shm_collectives.cpp): a producer fills the next
-// slot of its ring and publishes it; a reader waits, copies it out and hands it back; the block
-// reductions' pieces. Steps that wait then act are awaiters (Operation::until), with no
-// coroutine frame of their own. The arena's turns are here too (collectives.hpp declares them).
+// The steps of the shared arena's schedules: a producer fills the next slot of its ring and
+// publishes it; a reader waits, copies it out and hands it back; the block reductions' pieces.
+// Steps that wait then act are awaiters (Operation::until), with no coroutine frame of their own.
 #pragma once
 
 #include <algorithm>
@@ -18,13 +17,10 @@
 
 namespace collx::detail::arena_steps {
 
-// Whether an output of `output_bytes` is written with streaming stores.
+// Whether an output of `output_bytes` is written with streaming stores; a copy with streaming
+// or plain stores; how slots are copied out of a ring into such an output.
 bool streams_output(std::size_t output_bytes);
-
-// A copy with streaming or plain stores.
 kernels::CopyFn copy_with(bool streaming);
-
-// How slots are copied out of a ring into an output of `output_bytes`.
 kernels::CopyFn copy_for_output(std::size_t output_bytes);
 
 // The ring slots that `bytes` fill, `slot` bytes each but the last: slot k holds
@@ -42,14 +38,12 @@ struct SlotCut {
 void publish_filled(SharedArena& arena, int me, std::uint64_t sequence);
 
 // Publishes slot `sequence` of this rank's ring: `bytes` from `source`, with the stores its
-// RingStores choose; with `also`, to `also` as well (the allgather's own block). Two plain copies
-// go block by block, the second reading what the first brought into L1; streaming ones are not
-// cut up, each call ending with a fence.
+// RingStores choose; with `also`, to `also` as well (the allgather's own block), block by block
+// so the second copy reads from L1 (streaming copies are not cut up).
 void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
                std::size_t bytes, std::byte* also, bool also_streams);
 
-// Copies `bytes` at `address` in `producer`'s memory to `target` (SharedArena::read_direct),
-// or throws naming the producer.
+// Copies `bytes` at `address` in `producer`'s memory to `target`, or throws naming it.
 void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
                    std::uint64_t address, std::size_t bytes);
 
@@ -89,9 +83,9 @@ void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::
 // rank, so a reader knows before any arrives whether it needs room for pieces read directly.
 bool pieces_may_go_directly(const SharedArena& arena, std::size_t bytes);
 
-// Whether this rank hands an allreduce's or reduce_scatter's pieces over as pointers this call:
-// as COLLX_SHM_DIRECT says, else while the ring's plain stores are slow and no trial of them is
-// due. Each rank decides alone: a reader looks at each slot's descriptor.
+// Whether this rank hands its block reduction's pieces over as pointers this call: as
+// COLLX_SHM_DIRECT says, else while the ring's plain stores are slow and no trial is due. Each
+// rank decides alone: a reader looks at each slot's descriptor.
 bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes);
 
 // Where this rank's piece of producer j's input is: in j's ring slot, or copied from j's
@@ -150,7 +144,7 @@ inline ConsumedByAll read_by_all(Operation& op, SharedArena& arena, std::uint64_
   return {arena, op.rank(), sequence + 1, "a direct read by"};
 }
 
-// co_await take(...): take_slot once the slot is published (an awaiter, as publish).
+// co_await take(...): take_slot once the slot is published.
 inline auto take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
                  std::byte* target, std::size_t bytes, kernels::CopyFn copy,
                  bool* direct = nullptr) {
@@ -161,7 +155,7 @@ inline auto take(Operation& op, SharedArena& arena, int producer, std::uint64_t 
       });
 }
 
-// co_await publish_pieces(...): fill_pieces once the entry is free (an awaiter, as publish).
+// co_await publish_pieces(...): fill_pieces once the entry is free.
 inline auto publish_pieces(Operation& op, SharedArena& arena, std::uint64_t sequence,
                            const std::byte* send, std::span<const std::size_t> offsets,
                            std::size_t round, std::size_t piece, std::size_t elem) {

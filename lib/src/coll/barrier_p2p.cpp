@@ -1,6 +1,5 @@
 // Barrier (dissemination) and point-to-point (direct).
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "registry.hpp"
 #include "tree.hpp"
 

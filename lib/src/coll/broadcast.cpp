@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "registry.hpp"
 #include "tree.hpp"
@@ -22,9 +21,8 @@ using patterns::TreePlace;
 
 // Receive the buffer from `parent` (none at the root) segment by segment and forward each
 // segment to every child as soon as it is in. `across[c]`: child c is on another node. With one
-// segment, children across nodes are sent to one at a time, largest subtree first, each send
-// complete before the next: at once they share the node's link, so the first child would wait
-// for all the bytes. Children on this node are posted at once, first.
+// segment, children across nodes get it one at a time, largest subtree first (at once they would
+// share the node's link); children on this node are posted at once, first.
 Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const int> children,
                     std::span<const unsigned char> across = {}) {
   const std::size_t bytes = a.count * a.element_size;

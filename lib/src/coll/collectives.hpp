@@ -124,16 +124,14 @@ struct PointToPointArgs {
 Task point_to_point_task(Operation& op, PointToPointArgs args);
 
 // ---- shared memory: through the transport's SharedArena (shm_collectives.cpp) ----
-// Whether this operation can: its ranks share an arena and its buffers are host memory.
+// Whether this operation can: its ranks share an arena, its buffers are host memory.
 bool shared_memory_usable(Operation& op);
-// Runs `body` (a shared-memory task) once every shared-memory operation started before it on
-// this communicator has finished: they take turns on the arena.
+// Runs `body` (a shared-memory task) in its turn on the arena, after the shared-memory
+// operations started before it; or on a given arena where this rank is `me` (a node-aware
+// composite holds its node's turn for its whole run).
 Task in_turn(Operation& op, Task body);
-// The same on a given arena where this rank is `me`: a node-aware composite holds its node's
-// turn for its whole run (Operation::Group).
 Task in_turn(Operation& op, SharedArena& arena, int me, Task body);
-// This rank's node arena where an operation of the whole communicator on host memory can run
-// its node phases through it; else null.
+// This rank's node arena where the operation can run its node phases through it; else null.
 SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
 // The shared-memory schedules (their rows name the point-to-point fallback, registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
@@ -146,9 +144,8 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs args);
 Task alltoall_shared_memory(Operation& op, AlltoallArgs args);
 
 // ---- node-aware algorithms (hierarchical, multi_leader; docs/ALGORITHMS.md) ----
-// Their parts run on groups of ranks (Operation::Group) from the transport's node layout:
-// node_split gives it where the operation spans several nodes and some node holds more than
-// one rank; else null, and the node-aware schedules run a flat algorithm.
+// Their parts run on groups of ranks from the transport's node layout: node_split gives it where
+// the operation spans nodes and some node holds several ranks; else null (a flat algorithm runs).
 const patterns::NodeLayout* node_split(Operation& op);
 
 // Whether the node-aware pipelines' node phases on messages run the butterfly (and recursive
@@ -162,8 +159,7 @@ inline bool halving_inside_node(const Operation& op, const patterns::NodeLayout&
 }
 
 // A node-aware schedule whose node phases run through the node's arena where there is one: the
-// node's turn is taken when the operation is built (in call order on every rank) and held to
-// the end, so the phases take none of their own (Operation::Group).
+// node's turn is taken when the operation is built (call order) and held to the end.
 template <class Args, Task (*Schedule)(Operation&, Args, SharedArena*)>
 Task with_node_arena(Operation& op, Args a) {
   const patterns::NodeLayout* layout = node_split(op);
@@ -176,9 +172,8 @@ std::vector<int> node_heads(const patterns::NodeLayout& layout, int root);
 // The flat allreduce across nodes (and where node_split is null): two tag phases.
 Algorithm flat_allreduce(std::size_t bytes);
 
-// The node-aware allgather's and reduce_scatter's order of the blocks (as many ranks on every
-// node): local rank first (NodeLayout::by_local_rank), so that region i, the blocks of the ranks
-// of local rank i (one per node, by node), is contiguous.
+// The node-aware allgather's and reduce_scatter's order of the blocks (uniform nodes): by local
+// rank first, so that region i, the blocks of local rank i's ranks (by node), is contiguous.
 struct LocalRankOrder {
   std::vector<int> order;       // position -> rank
   std::vector<std::size_t> at;  // where each position starts (elements); p + 1 prefix sums

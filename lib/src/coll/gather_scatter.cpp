@@ -2,11 +2,9 @@
 // rank r. In the tree, a rank's subtree is a contiguous window of virtual ranks that travels as
 // at most two messages (patterns::TreeWindows), landing at the root directly in place.
 #include <array>
-#include <cstring>
 #include <deque>
 
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "registry.hpp"
 #include "tree.hpp"
 

@@ -1,17 +1,11 @@
-// Algorithm::mpi: the MPI library's own collectives, as rows of the registry like collx's
-// algorithms, so that auto's trials measure them beside collx's and the call goes to the MPI
-// library where it is faster (autotune.hpp): auto then never runs slower than the MPI it wraps,
-// on any machine, beyond the trials' own cost.
+// Algorithm::mpi: the MPI library's own collectives as registry rows, so that auto's trials
+// measure them beside collx's and auto never runs slower than the MPI it wraps.
 //
-// A blocking call runs the MPI library's blocking collective (MPI_Allreduce), a nonblocking
-// call (and, under COLLX_TIMEOUT, every call) its nonblocking one (MPI_Iallreduce), completed by
-// collx's engine like any operation:
-// MPI matches a blocking collective only with blocking ones, and every rank's call has the same
-// form, so every rank makes the same MPI call. It runs on the communicator's duplicate that
-// collx sends on (Transport::library_comm), with the library's PMPI_ names (the drop-in must not
-// see collx's own calls). Host memory only: device buffers come through host copies
-// (needs_host_copy); reductions of types and ops MPI has (no 16-bit floats, no avg:
-// mpi_library_takes).
+// A blocking call runs the MPI library's blocking collective, a nonblocking call (and, under
+// COLLX_TIMEOUT, every call) its nonblocking one, completed by collx's engine: every rank's call
+// has the same form, so every rank makes the same MPI call. On the communicator's duplicate
+// (Transport::library_comm), with PMPI_ names (the drop-in must not see collx's own calls). Host
+// memory only (device buffers come through host copies); types and ops MPI has only.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -36,10 +30,8 @@ namespace {
               op.transport().rank(), "algorithm mpi: " + why);
 }
 
-// Called at every poll of the MPI library's progress loop, the program's own calls' included:
-// the global count first, so that with nothing of collx's in flight (a delegated call, a
-// program's MPI_Wait) a poll costs one load, not a thread-local lookup (__tls_get_addr in a
-// shared library) and a function-local static's guard.
+// Called at every poll of the MPI library's progress loop: the global count first, so that with
+// nothing of collx's in flight a poll costs one load, not a thread-local lookup.
 int progress_callback() {
   if (operations_in_flight.load(std::memory_order_relaxed) == 0) return 0;
   if (in_blocking_library_call) Engine::instance().progress_elsewhere();
@@ -96,70 +88,49 @@ struct LibraryCall {
   }
 };
 
-const void* in_place_or(const void* send, const void* recv) {
-  return send == recv ? MPI_IN_PLACE : send;
-}
-
 // The bytes of one block of an equal-block call.
 int block_bytes(const LibraryCall& c, const std::vector<std::size_t>& offsets, std::size_t elem) {
   return c.as_int((offsets[1] - offsets[0]) * elem);
 }
 
-// ---- the collectives: each is its MPI call, blocking and nonblocking ----
+// ---- the collectives: each is its MPI call (registry.hpp), blocking or nonblocking ----
 
 void allreduce_call(const LibraryCall& c, const AllreduceArgs& a) {
-  const int n = c.as_int(a.count);
-  const MPI_Datatype type = mpi_datatype(a.reduction.type);
-  const MPI_Op reduce = mpi_op(a.reduction.op);
-  const void* send = in_place_or(a.send, a.recv);
-  c.check(c.request ? PMPI_Iallreduce(send, a.recv, n, type, reduce, c.comm, c.request)
-                    : PMPI_Allreduce(send, a.recv, n, type, reduce, c.comm),
+  c.check(library_allreduce(c.comm, a.send, a.recv, c.as_int(a.count), a.reduction.type,
+                            a.reduction.op, c.request),
           "MPI_Allreduce");
 }
 
 void broadcast_call(const LibraryCall& c, const BroadcastArgs& a) {
-  const int n = c.as_int(a.count * a.element_size);
-  c.check(c.request ? PMPI_Ibcast(a.buffer, n, MPI_BYTE, a.root, c.comm, c.request)
-                    : PMPI_Bcast(a.buffer, n, MPI_BYTE, a.root, c.comm),
-          "MPI_Bcast");
+  c.check(
+      library_broadcast(c.comm, a.buffer, c.as_int(a.count * a.element_size), a.root, c.request),
+      "MPI_Bcast");
 }
 
 void reduce_call(const LibraryCall& c, const ReduceArgs& a) {
-  const int n = c.as_int(a.count);
-  const MPI_Datatype type = mpi_datatype(a.reduction.type);
-  const MPI_Op reduce = mpi_op(a.reduction.op);
-  const void* send = c.rank() == a.root ? in_place_or(a.send, a.recv) : a.send;
-  std::vector<std::byte> input;
-  if (send == MPI_IN_PLACE && c.request == nullptr)
-    send = in_place_reduce_input(a.root, a.recv, a.count * size_of(a.reduction.type), input);
-  c.check(c.request ? PMPI_Ireduce(send, a.recv, n, type, reduce, a.root, c.comm, c.request)
-                    : PMPI_Reduce(send, a.recv, n, type, reduce, a.root, c.comm),
+  const bool root_in_place = c.rank() == a.root && a.send == a.recv;
+  c.check(library_reduce(c.comm, root_in_place, a.send, a.recv, c.as_int(a.count), a.reduction.type,
+                         a.reduction.op, a.root, c.request),
           "MPI_Reduce");
 }
 
 void allgather_call(const LibraryCall& c, const AllgatherArgs& a) {
-  const int block = block_bytes(c, a.offsets, a.element_size);
   const std::byte* own = a.recv + a.offsets[static_cast<std::size_t>(c.rank())] * a.element_size;
-  const void* send = a.send == nullptr || a.send == own ? MPI_IN_PLACE : a.send;
-  c.check(c.request
-              ? PMPI_Iallgather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm, c.request)
-              : PMPI_Allgather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm),
+  c.check(library_allgather(c.comm, a.send, a.recv, block_bytes(c, a.offsets, a.element_size),
+                            a.send == nullptr || a.send == own, c.request),
           "MPI_Allgather");
 }
 
 void reduce_scatter_call(const LibraryCall& c, const ReduceScatterArgs& a) {
-  const MPI_Datatype type = mpi_datatype(a.reduction.type);
-  const MPI_Op reduce = mpi_op(a.reduction.op);
-  const void* send = in_place_or(a.send, a.recv);
   const std::size_t p = a.offsets.size() - 1;
   bool equal = true;
   for (std::size_t r = 1; r < p && equal; ++r)
     equal = a.offsets[r + 1] - a.offsets[r] == a.offsets[1] - a.offsets[0];
   if (equal) {
-    const int n = c.as_int(a.offsets[1] - a.offsets[0]);
-    c.check(c.request ? PMPI_Ireduce_scatter_block(send, a.recv, n, type, reduce, c.comm, c.request)
-                      : PMPI_Reduce_scatter_block(send, a.recv, n, type, reduce, c.comm),
-            "MPI_Reduce_scatter_block");
+    c.check(
+        library_reduce_scatter_block(c.comm, a.send, a.recv, c.as_int(a.offsets[1] - a.offsets[0]),
+                                     a.reduction.type, a.reduction.op, c.request),
+        "MPI_Reduce_scatter_block");
     return;
   }
   // `counts` outlives a nonblocking call (it is kept in the schedule's frame): MPI may read
@@ -167,41 +138,31 @@ void reduce_scatter_call(const LibraryCall& c, const ReduceScatterArgs& a) {
   c.counts.resize(p);
   for (std::size_t r = 0; r < p; ++r)
     c.counts[r] = c.as_int(a.offsets[r + 1] - a.offsets[r]);
-  const int* counts = c.counts.data();
-  c.check(c.request ? PMPI_Ireduce_scatter(send, a.recv, counts, type, reduce, c.comm, c.request)
-                    : PMPI_Reduce_scatter(send, a.recv, counts, type, reduce, c.comm),
+  c.check(blocking_or_not(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, c.request,
+                          in_place_or(a.send, a.recv), a.recv, c.counts.data(),
+                          mpi_datatype(a.reduction.type), mpi_op(a.reduction.op), c.comm),
           "MPI_Reduce_scatter");
 }
 
 void gather_call(const LibraryCall& c, const GatherArgs& a) {
-  const int block = block_bytes(c, a.offsets, a.element_size);
-  const void* send = c.rank() == a.root && a.send == nullptr ? MPI_IN_PLACE : a.send;
-  c.check(c.request ? PMPI_Igather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, a.root, c.comm,
-                                   c.request)
-                    : PMPI_Gather(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, a.root, c.comm),
+  c.check(library_gather(c.comm, a.send, a.recv, block_bytes(c, a.offsets, a.element_size), a.root,
+                         c.rank() == a.root && a.send == nullptr, c.request),
           "MPI_Gather");
 }
 
 void scatter_call(const LibraryCall& c, const ScatterArgs& a) {
-  const int block = block_bytes(c, a.offsets, a.element_size);
-  void* recv = c.rank() == a.root && a.recv == nullptr ? MPI_IN_PLACE : a.recv;
-  c.check(c.request ? PMPI_Iscatter(a.send, block, MPI_BYTE, recv, block, MPI_BYTE, a.root, c.comm,
-                                    c.request)
-                    : PMPI_Scatter(a.send, block, MPI_BYTE, recv, block, MPI_BYTE, a.root, c.comm),
+  c.check(library_scatter(c.comm, a.send, a.recv, block_bytes(c, a.offsets, a.element_size), a.root,
+                          c.rank() == a.root && a.recv == nullptr, c.request),
           "MPI_Scatter");
 }
 
 void alltoall_call(const LibraryCall& c, const AlltoallArgs& a) {
-  const int block = c.as_int(a.count * a.element_size);
-  const void* send = in_place_or(a.send, a.recv);
-  c.check(c.request
-              ? PMPI_Ialltoall(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm, c.request)
-              : PMPI_Alltoall(send, block, MPI_BYTE, a.recv, block, MPI_BYTE, c.comm),
+  c.check(library_alltoall(c.comm, a.send, a.recv, c.as_int(a.count * a.element_size), c.request),
           "MPI_Alltoall");
 }
 
 void barrier_call(const LibraryCall& c, const BarrierArgs&) {
-  c.check(c.request ? PMPI_Ibarrier(c.comm, c.request) : PMPI_Barrier(c.comm), "MPI_Barrier");
+  c.check(library_barrier(c.comm, c.request), "MPI_Barrier");
 }
 
 // The schedule of a collective's call: on the communicator's duplicate that collx sends on.
@@ -227,10 +188,9 @@ Task schedule(Operation& op, ArgsOf<C> a) {
 }  // namespace
 
 // While this thread blocks in one of the MPI library's blocking collectives, collx's other
-// operations in flight go on through the MPI library's progress engine (where it offers a
-// callback: Open MPI's opal_progress_register, found at run time): a peer may wait in one of them
-// for this rank's part, as MPI's progress rule lets it. Elsewhere (MPICH) they wait for this
-// call to end, as any operation of collx's waits while the program is outside collx.
+// operations go on through its progress engine where it offers a callback (Open MPI's
+// opal_progress_register, found at run time): a peer may wait in one of them for this rank, as
+// MPI's progress rule lets it. Elsewhere (MPICH) they wait for this call to end.
 COLLX_FAST_TLS constinit bool in_blocking_library_call = false;
 std::atomic<bool> progress_callback_registered{false};
 
@@ -244,17 +204,18 @@ void register_progress_callback() {
   progress_callback_registered.store(true, std::memory_order_release);
 }
 
-const void* in_place_reduce_input(int root, const std::byte* root_data, std::size_t bytes,
-                                  std::vector<std::byte>& copy) {
+int library_reduce_in_place(MPI_Comm comm, void* buffer, int count, DataType type, ReduceOp op,
+                            int root) {
+  const void* send = MPI_IN_PLACE;
+  std::vector<std::byte> copy;
 #if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
   if (root != 0) {
-    copy.assign(root_data, root_data + bytes);
-    return copy.data();
+    const auto* data = static_cast<const std::byte*>(buffer);
+    copy.assign(data, data + static_cast<std::size_t>(count) * size_of(type));
+    send = copy.data();
   }
-#else
-  (void)root, (void)root_data, (void)bytes, (void)copy;
 #endif
-  return MPI_IN_PLACE;
+  return PMPI_Reduce(send, buffer, count, mpi_datatype(type), mpi_op(op), root, comm);
 }
 
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements) {

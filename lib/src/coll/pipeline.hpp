@@ -72,11 +72,10 @@ inline ExchangeReduceAwaiter send_for_reduction(Operation& op, int peer, const s
 
 // Steps [first_step, end_step) of a RingPattern over `layout`, in virtual ranks (real = virtual
 // + rotation, mod p). Reduce-scatter steps receive each segment into scratch and combine it with
-// `input` while hot; allgather steps receive into `output` and forward. A rank's first send
-// comes from `input`; intermediate reduce-scatter results go to `partial` (two blocks, by step
-// parity) if given, else `output`; the completed owned block to `owned_output` if given, else
-// `output` (an allgather-only stream expects the own block there). `input` may equal `output`.
-// Uses phases 0 and 1 of its share.
+// `input` while hot; allgather steps receive into `output` and forward. A rank's first send comes
+// from `input`; intermediate results go to `partial` (two blocks, by step parity) or `output`;
+// the completed owned block to `owned_output` or `output` (where an allgather-only stream expects
+// it). `input` may equal `output`. Uses phases 0 and 1 of its share.
 struct RingStream {
   patterns::RingPattern ring;
   int rotation = 0;

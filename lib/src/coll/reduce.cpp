@@ -1,9 +1,7 @@
 // Reduce: binomial tree, and Rabenseifner (a reduce-scatter, ring or recursive halving, then a
 // binomial gather of the blocks to the root), and the node-aware hierarchical reduce.
-#include <cstring>
 
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "pipeline.hpp"
 #include "registry.hpp"
 #include "tree.hpp"
@@ -18,8 +16,7 @@ constexpr std::size_t kInlineReduceBytes = 1024;
 // Children are combined smallest subtree first, "accumulated (lower) op child's (higher)", the
 // root's last combine fusing the avg division; messages are segmented as exchange_reduce does.
 // With one segment per child, all children's receives are posted before the first wait, so a
-// child that is done early sends at once (where a message moves only once its receive is
-// posted, one child at a time serialised consecutive calls). Combine order, and bits, are fixed.
+// child done early sends at once. Combine order, and bits, are fixed.
 Task reduce_binomial(Operation& op, ReduceArgs a) {
   const int p = op.size();
   const std::size_t elem = a.reduction.element_size;

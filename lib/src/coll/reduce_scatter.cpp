@@ -2,10 +2,8 @@
 // and the node-aware hierarchical form. Rank r ends with block r of the reduction.
 #include <algorithm>
 #include <bit>
-#include <cstring>
 
 #include "collectives.hpp"
-#include "collx/error.hpp"
 #include "fold.hpp"
 #include "pipeline.hpp"
 #include "recursive.hpp"

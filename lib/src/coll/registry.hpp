@@ -1,25 +1,20 @@
-// The algorithm registry: one row per (collective, algorithm) that collx implements. A row
-// names the schedule (the coroutine that runs the algorithm on an Operation, the only form of
-// the algorithm: a blocking call runs it to completion in place, run_blocking), its model (cost
-// and description, algorithms/cost_model.hpp) and, for rows that need the shared arena, the
-// algorithm that runs instead where there is none. The rows of a collective stand in the file of
-// its schedules (allreduce_rows() in allreduce.cpp, ...), the first row being the fallback when no
-// selection rule matches; everything else (Algorithm lists, COLLX_ALGO parsing, the selector's
-// checks, the cost model, collx-info, collx-bench -a all, the simulated-rank suite) reads them
-// from here.
+// The algorithm registry: one row per (collective, algorithm) that collx implements, naming the
+// schedule (the coroutine, the algorithm's only form: a blocking call runs it to completion in
+// place), its model (algorithms/cost_model.hpp) and, for arena rows, the algorithm that runs
+// where there is no arena. A collective's rows stand in the file of its schedules, the first
+// being the fallback when no selection rule matches; everything else reads them from here.
 //
 // Adding an algorithm: its schedule and one row in its collective's file, with its model entry
-// (and, for a new name, one line in COLLX_ALGORITHM_LIST, collx/algorithm.hpp).
-// docs/ARCHITECTURE.md walks through it.
+// (and, for a new name, one line in COLLX_ALGORITHM_LIST). docs/ARCHITECTURE.md walks through it.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <span>
 #include <tuple>
-#include <vector>
 
 #include "collectives.hpp"
+#include "collx/mpi_types.hpp"
 #include "cost_model.hpp"
 #include "fast_tls.hpp"
 
@@ -41,24 +36,18 @@ struct AlgorithmRow {
   Collective collective = Collective::allreduce;
   Algorithm algorithm = Algorithm::automatic;
   Erased schedule = nullptr;
-  // Its model (algorithms/cost_model.hpp): the cost the selector's tables and collx-model
-  // weigh, and the steps in words that collx-info and docs/ALGORITHMS.md show.
+  // Its model: the cost the selector weighs, and the steps in words that collx-info shows.
   const model::Entry* cost_model = nullptr;
-  // How many tag phases the schedule uses: run_schedule hands it a share of exactly this many,
-  // so a phase beyond them throws (Phases), and a caller that hands it fewer throws too.
+  // How many tag phases the schedule uses: run_schedule hands it a share of exactly this many.
   int tag_phases = 0;
-  // Rows that run through the shared arena: the algorithm that runs where the operation
-  // cannot use one (ranks on several nodes, device buffers). automatic: needs none.
+  // Arena rows: the algorithm that runs where the operation cannot use one; automatic: none.
   Algorithm without_arena = Algorithm::automatic;
-  // The MPI library's own collective (Algorithm::mpi, mpi_library.cpp): host memory only (device
-  // buffers go through host copies), no simulated ranks, not one of collx's algorithms.
+  // The MPI library's own collective (Algorithm::mpi): host memory only, no simulated ranks.
   bool mpi_library = false;
 
   // Traits the layers above read instead of the algorithm's name.
-  // Runs through the shared arena (where the operation can use one).
   bool uses_arena() const { return without_arena != Algorithm::automatic; }
-  // Phases inside and across nodes (its model splits what crosses between nodes); on one node,
-  // or with one rank per node, it runs as its flat form.
+  // Phases inside and across nodes; on one node, or one rank per node, its flat form runs.
   bool node_aware() const { return cost_model != nullptr && cost_model->node_aware; }
   // Device buffers go through host copies whatever the transport: the node-aware rows run their
   // phases inside a node through the node's arena, the MPI library takes host memory only.
@@ -94,21 +83,79 @@ std::span<const AlgorithmRow> barrier_rows();
 std::span<const AlgorithmRow> sendrecv_rows();
 // The MPI library's own collectives, one row per collective but sendrecv (mpi_library.cpp).
 std::span<const AlgorithmRow> mpi_library_rows();
-// Whether the MPI library's collective takes a call: `elements` fit MPI's int count, and a
-// reduction (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on
-// every rank (every rank's call has the same count, type and op).
+// Whether the MPI library's collective takes a call: `elements` fit MPI's int, and a reduction
+// (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on every rank.
 bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
-// The send buffer of an in-place blocking MPI_Reduce at root `root`, whose data (`bytes` of it)
-// is at `root_data`: MPI_IN_PLACE, or a copy of the data in `copy` where the MPI library reads
-// MPI_IN_PLACE as an address (MPICH before 4.2 at a nonzero root above its short-message size:
-// pmodels/mpich#6540, a segfault in a legal call). The same bytes, one copy more, and no rank's
-// decision changes.
-const void* in_place_reduce_input(int root, const std::byte* root_data, std::size_t bytes,
-                                  std::vector<std::byte>& copy);
-// Around a blocking call of the MPI library's own collective: collx's other operations in flight
-// go on inside it through the MPI library's progress callback, where it has one.
-// (Inline: every delegated call makes them.)
-// constinit: no TLS wrapper call (a thread_local declared extern may need dynamic init).
+// ---- the MPI library's own collectives, as collx's calls make them ----
+// Blocking where `request` is null, else the nonblocking form; counts fit MPI's int. Both
+// Algorithm::mpi's schedules (mpi_library.cpp) and the delegated path (api/collectives_api.cpp)
+// make these, so a call runs the same MPI call whichever way it goes.
+template <class Blocking, class Nonblocking, class... Args>
+int blocking_or_not(Blocking blocking, Nonblocking nonblocking, MPI_Request* request,
+                    Args... args) {
+  return request != nullptr ? nonblocking(args..., request) : blocking(args...);
+}
+inline const void* in_place_or(const void* send, const void* recv) {
+  return send == recv ? MPI_IN_PLACE : send;
+}
+inline int library_allreduce(MPI_Comm comm, const void* send, void* recv, int count, DataType type,
+                             ReduceOp op, MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Allreduce, PMPI_Iallreduce, request, in_place_or(send, recv), recv,
+                         count, mpi_datatype(type), mpi_op(op), comm);
+}
+inline int library_broadcast(MPI_Comm comm, void* buffer, int bytes, int root,
+                             MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Bcast, PMPI_Ibcast, request, buffer, bytes, MPI_BYTE, root, comm);
+}
+// The root's blocking MPI_Reduce in place. Out of line: MPICH before 4.2 reads MPI_IN_PLACE as
+// an address at a nonzero root above its short-message size (pmodels/mpich#6540, a segfault in a
+// legal call), so there the root passes a copy of its data: the same bytes, one copy more.
+int library_reduce_in_place(MPI_Comm comm, void* buffer, int count, DataType type, ReduceOp op,
+                            int root);
+// `root_in_place`: this rank is the root and its call is in place.
+inline int library_reduce(MPI_Comm comm, bool root_in_place, const void* send, void* recv,
+                          int count, DataType type, ReduceOp op, int root,
+                          MPI_Request* request = nullptr) {
+  if (root_in_place && request == nullptr)
+    return library_reduce_in_place(comm, recv, count, type, op, root);
+  return blocking_or_not(PMPI_Reduce, PMPI_Ireduce, request, root_in_place ? MPI_IN_PLACE : send,
+                         recv, count, mpi_datatype(type), mpi_op(op), root, comm);
+}
+inline int library_allgather(MPI_Comm comm, const void* send, void* recv, int block_bytes,
+                             bool in_place, MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Allgather, PMPI_Iallgather, request, in_place ? MPI_IN_PLACE : send,
+                         block_bytes, MPI_BYTE, recv, block_bytes, MPI_BYTE, comm);
+}
+inline int library_reduce_scatter_block(MPI_Comm comm, const void* send, void* recv, int count,
+                                        DataType type, ReduceOp op,
+                                        MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, request,
+                         in_place_or(send, recv), recv, count, mpi_datatype(type), mpi_op(op),
+                         comm);
+}
+// In place: the root's block stays where it is (MPI_IN_PLACE as gather's send, scatter's recv).
+inline int library_gather(MPI_Comm comm, const void* send, void* recv, int block_bytes, int root,
+                          bool in_place, MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Gather, PMPI_Igather, request, in_place ? MPI_IN_PLACE : send,
+                         block_bytes, MPI_BYTE, recv, block_bytes, MPI_BYTE, root, comm);
+}
+inline int library_scatter(MPI_Comm comm, const void* send, void* recv, int block_bytes, int root,
+                           bool in_place, MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Scatter, PMPI_Iscatter, request, send, block_bytes, MPI_BYTE,
+                         in_place ? MPI_IN_PLACE : recv, block_bytes, MPI_BYTE, root, comm);
+}
+inline int library_alltoall(MPI_Comm comm, const void* send, void* recv, int block_bytes,
+                            MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Alltoall, PMPI_Ialltoall, request, in_place_or(send, recv),
+                         block_bytes, MPI_BYTE, recv, block_bytes, MPI_BYTE, comm);
+}
+inline int library_barrier(MPI_Comm comm, MPI_Request* request = nullptr) {
+  return blocking_or_not(PMPI_Barrier, PMPI_Ibarrier, request, comm);
+}
+
+// Around a blocking call of the MPI library's collective: collx's operations in flight go on
+// inside it through the MPI library's progress callback, where it has one. Inline (every
+// delegated call makes them); constinit: no TLS wrapper call.
 COLLX_FAST_TLS extern constinit bool in_blocking_library_call;
 extern std::atomic<bool> progress_callback_registered;
 void register_progress_callback();
@@ -127,8 +174,7 @@ std::span<const AlgorithmRow> registry();
 Collective schedules_of(Collective collective);
 // The row of (collective, algorithm), or null.
 const AlgorithmRow* find_row(Collective collective, Algorithm algorithm);
-// The algorithm of the collective's MPI library row (AlgorithmRow::mpi_library), or automatic
-// where it has none.
+// The algorithm of the collective's MPI library row, or automatic where it has none.
 Algorithm library_algorithm(Collective collective);
 
 [[noreturn]] void no_algorithm(Operation& op, Collective collective, Algorithm algorithm);

@@ -1,23 +1,16 @@
-// The shared arena's schedules (Algorithm::shared_memory of every collective but barrier) for
-// ranks on one node with host buffers, written in the steps of arena_steps.hpp.
-//
-// A producer cuts its bytes into whole ring slots (fewer handoffs between cores are better),
-// copies each into its ring and publishes it (a release store of its count); every other rank
-// waits for the count, copies the slot out and advances its own counter, which frees the slot
-// once every reader has. No byte goes through the MPI library.
+// The shared arena's schedules (Algorithm::shared_memory of every collective but barrier), in
+// the steps of arena_steps.hpp. A producer cuts its bytes into whole ring slots, copies each into
+// its ring and publishes it (a release store of its count); every other rank waits for the
+// count, copies the slot out and advances its own counter, which frees the slot once every
+// reader has. No byte goes through the MPI library.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "arena_steps.hpp"
 #include "collectives.hpp"
-#include "collx/error.hpp"
-#include "config.hpp"
 #include "cost_model.hpp"
 #include "host_reduce.hpp"
 #include "pieces.hpp"
@@ -142,12 +135,10 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
 }
 
 // ---- block reductions (allreduce, reduce_scatter) ----
-// Every rank reduces its own block and nobody else's, in the order rank 0, 1, ..., p-1 (avg
-// fused into the last step): the same bits everywhere. Round k handles piece k of every block:
-// each rank copies its input's pieces of the others' blocks side by side into one ring slot,
-// then reduces its own piece from its input and the p-1 slots while it is in cache. An
-// allreduce then publishes the reduced piece and every rank copies the others' into its output.
-// Why the arena, not process_vm_readv: docs/PERFORMANCE.md.
+// Every rank reduces its own block, in the order rank 0, 1, ..., p-1: the same bits everywhere.
+// Round k handles piece k of every block: each rank copies its input's pieces of the others'
+// blocks side by side into one ring slot, then reduces its own piece from its input and the p-1
+// slots while in cache. An allreduce then publishes the reduced piece for the others to copy.
 
 using model::kPieceBytes;  // shared with the model (cost_model.hpp)
 
@@ -248,10 +239,9 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
 }
 
 // ---- gather and scatter: one producer per block ----
-// Gather: every other rank publishes its block in its ring; the root takes them from root + 1
-// on. Scatter: the root publishes every other rank's block in that order; each rank takes its
-// own slots and steps its counter over the others'. Ranks that take nothing from a producer
-// say so up front, so the rings never wait for them.
+// Gather: every other rank publishes its block; the root takes them from root + 1 on. Scatter:
+// the root publishes every other rank's block in that order; each rank takes its own slots and
+// steps its counter over the others'. Ranks that take nothing from a producer say so up front.
 
 Task gather_shared_memory(Operation& op, GatherArgs a) {
   const int p = op.size();
@@ -318,9 +308,8 @@ Task scatter_shared_memory(Operation& op, ScatterArgs a) {
 
 // Alltoall: pairwise's steps through the rings. In step s this rank fills its ring with its
 // block for rank + s while taking the block rank - s fills for it, a slot of each in turn (no
-// ring waits on a reader that waits on it). Readers step their counters over the slots meant
-// for others (as scatter's do); where direct_by_setting says so, one copy per block straight
-// from the producer's input.
+// ring waits on a reader that waits on it). Readers step their counters over the slots meant for
+// others; where direct_by_setting says so, one copy per block straight from the producer's input.
 Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const int p = op.size();
   const int me = op.rank();

@@ -1,8 +1,7 @@
-// DeviceCall: one collective call on device memory, as the executor and the reductions see it:
-// the data path of an Operation whose buffers (and scratch) are device memory. The algorithms
-// stay as they are; the call decides how the bytes move: `direct` (the transport takes device
-// memory) or `staged` (through pinned host memory). Each step waits only for the earlier device
-// work on the same bytes, through events (device_engine.hpp).
+// DeviceCall: the data path of an Operation whose buffers (and scratch) are device memory. The
+// algorithms stay as they are; the call decides how the bytes move: `direct` (the transport takes
+// device memory) or `staged` (through pinned host memory). Each step waits only for the earlier
+// device work on the same bytes (device_engine.hpp).
 #pragma once
 
 #include <cstddef>

@@ -3,15 +3,12 @@
 // queues of messages on their way to the transport. Its calls (DeviceCall) are the algorithms'
 // view of it.
 //
-// No device-wide synchronisation: all device work is recorded in the ledger with an event and
-// the byte ranges it reads and writes. New work on a stream waits only for the latest
-// conflicting work on each other stream; a message waits in its queue until the device work on
-// its bytes has completed, and queued messages reach the transport in posting order.
-// Staged sends copy device -> pinned on d2h, then go to the transport (the copy of message k+1
-// overlapping message k on the wire); staged receives land in pinned memory, then h2d copies
-// them to the device, ordered before later readers through the ledger. Direct: device buffers go
-// to the transport once the device work on them has finished. Pooled buffers given back carry
-// the events of the work still using them and are reused once those complete.
+// No device-wide synchronisation: the ledger records all device work with an event and the byte
+// ranges it reads and writes; new work on a stream waits only for the latest conflicting work on
+// each other stream, and a message waits in its queue (in posting order) until the device work
+// on its bytes has completed. Staged sends copy device -> pinned on d2h (overlapping the previous
+// message on the wire); staged receives land in pinned memory, then h2d copies them to the
+// device. Pooled buffers given back carry the events of the work still using them.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,5 @@
-// Operation: one collective in flight, the context its algorithm coroutine runs in. The
-// algorithm posts messages and suspends in `co_await wait(...)`; progress() resumes it. The
-// Engine drives every Operation in flight, so waiting on one never starves another.
+// Operation: one collective in flight, the context its algorithm coroutine runs in (it posts
+// messages and suspends in `co_await wait(...)`). The Engine drives every Operation in flight.
 #pragma once
 
 #include <algorithm>
@@ -38,8 +37,7 @@ struct OpInfo {
   std::size_t segment_bytes = 0;
   int pipeline_depth = 1;
   bool shared_arena = true;  // false: run as where the ranks share no arena, on every rank
-  // Blocking on every rank (as MPI requires): Algorithm::mpi then runs the blocking form.
-  bool blocking = false;
+  bool blocking = false;     // on every rank (as MPI requires): Algorithm::mpi's blocking form
 };
 
 // Each operation owns kPhasesPerOp consecutive tags, below 32767 (the smallest MPI_TAG_UB);
@@ -51,9 +49,8 @@ inline int tag_base_for(std::uint64_t sequence) {
   return 1 + static_cast<int>(sequence & (kTagWindow - 1)) * kPhasesPerOp;
 }
 
-// A schedule's share of its operation's tags: `count` consecutive phases from `first`, cut
-// from and checked against the budget they come from, so two parts never share a tag. The last
-// phase is COLLX_CHECK's (kCheckPhase), outside every schedule's budget.
+// A schedule's share of its operation's tags: `count` consecutive phases from `first`, checked
+// against the budget they are cut from. The last phase is COLLX_CHECK's, outside every budget.
 class Phases {
  public:
   // The whole budget of a schedule that runs as the operation's algorithm.
@@ -68,8 +65,7 @@ class Phases {
     const char* name;
     int count;
   };
-  // Consecutive shares of this one, one per part: siblings never overlap, and more phases in
-  // all than this share holds throw (ErrorCode::internal).
+  // Consecutive shares of this one, one per part; more than it holds throw (ErrorCode::internal).
   //   const auto [inside, across] = a.phases.split({{"node reduce", 1}, {"across nodes", 2}});
   template <std::size_t N>
   std::array<Phases, N> split(const Share (&shares)[N]) const {
@@ -81,8 +77,7 @@ class Phases {
     }
     return out;
   }
-  // The `count` phases from `offset` of this share, for the part `name`; throws where they are
-  // not all inside it.
+  // The `count` phases from `offset` of this share, for the part `name`; checked likewise.
   Phases part(const char* name, int offset, int count) const;
   int first() const { return first_; }
   int count() const { return count_; }
@@ -106,8 +101,7 @@ inline constexpr std::size_t kArenaHostCopyBytes = std::size_t{64} << 10;
 
 class Operation {
  public:
-  // `path`: how the call's bytes move when not host memory (device_call.hpp); null: host
-  // memory, straight through `transport`.
+  // `path`: how the call's bytes move when not host memory; null: straight through `transport`.
   Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive = {},
             std::unique_ptr<DataPath> path = nullptr);
   ~Operation();
@@ -135,14 +129,13 @@ class Operation {
     return info_.shared_arena ? transport_.shared_arena() : nullptr;
   }
 
-  // A schedule holding an arena turn (in_turn) took its ticket when built; where the call fails
-  // before it runs (COLLX_CHECK), the turn must still be taken and ended in order.
+  // A schedule holding an arena turn took its ticket when built: where the call fails before it
+  // runs (COLLX_CHECK), the turn is still taken and ended in order.
   void set_holds_turn() { holds_turn_ = true; }
   bool holds_turn() const { return holds_turn_; }
   void skip_schedule() { schedule_skipped_ = true; }
   bool schedule_skipped() const { return schedule_skipped_; }
-  // The operation ends the turn of `arena` (where this rank is `me`) when it finishes, whether
-  // the schedule runs or not (in_turn, a turn that has come already).
+  // The operation ends the turn of `arena` (where this rank is `me`) when it finishes.
   void ends_turn_of(SharedArena& arena, int me) {
     turn_arena_ = &arena;
     turn_rank_ = me;
@@ -153,15 +146,14 @@ class Operation {
   // The operation is an arena row's schedule as a whole: it sends no messages of its own.
   void mark_arena_row() { arena_row_ = true; }
 
-  // An arena row's operation waiting on a peers_silent() condition gets no messages: one of its
-  // tags arriving means a peer runs messages (mismatched calls). Throws Error(mismatch).
+  // An arena row's operation gets no messages: one of its tags arriving means mismatched calls.
+  // Throws Error(mismatch).
   void refuse_foreign_messages();
 
   // A part of a composite algorithm on some of the communicator's ranks (a node's, the
-  // leaders): while a Group is open, rank() and size() are this rank's place in `members` (the
-  // same order on every rank) and peers index it; messages keep the operation's tags (the part
-  // takes a share of its Phases). Groups do not nest. `arena`: the one `members` share, only
-  // from an operation holding its turn for the whole run (in_turn).
+  // leaders): while open, rank(), size() and peers index `members`; messages keep the
+  // operation's tags (the part takes a share of its Phases). Groups do not nest. `arena`: the one
+  // `members` share, from an operation holding its turn for the whole run.
   class Group {
    public:
     Group(Operation& op, std::span<const int> members, SharedArena* arena = nullptr);
@@ -198,8 +190,7 @@ class Operation {
     return Awaiter<sizeof...(Ts)>{*this, {&transfers...}};
   }
 
-  // co_await until(condition, then): suspends until `condition` is met, then gives `then()` (a
-  // step with no coroutine frame of its own). An exclusive operation waits in place.
+  // co_await until(condition, then): suspends until `condition` is met, then gives `then()`.
   template <class Condition, class Then>
   struct ThenAwaiter {
     Operation& op;
@@ -225,8 +216,7 @@ class Operation {
   // "recv of 4096 B from rank 3" for the timeout message.
   std::string waiting_description() const;
 
-  // For awaiters: true when the transfers are complete (an exclusive operation waits for them
-  // here); else the awaiter suspends with suspend_on (`waiting` lives in the awaiter).
+  // For awaiters: true when the transfers are complete (an exclusive operation waits here).
   bool ready(std::span<Transfer* const> transfers) {
     return on_path([&](auto& path) {
       if (!exclusive_) return path.test_all(transfers);
@@ -242,8 +232,7 @@ class Operation {
   void wait_on_condition_for(std::chrono::microseconds limit);
 
  private:
-  // The algorithm failed: the failure notices hear of it (the other ranks' waits then end),
-  // unless the error came from them.
+  // The algorithm failed: the failure notices hear of it unless the error came from them.
   void report_failure() noexcept;
   void fail(std::exception_ptr error) noexcept;
   template <std::size_t N>
@@ -256,8 +245,7 @@ class Operation {
   };
   void resume();
   DataPath& call_path() { return call_path_ ? *call_path_ : static_cast<DataPath&>(host_path_); }
-  // Calls f(path) with the path in use, as the final HostPath on the host path (no second
-  // indirection in the common case).
+  // f(path in use), as the final HostPath on the host path (no indirection in the common case).
   template <class F>
   auto on_path(F&& f) -> decltype(f(std::declval<HostPath&>())) {
     if (path_ == &host_path_) [[likely]]
@@ -307,8 +295,8 @@ class Operation {
 };
 
 // Drives every operation in flight in this process: a rank blocked in one collective must still
-// answer its peers in the others. With COLLX_PROGRESS_THREAD=1 (and MPI_THREAD_MULTIPLE) a
-// thread also progresses them, so a nonblocking collective moves on while the caller computes.
+// answer its peers in the others. COLLX_PROGRESS_THREAD=1 (with MPI_THREAD_MULTIPLE) adds a
+// thread, so nonblocking collectives move on while the caller computes.
 class Engine {
  public:
   static Engine& instance();
@@ -323,9 +311,8 @@ class Engine {
   bool test(Operation& op);
   // Whether the progress thread runs (it starts with the first nonblocking operation).
   bool progress_thread_running() const { return thread_.joinable(); }
-  // Progresses everything once from outside the engine's loops on this thread (the MPI
-  // library's progress callback, coll/mpi_library.cpp); nothing where this thread is inside
-  // them or another thread holds the engine.
+  // Progresses everything once from the MPI library's progress callback; nothing where this
+  // thread is inside the engine's loops or another thread holds the engine.
   void progress_elsewhere();
 
  private:
@@ -342,17 +329,14 @@ class Engine {
   std::thread thread_;
 };
 
-// Runs a blocking collective: in place where it is the only operation in flight and no timeout
-// is watched (a small call costs its frames and messages, not the engine's loop), else through
-// the engine.
+// Runs a blocking collective: in place where it is alone in flight and no timeout is watched
+// (a small call then skips the engine's loop), else through the engine.
 void run_blocking(Operation& op, Task task);
 
-// How many operations the Engine drives, at namespace scope so that run_blocking reads it
-// without reaching the Engine's function-local instance.
+// How many operations the Engine drives (at namespace scope: a cheap read for run_blocking).
 inline std::atomic<int> operations_in_flight{0};
 
-// Rethrows `error` as a collx::Error that names `collective` and `rank` where the thrower (a
-// transport) could not.
+// Rethrows `error` as a collx::Error naming `collective` and `rank` (a transport cannot).
 [[noreturn]] void rethrow_named(std::exception_ptr error, Collective collective, int rank);
 
 }  // namespace collx::detail

@@ -16,56 +16,47 @@ extern const std::string_view kBuiltinRulesText;
 namespace {
 
 // The built-in table is data: lib/data/builtin-rules.json, in the tuning-file format, compiled in
-// as text (builtin_rules_text.cpp) and read by parse_tuning_table, as COLLX_TUNING_FILE is. Each
-// row carries its provenance (result file, machine, command, date); this comment keeps the
-// reasons the rows take the shapes they do.
+// (builtin_rules_text.cpp) and read by parse_tuning_table as COLLX_TUNING_FILE is. Each row
+// carries its provenance; this comment keeps the reasons for the rows' shapes.
 //
-// One node (rules): the first matching row wins; the last row of a rank range catches every
-// larger size.
+// One node (rules): the first matching row wins; a rank range's last row catches larger sizes.
 // - Allreduce: latency-bound sizes take recursive doubling (log2 p messages); where one exchange
 //   of the whole buffer would go by rendezvous (above the MPI's eager limit, lower in Open MPI
-//   than in MPICH over UCX: the rows marked "mpi"), the algorithms that send halves or p-ths
-//   win; at large sizes the ring's and Rabenseifner's bandwidth terms decide. Ranks sharing an
-//   arena take its block allreduce at the counts it was measured on.
-// - The other collectives: at two ranks the arena from the smallest sizes, each up to where a
-//   message algorithm or the MPI caught up; at 3+ ranks the arena where it was measured ahead.
-//   Gather and scatter return to the binomial tree above 8 ranks (the cost model: the linear
-//   root's p - 1 messages cost more than log2 p; unmeasured).
+//   than in MPICH over UCX: the "mpi" rows), the algorithms that send halves or p-ths win; at
+//   large sizes the bandwidth terms decide. An arena's block allreduce where it was measured.
+// - The others: at two ranks the arena from the smallest sizes, up to where a message algorithm
+//   or the MPI caught up; at 3+ ranks the arena where measured ahead. Gather and scatter return
+//   to the binomial tree above 8 ranks (the linear root's p - 1 messages; cost model only).
 // - Rows naming shared_memory count only where the communicator has a shared arena (select_from).
 //
 // Several nodes (node_rules), read before the one-node rows:
-// - Allreduce on uniform nodes of several ranks: hierarchical, then (on two nodes)
-//   multi_leader, from the size where recursive doubling's whole-buffer hops across the network
-//   stop paying; above the TCP eager limit multi_leader (each link carries 1/k of the bytes).
+// - Allreduce on uniform nodes of several ranks: hierarchical, then (on two nodes) multi_leader,
+//   from where recursive doubling's whole-buffer hops across the network stop paying; above the
+//   TCP eager limit multi_leader (each link carries 1/k of the bytes).
 // - Broadcast and reduce, any layout: hierarchical (the buffer crosses into each node once) up
 //   to where the cost model has the pipelined chain / Rabenseifner ahead on fast networks.
-// - One rank per node: every hop crosses the network: recursive doubling, then Rabenseifner,
+// - One rank per node (every hop crosses the network): recursive doubling, then Rabenseifner,
 //   for allreduce; linear broadcast on up to 4 nodes (the root's sends overlap on the network;
-//   more nodes keep the tree, log2 p deep where the root's sends grow as p).
+//   more nodes keep the tree, log2 p deep).
 // - Reduce_scatter on two uniform nodes of several ranks: hierarchical where the cost model has
 //   it ahead on fast networks too; more nodes are unmeasured.
 // - Many nodes (min_nodes 8: links cross a fat tree's switches), from SimGrid's SMPI
 //   (docs/SCALE.md): allreduce Rabenseifner to 128 KiB (its pairs start inside a node, where
-//   hierarchical funnels the node's buffer through one link; one rank per node: 2 log2 p steps
-//   against the ring's 2 (p - 1)), multi_leader above (its many-node pipeline overlaps the node's
-//   phases with the exchanges across nodes); reduce Rabenseifner (each byte crosses the network
-//   about twice, not log2 p times; its reduce-scatter half the butterfly there); reduce_scatter
-//   the butterfly to 128 KiB (recursive halving whose largest exchanges stay between neighbours:
-//   inside a node, or beside the few links between a dragonfly's groups), hierarchical above on
-//   nodes of several ranks (pipelined the same way as multi_leader); broadcast with one rank per
-//   node scatter + allgather from 16 KiB to 512 KiB (its allgather by recursive doubling there:
-//   log2 p latencies and about 2n bytes from the root, where the binomial tree sends n log2 p;
-//   simulated only, on the fat tree, the torus and the dragonfly).
+//   hierarchical funnels the node's buffer through one link), multi_leader above (its pipeline
+//   overlaps the node's phases with the exchanges across nodes); reduce Rabenseifner (each byte
+//   crosses the network about twice, not log2 p times); reduce_scatter the butterfly to 128 KiB
+//   (its largest exchanges stay between neighbours), hierarchical above on nodes of several
+//   ranks; broadcast with one rank per node scatter + allgather from 16 KiB to 512 KiB (about 2n
+//   bytes from the root, where the binomial tree sends n log2 p; simulated only).
 // - Two nodes of 8 ranks or more (min_per_node 8; the emulated cluster's 2 x 2 keeps the rows
 //   above), from SMPI's three platforms: allreduce Rabenseifner to 256 KiB (its near_first pairs
 //   keep all but one exchange inside a node), the ring to 1 MiB (two of its links cross);
 //   reduce_scatter the butterfly to 128 KiB, the ring to 1 MiB, hierarchical above (the
-//   butterfly's copy into bit-reversed order is a pass over the buffer); reduce Rabenseifner
-//   around 256 KiB. One rank on each of 8 to 16 nodes: reduce_scatter the ring from 512 KiB
-//   (the butterfly's far exchanges share the few links between a dragonfly's groups or a torus'
-//   rings; on a fat tree the ring gives up less than it saves there).
-// Parsed once, on the first selection; the text is checked by the tests, so a parse error here
-// means a broken build, reported as the first call's collx::Error.
+//   butterfly's bit-reversed copy is a pass over the buffer); reduce Rabenseifner around 256 KiB.
+//   One rank on each of 8 to 16 nodes: reduce_scatter the ring from 512 KiB (the butterfly's far
+//   exchanges share the few links between a dragonfly's groups or a torus' rings).
+// Parsed on the first selection; the tests check the text, so a parse error here is a broken
+// build, reported as the first call's collx::Error.
 const TuningTable& builtin_table() {
   static const TuningTable table =
       parse_tuning_table(kBuiltinRulesText, "built-in rules (lib/data/builtin-rules.json)");
@@ -117,8 +108,7 @@ std::span<const SelectionRule> builtin_rules() {
   return builtin_table().rules;
 }
 
-// The built-in rows of one collective, in the table's order: every call selects, so it scans
-// its own rows only.
+// The built-in rows of one collective, in the table's order (every call scans its own only).
 std::span<const SelectionRule> builtin_rules_of(Collective collective) {
   struct Index {
     std::vector<SelectionRule> rows[kCollectiveCount];

@@ -5,7 +5,6 @@
 #include <limits>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "collx/algorithm.hpp"
 #include "collx/tuning.hpp"
@@ -40,12 +39,10 @@ struct NodeShape {
 };
 
 // Rows for ranks on several nodes, read before the table: for `collective` on messages of
-// `min_bytes` to `max_bytes`, `algorithm`, where every node holds as many ranks or
-// (uniform_only false) whatever the layout; where some node holds several ranks
-// (NodeShape::spans_nodes), or with one_per_node where every node holds one (every hop
-// crosses the network, which the one-node table was not measured on); on at most `max_nodes`
-// nodes where that is not 0, and on at least `min_nodes`; with `min_per_node`, where the fullest
-// node holds at least that many ranks (the layouts simulated, not the emulated cluster's 2 x 2).
+// `min_bytes` to `max_bytes`, `algorithm`, on uniform nodes (or any layout, uniform_only false)
+// where some node holds several ranks, or with one_per_node where every node holds one (every
+// hop crosses the network); on at most `max_nodes` (0: any) and at least `min_nodes` nodes;
+// where the fullest node holds at least `min_per_node` ranks.
 struct NodeRule {
   Collective collective;
   std::size_t min_bytes;

@@ -1,10 +1,9 @@
 // RingStores: whether a producer writes its ring slots with plain or streaming (non-temporal)
 // stores, chosen from the copy times it measures. Plain stores are usually fastest (the reader
-// finds the slot in cache), but on some machines (a VM's vCPU placement, we guess) taking a
-// line back from the reader's cache sometimes becomes many times slower, for seconds at a time,
-// while streaming stores stay fast. So the producer keeps the best of each kind's last few
-// times, prefers plain unless it takes several times as long, and now and then tries the other
-// kind, less often the longer the choice holds.
+// finds the slot in cache), but on some machines taking a line back from the reader's cache at
+// times becomes many times slower for seconds, while streaming stores stay fast. So the producer
+// keeps the best of each kind's last few times, prefers plain unless it takes several times as
+// long, and now and then tries the other kind, less often the longer the choice holds.
 #pragma once
 
 #include <algorithm>

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstdio>

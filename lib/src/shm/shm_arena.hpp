@@ -1,6 +1,5 @@
-// SharedArena: memory that every rank of a communicator on one node maps, for the
-// shared-memory algorithms: a producer copies each slot in once and every reader copies it
-// out at the same time, with plain memcpy rather than the MPI library's copies.
+// SharedArena: memory that every rank of a communicator on one node maps, for the shared-memory
+// algorithms: a producer copies each slot in once and every reader copies it out at once.
 //
 // Every rank owns a ring of slots() slots and a `published` counter (slots filled, ever); each
 // (reader, producer) pair has a `consumed` counter. Every slot published is consumed by every
@@ -55,16 +54,14 @@ class SharedArena {
   // A counter moves forward only through advance(), which wakes a rank asleep in wait_for().
   void advance(Counter& c, std::uint64_t value);
   // Waits for `c` >= target for about `limit` at most; true once it is. Spins briefly, then
-  // sleeps on a futex until advance() wakes it; callers let the transport progress between
-  // waits (Operation::wait_in_place).
+  // sleeps on a futex until advance() wakes it.
   bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
   // On an oversubscribed node, yields this core until `c` >= target (cheaper per handoff than a
   // futex wake-up); true once reached, false at once where every rank has its core.
   bool yield_until(const Counter& c, std::uint64_t target) const;
 
-  // Operations take turns on the arena, in call order (the same on every rank): each takes a
+  // Operations take turns on the arena in call order (the same on every rank): each takes a
   // ticket when started, waits until turn(rank) reaches it, and calls end_turn(rank) when done.
-  // Kept in this process.
   std::uint64_t take_ticket(int rank) { return turns_[rank].tickets++; }
   const Counter& turn(int rank) const { return turns_[rank].value; }
   void end_turn(int rank) {
@@ -92,8 +89,7 @@ class SharedArena {
   }
   // Whether every rank may read the others' memory with process_vm_readv (tried at creation).
   bool direct_reads() const { return direct_reads_; }
-  // COLLX_SHM_DIRECT when the arena was made: direct reads always, never, or (unset) as the
-  // schedules decide.
+  // COLLX_SHM_DIRECT when the arena was made (unset: the schedules decide).
   std::optional<bool> direct_reads_forced() const { return direct_forced_; }
   // COLLX_DEBUG=INFO when the arena was made: the ring stores' changes of kind are logged.
   bool log_store_changes() const { return log_store_changes_; }

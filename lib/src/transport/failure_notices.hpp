@@ -1,9 +1,8 @@
 // FailureNotices: how one rank's failure reaches the other ranks of a communicator.
 //
 // MPI cannot interrupt a peer's wait, so a rank that throws inside a collective would leave the
-// others waiting for ever. As in ULFM (revoke, agree) and NCCL's asynchronous errors, every
-// communicator has a side channel (a duplicate communicator) on which a failing rank notifies
-// every other rank, each keeping one receive posted that the transports' waits include.
+// others waiting for ever. As in ULFM and NCCL's asynchronous errors, a failing rank notifies the
+// others on a side channel, where each keeps one receive posted that the transports' waits include.
 //  - local (call #S): this rank's call #S failed an argument check before sending anything. A
 //    rank that failed #S the same way counts it as an answer; one that took part in #S revokes
 //    the communicator. The failing rank awaits every answer at its next call: where all ranks

@@ -22,9 +22,8 @@ class SharedArena;
 
 class Transport;
 
-// One posted message. It stays where it was declared (neither copied nor moved). One that goes
-// while still pending (its operation failed) is first abandoned by its transport: a receive is
-// cancelled and waited for, so nothing writes into freed memory; a send is released. So an
+// One posted message, neither copied nor moved. One that goes while still pending (its operation
+// failed) is first abandoned: a receive is cancelled and waited for, a send released. So an
 // algorithm declares its buffers before the Transfers that use them.
 struct Transfer {
   enum class State : std::uint8_t { idle, pending, done };

@@ -7,15 +7,13 @@
 
 #include "collx/build_config.hpp"
 #include "collx/error.hpp"
-#include "config.hpp"
 #include "cuda_aware.hpp"
 #include "failure_notices.hpp"
 
 namespace collx::detail {
 
 // Waits and tests go to the PMPI_ names: libcollx_mpi intercepts MPI_Wait, MPI_Test and their
-// -all and -some forms (to drive its nonblocking collectives); collx's own requests need none
-// of that.
+// -all and -some forms, which collx's own requests do not need.
 
 namespace {
 
@@ -129,10 +127,8 @@ constexpr bool kMpiYieldsItself = true;
 constexpr bool kMpiYieldsItself = false;
 #endif
 // Under SimGrid's SMPI a wait blocks (MPI_Waitall, MPI_Waitany) instead of testing in a loop:
-// SMPI charges every MPI_Test of an incomplete request simulated time (smpi/test, 0.1 ms by
-// default, growing with each failed test), which a loop of tests would add to every wait, and
-// simulated time does not advance while a rank only tests. A blocking wait costs nothing but
-// the messages' own simulated time (docs/SCALE.md).
+// SMPI charges every failed MPI_Test simulated time (smpi/test), and simulated time does not
+// advance while a rank only tests (docs/SCALE.md).
 constexpr bool kBlockingWaits = COLLX_SMPI;
 
 // Calls batch(n, requests, owners) for the pending transfers of `ts`, at most kMaxBatch at a
@@ -177,11 +173,8 @@ bool MpiTransport::yields_when_idle() const {
 
 void MpiTransport::wait_all(std::span<Transfer* const> ts) {
   // Each batch waits beside the communicator's notice receive, where it has one (a notice that
-  // revokes the communicator ends the wait with its error): MPI_Testsome over both in a loop,
-  // not MPI_Waitsome: Open MPI's waits over several requests attach a synchronisation object (a
-  // mutex and a condition) to every request and take its lock on each completion, which costs
-  // more than the whole exchange of a small message; a test only reads the requests' completion
-  // flags between passes of the progress engine.
+  // revokes the communicator ends the wait): MPI_Testsome in a loop, not MPI_Waitsome, whose
+  // per-request synchronisation object in Open MPI costs more than a small message's exchange.
   FailureNotices* notices = failure_notices();
   const bool yield = yields_when_idle();
   for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {

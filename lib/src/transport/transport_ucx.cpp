@@ -8,7 +8,6 @@
 #include <climits>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 
 #include "collx/error.hpp"

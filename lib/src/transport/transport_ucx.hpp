@@ -1,10 +1,9 @@
 // The UCX transport: UCP tag messages between the ranks of a communicator.
 //
-// One UCP context, worker and set of endpoints serve the whole process (UcxRuntime), as MPI
-// libraries and UCC use UCX: one ucp_worker_progress drives every communicator (a rank blocked
-// in one still completes its peers' rendezvous in another), and connections are per peer
-// process. Communicators are told apart in the tag (make_ucx_tag). The worker is
-// UCS_THREAD_MODE_SERIALIZED, as collx's calls on a process's communicators are.
+// One UCP context, worker and set of endpoints serve the whole process (UcxRuntime), as in MPI
+// libraries and UCC: one ucp_worker_progress drives every communicator (a rank blocked in one
+// still completes its peers' rendezvous in another). Communicators are told apart in the tag
+// (make_ucx_tag). The worker is UCS_THREAD_MODE_SERIALIZED, as collx's calls are.
 #pragma once
 
 #include <mpi.h>
