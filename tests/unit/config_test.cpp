@@ -516,9 +516,9 @@ collx::Algorithm pick(collx::Collective c, std::size_t bytes,
 // from 8 KiB to 128 KiB and multi_leader above; with one rank per node, Rabenseifner above
 // 256 KiB; reduce Rabenseifner from 64 KiB (below it, on nodes of 8 ranks, the binomial tree);
 // reduce_scatter the
-// butterfly from 8 KiB to 128 KiB and hierarchical above (one rank per node: the butterfly from
-// 4 KiB); broadcast with one rank per node scatter + allgather from 16 KiB to 512 KiB. Fewer
-// nodes keep the rows measured on the emulated cluster.
+// butterfly from 8 KiB to 128 KiB (from 1 KiB on 8 nodes of 8) and hierarchical above (one rank per
+// node: the butterfly from 4 KiB); broadcast with one rank per node scatter + allgather from 16 KiB
+// to 512 KiB. Fewer nodes keep the rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
   const NodeShape eight_by_eight{8, 8, true};
@@ -543,8 +543,15 @@ TEST(Selector, NodeRulesForManyNodes) {
       EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::butterfly) << bytes;
     for (std::size_t bytes : {128 * KiB + 1, 2 * MiB, 64 * MiB})
       EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape), Algorithm::hierarchical) << bytes;
-    EXPECT_EQ(pick(Collective::reduce_scatter, 8 * KiB, shape),
-              select_from(builtin_rules(), Collective::reduce_scatter, 8 * KiB, 64));
+    // From 1 KiB on 8 nodes exactly (the simulated layout), from 8 KiB + 1 on more.
+    const std::size_t butterfly_from = shape.nodes == 8 ? 1 * KiB : 8 * KiB + 1;
+    for (std::size_t bytes : {std::size_t{512}, 1 * KiB, 4 * KiB, 8 * KiB}) {
+      EXPECT_EQ(pick(Collective::reduce_scatter, bytes, shape),
+                bytes >= butterfly_from ? Algorithm::butterfly
+                                        : select_from(builtin_rules(), Collective::reduce_scatter,
+                                                      bytes, shape.nodes * shape.max_per_node))
+          << shape.nodes << " nodes, " << bytes;
+    }
   }
   EXPECT_EQ(pick(Collective::allreduce, 64 * KiB, four_by_eight), Algorithm::hierarchical);
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_by_eight), Algorithm::multi_leader);
@@ -650,8 +657,8 @@ TEST(Selector, ReduceBinomialOnNodesOfEight) {
   const std::size_t KiB = 1024;
   for (int nodes : {2, 4, 8, 32, 128}) {
     const NodeShape shape{nodes, 8, true};
-    for (std::size_t bytes : {std::size_t{0}, std::size_t{16}, std::size_t{256}, 4 * KiB,
-                              16 * KiB, 32 * KiB, 64 * KiB - 1})
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{16}, std::size_t{256}, 4 * KiB, 16 * KiB,
+                              32 * KiB, 64 * KiB - 1})
       EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::binomial_tree)
           << nodes << " " << bytes;
     // From 64 KiB: Rabenseifner on 8 nodes and more; on fewer, the flat table (and the rule of
