@@ -423,19 +423,27 @@ TEST(Autotune, ACollxChallengerMustBeatTheMpiLibraryByTheMargin) {
   EXPECT_EQ(choice(1000, 1500, 1040), Algorithm::shared_memory);
 }
 
+// A round among the arena, the binomial tree and the MPI library's collective in which the ranks
+// agree on `maxima` (and `means`, where given).
+ClassTuner round_with_library(const std::vector<std::uint64_t>& maxima,
+                              const std::vector<std::uint64_t>& means = {}) {
+  ClassTuner t;
+  t.start(
+      std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::binomial_tree, Algorithm::mpi}, 1,
+      false, Algorithm::mpi);
+  run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
+  EXPECT_TRUE(t.agreed(maxima, means));
+  return t;
+}
+
 // What a larger class takes from a class that chose the MPI library's collective: its choice
 // where the MPI library led by the margin (slowest rank or mean), but where the tie rule gave it
 // the choice, the fastest of collx's candidates within the margin of it: a tie is no evidence that
 // collx's loses (IMB's reduce: a 128 KiB tie held every larger class on the MPI library).
 TEST(Autotune, ATieWithTheMpiLibraryIsNoEvidenceAgainstCollx) {
-  const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
-                                             Algorithm::mpi};
-  const auto evidence = [&](const std::vector<std::uint64_t>& maxima,
-                            const std::vector<std::uint64_t>& means) {
-    ClassTuner t;
-    t.start(candidates, 1, false, Algorithm::mpi);
-    run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
-    EXPECT_TRUE(t.agreed(maxima, means));
+  const auto evidence = [](const std::vector<std::uint64_t>& maxima,
+                           const std::vector<std::uint64_t>& means) {
+    const ClassTuner t = round_with_library(maxima, means);
     EXPECT_EQ(t.chosen(), Algorithm::mpi);
     return t.choice_as_evidence();
   };
@@ -464,16 +472,7 @@ TEST(Autotune, ATieWithTheMpiLibraryIsNoEvidenceAgainstCollx) {
 // eager send at once), the MPI library; within the margin of the mean, or with no means agreed
 // (a checkpoint's), the slowest rank decides as before.
 TEST(Autotune, TheMpiLibraryWinsWhereItsMeanOverRanksIsLowerByTheMargin) {
-  const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
-                                             Algorithm::mpi};
-  const auto choice = [&](const std::vector<std::uint64_t>& maxima,
-                          const std::vector<std::uint64_t>& means) {
-    ClassTuner t;
-    t.start(candidates, 1, false, Algorithm::mpi);
-    run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
-    EXPECT_TRUE(t.agreed(maxima, means));
-    return t;
-  };
+  const auto choice = round_with_library;
   // A reduce of 64 B at 2 ranks: the arena's root 0.52 us against the MPI's 0.58, its sender
   // 0.30 against the MPI's 0.06 (means 0.41 and 0.32).
   const ClassTuner reduce = choice({520, 700, 580}, {410, 450, 320});
