@@ -226,13 +226,15 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   std::size_t winner = challenger_wins ? fastest : 0;
   // One of collx's must beat the MPI library's collective by the margin: between two trial times
   // that close, the MPI library is the safe choice (auto promises its speed, not more). A
-  // challenger by the same margins as the table's choice; the table's choice by the share (a
+  // challenger by the same margins as the table's choice; the table's choice by the share and
+  // kLibraryMarginMinNs (a
   // table made on other machines is no evidence on this one: its binomial broadcast of 128 KiB at
   // 2 ranks tied with Open MPI's in the trials and ran 15-30% slower in the run after them).
   if (candidates_[winner] != library_) {
     for (std::size_t i = 1; i < count_ && i < maxima.size(); ++i) {
       if (candidates_[i] != library_) continue;
       if (static_cast<double>(maxima[winner]) >= static_cast<double>(maxima[i]) * (1 - kMargin) ||
+          maxima[winner] + kLibraryMarginMinNs > maxima[i] ||
           (challenger_wins && maxima[winner] + kMarginMinNs > maxima[i])) {
         winner = i;
       }

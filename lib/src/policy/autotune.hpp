@@ -153,6 +153,12 @@ class ClassTuner {
   // seemed faster, auto still runs as fast as the MPI it wraps.
   static constexpr double kMargin = 0.03;
   static constexpr std::uint64_t kMarginMinNs = 250;
+  // One of collx's must also beat the MPI library's collective by this much a call: the trials
+  // time collx's candidate from its schedule's start and the MPI library's as its delegated call,
+  // while the calls around them run the trials' longer path, which the other rank waits out
+  // inside the MPI library's call; below a microsecond that moves the two by tens of
+  // nanoseconds each way (docs/AUTO.md, "The margin over the MPI library").
+  static constexpr std::uint64_t kLibraryMarginMinNs = 100;
   // A settled class is re-tried when a rank's sampled time exceeds its trial time this much,
   // and by at least kDriftMinNs (the same jitter would re-try sub-microsecond calls for ever).
   static constexpr double kDriftRatio = 1.5;
