@@ -616,10 +616,22 @@ TEST_F(MpiCollectives, ZeroCountCallsCompleteAtOnce) {
     requests.push_back(comm.ialltoall(other.data(), buffer.data(), 0, DataType::float32));
     return requests;
   };
+  // The blocking calls of nothing return at once too (the public entry's own shortcut).
+  auto blocking_zero_calls = [&] {
+    comm.allreduce(buffer.data(), other.data(), 0, DataType::float32, ReduceOp::sum);
+    comm.broadcast(buffer.data(), 0, DataType::float32, root);
+    comm.reduce(buffer.data(), other.data(), 0, DataType::float32, ReduceOp::sum, root);
+    comm.allgather(buffer.data(), other.data(), 0, DataType::float32);
+    comm.reduce_scatter(other.data(), buffer.data(), 0, DataType::float32, ReduceOp::sum);
+    comm.gather(buffer.data(), other.data(), 0, DataType::float32, root);
+    comm.scatter(other.data(), buffer.data(), 0, DataType::float32, root);
+    comm.alltoall(other.data(), buffer.data(), 0, DataType::float32);
+  };
   if (comm.rank() == 0) {
     std::vector<collx::Request> requests = zero_calls();
     for (collx::Request& r : requests)
       EXPECT_TRUE(r.test());
+    blocking_zero_calls();
     comm.barrier();
     for (collx::Request& r : requests)
       r.wait();
@@ -627,6 +639,7 @@ TEST_F(MpiCollectives, ZeroCountCallsCompleteAtOnce) {
     comm.barrier();
     for (collx::Request& r : zero_calls())
       r.wait();
+    blocking_zero_calls();
   }
   EXPECT_EQ(buffer, std::vector<float>(4, 1.0f));
   EXPECT_EQ(other, std::vector<float>(4 * static_cast<std::size_t>(p), 2.0f));

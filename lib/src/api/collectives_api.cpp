@@ -474,20 +474,20 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sen
 // would cost as much as the MPI library's call. Only a call that passes every check goes this
 // way; any other returns false and takes the normal path, which reports it.
 
-// The communicator where its calls may take the delegated path, else null.
-CommState* delegating_state(const std::shared_ptr<CommState>& state) {
-  CommState* s = state.get();
-  return s != nullptr && s->delegating() && s->notices->quiet() ? s : nullptr;
-}
 // Runs `checks(s)` (the normal path's argument checks, which throw collx::Error) and, where they
-// pass and the call's class goes to the MPI library, `call(s)` on the delegated path.
+// pass and the call's class goes to the MPI library, `call(s)` on the delegated path. A call of
+// no elements that passes them is done here (nothing_to_move), delegating or not: the normal
+// path's entry would cost it several times what the MPI library's call of nothing costs.
 template <Collective C, class Checks, class Call>
 bool fast(const std::shared_ptr<CommState>& state, std::size_t count, DataType type, ReduceOp op,
           const Options& options, Checks&& checks, Call&& call) {
-  CommState* s = delegating_state(state);
-  if (s == nullptr) return false;
+  constexpr bool kMovesData = C != Collective::barrier;
+  CommState* s = state.get();
+  if (s == nullptr || !(s->delegating() || (kMovesData && count == 0)) || !s->notices->quiet())
+    return false;
   try {
     checks(*s);
+    if (kMovesData && count == 0) return nothing_to_move(C, 0);
     if (!delegated(*s, C, count, type, op, options)) return false;
   } catch (const Error&) {
     return false;  // the normal path reports it
