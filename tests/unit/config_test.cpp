@@ -512,8 +512,9 @@ collx::Algorithm pick(collx::Collective c, std::size_t bytes,
                                           shape.nodes * shape.max_per_node, 0, false, shape);
 }
 
-// Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes Rabenseifner
-// from 8 KiB to 128 KiB and multi_leader above; with one rank per node, Rabenseifner above
+// Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes hierarchical
+// above 2 KiB to 8 KiB (on nodes of 8 ranks from 513 B), Rabenseifner from 8 KiB to 128 KiB and
+// multi_leader above; with one rank per node, Rabenseifner above
 // 256 KiB; reduce Rabenseifner from 64 KiB (below it, on nodes of 8 ranks, the binomial tree);
 // reduce_scatter the
 // butterfly from 8 KiB to 128 KiB (from 1 KiB on 8 nodes of 8) and hierarchical above (one rank per
@@ -530,6 +531,15 @@ TEST(Selector, NodeRulesForManyNodes) {
   const std::size_t KiB = 1024, MiB = KiB * KiB;
   for (const NodeShape& shape : {eight_by_eight, many_by_eight}) {
     EXPECT_EQ(pick(Collective::allreduce, 4 * KiB, shape), Algorithm::hierarchical);
+    // Above 512 B to 2 KiB on nodes of 8 ranks hierarchical too (scale-12); up to 512 B the
+    // table's recursive doubling.
+    for (std::size_t bytes : {std::size_t{513}, 1 * KiB, 2 * KiB})
+      EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::hierarchical) << bytes;
+    for (std::size_t bytes : {std::size_t{16}, std::size_t{512}})
+      EXPECT_EQ(pick(Collective::allreduce, bytes, shape),
+                select_from(builtin_rules(), Collective::allreduce, bytes,
+                            shape.nodes * shape.max_per_node))
+          << bytes;
     for (std::size_t bytes : {8 * KiB + 1, 64 * KiB, 128 * KiB})
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
     for (std::size_t bytes : {128 * KiB + 1, 1 * MiB, 64 * MiB})
@@ -554,6 +564,11 @@ TEST(Selector, NodeRulesForManyNodes) {
     }
   }
   EXPECT_EQ(pick(Collective::allreduce, 64 * KiB, four_by_eight), Algorithm::hierarchical);
+  // 1 KiB on fewer than 8 nodes, or on 8 nodes of fewer than 8 ranks: the table's.
+  EXPECT_EQ(pick(Collective::allreduce, 1 * KiB, four_by_eight),
+            select_from(builtin_rules(), Collective::allreduce, 1 * KiB, 32));
+  EXPECT_EQ(pick(Collective::allreduce, 1 * KiB, NodeShape{8, 4, true}),
+            select_from(builtin_rules(), Collective::allreduce, 1 * KiB, 32));
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_by_eight), Algorithm::multi_leader);
   EXPECT_EQ(pick(Collective::reduce, 1 * MiB, four_by_eight),
             select_from(builtin_rules(), Collective::reduce, 1 * MiB, 32));

@@ -41,7 +41,9 @@ namespace {
 // - Reduce_scatter on two uniform nodes of several ranks: hierarchical where the cost model has
 //   it ahead on fast networks too; more nodes are unmeasured.
 // - Many nodes (min_nodes 8: links cross a fat tree's switches), from SimGrid's SMPI
-//   (docs/SCALE.md): allreduce Rabenseifner to 128 KiB (its pairs start inside a node, where
+//   (docs/SCALE.md): allreduce on nodes of 8 ranks hierarchical above 512 B to 2 KiB (one
+//   message per node across the network where recursive doubling sends the node's 8), Rabenseifner
+//   from 8 KiB to 128 KiB (its pairs start inside a node, where
 //   hierarchical funnels the node's buffer through one link), multi_leader above (its pipeline
 //   overlaps the node's phases with the exchanges across nodes); reduce Rabenseifner (each byte
 //   crosses the network about twice, not log2 p times); reduce_scatter the butterfly to 128 KiB
