@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "recursive.hpp"
+#include "tree.hpp"
 
 namespace collx::model {
 
@@ -507,6 +508,41 @@ const Entry broadcast_binomial_tree{
     binomial_broadcast_steps,
     "ceil(log2 p) levels, the whole buffer per level, forwarded segment by segment.", false,
     binomial_broadcast_stream};
+// The k-nomial tree (radix kKnomialRadix): at the level of distance d = k^i a rank posts its
+// messages to the children at d, 2d, ... (k-1)d at once: one latency, the sender's overhead per
+// further message, their bytes one after another through its link (those that cross between
+// nodes through the node's, the others beside them). The whole buffer per level: the schedule
+// forwards segment by segment as the binomial tree does, but is chosen only below a segment.
+static Cost knomial_broadcast_steps(const Shape& s) {
+  const double k = patterns::kKnomialRadix;
+  Cost c;
+  for (double d = 1; d < s.p; d *= k) {
+    double children = 0;
+    double crossing = 0;
+    for (double j = 1; j < k && j * d < s.p; ++j) {
+      children += 1;
+      if (j * d >= s.per_node) crossing += 1;
+    }
+    c.posted += children - 1;
+    if (s.nodes <= 1) {
+      c.messages += 1;
+      c.bytes += children * s.n;
+    } else if (crossing > 0) {
+      c.inter_messages += 1;
+      c.inter_bytes += crossing * s.n;
+      c.beside_bytes += (children - crossing) * s.n;
+    } else {
+      c.local_messages += 1;
+      c.local_bytes += children * s.n;
+    }
+  }
+  return c;
+}
+const Entry broadcast_knomial_tree{
+    knomial_broadcast_steps,
+    "ceil(log4 p) levels (radix 4), a rank sending the whole buffer to up to 3 children a level "
+    "at once: fewer latencies than the binomial tree's log2 p, more bytes through a sender's "
+    "link per level."};
 const Entry broadcast_pipelined_chain{
     [](const Shape& s) {
       if (s.nodes <= 1) return pipeline(s.p - 1, s.n, s.segment, 0.0);

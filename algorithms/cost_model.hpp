@@ -187,7 +187,8 @@ extern const Entry allreduce_ring, allreduce_recursive_doubling, allreduce_raben
     allreduce_binomial_tree, allreduce_double_binary_tree, allreduce_shared_memory,
     allreduce_hierarchical, allreduce_multi_leader;
 extern const Entry broadcast_binomial_tree, broadcast_pipelined_chain, broadcast_linear,
-    broadcast_scatter_allgather, broadcast_shared_memory, broadcast_hierarchical;
+    broadcast_scatter_allgather, broadcast_shared_memory, broadcast_hierarchical,
+    broadcast_knomial_tree;
 extern const Entry reduce_binomial_tree, reduce_rabenseifner, reduce_shared_memory,
     reduce_hierarchical;
 extern const Entry allgather_ring, allgather_recursive_doubling, allgather_bruck,

@@ -98,6 +98,46 @@ struct FlatTree {
   int subtree_size() const { return vrank == 0 ? size : 1; }
 };
 
+// k-nomial tree over virtual ranks (radix k >= 2; k = 2 is the binomial tree): write v in base
+// k; its parent clears v's lowest nonzero digit (v - d k^i), its children set one digit below
+// that one (v + j k^m, m < i, j = 1 .. k-1), the root's any digit. ceil(log_k p) levels, a rank
+// sending up to k - 1 messages a level: fewer levels than the binomial tree's log2 p where a
+// level costs a latency and the messages of one level overlap (what Open MPI's and MVAPICH2's
+// small broadcasts run, radix 4).
+struct KnomialTree {
+  int vrank = 0;
+  int size = 1;
+  int radix = 4;
+  // The place value of v's lowest nonzero digit (k^i); at the root the smallest power of the
+  // radix that is >= size. Its children lie at distances below it.
+  long long span() const {
+    long long s = 1;
+    if (vrank == 0) {
+      while (s < size)
+        s *= radix;
+      return s;
+    }
+    while (vrank % (s * radix) == 0)
+      s *= radix;
+    return s;
+  }
+  int parent() const {
+    if (vrank == 0) return -1;
+    const long long s = span();
+    return static_cast<int>(vrank - (vrank / s) % radix * s);
+  }
+  // The children's virtual ranks, farthest (largest subtree) first.
+  RankList children_largest_first() const {
+    RankList children;
+    for (long long m = span() / radix; m >= 1; m /= radix) {
+      for (long long j = radix - 1; j >= 1; --j) {
+        if (vrank + j * m < size) children.push_back(static_cast<int>(vrank + j * m));
+      }
+    }
+    return children;
+  }
+};
+
 // A rank's place in a rooted tree, in real ranks: its parent (-1 at the root) and its children
 // in the order it sends to them.
 struct TreePlace {
@@ -107,6 +147,23 @@ struct TreePlace {
 
 inline TreePlace binomial_place(int rank, int root, int size) {
   const BinomialTree tree{to_virtual(rank, root, size), size};
+  TreePlace place;
+  for (int child : tree.children_largest_first())
+    place.children.push_back(to_real(child, root, size));
+  place.parent = tree.parent() < 0 ? -1 : to_real(tree.parent(), root, size);
+  return place;
+}
+
+// The radix of collx's k-nomial broadcast (the schedule's and the cost model's).
+inline constexpr int kKnomialRadix = 4;
+// A rank has at most (k - 1) x ceil(log_k p) children, which RankList's 32 must hold (radix 4:
+// 4^10 ranks); beyond that, and for a radix below 2, the binomial tree.
+inline TreePlace knomial_place(int rank, int root, int size, int radix) {
+  int levels = 0;
+  for (long long reach = 1; radix >= 2 && reach < size; reach *= radix)
+    ++levels;
+  if (radix < 2 || (radix - 1) * levels > 32) return binomial_place(rank, root, size);
+  const KnomialTree tree{to_virtual(rank, root, size), size, radix};
   TreePlace place;
   for (int child : tree.children_largest_first())
     place.children.push_back(to_real(child, root, size));

@@ -450,8 +450,8 @@ TEST(Selector, NodeRulesKnowTheLayout) {
     }
   }
   // Broadcast with one rank on each of up to 4 nodes, to 32 KiB: linear; on more nodes, and
-  // above, the flat table, but from 16 KiB on 8 nodes and more scatter + allgather (the rule for
-  // many nodes, Selector.NodeRulesForManyNodes).
+  // above, the flat table, but on 8 nodes and more the k-nomial tree to 4 KiB and scatter +
+  // allgather from 16 KiB (the rules for many nodes, Selector.NodeRulesForManyNodes).
   const NodeShape eight_singles{8, 1, true};
   for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, std::size_t{4096},
                             std::size_t{16} << 10, std::size_t{32} << 10}) {
@@ -461,9 +461,9 @@ TEST(Selector, NodeRulesKnowTheLayout) {
         << bytes;
     EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 8, 0, false,
                                 eight_singles),
-              bytes >= (std::size_t{16} << 10)
-                  ? Algorithm::scatter_allgather
-                  : select_from(builtin_rules(), Collective::broadcast, bytes, 8))
+              bytes >= (std::size_t{16} << 10) ? Algorithm::scatter_allgather
+              : bytes <= 4096                  ? Algorithm::knomial_tree
+                              : select_from(builtin_rules(), Collective::broadcast, bytes, 8))
         << bytes;
     EXPECT_EQ(resolve_algorithm(Collective::broadcast, Algorithm::automatic, bytes, 4, 0, false,
                                 two_by_two),
@@ -519,7 +519,8 @@ collx::Algorithm pick(collx::Collective c, std::size_t bytes,
 // reduce_scatter the
 // butterfly from 8 KiB to 128 KiB (from 1 KiB on 8 nodes of 8) and hierarchical above (one rank per
 // node: the butterfly from 4 KiB); broadcast with one rank per node scatter + allgather from 16 KiB
-// to 512 KiB. Fewer nodes keep the rows measured on the emulated cluster.
+// to 512 KiB, and the k-nomial tree to 4 KiB (also on two nodes of 8 ranks or more). Fewer nodes
+// keep the rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
   const NodeShape eight_by_eight{8, 8, true};
@@ -593,6 +594,20 @@ TEST(Selector, NodeRulesForManyNodes) {
   EXPECT_EQ(pick(Collective::broadcast, 64 * KiB, four_singles),
             select_from(builtin_rules(), Collective::broadcast, 64 * KiB, 4));
   EXPECT_NE(pick(Collective::broadcast, 64 * KiB, eight_by_eight), Algorithm::scatter_allgather);
+  // Broadcast to 4 KiB: the k-nomial tree on nodes of 8 ranks or more (two nodes included) and
+  // with one rank on each of 8 nodes or more; nodes of fewer ranks and up to 4 single nodes keep
+  // the emulated cluster's rows (hierarchical from 257 B, linear).
+  const NodeShape two_by_eight{2, 8, true};
+  const NodeShape two_by_two{2, 2, true};
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, 1 * KiB, 4 * KiB}) {
+    for (const NodeShape& shape :
+         {two_by_eight, eight_by_eight, many_by_eight, eight_singles, many_singles}) {
+      EXPECT_EQ(pick(Collective::broadcast, bytes, shape), Algorithm::knomial_tree) << bytes;
+    }
+    EXPECT_NE(pick(Collective::broadcast, bytes, four_singles), Algorithm::knomial_tree);
+    EXPECT_NE(pick(Collective::broadcast, bytes, two_by_two), Algorithm::knomial_tree);
+  }
+  EXPECT_NE(pick(Collective::broadcast, 4 * KiB + 1, eight_by_eight), Algorithm::knomial_tree);
   EXPECT_EQ(pick(Collective::allreduce, 1 * MiB, four_singles),
             select_from(builtin_rules(), Collective::allreduce, 1 * MiB, 4));
 }

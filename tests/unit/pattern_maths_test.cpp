@@ -12,8 +12,8 @@
 
 #include "blocks.hpp"
 #include "bruck.hpp"
-#include "recursive.hpp"
 #include "pieces.hpp"
+#include "recursive.hpp"
 #include "tree.hpp"
 
 namespace {
@@ -157,6 +157,33 @@ TEST(TreePlacement, BinomialAndChainAreTreesOverEveryRank) {
     for (int r = 0; r < p; ++r) {
       for (int root : ranks_to_check(p))
         ASSERT_EQ(to_real(to_virtual(r, root, p), root, p), r);
+    }
+  }
+}
+
+// The k-nomial tree reaches every rank once in ceil(log_k p) levels, a rank sending at most
+// k - 1 messages a level; radix 2 is the binomial tree.
+TEST(TreePlacement, KnomialIsATreeOverEveryRank) {
+  for (int radix : {2, 3, 4, 8}) {
+    for (int p = 1; p <= kMaxSize; ++p) {
+      int depth = 0;
+      for (long long reach = 1; reach < p; reach *= radix)
+        ++depth;
+      for (int root : ranks_to_check(p)) {
+        std::vector<TreePlace> knomial;
+        for (int r = 0; r < p; ++r) {
+          knomial.push_back(knomial_place(r, root, p, radix));
+          EXPECT_LE(knomial.back().children.size(), depth * (radix - 1));
+          if (radix == 2) {
+            const TreePlace binomial = binomial_place(r, root, p);
+            EXPECT_EQ(knomial.back().parent, binomial.parent);
+            EXPECT_EQ(
+                std::vector<int>(knomial.back().children.begin(), knomial.back().children.end()),
+                std::vector<int>(binomial.children.begin(), binomial.children.end()));
+          }
+        }
+        expect_tree(knomial, root, depth, "knomial");
+      }
     }
   }
 }

@@ -9,22 +9,24 @@ namespace collx {
 
 // The names, in one list each: the enums, their counts and the names that to_string prints
 // and COLLX_ALGO parses are all derived from these.
-#define COLLX_COLLECTIVE_LIST(X)                                                                \
-  X(allreduce)                                                                                  \
-  X(broadcast)                                                                                  \
-  X(reduce) X(allgather) X(reduce_scatter) X(reduce_scatter_v) X(gather) X(scatter) X(alltoall) \
-      X(barrier) X(sendrecv)
+#define COLLX_COLLECTIVE_LIST(X)                                                                 \
+  X(allreduce)                                                                                   \
+  X(broadcast)                                                                                   \
+  X(reduce)                                                                                      \
+  X(allgather) X(reduce_scatter) X(reduce_scatter_v) X(gather) X(scatter) X(alltoall) X(barrier) \
+      X(sendrecv)
 
 // Which collective implements which algorithm is the registry's (algorithms_of below).
 // `automatic` ("auto") lets the selector choose; shared_memory runs through an arena every rank
 // maps (one node, host memory; elsewhere a point-to-point algorithm runs instead). `mpi` is the
 // MPI library's own collective: one of auto's candidates, not one of collx's algorithms.
-#define COLLX_ALGORITHM_LIST(X)                                                                  \
-  X(automatic)                                                                                   \
-  X(ring)                                                                                        \
-  X(recursive_doubling) X(rabenseifner) X(recursive_halving) X(binomial_tree) X(pipelined_chain) \
-      X(scatter_allgather) X(double_binary_tree) X(bruck) X(pairwise) X(linear) X(dissemination) \
-          X(direct) X(shared_memory) X(hierarchical) X(multi_leader) X(mpi) X(butterfly)
+#define COLLX_ALGORITHM_LIST(X)                                                                 \
+  X(automatic)                                                                                  \
+  X(ring)                                                                                       \
+  X(recursive_doubling)                                                                         \
+  X(rabenseifner) X(recursive_halving) X(binomial_tree) X(pipelined_chain) X(scatter_allgather) \
+      X(double_binary_tree) X(bruck) X(pairwise) X(linear) X(dissemination) X(direct)           \
+          X(shared_memory) X(hierarchical) X(multi_leader) X(mpi) X(butterfly) X(knomial_tree)
 
 #define COLLX_ENUMERATOR(name) name,
 #define COLLX_PLUS_ONE(name) +1

@@ -1,5 +1,5 @@
-// Broadcast: binomial tree, pipelined chain, linear, scatter + allgather (van de Geijn) and the
-// node-aware hierarchical broadcast.
+// Broadcast: binomial tree, k-nomial tree, pipelined chain, linear, scatter + allgather (van de
+// Geijn) and the node-aware hierarchical broadcast.
 #include <algorithm>
 #include <bit>
 #include <deque>
@@ -97,6 +97,14 @@ Task binomial_broadcast(Operation& op, BroadcastArgs a, bool all_across) {
 // Not a coroutine: the row's call runs binomial_broadcast's frame alone.
 Task broadcast_binomial(Operation& op, BroadcastArgs a) {
   return binomial_broadcast(op, std::move(a), false);
+}
+
+// The k-nomial tree (radix kKnomialRadix): log4 p levels, up to three children a level.
+Task broadcast_knomial(Operation& op, BroadcastArgs a) {
+  const TreePlace place =
+      patterns::knomial_place(op.rank(), a.root, op.size(), patterns::kKnomialRadix);
+  const std::vector<unsigned char> across = children_across(op, place.children.span(), false);
+  co_await tree_broadcast(op, a, place.parent, place.children.span(), across);
 }
 
 Task broadcast_chain(Operation& op, BroadcastArgs a) {
@@ -262,6 +270,8 @@ std::span<const AlgorithmRow> broadcast_rows() {
                                  model::broadcast_shared_memory, 1, Algorithm::binomial_tree),
       row<Collective::broadcast>(Algorithm::hierarchical, broadcast_hierarchical,
                                  model::broadcast_hierarchical, 4),
+      row<Collective::broadcast>(Algorithm::knomial_tree, broadcast_knomial,
+                                 model::broadcast_knomial_tree, 1),
   };
   return rows;
 }
