@@ -372,13 +372,6 @@ auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& 
   }
 }
 
-// A collective entry point: impl(s, args...) through guarded().
-template <class Impl, class... Args>
-auto entry(const std::shared_ptr<CommState>& s, Collective collective, Impl&& impl,
-           Args&&... args) {
-  return guarded(s, collective, [&] { return impl(s, std::forward<Args>(args)...); });
-}
-
 // Whether a call's result bits can depend on the algorithm: a floating-point sum, product or
 // average over three or more ranks ((x0 + x1) + x2 may differ from x0 + (x1 + x2)). Two ranks'
 // values are combined once, rank 0's first, by every algorithm (SimTwoRanks checks it).
