@@ -102,13 +102,23 @@ struct Buffers {
   DataType type;
 };
 
-struct AllreduceCall : Buffers {
-  static constexpr Collective kCollective = Collective::allreduce;
+// A reduction's call: Buffers, and the op to reduce with.
+template <Collective C>
+struct ReductionCall : Buffers {
+  static constexpr Collective kCollective = C;
   ReduceOp op;
+  // The checks' start: the (type, op) pair.
+  ArgCheck type_op_checked(const CommState& s) const {
+    const ArgCheck check(C, s.rank);
+    check.type_op(type, op);
+    return check;
+  }
+};
+
+struct AllreduceCall : ReductionCall<Collective::allreduce> {
   // The bytes of one buffer.
   std::size_t checks(const CommState& s) const {
-    const ArgCheck check(kCollective, s.rank);
-    check.type_op(type, op);
+    const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
     check.buffer(sendbuf, bytes, "sendbuf");
     check.buffer(recvbuf, bytes, "recvbuf");
@@ -140,14 +150,11 @@ struct BroadcastCall {
   }
 };
 
-struct ReduceCall : Buffers {
-  static constexpr Collective kCollective = Collective::reduce;
-  ReduceOp op;
+struct ReduceCall : ReductionCall<Collective::reduce> {
   int root;
   // The bytes of one buffer.
   std::size_t checks(const CommState& s) const {
-    const ArgCheck check(kCollective, s.rank);
-    check.type_op(type, op);
+    const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
     check.rank_in_range(root, s.size, "root");
     check.buffer(sendbuf, bytes, "sendbuf");
@@ -199,13 +206,10 @@ void reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const vo
 }
 
 // `count` elements for every rank.
-struct ReduceScatterCall : Buffers {
-  static constexpr Collective kCollective = Collective::reduce_scatter;
-  ReduceOp op;
+struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
   // The bytes of the whole input.
   std::size_t checks(const CommState& s) const {
-    const ArgCheck check(kCollective, s.rank);
-    check.type_op(type, op);
+    const ArgCheck check = type_op_checked(s);
     const std::size_t total = check.total_bytes(count, s.size, type);
     reduce_scatter_buffers(check, sendbuf, recvbuf, total, count * size_of(type));
     return total;
