@@ -87,62 +87,88 @@ bool fits_int(std::size_t n) {
   }
 }
 
-// ---- the checks that the delegated path's entry shares ----
+// ---- one descriptor per collective ----
+// A call as its public entry takes it: its arguments; `checks`, the argument checks that the
+// normal path and the delegated path share (they throw collx::Error and return what the call
+// moves); `library`, the call as the MPI library's blocking collective, from what `checks`
+// returned. run_call (below) is each one's normal path; fast (further below) its delegated path.
 
-// allreduce's checks; returns the bytes of one buffer.
-std::size_t allreduce_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
-                             std::size_t count, DataType type, ReduceOp op) {
-  const ArgCheck check(Collective::allreduce, s.rank);
-  check.type_op(type, op);
-  const std::size_t bytes = check.bytes(count, type);
-  check.buffer(sendbuf, bytes, "sendbuf");
-  check.buffer(recvbuf, bytes, "recvbuf");
-  check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
-  return bytes;
-}
-// broadcast's checks; returns the buffer's bytes.
-std::size_t broadcast_checks(const CommState& s, const void* buffer, std::size_t count,
-                             DataType type, int root) {
-  const ArgCheck check(Collective::broadcast, s.rank);
-  check.type(type);
-  const std::size_t bytes = check.bytes(count, type);
-  check.buffer(buffer, bytes, "buffer");
-  check.rank_in_range(root, s.size, "root");
-  return bytes;
-}
-// reduce_scatter's buffers: the whole input (`total` bytes) and this rank's block (`mine`).
-void reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const void* recvbuf,
-                            std::size_t total, std::size_t mine) {
-  check.buffer(sendbuf, total, "sendbuf");
-  check.buffer(recvbuf, mine, "recvbuf");
-  if (sendbuf != recvbuf)
-    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
-}
-// reduce's checks; returns the bytes of one buffer.
-std::size_t reduce_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
-                          std::size_t count, DataType type, ReduceOp op, int root) {
-  const ArgCheck check(Collective::reduce, s.rank);
-  check.type_op(type, op);
-  const std::size_t bytes = check.bytes(count, type);
-  check.rank_in_range(root, s.size, "root");
-  check.buffer(sendbuf, bytes, "sendbuf");
-  if (s.rank == root) {
+// A call's send and receive buffers, of `count` elements of `type` (one rank's block where the
+// collective has blocks).
+struct Buffers {
+  const void* sendbuf;
+  void* recvbuf;
+  std::size_t count;
+  DataType type;
+};
+
+// A reduction's call: Buffers, and the op to reduce with.
+template <Collective C>
+struct ReductionCall : Buffers {
+  static constexpr Collective kCollective = C;
+  ReduceOp op;
+  // The checks' start: the (type, op) pair.
+  ArgCheck type_op_checked(const CommState& s) const {
+    const ArgCheck check(C, s.rank);
+    check.type_op(type, op);
+    return check;
+  }
+};
+
+struct AllreduceCall : ReductionCall<Collective::allreduce> {
+  // The bytes of one buffer.
+  std::size_t checks(const CommState& s) const {
+    const ArgCheck check = type_op_checked(s);
+    const std::size_t bytes = check.bytes(count, type);
+    check.buffer(sendbuf, bytes, "sendbuf");
     check.buffer(recvbuf, bytes, "recvbuf");
     check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+    return bytes;
   }
-  return bytes;
-}
-// alltoall's checks; returns the bytes of one buffer.
-std::size_t alltoall_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
-                            std::size_t count, DataType type) {
-  const ArgCheck check(Collective::alltoall, s.rank);
-  check.type(type);
-  const std::size_t total = check.total_bytes(count, s.size, type);
-  check.buffer(sendbuf, total, "sendbuf");
-  check.buffer(recvbuf, total, "recvbuf");
-  check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
-  return total;
-}
+  int library(const CommState& s, std::size_t) const {
+    return library_allreduce(s.comm, sendbuf, recvbuf, static_cast<int>(count), type, op);
+  }
+};
+
+struct BroadcastCall {
+  static constexpr Collective kCollective = Collective::broadcast;
+  void* buffer;
+  std::size_t count;
+  DataType type;
+  int root;
+  // The buffer's bytes.
+  std::size_t checks(const CommState& s) const {
+    const ArgCheck check(kCollective, s.rank);
+    check.type(type);
+    const std::size_t bytes = check.bytes(count, type);
+    check.buffer(buffer, bytes, "buffer");
+    check.rank_in_range(root, s.size, "root");
+    return bytes;
+  }
+  int library(const CommState& s, std::size_t bytes) const {
+    return library_broadcast(s.comm, buffer, static_cast<int>(bytes), root);
+  }
+};
+
+struct ReduceCall : ReductionCall<Collective::reduce> {
+  int root;
+  // The bytes of one buffer.
+  std::size_t checks(const CommState& s) const {
+    const ArgCheck check = type_op_checked(s);
+    const std::size_t bytes = check.bytes(count, type);
+    check.rank_in_range(root, s.size, "root");
+    check.buffer(sendbuf, bytes, "sendbuf");
+    if (s.rank == root) {
+      check.buffer(recvbuf, bytes, "recvbuf");
+      check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
+    }
+    return bytes;
+  }
+  int library(const CommState& s, std::size_t) const {
+    return library_reduce(s.comm, s.rank == root && sendbuf == recvbuf, sendbuf, recvbuf,
+                          static_cast<int>(count), type, op, root);
+  }
+};
 
 // The blocks of allgather, gather and scatter: one rank's, every rank's, and whether the call is
 // in place.
@@ -151,123 +177,189 @@ struct Blocks {
   std::size_t total;
   bool in_place;
 };
-Blocks allgather_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
-                        std::size_t count, DataType type) {
-  const ArgCheck check(Collective::allgather, s.rank);
-  check.type(type);
-  const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.total_bytes(count, s.size, type);
-  check.buffer(recvbuf, total, "recvbuf");
-  const std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s.rank) * block;
-  const bool in_place = sendbuf == nullptr || sendbuf == own;
-  if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
-  return {block, total, in_place};
+
+struct AllgatherCall : Buffers {
+  static constexpr Collective kCollective = Collective::allgather;
+  Blocks checks(const CommState& s) const {
+    const ArgCheck check(kCollective, s.rank);
+    check.type(type);
+    const std::size_t block = check.bytes(count, type);
+    const std::size_t total = check.total_bytes(count, s.size, type);
+    check.buffer(recvbuf, total, "recvbuf");
+    const std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s.rank) * block;
+    const bool in_place = sendbuf == nullptr || sendbuf == own;
+    if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
+    return {block, total, in_place};
+  }
+  int library(const CommState& s, const Blocks& b) const {
+    return library_allgather(s.comm, sendbuf, recvbuf, static_cast<int>(b.block), b.in_place);
+  }
+};
+
+// reduce_scatter's buffers: the whole input (`total` bytes) and this rank's block (`mine`).
+void reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const void* recvbuf,
+                            std::size_t total, std::size_t mine) {
+  check.buffer(sendbuf, total, "sendbuf");
+  check.buffer(recvbuf, mine, "recvbuf");
+  if (sendbuf != recvbuf)
+    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
 }
-// gather's and scatter's checks (the root's full buffer holds every rank's block).
+
+// `count` elements for every rank.
+struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
+  // The bytes of the whole input.
+  std::size_t checks(const CommState& s) const {
+    const ArgCheck check = type_op_checked(s);
+    const std::size_t total = check.total_bytes(count, s.size, type);
+    reduce_scatter_buffers(check, sendbuf, recvbuf, total, count * size_of(type));
+    return total;
+  }
+  int library(const CommState& s, std::size_t) const {
+    return library_reduce_scatter_block(s.comm, sendbuf, recvbuf, static_cast<int>(count), type,
+                                        op);
+  }
+};
+
+// counts[r] elements for rank r: its MPI library row runs through collx's path, never delegated.
+struct ReduceScatterVCall {
+  static constexpr Collective kCollective = Collective::reduce_scatter_v;
+  const void* sendbuf;
+  void* recvbuf;
+  std::span<const std::size_t> counts;
+  DataType type;
+  ReduceOp op;
+};
+
+// gather and scatter differ only in which of sendbuf and recvbuf is the root's full buffer.
 template <Collective C>
-Blocks rooted_checks(const CommState& s, const void* sendbuf, const void* recvbuf,
-                     std::size_t count, DataType type, int root) {
-  constexpr bool kGather = C == Collective::gather;
-  const ArgCheck check(C, s.rank);
-  check.type(type);
-  check.rank_in_range(root, s.size, "root");
-  const std::size_t block = check.bytes(count, type);
-  const std::size_t total = check.total_bytes(count, s.size, type);
-  const bool in_place = check.rooted_blocks(s.rank == root, root, kGather ? recvbuf : sendbuf,
-                                            kGather ? sendbuf : recvbuf, block, total, kGather);
-  return {block, total, in_place};
-}
-int library_rooted(Collective collective, MPI_Comm comm, const void* sendbuf, void* recvbuf,
-                   const Blocks& b, int root) {
-  const int n = static_cast<int>(b.block);
-  return collective == Collective::gather
-             ? library_gather(comm, sendbuf, recvbuf, n, root, b.in_place)
-             : library_scatter(comm, sendbuf, recvbuf, n, root, b.in_place);
+struct RootedCall : Buffers {
+  static_assert(C == Collective::gather || C == Collective::scatter);
+  static constexpr Collective kCollective = C;
+  static constexpr bool kGather = C == Collective::gather;
+  int root;
+  Blocks checks(const CommState& s) const {
+    const ArgCheck check(C, s.rank);
+    check.type(type);
+    check.rank_in_range(root, s.size, "root");
+    const std::size_t block = check.bytes(count, type);
+    const std::size_t total = check.total_bytes(count, s.size, type);
+    const bool in_place = check.rooted_blocks(s.rank == root, root, kGather ? recvbuf : sendbuf,
+                                              kGather ? sendbuf : recvbuf, block, total, kGather);
+    return {block, total, in_place};
+  }
+  int library(const CommState& s, const Blocks& b) const {
+    const int n = static_cast<int>(b.block);
+    return kGather ? library_gather(s.comm, sendbuf, recvbuf, n, root, b.in_place)
+                   : library_scatter(s.comm, sendbuf, recvbuf, n, root, b.in_place);
+  }
+};
+using GatherCall = RootedCall<Collective::gather>;
+using ScatterCall = RootedCall<Collective::scatter>;
+
+struct AlltoallCall : Buffers {
+  static constexpr Collective kCollective = Collective::alltoall;
+  // The bytes of one buffer.
+  std::size_t checks(const CommState& s) const {
+    const ArgCheck check(kCollective, s.rank);
+    check.type(type);
+    const std::size_t total = check.total_bytes(count, s.size, type);
+    check.buffer(sendbuf, total, "sendbuf");
+    check.buffer(recvbuf, total, "recvbuf");
+    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
+    return total;
+  }
+  int library(const CommState& s, std::size_t) const {
+    return library_alltoall(s.comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
+  }
+};
+
+struct BarrierCall {
+  static constexpr Collective kCollective = Collective::barrier;
+  std::size_t checks(const CommState&) const { return 0; }
+  int library(const CommState& s, std::size_t) const { return library_barrier(s.comm); }
+};
+
+// delegated() of a descriptor's call.
+template <class Call>
+[[gnu::always_inline]] inline bool delegated(const CommState& s, const Call& c,
+                                             const Options& options) {
+  constexpr Collective kC = Call::kCollective;
+  if constexpr (requires { c.op; })
+    return delegated(s, kC, c.count, c.type, c.op, options);
+  else if constexpr (requires { c.count; })
+    return delegated(s, kC, c.count, c.type, ReduceOp::sum, options);
+  else
+    return delegated(s, kC, 0, DataType::uint8, ReduceOp::sum, options);
 }
 
-// Runs the schedule of collective S (reduce_scatter's for reduce_scatter_v) on `args` through
-// run_collective; `host_copies(staged)` points `args` at host copies of device buffers.
-template <Collective S, class HostCopies>
-Request run(const std::shared_ptr<CommState>& s, Collective collective, ArgsOf<S>& args,
-            std::size_t bytes, const Options& options, const CallSignature& signature,
-            bool blocking, CallMemory& memory, HostCopies&& host_copies, LibraryCall library_call) {
+// Runs the schedule of `c`'s collective on `args` through run_collective, with c.library(checked)
+// as its MPI library call; `host_copies(staged)` points `args` at host copies of device buffers.
+template <class Call, class Checked, class HostCopies>
+Request run(const std::shared_ptr<CommState>& s, const Call& c, const Checked& checked,
+            ArgsOf<Call::kCollective>& args, std::size_t bytes, const Options& options,
+            const CallSignature& signature, bool blocking, CallMemory& memory,
+            HostCopies&& host_copies) {
+  const auto library = [&] { return c.library(*s, checked); };
   return run_collective(
-      s, collective, bytes, options, signature, blocking,
-      [&](Operation& op, Algorithm a) { return run_schedule<S>(op, args, a); },
-      std::move(memory.device), host_copies, library_call);
+      s, Call::kCollective, bytes, options, signature, blocking,
+      [&](Operation& op, Algorithm a) { return run_schedule<Call::kCollective>(op, args, a); },
+      std::move(memory.device), host_copies, library);
 }
 
-Request allreduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
-                       std::size_t count, DataType type, ReduceOp reduce_op, const Options& options,
-                       bool blocking) {
-  const std::size_t bytes = allreduce_checks(*s, sendbuf, recvbuf, count, type, reduce_op);
-  if (nothing_to_move(Collective::allreduce, bytes)) return {};
-  const auto library = [&] {
-    return library_allreduce(s->comm, sendbuf, recvbuf, static_cast<int>(count), type, reduce_op);
-  };
+Request run_call(const std::shared_ptr<CommState>& s, const AllreduceCall& c,
+                 const Options& options, bool blocking) {
+  const std::size_t bytes = c.checks(*s);
+  if (nothing_to_move(c.kCollective, bytes)) return {};
   CallMemory memory =
-      call_memory(*s, Collective::allreduce, options,
-                  {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}}, blocking);
-  AllreduceArgs args{bytes_of(sendbuf),
-                     bytes_of(recvbuf),
-                     count,
-                     Reduction::make(type, reduce_op, s->size, memory.reducer()),
+      call_memory(*s, c.kCollective, options,
+                  {{c.sendbuf, bytes, "sendbuf"}, {c.recvbuf, bytes, "recvbuf"}}, blocking);
+  AllreduceArgs args{bytes_of(c.sendbuf),
+                     bytes_of(c.recvbuf),
+                     c.count,
+                     Reduction::make(c.type, c.op, s->size, memory.reducer()),
                      {}};
-  return run<Collective::allreduce>(
-      s, Collective::allreduce, args, bytes, options,
-      signature(Collective::allreduce, count, type, reduce_op), blocking, memory,
-      [&](StagedCall& staged) {
-        args.send = staged.copy_of(sendbuf, bytes, true, 0);
-        args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
-        args.reduction = Reduction::make(type, reduce_op, s->size);
-      },
-      library);
+  return run(s, c, bytes, args, bytes, options, signature(c.kCollective, c.count, c.type, c.op),
+             blocking, memory, [&](StagedCall& staged) {
+               args.send = staged.copy_of(c.sendbuf, bytes, true, 0);
+               args.recv = staged.copy_of(c.recvbuf, bytes, false, bytes);
+               args.reduction = Reduction::make(c.type, c.op, s->size);
+             });
 }
 
-Request broadcast_impl(const std::shared_ptr<CommState>& s, void* buffer, std::size_t count,
-                       DataType type, int root, const Options& options, bool blocking) {
-  const std::size_t bytes = broadcast_checks(*s, buffer, count, type, root);
-  if (nothing_to_move(Collective::broadcast, bytes)) return {};
-  const auto library = [&] {
-    return library_broadcast(s->comm, buffer, static_cast<int>(bytes), root);
-  };
+Request run_call(const std::shared_ptr<CommState>& s, const BroadcastCall& c,
+                 const Options& options, bool blocking) {
+  const std::size_t bytes = c.checks(*s);
+  if (nothing_to_move(c.kCollective, bytes)) return {};
   CallMemory memory =
-      call_memory(*s, Collective::broadcast, options, {{buffer, bytes, "buffer"}}, blocking);
-  BroadcastArgs args{bytes_of(buffer), count, size_of(type), root, {}};
-  const bool is_root = s->rank == root;
-  return run<Collective::broadcast>(
-      s, Collective::broadcast, args, bytes, options,
-      signature(Collective::broadcast, count, type, root), blocking, memory,
-      [&](StagedCall& staged) {
-        args.buffer = staged.copy_of(buffer, bytes, is_root, is_root ? 0 : bytes);
-      },
-      library);
+      call_memory(*s, c.kCollective, options, {{c.buffer, bytes, "buffer"}}, blocking);
+  BroadcastArgs args{bytes_of(c.buffer), c.count, size_of(c.type), c.root, {}};
+  const bool is_root = s->rank == c.root;
+  return run(s, c, bytes, args, bytes, options, signature(c.kCollective, c.count, c.type, c.root),
+             blocking, memory, [&](StagedCall& staged) {
+               args.buffer = staged.copy_of(c.buffer, bytes, is_root, is_root ? 0 : bytes);
+             });
 }
 
-Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
-                    std::size_t count, DataType type, ReduceOp reduce_op, int root,
-                    const Options& options, bool blocking) {
-  const std::size_t bytes = reduce_checks(*s, sendbuf, recvbuf, count, type, reduce_op, root);
-  const bool is_root = s->rank == root;
-  if (nothing_to_move(Collective::reduce, bytes)) return {};
-  const auto library = [&] {
-    return library_reduce(s->comm, is_root && sendbuf == recvbuf, sendbuf, recvbuf,
-                          static_cast<int>(count), type, reduce_op, root);
-  };
+Request run_call(const std::shared_ptr<CommState>& s, const ReduceCall& c, const Options& options,
+                 bool blocking) {
+  const std::size_t bytes = c.checks(*s);
+  const bool is_root = s->rank == c.root;
+  if (nothing_to_move(c.kCollective, bytes)) return {};
+  const auto library = [&] { return c.library(*s, bytes); };
   // recvbuf is significant at the root only.
   CallMemory memory = call_memory(
-      *s, Collective::reduce, options,
-      {{sendbuf, bytes, "sendbuf"}, {is_root ? recvbuf : nullptr, bytes, "recvbuf"}}, blocking);
-  ReduceArgs args{bytes_of(sendbuf),
-                  bytes_of(recvbuf),
-                  count,
-                  Reduction::make(type, reduce_op, s->size, memory.reducer()),
-                  root,
+      *s, c.kCollective, options,
+      {{c.sendbuf, bytes, "sendbuf"}, {is_root ? c.recvbuf : nullptr, bytes, "recvbuf"}}, blocking);
+  ReduceArgs args{bytes_of(c.sendbuf),
+                  bytes_of(c.recvbuf),
+                  c.count,
+                  Reduction::make(c.type, c.op, s->size, memory.reducer()),
+                  c.root,
                   {},
                   Algorithm::ring};
   return run_collective(
-      s, Collective::reduce, bytes, options,
-      signature(Collective::reduce, count, type, reduce_op, root), blocking,
+      s, c.kCollective, bytes, options, signature(c.kCollective, c.count, c.type, c.op, c.root),
+      blocking,
       [&](Operation& op, Algorithm a) {
         if (a == Algorithm::rabenseifner) {
           args.scatter_algorithm = resolve_algorithm(Collective::reduce_scatter_v,
@@ -277,58 +369,50 @@ Request reduce_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
       },
       std::move(memory.device),
       [&](StagedCall& staged) {
-        args.send = staged.copy_of(sendbuf, bytes, true, 0);
-        if (is_root) args.recv = staged.copy_of(recvbuf, bytes, false, bytes);
-        args.reduction = Reduction::make(type, reduce_op, s->size);
+        args.send = staged.copy_of(c.sendbuf, bytes, true, 0);
+        if (is_root) args.recv = staged.copy_of(c.recvbuf, bytes, false, bytes);
+        args.reduction = Reduction::make(c.type, c.op, s->size);
       },
       library);
 }
 
-Request allgather_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
-                       std::size_t count, DataType type, const Options& options, bool blocking) {
-  const Blocks blocks = allgather_checks(*s, sendbuf, recvbuf, count, type);
+Request run_call(const std::shared_ptr<CommState>& s, const AllgatherCall& c,
+                 const Options& options, bool blocking) {
+  const Blocks blocks = c.checks(*s);
   const auto [block, total, in_place] = blocks;
-  if (nothing_to_move(Collective::allgather, total)) return {};
-  const auto library = [&] {
-    return library_allgather(s->comm, sendbuf, recvbuf, static_cast<int>(block), in_place);
-  };
+  if (nothing_to_move(c.kCollective, total)) return {};
   CallMemory memory = call_memory(
-      *s, Collective::allgather, options,
-      {{in_place ? nullptr : sendbuf, block, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
-  AllgatherArgs args{in_place ? nullptr : bytes_of(sendbuf),
-                     bytes_of(recvbuf),
-                     s->lend_equal_offsets(count),
-                     size_of(type),
+      *s, c.kCollective, options,
+      {{in_place ? nullptr : c.sendbuf, block, "sendbuf"}, {c.recvbuf, total, "recvbuf"}},
+      blocking);
+  AllgatherArgs args{in_place ? nullptr : bytes_of(c.sendbuf),
+                     bytes_of(c.recvbuf),
+                     s->lend_equal_offsets(c.count),
+                     size_of(c.type),
                      {}};
-  Request done = run<Collective::allgather>(
-      s, Collective::allgather, args, total, options, signature(Collective::allgather, count, type),
-      blocking, memory,
-      [&](StagedCall& staged) {
-        // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
-        if (!in_place) args.send = staged.copy_of(sendbuf, block, true, 0);
-        args.recv = staged.copy_of(recvbuf, total, in_place, total);
-      },
-      library);
-  s->give_back_offsets(count, std::move(args.offsets));
+  Request done = run(s, c, blocks, args, total, options, signature(c.kCollective, c.count, c.type),
+                     blocking, memory, [&](StagedCall& staged) {
+                       // In place, this rank's block is an input inside recvbuf: the whole buffer
+                       // goes in.
+                       if (!in_place) args.send = staged.copy_of(c.sendbuf, block, true, 0);
+                       args.recv = staged.copy_of(c.recvbuf, total, in_place, total);
+                     });
+  s->give_back_offsets(c.count, std::move(args.offsets));
   return done;
 }
 
-Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
-                            std::vector<std::size_t> offsets, DataType type, ReduceOp reduce_op,
-                            const Options& options, bool blocking, Collective collective) {
+// reduce_scatter and reduce_scatter_v on blocks of offsets[r + 1] - offsets[r] elements;
+// `library`: the call as MPI_Reduce_scatter_block (equal blocks only).
+Request reduce_scatter_blocks(const std::shared_ptr<CommState>& s, const void* sendbuf,
+                              void* recvbuf, std::vector<std::size_t> offsets, DataType type,
+                              ReduceOp reduce_op, const Options& options, bool blocking,
+                              Collective collective, LibraryCall library) {
   const ArgCheck check(collective, s->rank);
   check.type_op(type, reduce_op);
   const std::size_t total = check.bytes(offsets.back(), type);
   const auto r = static_cast<std::size_t>(s->rank);
   const std::size_t mine = (offsets[r + 1] - offsets[r]) * size_of(type);
   reduce_scatter_buffers(check, sendbuf, recvbuf, total, mine);
-  // Equal blocks only: reduce_scatter_v runs the library's row through collx's path.
-  const auto equal_blocks = [&] {
-    return library_reduce_scatter_block(s->comm, sendbuf, recvbuf,
-                                        static_cast<int>(mine / size_of(type)), type, reduce_op);
-  };
-  const LibraryCall library =
-      collective == Collective::reduce_scatter ? LibraryCall(equal_blocks) : LibraryCall();
   if (nothing_to_move(collective, total)) {
     s->give_back_offsets(CommState::kNoSpareOffsets, std::move(offsets));
     return {};
@@ -345,9 +429,12 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
                          std::move(offsets),
                          Reduction::make(type, reduce_op, s->size, memory.reducer()),
                          {}};
-  Request done = run<Collective::reduce_scatter>(
-      s, collective, args, total, options, signature(collective, counts_hash, type, reduce_op),
-      blocking, memory,
+  Request done = run_collective(
+      s, collective, total, options, signature(collective, counts_hash, type, reduce_op), blocking,
+      [&](Operation& op, Algorithm a) {
+        return run_schedule<Collective::reduce_scatter>(op, args, a);
+      },
+      std::move(memory.device),
       [&](StagedCall& staged) {
         args.send = staged.copy_of(sendbuf, total, true, 0);
         args.recv = staged.copy_of(recvbuf, mine, false, mine);
@@ -359,18 +446,46 @@ Request reduce_scatter_impl(const std::shared_ptr<CommState>& s, const void* sen
   return done;
 }
 
-// gather and scatter differ only in which of sendbuf and recvbuf is the root's full buffer.
+Request run_call(const std::shared_ptr<CommState>& s, const ReduceScatterCall& c,
+                 const Options& options, bool blocking) {
+  // The blocks are checked before their offsets are computed (a product that wraps would pass
+  // every later check).
+  const ArgCheck check(c.kCollective, s->rank);
+  check.type(c.type);
+  check.total_bytes(c.count, s->size, c.type);
+  const auto library = [&] { return c.library(*s, 0); };
+  return reduce_scatter_blocks(s, c.sendbuf, c.recvbuf, s->lend_equal_offsets(c.count), c.type,
+                               c.op, options, blocking, c.kCollective, library);
+}
+
+Request run_call(const std::shared_ptr<CommState>& s, const ReduceScatterVCall& c,
+                 const Options& options, bool blocking) {
+  if (c.counts.size() != static_cast<std::size_t>(s->size)) {
+    throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
+                "counts: " + std::to_string(c.counts.size()) + " entries for " +
+                    std::to_string(s->size) + " ranks");
+  }
+  std::vector<std::size_t> offsets(c.counts.size() + 1, 0);
+  for (std::size_t r = 0; r < c.counts.size(); ++r) {
+    offsets[r + 1] = offsets[r] + c.counts[r];
+    if (offsets[r + 1] < offsets[r]) {
+      throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
+                  "counts: their sum exceeds the largest possible buffer");
+    }
+  }
+  return reduce_scatter_blocks(s, c.sendbuf, c.recvbuf, std::move(offsets), c.type, c.op, options,
+                               blocking, c.kCollective, {});
+}
+
 template <Collective C>
-Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
-                    std::size_t count, DataType type, int root, const Options& options,
-                    bool blocking) {
-  static_assert(C == Collective::gather || C == Collective::scatter);
-  constexpr bool kGather = C == Collective::gather;
-  const Blocks blocks = rooted_checks<C>(*s, sendbuf, recvbuf, count, type, root);
+Request run_call(const std::shared_ptr<CommState>& s, const RootedCall<C>& c,
+                 const Options& options, bool blocking) {
+  constexpr bool kGather = RootedCall<C>::kGather;
+  const Blocks blocks = c.checks(*s);
   const auto [block, total, in_place] = blocks;
-  const bool is_root = s->rank == root;
-  const void* full = kGather ? recvbuf : sendbuf;
-  const void* own = kGather ? sendbuf : recvbuf;
+  const bool is_root = s->rank == c.root;
+  const void* full = kGather ? c.recvbuf : c.sendbuf;
+  const void* own = kGather ? c.sendbuf : c.recvbuf;
   // The buffers this rank uses: the full one at the root, its own unless in place; gather's own
   // block in and full buffer out, scatter's the other way round.
   const void* full_used = is_root ? full : nullptr;
@@ -380,58 +495,47 @@ Request rooted_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, vo
   const std::size_t in_bytes = kGather ? block : total;
   const std::size_t out_bytes = kGather ? total : block;
   if (nothing_to_move(C, total)) return {};
-  const auto library = [&] { return library_rooted(C, s->comm, sendbuf, recvbuf, blocks, root); };
   CallMemory memory = call_memory(
       *s, C, options, {{in, in_bytes, "sendbuf"}, {out, out_bytes, "recvbuf"}}, blocking);
-  ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(sendbuf),
-                 !kGather && in_place ? nullptr : bytes_of(recvbuf),
-                 s->lend_equal_offsets(count),
-                 size_of(type),
-                 root,
+  ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(c.sendbuf),
+                 !kGather && in_place ? nullptr : bytes_of(c.recvbuf),
+                 s->lend_equal_offsets(c.count),
+                 size_of(c.type),
+                 c.root,
                  {}};
-  Request done = run<C>(
-      s, C, args, total, options, signature(C, count, type, root), blocking, memory,
-      [&](StagedCall& staged) {
-        if (in != nullptr) args.send = staged.copy_of(in, in_bytes, true, 0);
-        // Downloaded too for a gather in place: the root's own block is in it.
-        if (out != nullptr) {
-          args.recv = staged.copy_of(out, out_bytes, kGather && in_place, out_bytes);
-        }
-      },
-      library);
-  s->give_back_offsets(count, std::move(args.offsets));
+  Request done = run(s, c, blocks, args, total, options, signature(C, c.count, c.type, c.root),
+                     blocking, memory, [&](StagedCall& staged) {
+                       if (in != nullptr) args.send = staged.copy_of(in, in_bytes, true, 0);
+                       // Downloaded too for a gather in place: the root's own block is in it.
+                       if (out != nullptr) {
+                         args.recv = staged.copy_of(out, out_bytes, kGather && in_place, out_bytes);
+                       }
+                     });
+  s->give_back_offsets(c.count, std::move(args.offsets));
   return done;
 }
 
-constexpr auto gather_impl = rooted_impl<Collective::gather>;
-constexpr auto scatter_impl = rooted_impl<Collective::scatter>;
-
-Request alltoall_impl(const std::shared_ptr<CommState>& s, const void* sendbuf, void* recvbuf,
-                      std::size_t count, DataType type, const Options& options, bool blocking) {
-  const std::size_t total = alltoall_checks(*s, sendbuf, recvbuf, count, type);
-  if (nothing_to_move(Collective::alltoall, total)) return {};
-  const auto library = [&] {
-    return library_alltoall(s->comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
-  };
+Request run_call(const std::shared_ptr<CommState>& s, const AlltoallCall& c, const Options& options,
+                 bool blocking) {
+  const std::size_t total = c.checks(*s);
+  if (nothing_to_move(c.kCollective, total)) return {};
   CallMemory memory =
-      call_memory(*s, Collective::alltoall, options,
-                  {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}}, blocking);
-  AlltoallArgs args{bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
-  return run<Collective::alltoall>(
-      s, Collective::alltoall, args, total, options, signature(Collective::alltoall, count, type),
-      blocking, memory,
-      [&](StagedCall& staged) {
-        args.send = staged.copy_of(sendbuf, total, true, 0);
-        args.recv = staged.copy_of(recvbuf, total, false, total);
-      },
-      library);
+      call_memory(*s, c.kCollective, options,
+                  {{c.sendbuf, total, "sendbuf"}, {c.recvbuf, total, "recvbuf"}}, blocking);
+  AlltoallArgs args{bytes_of(c.sendbuf), bytes_of(c.recvbuf), c.count, size_of(c.type), {}};
+  return run(s, c, total, args, total, options, signature(c.kCollective, c.count, c.type), blocking,
+             memory, [&](StagedCall& staged) {
+               args.send = staged.copy_of(c.sendbuf, total, true, 0);
+               args.recv = staged.copy_of(c.recvbuf, total, false, total);
+             });
 }
 
-Request barrier_impl(const std::shared_ptr<CommState>& s, const Options& options, bool blocking) {
-  const auto library = [&] { return library_barrier(s->comm); };
+Request run_call(const std::shared_ptr<CommState>& s, const BarrierCall& c, const Options& options,
+                 bool blocking) {
+  const auto library = [&] { return c.library(*s, 0); };
   BarrierArgs args;
   return run_collective(
-      s, Collective::barrier, 0, options, {Collective::barrier, 0}, blocking,
+      s, c.kCollective, 0, options, {c.kCollective, 0}, blocking,
       [&](Operation& op, Algorithm a) { return run_schedule<Collective::barrier>(op, args, a); },
       nullptr, nullptr, library);
 }
@@ -474,129 +578,50 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sen
 // would cost as much as the MPI library's call. Only a call that passes every check goes this
 // way; any other returns false and takes the normal path, which reports it.
 
-// Runs `checks(s)` (the normal path's argument checks, which throw collx::Error) and, where they
-// pass and the call's class goes to the MPI library, `call(s)` on the delegated path. A call of
-// no elements that passes them is done here (nothing_to_move), delegating or not: the normal
-// path's entry would cost it several times what the MPI library's call of nothing costs.
-template <Collective C, class Checks, class Call>
-bool fast(const std::shared_ptr<CommState>& state, std::size_t count, DataType type, ReduceOp op,
-          const Options& options, Checks&& checks, Call&& call) {
-  constexpr bool kMovesData = C != Collective::barrier;
-  CommState* s = state.get();
-  if (s == nullptr || !(s->delegating() || (kMovesData && count == 0)) || !s->notices->quiet())
+// Whether `c` moves no elements (a count of 0; a barrier always counts as moving).
+template <class Call>
+constexpr bool moves_nothing(const Call& c) {
+  if constexpr (requires { c.count; })
+    return c.count == 0;
+  else
     return false;
+}
+// Runs `call.checks(s)` (the normal path's argument checks, which throw collx::Error) and, where
+// they pass and the call's class goes to the MPI library, `call.library` on the delegated path. A
+// call of no elements that passes them is done here (nothing_to_move), delegating or not: the
+// normal path's entry would cost it several times what the MPI library's call of nothing costs.
+template <class Call>
+bool fast(const std::shared_ptr<CommState>& state, const Call& call, const Options& options) {
+  CommState* s = state.get();
+  const bool nothing = moves_nothing(call);
+  if (s == nullptr || !(s->delegating() || nothing) || !s->notices->quiet()) return false;
+  decltype(call.checks(*s)) checked{};
   try {
-    checks(*s);
-    if (kMovesData && count == 0) return nothing_to_move(C, 0);
-    if (!delegated(*s, C, count, type, op, options)) return false;
+    checked = call.checks(*s);
+    if (nothing) return nothing_to_move(Call::kCollective, 0);
+    if (!delegated(*s, call, options)) return false;
   } catch (const Error&) {
     return false;  // the normal path reports it
   }
-  run_delegated(*s, C, [&] { return call(*s); });
+  run_delegated(*s, Call::kCollective, [&] { return call.library(*s, checked); });
   return true;
 }
-
-bool fast_allreduce(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
-                    std::size_t count, DataType type, ReduceOp op, const Options& options) {
-  return fast<Collective::allreduce>(
-      state, count, type, op, options,
-      [&](CommState& s) { allreduce_checks(s, sendbuf, recvbuf, count, type, op); },
-      [&](CommState& s) {
-        return library_allreduce(s.comm, sendbuf, recvbuf, static_cast<int>(count), type, op);
-      });
-}
-bool fast_broadcast(const std::shared_ptr<CommState>& state, void* buffer, std::size_t count,
-                    DataType type, int root, const Options& options) {
-  return fast<Collective::broadcast>(
-      state, count, type, ReduceOp::sum, options,
-      [&](CommState& s) { broadcast_checks(s, buffer, count, type, root); },
-      [&](CommState& s) {
-        return library_broadcast(s.comm, buffer, static_cast<int>(count * size_of(type)), root);
-      });
-}
-bool fast_reduce(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
-                 std::size_t count, DataType type, ReduceOp op, int root, const Options& options) {
-  return fast<Collective::reduce>(
-      state, count, type, op, options,
-      [&](CommState& s) { reduce_checks(s, sendbuf, recvbuf, count, type, op, root); },
-      [&](CommState& s) {
-        return library_reduce(s.comm, s.rank == root && sendbuf == recvbuf, sendbuf, recvbuf,
-                              static_cast<int>(count), type, op, root);
-      });
-}
-bool fast_alltoall(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
-                   std::size_t count, DataType type, const Options& options) {
-  return fast<Collective::alltoall>(
-      state, count, type, ReduceOp::sum, options,
-      [&](CommState& s) { alltoall_checks(s, sendbuf, recvbuf, count, type); },
-      [&](CommState& s) {
-        return library_alltoall(s.comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
-      });
-}
-bool fast_allgather(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
-                    std::size_t count, DataType type, const Options& options) {
-  Blocks blocks{};
-  return fast<Collective::allgather>(
-      state, count, type, ReduceOp::sum, options,
-      [&](CommState& s) { blocks = allgather_checks(s, sendbuf, recvbuf, count, type); },
-      [&](CommState& s) {
-        return library_allgather(s.comm, sendbuf, recvbuf, static_cast<int>(blocks.block),
-                                 blocks.in_place);
-      });
-}
-template <Collective C>
-bool fast_rooted(const std::shared_ptr<CommState>& state, const void* sendbuf, void* recvbuf,
-                 std::size_t count, DataType type, int root, const Options& options) {
-  Blocks blocks{};
-  return fast<C>(
-      state, count, type, ReduceOp::sum, options,
-      [&](CommState& s) { blocks = rooted_checks<C>(s, sendbuf, recvbuf, count, type, root); },
-      [&](CommState& s) { return library_rooted(C, s.comm, sendbuf, recvbuf, blocks, root); });
-}
-constexpr auto fast_gather = fast_rooted<Collective::gather>;
-constexpr auto fast_scatter = fast_rooted<Collective::scatter>;
-bool fast_reduce_scatter(const std::shared_ptr<CommState>& state, const void* sendbuf,
-                         void* recvbuf, std::size_t count, DataType type, ReduceOp op,
-                         const Options& options) {
-  return fast<Collective::reduce_scatter>(
-      state, count, type, op, options,
-      [&](CommState& s) {
-        const ArgCheck check(Collective::reduce_scatter, s.rank);
-        check.type_op(type, op);
-        reduce_scatter_buffers(check, sendbuf, recvbuf, check.total_bytes(count, s.size, type),
-                               count * size_of(type));
-      },
-      [&](CommState& s) {
-        return library_reduce_scatter_block(s.comm, sendbuf, recvbuf, static_cast<int>(count), type,
-                                            op);
-      });
-}
-bool fast_barrier(const std::shared_ptr<CommState>& state, const Options& options) {
-  return fast<Collective::barrier>(
-      state, 0, DataType::uint8, ReduceOp::sum, options, [](CommState&) {},
-      [&](CommState& s) { return library_barrier(s.comm); });
-}
-// Collectives without one.
-template <class... Args>
-bool no_fast(const Args&...) {
+bool fast(const std::shared_ptr<CommState>&, const ReduceScatterVCall&, const Options&) {
   return false;
 }
 
+// A collective entry point: run_call through guarded().
+template <class Call>
+Request entry(const std::shared_ptr<CommState>& s, const Call& call, const Options& options,
+              bool blocking) {
+  return guarded(s, Call::kCollective, [&] { return run_call(s, call, options, blocking); });
+}
 // A blocking call that the delegated path did not take. Out of line: the public entry's frame
 // then holds the delegated path's registers alone, not the normal path's captured arguments.
-template <class Impl, class... Args>
-[[gnu::noinline]] void blocking_entry(const std::shared_ptr<CommState>& s, Collective collective,
-                                      Impl&& impl, const Args&... args) {
-  entry(s, collective, impl, args..., true);
-}
-
-// reduce_scatter's blocks of `count` elements per rank, checked before their offsets are
-// computed (a product that wraps would pass every later check).
-std::vector<std::size_t> block_offsets(CommState& s, std::size_t count, DataType type) {
-  const ArgCheck check(Collective::reduce_scatter, s.rank);
-  check.type(type);
-  check.total_bytes(count, s.size, type);
-  return s.lend_equal_offsets(count);
+template <class Call>
+[[gnu::noinline]] void blocking_entry(const std::shared_ptr<CommState>& s, const Call& call,
+                                      const Options& options) {
+  entry(s, call, options, true);
 }
 
 }  // namespace
@@ -604,37 +629,6 @@ std::vector<std::size_t> block_offsets(CommState& s, std::size_t count, DataType
 }  // namespace collx::detail
 
 namespace collx {
-
-namespace {
-
-// reduce_scatter's blocks: `count` elements for every rank, or counts[r] for rank r.
-Request reduce_scatter_blocks(const std::shared_ptr<detail::CommState>& s, const void* sendbuf,
-                              void* recvbuf, std::size_t count, DataType type, ReduceOp op,
-                              const Options& options, bool blocking) {
-  return detail::reduce_scatter_impl(s, sendbuf, recvbuf, detail::block_offsets(*s, count, type),
-                                     type, op, options, blocking, Collective::reduce_scatter);
-}
-Request reduce_scatter_counts(const std::shared_ptr<detail::CommState>& s, const void* sendbuf,
-                              void* recvbuf, std::span<const std::size_t> counts, DataType type,
-                              ReduceOp op, const Options& options, bool blocking) {
-  if (counts.size() != static_cast<std::size_t>(s->size)) {
-    throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
-                "counts: " + std::to_string(counts.size()) + " entries for " +
-                    std::to_string(s->size) + " ranks");
-  }
-  std::vector<std::size_t> offsets(counts.size() + 1, 0);
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    offsets[r + 1] = offsets[r] + counts[r];
-    if (offsets[r + 1] < offsets[r]) {
-      throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
-                  "counts: their sum exceeds the largest possible buffer");
-    }
-  }
-  return detail::reduce_scatter_impl(s, sendbuf, recvbuf, std::move(offsets), type, op, options,
-                                     blocking, Collective::reduce_scatter_v);
-}
-
-}  // namespace
 
 bool Communicator::goes_to_library(Collective collective, std::size_t count, DataType type,
                                    ReduceOp op) const noexcept {
@@ -645,55 +639,55 @@ void Communicator::library_call_made() noexcept {
 }
 
 // A collective's blocking call `name` and its nonblocking i`name`: one entry, told apart by its
-// last argument. `params`: the public signature; then what the entry passes to `impl`.
-#define COLLX_BLOCKING_AND_NONBLOCKING(name, impl, fast, params, ...)         \
-  void Communicator::name params {                                            \
-    if (detail::fast(state_, __VA_ARGS__)) return;                            \
-    detail::blocking_entry(state_, Collective::name, impl, __VA_ARGS__);      \
-  }                                                                           \
-  Request Communicator::i##name params {                                      \
-    return detail::entry(state_, Collective::name, impl, __VA_ARGS__, false); \
+// last argument. `params`: the public signature; then the fields of its descriptor `Call`.
+#define COLLX_BLOCKING_AND_NONBLOCKING(name, Call, params, ...)              \
+  void Communicator::name params {                                           \
+    const detail::Call call{__VA_ARGS__};                                    \
+    if (detail::fast(state_, call, options)) return;                         \
+    detail::blocking_entry(state_, call, options);                           \
+  }                                                                          \
+  Request Communicator::i##name params {                                     \
+    return detail::entry(state_, detail::Call{__VA_ARGS__}, options, false); \
   }
 
-COLLX_BLOCKING_AND_NONBLOCKING(allreduce, detail::allreduce_impl, fast_allreduce,
+COLLX_BLOCKING_AND_NONBLOCKING(allreduce, AllreduceCall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, const Options& options),
-                               sendbuf, recvbuf, count, type, op, options)
-COLLX_BLOCKING_AND_NONBLOCKING(broadcast, detail::broadcast_impl, fast_broadcast,
+                               sendbuf, recvbuf, count, type, op)
+COLLX_BLOCKING_AND_NONBLOCKING(broadcast, BroadcastCall,
                                (void* buffer, std::size_t count, DataType type, int root,
                                 const Options& options),
-                               buffer, count, type, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(reduce, detail::reduce_impl, fast_reduce,
+                               buffer, count, type, root)
+COLLX_BLOCKING_AND_NONBLOCKING(reduce, ReduceCall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, int root, const Options& options),
-                               sendbuf, recvbuf, count, type, op, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(allgather, detail::allgather_impl, fast_allgather,
+                               sendbuf, recvbuf, count, type, op, root)
+COLLX_BLOCKING_AND_NONBLOCKING(allgather, AllgatherCall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options),
-                               sendbuf, recvbuf, count, type, options)
-COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter, reduce_scatter_blocks, fast_reduce_scatter,
+                               sendbuf, recvbuf, count, type)
+COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter, ReduceScatterCall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op, const Options& options),
-                               sendbuf, recvbuf, count, type, op, options)
-COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter_v, reduce_scatter_counts, no_fast,
+                               sendbuf, recvbuf, count, type, op)
+COLLX_BLOCKING_AND_NONBLOCKING(reduce_scatter_v, ReduceScatterVCall,
                                (const void* sendbuf, void* recvbuf,
                                 std::span<const std::size_t> counts, DataType type, ReduceOp op,
                                 const Options& options),
-                               sendbuf, recvbuf, counts, type, op, options)
-COLLX_BLOCKING_AND_NONBLOCKING(gather, detail::gather_impl, fast_gather,
+                               sendbuf, recvbuf, counts, type, op)
+COLLX_BLOCKING_AND_NONBLOCKING(gather, GatherCall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, int root, const Options& options),
-                               sendbuf, recvbuf, count, type, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(scatter, detail::scatter_impl, fast_scatter,
+                               sendbuf, recvbuf, count, type, root)
+COLLX_BLOCKING_AND_NONBLOCKING(scatter, ScatterCall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, int root, const Options& options),
-                               sendbuf, recvbuf, count, type, root, options)
-COLLX_BLOCKING_AND_NONBLOCKING(alltoall, detail::alltoall_impl, fast_alltoall,
+                               sendbuf, recvbuf, count, type, root)
+COLLX_BLOCKING_AND_NONBLOCKING(alltoall, AlltoallCall,
                                (const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, const Options& options),
-                               sendbuf, recvbuf, count, type, options)
-COLLX_BLOCKING_AND_NONBLOCKING(barrier, detail::barrier_impl, fast_barrier,
-                               (const Options& options), options)
+                               sendbuf, recvbuf, count, type)
+COLLX_BLOCKING_AND_NONBLOCKING(barrier, BarrierCall, (const Options& options))
 #undef COLLX_BLOCKING_AND_NONBLOCKING
 
 void Communicator::allreduce(InPlace, void* buffer, std::size_t count, DataType type, ReduceOp op,

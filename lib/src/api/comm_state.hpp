@@ -58,11 +58,9 @@ struct CommState {
         options.pipeline_depth > 0 ? options.pipeline_depth : default_pipeline_depth;
     return info;
   }
-  // Up to this many bytes, an untried order-sensitive blocking call runs the MPI library's own
-  // collective where the table chose one of collx's message algorithms: below the crossover those
-  // are the MPI library's latency algorithms plus collx's bookkeeping, so the library's cannot
-  // lose, and its bits depend on the count and ranks only. The arena's rows (no MPI message) and
-  // communicators across nodes (rules from simulated clusters, docs/SCALE.md) keep the table's.
+  // Up to this many bytes, an untried order-sensitive blocking call on one node runs the MPI
+  // library's own collective where the table chose one of collx's message algorithms
+  // (docs/AUTO.md, "Reductions whose bits depend on the order of combination").
   static constexpr std::size_t kUntriedLibraryBytes = std::size_t{8} << 10;
   // The algorithm for a call (resolve_algorithm), remembered per collective and keyed by all the
   // choice reads (a replaced configuration is a new Config). Where the table decides and
@@ -176,27 +174,21 @@ struct CommState {
     return options_may_delegate(options) && !needs_collx_path(config());
   }
   // What the smaller size classes of `collective` whose trials ended say of a new class's
-  // `candidates`, made on this machine where the table was made on others: above kLongCallBytes
-  // those timed slow there leave (the MPI library's collective always stays, and the list is
-  // never left empty); the nearest one's choice (ClassTuner::choice_as_evidence), where it is one
-  // of collx's candidates, moves to the front (it runs the wait and is kept on a tie). Returns that
-  // choice (automatic: none settled); where it is the MPI library's, the wait runs the MPI library
-  // (ClassTuner::start's `wait_on_library`): a benchmark that calls a large size a few times
-  // (IMB: 5 calls of 8 MiB) never ends that class's wait.
+  // `candidates`: above kLongCallBytes those timed slow there leave (the MPI library's collective
+  // always stays, and the list is never left empty); the nearest one's choice
+  // (ClassTuner::choice_as_evidence), where it is one of collx's candidates, moves to the front.
+  // Returns that choice (automatic: none settled); where it is the MPI library's, the wait runs
+  // the MPI library (ClassTuner::start's `wait_on_library`). docs/AUTO.md, "The trials wait".
   Algorithm weigh_by_smaller_classes(Collective collective, std::size_t bytes,
                                      std::vector<Algorithm>& candidates) const;
-  // A call above kLongCallBytes costs its trials a call of that size each, which a benchmark that
-  // calls a large size a few dozen times (IMB: 51 calls of 2 MiB, 20 of them timed) pays in its
-  // mean: above it a new class leaves out what its smaller classes timed slow
-  // (weigh_by_smaller_classes), and a wait on the MPI library's collective, which costs nothing
-  // against the MPI library, is kLibraryWaitFactor times longer (tuner_for).
+  // Above kLongCallBytes a new class leaves out what its smaller classes timed slow
+  // (weigh_by_smaller_classes), and a wait on the MPI library's collective is kLibraryWaitFactor
+  // times longer (tuner_for): there a trial call costs a call of that size.
   static constexpr std::size_t kLongCallBytes = std::size_t{64} << 10;
   static constexpr int kLibraryWaitFactor = 4;
-  // A candidate that the nearest smaller tried class to try it timed at kSlowRatio times its
-  // fastest or more (ClassTuner::slowness), kSlowDecay times more for each class further down (a
-  // candidate's speed against another's is taken to change by at most that much per doubling of the
-  // size): 2x slower one class below, 2.8x two below, 4x three below. A candidate no longer that
-  // slow for its distance is tried again, so a crossover at larger sizes is still found.
+  // A candidate that the nearest smaller class to try it timed at kSlowRatio times its fastest
+  // or more (ClassTuner::slowness), kSlowDecay times more for each class further down, is slow
+  // (docs/AUTO.md, "A candidate already shown slow is not tried again").
   static constexpr double kSlowRatio = 2.0;
   static constexpr double kSlowDecay = 1.41421356;
   // Whether some size class of this communicator goes to the MPI library (delegates()).
@@ -370,13 +362,6 @@ auto guarded(const std::shared_ptr<CommState>& s, Collective collective, Call&& 
     }
     throw;
   }
-}
-
-// A collective entry point: impl(s, args...) through guarded().
-template <class Impl, class... Args>
-auto entry(const std::shared_ptr<CommState>& s, Collective collective, Impl&& impl,
-           Args&&... args) {
-  return guarded(s, collective, [&] { return impl(s, std::forward<Args>(args)...); });
 }
 
 // Whether a call's result bits can depend on the algorithm: a floating-point sum, product or

@@ -73,26 +73,20 @@ struct ReduceScatterArgs {
 };
 Task reduce_scatter_task(Operation& op, const ReduceScatterArgs& args, Algorithm algorithm);
 
-// ---- gather: block r from rank r to the root ----
-struct GatherArgs {
-  const std::byte* send = nullptr;   // the rank's block (null at the root: in place)
-  std::byte* recv = nullptr;         // all blocks, at the root
+// ---- gather: block r from rank r to the root; scatter: block r from the root to rank r ----
+// The root's full buffer holds every block: gather's recv, scatter's send. The other buffer is
+// the rank's own block (null at the root: in place).
+struct RootedArgs {
+  const std::byte* send = nullptr;
+  std::byte* recv = nullptr;
   std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
   std::size_t element_size = 1;
   int root = 0;
   Phases phases;
 };
+using GatherArgs = RootedArgs;
+using ScatterArgs = RootedArgs;
 Task gather_task(Operation& op, const GatherArgs& args, Algorithm algorithm);
-
-// ---- scatter: block r from the root to rank r ----
-struct ScatterArgs {
-  const std::byte* send = nullptr;   // all blocks, at the root
-  std::byte* recv = nullptr;         // the rank's block (null at the root: in place)
-  std::vector<std::size_t> offsets;  // nranks + 1 prefix sums, in elements
-  std::size_t element_size = 1;
-  int root = 0;
-  Phases phases;
-};
 Task scatter_task(Operation& op, const ScatterArgs& args, Algorithm algorithm);
 
 // ---- alltoall: block j of rank i's send becomes block i of rank j's recv ----

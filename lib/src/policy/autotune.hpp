@@ -1,29 +1,9 @@
 // auto's trials on the machine it runs on (COLLX_AUTOTUNE, on by default): the first blocking calls
-// of each size class of a collective on a communicator run the two to four candidates that the
-// table ranks closest (its own choice, its choices for the neighbouring size classes, the shared
-// arena's row, the cost model's best with and without the arena), each in blocks of consecutive
-// calls, in two passes where a candidate has four trials or more; then the ranks agree on the
-// fastest (the slowest rank's time of each candidate: the lower of its passes' mean call times,
-// over a block but its first call) and every later call of the class runs it.
-// - Two passes, because what disturbs a block (first messages to a peer, new buffers' first
-//   touch, a spell of the machine's) rarely disturbs both.
-// - Blocks, not interleaved calls, and means, not medians: a run of calls is what an application
-//   makes, and a call that waited (for a descheduled rank, for room in the arena's ring) counts
-//   whole, as it does in a run; blocks are long enough up to 2 MiB to cycle the ring
-//   (trials_for), where a few calls would time only its free slots (docs/AUTO.md).
-// - Across nodes the ranks meet (a barrier) before a block's first timed call, as collx-bench
-//   times a round: timed from wherever the previous calls left each rank, an algorithm whose
-//   root returns early looks faster than it is. Inside one
-//   node the meeting's own skew is as long as the calls, so one node times back-to-back calls.
-// - A challenger of collx's must beat the table's choice and the MPI library's collective by the
-//   margin: between two close trial times the MPI library is the safe choice.
-// A sample of the later calls is timed; at checkpoints the ranks agree whether any of them sees its
-// chosen algorithm drift (1.5x its trial time), and if so try again, or, for one of collx's, run
-// on average slower than the MPI library's collective did in the trials, and if so settle on the
-// MPI library at once (its calls then skip collx: the delegated path). A challenger that displaced
-// the table's choice in the first round is tried again at the first checkpoint in any case: a
-// passing slow spell during the table's blocks would otherwise keep a choice the rest of the run
-// does not bear out.
+// of each size class of a collective on a communicator try the two to four candidates that the
+// table ranks closest and the MPI library's collective, each in blocks of consecutive calls; the
+// ranks agree on the fastest, and every later call of the class runs it. A sample of the later
+// calls is timed, and at checkpoints the ranks agree whether to try again or settle on the MPI
+// library. docs/AUTO.md, "How auto decides", gives the rules and the measurements behind them.
 //
 // Every step is keyed on what every rank sees alike (the collective, the size class, the call's
 // place among the blocking calls of its class, the candidates), so every rank runs the same
@@ -78,17 +58,10 @@ class ClassTuner {
   // the margin), each tried `trials` times; `from_meeting`: blocks start from a meeting of the
   // ranks (a communicator across nodes). One candidate: settled at once, never timed.
   // `library`: the candidate that is the MPI library's own collective (the registry's row says
-  // which), automatic where none is.
-  // `wait_calls`: the class's first calls run the table's choice (the first candidate),
-  // untimed (in the second half, where calls are short, the MPI library's: kWarmLibraryBlock),
-  // and the trials start after them: a class called only a few times (a short run: a
-  // benchmark's few repetitions of a large size) pays nothing for trials it could not finish,
-  // and one called more pays for them at most about the time it has spent. The table's choice,
-  // not the MPI library's: the MPI library takes host memory only, and a call on device
-  // buffers would run on host copies while it waits. `wait_on_library`: the whole wait runs the
-  // MPI library's instead, where this machine has shown that the table's choice does not beat
-  // it (the caller's evidence: the nearest smaller class that was tried settled on it, not on a
-  // tie: choice_as_evidence).
+  // which), automatic where none is. `wait_calls`: the class's first calls, before the trials,
+  // run the table's choice untimed (in their second half, where calls are short, the MPI
+  // library's: kWarmLibraryBlock); `wait_on_library`: the whole wait runs the MPI library's
+  // (the caller's evidence: choice_as_evidence). docs/AUTO.md, "The trials wait", says why.
   void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false,
              Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0,
              bool wait_on_library = false);
@@ -109,9 +82,7 @@ class ClassTuner {
   // kSecondOpinion where the first round's challenger is to be tried again (the same on every
   // rank: it follows from the agreed times); and 1 where this rank's sampled calls of collx's
   // choice ran, on average, more than the margin slower than the MPI library's collective did
-  // in the trials (then the class settles on the MPI library at once: trials of a few dozen
-  // calls can miss what a long run of them costs, as with ranks sharing cores, and the MPI
-  // library is the floor auto promises), else 0.
+  // in the trials (then the class settles on the MPI library at once), else 0.
   std::vector<std::uint64_t> agree_values() const;
   // The maxima over ranks of agree_values(), and after a round of trials their means over ranks
   // (empty: not known). Returns true where trials settled or restarted.
@@ -124,18 +95,14 @@ class ClassTuner {
   std::span<const std::uint64_t> agreed_mean_ns() const { return {agreed_mean_ns_.data(), count_}; }
   Algorithm chosen() const { return chosen_; }
   // How many times its round's fastest candidate's agreed time `algorithm` took, the most over
-  // the rounds that timed it (a confirmation's two leave the first round's others as they were);
-  // 0 where no round timed it. What a larger class knows of its candidates from this one
-  // (CommState::weigh_by_smaller_classes): the most, because a round on a busy machine shows
-  // the candidates closer than they are (every call waits for the processor alike), and auto
-  // promises the MPI library's speed first.
+  // the rounds that timed it (a busy machine shows candidates closer than they are); 0 where no
+  // round timed it. What a larger class knows of its candidates from this one
+  // (CommState::weigh_by_smaller_classes).
   double slowness(Algorithm algorithm) const;
   // What a larger class takes from this one as its nearest tried class's choice
   // (CommState::weigh_by_smaller_classes): the choice, except where the trials chose the MPI
   // library's collective on the tie rule: then the fastest of collx's candidates within the
-  // margin of it, in the slowest rank's time and the ranks' mean. A tie is no evidence that
-  // collx's candidate loses; taken as such, every larger class waits on the MPI library
-  // (kLibraryWaitFactor) even where collx's candidate leads it there.
+  // margin of it, in the slowest rank's time and the ranks' mean (a tie is no evidence).
   Algorithm choice_as_evidence() const;
   // Whether the choice is the MPI library's own collective.
   bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
@@ -183,12 +150,9 @@ class ClassTuner {
 
  private:
   void restart();
-  // The winner's curse: the fastest of several candidates, each timed over a few calls, was on
-  // average luckier in its trials than its later calls will be, and the more candidates, the
-  // luckier. Where one of collx's candidates won a round among three or more over the MPI
-  // library's collective, the two run a second round head to head on fresh calls (`confirm`:
-  // the same rules, the table's choice first where it won, else the MPI library's collective
-  // first and the challenger after it) before the class settles on either.
+  // Where one of collx's candidates won a round among three or more over the MPI library's
+  // collective, the two run a second round head to head on fresh calls (`confirm`) before the
+  // class settles on either: the winner's curse (docs/AUTO.md).
   bool needs_confirmation(std::size_t winner) const;
   // Records slowness() of the round's candidates from agreed_ns_.
   void note_slowness();
