@@ -266,8 +266,8 @@ def goal1_line(cells, pairing):
     near = sum(1 for w in worst if w[0] >= 0.99)
     if pairing == "same-start":
         how = (f"same-start pairing: each selection against auto timed after that selection's "
-               f"barrier, in its own simulation, where that was simulated ({own} cells' MPICH "
-               f"rows), else auto's row from Open MPI's simulation")
+               f"barrier, in its own simulation, where that was simulated (the MPICH rows of {own} "
+               f"cells), else auto's row from Open MPI's simulation")
     else:
         how = ("the sweep's pairing: auto's row from Open MPI's simulation against the faster "
                "selection, each selection timed in its own simulation")
