@@ -6,12 +6,17 @@
         [--model COLLX_MODEL] [--goals] [--walltime] [--walltime-list]
 
 A cell is one collective, size, rank count, platform and ranks per host. In each cell, "MPI" is
-the faster of SMPI's Open MPI (ompi) and MPICH (mpich) selections, and auto's ratio is MPI's time
-over auto's (above 1: auto is faster). Tables: one per platform and ranks per host, one row per
+SMPI's Open MPI (ompi) and MPICH (mpich) selections, and auto's ratio is MPI's time over auto's
+(above 1: auto is faster), the lower of the two selections' (--pairing). Tables: one per platform and ranks per host, one row per
 collective and size, one column per rank count: auto's ratio and what auto ran.
 
 --goals: the issue's goals, cell by cell: auto >= 1.0x MPI everywhere; auto >= 1.3x MPI for
 allreduce and reduce_scatter from 1 MiB at 256 ranks and more with 8 ranks per host.
+--pairing same-start|sweep: which auto row meets each selection's row. same-start (the default):
+each selection against auto's row from its own simulation (collx-bench -a auto,mpi under that
+selection: both timed after that selection's barrier) where one exists, else auto's row from Open
+MPI's simulation; sweep: auto's row from Open MPI's simulation against the faster selection.
+--goals prints goal 1 under both.
 --model COLLX_MODEL: collx-model's predictions for every cell (collx-model --nodes N
 --ranks-per-node K --calls 2 --start, the platform's latency and bandwidth, the bench's two calls
 back to back after its barrier; no computation in the network view),
@@ -114,8 +119,10 @@ def load(sweep, view):
             if algo == "mpi":
                 cell[selector] = row["time_us"]
             elif algo == "auto":
-                cell["auto"] = row["time_us"]
-                cell["auto_sel"] = row.get("selected", "?")
+                # Kept per selection: the simulation under a selection times auto after that
+                # selection's barrier (pair() chooses which auto row meets which MPI row).
+                cell.setdefault("autos", {})[selector] = (row["time_us"],
+                                                          row.get("selected", "?"))
             else:
                 cell.setdefault("algos", {})[algo] = row["time_us"]
     return cells
@@ -127,16 +134,68 @@ def load(sweep, view):
 TIE = 0.999
 
 
+SELECTORS = ("ompi", "mpich")
+
+# Which auto row meets which selection's row (--pairing):
+#   same-start (the default): each selection's row against auto's row from that selection's own
+#     simulation, where one was recorded (auto after the same barrier: collx-bench times every
+#     row of a simulation from the MPI library's barrier, and Open MPI's and MPICH's barriers
+#     release the ranks in different orders); where none was, auto's row from Open MPI's
+#     simulation, as the sweep pairs them. The cell's ratio is the lower of the two pairs'.
+#   sweep: auto's row from Open MPI's simulation (MPICH's where only MPICH's ran) against the
+#     faster of the two selections, each timed in its own simulation (the pairing before
+#     scale-13).
+PAIRINGS = ("same-start", "sweep")
+PAIRING = "same-start"
+
+
+def pair(cell):
+    """cell["auto"] / cell["auto_sel"]: the sweep's auto row (Open MPI's simulation, else
+    MPICH's)."""
+    autos = cell.get("autos", {})
+    for selector in SELECTORS:
+        if selector in autos:
+            cell["auto"], cell["auto_sel"] = autos[selector]
+            return
+
+
 def best_mpi(cell):
-    times = [cell[s] for s in ("ompi", "mpich") if s in cell]
+    times = [cell[s] for s in SELECTORS if s in cell]
     return min(times) if times else None
 
 
-def ratio(cell):
-    mpi = best_mpi(cell)
-    if mpi is None or "auto" not in cell or cell["auto"] <= 0:
-        return None
-    return mpi / cell["auto"]
+def pairs(cell, pairing=None):
+    """[(ratio, selection, auto's us, auto's algorithm, auto's simulation)] for each selection
+    that ran in the cell, under the pairing."""
+    pairing = pairing or PAIRING
+    if "auto" not in cell or cell["auto"] <= 0:
+        return []
+    out = []
+    sweep = (cell["auto"], cell["auto_sel"],
+             next((s for s in SELECTORS if s in cell.get("autos", {})), "?"))
+    for selector in SELECTORS:
+        if selector not in cell:
+            continue
+        auto = sweep
+        if pairing == "same-start" and selector in cell.get("autos", {}):
+            auto = cell["autos"][selector] + (selector,)
+        if auto[0] > 0:
+            out.append((cell[selector] / auto[0], selector) + auto)
+    return out
+
+
+def ratio(cell, pairing=None):
+    """auto's speed over MPI in the cell: the lowest pair's ratio (under the sweep's pairing,
+    the faster selection's time over auto's)."""
+    p = pairs(cell, pairing)
+    return min(p)[0] if p else None
+
+
+def own_start(cell):
+    """The selections met by auto's row from their own simulation other than Open MPI's (the
+    cells whose pairing differs from the sweep's)."""
+    return [s for s in SELECTORS[1:] if s in cell and s in cell.get("autos", {})
+            and "ompi" in cell.get("autos", {})]
 
 
 def tables(cells):
@@ -145,8 +204,16 @@ def tables(cells):
     for platform, k in groups:
         nps = sorted({np for (p, kk, _, np) in cells if p == platform and kk == k})
         out.append(f"\n#### {platform}, {k} rank{'s' if k > 1 else ''} per host\n")
-        out.append("auto's speed over the faster of SMPI's ompi and mpich selections "
-                   "(MPI time / auto time), and what auto ran.\n")
+        if PAIRING == "same-start":
+            out.append("auto's speed over SMPI's ompi and mpich selections (MPI time / auto "
+                       "time, the lower of the two), each selection against auto timed after "
+                       "the same barrier where that was simulated (†: MPICH's against auto's row "
+                       "from MPICH's own simulation; without †, auto's row from Open MPI's "
+                       "simulation meets both), and what auto ran (ompi's run / mpich's where "
+                       "they differ).\n")
+        else:
+            out.append("auto's speed over the faster of SMPI's ompi and mpich selections "
+                       "(MPI time / auto time), and what auto ran.\n")
         out.append("| collective | size | " + " | ".join(f"{np} ranks" for np in nps) + " |")
         out.append("|---|---:|" + "---|" * len(nps))
         for collective in COLLECTIVES:
@@ -165,31 +232,58 @@ def tables(cells):
                         # Only one selection ran (the other's simulation did not finish).
                         alone = [x for x in ("ompi", "mpich") if x in cell]
                         note = f" ({alone[0]} only)" if len(alone) == 1 else ""
-                        row.append(f"{mark}{r:.{digits}f}{mark} {cell['auto_sel']}{note}")
+                        ran = cell["auto_sel"]
+                        if PAIRING == "same-start" and own_start(cell):
+                            other = cell["autos"]["mpich"][1]
+                            ran = (ran if other == ran else f"{ran} / {other}") + " †"
+                        row.append(f"{mark}{r:.{digits}f}{mark} {ran}{note}")
                 out.append("| " + " | ".join(row) + " |")
     return "\n".join(out)
 
 
-def goals(cells):
-    out = []
-    total = below = ties = 0
+def goal1(cells, pairing):
+    """(total, below, ties, worst, own): goal 1's count under a pairing; own: the cells whose
+    MPICH row meets auto's row from MPICH's own simulation."""
+    total = below = ties = own = 0
     worst = []
     for (platform, k, collective, np), sizes in sorted(cells.items()):
         for size, cell in sorted(sizes.items()):
-            r = ratio(cell)
-            if r is None:
+            p = pairs(cell, pairing)
+            if not p:
                 continue
+            r, selector, _, ran, run = min(p)
             total += 1
+            own += pairing == "same-start" and bool(own_start(cell))
             ties += TIE <= r < 1.0
             if r < TIE:
                 below += 1
-                worst.append((r, platform, k, collective, np, size, cell["auto_sel"],
-                              min((c for c in ("ompi", "mpich") if c in cell),
-                                  key=lambda c: cell[c])))
+                worst.append((r, platform, k, collective, np, size, ran, selector, run))
+    return total, below, ties, worst, own
+
+
+def goal1_line(cells, pairing):
+    total, below, ties, worst, own = goal1(cells, pairing)
     near = sum(1 for w in worst if w[0] >= 0.99)
-    out.append(f"Goal 1 (auto >= 1.0x MPI in every cell): {total - below} of {total} cells met, "
-               f"{below} below ({near} of them within 1 %, {below - near} by more); {ties} of the met "
-               f"cells are ties (auto within 0.1 % of MPI, most the same algorithm).")
+    if pairing == "same-start":
+        how = (f"same-start pairing: each selection against auto timed after that selection's "
+               f"barrier, in its own simulation, where that was simulated (the MPICH rows of {own} "
+               f"cells), else auto's row from Open MPI's simulation")
+    else:
+        how = ("the sweep's pairing: auto's row from Open MPI's simulation against the faster "
+               "selection, each selection timed in its own simulation")
+    return (f"Goal 1 (auto >= 1.0x MPI in every cell; {how}): {total - below} of {total} cells "
+            f"met, {below} below ({near} of them within 1 %, {below - near} by more); {ties} of "
+            f"the met cells are ties (auto within 0.1 % of MPI, most the same algorithm).")
+
+
+def goals(cells):
+    out = []
+    total, below, ties, worst, own = goal1(cells, PAIRING)
+    out.append(goal1_line(cells, PAIRING))
+    for other in PAIRINGS:
+        if other != PAIRING:
+            out.append("")
+            out.append(goal1_line(cells, other))
     # Met / total per collective and layout: where the losses gather.
     groups = collections.defaultdict(lambda: [0, 0])
     for (platform, k, collective, np), sizes in cells.items():
@@ -210,11 +304,12 @@ def goals(cells):
         out.append(f"| {collective} | " + " | ".join(row) + " |")
     if worst:
         out.append("\nThe cells below 1.0 (lowest first):\n")
-        out.append("| ratio | platform | per host | collective | ranks | size | auto ran | faster MPI |")
-        out.append("|---:|---|---:|---|---:|---:|---|---|")
+        out.append("| ratio | platform | per host | collective | ranks | size | auto ran "
+                   "| against | auto's row from |")
+        out.append("|---:|---|---:|---|---:|---:|---|---|---|")
         for w in sorted(worst)[:60]:
             out.append(f"| {w[0]:.3f} | {w[1]} | {w[2]} | {w[3]} | {w[4]} | {human(w[5])} | {w[6]} "
-                       f"| {w[7]} |")
+                       f"| {w[7]} | {w[8]}'s simulation |")
         if len(worst) > 60:
             out.append(f"\n({len(worst) - 60} more)")
     g2 = []
@@ -484,17 +579,26 @@ def main():
                         help="a sweep of a later build: its auto rows replace the first sweep's "
                         "(the other rows are the same where the build changed only auto's "
                         "choices); its cells the first lacks are added whole")
+    parser.add_argument("--pairing", choices=PAIRINGS, default="same-start",
+                        help="which auto row meets which selection's row (PAIRINGS above); "
+                        "--goals prints goal 1 under both")
     args = parser.parse_args()
+    global PAIRING
+    PAIRING = args.pairing
     cells = load(args.sweep, args.view)
     for later in args.after:
         for key, sizes in load(later, args.view).items():
             for size, cell in sizes.items():
                 if size in cells.get(key, {}):
-                    if "auto" in cell:
-                        cells[key][size]["auto"] = cell["auto"]
-                        cells[key][size]["auto_sel"] = cell["auto_sel"]
+                    # Auto's rows per selection's simulation: a later one replaces the same
+                    # selection's.
+                    for selector, auto in cell.get("autos", {}).items():
+                        cells[key][size].setdefault("autos", {})[selector] = auto
                 else:
                     cells[key][size] = cell
+    for sizes in cells.values():
+        for cell in sizes.values():
+            pair(cell)
     if not cells:
         print(f"smpi_tables: no results under {args.sweep}/{args.view}", file=sys.stderr)
         return 2
