@@ -227,9 +227,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   // One of collx's must beat the MPI library's collective by the margin: between two trial times
   // that close, the MPI library is the safe choice (auto promises its speed, not more). A
   // challenger by the same margins as the table's choice; the table's choice by the share and
-  // kLibraryMarginMinNs (a
-  // table made on other machines is no evidence on this one: its binomial broadcast of 128 KiB at
-  // 2 ranks tied with Open MPI's in the trials and ran 15-30% slower in the run after them).
+  // kLibraryMarginMinNs (a table made on other machines is no evidence on this one).
   if (candidates_[winner] != library_) {
     for (std::size_t i = 1; i < count_ && i < maxima.size(); ++i) {
       if (candidates_[i] != library_) continue;
