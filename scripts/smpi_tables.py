@@ -578,7 +578,7 @@ def main():
     parser.add_argument("--after", action="append", default=[],
                         help="a sweep of a later build: its auto rows replace the first sweep's "
                         "(the other rows are the same where the build changed only auto's "
-                        "choices); its cells the first lacks are added whole")
+                        "choices); its cells the first lacks are added whole where they have an MPI row")
     parser.add_argument("--pairing", choices=PAIRINGS, default="same-start",
                         help="which auto row meets which selection's row (PAIRINGS above); "
                         "--goals prints goal 1 under both")
@@ -594,7 +594,9 @@ def main():
                     # selection's.
                     for selector, auto in cell.get("autos", {}).items():
                         cells[key][size].setdefault("autos", {})[selector] = auto
-                else:
+                elif "ompi" in cell or "mpich" in cell:
+                    # A cell of auto's rows alone (-o) at a size the sweep lacks has no MPI row
+                    # to meet: left out.
                     cells[key][size] = cell
     for sizes in cells.values():
         for cell in sizes.values():
