@@ -1145,6 +1145,19 @@ const Entry barrier_dissemination{
       return t.c;
     },
     "Dissemination: ceil(log2 p) rounds of one-byte tokens to rank + 2^k."};
+const Entry barrier_hierarchical{
+    [](const Shape& s) {
+      if (!splits(s)) return barrier_dissemination.cost(s);
+      Cost inside;
+      inside.messages =
+          2 * patterns::knomial_levels(static_cast<int>(s.per_node), patterns::kNodeBarrierRadix);
+      return add(across_nodes(barrier_dissemination.cost(flat_shape(s, s.nodes, 0))), inside);
+    },
+    "Node-aware: a k-nomial tree of radix 8 inside each node gathers a token to its leader, the "
+    "leaders run "
+    "the dissemination barrier (ceil(log2 nodes) rounds, one message a node), and the node's tree "
+    "releases its ranks. On one node or with one rank per node, dissemination.",
+    true};
 const Entry sendrecv_direct{[](const Shape& s) {
                               return Cost{1, s.n, 0, 0};
                             },

@@ -198,7 +198,7 @@ extern const Entry reduce_scatter_ring, reduce_scatter_recursive_halving, reduce
 extern const Entry gather_binomial_tree, gather_linear, gather_shared_memory, scatter_binomial_tree,
     scatter_linear, scatter_shared_memory;
 extern const Entry alltoall_pairwise, alltoall_bruck, alltoall_shared_memory;
-extern const Entry barrier_dissemination, sendrecv_direct;
+extern const Entry barrier_dissemination, barrier_hierarchical, sendrecv_direct;
 // The MPI library's own collective (Algorithm::mpi): not modelled (the trials measure it), so
 // the model never ranks it first.
 extern const Entry mpi_library;

@@ -156,12 +156,21 @@ inline TreePlace binomial_place(int rank, int root, int size) {
 
 // The radix of collx's k-nomial broadcast (the schedule's and the cost model's).
 inline constexpr int kKnomialRadix = 4;
-// A rank has at most (k - 1) x ceil(log_k p) children, which RankList's 32 must hold (radix 4:
-// 4^10 ranks); beyond that, and for a radix below 2, the binomial tree.
-inline TreePlace knomial_place(int rank, int root, int size, int radix) {
+// The radix of the hierarchical barrier's tree inside a node (its schedule's and the cost
+// model's): one level up to 8 ranks on a node, where a token's latency, not the root's count of
+// them, is what a level costs.
+inline constexpr int kNodeBarrierRadix = 8;
+// ceil(log_radix size): the levels of a k-nomial tree.
+inline int knomial_levels(int size, int radix) {
   int levels = 0;
   for (long long reach = 1; radix >= 2 && reach < size; reach *= radix)
     ++levels;
+  return levels;
+}
+// A rank has at most (k - 1) x ceil(log_k p) children, which RankList's 32 must hold (radix 4:
+// 4^10 ranks); beyond that, and for a radix below 2, the binomial tree.
+inline TreePlace knomial_place(int rank, int root, int size, int radix) {
+  const int levels = knomial_levels(size, radix);
   if (radix < 2 || (radix - 1) * levels > 32) return binomial_place(rank, root, size);
   const KnomialTree tree{to_virtual(rank, root, size), size, radix};
   TreePlace place;

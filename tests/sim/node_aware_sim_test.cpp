@@ -357,6 +357,36 @@ TEST_P(SimNodeAwareCollectives, BytesAcrossNodes) {
   }
 }
 
+// The hierarchical barrier: one token up and one down per rank that leads no node, and
+// dissemination among the leaders alone across nodes (ceil(log2 nodes) sends each); on one node
+// or with one rank per node, dissemination on every rank.
+TEST_P(SimNodeAwareCollectives, Barrier) {
+  const NodeLayout l = layout();
+  const int p = l.size();
+  const auto rounds = [](int n) {
+    int r = 0;
+    while ((1 << r) < n)
+      ++r;
+    return static_cast<std::size_t>(r);
+  };
+  auto world = this->world(l);
+  world->run(info_for(Collective::barrier, kPipelines[0]),
+             [&](Operation& op, int) { return barrier_task(op, {}, Algorithm::hierarchical); });
+  std::size_t sends = 0;
+  for (const auto& postings : world->postings()) {
+    for (const auto& posting : postings)
+      sends += posting.is_send ? 1 : 0;
+  }
+  const auto nodes = static_cast<std::size_t>(l.nodes());
+  if (!l.hierarchical()) {
+    EXPECT_EQ(sends, static_cast<std::size_t>(p) * rounds(p)) << name();
+    return;
+  }
+  const std::size_t inside = messages_inside_nodes(*world, l);
+  EXPECT_EQ(inside, 2 * (static_cast<std::size_t>(p) - nodes)) << name();
+  EXPECT_EQ(sends - inside, nodes * rounds(l.nodes())) << name();
+}
+
 // On 8 nodes and more Rabenseifner's reduce runs its reduce-scatter half as the butterfly
 // (whatever the caller chose for it): exact at every root, on 2^L nodes and on others, ranks in
 // blocks or interleaved.

@@ -129,6 +129,24 @@ TEST(CostModel, ClassicFormulas) {
   EXPECT_DOUBLE_EQ(cost(Collective::barrier, Algorithm::dissemination, 1000, 0, 1)->messages, 10);
 }
 
+// The hierarchical barrier crosses between nodes in ceil(log2 nodes) rounds and climbs the
+// node's tree (radix 8: one level for 8 ranks) up and down inside; on one node, or one rank per
+// node, it is dissemination.
+TEST(CostModel, HierarchicalBarrierCrossesOncePerRoundOfNodes) {
+  using collx::model::cost;
+  const auto h = cost(Collective::barrier, Algorithm::hierarchical, 1000, 0, 1, 125);
+  const auto d = cost(Collective::barrier, Algorithm::dissemination, 1000, 0, 1, 125);
+  ASSERT_TRUE(h && d);
+  EXPECT_DOUBLE_EQ(h->inter_messages, 7);
+  EXPECT_DOUBLE_EQ(h->messages, 2);
+  EXPECT_DOUBLE_EQ(cost(Collective::barrier, Algorithm::hierarchical, 1024, 0, 1, 16)->messages, 4);
+  EXPECT_DOUBLE_EQ(d->inter_messages + d->local_messages, 10);
+  EXPECT_GT(d->inter_messages, h->inter_messages);
+  EXPECT_DOUBLE_EQ(cost(Collective::barrier, Algorithm::hierarchical, 64, 0, 1)->messages, 6);
+  EXPECT_DOUBLE_EQ(cost(Collective::barrier, Algorithm::hierarchical, 64, 0, 1, 64)->inter_messages,
+                   6);
+}
+
 TEST(CostModel, LatencyFavoursFewStepsAndBandwidthFavoursFewBytes) {
   collx::model::Machine m;
   m.alpha = 2e-6;

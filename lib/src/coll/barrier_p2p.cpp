@@ -1,4 +1,6 @@
-// Barrier (dissemination) and point-to-point (direct).
+// Barrier (dissemination, hierarchical) and point-to-point (direct).
+#include <array>
+
 #include "collectives.hpp"
 #include "registry.hpp"
 #include "tree.hpp"
@@ -22,12 +24,62 @@ Task barrier_dissemination(Operation& op, BarrierArgs a) {
   }
 }
 
+// Hierarchical: inside each node a k-nomial tree (radix kNodeBarrierRadix) gathers a token to
+// the node's leader, the leaders run the dissemination barrier, and each node's tree releases
+// its ranks. Across nodes ceil(log2 nodes) rounds of one message a node, where dissemination on
+// every rank takes ceil(log2 p) rounds whose messages cross from every rank of a node at once.
+// On one node, or one rank per node, dissemination.
+Task barrier_hierarchical(Operation& op, BarrierArgs a) {
+  const auto [inside, across] = a.phases.split({{"inside node", 1}, {"across nodes", 1}});
+  const BarrierArgs leaders_args{across};
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr) {
+    co_await barrier_dissemination(op, leaders_args);
+    co_return;
+  }
+  const std::span<const int> members = layout->members(layout->node_of(op.rank()));
+  const std::byte token{1};
+  std::byte from_parent{0};
+  std::array<std::byte, 32> from_children{};
+  std::array<Transfer, 32> ups;
+  std::array<Transfer, 32> downs;
+  patterns::TreePlace place;
+  {
+    const Operation::Group group(op, members);
+    place = patterns::knomial_place(op.rank(), 0, op.size(), patterns::kNodeBarrierRadix);
+    for (int c = 0; c < place.children.size(); ++c) {
+      const auto i = static_cast<std::size_t>(c);
+      op.recv(ups[i], &from_children[i], 1, place.children[c], inside[0]);
+    }
+    for (int c = 0; c < place.children.size(); ++c)
+      co_await op.wait(ups[static_cast<std::size_t>(c)]);
+    if (place.parent >= 0) {
+      Transfer up;
+      Transfer down;
+      op.recv(down, &from_parent, 1, place.parent, inside[0]);
+      op.send(up, &token, 1, place.parent, inside[0]);
+      co_await op.wait(up, down);
+    }
+  }
+  if (place.parent < 0) {
+    const Operation::Group group(op, layout->leaders());
+    co_await barrier_dissemination(op, leaders_args);
+  }
+  const Operation::Group group(op, members);
+  for (int c = 0; c < place.children.size(); ++c)
+    op.send(downs[static_cast<std::size_t>(c)], &token, 1, place.children[c], inside[0]);
+  for (int c = 0; c < place.children.size(); ++c)
+    co_await op.wait(downs[static_cast<std::size_t>(c)]);
+}
+
 }  // namespace
 
 std::span<const AlgorithmRow> barrier_rows() {
   static const AlgorithmRow rows[] = {
       row<Collective::barrier>(Algorithm::dissemination, barrier_dissemination,
                                model::barrier_dissemination, 1),
+      row<Collective::barrier>(Algorithm::hierarchical, barrier_hierarchical,
+                               model::barrier_hierarchical, 2),
   };
   return rows;
 }
