@@ -1,5 +1,6 @@
 // The non-power-of-two fold (patterns::Fold) around the recursive doubling and halving cores of
-// allreduce, allgather and reduce_scatter, and the two core loops they share.
+// allreduce, allgather and reduce_scatter, the two core loops they share, and the node-aware
+// pipelines' halving and doubling across nodes (AcrossNodes).
 #pragma once
 
 #include <bit>

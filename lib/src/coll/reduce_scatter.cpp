@@ -187,48 +187,41 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   }
   const auto [node_scatter, across] =
       a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
-  const LocalRankOrder order = local_rank_order(*layout, blocks);
   const int segments = pipelined_segments(op, blocks.count() * elem, *layout);
   const int local = layout->local_rank(op.rank());
   const int v = layout->node_of(op.rank());
   const auto count = static_cast<std::size_t>(segments);
   const auto width = static_cast<std::size_t>(op.size()) + 1;
   const auto piece = [&](int r) { return BlockLayout{blocks.length(r), segments}; };
-  // at[c * width + i]: where position i's piece c starts within node segment c; start[c]: where
-  // node segment c starts in `work`, region[c]: where its region of this rank starts in `regions`.
-  std::vector<std::size_t> at(count * width, 0);
+  // Node segment c, piece c of every block, local rank first: in[c]; within[c], this rank's
+  // region of it (the pieces of the ranks of its local rank, by node); start[c]: where the node
+  // segment starts in `work`, region[c]: where its region of this rank starts in `regions`.
+  std::vector<LocalRankOrder> in(count);
+  std::vector<std::vector<std::size_t>> within(count);
   std::vector<std::size_t> start(count + 1, 0);
   std::vector<std::size_t> region(count + 1, 0);
-  const auto first = static_cast<std::size_t>(local) * static_cast<std::size_t>(nodes);
-  for (std::size_t c = 0; c < count; ++c) {
-    std::size_t* row = at.data() + c * width;
-    for (std::size_t i = 0; i + 1 < width; ++i)
-      row[i + 1] = row[i] + piece(order.order[i]).length(static_cast<int>(c));
-    start[c + 1] = start[c] + row[width - 1];
-    region[c + 1] = region[c] + row[first + static_cast<std::size_t>(nodes)] - row[first];
-  }
-  // The input, node segment by node segment, local rank first (afterwards a.send is not read
-  // again: a.recv may alias it).
+  // The input, node segment by node segment (afterwards a.send is not read again: a.recv may
+  // alias it).
   ScratchBuffer work = op.scratch(blocks.count() * elem);
   for (std::size_t c = 0; c < count; ++c) {
+    const auto at = static_cast<int>(c);
+    std::vector<std::size_t> pieces(width, 0);
+    for (std::size_t r = 0; r + 1 < width; ++r)
+      pieces[r + 1] = pieces[r] + piece(static_cast<int>(r)).length(at);
+    in[c] = local_rank_order(*layout, BlockLayout(pieces));
+    within[c] = in[c].within(local);
+    start[c + 1] = start[c] + in[c].at.back();
+    region[c + 1] = region[c] + within[c].back();
     for (std::size_t i = 0; i + 1 < width; ++i) {
-      const int r = order.order[i];
-      const BlockLayout pieces = piece(r);
-      op.copy(work.data() + (start[c] + at[c * width + i]) * elem,
-              a.send + (blocks.offset(r) + pieces.offset(static_cast<int>(c))) * elem,
-              pieces.length(static_cast<int>(c)) * elem);
+      const int r = in[c].order[i];
+      op.copy(work.data() + (start[c] + in[c].at[i]) * elem,
+              a.send + (blocks.offset(r) + piece(r).offset(at)) * elem, piece(r).length(at) * elem);
     }
   }
   ScratchBuffer regions = op.scratch(region[count] * elem);
   ScratchBuffer received = op.scratch(count > 1 ? region[count] * elem : 0);
   const Reduction partial = a.reduction.partial();
   const AcrossNodes across_nodes{op, layout->peers(local), v, nodes, across, &a.reduction};
-  // Node segment c's region: its `nodes` blocks (the pieces of the ranks of local rank `local`).
-  std::vector<std::vector<std::size_t>> within(count);
-  for (std::size_t c = 0; c < count; ++c) {
-    for (std::size_t j = 0; j <= static_cast<std::size_t>(nodes); ++j)
-      within[c].push_back(at[c * width + first + j] - at[c * width + first]);
-  }
   std::vector<std::array<Transfer, 2>> exchanges(count);
   const auto post = [&](std::size_t c, int e) {
     across_nodes.post(exchanges[c][0], exchanges[c][1], regions.data() + region[c] * elem,
@@ -238,11 +231,9 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   const bool halving =
       count > 1 &&
       halving_inside_node(
-          op, *layout, blocks.count() * elem / (count * static_cast<std::size_t>(order.per_node)));
+          op, *layout, blocks.count() * elem / (count * static_cast<std::size_t>(in[0].per_node)));
   const auto node_phase = [&](std::size_t c) -> Task {
-    std::vector<std::size_t> offsets(static_cast<std::size_t>(order.per_node) + 1);
-    for (std::size_t i = 0; i < offsets.size(); ++i)
-      offsets[i] = at[c * width + i * static_cast<std::size_t>(nodes)];
+    const std::vector<std::size_t> offsets = in[c].regions();
     {
       const Operation::Group group(op, layout->members(v), node_arena);
       const ReduceScatterArgs inside{work.data() + start[c] * elem,
