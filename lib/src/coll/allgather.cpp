@@ -157,10 +157,6 @@ Task allgather_hierarchical_in(Operation& op, AllgatherArgs a, SharedArena* node
   }
 }
 
-Task allgather_hierarchical(Operation& op, AllgatherArgs a) {
-  return with_node_arena<AllgatherArgs, allgather_hierarchical_in>(op, std::move(a));
-}
-
 }  // namespace
 
 LocalRankOrder local_rank_order(const patterns::NodeLayout& layout,
@@ -198,7 +194,8 @@ std::span<const AlgorithmRow> allgather_rows() {
       row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck, 1),
       row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory,
                                  model::allgather_shared_memory, 2, Algorithm::ring),
-      row<Collective::allgather>(Algorithm::hierarchical, allgather_hierarchical,
+      row<Collective::allgather>(Algorithm::hierarchical,
+                                 with_node_arena<AllgatherArgs, allgather_hierarchical_in>,
                                  model::allgather_hierarchical, 4),
   };
   return rows;

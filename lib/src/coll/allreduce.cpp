@@ -204,16 +204,18 @@ const patterns::NodeLayout* node_split(Operation& op) {
   return layout->hierarchical() ? layout : nullptr;
 }
 
+// The flat allreduce across nodes (and where node_split is null): two tag phases.
 Algorithm flat_allreduce(std::size_t bytes) {
   return bytes <= model::kFlatAllreduceDoublingBytes ? Algorithm::recursive_doubling
                                                      : Algorithm::rabenseifner;
 }
 
 // The node-aware allreduces on 2^L nodes, pipelined in node segments: the allreduce across nodes
-// of one segment (Rabenseifner: L halving then L doubling exchanges) overlaps the node phases of
-// its neighbours. Segment c posts exchange e at iteration c + e and runs its last node phase at
-// c + 2L. multi_leader (`by_blocks`) carries one block per local rank; hierarchical, the whole
-// segment through the leader. Every element is completed on one rank: the same bits everywhere.
+// of one segment (Rabenseifner: L halving then L doubling exchanges, AcrossNodes) overlaps the
+// node phases of its neighbours. Segment c posts exchange e at iteration c + e and runs its last
+// node phase at c + 2L. multi_leader (`by_blocks`) carries one block per local rank; hierarchical,
+// the whole segment through the leader. Every element is completed on one rank: the same bits
+// everywhere.
 struct NodeAwareForm {
   bool by_blocks = true;  // multi_leader's blocks; false: hierarchical's leaders carry it all
   Algorithm inside = Algorithm::ring;  // the node phases' algorithm
@@ -258,110 +260,69 @@ Task node_last_phase(Operation& op, const NodeAwareForm& form, const std::byte* 
   }
 }
 
-Task allreduce_node_aware_pipelined(Operation& op, const AllreduceArgs& a,
-                                    const patterns::NodeLayout& layout, std::size_t segment,
-                                    const NodeAwareForm form) {
+Task allreduce_node_aware(Operation& op, const AllreduceArgs& a, const patterns::NodeLayout& layout,
+                          std::size_t segment, const NodeAwareForm form) {
   const std::size_t elem = a.reduction.element_size;
-  const int k = form.k;
-  const bool crosses = form.crosses;
   const int nodes = layout.nodes();
-  const int v = layout.node_of(op.rank());
-  const int steps = std::countr_zero(static_cast<unsigned>(nodes));  // L
+  const AcrossNodes across{op,    form.peers,  layout.node_of(op.rank()),
+                           nodes, form.across, &a.reduction};
+  // One node segment: node phase, the flat allreduce across nodes, node phase.
+  const bool pipelined = segment < a.count;
+  const int steps = pipelined ? 2 * across.steps() : 0;
   const Reduction partial = a.reduction.partial();
-  // After halving step j this rank keeps kept[j + 1] of kept[j]; its peer, the rest.
-  struct Range {
-    std::size_t begin = 0, end = 0;
-    std::size_t count() const { return end - begin; }
-  };
-  const auto halve = [&](std::vector<Range>& kept, std::size_t n) {
-    kept.resize(static_cast<std::size_t>(steps) + 1);
-    kept[0] = {0, n};
-    for (int j = 0; j < steps; ++j) {
-      const Range r = kept[static_cast<std::size_t>(j)];
-      const std::size_t mid = r.begin + r.count() / 2;
-      const bool lower = (v & (nodes >> (j + 1))) == 0;
-      kept[static_cast<std::size_t>(j) + 1] = lower ? Range{r.begin, mid} : Range{mid, r.end};
-    }
-  };
-  // The part of kept[j] that kept[j + 1] is not: the peer's of step j.
-  const auto given = [](const std::vector<Range>& kept, int j) {
-    const Range whole = kept[static_cast<std::size_t>(j)];
-    const Range mine = kept[static_cast<std::size_t>(j) + 1];
-    return mine.begin == whole.begin ? Range{mine.end, whole.end} : Range{whole.begin, mine.begin};
-  };
-  const std::size_t segments = (a.count + segment - 1) / segment;
-  const std::size_t in_flight = static_cast<std::size_t>(2 * steps) + 1;
   // The node segments in flight, their storage reused by the node segment 2L + 1 later.
   struct NodeSegment {
     std::size_t begin = 0;
     std::size_t count = 0;
     std::vector<std::size_t> offsets;  // the k blocks, within the node segment
+    std::vector<std::size_t> region;   // the carried block's `nodes` blocks
     std::byte* block = nullptr;        // what this rank carries across, in recv
-    std::vector<Range> kept;           // halve()'s ranges
-    ScratchBuffer received;  // the peer's partial of the range this rank keeps at a halving
+    ScratchBuffer received;  // the peer's partial of the half this rank keeps at a halving
     Transfer send, recv;
   };
-  std::vector<NodeSegment> window(in_flight);
-  if (crosses) {
-    const std::size_t largest_half = (segment / static_cast<std::size_t>(k)) / 2 + 2;
+  std::vector<NodeSegment> window(static_cast<std::size_t>(steps) + 1);
+  if (form.crosses && pipelined) {
+    // A kept half: half the carried block, and at most one element more per node.
+    const std::size_t half =
+        segment / static_cast<std::size_t>(form.k) / 2 + 2 + static_cast<std::size_t>(nodes);
     for (NodeSegment& ch : window)
-      ch.received = op.scratch(largest_half * elem);
+      ch.received = op.scratch(half * elem);
   }
-  const auto at = [&](std::size_t c) -> NodeSegment& { return window[c % in_flight]; };
-  const auto at_block = [&](const NodeSegment& ch, std::size_t i) { return ch.block + i * elem; };
-  // Exchange e of segment c: halving e < L, doubling 2L - 1 - e after.
-  const auto post = [&](NodeSegment& ch, int e) {
-    const Operation::Group group(op, form.peers);
-    const int j = e < steps ? e : 2 * steps - 1 - e;
-    const int peer = v ^ (nodes >> (j + 1));
-    const Range mine = ch.kept[static_cast<std::size_t>(j) + 1];
-    const Range theirs = given(ch.kept, j);
-    if (e < steps) {
-      op.recv(ch.recv, ch.received.data(), mine.count() * elem, peer, form.across[0]);
-      op.send(ch.send, at_block(ch, theirs.begin), theirs.count() * elem, peer, form.across[0]);
-    } else {
-      op.recv(ch.recv, at_block(ch, theirs.begin), theirs.count() * elem, peer, form.across[1]);
-      op.send(ch.send, at_block(ch, mine.begin), mine.count() * elem, peer, form.across[1]);
+  const auto at = [&](std::size_t c) -> NodeSegment& { return window[c % window.size()]; };
+  const auto start = [&](std::size_t c) -> Task {
+    NodeSegment& ch = at(c);
+    ch.begin = c * segment;
+    ch.count = std::min(segment, a.count - ch.begin);
+    ch.offsets = offsets_of(patterns::BlockLayout{ch.count, form.k});
+    const auto i = static_cast<std::size_t>(form.carrier);
+    ch.block = a.recv + (ch.begin + ch.offsets[i]) * elem;
+    ch.region = offsets_of(patterns::BlockLayout{ch.offsets[i + 1] - ch.offsets[i], nodes});
+    const std::byte* const in = a.send + ch.begin * elem;
+    co_await node_first_phase(op, form, in, ch.block, ch.count, ch.offsets, partial);
+    if (pipelined) {
+      if (form.crosses) across.post(ch.send, ch.recv, ch.block, ch.region, ch.received.data(), 0);
+      co_return;
     }
+    if (form.crosses) {
+      const Operation::Group group(op, form.peers);
+      const std::size_t n = ch.offsets[i + 1] - ch.offsets[i];
+      const AllreduceArgs flat{ch.block, ch.block, n, a.reduction, form.across};
+      co_await allreduce_task(op, flat, flat_allreduce(n * elem));
+    }
+    co_await node_last_phase(op, form, ch.block, a.recv, ch.count, ch.offsets, elem);
   };
-  const auto combine_halving = [&](NodeSegment& ch, int j) {
-    const int peer = v ^ (nodes >> (j + 1));
-    const Range mine = ch.kept[static_cast<std::size_t>(j) + 1];
-    std::byte* own = at_block(ch, mine.begin);
-    const std::byte* lower = v < peer ? own : ch.received.data();
-    const std::byte* upper = v < peer ? ch.received.data() : own;
-    a.reduction.combine(own, lower, upper, mine.count(), j == steps - 1);
+  const auto step = [&](std::size_t c, int e) -> Task {
+    NodeSegment& ch = at(c);
+    if (form.crosses) {
+      co_await op.wait(ch.send, ch.recv);
+      if (e <= across.steps()) across.combine(ch.block, ch.region, ch.received.data(), e - 1);
+      if (e < steps) across.post(ch.send, ch.recv, ch.block, ch.region, ch.received.data(), e);
+    }
+    if (e < steps) co_return;
+    std::byte* const out = a.recv + ch.begin * elem;
+    co_await node_last_phase(op, form, ch.block, out, ch.count, ch.offsets, elem);
   };
-  for (std::size_t t = 0; t < segments + static_cast<std::size_t>(2 * steps); ++t) {
-    if (t < segments) {
-      NodeSegment& now = at(t);
-      now.begin = t * segment;
-      now.count = std::min(segment, a.count - now.begin);
-      now.offsets = offsets_of(patterns::BlockLayout{now.count, k});
-      const auto i = static_cast<std::size_t>(form.carrier);
-      now.block = a.recv + (now.begin + now.offsets[i]) * elem;
-      halve(now.kept, now.offsets[i + 1] - now.offsets[i]);
-      const std::byte* const in = a.send + now.begin * elem;
-      co_await node_first_phase(op, form, in, now.block, now.count, now.offsets, partial);
-      if (crosses) post(now, 0);
-    }
-    for (int e = 1; e <= 2 * steps; ++e) {
-      if (t < static_cast<std::size_t>(e) || t - static_cast<std::size_t>(e) >= segments) continue;
-      NodeSegment& ch = at(t - static_cast<std::size_t>(e));
-      if (crosses) {
-        co_await op.wait(ch.send, ch.recv);
-        if (e - 1 < steps) combine_halving(ch, e - 1);
-        if (e < 2 * steps) {
-          post(ch, e);
-          continue;
-        }
-      } else if (e < 2 * steps) {
-        continue;
-      }
-      std::byte* const out = a.recv + ch.begin * elem;
-      co_await node_last_phase(op, form, ch.block, out, ch.count, ch.offsets, elem);
-    }
-  }
+  co_await staggered((a.count + segment - 1) / segment, steps, start, step);
 }
 
 // The node segment (elements) of a pipelined node-aware allreduce, or 0: nodes a power of two,
@@ -379,23 +340,6 @@ std::size_t pipelined_segment(const Operation& op, const AllreduceArgs& a,
                   most, k});
   }
   return a.count > segment ? segment : 0;
-}
-
-// The unpipelined node-aware allreduce: node phase, allreduce across nodes, node phase.
-Task allreduce_node_aware(Operation& op, const AllreduceArgs& a, const NodeAwareForm& form) {
-  const std::size_t elem = a.reduction.element_size;
-  const std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, form.k});
-  const auto i = static_cast<std::size_t>(form.carrier);
-  std::byte* const block = a.recv + offsets[i] * elem;
-  const std::size_t block_count = offsets[i + 1] - offsets[i];
-  const Reduction partial = a.reduction.partial();
-  co_await node_first_phase(op, form, a.send, block, a.count, offsets, partial);
-  if (form.crosses) {
-    const Operation::Group group(op, form.peers);
-    const AllreduceArgs across{block, block, block_count, a.reduction, form.across};
-    co_await allreduce_task(op, across, flat_allreduce(block_count * elem));
-  }
-  co_await node_last_phase(op, form, block, a.recv, a.count, offsets, elem);
 }
 
 // Hierarchical: reduce to the node leader, allreduce of the leaders across nodes, broadcast in
@@ -447,19 +391,7 @@ Task allreduce_node_aware_in(Operation& op, AllreduceArgs a, SharedArena* node_a
                            .carrier = by_blocks ? local : 0,
                            .crosses = by_blocks || local == 0,
                            .peers = layout->peers(by_blocks ? local : 0)};
-  if (segment > 0) {
-    co_await allreduce_node_aware_pipelined(op, a, *layout, segment, form);
-  } else {
-    co_await allreduce_node_aware(op, a, form);
-  }
-}
-
-Task allreduce_hierarchical(Operation& op, AllreduceArgs a) {
-  return with_node_arena<AllreduceArgs, allreduce_node_aware_in<false>>(op, std::move(a));
-}
-
-Task allreduce_multi_leader(Operation& op, AllreduceArgs a) {
-  return with_node_arena<AllreduceArgs, allreduce_node_aware_in<true>>(op, std::move(a));
+  co_await allreduce_node_aware(op, a, *layout, segment > 0 ? segment : a.count, form);
 }
 
 std::span<const AlgorithmRow> allreduce_rows() {
@@ -477,9 +409,11 @@ std::span<const AlgorithmRow> allreduce_rows() {
                                  model::allreduce_double_binary_tree, 4),
       row<Collective::allreduce>(Algorithm::shared_memory, allreduce_shared_memory,
                                  model::allreduce_shared_memory, 2, Algorithm::ring),
-      row<Collective::allreduce>(Algorithm::hierarchical, allreduce_hierarchical,
+      row<Collective::allreduce>(Algorithm::hierarchical,
+                                 with_node_arena<AllreduceArgs, allreduce_node_aware_in<false>>,
                                  model::allreduce_hierarchical, 4),
-      row<Collective::allreduce>(Algorithm::multi_leader, allreduce_multi_leader,
+      row<Collective::allreduce>(Algorithm::multi_leader,
+                                 with_node_arena<AllreduceArgs, allreduce_node_aware_in<true>>,
                                  model::allreduce_multi_leader, 6),
   };
   return rows;

@@ -30,6 +30,38 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
+// A copy with streaming or plain stores.
+kernels::CopyFn copy_with(bool streaming) {
+  return streaming ? kernels::active_kernels().copy_streaming
+                   : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
+}
+
+// Copies `bytes` at `address` in `producer`'s memory to `target`, or throws naming it.
+void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
+                   std::uint64_t address, std::size_t bytes) {
+  const int error = arena.read_direct(producer, target, address, bytes);
+  if (error != 0) {
+    throw Error(ErrorCode::transport, "", op.rank(),
+                "process_vm_readv from rank " + std::to_string(producer) +
+                    " failed: " + std::strerror(error));
+  }
+}
+
+// Where this rank's piece of producer j's input is: in j's ring slot, or copied from j's
+// memory (pieces_go_directly) into piece `at` of `scratch`.
+const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
+                             patterns::ElementRange r, std::size_t piece, std::size_t elem,
+                             std::byte* scratch, std::size_t at) {
+  const std::uint64_t address =
+      arena.descriptor(j, sequence).address.load(std::memory_order_relaxed);
+  if (address == 0) {
+    return arena.slot(j, sequence) + static_cast<std::size_t>(op.rank()) * piece * elem;
+  }
+  std::byte* const into = scratch + at * piece * elem;
+  read_directly(op, arena, j, into, address + r.begin * elem, r.length() * elem);
+  return into;
+}
+
 // Fills slot `sequence` of this rank's ring with `fill(streaming)` (`bytes` in all) with the
 // stores its RingStores choose, times a timed fill for them (logging a change of choice under
 // COLLX_DEBUG=INFO), and publishes the slot.
@@ -71,11 +103,6 @@ bool streams_output(std::size_t output_bytes) {
   return output_bytes > kStreamingOutputBytes;
 }
 
-kernels::CopyFn copy_with(bool streaming) {
-  return streaming ? kernels::active_kernels().copy_streaming
-                   : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
-}
-
 kernels::CopyFn copy_for_output(std::size_t output_bytes) {
   return copy_with(streams_output(output_bytes));
 }
@@ -102,16 +129,6 @@ void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::by
     copy_with(streaming)(entry, source, bytes);
     if (also != nullptr) copy_with(also_streams)(also, source, bytes);
   });
-}
-
-void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
-                   std::uint64_t address, std::size_t bytes) {
-  const int error = arena.read_direct(producer, target, address, bytes);
-  if (error != 0) {
-    throw Error(ErrorCode::transport, "", op.rank(),
-                "process_vm_readv from rank " + std::to_string(producer) +
-                    " failed: " + std::strerror(error));
-  }
 }
 
 void take_slot(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
@@ -187,19 +204,6 @@ bool pieces_may_go_directly(const SharedArena& arena, std::size_t bytes) {
 bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes) {
   if (!pieces_may_go_directly(arena, bytes)) return false;
   return arena.direct_reads_forced().has_value() || streaming_settled(arena, me, bytes);
-}
-
-const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
-                             patterns::ElementRange r, std::size_t piece, std::size_t elem,
-                             std::byte* scratch, std::size_t at) {
-  const std::uint64_t address =
-      arena.descriptor(j, sequence).address.load(std::memory_order_relaxed);
-  if (address == 0) {
-    return arena.slot(j, sequence) + static_cast<std::size_t>(op.rank()) * piece * elem;
-  }
-  std::byte* const into = scratch + at * piece * elem;
-  read_directly(op, arena, j, into, address + r.begin * elem, r.length() * elem);
-  return into;
 }
 
 Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,

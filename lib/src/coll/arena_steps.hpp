@@ -17,10 +17,9 @@
 
 namespace collx::detail::arena_steps {
 
-// Whether an output of `output_bytes` is written with streaming stores; a copy with streaming
-// or plain stores; how slots are copied out of a ring into such an output.
+// Whether an output of `output_bytes` is written with streaming stores; how slots are copied out
+// of a ring into such an output.
 bool streams_output(std::size_t output_bytes);
-kernels::CopyFn copy_with(bool streaming);
 kernels::CopyFn copy_for_output(std::size_t output_bytes);
 
 // The ring slots that `bytes` fill, `slot` bytes each but the last: slot k holds
@@ -42,10 +41,6 @@ void publish_filled(SharedArena& arena, int me, std::uint64_t sequence);
 // so the second copy reads from L1 (streaming copies are not cut up).
 void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
                std::size_t bytes, std::byte* also, bool also_streams);
-
-// Copies `bytes` at `address` in `producer`'s memory to `target`, or throws naming it.
-void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
-                   std::uint64_t address, std::size_t bytes);
 
 // Copies slot `sequence` of `producer`'s ring to `target` once published: from the ring slot, or
 // from the producer's memory where it published a pointer (`direct` then says so).
@@ -74,7 +69,8 @@ inline void skip_slots(SharedArena& arena, int me, int producer, std::uint64_t s
 std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena);
 
 // Copies this rank's pieces of round `round` of every other rank's block from `send` into its
-// ring slot `sequence` (block j's piece at j * piece elements) and publishes it.
+// ring slot `sequence` (block j's piece at j * piece elements) and publishes it; the entry must
+// be free (room_for).
 void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* send,
                  std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
                  std::size_t elem);
@@ -87,12 +83,6 @@ bool pieces_may_go_directly(const SharedArena& arena, std::size_t bytes);
 // COLLX_SHM_DIRECT says, else while the ring's plain stores are slow and no trial is due. Each
 // rank decides alone: a reader looks at each slot's descriptor.
 bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes);
-
-// Where this rank's piece of producer j's input is: in j's ring slot, or copied from j's
-// memory (pieces_go_directly) into piece `at` of `scratch`.
-const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint64_t sequence,
-                             patterns::ElementRange r, std::size_t piece, std::size_t elem,
-                             std::byte* scratch, std::size_t at);
 
 // Reduces this rank's piece of round `round` into `target` from its own input and the others'
 // ring slots `base[j] + slot_step`, in rank order, handing each slot back once read. `scratch`
@@ -153,17 +143,6 @@ inline auto take(Operation& op, SharedArena& arena, int producer, std::uint64_t 
       [&op, &arena, producer, sequence, target, bytes, copy, direct] {
         take_slot(op, arena, producer, sequence, target, bytes, copy, direct);
       });
-}
-
-// co_await publish_pieces(...): fill_pieces once the entry is free.
-inline auto publish_pieces(Operation& op, SharedArena& arena, std::uint64_t sequence,
-                           const std::byte* send, std::span<const std::size_t> offsets,
-                           std::size_t round, std::size_t piece, std::size_t elem) {
-  const int me = op.rank();
-  return op.until(room_for(arena, me, sequence),
-                  [&arena, me, sequence, send, offsets, round, piece, elem] {
-                    fill_pieces(arena, me, sequence, send, offsets, round, piece, elem);
-                  });
 }
 
 }  // namespace collx::detail::arena_steps

@@ -19,14 +19,36 @@ using patterns::BlockLayout;
 using patterns::segment_count;
 using patterns::TreePlace;
 
-// Receive the buffer from `parent` (none at the root) segment by segment and forward each
-// segment to every child as soon as it is in. `across[c]`: child c is on another node. With one
-// segment, children across nodes get it one at a time, largest subtree first (at once they would
-// share the node's link); children on this node are posted at once, first.
-Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const int> children,
-                    std::span<const unsigned char> across = {}) {
+// Which children of a tree are on another node (tree_broadcast): as the node layout says where
+// the algorithm sees the whole communicator, else unknown; all (hierarchical's heads); or
+// unknown (the chain's one child).
+enum class Across { by_layout, all, unknown };
+
+std::vector<unsigned char> children_across(Operation& op, std::span<const int> children,
+                                           Across mode) {
+  if (mode == Across::all) return std::vector<unsigned char>(children.size(), 1);
+  const patterns::NodeLayout* nodes = op.transport().node_layout();
+  if (mode == Across::unknown || op.in_group() || nodes == nullptr || nodes->size() != op.size() ||
+      nodes->nodes() < 2) {
+    return {};
+  }
+  std::vector<unsigned char> across(children.size());
+  const int mine = nodes->node_of(op.rank());
+  for (std::size_t c = 0; c < children.size(); ++c)
+    across[c] = nodes->node_of(children[c]) != mine ? 1 : 0;
+  return across;
+}
+
+// Receive the buffer from the parent (none at the root) segment by segment and forward each
+// segment to every child as soon as it is in. With one segment, children across nodes get it
+// one at a time, largest subtree first (at once they would share the node's link); children on
+// this node are posted at once, first.
+Task tree_broadcast(Operation& op, BroadcastArgs a, TreePlace place, Across mode) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0) co_return;
+  const int parent = place.parent;
+  const std::span<const int> children = place.children.span();
+  const std::vector<unsigned char> across = children_across(op, children, mode);
   // Segments only pay where some rank forwards what it receives; with two ranks one message
   // saves the per-segment handshakes.
   const int nseg = op.size() == 2 ? 1 : segment_count(bytes, op.segment_bytes());
@@ -73,43 +95,20 @@ Task tree_broadcast(Operation& op, BroadcastArgs a, int parent, std::span<const 
     co_await op.wait(s);
 }
 
-// Which of `children` are on another node: all where `all_across` (hierarchical's heads), else
-// by the node layout where the algorithm sees the whole communicator; empty where unknown.
-std::vector<unsigned char> children_across(Operation& op, std::span<const int> children,
-                                           bool all_across) {
-  if (all_across) return std::vector<unsigned char>(children.size(), 1);
-  const patterns::NodeLayout* nodes = op.transport().node_layout();
-  if (op.in_group() || nodes == nullptr || nodes->size() != op.size() || nodes->nodes() < 2)
-    return {};
-  std::vector<unsigned char> across(children.size());
-  const int mine = nodes->node_of(op.rank());
-  for (std::size_t c = 0; c < children.size(); ++c)
-    across[c] = nodes->node_of(children[c]) != mine ? 1 : 0;
-  return across;
-}
-
-Task binomial_broadcast(Operation& op, BroadcastArgs a, bool all_across) {
-  const TreePlace place = patterns::binomial_place(op.rank(), a.root, op.size());
-  const std::vector<unsigned char> across = children_across(op, place.children.span(), all_across);
-  co_await tree_broadcast(op, a, place.parent, place.children.span(), across);
-}
-
-// Not a coroutine: the row's call runs binomial_broadcast's frame alone.
-Task broadcast_binomial(Operation& op, BroadcastArgs a) {
-  return binomial_broadcast(op, std::move(a), false);
-}
-
-// The k-nomial tree (radix kKnomialRadix): log4 p levels, up to three children a level.
-Task broadcast_knomial(Operation& op, BroadcastArgs a) {
-  const TreePlace place =
-      patterns::knomial_place(op.rank(), a.root, op.size(), patterns::kKnomialRadix);
-  const std::vector<unsigned char> across = children_across(op, place.children.span(), false);
-  co_await tree_broadcast(op, a, place.parent, place.children.span(), across);
-}
-
-Task broadcast_chain(Operation& op, BroadcastArgs a) {
-  const TreePlace place = patterns::chain_place(op.rank(), a.root, op.size());
-  co_await tree_broadcast(op, a, place.parent, place.children.span());
+// The trees: binomial, k-nomial (radix kKnomialRadix: log4 p levels, up to three children a
+// level) and the pipelined chain.
+template <Algorithm kTree>
+Task broadcast_tree(Operation& op, BroadcastArgs a) {
+  const int rank = op.rank();
+  const int p = op.size();
+  if constexpr (kTree == Algorithm::binomial_tree) {
+    return tree_broadcast(op, a, patterns::binomial_place(rank, a.root, p), Across::by_layout);
+  } else if constexpr (kTree == Algorithm::knomial_tree) {
+    return tree_broadcast(op, a, patterns::knomial_place(rank, a.root, p, patterns::kKnomialRadix),
+                          Across::by_layout);
+  } else {
+    return tree_broadcast(op, a, patterns::chain_place(rank, a.root, p), Across::unknown);
+  }
 }
 
 // Linear (a flat tree): the root sends the whole buffer to every rank at once; for few ranks
@@ -230,7 +229,8 @@ Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node
                                across_nodes};
     const Algorithm flat = flat_broadcast(bytes, layout->nodes());
     if (flat == Algorithm::binomial_tree) {
-      co_await binomial_broadcast(op, across, true);
+      const TreePlace place = patterns::binomial_place(op.rank(), across.root, op.size());
+      co_await tree_broadcast(op, across, place, Across::all);
     } else {
       co_await broadcast_task(op, across, flat);
     }
@@ -244,10 +244,6 @@ Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node
   }
 }
 
-Task broadcast_hierarchical(Operation& op, BroadcastArgs a) {
-  return with_node_arena<BroadcastArgs, broadcast_hierarchical_in>(op, std::move(a));
-}
-
 }  // namespace
 
 std::vector<int> node_heads(const patterns::NodeLayout& layout, int root) {
@@ -259,18 +255,20 @@ std::vector<int> node_heads(const patterns::NodeLayout& layout, int root) {
 
 std::span<const AlgorithmRow> broadcast_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::broadcast>(Algorithm::binomial_tree, broadcast_binomial,
+      row<Collective::broadcast>(Algorithm::binomial_tree, broadcast_tree<Algorithm::binomial_tree>,
                                  model::broadcast_binomial_tree, 1),
-      row<Collective::broadcast>(Algorithm::pipelined_chain, broadcast_chain,
+      row<Collective::broadcast>(Algorithm::pipelined_chain,
+                                 broadcast_tree<Algorithm::pipelined_chain>,
                                  model::broadcast_pipelined_chain, 1),
       row<Collective::broadcast>(Algorithm::linear, broadcast_linear, model::broadcast_linear, 1),
       row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather,
                                  model::broadcast_scatter_allgather, 3),
       row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,
                                  model::broadcast_shared_memory, 1, Algorithm::binomial_tree),
-      row<Collective::broadcast>(Algorithm::hierarchical, broadcast_hierarchical,
+      row<Collective::broadcast>(Algorithm::hierarchical,
+                                 with_node_arena<BroadcastArgs, broadcast_hierarchical_in>,
                                  model::broadcast_hierarchical, 4),
-      row<Collective::broadcast>(Algorithm::knomial_tree, broadcast_knomial,
+      row<Collective::broadcast>(Algorithm::knomial_tree, broadcast_tree<Algorithm::knomial_tree>,
                                  model::broadcast_knomial_tree, 1),
   };
   return rows;

@@ -163,8 +163,6 @@ Task with_node_arena(Operation& op, Args a) {
 }
 // By node, the rank that holds the buffer for its node: the root on its node, else the leader.
 std::vector<int> node_heads(const patterns::NodeLayout& layout, int root);
-// The flat allreduce across nodes (and where node_split is null): two tag phases.
-Algorithm flat_allreduce(std::size_t bytes);
 
 // The node-aware allgather's and reduce_scatter's order of the blocks (uniform nodes): by local
 // rank first, so that region i, the blocks of local rank i's ranks (by node), is contiguous.

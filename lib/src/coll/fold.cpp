@@ -92,4 +92,37 @@ Task doubling_allgather(Operation& op, patterns::Fold fold, patterns::BlockLayou
   }
 }
 
+void AcrossNodes::post(Transfer& send, Transfer& recv, std::byte* region,
+                       std::span<const std::size_t> blocks, std::byte* received, int e) const {
+  const Operation::Group group(op, peers);
+  const bool halving = e < steps();
+  const auto h = patterns::halving_step(node, nodes, halving ? e : 2 * steps() - 1 - e);
+  const std::size_t elem = reduction->element_size;
+  const auto at = [&](int first) {
+    return region + blocks[static_cast<std::size_t>(first)] * elem;
+  };
+  const auto bytes = [&](int first) {
+    return (blocks[static_cast<std::size_t>(first + h.blocks)] -
+            blocks[static_cast<std::size_t>(first)]) *
+           elem;
+  };
+  if (halving) {
+    op.recv(recv, received, bytes(h.keep_first), h.peer_core, phases[0]);
+    op.send(send, at(h.send_first), bytes(h.send_first), h.peer_core, phases[0]);
+  } else {
+    op.recv(recv, at(h.send_first), bytes(h.send_first), h.peer_core, phases[1]);
+    op.send(send, at(h.keep_first), bytes(h.keep_first), h.peer_core, phases[1]);
+  }
+}
+
+void AcrossNodes::combine(std::byte* region, std::span<const std::size_t> blocks,
+                          const std::byte* received, int e) const {
+  const auto h = patterns::halving_step(node, nodes, e);
+  const std::size_t first = blocks[static_cast<std::size_t>(h.keep_first)];
+  std::byte* own = region + first * reduction->element_size;
+  reduction->combine(own, h.lower ? own : received, h.lower ? received : own,
+                     blocks[static_cast<std::size_t>(h.keep_first + h.blocks)] - first,
+                     e == steps() - 1);
+}
+
 }  // namespace collx::detail

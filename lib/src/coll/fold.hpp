@@ -1,8 +1,11 @@
 // The non-power-of-two fold (patterns::Fold) around the recursive doubling and halving cores of
-// allreduce, allgather and reduce_scatter, and the two core loops they share.
+// allreduce, allgather and reduce_scatter, the two core loops they share, and the node-aware
+// pipelines' halving and doubling across nodes (AcrossNodes).
 #pragma once
 
+#include <bit>
 #include <cstddef>
+#include <span>
 
 #include "blocks.hpp"
 #include "operation.hpp"
@@ -51,5 +54,25 @@ Task halving_reduce_scatter(Operation& op, patterns::Fold fold, patterns::BlockL
 Task doubling_allgather(Operation& op, patterns::Fold fold, patterns::BlockLayout layout,
                         std::byte* buffer, std::size_t element_size, int phase,
                         PairOrder order = PairOrder::far_first);
+
+// The exchanges across 2^L nodes of the pipelined node-aware schedules, among the ranks of one
+// local rank (`peers`, by node). A node segment's region, `blocks` (nodes + 1 offsets, elements),
+// is reduced by recursive halving (exchanges e < L, far pairs first, on phases[0]), which leaves
+// block v on node v, and for an allreduce gathered back by recursive doubling (exchanges
+// L <= e < 2L, on phases[1]). A halving exchange receives the peer's partial of the half this
+// rank keeps into `received`; combine() reduces it once the exchange is done.
+struct AcrossNodes {
+  Operation& op;
+  std::span<const int> peers;
+  int node = 0;
+  int nodes = 1;
+  Phases phases;
+  const Reduction* reduction = nullptr;
+  int steps() const { return std::countr_zero(static_cast<unsigned>(nodes)); }
+  void post(Transfer& send, Transfer& recv, std::byte* region, std::span<const std::size_t> blocks,
+            std::byte* received, int e) const;
+  void combine(std::byte* region, std::span<const std::size_t> blocks, const std::byte* received,
+               int e) const;
+};
 
 }  // namespace collx::detail

@@ -50,8 +50,7 @@ struct RootedTree {
   // Where virtual rank u's block is within this rank's window.
   std::size_t in_window(int u) const { return windows.bytes(vrank, u); }
   // Where virtual rank u's block is: in the root's full buffer, else in the relayed window.
-  template <class Byte>
-  Byte* block_of(int u, Byte* full, Byte* window) const {
+  std::byte* block_of(int u, std::byte* full, std::byte* window) const {
     return is_root() ? full + windows.offset(windows.real(u)) : window + in_window(u);
   }
   // post(transfer, lo, hi, child) for each piece of each child's window: binomial gathers take
@@ -88,73 +87,60 @@ struct RootedTree {
   }
 };
 
-template <TreeShape kShape>
-Task gather_tree(Operation& op, GatherArgs a) {
-  const BlockLayout blocks(a.offsets);
-  const RootedTree t(kShape, blocks, a.element_size, a.root, op.rank(), op.size());
+// Gather (kGather): each rank's window goes to its parent once its children's windows are in.
+// Scatter: the window comes from the parent, then each child's goes on. The root's full buffer
+// (gather's recv, scatter's send, which is only read) holds every block; the other buffer is the
+// rank's own block (null at the root: in place).
+template <TreeShape kShape, bool kGather>
+Task rooted_tree(Operation& op, RootedArgs a) {
+  const RootedTree t(kShape, BlockLayout(a.offsets), a.element_size, a.root, op.rank(), op.size());
   const TreeWindows& w = t.windows;
-  ScratchBuffer window;
-  if (t.relays()) {
-    window = op.scratch(t.window_bytes());
-    op.copy(window.data(), a.send, t.own_bytes());
-  }
-  std::deque<Transfer> recvs;
-  t.post_to_children(recvs, true, [&](Transfer& recv, int lo, int hi, int child) {
-    op.recv(recv, t.block_of(lo, a.recv, window.data()), w.bytes(lo, hi), child, a.phases[0]);
-  });
-  if (t.is_root()) {
-    // The root's own block while the others' arrive (they land in other blocks).
-    const bool in_place = a.send == nullptr || a.send == a.recv + w.offset(op.rank());
-    if (!in_place) op.copy(a.recv + w.offset(op.rank()), a.send, t.own_bytes());
-  }
-  for (auto& r : recvs)
-    co_await op.wait(r);
-  if (t.is_root()) co_return;
-  std::array<Transfer, 2> sends;
-  t.post_to_parent(sends, [&](Transfer& send, int lo, int hi, int parent) {
-    const std::byte* from = t.relays() ? window.data() + t.in_window(lo) : a.send;
-    op.send(send, from, w.bytes(lo, hi), parent, a.phases[0]);
-  });
-  co_await op.wait(sends[0], sends[1]);
-}
-
-template <TreeShape kShape>
-Task scatter_tree(Operation& op, ScatterArgs a) {
-  const BlockLayout blocks(a.offsets);
-  const RootedTree t(kShape, blocks, a.element_size, a.root, op.rank(), op.size());
-  const TreeWindows& w = t.windows;
+  std::byte* const full = kGather ? a.recv : const_cast<std::byte*>(a.send);
+  std::byte* const own = kGather ? const_cast<std::byte*>(a.send) : a.recv;
+  std::byte* const own_in_full = t.is_root() ? full + w.offset(op.rank()) : nullptr;
   ScratchBuffer window;
   if (t.relays()) window = op.scratch(t.window_bytes());
-  if (!t.is_root()) {
-    // The whole window from the parent; a leaf's window is its own block.
-    std::array<Transfer, 2> recvs;
-    t.post_to_parent(recvs, [&](Transfer& recv, int lo, int hi, int parent) {
-      std::byte* to = t.relays() ? window.data() + t.in_window(lo) : a.recv;
-      op.recv(recv, to, w.bytes(lo, hi), parent, a.phases[0]);
-    });
-    co_await op.wait(recvs[0], recvs[1]);
+  const auto move = [&](Transfer& transfer, std::byte* at, int lo, int hi, int peer, bool in) {
+    if (in) {
+      op.recv(transfer, at, w.bytes(lo, hi), peer, a.phases[0]);
+    } else {
+      op.send(transfer, at, w.bytes(lo, hi), peer, a.phases[0]);
+    }
+  };
+  std::array<Transfer, 2> parent;
+  const auto with_parent = [&](Transfer& transfer, int lo, int hi, int peer) {
+    move(transfer, t.relays() ? window.data() + t.in_window(lo) : own, lo, hi, peer, !kGather);
+  };
+  if (!kGather && !t.is_root()) {
+    t.post_to_parent(parent, with_parent);
+    co_await op.wait(parent[0], parent[1]);
   }
-  std::deque<Transfer> sends;
-  t.post_to_children(sends, false, [&](Transfer& send, int lo, int hi, int child) {
-    const std::byte* from = t.block_of<const std::byte>(lo, a.send, window.data());
-    op.send(send, from, w.bytes(lo, hi), child, a.phases[0]);
+  if (kGather && t.relays()) op.copy(window.data(), own, t.own_bytes());
+  std::deque<Transfer> children;
+  t.post_to_children(children, kGather, [&](Transfer& transfer, int lo, int hi, int peer) {
+    move(transfer, t.block_of(lo, full, window.data()), lo, hi, peer, kGather);
   });
-  if (t.is_root() && a.recv != nullptr && a.recv != a.send + w.offset(op.rank())) {
-    op.copy(a.recv, a.send + w.offset(op.rank()), t.own_bytes());
+  // The root's own block while the others move (they touch other blocks).
+  if (own != nullptr && own != own_in_full && t.is_root()) {
+    op.copy(kGather ? own_in_full : own, kGather ? own : own_in_full, t.own_bytes());
   }
-  if (t.relays()) op.copy(a.recv, window.data(), t.own_bytes());
-  for (auto& s : sends)
-    co_await op.wait(s);
+  if (!kGather && t.relays()) op.copy(own, window.data(), t.own_bytes());
+  for (auto& transfer : children)
+    co_await op.wait(transfer);
+  if (kGather && !t.is_root()) {
+    t.post_to_parent(parent, with_parent);
+    co_await op.wait(parent[0], parent[1]);
+  }
 }
 
 }  // namespace
 
 std::span<const AlgorithmRow> gather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::gather>(Algorithm::binomial_tree, gather_tree<TreeShape::binomial>,
+      row<Collective::gather>(Algorithm::binomial_tree, rooted_tree<TreeShape::binomial, true>,
                               model::gather_binomial_tree, 1),
-      row<Collective::gather>(Algorithm::linear, gather_tree<TreeShape::flat>, model::gather_linear,
-                              1),
+      row<Collective::gather>(Algorithm::linear, rooted_tree<TreeShape::flat, true>,
+                              model::gather_linear, 1),
       row<Collective::gather>(Algorithm::shared_memory, gather_shared_memory,
                               model::gather_shared_memory, 1, Algorithm::linear),
   };
@@ -163,9 +149,9 @@ std::span<const AlgorithmRow> gather_rows() {
 
 std::span<const AlgorithmRow> scatter_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::scatter>(Algorithm::binomial_tree, scatter_tree<TreeShape::binomial>,
+      row<Collective::scatter>(Algorithm::binomial_tree, rooted_tree<TreeShape::binomial, false>,
                                model::scatter_binomial_tree, 1),
-      row<Collective::scatter>(Algorithm::linear, scatter_tree<TreeShape::flat>,
+      row<Collective::scatter>(Algorithm::linear, rooted_tree<TreeShape::flat, false>,
                                model::scatter_linear, 1),
       row<Collective::scatter>(Algorithm::shared_memory, scatter_shared_memory,
                                model::scatter_shared_memory, 1, Algorithm::linear),

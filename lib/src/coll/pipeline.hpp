@@ -95,4 +95,18 @@ Task ring_stream(Operation& op, RingStream args);
 std::size_t ring_partial_bytes(const patterns::BlockLayout& layout, std::size_t element_size,
                                std::size_t segment_bytes);
 
+// Node segment c of `segments` starts (start(c)) at iteration c and takes its step e = 1..steps
+// (step(c, e)) at iteration c + e: the steps of earlier segments move while the node works on
+// the next one.
+template <class Start, class Step>
+Task staggered(std::size_t segments, int steps, Start start, Step step) {
+  const auto last = static_cast<std::size_t>(steps);
+  for (std::size_t t = 0; t < segments + last; ++t) {
+    if (t < segments) co_await start(t);
+    for (std::size_t e = 1; e <= last; ++e) {
+      if (t >= e && t - e < segments) co_await step(t - e, static_cast<int>(e));
+    }
+  }
+}
+
 }  // namespace collx::detail

@@ -149,10 +149,6 @@ Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena
   }
 }
 
-Task reduce_hierarchical(Operation& op, ReduceArgs a) {
-  return with_node_arena<ReduceArgs, reduce_hierarchical_in>(op, std::move(a));
-}
-
 }  // namespace
 
 std::span<const AlgorithmRow> reduce_rows() {
@@ -163,7 +159,8 @@ std::span<const AlgorithmRow> reduce_rows() {
                               model::reduce_rabenseifner, 3),
       row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory,
                               model::reduce_shared_memory, 1, Algorithm::binomial_tree),
-      row<Collective::reduce>(Algorithm::hierarchical, reduce_hierarchical,
+      row<Collective::reduce>(Algorithm::hierarchical,
+                              with_node_arena<ReduceArgs, reduce_hierarchical_in>,
                               model::reduce_hierarchical, 4),
   };
   return rows;

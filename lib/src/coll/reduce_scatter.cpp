@@ -1,6 +1,7 @@
 // Reduce-scatter (equal or per-rank blocks): ring, recursive halving with the fold, butterfly,
 // and the node-aware hierarchical form. Rank r ends with block r of the reduction.
 #include <algorithm>
+#include <array>
 #include <bit>
 
 #include "collectives.hpp"
@@ -17,59 +18,51 @@ namespace {
 using patterns::BlockLayout;
 
 // The block this rank keeps; when recv aliases send (in place) the result is built elsewhere
-// and copied in at the end, after every send from `send` is done.
+// and copied in at the end (finish), after every send from `send` is done.
 struct Destination {
   ScratchBuffer staging;
-  std::byte* target = nullptr;
+  std::byte* target;
+  std::size_t bytes;
+  Destination(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks)
+      : target(a.recv), bytes(blocks.length(op.rank()) * a.reduction.element_size) {
+    const std::byte* send_end = a.send + blocks.count() * a.reduction.element_size;
+    if (a.recv + bytes > a.send && a.recv < send_end && bytes > 0) {
+      staging = op.scratch(bytes);
+      target = staging.data();
+    }
+  }
+  void finish(Operation& op, std::byte* recv) const {
+    if (target != recv) op.copy(recv, target, bytes);
+  }
 };
-Destination destination(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks) {
-  const std::size_t bytes = blocks.length(op.rank()) * a.reduction.element_size;
-  const std::byte* send_end = a.send + blocks.count() * a.reduction.element_size;
-  Destination d{{}, a.recv};
-  if (a.recv + bytes > a.send && a.recv < send_end && bytes > 0) {
-    d.staging = op.scratch(bytes);
-    d.target = d.staging.data();
-  }
-  return d;
-}
 
-void finish(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks,
-            const Destination& d) {
-  if (d.target != a.recv) {
-    op.copy(a.recv, d.target, blocks.length(op.rank()) * a.reduction.element_size);
-  }
-}
-
-// One rank: its block is its input.
-void copy_own_block(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks,
-                    const Destination& d) {
+// Nothing to exchange: one rank, whose block is its input (which recv may overlap), or no data.
+bool trivial(Operation& op, const ReduceScatterArgs& a, const BlockLayout& blocks) {
   const std::size_t elem = a.reduction.element_size;
-  op.move(d.target, a.send + blocks.offset(op.rank()) * elem, blocks.length(op.rank()) * elem);
+  if (op.size() == 1) op.move(a.recv, a.send + blocks.offset(0) * elem, blocks.length(0) * elem);
+  return op.size() == 1 || blocks.count() == 0;
 }
 
 Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
   const BlockLayout blocks(a.offsets);
-  Destination d = destination(op, a, blocks);
+  if (trivial(op, a, blocks)) co_return;
+  const Destination d(op, a, blocks);
   const int p = op.size();
-  if (p == 1) {
-    copy_own_block(op, a, blocks, d);
-  } else if (blocks.count() > 0) {
-    // Intermediate sums live in two block-sized buffers; the owned block is finished in place.
-    ScratchBuffer partial = op.scratch(
-        p > 2 ? ring_partial_bytes(blocks, a.reduction.element_size, op.segment_bytes()) : 0);
-    co_await ring_stream(op, {.ring = {op.rank(), p, 0},
-                              .layout = blocks,
-                              .input = a.send,
-                              .output = nullptr,
-                              .partial = partial.data(),
-                              .owned_output = d.target,
-                              .reduction = &a.reduction,
-                              .element_size = a.reduction.element_size,
-                              .first_step = 0,
-                              .end_step = p - 1,
-                              .phases = a.phases});
-  }
-  finish(op, a, blocks, d);
+  // Intermediate sums live in two block-sized buffers; the owned block is finished in place.
+  ScratchBuffer partial = op.scratch(
+      p > 2 ? ring_partial_bytes(blocks, a.reduction.element_size, op.segment_bytes()) : 0);
+  co_await ring_stream(op, {.ring = {op.rank(), p, 0},
+                            .layout = blocks,
+                            .input = a.send,
+                            .output = nullptr,
+                            .partial = partial.data(),
+                            .owned_output = d.target,
+                            .reduction = &a.reduction,
+                            .element_size = a.reduction.element_size,
+                            .first_step = 0,
+                            .end_step = p - 1,
+                            .phases = a.phases});
+  d.finish(op, a.recv);
 }
 
 // Recursive halving over the core ranks. far_first halves the buffer as it lies (first pairs
@@ -77,15 +70,11 @@ Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
 // the steps pair ranks 1, 2, 4, ... apart and the largest exchanges stay inside a node.
 Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order) {
   const BlockLayout blocks(a.offsets);
-  Destination d = destination(op, a, blocks);
+  if (trivial(op, a, blocks)) co_return;
+  const Destination d(op, a, blocks);
   const int p = op.size();
   const int rank = op.rank();
   const std::size_t elem = a.reduction.element_size;
-  if (p == 1 || blocks.count() == 0) {
-    if (p == 1) copy_own_block(op, a, blocks, d);
-    finish(op, a, blocks, d);
-    co_return;
-  }
   const patterns::Fold fold{p};
   const patterns::FoldRole role = fold.role(rank);
   const int partner = fold.fold_partner(rank);
@@ -93,7 +82,7 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
   const FoldMessages messages{&a.reduction, elem, a.phases, 1};
   if (role == patterns::FoldRole::folded) {
     co_await fold_out(op, messages, partner, a.send, blocks.count(), d.target, blocks.length(rank));
-    finish(op, a, blocks, d);
+    d.finish(op, a.recv);
     co_return;
   }
   // The full-length accumulator: what this rank has reduced so far.
@@ -146,7 +135,7 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
   if (role == patterns::FoldRole::proxy) {
     co_await fold_return(op, messages, partner, block_of(partner), blocks.length(partner));
   }
-  finish(op, a, blocks, d);
+  d.finish(op, a.recv);
 }
 
 Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
@@ -173,130 +162,14 @@ int pipelined_segments(const Operation& op, std::size_t bytes, const patterns::N
   const std::size_t piece =
       std::max<std::size_t>(1, op.segment_bytes() / model::kManyNodesPieceDivisor *
                                    static_cast<std::size_t>(layout.max_ranks_per_node()));
-  return static_cast<int>(
-      std::min<std::size_t>(bytes / piece, static_cast<std::size_t>(model::kMostNodeSegments)));
-}
-
-// Hierarchical, pipelined (2^L nodes): node segment c is piece c of every block, laid out local
-// rank first. Each runs the node reduce-scatter, then recursive halving of region i across the
-// ranks of local rank i; segment c posts exchange e at iteration c + e, so exchanges of earlier
-// segments move while the node works on the next.
-Task reduce_scatter_hierarchical_pipelined(Operation& op, const ReduceScatterArgs& a,
-                                           const patterns::NodeLayout& layout,
-                                           const LocalRankOrder& order, SharedArena* node_arena,
-                                           int segments, Phases node_scatter, Phases across) {
-  const BlockLayout blocks(a.offsets);
-  const std::size_t elem = a.reduction.element_size;
-  const int p = op.size();
-  const int nodes = layout.nodes();
-  const int k = order.per_node;
-  const int local = layout.local_rank(op.rank());
-  const int v = layout.node_of(op.rank());
-  const int steps = std::countr_zero(static_cast<unsigned>(nodes));
-  const auto count = static_cast<std::size_t>(segments);
-  const auto width = static_cast<std::size_t>(p) + 1;
-  const auto piece = [&](int r) { return BlockLayout{blocks.length(r), segments}; };
-  // at[c * width + i]: where position i's piece c starts within node segment c; start[c]: where
-  // node segment c starts in `work`, region[c]: where its region of this rank starts in `regions`.
-  std::vector<std::size_t> at(count * width, 0);
-  std::vector<std::size_t> start(count + 1, 0);
-  std::vector<std::size_t> region(count + 1, 0);
-  const auto first = static_cast<std::size_t>(local) * static_cast<std::size_t>(nodes);
-  for (std::size_t c = 0; c < count; ++c) {
-    std::size_t* row = at.data() + c * width;
-    for (std::size_t i = 0; i + 1 < width; ++i)
-      row[i + 1] = row[i] + piece(order.order[i]).length(static_cast<int>(c));
-    start[c + 1] = start[c] + row[width - 1];
-    region[c + 1] = region[c] + row[first + static_cast<std::size_t>(nodes)] - row[first];
-  }
-  // The input, node segment by node segment, local rank first (a.send is not read again).
-  ScratchBuffer work = op.scratch(blocks.count() * elem);
-  for (std::size_t c = 0; c < count; ++c) {
-    for (std::size_t i = 0; i + 1 < width; ++i) {
-      const int r = order.order[i];
-      const BlockLayout pieces = piece(r);
-      op.copy(work.data() + (start[c] + at[c * width + i]) * elem,
-              a.send + (blocks.offset(r) + pieces.offset(static_cast<int>(c))) * elem,
-              pieces.length(static_cast<int>(c)) * elem);
-    }
-  }
-  ScratchBuffer regions = op.scratch(region[count] * elem);
-  ScratchBuffer received = op.scratch(region[count] * elem);
-  const Reduction partial = a.reduction.partial();
-  struct Exchange {
-    Transfer send, recv;
-  };
-  std::vector<Exchange> exchanges(count);
-  // Block j of node segment c's region (the piece of the rank of local rank `local` on node j).
-  const auto within = [&](std::size_t c, int j) {
-    return at[c * width + first + static_cast<std::size_t>(j)] - at[c * width + first];
-  };
-  const auto halves = [&](std::size_t c, int j) {
-    const patterns::HalvingStep step = patterns::halving_step(v, nodes, j);
-    struct Halves {
-      patterns::HalvingStep step;
-      std::size_t keep, keep_count, send, send_count;
-    };
-    const std::size_t keep = within(c, step.keep_first);
-    const std::size_t send = within(c, step.send_first);
-    return Halves{step, keep, within(c, step.keep_first + step.blocks) - keep, send,
-                  within(c, step.send_first + step.blocks) - send};
-  };
-  const auto post = [&](std::size_t c, int j) {
-    const Operation::Group group(op, layout.peers(local));
-    const auto h = halves(c, j);
-    std::byte* mine = regions.data() + region[c] * elem;
-    op.recv(exchanges[c].recv, received.data() + (region[c] + h.keep) * elem, h.keep_count * elem,
-            h.step.peer_core, across[0]);
-    op.send(exchanges[c].send, mine + h.send * elem, h.send_count * elem, h.step.peer_core,
-            across[0]);
-  };
-  const auto combine = [&](std::size_t c, int j) {
-    const auto h = halves(c, j);
-    std::byte* own = regions.data() + (region[c] + h.keep) * elem;
-    const std::byte* theirs = received.data() + (region[c] + h.keep) * elem;
-    a.reduction.combine(own, h.step.lower ? own : theirs, h.step.lower ? theirs : own, h.keep_count,
-                        j == steps - 1);
-  };
-  const BlockLayout mine = piece(op.rank());
-  const bool halving = halving_inside_node(
-      op, layout, blocks.count() * elem / (count * static_cast<std::size_t>(k)));
-  for (std::size_t t = 0; t < count + static_cast<std::size_t>(steps); ++t) {
-    if (t < count) {
-      std::vector<std::size_t> offsets(static_cast<std::size_t>(k) + 1);
-      for (std::size_t i = 0; i < offsets.size(); ++i)
-        offsets[i] = at[t * width + i * static_cast<std::size_t>(nodes)];
-      {
-        const Operation::Group group(op, layout.members(v), node_arena);
-        const ReduceScatterArgs inside{work.data() + start[t] * elem,
-                                       regions.data() + region[t] * elem, offsets, partial,
-                                       node_scatter};
-        co_await reduce_scatter_task(op, inside,
-                                     node_arena != nullptr ? Algorithm::shared_memory
-                                     : halving             ? Algorithm::butterfly
-                                                           : Algorithm::ring);
-      }
-      post(t, 0);
-    }
-    for (int e = 1; e <= steps; ++e) {
-      if (t < static_cast<std::size_t>(e) || t - static_cast<std::size_t>(e) >= count) continue;
-      const std::size_t c = t - static_cast<std::size_t>(e);
-      co_await op.wait(exchanges[c].send, exchanges[c].recv);
-      combine(c, e - 1);
-      if (e < steps) {
-        post(c, e);
-      } else {
-        op.copy(a.recv + mine.offset(static_cast<int>(c)) * elem,
-                regions.data() + (region[c] + within(c, v)) * elem,
-                mine.length(static_cast<int>(c)) * elem);
-      }
-    }
-  }
+  return static_cast<int>(std::clamp<std::size_t>(bytes / piece, 1, model::kMostNodeSegments));
 }
 
 // Hierarchical (as many ranks on every node, else flat): the input reordered local rank first,
 // a node reduce-scatter leaves region i (the blocks of the ranks of local rank i) on local rank
-// i, and those ranks reduce-scatter it across nodes, each keeping its own block.
+// i, and those ranks reduce-scatter it across nodes, each keeping its own block. Pipelined on
+// 2^L nodes: node segment c is piece c of every block; each runs the node reduce-scatter, then
+// recursive halving of its region across nodes (AcrossNodes), its exchanges staggered.
 Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedArena* node_arena) {
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.reduction.element_size;
@@ -305,47 +178,93 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
     co_await reduce_scatter_task(op, a, flat_reduce_scatter(blocks.count() * elem));
     co_return;
   }
-  const int local = layout->local_rank(op.rank());
-  const LocalRankOrder order = local_rank_order(*layout, blocks);
-  if (node_arena == nullptr && layout->nodes() >= model::kManyNodes &&
-      !std::has_single_bit(static_cast<unsigned>(layout->nodes()))) {
+  const int nodes = layout->nodes();
+  if (node_arena == nullptr && nodes >= model::kManyNodes &&
+      !std::has_single_bit(static_cast<unsigned>(nodes))) {
     // The pipeline needs 2^L nodes; on other many-node counts the butterfly did better.
     co_await reduce_scatter_task(op, a, Algorithm::butterfly);
     co_return;
   }
-  const auto [node_scatter, across_nodes] =
+  const auto [node_scatter, across] =
       a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
-  if (const int segments = pipelined_segments(op, blocks.count() * elem, *layout); segments > 1) {
-    co_await reduce_scatter_hierarchical_pipelined(op, a, *layout, order, node_arena, segments,
-                                                   node_scatter, across_nodes);
-    co_return;
-  }
-  const std::vector<std::size_t> regions = order.regions();
-  const std::vector<std::size_t> within = order.within(local);
-  // The input, reordered (afterwards a.send is not read again: a.recv may alias it).
+  const int segments = pipelined_segments(op, blocks.count() * elem, *layout);
+  const int local = layout->local_rank(op.rank());
+  const int v = layout->node_of(op.rank());
+  const auto count = static_cast<std::size_t>(segments);
+  const auto width = static_cast<std::size_t>(op.size()) + 1;
+  const auto piece = [&](int r) { return BlockLayout{blocks.length(r), segments}; };
+  // Node segment c, piece c of every block, local rank first: in[c]; within[c], this rank's
+  // region of it (the pieces of the ranks of its local rank, by node); start[c]: where the node
+  // segment starts in `work`, region[c]: where its region of this rank starts in `regions`.
+  std::vector<LocalRankOrder> in(count);
+  std::vector<std::vector<std::size_t>> within(count);
+  std::vector<std::size_t> start(count + 1, 0);
+  std::vector<std::size_t> region(count + 1, 0);
+  // The input, node segment by node segment (afterwards a.send is not read again: a.recv may
+  // alias it).
   ScratchBuffer work = op.scratch(blocks.count() * elem);
-  for (std::size_t i = 0; i < order.order.size(); ++i) {
-    const int r = order.order[i];
-    op.copy(work.data() + order.at[i] * elem, a.send + blocks.offset(r) * elem,
-            blocks.length(r) * elem);
+  for (std::size_t c = 0; c < count; ++c) {
+    const auto at = static_cast<int>(c);
+    std::vector<std::size_t> pieces(width, 0);
+    for (std::size_t r = 0; r + 1 < width; ++r)
+      pieces[r + 1] = pieces[r] + piece(static_cast<int>(r)).length(at);
+    in[c] = local_rank_order(*layout, BlockLayout(pieces));
+    within[c] = in[c].within(local);
+    start[c + 1] = start[c] + in[c].at.back();
+    region[c + 1] = region[c] + within[c].back();
+    for (std::size_t i = 0; i + 1 < width; ++i) {
+      const int r = in[c].order[i];
+      op.copy(work.data() + (start[c] + in[c].at[i]) * elem,
+              a.send + (blocks.offset(r) + piece(r).offset(at)) * elem, piece(r).length(at) * elem);
+    }
   }
-  ScratchBuffer region = op.scratch(within.back() * elem);
+  ScratchBuffer regions = op.scratch(region[count] * elem);
+  ScratchBuffer received = op.scratch(count > 1 ? region[count] * elem : 0);
   const Reduction partial = a.reduction.partial();
-  {
-    const Operation::Group group(op, layout->members(layout->node_of(op.rank())), node_arena);
-    const ReduceScatterArgs inside{work.data(), region.data(), regions, partial, node_scatter};
-    co_await reduce_scatter_task(
-        op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring);
-  }
-  {
+  const AcrossNodes across_nodes{op, layout->peers(local), v, nodes, across, &a.reduction};
+  std::vector<std::array<Transfer, 2>> exchanges(count);
+  const auto post = [&](std::size_t c, int e) {
+    across_nodes.post(exchanges[c][0], exchanges[c][1], regions.data() + region[c] * elem,
+                      within[c], received.data() + region[c] * elem, e);
+  };
+  const BlockLayout mine = piece(op.rank());
+  const bool halving =
+      count > 1 &&
+      halving_inside_node(
+          op, *layout, blocks.count() * elem / (count * static_cast<std::size_t>(in[0].per_node)));
+  const auto node_phase = [&](std::size_t c) -> Task {
+    const std::vector<std::size_t> offsets = in[c].regions();
+    {
+      const Operation::Group group(op, layout->members(v), node_arena);
+      const ReduceScatterArgs inside{work.data() + start[c] * elem,
+                                     regions.data() + region[c] * elem, offsets, partial,
+                                     node_scatter};
+      co_await reduce_scatter_task(op, inside,
+                                   node_arena != nullptr ? Algorithm::shared_memory
+                                   : halving             ? Algorithm::butterfly
+                                                         : Algorithm::ring);
+    }
+    if (count > 1) {
+      post(c, 0);
+      co_return;
+    }
     const Operation::Group group(op, layout->peers(local));
-    const ReduceScatterArgs across{region.data(), a.recv, within, a.reduction, across_nodes};
-    co_await reduce_scatter_task(op, across, flat_reduce_scatter(within.back() * elem));
-  }
-}
-
-Task reduce_scatter_hierarchical(Operation& op, ReduceScatterArgs a) {
-  return with_node_arena<ReduceScatterArgs, reduce_scatter_hierarchical_in>(op, std::move(a));
+    const ReduceScatterArgs flat{regions.data(), a.recv, within[0], a.reduction, across};
+    co_await reduce_scatter_task(op, flat, flat_reduce_scatter(within[0].back() * elem));
+  };
+  const auto exchange = [&](std::size_t c, int e) -> Task {
+    co_await op.wait(exchanges[c][0], exchanges[c][1]);
+    across_nodes.combine(regions.data() + region[c] * elem, within[c],
+                         received.data() + region[c] * elem, e - 1);
+    if (e < across_nodes.steps()) {
+      post(c, e);
+    } else {
+      op.copy(a.recv + mine.offset(static_cast<int>(c)) * elem,
+              regions.data() + (region[c] + within[c][static_cast<std::size_t>(v)]) * elem,
+              mine.length(static_cast<int>(c)) * elem);
+    }
+  };
+  co_await staggered(count, count > 1 ? across_nodes.steps() : 0, node_phase, exchange);
 }
 
 }  // namespace
@@ -361,8 +280,10 @@ std::span<const AlgorithmRow> reduce_scatter_rows() {
                                       model::reduce_scatter_butterfly, 2),
       row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
                                       model::reduce_scatter_shared_memory, 2, Algorithm::ring),
-      row<Collective::reduce_scatter>(Algorithm::hierarchical, reduce_scatter_hierarchical,
-                                      model::reduce_scatter_hierarchical, 4),
+      row<Collective::reduce_scatter>(
+          Algorithm::hierarchical,
+          with_node_arena<ReduceScatterArgs, reduce_scatter_hierarchical_in>,
+          model::reduce_scatter_hierarchical, 4),
   };
   return rows;
 }

@@ -28,6 +28,34 @@ struct ByteBlocks {
   std::size_t offset(int r) const { return elements.offset(r) * element_size; }
   std::size_t length(int r) const { return elements.length(r) * element_size; }
 };
+
+// Publishes `data` in slots [first, first + cut.count()) of this rank's ring.
+Task publish_cut(Operation& op, SharedArena& arena, std::uint64_t first, const std::byte* data,
+                 SlotCut cut) {
+  for (std::size_t k = 0; k < cut.count(); ++k)
+    co_await publish(op, arena, first + k, data + cut.offset(k), cut.length(k));
+}
+
+// Takes slots [first, first + cut.count()) of `producer`'s ring into `into`.
+Task take_cut(Operation& op, SharedArena& arena, int producer, std::uint64_t first, std::byte* into,
+              SlotCut cut, kernels::CopyFn copy) {
+  for (std::size_t k = 0; k < cut.count(); ++k)
+    co_await take(op, arena, producer, first + k, into + cut.offset(k), cut.length(k), copy);
+}
+
+// A rank other than the root of a gather or reduce: only the root reads what the others
+// publish, so this rank steps its counters over their slots (`cut_of(r)`) up front, that their
+// rings never wait for it, and publishes its own `data`.
+template <class CutOf>
+Task publish_to_root(Operation& op, SharedArena& arena, int root, const std::byte* data,
+                     CutOf cut_of) {
+  const int me = op.rank();
+  for (int r = 0; r < op.size(); ++r) {
+    if (r != me && r != root) skip_slots(arena, me, r, cut_of(r).count());
+  }
+  co_await publish_cut(op, arena, ring_base(arena, me, me), data, cut_of(me));
+}
+
 }  // namespace
 
 Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
@@ -35,16 +63,12 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.arena();
   const SlotCut cut{bytes, arena.slot_bytes()};
-  const int me = op.rank();
-  const kernels::CopyFn copy = copy_for_output(bytes);
   // Every rank other than the root has consumed exactly what the root published so far.
-  const std::uint64_t base = ring_base(arena, me, a.root);
-  for (std::size_t k = 0; k < cut.count(); ++k) {
-    if (me == a.root) {
-      co_await publish(op, arena, base + k, a.buffer + cut.offset(k), cut.length(k));
-    } else {
-      co_await take(op, arena, a.root, base + k, a.buffer + cut.offset(k), cut.length(k), copy);
-    }
+  const std::uint64_t base = ring_base(arena, op.rank(), a.root);
+  if (op.rank() == a.root) {
+    co_await publish_cut(op, arena, base, a.buffer, cut);
+  } else {
+    co_await take_cut(op, arena, a.root, base, a.buffer, cut, copy_for_output(bytes));
   }
 }
 
@@ -105,14 +129,7 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
   // Whole elements per slot (every element size divides a ring slot of whole KiB).
   const SlotCut cut{bytes, arena.slot_bytes() / elem * elem};
   if (me != a.root) {
-    // Only the root reads what the other ranks publish: this rank has nothing to take from
-    // them, and says so up front, so that their rings never wait for it.
-    for (int r = 0; r < p; ++r) {
-      if (r != me && r != a.root) skip_slots(arena, me, r, cut.count());
-    }
-    const std::uint64_t base = ring_base(arena, me, me);
-    for (std::size_t k = 0; k < cut.count(); ++k)
-      co_await publish(op, arena, base + k, a.send + cut.offset(k), cut.length(k));
+    co_await publish_to_root(op, arena, a.root, a.send, [&](int) { return cut; });
     co_return;
   }
   // The root combines slot k of every rank into its output, its own first (so an in-place root
@@ -187,7 +204,9 @@ Task reduce_blocks(Operation& op, const std::byte* send, std::byte* recv, std::b
     if (direct) {
       co_await publish_direct(op, arena, base[mine] + inputs, send, bytes);
     } else {
-      co_await publish_pieces(op, arena, base[mine] + inputs, send, offsets, k, piece, elem);
+      co_await op.until(room_for(arena, me, base[mine] + inputs), [&] {
+        fill_pieces(arena, me, base[mine] + inputs, send, offsets, k, piece, elem);
+      });
     }
     // The others' reduced pieces of the round before, now that this round's inputs are out
     // (in place, their regions of recv were copied into the slot of that round already).
@@ -241,32 +260,24 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
 // ---- gather and scatter: one producer per block ----
 // Gather: every other rank publishes its block; the root takes them from root + 1 on. Scatter:
 // the root publishes every other rank's block in that order; each rank takes its own slots and
-// steps its counter over the others'. Ranks that take nothing from a producer say so up front.
+// steps its counter over the others'.
 
 Task gather_shared_memory(Operation& op, GatherArgs a) {
-  const int p = op.size();
   const int me = op.rank();
   const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
   SharedArena& arena = *op.arena();
   const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
   if (me != a.root) {
-    for (int r = 0; r < p; ++r) {
-      if (r != me && r != a.root) skip_slots(arena, me, r, cut(r).count());
-    }
-    const std::uint64_t base = ring_base(arena, me, me);
-    for (std::size_t k = 0; k < cut(me).count(); ++k)
-      co_await publish(op, arena, base + k, a.send + cut(me).offset(k), cut(me).length(k));
+    co_await publish_to_root(op, arena, a.root, a.send, cut);
     co_return;
   }
   std::byte* own = a.recv + blocks.offset(me);
   if (a.send != nullptr && a.send != own) std::memcpy(own, a.send, blocks.length(me));
   const kernels::CopyFn copy = copy_for_output(a.offsets.back() * a.element_size);
-  for (int step = 1; step < p; ++step) {
-    const int r = (me + step) % p;
-    const std::uint64_t base = ring_base(arena, me, r);
-    std::byte* into = a.recv + blocks.offset(r);
-    for (std::size_t k = 0; k < cut(r).count(); ++k)
-      co_await take(op, arena, r, base + k, into + cut(r).offset(k), cut(r).length(k), copy);
+  for (int step = 1; step < op.size(); ++step) {
+    const int r = (me + step) % op.size();
+    co_await take_cut(op, arena, r, ring_base(arena, me, r), a.recv + blocks.offset(r), cut(r),
+                      copy);
   }
 }
 
@@ -276,34 +287,26 @@ Task scatter_shared_memory(Operation& op, ScatterArgs a) {
   const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
   SharedArena& arena = *op.arena();
   const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
-  if (me == a.root) {
-    std::uint64_t sequence = ring_base(arena, me, me);
-    for (int step = 1; step < p; ++step) {
-      const int r = (me + step) % p;
-      const std::byte* from = a.send + blocks.offset(r);
-      for (std::size_t k = 0; k < cut(r).count(); ++k)
-        co_await publish(op, arena, sequence++, from + cut(r).offset(k), cut(r).length(k));
-    }
-    const std::byte* own = a.send + blocks.offset(me);
-    if (a.recv != nullptr && a.recv != own) std::memcpy(a.recv, own, blocks.length(me));
-    co_return;
-  }
-  // This rank's slots follow those of the ranks before it in the order root + 1, root + 2, ...
+  // The root's ring holds the blocks in the order root + 1, root + 2, ...: block r's slots start
+  // `before` slots after the ring's base.
   const std::uint64_t base = ring_base(arena, me, a.root);
-  std::uint64_t first = base;
-  std::uint64_t total = 0;
+  std::uint64_t before = 0;
   for (int step = 1; step < p; ++step) {
     const int r = (a.root + step) % p;
-    if (r == me) first = base + total;
-    total += cut(r).count();
+    if (me == a.root) {
+      co_await publish_cut(op, arena, base + before, a.send + blocks.offset(r), cut(r));
+    } else if (r == me) {
+      arena.advance(arena.consumed(me, a.root), base + before);
+      co_await take_cut(op, arena, a.root, base + before, a.recv, cut(me),
+                        copy_for_output(blocks.length(me)));
+    }
+    before += cut(r).count();
   }
-  SharedArena::Counter& consumed = arena.consumed(me, a.root);
-  arena.advance(consumed, first);
-  const kernels::CopyFn copy = copy_for_output(blocks.length(me));
-  for (std::size_t k = 0; k < cut(me).count(); ++k)
-    co_await take(op, arena, a.root, first + k, a.recv + cut(me).offset(k), cut(me).length(k),
-                  copy);
-  arena.advance(consumed, base + total);
+  if (me != a.root) {
+    arena.advance(arena.consumed(me, a.root), base + before);
+  } else if (a.recv != nullptr && a.recv != a.send + blocks.offset(me)) {
+    std::memcpy(a.recv, a.send + blocks.offset(me), blocks.length(me));
+  }
 }
 
 // Alltoall: pairwise's steps through the rings. In step s this rank fills its ring with its

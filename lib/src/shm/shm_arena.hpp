@@ -68,11 +68,6 @@ class SharedArena {
     advance(turns_[rank].value, turns_[rank].value.load(std::memory_order_relaxed) + 1);
   }
 
-  // Whether no operation of `rank` holds or awaits a turn (every ticket taken was ended).
-  bool idle(int rank) const {
-    return turns_[rank].value.load(std::memory_order_acquire) == turns_[rank].tickets;
-  }
-
   // How `rank` writes into its ring (kept in this process, per rank).
   RingStores& ring_stores(int rank) { return turns_[rank].stores; }
 
