@@ -537,17 +537,13 @@ void DeviceEngine::give_back_pinned(std::byte* data, std::size_t capacity) noexc
 
 EventRef DeviceEngine::download(void* host, const void* device, std::size_t bytes) {
   downloaded_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  return copy_on(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
+  const Locked locked(*this);
+  return copy_locked(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
 }
 
 void DeviceEngine::upload(void* device, const void* host, std::size_t bytes) {
-  copy_on(Ledger::h2d, device, host, bytes, DeviceApi::Copy::host_to_device);
-}
-
-EventRef DeviceEngine::copy_on(int lane, void* dst, const void* src, std::size_t bytes,
-                               DeviceApi::Copy kind) {
   const Locked locked(*this);
-  return copy_locked(lane, dst, src, bytes, kind);
+  copy_locked(Ledger::h2d, device, host, bytes, DeviceApi::Copy::host_to_device);
 }
 
 EventRef DeviceEngine::copy_locked(int lane, void* dst, const void* src, std::size_t bytes,

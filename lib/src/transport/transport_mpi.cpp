@@ -32,41 +32,30 @@ std::string error_string(int rc) {
   for (int i = 0; i < n; ++i) {
     const int rc = statuses[i].MPI_ERROR;
     if (rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
-    message += std::string(" [") + (owners[i]->is_send ? "send of " : "recv of ") +
-               std::to_string(owners[i]->bytes) + " B " + (owners[i]->is_send ? "to" : "from") +
-               " rank " + std::to_string(owners[i]->peer) + ": " + error_string(rc) + "]";
+    message += " [" + describe(*owners[i]) + ": " + error_string(rc) + "]";
   }
   throw Error(ErrorCode::mpi, "", rank, message);
 }
 
 // MPI counts are int: a message above INT_MAX bytes travels as one element of a derived type
 // made of 1 GiB fragments and a remainder, so nothing is truncated and it stays one request.
-class LargeMessageType {
- public:
-  explicit LargeMessageType(std::size_t bytes) {
-    constexpr std::size_t kFragment = std::size_t{1} << 30;
-    const std::size_t fragments = bytes / kFragment;
-    const std::size_t rest = bytes % kFragment;
-    MPI_Datatype fragment_type = MPI_DATATYPE_NULL;
-    check_mpi(MPI_Type_contiguous(static_cast<int>(kFragment), MPI_BYTE, &fragment_type),
-              "MPI_Type_contiguous");
-    int lengths[2] = {static_cast<int>(fragments), static_cast<int>(rest)};
-    MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(fragments * kFragment)};
-    MPI_Datatype types[2] = {fragment_type, MPI_BYTE};
-    check_mpi(MPI_Type_create_struct(rest == 0 ? 1 : 2, lengths, displacements, types, &type_),
-              "MPI_Type_create_struct");
-    check_mpi(MPI_Type_commit(&type_), "MPI_Type_commit");
-    MPI_Type_free(&fragment_type);
-  }
-  // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
-  ~LargeMessageType() { MPI_Type_free(&type_); }
-  LargeMessageType(const LargeMessageType&) = delete;
-  LargeMessageType& operator=(const LargeMessageType&) = delete;
-  MPI_Datatype get() const { return type_; }
-
- private:
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
-};
+MPI_Datatype large_message_type(std::size_t bytes) {
+  constexpr std::size_t kFragment = std::size_t{1} << 30;
+  const std::size_t fragments = bytes / kFragment;
+  const std::size_t rest = bytes % kFragment;
+  MPI_Datatype fragment_type = MPI_DATATYPE_NULL;
+  check_mpi(MPI_Type_contiguous(static_cast<int>(kFragment), MPI_BYTE, &fragment_type),
+            "MPI_Type_contiguous");
+  int lengths[2] = {static_cast<int>(fragments), static_cast<int>(rest)};
+  MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(fragments * kFragment)};
+  MPI_Datatype types[2] = {fragment_type, MPI_BYTE};
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  check_mpi(MPI_Type_create_struct(rest == 0 ? 1 : 2, lengths, displacements, types, &type),
+            "MPI_Type_create_struct");
+  check_mpi(MPI_Type_commit(&type), "MPI_Type_commit");
+  MPI_Type_free(&fragment_type);
+  return type;
+}
 
 // Posts `bytes` at `buf` with `post` (MPI_Isend or MPI_Irecv).
 template <class Buffer, class Post>
@@ -78,8 +67,11 @@ void post_message(Transfer& t, Transport* owner, Buffer* buf, std::size_t bytes,
     check_mpi(post(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &t.mpi_request), what,
               rank);
   } else {
-    LargeMessageType type(bytes);
-    check_mpi(post(buf, 1, type.get(), peer, tag, comm, &t.mpi_request), what, rank);
+    MPI_Datatype type = large_message_type(bytes);
+    const int rc = post(buf, 1, type, peer, tag, comm, &t.mpi_request);
+    // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
+    MPI_Type_free(&type);
+    check_mpi(rc, what, rank);
   }
 }
 
