@@ -58,19 +58,12 @@ bool Access::conflicts_with(const Access& later) const {
 void Ledger::dependencies(int lane, const Access& access, std::vector<EventRef>& out) const {
   for (int l = 0; l < kLanes; ++l) {
     if (l == lane) continue;
-    const auto& entries = lanes_[l];
-    if (l == external) {
-      // Callers' streams: no order among the entries.
-      for (const Entry& e : entries) {
-        if (e.access.conflicts_with(access)) out.push_back(e.event);
-      }
-      continue;
-    }
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-      if (it->access.conflicts_with(access)) {
-        out.push_back(it->event);
-        break;
-      }
+    for (auto it = lanes_[l].rbegin(); it != lanes_[l].rend(); ++it) {
+      if (!it->access.conflicts_with(access)) continue;
+      out.push_back(it->event);
+      // A stream's latest conflicting work comes after its earlier work; the callers' streams
+      // (external) have no order among their entries.
+      if (l != external) break;
     }
   }
 }

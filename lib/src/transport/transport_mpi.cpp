@@ -24,15 +24,19 @@ std::string error_string(int rc) {
   return std::string(text, static_cast<std::size_t>(length));
 }
 
-// A batch call that returned MPI_ERR_IN_STATUS: the message names each failed request and
-// MPI's reason for it (the status's error), not only that one of them failed.
-[[noreturn]] void throw_in_status(const char* what, int rank, Transfer* const* owners,
-                                  const MPI_Status* statuses, int n) {
+// A batch call over the requests of `n` owners that returned MPI_ERR_IN_STATUS: the message
+// names each failed request and MPI's reason for it (the status's error), not only that one of
+// them failed. Status i is of owners[i], or of owners[indices[i]] where `indices` is given (an
+// index from `n` on is another request's: the notice receive).
+[[noreturn]] void throw_in_status(const char* what, int rank, Transfer* const* owners, int n,
+                                  const MPI_Status* statuses, int count,
+                                  const int* indices = nullptr) {
   std::string message = std::string(what) + " failed:";
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < count; ++i) {
+    const int owner = indices != nullptr ? indices[i] : i;
     const int rc = statuses[i].MPI_ERROR;
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
-    message += " [" + describe(*owners[i]) + ": " + error_string(rc) + "]";
+    if (owner >= n || rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
+    message += " [" + describe(*owners[owner]) + ": " + error_string(rc) + "]";
   }
   throw Error(ErrorCode::mpi, "", rank, message);
 }
@@ -210,15 +214,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
           }
         }
         if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, "MPI_Testsome", rank());
-        Transfer* failed[kMaxBatch + 1];
-        MPI_Status failed_statuses[kMaxBatch + 1];
-        int count = 0;
-        for (int k = 0; k < completed; ++k) {
-          if (indices[k] >= n) continue;  // the notice receive
-          failed[count] = owners[indices[k]];
-          failed_statuses[count++] = statuses[k];
-        }
-        throw_in_status("MPI_Testsome", rank(), failed, failed_statuses, count);
+        throw_in_status("MPI_Testsome", rank(), owners, n, statuses, completed, indices);
       }
       if (notice_arrived) notices->arrived();  // throws when the notice revokes the communicator
     }
@@ -235,7 +231,7 @@ bool MpiTransport::test_all(std::span<Transfer* const> ts) {
     const int rc = PMPI_Testall(n, requests, &flag, statuses);
     take_completed(n, requests, owners);
     if (rc != MPI_SUCCESS) [[unlikely]] {
-      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank(), owners, statuses, n);
+      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank(), owners, n, statuses, n);
       throw_mpi_error(rc, "MPI_Testall", rank());
     }
     all_done = all_done && flag;
