@@ -57,34 +57,6 @@ std::string_view to_string(ReduceOp op);
 std::optional<DataType> parse_datatype(std::string_view name);
 std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 
-// IEEE 754 binary16, stored as its bit pattern. Arithmetic goes through float.
-struct float16 {
-  std::uint16_t bits = 0;
-  float16() = default;
-  explicit float16(float value);
-  explicit operator float() const;
-  static float16 from_bits(std::uint16_t b) {
-    float16 h;
-    h.bits = b;
-    return h;
-  }
-  friend bool operator==(float16, float16) = default;
-};
-
-// bfloat16 (the upper half of a binary32), stored as its bit pattern.
-struct bfloat16 {
-  std::uint16_t bits = 0;
-  bfloat16() = default;
-  explicit bfloat16(float value);
-  explicit operator float() const;
-  static bfloat16 from_bits(std::uint16_t b) {
-    bfloat16 h;
-    h.bits = b;
-    return h;
-  }
-  friend bool operator==(bfloat16, bfloat16) = default;
-};
-
 // Always inlined: the host kernels are compiled once per instruction set, and an out-of-line
 // copy built with AVX-512 must never be what the generic build calls.
 #if defined(__GNUC__)
@@ -139,14 +111,23 @@ COLLX_ALWAYS_INLINE constexpr std::uint16_t float_to_bfloat16_bits(float value) 
   return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-inline float16::float16(float value) : bits(float_to_half_bits(value)) {}
-inline float16::operator float() const {
-  return half_bits_to_float(bits);
-}
-inline bfloat16::bfloat16(float value) : bits(float_to_bfloat16_bits(value)) {}
-inline bfloat16::operator float() const {
-  return bfloat16_bits_to_float(bits);
-}
+// A 16-bit floating format, stored as its bit pattern; arithmetic goes through float. float16:
+// IEEE 754 binary16; bfloat16: the upper half of a binary32.
+template <std::uint16_t (*kToBits)(float), float (*kFromBits)(std::uint16_t)>
+struct Float16Bits {
+  std::uint16_t bits = 0;
+  Float16Bits() = default;
+  explicit Float16Bits(float value) : bits(kToBits(value)) {}
+  explicit operator float() const { return kFromBits(bits); }
+  static Float16Bits from_bits(std::uint16_t b) {
+    Float16Bits h;
+    h.bits = b;
+    return h;
+  }
+  friend bool operator==(Float16Bits, Float16Bits) = default;
+};
+using float16 = Float16Bits<float_to_half_bits, half_bits_to_float>;
+using bfloat16 = Float16Bits<float_to_bfloat16_bits, bfloat16_bits_to_float>;
 
 // Maps a C++ element type to its DataType, for the typed (std::span) overloads.
 template <class T>

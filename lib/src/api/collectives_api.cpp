@@ -1,7 +1,9 @@
 // The public collectives: argument checks, then the algorithm chosen and run (blocking or
 // nonblocking) through run_collective.
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "collectives.hpp"
@@ -27,14 +29,6 @@ const std::byte* bytes_of(const void* p) {
 }
 std::byte* bytes_of(void* p) {
   return static_cast<std::byte*>(p);
-}
-
-CallSignature signature(Collective c, std::uint64_t count, DataType type, int root = -1) {
-  return {c, count, static_cast<int>(type), -1, root};
-}
-CallSignature signature(Collective c, std::uint64_t count, DataType type, ReduceOp op,
-                        int root = -1) {
-  return {c, count, static_cast<int>(type), static_cast<int>(op), root};
 }
 
 // A datatype's size, 0 for one that is not a DataType (the normal path reports it).
@@ -89,9 +83,35 @@ bool fits_int(std::size_t n) {
 
 // ---- one descriptor per collective ----
 // A call as its public entry takes it: its arguments; `checks`, the argument checks that the
-// normal path and the delegated path share (they throw collx::Error and return what the call
-// moves); `library`, the call as the MPI library's blocking collective, from what `checks`
-// returned. run_call (below) is each one's normal path; fast (further below) its delegated path.
+// normal path and the delegated path share (they throw collx::Error and return the call's
+// Checked); `library`, the call as the MPI library's blocking collective, from what `checks`
+// returned; `args`, its schedule's arguments, and `buffers` (buffers_of), its buffers on this
+// rank, for its normal path (run_call, below). fast (further below) is its delegated path.
+
+// What a call's checks return: the bytes of one rank's block, of the whole call (what keys the
+// selector: the buffer of allreduce, broadcast and reduce, every block of the others), and
+// whether the call is in place.
+struct Checked {
+  std::size_t block;
+  std::size_t total;
+  bool in_place;
+};
+
+// One buffer of a call on this rank (null: unused here), in the order sendbuf, recvbuf. Where the
+// call runs on host copies of device buffers, its copy is downloaded when `input`, and its first
+// `output` bytes are uploaded when the call ends.
+struct CallBuffer {
+  BufferArg arg;
+  bool input;
+  std::size_t output;
+};
+using CallBuffers = std::array<CallBuffer, 2>;
+// sendbuf's `in` bytes, an input; recvbuf's `out` bytes, an output (an input too with
+// `recv_in`).
+CallBuffers send_recv(const void* sendbuf, std::size_t in, const void* recvbuf, std::size_t out,
+                      bool recv_in = false) {
+  return {{{{sendbuf, in, "sendbuf"}, true, 0}, {{recvbuf, out, "recvbuf"}, recv_in, out}}};
+}
 
 // A call's send and receive buffers, of `count` elements of `type` (one rank's block where the
 // collective has blocks).
@@ -116,17 +136,20 @@ struct ReductionCall : Buffers {
 };
 
 struct AllreduceCall : ReductionCall<Collective::allreduce> {
-  // The bytes of one buffer.
-  std::size_t checks(const CommState& s) const {
+  Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
     check.buffer(sendbuf, bytes, "sendbuf");
     check.buffer(recvbuf, bytes, "recvbuf");
     check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
-    return bytes;
+    return {bytes, bytes, false};
   }
-  int library(const CommState& s, std::size_t) const {
+  int library(const CommState& s, const Checked&) const {
     return library_allreduce(s.comm, sendbuf, recvbuf, static_cast<int>(count), type, op);
+  }
+  AllreduceArgs args(CommState& s, const Checked&, DeviceCall* device) const {
+    return {
+        bytes_of(sendbuf), bytes_of(recvbuf), count, Reduction::make(type, op, s.size, device), {}};
   }
 };
 
@@ -136,24 +159,29 @@ struct BroadcastCall {
   std::size_t count;
   DataType type;
   int root;
-  // The buffer's bytes.
-  std::size_t checks(const CommState& s) const {
+  Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
     const std::size_t bytes = check.bytes(count, type);
     check.buffer(buffer, bytes, "buffer");
     check.rank_in_range(root, s.size, "root");
-    return bytes;
+    return {bytes, bytes, false};
   }
-  int library(const CommState& s, std::size_t bytes) const {
-    return library_broadcast(s.comm, buffer, static_cast<int>(bytes), root);
+  int library(const CommState& s, const Checked& b) const {
+    return library_broadcast(s.comm, buffer, static_cast<int>(b.total), root);
+  }
+  CallBuffers buffers(const CommState& s, const Checked& b) const {
+    const bool is_root = s.rank == root;
+    return {{{{buffer, b.total, "buffer"}, is_root, is_root ? 0 : b.total}, {}}};
+  }
+  BroadcastArgs args(CommState&, const Checked&, DeviceCall*) const {
+    return {bytes_of(buffer), count, size_of(type), root, {}};
   }
 };
 
 struct ReduceCall : ReductionCall<Collective::reduce> {
   int root;
-  // The bytes of one buffer.
-  std::size_t checks(const CommState& s) const {
+  Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
     check.rank_in_range(root, s.size, "root");
@@ -162,25 +190,30 @@ struct ReduceCall : ReductionCall<Collective::reduce> {
       check.buffer(recvbuf, bytes, "recvbuf");
       check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
     }
-    return bytes;
+    return {bytes, bytes, false};
   }
-  int library(const CommState& s, std::size_t) const {
+  int library(const CommState& s, const Checked&) const {
     return library_reduce(s.comm, s.rank == root && sendbuf == recvbuf, sendbuf, recvbuf,
                           static_cast<int>(count), type, op, root);
   }
-};
-
-// The blocks of allgather, gather and scatter: one rank's, every rank's, and whether the call is
-// in place.
-struct Blocks {
-  std::size_t block;
-  std::size_t total;
-  bool in_place;
+  // recvbuf is significant at the root only.
+  CallBuffers buffers(const CommState& s, const Checked& b) const {
+    return send_recv(sendbuf, b.total, s.rank == root ? recvbuf : nullptr, b.total);
+  }
+  ReduceArgs args(CommState& s, const Checked&, DeviceCall* device) const {
+    return {bytes_of(sendbuf),
+            bytes_of(recvbuf),
+            count,
+            Reduction::make(type, op, s.size, device),
+            root,
+            {},
+            Algorithm::ring};
+  }
 };
 
 struct AllgatherCall : Buffers {
   static constexpr Collective kCollective = Collective::allgather;
-  Blocks checks(const CommState& s) const {
+  Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
     const std::size_t block = check.bytes(count, type);
@@ -191,32 +224,49 @@ struct AllgatherCall : Buffers {
     if (!in_place) check.no_partial_overlap(sendbuf, block, "sendbuf", recvbuf, total, "recvbuf");
     return {block, total, in_place};
   }
-  int library(const CommState& s, const Blocks& b) const {
+  int library(const CommState& s, const Checked& b) const {
     return library_allgather(s.comm, sendbuf, recvbuf, static_cast<int>(b.block), b.in_place);
+  }
+  // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
+  CallBuffers buffers(const CommState&, const Checked& b) const {
+    return send_recv(b.in_place ? nullptr : sendbuf, b.block, recvbuf, b.total, b.in_place);
+  }
+  AllgatherArgs args(CommState& s, const Checked& b, DeviceCall*) const {
+    return {b.in_place ? nullptr : bytes_of(sendbuf),
+            bytes_of(recvbuf),
+            s.lend_equal_offsets(count),
+            size_of(type),
+            {}};
   }
 };
 
 // reduce_scatter's buffers: the whole input (`total` bytes) and this rank's block (`mine`).
-void reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const void* recvbuf,
-                            std::size_t total, std::size_t mine) {
+Checked reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const void* recvbuf,
+                               std::size_t total, std::size_t mine) {
   check.buffer(sendbuf, total, "sendbuf");
   check.buffer(recvbuf, mine, "recvbuf");
   if (sendbuf != recvbuf)
     check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
+  return {mine, total, false};
 }
 
 // `count` elements for every rank.
 struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
-  // The bytes of the whole input.
-  std::size_t checks(const CommState& s) const {
+  Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
     const std::size_t total = check.total_bytes(count, s.size, type);
-    reduce_scatter_buffers(check, sendbuf, recvbuf, total, count * size_of(type));
-    return total;
+    return reduce_scatter_buffers(check, sendbuf, recvbuf, total, count * size_of(type));
   }
-  int library(const CommState& s, std::size_t) const {
+  int library(const CommState& s, const Checked&) const {
     return library_reduce_scatter_block(s.comm, sendbuf, recvbuf, static_cast<int>(count), type,
                                         op);
+  }
+  ReduceScatterArgs args(CommState& s, const Checked&, DeviceCall* device) const {
+    return {bytes_of(sendbuf),
+            bytes_of(recvbuf),
+            s.lend_equal_offsets(count),
+            Reduction::make(type, op, s.size, device),
+            {}};
   }
 };
 
@@ -228,6 +278,37 @@ struct ReduceScatterVCall {
   std::span<const std::size_t> counts;
   DataType type;
   ReduceOp op;
+  // Checked, and the blocks' offsets (in elements).
+  struct Blocks : Checked {
+    std::vector<std::size_t> offsets;
+  };
+  Blocks checks(const CommState& s) const {
+    const ArgCheck check(kCollective, s.rank);
+    if (counts.size() != static_cast<std::size_t>(s.size)) {
+      check.fail(ErrorCode::invalid_argument, "counts: " + std::to_string(counts.size()) +
+                                                  " entries for " + std::to_string(s.size) +
+                                                  " ranks");
+    }
+    std::vector<std::size_t> offsets(counts.size() + 1, 0);
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      offsets[r + 1] = offsets[r] + counts[r];
+      if (offsets[r + 1] < offsets[r])
+        check.fail(ErrorCode::invalid_argument,
+                   "counts: their sum exceeds the largest possible buffer");
+    }
+    check.type_op(type, op);
+    const std::size_t total = check.bytes(offsets.back(), type);
+    const auto r = static_cast<std::size_t>(s.rank);
+    const std::size_t mine = (offsets[r + 1] - offsets[r]) * size_of(type);
+    return {reduce_scatter_buffers(check, sendbuf, recvbuf, total, mine), std::move(offsets)};
+  }
+  ReduceScatterArgs args(CommState& s, Blocks& b, DeviceCall* device) const {
+    return {bytes_of(sendbuf),
+            bytes_of(recvbuf),
+            std::move(b.offsets),
+            Reduction::make(type, op, s.size, device),
+            {}};
+  }
 };
 
 // gather and scatter differ only in which of sendbuf and recvbuf is the root's full buffer.
@@ -237,7 +318,7 @@ struct RootedCall : Buffers {
   static constexpr Collective kCollective = C;
   static constexpr bool kGather = C == Collective::gather;
   int root;
-  Blocks checks(const CommState& s) const {
+  Checked checks(const CommState& s) const {
     const ArgCheck check(C, s.rank);
     check.type(type);
     check.rank_in_range(root, s.size, "root");
@@ -247,10 +328,27 @@ struct RootedCall : Buffers {
                                               kGather ? sendbuf : recvbuf, block, total, kGather);
     return {block, total, in_place};
   }
-  int library(const CommState& s, const Blocks& b) const {
+  int library(const CommState& s, const Checked& b) const {
     const int n = static_cast<int>(b.block);
     return kGather ? library_gather(s.comm, sendbuf, recvbuf, n, root, b.in_place)
                    : library_scatter(s.comm, sendbuf, recvbuf, n, root, b.in_place);
+  }
+  // The buffers this rank uses: the full one at the root, its own unless in place; gather's own
+  // block in and full buffer out (downloaded too in place: the root's own block is in it),
+  // scatter's the other way round.
+  CallBuffers buffers(const CommState& s, const Checked& b) const {
+    const void* full = s.rank != root ? nullptr : kGather ? recvbuf : sendbuf;
+    const void* own = b.in_place ? nullptr : kGather ? sendbuf : recvbuf;
+    return kGather ? send_recv(own, b.block, full, b.total, b.in_place)
+                   : send_recv(full, b.total, own, b.block);
+  }
+  RootedArgs args(CommState& s, const Checked& b, DeviceCall*) const {
+    return {kGather && b.in_place ? nullptr : bytes_of(sendbuf),
+            !kGather && b.in_place ? nullptr : bytes_of(recvbuf),
+            s.lend_equal_offsets(count),
+            size_of(type),
+            root,
+            {}};
   }
 };
 using GatherCall = RootedCall<Collective::gather>;
@@ -258,25 +356,27 @@ using ScatterCall = RootedCall<Collective::scatter>;
 
 struct AlltoallCall : Buffers {
   static constexpr Collective kCollective = Collective::alltoall;
-  // The bytes of one buffer.
-  std::size_t checks(const CommState& s) const {
+  Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
     const std::size_t total = check.total_bytes(count, s.size, type);
     check.buffer(sendbuf, total, "sendbuf");
     check.buffer(recvbuf, total, "recvbuf");
     check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
-    return total;
+    return {total, total, false};
   }
-  int library(const CommState& s, std::size_t) const {
+  int library(const CommState& s, const Checked&) const {
     return library_alltoall(s.comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
+  }
+  AlltoallArgs args(CommState&, const Checked&, DeviceCall*) const {
+    return {bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
   }
 };
 
 struct BarrierCall {
   static constexpr Collective kCollective = Collective::barrier;
-  std::size_t checks(const CommState&) const { return 0; }
-  int library(const CommState& s, std::size_t) const { return library_barrier(s.comm); }
+  Checked checks(const CommState&) const { return {0, 0, false}; }
+  int library(const CommState& s, const Checked&) const { return library_barrier(s.comm); }
 };
 
 // delegated() of a descriptor's call.
@@ -292,247 +392,96 @@ template <class Call>
     return delegated(s, kC, 0, DataType::uint8, ReduceOp::sum, options);
 }
 
-// Runs the schedule of `c`'s collective on `args` through run_collective, with c.library(checked)
-// as its MPI library call; `host_copies(staged)` points `args` at host copies of device buffers.
-template <class Call, class Checked, class HostCopies>
-Request run(const std::shared_ptr<CommState>& s, const Call& c, const Checked& checked,
-            ArgsOf<Call::kCollective>& args, std::size_t bytes, const Options& options,
-            const CallSignature& signature, bool blocking, CallMemory& memory,
-            HostCopies&& host_copies) {
-  const auto library = [&] { return c.library(*s, checked); };
-  return run_collective(
-      s, Call::kCollective, bytes, options, signature, blocking,
-      [&](Operation& op, Algorithm a) { return run_schedule<Call::kCollective>(op, args, a); },
-      std::move(memory.device), host_copies, library);
+// A call's buffers on this rank: its own `buffers`, else the whole input (sendbuf) and this
+// rank's block of output (recvbuf).
+template <class Call>
+CallBuffers buffers_of(const CommState& s, const Call& c, const Checked& b) {
+  if constexpr (requires { c.buffers(s, b); })
+    return c.buffers(s, b);
+  else
+    return send_recv(c.sendbuf, b.total, c.recvbuf, b.block);
 }
 
-Request run_call(const std::shared_ptr<CommState>& s, const AllreduceCall& c,
-                 const Options& options, bool blocking) {
-  const std::size_t bytes = c.checks(*s);
-  if (nothing_to_move(c.kCollective, bytes)) return {};
-  CallMemory memory =
-      call_memory(*s, c.kCollective, options,
-                  {{c.sendbuf, bytes, "sendbuf"}, {c.recvbuf, bytes, "recvbuf"}}, blocking);
-  AllreduceArgs args{bytes_of(c.sendbuf),
-                     bytes_of(c.recvbuf),
-                     c.count,
-                     Reduction::make(c.type, c.op, s->size, memory.reducer()),
-                     {}};
-  return run(s, c, bytes, args, bytes, options, signature(c.kCollective, c.count, c.type, c.op),
-             blocking, memory, [&](StagedCall& staged) {
-               args.send = staged.copy_of(c.sendbuf, bytes, true, 0);
-               args.recv = staged.copy_of(c.recvbuf, bytes, false, bytes);
-               args.reduction = Reduction::make(c.type, c.op, s->size);
-             });
+// What COLLX_CHECK compares and COLLX_DEBUG shows of a call; for reduce_scatter(_v), whose blocks
+// may differ, the count is a hash of every rank's block length, so that differing counts are
+// caught.
+template <class Call, class Args>
+CallSignature signature_of(const Call& c, const Args& args) {
+  CallSignature signature{Call::kCollective, 0, static_cast<int>(c.type)};
+  if constexpr (requires { c.op; }) signature.op = static_cast<int>(c.op);
+  if constexpr (requires { c.root; }) signature.root = c.root;
+  if constexpr (std::is_same_v<Args, ReduceScatterArgs>) {
+    for (std::size_t j = 0; j + 1 < args.offsets.size(); ++j)
+      signature.count = signature.count * 1000003u + (args.offsets[j + 1] - args.offsets[j]);
+  } else {
+    signature.count = c.count;
+  }
+  return signature;
 }
 
-Request run_call(const std::shared_ptr<CommState>& s, const BroadcastCall& c,
-                 const Options& options, bool blocking) {
-  const std::size_t bytes = c.checks(*s);
-  if (nothing_to_move(c.kCollective, bytes)) return {};
-  CallMemory memory =
-      call_memory(*s, c.kCollective, options, {{c.buffer, bytes, "buffer"}}, blocking);
-  BroadcastArgs args{bytes_of(c.buffer), c.count, size_of(c.type), c.root, {}};
-  const bool is_root = s->rank == c.root;
-  return run(s, c, bytes, args, bytes, options, signature(c.kCollective, c.count, c.type, c.root),
-             blocking, memory, [&](StagedCall& staged) {
-               args.buffer = staged.copy_of(c.buffer, bytes, is_root, is_root ? 0 : bytes);
-             });
-}
-
-Request run_call(const std::shared_ptr<CommState>& s, const ReduceCall& c, const Options& options,
+// A call's normal path: its checks and memory, then its schedule through run_collective, with
+// c.library as its MPI library call where it has one. On host copies of device buffers, its
+// arguments point at the copies (and a reduction reduces on the host).
+template <class Call>
+Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Options& options,
                  bool blocking) {
-  const std::size_t bytes = c.checks(*s);
-  const bool is_root = s->rank == c.root;
-  if (nothing_to_move(c.kCollective, bytes)) return {};
-  const auto library = [&] { return c.library(*s, bytes); };
-  // recvbuf is significant at the root only.
-  CallMemory memory = call_memory(
-      *s, c.kCollective, options,
-      {{c.sendbuf, bytes, "sendbuf"}, {is_root ? c.recvbuf : nullptr, bytes, "recvbuf"}}, blocking);
-  ReduceArgs args{bytes_of(c.sendbuf),
-                  bytes_of(c.recvbuf),
-                  c.count,
-                  Reduction::make(c.type, c.op, s->size, memory.reducer()),
-                  c.root,
-                  {},
-                  Algorithm::ring};
-  return run_collective(
-      s, c.kCollective, bytes, options, signature(c.kCollective, c.count, c.type, c.op, c.root),
-      blocking,
-      [&](Operation& op, Algorithm a) {
-        if (a == Algorithm::rabenseifner) {
-          args.scatter_algorithm = resolve_algorithm(Collective::reduce_scatter_v,
-                                                     Algorithm::automatic, bytes, s->size, s->rank);
-        }
-        return reduce_task(op, args, a);
-      },
-      std::move(memory.device),
-      [&](StagedCall& staged) {
-        args.send = staged.copy_of(c.sendbuf, bytes, true, 0);
-        if (is_root) args.recv = staged.copy_of(c.recvbuf, bytes, false, bytes);
-        args.reduction = Reduction::make(c.type, c.op, s->size);
-      },
-      library);
-}
-
-Request run_call(const std::shared_ptr<CommState>& s, const AllgatherCall& c,
-                 const Options& options, bool blocking) {
-  const Blocks blocks = c.checks(*s);
-  const auto [block, total, in_place] = blocks;
-  if (nothing_to_move(c.kCollective, total)) return {};
-  CallMemory memory = call_memory(
-      *s, c.kCollective, options,
-      {{in_place ? nullptr : c.sendbuf, block, "sendbuf"}, {c.recvbuf, total, "recvbuf"}},
-      blocking);
-  AllgatherArgs args{in_place ? nullptr : bytes_of(c.sendbuf),
-                     bytes_of(c.recvbuf),
-                     s->lend_equal_offsets(c.count),
-                     size_of(c.type),
-                     {}};
-  Request done = run(s, c, blocks, args, total, options, signature(c.kCollective, c.count, c.type),
-                     blocking, memory, [&](StagedCall& staged) {
-                       // In place, this rank's block is an input inside recvbuf: the whole buffer
-                       // goes in.
-                       if (!in_place) args.send = staged.copy_of(c.sendbuf, block, true, 0);
-                       args.recv = staged.copy_of(c.recvbuf, total, in_place, total);
-                     });
-  s->give_back_offsets(c.count, std::move(args.offsets));
-  return done;
-}
-
-// reduce_scatter and reduce_scatter_v on blocks of offsets[r + 1] - offsets[r] elements;
-// `library`: the call as MPI_Reduce_scatter_block (equal blocks only).
-Request reduce_scatter_blocks(const std::shared_ptr<CommState>& s, const void* sendbuf,
-                              void* recvbuf, std::vector<std::size_t> offsets, DataType type,
-                              ReduceOp reduce_op, const Options& options, bool blocking,
-                              Collective collective, LibraryCall library) {
-  const ArgCheck check(collective, s->rank);
-  check.type_op(type, reduce_op);
-  const std::size_t total = check.bytes(offsets.back(), type);
-  const auto r = static_cast<std::size_t>(s->rank);
-  const std::size_t mine = (offsets[r + 1] - offsets[r]) * size_of(type);
-  reduce_scatter_buffers(check, sendbuf, recvbuf, total, mine);
-  if (nothing_to_move(collective, total)) {
-    s->give_back_offsets(CommState::kNoSpareOffsets, std::move(offsets));
-    return {};
-  }
-  // The signature covers every rank's block length, so COLLX_CHECK catches differing counts.
-  std::uint64_t counts_hash = 0;
-  for (std::size_t j = 0; j + 1 < offsets.size(); ++j) {
-    counts_hash = counts_hash * 1000003u + (offsets[j + 1] - offsets[j]);
-  }
-  CallMemory memory = call_memory(
-      *s, collective, options, {{sendbuf, total, "sendbuf"}, {recvbuf, mine, "recvbuf"}}, blocking);
-  ReduceScatterArgs args{bytes_of(sendbuf),
-                         bytes_of(recvbuf),
-                         std::move(offsets),
-                         Reduction::make(type, reduce_op, s->size, memory.reducer()),
-                         {}};
+  constexpr Collective C = Call::kCollective;
+  auto checked = c.checks(*s);
+  if (nothing_to_move(C, checked.total)) return {};
+  const CallBuffers buffers = buffers_of(*s, c, checked);
+  CallMemory memory = call_memory(*s, C, options, {buffers[0].arg, buffers[1].arg}, blocking);
+  ArgsOf<C> args = c.args(*s, checked, memory.reducer());
+  const auto library = [&] {
+    if constexpr (requires { c.library(*s, checked); })
+      return [&] { return c.library(*s, checked); };
+    else
+      return nullptr;  // reduce_scatter_v: its MPI library row runs on collx's path
+  }();
   Request done = run_collective(
-      s, collective, total, options, signature(collective, counts_hash, type, reduce_op), blocking,
+      s, C, checked.total, options, signature_of(c, args), blocking,
       [&](Operation& op, Algorithm a) {
-        return run_schedule<Collective::reduce_scatter>(op, args, a);
+        if constexpr (C == Collective::reduce) {
+          // Rabenseifner's reduce-scatter half: the selector's choice for a reduce_scatter_v.
+          if (a == Algorithm::rabenseifner) {
+            args.scatter_algorithm =
+                resolve_algorithm(Collective::reduce_scatter_v, Algorithm::automatic, checked.total,
+                                  s->size, s->rank);
+          }
+        }
+        constexpr Collective kSchedules =
+            C == Collective::reduce_scatter_v ? Collective::reduce_scatter : C;
+        return run_schedule<kSchedules>(op, args, a);
       },
       std::move(memory.device),
       [&](StagedCall& staged) {
-        args.send = staged.copy_of(sendbuf, total, true, 0);
-        args.recv = staged.copy_of(recvbuf, mine, false, mine);
-        args.reduction = Reduction::make(type, reduce_op, s->size);
+        std::byte* copies[2] = {};
+        for (std::size_t i = 0; i < buffers.size(); ++i) {
+          const CallBuffer& b = buffers[i];
+          if (b.arg.pointer != nullptr)
+            copies[i] = staged.copy_of(b.arg.pointer, b.arg.bytes, b.input, b.output);
+        }
+        if constexpr (requires { args.buffer; }) {
+          args.buffer = copies[0];
+        } else {
+          if (copies[0] != nullptr) args.send = copies[0];
+          if (copies[1] != nullptr) args.recv = copies[1];
+        }
+        if constexpr (requires { args.reduction; })
+          args.reduction = Reduction::make(c.type, c.op, s->size);
       },
       library);
-  // Kept for its storage (the blocks may be a reduce_scatter_v's).
-  s->give_back_offsets(CommState::kNoSpareOffsets, std::move(args.offsets));
-  return done;
-}
-
-Request run_call(const std::shared_ptr<CommState>& s, const ReduceScatterCall& c,
-                 const Options& options, bool blocking) {
-  // The blocks are checked before their offsets are computed (a product that wraps would pass
-  // every later check).
-  const ArgCheck check(c.kCollective, s->rank);
-  check.type(c.type);
-  check.total_bytes(c.count, s->size, c.type);
-  const auto library = [&] { return c.library(*s, 0); };
-  return reduce_scatter_blocks(s, c.sendbuf, c.recvbuf, s->lend_equal_offsets(c.count), c.type,
-                               c.op, options, blocking, c.kCollective, library);
-}
-
-Request run_call(const std::shared_ptr<CommState>& s, const ReduceScatterVCall& c,
-                 const Options& options, bool blocking) {
-  if (c.counts.size() != static_cast<std::size_t>(s->size)) {
-    throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
-                "counts: " + std::to_string(c.counts.size()) + " entries for " +
-                    std::to_string(s->size) + " ranks");
+  // Kept for their storage, and for the next call of the same count where the blocks are equal.
+  if constexpr (requires { args.offsets; }) {
+    std::size_t equal = CommState::kNoSpareOffsets;
+    if constexpr (requires { c.count; }) equal = c.count;
+    s->give_back_offsets(equal, std::move(args.offsets));
   }
-  std::vector<std::size_t> offsets(c.counts.size() + 1, 0);
-  for (std::size_t r = 0; r < c.counts.size(); ++r) {
-    offsets[r + 1] = offsets[r] + c.counts[r];
-    if (offsets[r + 1] < offsets[r]) {
-      throw Error(ErrorCode::invalid_argument, "reduce_scatter_v", s->rank,
-                  "counts: their sum exceeds the largest possible buffer");
-    }
-  }
-  return reduce_scatter_blocks(s, c.sendbuf, c.recvbuf, std::move(offsets), c.type, c.op, options,
-                               blocking, c.kCollective, {});
-}
-
-template <Collective C>
-Request run_call(const std::shared_ptr<CommState>& s, const RootedCall<C>& c,
-                 const Options& options, bool blocking) {
-  constexpr bool kGather = RootedCall<C>::kGather;
-  const Blocks blocks = c.checks(*s);
-  const auto [block, total, in_place] = blocks;
-  const bool is_root = s->rank == c.root;
-  const void* full = kGather ? c.recvbuf : c.sendbuf;
-  const void* own = kGather ? c.sendbuf : c.recvbuf;
-  // The buffers this rank uses: the full one at the root, its own unless in place; gather's own
-  // block in and full buffer out, scatter's the other way round.
-  const void* full_used = is_root ? full : nullptr;
-  const void* own_used = in_place ? nullptr : own;
-  const void* in = kGather ? own_used : full_used;
-  const void* out = kGather ? full_used : own_used;
-  const std::size_t in_bytes = kGather ? block : total;
-  const std::size_t out_bytes = kGather ? total : block;
-  if (nothing_to_move(C, total)) return {};
-  CallMemory memory = call_memory(
-      *s, C, options, {{in, in_bytes, "sendbuf"}, {out, out_bytes, "recvbuf"}}, blocking);
-  ArgsOf<C> args{kGather && in_place ? nullptr : bytes_of(c.sendbuf),
-                 !kGather && in_place ? nullptr : bytes_of(c.recvbuf),
-                 s->lend_equal_offsets(c.count),
-                 size_of(c.type),
-                 c.root,
-                 {}};
-  Request done = run(s, c, blocks, args, total, options, signature(C, c.count, c.type, c.root),
-                     blocking, memory, [&](StagedCall& staged) {
-                       if (in != nullptr) args.send = staged.copy_of(in, in_bytes, true, 0);
-                       // Downloaded too for a gather in place: the root's own block is in it.
-                       if (out != nullptr) {
-                         args.recv = staged.copy_of(out, out_bytes, kGather && in_place, out_bytes);
-                       }
-                     });
-  s->give_back_offsets(c.count, std::move(args.offsets));
   return done;
-}
-
-Request run_call(const std::shared_ptr<CommState>& s, const AlltoallCall& c, const Options& options,
-                 bool blocking) {
-  const std::size_t total = c.checks(*s);
-  if (nothing_to_move(c.kCollective, total)) return {};
-  CallMemory memory =
-      call_memory(*s, c.kCollective, options,
-                  {{c.sendbuf, total, "sendbuf"}, {c.recvbuf, total, "recvbuf"}}, blocking);
-  AlltoallArgs args{bytes_of(c.sendbuf), bytes_of(c.recvbuf), c.count, size_of(c.type), {}};
-  return run(s, c, total, args, total, options, signature(c.kCollective, c.count, c.type), blocking,
-             memory, [&](StagedCall& staged) {
-               args.send = staged.copy_of(c.sendbuf, total, true, 0);
-               args.recv = staged.copy_of(c.recvbuf, total, false, total);
-             });
 }
 
 Request run_call(const std::shared_ptr<CommState>& s, const BarrierCall& c, const Options& options,
                  bool blocking) {
-  const auto library = [&] { return c.library(*s, 0); };
+  const auto library = [&] { return c.library(*s, {}); };
   BarrierArgs args;
   return run_collective(
       s, c.kCollective, 0, options, {c.kCollective, 0}, blocking,

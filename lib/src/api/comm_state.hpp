@@ -398,23 +398,6 @@ template <class Call>
     library_collective_failed(s, collective, code);
 }
 
-// The call as the MPI library's blocking collective (what the delegated path runs); refers to
-// the callable, which must outlive it.
-class LibraryCall {
- public:
-  LibraryCall() = default;
-  template <class F>
-  requires std::is_invocable_r_v<int, const F&> LibraryCall(
-      const F& call)  // NOLINT(google-explicit-constructor): passed as a lambda
-      : object_(&call), call_([](const void* o) { return (*static_cast<const F*>(o))(); }) {}
-  explicit operator bool() const { return call_ != nullptr; }
-  int operator()() const { return call_(object_); }
-
- private:
-  const void* object_ = nullptr;
-  int (*call_)(const void*) = nullptr;
-};
-
 // Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
 inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
   if (signature.op < 0 || signature.type < 0) return mpi_library_takes(nullptr, bytes);
@@ -426,13 +409,14 @@ inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
 // Resolves the algorithm (explicit, COLLX_ALGO, table; as for host memory whatever the call's,
 // so ranks whose buffers differ in kind run one), numbers the operation and runs
 // make(op, algorithm); `bytes` keys the table. `host_copies(staged)` points the arguments at host
-// copies of device buffers where the call runs on them. `library_call`: a blocking host call
-// that runs the MPI library's row runs it on the delegated path, as its class would once settled.
-template <class MakeTask, class HostCopies = std::nullptr_t>
+// copies of device buffers where the call runs on them. `library_call()`, the call as the MPI
+// library's blocking collective (null: none): a blocking host call that runs the MPI library's
+// row runs it on the delegated path, as its class would once settled.
+template <class MakeTask, class HostCopies = std::nullptr_t, class LibraryCall = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
-                       HostCopies&& host_copies = nullptr, LibraryCall library_call = {}) {
+                       HostCopies&& host_copies = nullptr, LibraryCall&& library_call = nullptr) {
   using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
   // A trial of collx's candidates is timed from here (the choice and bookkeeping are part of its
   // cost); the MPI library's from its start, as once chosen it skips this bookkeeping.
@@ -456,17 +440,22 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                                   arena, state->node_shape());
     library = false;
   }
-  if (library && blocking && library_call && device == nullptr &&
-      CommState::may_delegate(options)) {
-    if (choice.meet) [[unlikely]]
-      state->meet();
-    const Clock::time_point started = choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
-    run_delegated(*state, collective, library_call);
-    if (choice.tuner != nullptr) {
-      state->after_timed_call(collective, bytes, *choice.tuner,
-                              std::chrono::duration<double>(Clock::now() - started).count());
+  // Hands a timed call's duration from `started` to its tuner.
+  const auto timed = [&](Clock::time_point started) {
+    if (choice.tuner == nullptr) return;
+    state->after_timed_call(collective, bytes, *choice.tuner,
+                            std::chrono::duration<double>(Clock::now() - started).count());
+  };
+  if constexpr (!std::is_same_v<std::decay_t<LibraryCall>, std::nullptr_t>) {
+    if (library && blocking && device == nullptr && CommState::may_delegate(options)) {
+      if (choice.meet) [[unlikely]]
+        state->meet();
+      const Clock::time_point started =
+          choice.tuner != nullptr ? Clock::now() : Clock::time_point{};
+      run_delegated(*state, collective, library_call);
+      timed(started);
+      return {};
     }
-    return {};
   }
   std::unique_ptr<DataPath> path;
   const StagedCall* inputs_in_flight = nullptr;  // a nonblocking call on host copies
@@ -494,11 +483,6 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   OpInfo info = state->next_op(collective, algorithm, options);
   info.shared_arena = arena;
   info.blocking = blocking;
-  const auto timed = [&] {
-    if (choice.tuner == nullptr) return;
-    state->after_timed_call(collective, bytes, *choice.tuner,
-                            std::chrono::duration<double>(Clock::now() - started).count());
-  };
   Request done = launch(
       state, info, &signature, blocking,
       [&](Operation& op) {
@@ -507,7 +491,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
         return make(op, algorithm);
       },
       std::move(path));
-  timed();
+  timed(started);
   return done;
 }
 

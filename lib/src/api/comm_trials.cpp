@@ -69,15 +69,9 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
   if (bytes > 1) others.push_back(table(bytes / 2));
   if (bytes <= std::numeric_limits<std::size_t>::max() / 2) others.push_back(table(bytes * 2));
   const Collective schedules = schedules_of(collective);
-  const auto rows = [&](auto&& trait) {
-    std::vector<Algorithm> found;
-    for (const AlgorithmRow& r : registry())
-      if (r.collective == schedules && trait(r)) found.push_back(r.algorithm);
-    return found;
-  };
   if (arena) {
-    for (Algorithm a : rows([](const AlgorithmRow& r) { return r.uses_arena(); }))
-      others.push_back(a);
+    for (const AlgorithmRow& r : registry())
+      if (r.collective == schedules && r.uses_arena()) others.push_back(r.algorithm);
   }
   model::Machine machine;
   machine.one_node = arena;

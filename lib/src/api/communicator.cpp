@@ -125,15 +125,8 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
       check_mpi(MPI_Comm_split(comm, node_layout->node_of(rank), node_layout->local_rank(rank),
                                &node_comm),
                 "MPI_Comm_split");
-      std::shared_ptr<SharedArena> node_arena;
-      try {
-        node_arena = SharedArena::create(node_comm);
-      } catch (...) {
-        MPI_Comm_free(&node_comm);
-        throw;
-      }
-      MPI_Comm_free(&node_comm);
-      transport->set_node_arena(std::move(node_arena));
+      const std::unique_ptr<MPI_Comm, int (*)(MPI_Comm*)> freed(&node_comm, MPI_Comm_free);
+      transport->set_node_arena(SharedArena::create(node_comm));
     }
   } catch (...) {
     // No destructor runs for a constructor that throws: the duplicates are freed here.

@@ -64,17 +64,18 @@ void flag(const char* name, bool& into) {
   choice(name, into, {{"0", false}, {"1", true}}, "0 or 1");
 }
 
+// Whether `text` (spaces around it aside) is a whole number from `low` to `high`, read into `n`.
+bool whole_number(std::string_view text, int& n, long low, long high) {
+  const std::string_view s = trim(text);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  return ec == std::errc() && end == s.data() + s.size() && n >= low && n <= high;
+}
+
 // Variable `name` where set, a whole number from `low` to `high`, into `into`.
 void int_in(const char* name, int& into, int low, int high, const char* what) {
   const char* v = env(name);
-  if (v == nullptr) return;
-  int n = 0;
-  const std::string_view s = trim(v);
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < low || n > high) {
+  if (v != nullptr && !whole_number(v, into, low, high))
     bad_value(name, v, std::string("expected ") + what);
-  }
-  into = n;
 }
 
 // Variable `name` (or, where unset, its old name `alias`) where set, a size (K/M/G suffixes) from
@@ -124,12 +125,7 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
 std::optional<std::string> parse_node_layout(std::string_view text, std::vector<int>& into) {
   // Up to 2^20 ranks in all: a node count or size beyond it is a typo, not a machine.
   constexpr long kMaxRanks = 1 << 20;
-  auto number = [](std::string_view s, int& out) {
-    s = trim(s);
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && end == s.data() + s.size() && !s.empty() && out >= 1 &&
-           out <= kMaxRanks;
-  };
+  auto number = [](std::string_view s, int& out) { return whole_number(s, out, 1, kMaxRanks); };
   std::vector<int> sizes;
   const std::string_view s = trim(text);
   if (s.empty()) return "expected NxK (N nodes of K ranks) or a list of node sizes like 3,1";

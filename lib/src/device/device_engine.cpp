@@ -58,19 +58,12 @@ bool Access::conflicts_with(const Access& later) const {
 void Ledger::dependencies(int lane, const Access& access, std::vector<EventRef>& out) const {
   for (int l = 0; l < kLanes; ++l) {
     if (l == lane) continue;
-    const auto& entries = lanes_[l];
-    if (l == external) {
-      // Callers' streams: no order among the entries.
-      for (const Entry& e : entries) {
-        if (e.access.conflicts_with(access)) out.push_back(e.event);
-      }
-      continue;
-    }
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-      if (it->access.conflicts_with(access)) {
-        out.push_back(it->event);
-        break;
-      }
+    for (auto it = lanes_[l].rbegin(); it != lanes_[l].rend(); ++it) {
+      if (!it->access.conflicts_with(access)) continue;
+      out.push_back(it->event);
+      // A stream's latest conflicting work comes after its earlier work; the callers' streams
+      // (external) have no order among their entries.
+      if (l != external) break;
     }
   }
 }
@@ -537,17 +530,13 @@ void DeviceEngine::give_back_pinned(std::byte* data, std::size_t capacity) noexc
 
 EventRef DeviceEngine::download(void* host, const void* device, std::size_t bytes) {
   downloaded_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  return copy_on(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
+  const Locked locked(*this);
+  return copy_locked(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
 }
 
 void DeviceEngine::upload(void* device, const void* host, std::size_t bytes) {
-  copy_on(Ledger::h2d, device, host, bytes, DeviceApi::Copy::host_to_device);
-}
-
-EventRef DeviceEngine::copy_on(int lane, void* dst, const void* src, std::size_t bytes,
-                               DeviceApi::Copy kind) {
   const Locked locked(*this);
-  return copy_locked(lane, dst, src, bytes, kind);
+  copy_locked(Ledger::h2d, device, host, bytes, DeviceApi::Copy::host_to_device);
 }
 
 EventRef DeviceEngine::copy_locked(int lane, void* dst, const void* src, std::size_t bytes,

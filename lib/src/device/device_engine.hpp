@@ -185,7 +185,6 @@ class DeviceEngine final : public ScratchSource {
   };
   void stream_after(int lane, const Access& access);
   // dst <- src on `lane`'s stream, after the listed work it conflicts with; the copy's event.
-  EventRef copy_on(int lane, void* dst, const void* src, std::size_t bytes, DeviceApi::Copy kind);
   EventRef copy_locked(int lane, void* dst, const void* src, std::size_t bytes,
                        DeviceApi::Copy kind);
   // `data` back to `pool` with the events of the listed work that still touches it.

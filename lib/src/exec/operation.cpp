@@ -291,8 +291,7 @@ std::string Operation::waiting_description() const {
   for (const Transfer* t : waiting_) {
     if (!t->pending()) continue;
     if (!out.empty()) out += ", ";
-    out += (t->is_send ? "send of " : "recv of ") + std::to_string(t->bytes) + " B " +
-           (t->is_send ? "to" : "from") + " rank " + std::to_string(t->peer);
+    out += describe(*t);
   }
   return out.empty() ? "nothing pending" : out;
 }

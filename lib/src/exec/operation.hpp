@@ -79,7 +79,6 @@ class Phases {
   }
   // The `count` phases from `offset` of this share, for the part `name`; checked likewise.
   Phases part(const char* name, int offset, int count) const;
-  int first() const { return first_; }
   int count() const { return count_; }
   // COLLX_CHECK's share: the operation's last phase.
   static Phases check();
@@ -316,7 +315,6 @@ class Engine {
   void progress_elsewhere();
 
  private:
-  friend void run_blocking(Operation& op, Task task);
   void progress_all();
   void start_progress_thread_once();
   void progress_thread_main();

@@ -35,29 +35,22 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 
 void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting,
                        Algorithm library, std::uint32_t wait_calls, bool wait_on_library) {
+  *this = ClassTuner{};
   from_meeting_ = from_meeting;
   library_ = library;
-  head_to_head_ = false;
-  table_displaced_ = false;
   wait_calls_ = wait_calls;
   wait_on_library_ = wait_on_library && library != Algorithm::automatic;
-  waited_calls_ = 0;
-  switched_to_library_ = false;
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
   all_count_ = count_;
   all_candidates_ = candidates_;
-  slowness_.fill(0);
   trials = std::clamp(trials, 1, kMaxTrials + 1);
   passes_ = trials >= kTwoPassTrials ? 2 : 1;
   block_ = static_cast<std::uint8_t>((trials + passes_ - 1) / passes_);
-  rounds_ = 0;
   chosen_ = count_ > 0 ? candidates_[0] : Algorithm::automatic;
-  agreed_ns_.fill(0);
   if (count_ <= 1) {
     phase_ = Phase::settled;
-    settled_calls_ = 0;
     next_check_ = std::numeric_limits<std::uint32_t>::max();  // nothing to re-try
     return;
   }
@@ -336,16 +329,15 @@ void ClassTuner::confirm(std::size_t winner, bool table_displaced) {
   const std::size_t first = winner == 0 ? 0 : library;
   const std::size_t second = winner == 0 ? library : winner;
   // The agreed times follow their candidates (the reports of the first round).
-  for (auto* values : {&agreed_ns_, &agreed_mean_ns_}) {
-    const std::uint64_t a = (*values)[first];
-    const std::uint64_t b = (*values)[second];
-    (*values)[0] = a;
-    (*values)[1] = b;
-  }
-  const Algorithm a = candidates_[first];
-  const Algorithm b = candidates_[second];
-  candidates_[0] = a;
-  candidates_[1] = b;
+  const auto to_front = [&](auto& values) {
+    const auto a = values[first];
+    const auto b = values[second];
+    values[0] = a;
+    values[1] = b;
+  };
+  to_front(agreed_ns_);
+  to_front(agreed_mean_ns_);
+  to_front(candidates_);
   count_ = 2;
   table_displaced_ = table_displaced;
   head_to_head_ = true;

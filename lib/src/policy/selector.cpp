@@ -17,46 +17,8 @@ namespace {
 
 // The built-in table is data: lib/data/builtin-rules.json, in the tuning-file format, compiled in
 // (builtin_rules_text.cpp) and read by parse_tuning_table as COLLX_TUNING_FILE is. Each row
-// carries its provenance; this comment keeps the reasons for the rows' shapes.
-//
-// One node (rules): the first matching row wins; a rank range's last row catches larger sizes.
-// - Allreduce: latency-bound sizes take recursive doubling (log2 p messages); where one exchange
-//   of the whole buffer would go by rendezvous (above the MPI's eager limit, lower in Open MPI
-//   than in MPICH over UCX: the "mpi" rows), the algorithms that send halves or p-ths win; at
-//   large sizes the bandwidth terms decide. An arena's block allreduce where it was measured.
-// - The others: at two ranks the arena from the smallest sizes, up to where a message algorithm
-//   or the MPI caught up; at 3+ ranks the arena where measured ahead. Gather and scatter return
-//   to the binomial tree above 8 ranks (the linear root's p - 1 messages; cost model only).
-// - Rows naming shared_memory count only where the communicator has a shared arena (select_from).
-//
-// Several nodes (node_rules), read before the one-node rows:
-// - Allreduce on uniform nodes of several ranks: hierarchical, then (on two nodes) multi_leader,
-//   from where recursive doubling's whole-buffer hops across the network stop paying; above the
-//   TCP eager limit multi_leader (each link carries 1/k of the bytes).
-// - Broadcast and reduce, any layout: hierarchical (the buffer crosses into each node once) up
-//   to where the cost model has the pipelined chain / Rabenseifner ahead on fast networks.
-// - One rank per node (every hop crosses the network): recursive doubling, then Rabenseifner,
-//   for allreduce; linear broadcast on up to 4 nodes (the root's sends overlap on the network;
-//   more nodes keep the tree, log2 p deep).
-// - Reduce_scatter on two uniform nodes of several ranks: hierarchical where the cost model has
-//   it ahead on fast networks too; more nodes are unmeasured.
-// - Many nodes (min_nodes 8: links cross a fat tree's switches), from SimGrid's SMPI
-//   (docs/SCALE.md): allreduce on nodes of 8 ranks hierarchical above 512 B to 2 KiB (one
-//   message per node across the network where recursive doubling sends the node's 8), Rabenseifner
-//   from 8 KiB to 128 KiB (its pairs start inside a node, where
-//   hierarchical funnels the node's buffer through one link), multi_leader above (its pipeline
-//   overlaps the node's phases with the exchanges across nodes); reduce Rabenseifner (each byte
-//   crosses the network about twice, not log2 p times); reduce_scatter the butterfly to 128 KiB
-//   (its largest exchanges stay between neighbours), hierarchical above on nodes of several
-//   ranks; broadcast with one rank per node scatter + allgather from 16 KiB to 512 KiB (about 2n
-//   bytes from the root, where the binomial tree sends n log2 p; simulated only).
-// - Two nodes of 8 ranks or more (min_per_node 8; the emulated cluster's 2 x 2 keeps the rows
-//   above), from SMPI's three platforms: allreduce Rabenseifner to 256 KiB (its near_first pairs
-//   keep all but one exchange inside a node), the ring to 1 MiB (two of its links cross);
-//   reduce_scatter the butterfly to 128 KiB, the ring to 1 MiB, hierarchical above (the
-//   butterfly's bit-reversed copy is a pass over the buffer); reduce Rabenseifner around 256 KiB.
-//   One rank on each of 8 to 16 nodes: reduce_scatter the ring from 512 KiB (the butterfly's far
-//   exchanges share the few links between a dragonfly's groups or a torus' rings).
+// carries its provenance; docs/AUTO.md, "The built-in table's rows", keeps the reasons for the
+// rows' shapes.
 // Parsed on the first selection; the tests check the text, so a parse error here is a broken
 // build, reported as the first call's collx::Error.
 const TuningTable& builtin_table() {
@@ -124,19 +86,28 @@ std::span<const SelectionRule> builtin_rules_of(Collective collective) {
 }
 
 namespace {
-bool matches(const SelectionRule& rule, Collective collective, std::size_t bytes, int nranks,
-             bool shared_memory) {
-  return rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
-         bytes <= rule.max_bytes &&
-         (shared_memory || !runs_through_arena(collective, rule.algorithm));
+// The algorithm of the first of `rules` that matches the call, or Algorithm::automatic.
+Algorithm first_match(std::span<const SelectionRule> rules, Collective collective,
+                      std::size_t bytes, int nranks, bool shared_memory) {
+  for (const auto& rule : rules) {
+    if (rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
+        bytes <= rule.max_bytes &&
+        (shared_memory || !runs_through_arena(collective, rule.algorithm)))
+      return rule.algorithm;
+  }
+  return Algorithm::automatic;
+}
+// The rows of the tuning file, where there is one.
+std::span<const SelectionRule> tuned_rules() {
+  if (const TuningTable* tuned = active_tuning()) return tuned->rules;
+  return {};
 }
 }  // namespace
 
 Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
                       std::size_t bytes, int nranks, bool shared_memory) {
-  for (const auto& rule : rules) {
-    if (matches(rule, collective, bytes, nranks, shared_memory)) return rule.algorithm;
-  }
+  const Algorithm chosen = first_match(rules, collective, bytes, nranks, shared_memory);
+  if (chosen != Algorithm::automatic) return chosen;
   const auto algos = algorithms_of(collective);
   return algos.empty() ? Algorithm::automatic : algos.front();
 }
@@ -153,15 +124,9 @@ Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::siz
       }
       return *forced;
     }
-    if (const TuningTable* tuned = active_tuning()) {
-      for (const auto& rule : tuned->rules) {
-        if (matches(rule, collective, bytes, nranks, shared_memory)) return rule.algorithm;
-      }
-    }
-    if (const Algorithm across = select_for_nodes(collective, bytes, nodes);
-        across != Algorithm::automatic) {
-      return across;
-    }
+    Algorithm chosen = first_match(tuned_rules(), collective, bytes, nranks, shared_memory);
+    if (chosen == Algorithm::automatic) chosen = select_for_nodes(collective, bytes, nodes);
+    if (chosen != Algorithm::automatic) return chosen;
     return select_from(builtin_rules_of(collective), collective, bytes, nranks, shared_memory);
   }
   if (!implements(collective, requested)) {
@@ -172,13 +137,9 @@ Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::siz
 }
 
 bool table_decides(Collective collective, std::size_t bytes, int nranks, bool shared_memory) {
-  if (config().algorithm[static_cast<int>(collective)]) return false;
-  if (const TuningTable* tuned = active_tuning()) {
-    for (const auto& rule : tuned->rules) {
-      if (matches(rule, collective, bytes, nranks, shared_memory)) return false;
-    }
-  }
-  return true;
+  return !config().algorithm[static_cast<int>(collective)] &&
+         first_match(tuned_rules(), collective, bytes, nranks, shared_memory) ==
+             Algorithm::automatic;
 }
 
 std::string describe_rules(std::span<const SelectionRule> rules) {

@@ -81,8 +81,7 @@ NodeRule parse_node_rule(const nlohmann::json& row, const std::string& source) {
                 row.value("min_nodes", 0),
                 row.value("min_per_node", 0)};
   if (rule.max_bytes < rule.min_bytes || rule.max_nodes < 0 || rule.min_nodes < 0 ||
-      rule.min_per_node < 0 ||
-      (rule.max_nodes > 0 && rule.max_nodes < rule.min_nodes)) {
+      rule.min_per_node < 0 || (rule.max_nodes > 0 && rule.max_nodes < rule.min_nodes)) {
     bad_table(source, "bad byte or node range in " + row.dump());
   }
   return rule;
@@ -107,12 +106,9 @@ TuningTable parse_tuning_table(std::string_view text, const std::string& source)
     for (const auto& row : doc.at("rules")) {
       if (row_is_for_this_mpi(row, source)) table.rules.push_back(parse_rule(row, source));
     }
-    if (doc.contains("node_rules")) {
-      for (const auto& row : doc.at("node_rules")) {
-        if (row_is_for_this_mpi(row, source)) {
-          table.node_rules.push_back(parse_node_rule(row, source));
-        }
-      }
+    for (const auto& row : doc.value("node_rules", nlohmann::json::array())) {
+      if (row_is_for_this_mpi(row, source))
+        table.node_rules.push_back(parse_node_rule(row, source));
     }
   } catch (const nlohmann::json::exception& e) {
     bad_table(source, std::string("malformed: ") + e.what());

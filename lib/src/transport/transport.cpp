@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 namespace collx::detail {
@@ -22,6 +23,11 @@ int launcher_processes_on_node() {
   return 0;
 }
 }  // namespace
+
+std::string describe(const Transfer& t) {
+  return (t.is_send ? "send of " : "recv of ") + std::to_string(t.bytes) + " B " +
+         (t.is_send ? "to" : "from") + " rank " + std::to_string(t.peer);
+}
 
 bool Transport::processors_oversubscribed(int ranks_on_node) {
   if (const char* told = std::getenv("OMPI_MCA_mpi_yield_when_idle")) {

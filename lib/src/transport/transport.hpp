@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -50,6 +51,8 @@ struct Transfer {
   // no longer pending. Defined below Transport.
   void abandon() noexcept;
 };
+// "recv of 4096 B from rank 3", for error messages.
+std::string describe(const Transfer& t);
 
 // A run of Transfers with room for a few inline: small collectives should not allocate.
 class TransferArray {

@@ -24,49 +24,42 @@ std::string error_string(int rc) {
   return std::string(text, static_cast<std::size_t>(length));
 }
 
-// A batch call that returned MPI_ERR_IN_STATUS: the message names each failed request and
-// MPI's reason for it (the status's error), not only that one of them failed.
-[[noreturn]] void throw_in_status(const char* what, int rank, Transfer* const* owners,
-                                  const MPI_Status* statuses, int n) {
+// A batch call over the requests of `n` owners that returned MPI_ERR_IN_STATUS: the message
+// names each failed request and MPI's reason for it (the status's error), not only that one of
+// them failed. Status i is of owners[i], or of owners[indices[i]] where `indices` is given (an
+// index from `n` on is another request's: the notice receive).
+[[noreturn]] void throw_in_status(const char* what, int rank, Transfer* const* owners, int n,
+                                  const MPI_Status* statuses, int count,
+                                  const int* indices = nullptr) {
   std::string message = std::string(what) + " failed:";
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < count; ++i) {
+    const int owner = indices != nullptr ? indices[i] : i;
     const int rc = statuses[i].MPI_ERROR;
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
-    message += std::string(" [") + (owners[i]->is_send ? "send of " : "recv of ") +
-               std::to_string(owners[i]->bytes) + " B " + (owners[i]->is_send ? "to" : "from") +
-               " rank " + std::to_string(owners[i]->peer) + ": " + error_string(rc) + "]";
+    if (owner >= n || rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
+    message += " [" + describe(*owners[owner]) + ": " + error_string(rc) + "]";
   }
   throw Error(ErrorCode::mpi, "", rank, message);
 }
 
 // MPI counts are int: a message above INT_MAX bytes travels as one element of a derived type
 // made of 1 GiB fragments and a remainder, so nothing is truncated and it stays one request.
-class LargeMessageType {
- public:
-  explicit LargeMessageType(std::size_t bytes) {
-    constexpr std::size_t kFragment = std::size_t{1} << 30;
-    const std::size_t fragments = bytes / kFragment;
-    const std::size_t rest = bytes % kFragment;
-    MPI_Datatype fragment_type = MPI_DATATYPE_NULL;
-    check_mpi(MPI_Type_contiguous(static_cast<int>(kFragment), MPI_BYTE, &fragment_type),
-              "MPI_Type_contiguous");
-    int lengths[2] = {static_cast<int>(fragments), static_cast<int>(rest)};
-    MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(fragments * kFragment)};
-    MPI_Datatype types[2] = {fragment_type, MPI_BYTE};
-    check_mpi(MPI_Type_create_struct(rest == 0 ? 1 : 2, lengths, displacements, types, &type_),
-              "MPI_Type_create_struct");
-    check_mpi(MPI_Type_commit(&type_), "MPI_Type_commit");
-    MPI_Type_free(&fragment_type);
-  }
-  // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
-  ~LargeMessageType() { MPI_Type_free(&type_); }
-  LargeMessageType(const LargeMessageType&) = delete;
-  LargeMessageType& operator=(const LargeMessageType&) = delete;
-  MPI_Datatype get() const { return type_; }
-
- private:
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
-};
+MPI_Datatype large_message_type(std::size_t bytes) {
+  constexpr std::size_t kFragment = std::size_t{1} << 30;
+  const std::size_t fragments = bytes / kFragment;
+  const std::size_t rest = bytes % kFragment;
+  MPI_Datatype fragment_type = MPI_DATATYPE_NULL;
+  check_mpi(MPI_Type_contiguous(static_cast<int>(kFragment), MPI_BYTE, &fragment_type),
+            "MPI_Type_contiguous");
+  int lengths[2] = {static_cast<int>(fragments), static_cast<int>(rest)};
+  MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(fragments * kFragment)};
+  MPI_Datatype types[2] = {fragment_type, MPI_BYTE};
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  check_mpi(MPI_Type_create_struct(rest == 0 ? 1 : 2, lengths, displacements, types, &type),
+            "MPI_Type_create_struct");
+  check_mpi(MPI_Type_commit(&type), "MPI_Type_commit");
+  MPI_Type_free(&fragment_type);
+  return type;
+}
 
 // Posts `bytes` at `buf` with `post` (MPI_Isend or MPI_Irecv).
 template <class Buffer, class Post>
@@ -78,8 +71,11 @@ void post_message(Transfer& t, Transport* owner, Buffer* buf, std::size_t bytes,
     check_mpi(post(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &t.mpi_request), what,
               rank);
   } else {
-    LargeMessageType type(bytes);
-    check_mpi(post(buf, 1, type.get(), peer, tag, comm, &t.mpi_request), what, rank);
+    MPI_Datatype type = large_message_type(bytes);
+    const int rc = post(buf, 1, type, peer, tag, comm, &t.mpi_request);
+    // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
+    MPI_Type_free(&type);
+    check_mpi(rc, what, rank);
   }
 }
 
@@ -218,15 +214,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
           }
         }
         if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, "MPI_Testsome", rank());
-        Transfer* failed[kMaxBatch + 1];
-        MPI_Status failed_statuses[kMaxBatch + 1];
-        int count = 0;
-        for (int k = 0; k < completed; ++k) {
-          if (indices[k] >= n) continue;  // the notice receive
-          failed[count] = owners[indices[k]];
-          failed_statuses[count++] = statuses[k];
-        }
-        throw_in_status("MPI_Testsome", rank(), failed, failed_statuses, count);
+        throw_in_status("MPI_Testsome", rank(), owners, n, statuses, completed, indices);
       }
       if (notice_arrived) notices->arrived();  // throws when the notice revokes the communicator
     }
@@ -243,7 +231,7 @@ bool MpiTransport::test_all(std::span<Transfer* const> ts) {
     const int rc = PMPI_Testall(n, requests, &flag, statuses);
     take_completed(n, requests, owners);
     if (rc != MPI_SUCCESS) [[unlikely]] {
-      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank(), owners, statuses, n);
+      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank(), owners, n, statuses, n);
       throw_mpi_error(rc, "MPI_Testall", rank());
     }
     all_done = all_done && flag;

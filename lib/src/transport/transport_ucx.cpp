@@ -53,10 +53,8 @@ ucp_context_h make_context(int estimated_peers) {
 }
 
 // "ucp_tag_recv_nbx of 4096 B from rank 3", for error messages.
-std::string describe_message(bool is_send, std::size_t bytes, int peer) {
-  return std::string(is_send ? "ucp_tag_send_nbx of " : "ucp_tag_recv_nbx of ") +
-         std::to_string(bytes) + " B " + (is_send ? "to" : "from") + " rank " +
-         std::to_string(peer);
+std::string describe_message(const Transfer& t) {
+  return "ucp_tag_" + describe(t).insert(4, "_nbx");
 }
 
 // A message above the fragment size: its fragments' requests (null once complete).
@@ -278,7 +276,7 @@ void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int
                                    ucx_tag, &param)
                 : ucp_tag_recv_nbx(worker_, fragment, length, ucx_tag, kFullTagMask, &param);
     if (UCS_PTR_IS_ERR(request)) [[unlikely]] {
-      throw_ucx_error(UCS_PTR_STATUS(request), describe_message(is_send, bytes, peer), rank());
+      throw_ucx_error(UCS_PTR_STATUS(request), describe_message(t), rank());
     }
     return request;  // null: completed at once
   };
@@ -341,7 +339,7 @@ bool UcxTransport::poll(Transfer& t) {
   t.handle = 0;
   t.state = Transfer::State::done;
   if (failure != UCS_OK) {
-    throw_ucx_error(failure, describe_message(t.is_send, t.bytes, t.peer), rank());
+    throw_ucx_error(failure, describe_message(t), rank());
   }
   return true;
 }
