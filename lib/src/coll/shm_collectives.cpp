@@ -45,15 +45,15 @@ Task take_cut(Operation& op, SharedArena& arena, int producer, std::uint64_t fir
 
 // A rank other than the root of a gather or reduce: only the root reads what the others
 // publish, so this rank steps its counters over their slots (`cut_of(r)`) up front, that their
-// rings never wait for it, and publishes its own `data`.
+// rings never wait for it. Returns where its own slots start. Not a coroutine: reduce's
+// publishing loop stays in its own frame (a nested task would cost its small calls a frame).
 template <class CutOf>
-Task publish_to_root(Operation& op, SharedArena& arena, int root, const std::byte* data,
-                     CutOf cut_of) {
+std::uint64_t skip_to_own_slots(Operation& op, SharedArena& arena, int root, CutOf cut_of) {
   const int me = op.rank();
   for (int r = 0; r < op.size(); ++r) {
     if (r != me && r != root) skip_slots(arena, me, r, cut_of(r).count());
   }
-  co_await publish_cut(op, arena, ring_base(arena, me, me), data, cut_of(me));
+  return ring_base(arena, me, me);
 }
 
 }  // namespace
@@ -63,12 +63,16 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.arena();
   const SlotCut cut{bytes, arena.slot_bytes()};
-  // Every rank other than the root has consumed exactly what the root published so far.
+  // Every rank other than the root has consumed exactly what the root published so far. The
+  // loops stay in this frame (publish_cut and take_cut would cost a small call a nested task).
   const std::uint64_t base = ring_base(arena, op.rank(), a.root);
-  if (op.rank() == a.root) {
-    co_await publish_cut(op, arena, base, a.buffer, cut);
-  } else {
-    co_await take_cut(op, arena, a.root, base, a.buffer, cut, copy_for_output(bytes));
+  const kernels::CopyFn copy = copy_for_output(bytes);
+  for (std::size_t k = 0; k < cut.count(); ++k) {
+    if (op.rank() == a.root) {
+      co_await publish(op, arena, base + k, a.buffer + cut.offset(k), cut.length(k));
+    } else {
+      co_await take(op, arena, a.root, base + k, a.buffer + cut.offset(k), cut.length(k), copy);
+    }
   }
 }
 
@@ -129,7 +133,9 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
   // Whole elements per slot (every element size divides a ring slot of whole KiB).
   const SlotCut cut{bytes, arena.slot_bytes() / elem * elem};
   if (me != a.root) {
-    co_await publish_to_root(op, arena, a.root, a.send, [&](int) { return cut; });
+    const std::uint64_t base = skip_to_own_slots(op, arena, a.root, [&](int) { return cut; });
+    for (std::size_t k = 0; k < cut.count(); ++k)
+      co_await publish(op, arena, base + k, a.send + cut.offset(k), cut.length(k));
     co_return;
   }
   // The root combines slot k of every rank into its output, its own first (so an in-place root
@@ -268,7 +274,7 @@ Task gather_shared_memory(Operation& op, GatherArgs a) {
   SharedArena& arena = *op.arena();
   const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
   if (me != a.root) {
-    co_await publish_to_root(op, arena, a.root, a.send, cut);
+    co_await publish_cut(op, arena, skip_to_own_slots(op, arena, a.root, cut), a.send, cut(me));
     co_return;
   }
   std::byte* own = a.recv + blocks.offset(me);
