@@ -313,23 +313,34 @@ TEST_F(MpiCollectives, AllreduceTrees) {
 }
 
 TEST_F(MpiCollectives, BarrierOrdersAroundIt) {
-  // No rank may leave before the last one arrived; one rank arrives late in each round.
-  for (int round = 0; round < 5; ++round) {
-    if (me == round % p) {
-      const double until = MPI_Wtime() + 0.02;  // this rank arrives late
-      while (MPI_Wtime() < until) {
+  // No rank may leave before the last one arrived; one rank arrives late in each round. Every
+  // barrier algorithm by name, blocking and nonblocking (under the emulated node layouts the
+  // hierarchical barrier runs its node trees and its exchange between leaders; auto's node rule
+  // takes it only on nodes of 8 ranks and more).
+  for (Algorithm a : with_auto(Collective::barrier)) {
+    for (int round = 0; round < 2 * p + 2; ++round) {
+      const bool nonblocking = round % 2 == 1;
+      if (me == round % p) {
+        const double until = MPI_Wtime() + 0.02;  // this rank arrives late
+        while (MPI_Wtime() < until) {
+        }
       }
+      const double arrived = monotonic_seconds();
+      if (nonblocking)
+        comm.ibarrier(with(a)).wait();
+      else
+        comm.barrier(with(a));
+      const double left = monotonic_seconds();
+      double latest_arrival = 0;
+      double earliest_exit = 0;
+      MPI_Allreduce(&arrived, &latest_arrival, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(&left, &earliest_exit, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+      // All ranks run on one node and read the same system-wide monotonic clock (MPI_Wtime may
+      // count from each process's start); allow a microsecond of skew.
+      EXPECT_GE(earliest_exit + 1e-6, latest_arrival)
+          << collx::to_string(a) << (nonblocking ? " ibarrier" : " barrier") << " round "
+          << round;
     }
-    const double arrived = monotonic_seconds();
-    comm.barrier();
-    const double left = monotonic_seconds();
-    double latest_arrival = 0;
-    double earliest_exit = 0;
-    MPI_Allreduce(&arrived, &latest_arrival, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&left, &earliest_exit, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    // All ranks run on one node and read the same system-wide monotonic clock (MPI_Wtime may
-    // count from each process's start); allow a microsecond of skew.
-    EXPECT_GE(earliest_exit + 1e-6, latest_arrival) << "round " << round;
   }
 }
 
