@@ -162,9 +162,10 @@ TEST(Autotune, TwoPassesAndTheLowerOfTheirMeansCounts) {
   EXPECT_EQ(t.chosen(), Algorithm::ring);
 }
 
-// Across nodes (from_meeting) the ranks meet before each block's first timed call (its second
-// call; the only call of a block of one), never before the others nor once settled; without the
-// meeting (one node) no call asks for one. Either way a block's calls count by their mean: a
+// Across nodes (Meetings::before_blocks) the ranks meet before each block's first timed call
+// (its second call; the only call of a block of one), never before the others nor once settled;
+// a rooted collective across nodes (before_calls) meets before every call of its trials; on one
+// node (never) no call asks for one. Either way a block's calls count by their mean: a
 // candidate fast in two calls of three but slow in the third (its root ran ahead and the third
 // waited for it) loses to a steady one faster than its mean.
 TEST(Autotune, BlocksCountByTheirMeanAndAcrossNodesStartFromAMeeting) {
@@ -175,14 +176,18 @@ TEST(Autotune, BlocksCountByTheirMeanAndAcrossNodesStartFromAMeeting) {
       {1e-6, 10e-6, 30e-6, 10e-6},  // pass 2: candidate 1, the same
       {1e-6, 14e-6, 14e-6, 14e-6},  // candidate 2
       {1e-6, 20e-6, 20e-6, 20e-6}};
-  for (const bool from_meeting : {true, false}) {
+  using Meetings = ClassTuner::Meetings;
+  for (const Meetings meetings :
+       {Meetings::never, Meetings::before_blocks, Meetings::before_calls}) {
     ClassTuner t;
-    t.start(kThree, 8, from_meeting);  // two passes of blocks of 4 calls, 3 of them timed
+    t.start(kThree, 8, meetings);  // two passes of blocks of 4 calls, 3 of them timed
     for (std::size_t b = 0; b < blocks.size(); ++b) {
       for (std::size_t i = 0; i < blocks[b].size(); ++i) {
         const TrialPick pick = t.pick();
         EXPECT_TRUE(pick.timed);
-        EXPECT_EQ(pick.meet, from_meeting && i == 1) << "block " << b << " call " << i;
+        EXPECT_EQ(pick.meet, meetings == Meetings::before_calls ||
+                                 (meetings == Meetings::before_blocks && i == 1))
+            << "block " << b << " call " << i;
         t.record(blocks[b][i]);
       }
     }
@@ -194,7 +199,7 @@ TEST(Autotune, BlocksCountByTheirMeanAndAcrossNodesStartFromAMeeting) {
   }
   // Blocks of one call (one trial each): every call is its block's first timed call.
   ClassTuner single;
-  single.start(kThree, 1, true);
+  single.start(kThree, 1, Meetings::before_blocks);
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(single.pick().meet) << i;
     single.record(1e-6);
@@ -240,7 +245,7 @@ TEST(Autotune, WaitingCallsRunTheTablesChoiceThenTheTrialsStart) {
   ClassTuner t;
   const std::vector<Algorithm> candidates = {Algorithm::ring, Algorithm::recursive_doubling,
                                              Algorithm::mpi};
-  t.start(candidates, 8, false, Algorithm::mpi, 5);
+  t.start(candidates, 8, ClassTuner::Meetings::never, Algorithm::mpi, 5);
   EXPECT_EQ(t.phase(), ClassTuner::Phase::waiting);
   EXPECT_TRUE(t.in_trials());
   for (int call = 0; call < 5; ++call) {
@@ -262,7 +267,8 @@ TEST(Autotune, WaitingCallsRunTheTablesChoiceThenTheTrialsStart) {
   EXPECT_EQ(t.chosen(), Algorithm::mpi);
   // One candidate: settled at once, whatever the wait.
   ClassTuner one;
-  one.start(std::vector<Algorithm>{Algorithm::ring}, 8, false, Algorithm::automatic, 5);
+  one.start(std::vector<Algorithm>{Algorithm::ring}, 8, ClassTuner::Meetings::never,
+            Algorithm::automatic, 5);
   EXPECT_EQ(one.phase(), ClassTuner::Phase::settled);
 }
 
@@ -273,7 +279,7 @@ TEST(Autotune, ShortCallsWarmTheMpiLibraryUpInTheWaitsSecondHalf) {
   const std::vector<Algorithm> with_library = {Algorithm::shared_memory, Algorithm::binomial_tree,
                                                Algorithm::mpi};
   ClassTuner t;
-  t.start(with_library, 16, false, Algorithm::mpi, 10);
+  t.start(with_library, 16, ClassTuner::Meetings::never, Algorithm::mpi, 10);
   for (int call = 0; call < 10; ++call) {
     const TrialPick p = t.pick();
     EXPECT_EQ(p.algorithm, call < 5 ? Algorithm::shared_memory : Algorithm::mpi) << call;
@@ -282,10 +288,10 @@ TEST(Autotune, ShortCallsWarmTheMpiLibraryUpInTheWaitsSecondHalf) {
   EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
   EXPECT_TRUE(t.pick().timed);
   ClassTuner long_calls;  // 5 trials: blocks of 3
-  long_calls.start(with_library, 5, false, Algorithm::mpi, 10);
+  long_calls.start(with_library, 5, ClassTuner::Meetings::never, Algorithm::mpi, 10);
   ClassTuner no_library;
   no_library.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::binomial_tree}, 16,
-                   false, Algorithm::automatic, 10);
+                   ClassTuner::Meetings::never, Algorithm::automatic, 10);
   for (int call = 0; call < 10; ++call) {
     EXPECT_EQ(long_calls.pick().algorithm, Algorithm::shared_memory) << call;
     EXPECT_EQ(no_library.pick().algorithm, Algorithm::shared_memory) << call;
@@ -299,7 +305,7 @@ TEST(Autotune, AWaitOnTheMpiLibraryRunsItThroughout) {
   const std::vector<Algorithm> with_library = {Algorithm::shared_memory, Algorithm::pairwise,
                                                Algorithm::mpi};
   ClassTuner t;
-  t.start(with_library, 5, false, Algorithm::mpi, 10, true);
+  t.start(with_library, 5, ClassTuner::Meetings::never, Algorithm::mpi, 10, true);
   for (int call = 0; call < 10; ++call) {
     const TrialPick p = t.pick();
     EXPECT_EQ(p.algorithm, Algorithm::mpi) << call;
@@ -308,8 +314,8 @@ TEST(Autotune, AWaitOnTheMpiLibraryRunsItThroughout) {
   EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
   EXPECT_TRUE(t.pick().timed);
   ClassTuner no_library;
-  no_library.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::pairwise}, 5, false,
-                   Algorithm::automatic, 10, true);
+  no_library.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::pairwise}, 5,
+                   ClassTuner::Meetings::never, Algorithm::automatic, 10, true);
   EXPECT_EQ(no_library.pick().algorithm, Algorithm::shared_memory);
 }
 
@@ -324,7 +330,7 @@ TEST(Autotune, TheMpiLibraryNeedsNoAbsoluteMargin) {
   // other candidate's `collx`.
   const auto choice = [&](double library, double collx) {
     ClassTuner t;
-    t.start(candidates, 8, false, Algorithm::mpi);
+    t.start(candidates, 8, ClassTuner::Meetings::never, Algorithm::mpi);
     while (t.phase() == ClassTuner::Phase::trying) {
       const TrialPick p = t.pick();
       if (t.record(p.algorithm == Algorithm::mpi ? library : collx) == TunerStep::agree)
@@ -353,7 +359,7 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
   const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::ring,
                                              Algorithm::mpi};
   const auto settle = [&](ClassTuner& t) {
-    t.start(candidates, 8, false, Algorithm::mpi);
+    t.start(candidates, 8, ClassTuner::Meetings::never, Algorithm::mpi);
     while (t.phase() == ClassTuner::Phase::trying) {
       const TrialPick p = t.pick();
       const double seconds = p.algorithm == Algorithm::shared_memory ? 0.1e-6
@@ -390,7 +396,8 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
   // Settled on the MPI's collective (here the first candidate, so no second opinion follows):
   // its own samples are checked against its trial only.
   ClassTuner u;
-  u.start(std::vector<Algorithm>{Algorithm::mpi, Algorithm::ring}, 8, false, Algorithm::mpi);
+  u.start(std::vector<Algorithm>{Algorithm::mpi, Algorithm::ring}, 8, ClassTuner::Meetings::never,
+          Algorithm::mpi);
   while (u.phase() == ClassTuner::Phase::trying) {
     const TrialPick p = u.pick();
     const double seconds = p.algorithm == Algorithm::mpi ? 0.2e-6 : 0.4e-6;
@@ -408,7 +415,7 @@ TEST(Autotune, ACollxChallengerMustBeatTheMpiLibraryByTheMargin) {
                                              Algorithm::mpi};
   const auto choice = [&](std::uint64_t table, std::uint64_t challenger, std::uint64_t library) {
     ClassTuner t;
-    t.start(candidates, 1, false, Algorithm::mpi);
+    t.start(candidates, 1, ClassTuner::Meetings::never, Algorithm::mpi);
     run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
     EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{table, challenger, library}));
     return t.chosen();
@@ -439,7 +446,7 @@ ClassTuner round_with_library(const std::vector<std::uint64_t>& maxima,
   ClassTuner t;
   t.start(
       std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::binomial_tree, Algorithm::mpi}, 1,
-      false, Algorithm::mpi);
+      ClassTuner::Meetings::never, Algorithm::mpi);
   run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
   EXPECT_TRUE(t.agreed(maxima, means));
   return t;
@@ -469,8 +476,8 @@ TEST(Autotune, ATieWithTheMpiLibraryIsNoEvidenceAgainstCollx) {
   EXPECT_EQ(evidence({520, 700, 520}, {325, 450, 320}), Algorithm::shared_memory);
   // A class that chose one of collx's: its choice.
   ClassTuner table;
-  table.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::mpi}, 1, false,
-              Algorithm::mpi);
+  table.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::mpi}, 1,
+              ClassTuner::Meetings::never, Algorithm::mpi);
   run_trials(table, {1e-6, 1e-6}, 1);
   EXPECT_TRUE(table.agreed(std::vector<std::uint64_t>{1000, 2000}));
   EXPECT_EQ(table.choice_as_evidence(), Algorithm::shared_memory);
@@ -589,7 +596,7 @@ TEST(Autotune, ACollxWinnerOverTheMpiLibraryIsConfirmedHeadToHead) {
   const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
                                              Algorithm::mpi};
   const auto confirmation = [&](ClassTuner& t, double challenger_seconds) {
-    t.start(candidates, 1, false, Algorithm::mpi);
+    t.start(candidates, 1, ClassTuner::Meetings::never, Algorithm::mpi);
     run_trials(t, {3e-6, 1e-6, 2e-6}, 1);
     EXPECT_TRUE(t.agreed(t.agree_values()));
     // Not settled: the challenger and the MPI library again, the MPI library first.
@@ -621,7 +628,7 @@ TEST(Autotune, ACollxWinnerOverTheMpiLibraryIsConfirmedHeadToHead) {
   EXPECT_EQ(holds.slowness(Algorithm::ring), 0.0);
   // The table's choice winning is confirmed in its own place: the MPI library must beat it.
   ClassTuner table;
-  table.start(candidates, 1, false, Algorithm::mpi);
+  table.start(candidates, 1, ClassTuner::Meetings::never, Algorithm::mpi);
   run_trials(table, {1e-6, 3e-6, 2e-6}, 1);
   EXPECT_TRUE(table.agreed(table.agree_values()));
   EXPECT_EQ(std::vector<Algorithm>(table.candidates().begin(), table.candidates().end()),
@@ -638,7 +645,7 @@ TEST(Autotune, ACollxWinnerOverTheMpiLibraryIsConfirmedHeadToHead) {
   EXPECT_EQ(table.candidates().size(), candidates.size());
   // The MPI library winning the first round needs no confirmation.
   ClassTuner library;
-  library.start(candidates, 1, false, Algorithm::mpi);
+  library.start(candidates, 1, ClassTuner::Meetings::never, Algorithm::mpi);
   run_trials(library, {3e-6, 2e-6, 1e-6}, 1);
   EXPECT_TRUE(library.agreed(library.agree_values()));
   EXPECT_EQ(library.phase(), ClassTuner::Phase::settled);

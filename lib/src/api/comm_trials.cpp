@@ -50,8 +50,13 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
                   config().autotune_wait * trials * static_cast<int>(candidates.size()) *
                   (on_library && bytes > kLongCallBytes ? kLibraryWaitFactor : 1))
             : 0u;
-    tuner.start(candidates, trials, node_layout != nullptr && node_layout->nodes() > 1,
-                library_candidate, wait_calls, on_library);
+    using Meetings = ClassTuner::Meetings;
+    const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
+                        collective == Collective::gather || collective == Collective::scatter;
+    const Meetings meetings = node_layout == nullptr || node_layout->nodes() < 2 ? Meetings::never
+                              : rooted ? Meetings::before_calls
+                                       : Meetings::before_blocks;
+    tuner.start(candidates, trials, meetings, library_candidate, wait_calls, on_library);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;

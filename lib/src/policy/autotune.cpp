@@ -33,10 +33,10 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
   return out;
 }
 
-void ClassTuner::start(std::span<const Algorithm> candidates, int trials, bool from_meeting,
+void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetings meetings,
                        Algorithm library, std::uint32_t wait_calls, bool wait_on_library) {
   *this = ClassTuner{};
-  from_meeting_ = from_meeting;
+  meetings_ = meetings;
   library_ = library;
   wait_calls_ = wait_calls;
   wait_on_library_ = wait_on_library && library != Algorithm::automatic;
@@ -86,7 +86,9 @@ TrialPick ClassTuner::pick() {
   if (phase_ == Phase::trying) {
     // trial_calls_ counts the calls recorded so far: this call's place in its block.
     const bool first_timed = block_ == 1 || trial_calls_ % block_ == 1;
-    return {candidates_[trying_index()], true, from_meeting_ && first_timed};
+    return {candidates_[trying_index()], true,
+            meetings_ == Meetings::before_calls ||
+                (meetings_ == Meetings::before_blocks && first_timed)};
   }
   if (count_ <= 1) return {chosen_, false};
   ++settled_calls_;

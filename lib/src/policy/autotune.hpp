@@ -38,7 +38,7 @@ inline constexpr int kSizeClasses = 65;
 struct TrialPick {
   Algorithm algorithm = Algorithm::automatic;
   bool timed = false;  // time the call and hand the time to record()
-  bool meet = false;   // the ranks meet (a barrier) before the call: a block's first timed call
+  bool meet = false;   // the ranks meet (a barrier) before the call (ClassTuner::Meetings)
 };
 
 // What record() asks of the caller: nothing, or an agreement among the ranks over the values
@@ -53,16 +53,22 @@ class ClassTuner {
   static constexpr int kMaxCandidates = kMaxOwnCandidates + 1;
   // waiting: the class's first calls, before its trials (start's `wait_calls`).
   enum class Phase : std::uint8_t { fresh, waiting, trying, settled };
+  // When the ranks meet (a barrier, untimed) during trials: never (one node); before each
+  // block's first timed call (across nodes: the block's calls start together); before every
+  // timed call (across nodes, a rooted collective: back to back, its root starts the next call
+  // while the far ranks still receive the last, so a block would time the root's sends per call,
+  // not the time a call takes from a common start, which is what a program's call waits).
+  enum class Meetings : std::uint8_t { never, before_blocks, before_calls };
 
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
-  // the margin), each tried `trials` times; `from_meeting`: blocks start from a meeting of the
-  // ranks (a communicator across nodes). One candidate: settled at once, never timed.
-  // `library`: the candidate that is the MPI library's own collective (the registry's row says
-  // which), automatic where none is. `wait_calls`: the class's first calls, before the trials,
-  // run the table's choice untimed (in their second half, where calls are short, the MPI
-  // library's: kWarmLibraryBlock); `wait_on_library`: the whole wait runs the MPI library's
-  // (the caller's evidence: choice_as_evidence). docs/AUTO.md, "The trials wait", says why.
-  void start(std::span<const Algorithm> candidates, int trials, bool from_meeting = false,
+  // the margin), each tried `trials` times; `meetings`: when the ranks meet (Meetings). One
+  // candidate: settled at once, never timed. `library`: the candidate that is the MPI library's own
+  // collective (the registry's row says which), automatic where none is. `wait_calls`: the class's
+  // first calls, before the trials, run the table's choice untimed (in their second half, where
+  // calls are short, the MPI library's: kWarmLibraryBlock); `wait_on_library`: the whole wait runs
+  // the MPI library's (the caller's evidence: choice_as_evidence). docs/AUTO.md, "The trials wait",
+  // says why.
+  void start(std::span<const Algorithm> candidates, int trials, Meetings meetings = Meetings::never,
              Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0,
              bool wait_on_library = false);
   Phase phase() const { return phase_; }
@@ -174,8 +180,8 @@ class ClassTuner {
   std::uint8_t block_ = 1;   // calls per block
   std::uint8_t passes_ = 1;  // blocks per candidate
   std::uint8_t rounds_ = 0;
-  bool checking_ = false;        // the pending agreement is a drift checkpoint
-  bool from_meeting_ = false;    // blocks start from a meeting of the ranks (start())
+  bool checking_ = false;                // the pending agreement is a drift checkpoint
+  Meetings meetings_ = Meetings::never;  // start()
   bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
   bool switched_to_library_ = false;
   // The candidates are a confirmation's two (confirm()), the first round's in all_candidates_.
