@@ -55,7 +55,7 @@ class ClassTuner {
   enum class Phase : std::uint8_t { fresh, waiting, trying, settled };
   // When the ranks meet (a barrier, untimed) during trials: never (one node); before each
   // block's first timed call (across nodes: the block's calls start together); before every
-  // timed call (across nodes, a rooted collective: back to back, its root starts the next call
+  // timed call (across nodes, a small rooted call: back to back, its root starts the next call
   // while the far ranks still receive the last, so a block would time the root's sends per call,
   // not the time a call takes from a common start, which is what a program's call waits).
   enum class Meetings : std::uint8_t { never, before_blocks, before_calls };
