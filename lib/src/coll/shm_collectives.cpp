@@ -334,12 +334,7 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   // is sent (step p - s), or while it is read directly. At two ranks through the ring each
   // slot is out before it is overwritten.
   ScratchBuffer input_copy;
-  const std::byte* input = a.send;
-  if (a.send == a.recv && (p > 2 || direct)) {
-    input_copy = op.scratch(total_bytes);
-    op.copy(input_copy.data(), a.recv, total_bytes);
-    input = input_copy.data();
-  }
+  const std::byte* input = p > 2 || direct ? stable_input(op, a, input_copy) : a.send;
   const kernels::CopyFn copy = copy_for_output(total_bytes);
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
