@@ -44,15 +44,15 @@ Task barrier_hierarchical(Operation& op, BarrierArgs a) {
   // One Transfer per child: its token up, then the release down (the ups are done by then).
   std::array<Transfer, 32> links;
   patterns::TreePlace place;
+  std::span<const int> children;
   {
     const Operation::Group group(op, members);
     place = patterns::knomial_place(op.rank(), 0, op.size(), patterns::kNodeBarrierRadix);
-    for (int c = 0; c < place.children.size(); ++c) {
-      const auto i = static_cast<std::size_t>(c);
-      op.recv(links[i], &from_children[i], 1, place.children[c], inside[0]);
-    }
-    for (int c = 0; c < place.children.size(); ++c)
-      co_await op.wait(links[static_cast<std::size_t>(c)]);
+    children = place.children.span();
+    for (std::size_t c = 0; c < children.size(); ++c)
+      op.recv(links[c], &from_children[c], 1, children[c], inside[0]);
+    for (std::size_t c = 0; c < children.size(); ++c)
+      co_await op.wait(links[c]);
     if (place.parent >= 0) {
       Transfer up;
       Transfer down;
@@ -66,10 +66,10 @@ Task barrier_hierarchical(Operation& op, BarrierArgs a) {
     co_await barrier_dissemination(op, leaders_args);
   }
   const Operation::Group group(op, members);
-  for (int c = 0; c < place.children.size(); ++c)
-    op.send(links[static_cast<std::size_t>(c)], &token, 1, place.children[c], inside[0]);
-  for (int c = 0; c < place.children.size(); ++c)
-    co_await op.wait(links[static_cast<std::size_t>(c)]);
+  for (std::size_t c = 0; c < children.size(); ++c)
+    op.send(links[c], &token, 1, children[c], inside[0]);
+  for (std::size_t c = 0; c < children.size(); ++c)
+    co_await op.wait(links[c]);
 }
 
 }  // namespace
