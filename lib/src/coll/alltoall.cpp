@@ -9,9 +9,6 @@
 
 namespace collx::detail {
 
-namespace {
-
-// In place, the input is copied first: every block of the buffer is both sent and overwritten.
 const std::byte* stable_input(Operation& op, const AlltoallArgs& a, ScratchBuffer& copy) {
   if (a.send != a.recv) return a.send;
   const std::size_t total = a.count * a.element_size * static_cast<std::size_t>(op.size());
@@ -19,6 +16,8 @@ const std::byte* stable_input(Operation& op, const AlltoallArgs& a, ScratchBuffe
   op.copy(copy.data(), a.recv, total);
   return copy.data();
 }
+
+namespace {
 
 Task alltoall_pairwise(Operation& op, AlltoallArgs a) {
   const int p = op.size();

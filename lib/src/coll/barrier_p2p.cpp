@@ -41,18 +41,18 @@ Task barrier_hierarchical(Operation& op, BarrierArgs a) {
   const std::byte token{1};
   std::byte from_parent{0};
   std::array<std::byte, 32> from_children{};
-  std::array<Transfer, 32> ups;
-  std::array<Transfer, 32> downs;
+  // One Transfer per child: its token up, then the release down (the ups are done by then).
+  std::array<Transfer, 32> links;
   patterns::TreePlace place;
+  std::span<const int> children;
   {
     const Operation::Group group(op, members);
     place = patterns::knomial_place(op.rank(), 0, op.size(), patterns::kNodeBarrierRadix);
-    for (int c = 0; c < place.children.size(); ++c) {
-      const auto i = static_cast<std::size_t>(c);
-      op.recv(ups[i], &from_children[i], 1, place.children[c], inside[0]);
-    }
-    for (int c = 0; c < place.children.size(); ++c)
-      co_await op.wait(ups[static_cast<std::size_t>(c)]);
+    children = place.children.span();
+    for (std::size_t c = 0; c < children.size(); ++c)
+      op.recv(links[c], &from_children[c], 1, children[c], inside[0]);
+    for (std::size_t c = 0; c < children.size(); ++c)
+      co_await op.wait(links[c]);
     if (place.parent >= 0) {
       Transfer up;
       Transfer down;
@@ -66,10 +66,10 @@ Task barrier_hierarchical(Operation& op, BarrierArgs a) {
     co_await barrier_dissemination(op, leaders_args);
   }
   const Operation::Group group(op, members);
-  for (int c = 0; c < place.children.size(); ++c)
-    op.send(downs[static_cast<std::size_t>(c)], &token, 1, place.children[c], inside[0]);
-  for (int c = 0; c < place.children.size(); ++c)
-    co_await op.wait(downs[static_cast<std::size_t>(c)]);
+  for (std::size_t c = 0; c < children.size(); ++c)
+    op.send(links[c], &token, 1, children[c], inside[0]);
+  for (std::size_t c = 0; c < children.size(); ++c)
+    co_await op.wait(links[c]);
 }
 
 }  // namespace

@@ -98,6 +98,9 @@ struct AlltoallArgs {
   Phases phases;
 };
 Task alltoall_task(Operation& op, const AlltoallArgs& args, Algorithm algorithm);
+// The input to send from: a.send, or in place a copy of the buffer made in `copy` (a schedule
+// that overwrites blocks before it has sent them).
+const std::byte* stable_input(Operation& op, const AlltoallArgs& a, ScratchBuffer& copy);
 
 // ---- barrier ----
 struct BarrierArgs {

@@ -68,7 +68,8 @@ Task reduce_scatter_ring(Operation& op, ReduceScatterArgs a) {
 // Recursive halving over the core ranks. far_first halves the buffer as it lies (first pairs
 // p'/2 apart). near_first (the butterfly) first reorders the core blocks bit-reversed, so that
 // the steps pair ranks 1, 2, 4, ... apart and the largest exchanges stay inside a node.
-Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order) {
+template <PairOrder kOrder>
+Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a) {
   const BlockLayout blocks(a.offsets);
   if (trivial(op, a, blocks)) co_return;
   const Destination d(op, a, blocks);
@@ -100,7 +101,7 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
   std::vector<std::size_t> order_offsets;
   std::byte* reduced = accumulator.data();
   ScratchBuffer reordered;
-  if (order == PairOrder::near_first) {
+  if constexpr (kOrder == PairOrder::near_first) {
     // The proxy's input is the accumulator: the reordered copy needs a buffer of its own.
     if (input == accumulator.data()) {
       reordered = op.scratch(blocks.count() * elem);
@@ -118,7 +119,7 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
     order_offsets.back() = at;
     co_await halving_reduce_scatter(op, fold,
                                     BlockLayout(std::span<const std::size_t>(order_offsets)),
-                                    reduced, reduced, a.reduction, a.phases, order);
+                                    reduced, reduced, a.reduction, a.phases, kOrder);
   } else {
     co_await halving_reduce_scatter(op, fold, core_blocks, input, reduced, a.reduction, a.phases);
   }
@@ -136,14 +137,6 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a, PairOrder order)
     co_await fold_return(op, messages, partner, block_of(partner), blocks.length(partner));
   }
   d.finish(op, a.recv);
-}
-
-Task reduce_scatter_recursive_halving(Operation& op, ReduceScatterArgs a) {
-  return reduce_scatter_halving(op, std::move(a), PairOrder::far_first);
-}
-
-Task reduce_scatter_butterfly(Operation& op, ReduceScatterArgs a) {
-  return reduce_scatter_halving(op, std::move(a), PairOrder::near_first);
 }
 
 // The flat reduce-scatter across nodes (and where hierarchical does not split): two tag phases.
@@ -274,9 +267,10 @@ std::span<const AlgorithmRow> reduce_scatter_rows() {
       row<Collective::reduce_scatter>(Algorithm::ring, reduce_scatter_ring,
                                       model::reduce_scatter_ring, 2),
       row<Collective::reduce_scatter>(Algorithm::recursive_halving,
-                                      reduce_scatter_recursive_halving,
+                                      reduce_scatter_halving<PairOrder::far_first>,
                                       model::reduce_scatter_recursive_halving, 2),
-      row<Collective::reduce_scatter>(Algorithm::butterfly, reduce_scatter_butterfly,
+      row<Collective::reduce_scatter>(Algorithm::butterfly,
+                                      reduce_scatter_halving<PairOrder::near_first>,
                                       model::reduce_scatter_butterfly, 2),
       row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
                                       model::reduce_scatter_shared_memory, 2, Algorithm::ring),

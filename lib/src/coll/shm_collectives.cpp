@@ -29,24 +29,10 @@ struct ByteBlocks {
   std::size_t length(int r) const { return elements.length(r) * element_size; }
 };
 
-// Publishes `data` in slots [first, first + cut.count()) of this rank's ring.
-Task publish_cut(Operation& op, SharedArena& arena, std::uint64_t first, const std::byte* data,
-                 SlotCut cut) {
-  for (std::size_t k = 0; k < cut.count(); ++k)
-    co_await publish(op, arena, first + k, data + cut.offset(k), cut.length(k));
-}
-
-// Takes slots [first, first + cut.count()) of `producer`'s ring into `into`.
-Task take_cut(Operation& op, SharedArena& arena, int producer, std::uint64_t first, std::byte* into,
-              SlotCut cut, kernels::CopyFn copy) {
-  for (std::size_t k = 0; k < cut.count(); ++k)
-    co_await take(op, arena, producer, first + k, into + cut.offset(k), cut.length(k), copy);
-}
-
 // A rank other than the root of a gather or reduce: only the root reads what the others
 // publish, so this rank steps its counters over their slots (`cut_of(r)`) up front, that their
-// rings never wait for it. Returns where its own slots start. Not a coroutine: reduce's
-// publishing loop stays in its own frame (a nested task would cost its small calls a frame).
+// rings never wait for it. Returns where its own slots start. Not a coroutine: the publishing
+// loops stay in their schedule's frame (a nested task would cost every small call a frame).
 template <class CutOf>
 std::uint64_t skip_to_own_slots(Operation& op, SharedArena& arena, int root, CutOf cut_of) {
   const int me = op.rank();
@@ -64,7 +50,8 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   SharedArena& arena = *op.arena();
   const SlotCut cut{bytes, arena.slot_bytes()};
   // Every rank other than the root has consumed exactly what the root published so far. The
-  // loops stay in this frame (publish_cut and take_cut would cost a small call a nested task).
+  // slot loops here and below stay in the schedule's frame: a nested task per call would cost
+  // every small call a frame.
   const std::uint64_t base = ring_base(arena, op.rank(), a.root);
   const kernels::CopyFn copy = copy_for_output(bytes);
   for (std::size_t k = 0; k < cut.count(); ++k) {
@@ -274,7 +261,10 @@ Task gather_shared_memory(Operation& op, GatherArgs a) {
   SharedArena& arena = *op.arena();
   const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
   if (me != a.root) {
-    co_await publish_cut(op, arena, skip_to_own_slots(op, arena, a.root, cut), a.send, cut(me));
+    const std::uint64_t base = skip_to_own_slots(op, arena, a.root, cut);
+    const SlotCut own = cut(me);
+    for (std::size_t k = 0; k < own.count(); ++k)
+      co_await publish(op, arena, base + k, a.send + own.offset(k), own.length(k));
     co_return;
   }
   std::byte* own = a.recv + blocks.offset(me);
@@ -282,8 +272,12 @@ Task gather_shared_memory(Operation& op, GatherArgs a) {
   const kernels::CopyFn copy = copy_for_output(a.offsets.back() * a.element_size);
   for (int step = 1; step < op.size(); ++step) {
     const int r = (me + step) % op.size();
-    co_await take_cut(op, arena, r, ring_base(arena, me, r), a.recv + blocks.offset(r), cut(r),
-                      copy);
+    const std::uint64_t base = ring_base(arena, me, r);
+    const SlotCut block = cut(r);
+    for (std::size_t k = 0; k < block.count(); ++k) {
+      co_await take(op, arena, r, base + k, a.recv + blocks.offset(r) + block.offset(k),
+                    block.length(k), copy);
+    }
   }
 }
 
@@ -296,17 +290,22 @@ Task scatter_shared_memory(Operation& op, ScatterArgs a) {
   // The root's ring holds the blocks in the order root + 1, root + 2, ...: block r's slots start
   // `before` slots after the ring's base.
   const std::uint64_t base = ring_base(arena, me, a.root);
+  const kernels::CopyFn copy = copy_for_output(blocks.length(me));
   std::uint64_t before = 0;
   for (int step = 1; step < p; ++step) {
     const int r = (a.root + step) % p;
-    if (me == a.root) {
-      co_await publish_cut(op, arena, base + before, a.send + blocks.offset(r), cut(r));
-    } else if (r == me) {
-      arena.advance(arena.consumed(me, a.root), base + before);
-      co_await take_cut(op, arena, a.root, base + before, a.recv, cut(me),
-                        copy_for_output(blocks.length(me)));
+    const SlotCut block = cut(r);
+    if (r == me) arena.advance(arena.consumed(me, a.root), base + before);
+    for (std::size_t k = 0; k < block.count() && (me == a.root || r == me); ++k) {
+      if (me == a.root) {
+        co_await publish(op, arena, base + before + k, a.send + blocks.offset(r) + block.offset(k),
+                         block.length(k));
+      } else {
+        co_await take(op, arena, a.root, base + before + k, a.recv + block.offset(k),
+                      block.length(k), copy);
+      }
     }
-    before += cut(r).count();
+    before += block.count();
   }
   if (me != a.root) {
     arena.advance(arena.consumed(me, a.root), base + before);
@@ -334,12 +333,7 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   // is sent (step p - s), or while it is read directly. At two ranks through the ring each
   // slot is out before it is overwritten.
   ScratchBuffer input_copy;
-  const std::byte* input = a.send;
-  if (a.send == a.recv && (p > 2 || direct)) {
-    input_copy = op.scratch(total_bytes);
-    op.copy(input_copy.data(), a.recv, total_bytes);
-    input = input_copy.data();
-  }
+  const std::byte* input = p > 2 || direct ? stable_input(op, a, input_copy) : a.send;
   const kernels::CopyFn copy = copy_for_output(total_bytes);
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
