@@ -41,7 +41,7 @@ void settle_on_library(MPI_Comm comm) {
   collx::detail::CommState& s = collx::detail::state_of(c);
   collx::detail::ClassTuner settled;
   const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
-  settled.start(only_mpi, 1, false, Algorithm::mpi);
+  settled.start(only_mpi, 1, collx::detail::ClassTuner::Meetings::never, Algorithm::mpi);
   for (Collective collective : {Collective::allreduce, Collective::broadcast, Collective::reduce,
                                 Collective::allgather, Collective::reduce_scatter,
                                 Collective::gather, Collective::scatter, Collective::alltoall}) {

@@ -414,7 +414,7 @@ TEST(MpiLibraryBarrierOnly, DelegatedBarrierInAProgramOfBarriers) {
   collx::detail::CommState& s = collx::detail::state_of(comm);
   collx::detail::ClassTuner settled;
   const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
-  settled.start(only_mpi, 1, false, Algorithm::mpi);
+  settled.start(only_mpi, 1, collx::detail::ClassTuner::Meetings::never, Algorithm::mpi);
   s.note_settled(Collective::barrier, 0, settled);
   const std::uint64_t before = s.next_sequence;
   for (int i = 0; i < 50; ++i)
@@ -436,7 +436,7 @@ TEST(MpiLibraryDelegated, SettledClassesGoStraightToTheMpiLibrary) {
   const std::size_t count = 1000;  // 4000 B of int32: the class of 2049..4096 B
   collx::detail::ClassTuner settled;
   const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
-  settled.start(only_mpi, 1, false, Algorithm::mpi);
+  settled.start(only_mpi, 1, collx::detail::ClassTuner::Meetings::never, Algorithm::mpi);
   ASSERT_EQ(settled.phase(), collx::detail::ClassTuner::Phase::settled);
   for (Collective c : {Collective::allreduce, Collective::broadcast, Collective::reduce,
                        Collective::allgather, Collective::reduce_scatter, Collective::gather,

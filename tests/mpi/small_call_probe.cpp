@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     if (path == "delegated" || through_dropin) {
       collx::detail::ClassTuner settled;
       const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
-      settled.start(only_mpi, 1, false, Algorithm::mpi);
+      settled.start(only_mpi, 1, collx::detail::ClassTuner::Meetings::never, Algorithm::mpi);
 #if COLLX_PROBE_DROPIN
       collx::Communicator& settled_comm =
           through_dropin ? collx_mpi::communicator_of(MPI_COMM_WORLD) : comm;
