@@ -217,7 +217,7 @@ struct AllgatherCall : Buffers {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
     const std::size_t block = check.bytes(count, type);
-    const std::size_t total = check.total_bytes(count, s.size, type);
+    const std::size_t total = check.bytes(count, type, s.size);
     check.buffer(recvbuf, total, "recvbuf");
     const std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s.rank) * block;
     const bool in_place = sendbuf == nullptr || sendbuf == own;
@@ -254,7 +254,7 @@ Checked reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const
 struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
   Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
-    const std::size_t total = check.total_bytes(count, s.size, type);
+    const std::size_t total = check.bytes(count, type, s.size);
     return reduce_scatter_buffers(check, sendbuf, recvbuf, total, count * size_of(type));
   }
   int library(const CommState& s, const Checked&) const {
@@ -323,7 +323,7 @@ struct RootedCall : Buffers {
     check.type(type);
     check.rank_in_range(root, s.size, "root");
     const std::size_t block = check.bytes(count, type);
-    const std::size_t total = check.total_bytes(count, s.size, type);
+    const std::size_t total = check.bytes(count, type, s.size);
     const bool in_place = check.rooted_blocks(s.rank == root, root, kGather ? recvbuf : sendbuf,
                                               kGather ? sendbuf : recvbuf, block, total, kGather);
     return {block, total, in_place};
@@ -359,7 +359,7 @@ struct AlltoallCall : Buffers {
   Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
-    const std::size_t total = check.total_bytes(count, s.size, type);
+    const std::size_t total = check.bytes(count, type, s.size);
     check.buffer(sendbuf, total, "sendbuf");
     check.buffer(recvbuf, total, "recvbuf");
     check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
