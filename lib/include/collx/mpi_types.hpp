@@ -12,40 +12,24 @@ namespace collx {
 // addresses that a table would load on every call.
 inline MPI_Datatype mpi_datatype(DataType type) {
   switch (type) {
-    case DataType::int8:
-      return MPI_INT8_T;
-    case DataType::uint8:
-      return MPI_UINT8_T;
-    case DataType::int32:
-      return MPI_INT32_T;
-    case DataType::uint32:
-      return MPI_UINT32_T;
-    case DataType::int64:
-      return MPI_INT64_T;
-    case DataType::uint64:
-      return MPI_UINT64_T;
-    case DataType::float32:
-      return MPI_FLOAT;
-    case DataType::float64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;
+#define COLLX_MPI_DATATYPE(name, bytes, T, mpi) \
+  case DataType::name:                          \
+    return mpi;
+    COLLX_DATATYPE_LIST(COLLX_MPI_DATATYPE)
+#undef COLLX_MPI_DATATYPE
   }
+  return MPI_DATATYPE_NULL;
 }
 // The MPI library's predefined op for `op`, or MPI_OP_NULL where MPI has none (avg).
 inline MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum:
-      return MPI_SUM;
-    case ReduceOp::prod:
-      return MPI_PROD;
-    case ReduceOp::min:
-      return MPI_MIN;
-    case ReduceOp::max:
-      return MPI_MAX;
-    default:
-      return MPI_OP_NULL;
+#define COLLX_MPI_OP(name, mpi) \
+  case ReduceOp::name:          \
+    return mpi;
+    COLLX_REDUCE_OP_LIST(COLLX_MPI_OP)
+#undef COLLX_MPI_OP
   }
+  return MPI_OP_NULL;
 }
 
 }  // namespace collx

@@ -10,26 +10,34 @@
 
 namespace collx {
 
-// Element type of a buffer. Counts in the API are always element counts of this type.
-enum class DataType : std::uint8_t {
-  int8,
-  uint8,
-  int32,
-  uint32,
-  int64,
-  uint64,
-  float16,
-  bfloat16,
-  float32,
-  float64,
-};
-inline constexpr int kDataTypeCount = 10;
+// The element types (name, bytes, C++ type, MPI's predefined type) and the reduction operators
+// (name, MPI's op), in one list each: the enums, their counts, names (to_string, the parsers),
+// sizes, datatype_of and mpi_types.hpp's maps derive from these.
+#define COLLX_DATATYPE_LIST(X)                                                            \
+  X(int8, 1, std::int8_t, MPI_INT8_T)                                                     \
+  X(uint8, 1, std::uint8_t, MPI_UINT8_T)                                                  \
+  X(int32, 4, std::int32_t, MPI_INT32_T)                                                  \
+  X(uint32, 4, std::uint32_t, MPI_UINT32_T) X(int64, 8, std::int64_t, MPI_INT64_T)        \
+      X(uint64, 8, std::uint64_t, MPI_UINT64_T) X(float16, 2, float16, MPI_DATATYPE_NULL) \
+          X(bfloat16, 2, bfloat16, MPI_DATATYPE_NULL) X(float32, 4, float, MPI_FLOAT)     \
+              X(float64, 8, double, MPI_DOUBLE)
+#define COLLX_REDUCE_OP_LIST(X) \
+  X(sum, MPI_SUM) X(prod, MPI_PROD) X(min, MPI_MIN) X(max, MPI_MAX) X(avg, MPI_OP_NULL)
 
-enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
-inline constexpr int kReduceOpCount = 5;
+#define COLLX_ENUMERATOR(name, ...) name,
+#define COLLX_PLUS_ONE(...) +1
+// Element type of a buffer. Counts in the API are always element counts of this type.
+enum class DataType : std::uint8_t { COLLX_DATATYPE_LIST(COLLX_ENUMERATOR) };
+inline constexpr int kDataTypeCount = 0 COLLX_DATATYPE_LIST(COLLX_PLUS_ONE);
+enum class ReduceOp : std::uint8_t { COLLX_REDUCE_OP_LIST(COLLX_ENUMERATOR) };
+inline constexpr int kReduceOpCount = 0 COLLX_REDUCE_OP_LIST(COLLX_PLUS_ONE);
+#undef COLLX_ENUMERATOR
+#undef COLLX_PLUS_ONE
 
 namespace detail {
-inline constexpr std::size_t kTypeSizes[kDataTypeCount] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+#define COLLX_TYPE_SIZE(name, bytes, ...) bytes,
+inline constexpr std::size_t kTypeSizes[kDataTypeCount] = {COLLX_DATATYPE_LIST(COLLX_TYPE_SIZE)};
+#undef COLLX_TYPE_SIZE
 [[noreturn]] void throw_not_a_type(DataType type);  // std::out_of_range
 }  // namespace detail
 // The bytes of one element (inline: every call asks); throws std::out_of_range for a value that
@@ -132,19 +140,10 @@ using bfloat16 = Float16Bits<float_to_bfloat16_bits, bfloat16_bits_to_float>;
 // Maps a C++ element type to its DataType, for the typed (std::span) overloads.
 template <class T>
 struct datatype_of;
-#define COLLX_DATATYPE_OF(T, D) \
-  template <>                   \
-  struct datatype_of<T> : std::integral_constant<DataType, DataType::D> {};
-COLLX_DATATYPE_OF(std::int8_t, int8)
-COLLX_DATATYPE_OF(std::uint8_t, uint8)
-COLLX_DATATYPE_OF(std::int32_t, int32)
-COLLX_DATATYPE_OF(std::uint32_t, uint32)
-COLLX_DATATYPE_OF(std::int64_t, int64)
-COLLX_DATATYPE_OF(std::uint64_t, uint64)
-COLLX_DATATYPE_OF(float16, float16)
-COLLX_DATATYPE_OF(bfloat16, bfloat16)
-COLLX_DATATYPE_OF(float, float32)
-COLLX_DATATYPE_OF(double, float64)
+#define COLLX_DATATYPE_OF(name, bytes, T, ...) \
+  template <>                                  \
+  struct datatype_of<T> : std::integral_constant<DataType, DataType::name> {};
+COLLX_DATATYPE_LIST(COLLX_DATATYPE_OF)
 #undef COLLX_DATATYPE_OF
 
 template <class T>

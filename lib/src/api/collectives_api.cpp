@@ -135,14 +135,22 @@ struct ReductionCall : Buffers {
   }
 };
 
+// The checks of a call that reads `total` bytes at sendbuf and writes `mine` at recvbuf (the same
+// buffer: in place). Always inlined: the delegated path runs it (its own frame costs a call).
+[[gnu::always_inline]] inline Checked send_and_recv(const ArgCheck& check, const void* sendbuf,
+                                                    const void* recvbuf, std::size_t total,
+                                                    std::size_t mine) {
+  check.buffer(sendbuf, total, "sendbuf");
+  check.buffer(recvbuf, mine, "recvbuf");
+  check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
+  return {mine, total, false};
+}
+
 struct AllreduceCall : ReductionCall<Collective::allreduce> {
   Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
-    check.buffer(sendbuf, bytes, "sendbuf");
-    check.buffer(recvbuf, bytes, "recvbuf");
-    check.no_partial_overlap(sendbuf, bytes, "sendbuf", recvbuf, bytes, "recvbuf");
-    return {bytes, bytes, false};
+    return send_and_recv(check, sendbuf, recvbuf, bytes, bytes);
   }
   int library(const CommState& s, const Checked&) const {
     return library_allreduce(s.comm, sendbuf, recvbuf, static_cast<int>(count), type, op);
@@ -217,7 +225,7 @@ struct AllgatherCall : Buffers {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
     const std::size_t block = check.bytes(count, type);
-    const std::size_t total = check.total_bytes(count, s.size, type);
+    const std::size_t total = check.bytes(count, type, s.size);
     check.buffer(recvbuf, total, "recvbuf");
     const std::byte* own = bytes_of(recvbuf) + static_cast<std::size_t>(s.rank) * block;
     const bool in_place = sendbuf == nullptr || sendbuf == own;
@@ -240,22 +248,12 @@ struct AllgatherCall : Buffers {
   }
 };
 
-// reduce_scatter's buffers: the whole input (`total` bytes) and this rank's block (`mine`).
-Checked reduce_scatter_buffers(const ArgCheck& check, const void* sendbuf, const void* recvbuf,
-                               std::size_t total, std::size_t mine) {
-  check.buffer(sendbuf, total, "sendbuf");
-  check.buffer(recvbuf, mine, "recvbuf");
-  if (sendbuf != recvbuf)
-    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, mine, "recvbuf");
-  return {mine, total, false};
-}
-
 // `count` elements for every rank.
 struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
   Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
-    const std::size_t total = check.total_bytes(count, s.size, type);
-    return reduce_scatter_buffers(check, sendbuf, recvbuf, total, count * size_of(type));
+    const std::size_t total = check.bytes(count, type, s.size);
+    return send_and_recv(check, sendbuf, recvbuf, total, count * size_of(type));
   }
   int library(const CommState& s, const Checked&) const {
     return library_reduce_scatter_block(s.comm, sendbuf, recvbuf, static_cast<int>(count), type,
@@ -300,7 +298,7 @@ struct ReduceScatterVCall {
     const std::size_t total = check.bytes(offsets.back(), type);
     const auto r = static_cast<std::size_t>(s.rank);
     const std::size_t mine = (offsets[r + 1] - offsets[r]) * size_of(type);
-    return {reduce_scatter_buffers(check, sendbuf, recvbuf, total, mine), std::move(offsets)};
+    return {send_and_recv(check, sendbuf, recvbuf, total, mine), std::move(offsets)};
   }
   ReduceScatterArgs args(CommState& s, Blocks& b, DeviceCall* device) const {
     return {bytes_of(sendbuf),
@@ -323,7 +321,7 @@ struct RootedCall : Buffers {
     check.type(type);
     check.rank_in_range(root, s.size, "root");
     const std::size_t block = check.bytes(count, type);
-    const std::size_t total = check.total_bytes(count, s.size, type);
+    const std::size_t total = check.bytes(count, type, s.size);
     const bool in_place = check.rooted_blocks(s.rank == root, root, kGather ? recvbuf : sendbuf,
                                               kGather ? sendbuf : recvbuf, block, total, kGather);
     return {block, total, in_place};
@@ -359,11 +357,8 @@ struct AlltoallCall : Buffers {
   Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
-    const std::size_t total = check.total_bytes(count, s.size, type);
-    check.buffer(sendbuf, total, "sendbuf");
-    check.buffer(recvbuf, total, "recvbuf");
-    check.no_partial_overlap(sendbuf, total, "sendbuf", recvbuf, total, "recvbuf");
-    return {total, total, false};
+    const std::size_t total = check.bytes(count, type, s.size);
+    return send_and_recv(check, sendbuf, recvbuf, total, total);
   }
   int library(const CommState& s, const Checked&) const {
     return library_alltoall(s.comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));

@@ -22,17 +22,11 @@ void ArgCheck::bad_op(DataType type, ReduceOp op) const {
                                    std::string(to_string(type)) + " (avg needs a floating type)");
 }
 
-void ArgCheck::bad_count(std::size_t count, DataType type) const {
-  fail(ErrorCode::invalid_argument, "count: " + std::to_string(count) + " elements of " +
-                                        std::string(to_string(type)) +
-                                        " exceed the largest possible buffer");
-}
-
-void ArgCheck::bad_total(std::size_t count, int nranks, DataType type) const {
-  fail(ErrorCode::invalid_argument, "count: " + std::to_string(count) + " elements of " +
-                                        std::string(to_string(type)) + " for each of " +
-                                        std::to_string(nranks) +
-                                        " ranks exceed the largest possible buffer");
+void ArgCheck::bad_count(std::size_t count, DataType type, int nranks) const {
+  fail(ErrorCode::invalid_argument,
+       "count: " + std::to_string(count) + " elements of " + std::string(to_string(type)) +
+           (nranks == 1 ? "" : " for each of " + std::to_string(nranks) + " ranks") +
+           " exceed the largest possible buffer");
 }
 
 void ArgCheck::null_buffer(std::string_view name) const {

@@ -35,23 +35,16 @@ class ArgCheck {
   // would overflow the offset arithmetic of the schedules).
   static constexpr std::size_t kMaxBytes =
       static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
-  // count * size_of(type), rejecting counts whose byte size no buffer can have.
-  // (A multiplication checked for overflow, not a division: this runs on every call.)
-  std::size_t bytes(std::size_t count, DataType type) const {
-    std::size_t product = 0;
-    if (__builtin_mul_overflow(count, size_of(type), &product) || product > kMaxBytes) [[unlikely]]
-      bad_count(count, type);
-    return product;
-  }
-  // The bytes of `count` elements for each of `nranks` ranks (a gathered or scattered buffer),
-  // rejecting a product no buffer can have.
-  std::size_t total_bytes(std::size_t count, int nranks, DataType type) const {
+  // count * size_of(type) for each of `nranks` ranks (a gathered or scattered buffer), rejecting
+  // counts whose byte size no buffer can have. (Multiplications checked for overflow, not a
+  // division: this runs on every call; with one rank the second folds away.)
+  std::size_t bytes(std::size_t count, DataType type, int nranks = 1) const {
     std::size_t block = 0;
     std::size_t product = 0;
     if (__builtin_mul_overflow(count, size_of(type), &block) ||
         __builtin_mul_overflow(block, static_cast<std::size_t>(nranks), &product) ||
         product > kMaxBytes) [[unlikely]]
-      bad_total(count, nranks, type);
+      bad_count(count, type, nranks);
     return product;
   }
   // A null pointer with a non-zero size.
@@ -102,8 +95,7 @@ class ArgCheck {
  private:
   [[noreturn]] void bad_type(DataType type) const;
   [[noreturn]] void bad_op(DataType type, ReduceOp op) const;
-  [[noreturn]] void bad_count(std::size_t count, DataType type) const;
-  [[noreturn]] void bad_total(std::size_t count, int nranks, DataType type) const;
+  [[noreturn]] void bad_count(std::size_t count, DataType type, int nranks) const;
   [[noreturn]] void null_buffer(std::string_view name) const;
   [[noreturn]] void overlap(std::string_view a_name, std::string_view b_name) const;
   [[noreturn]] void bad_rank(int value, int size, std::string_view name) const;

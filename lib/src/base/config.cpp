@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -137,12 +138,8 @@ std::optional<std::string> parse_node_layout(std::string_view text, std::vector<
       return "expected NxK with N nodes and K ranks per node, both from 1 to " +
              std::to_string(kMaxRanks);
     }
-    if (static_cast<long>(nodes) * per_node > kMaxRanks) {
-      return "more than " + std::to_string(kMaxRanks) + " ranks";
-    }
     sizes.assign(static_cast<std::size_t>(nodes), per_node);
   } else {
-    long total = 0;
     std::string_view rest = s;
     while (true) {
       const std::size_t comma = rest.find(',');
@@ -152,13 +149,13 @@ std::optional<std::string> parse_node_layout(std::string_view text, std::vector<
                std::to_string(kMaxRanks) + "), got \"" + std::string(trim(rest.substr(0, comma))) +
                "\"";
       }
-      total += size;
-      if (total > kMaxRanks) return "more than " + std::to_string(kMaxRanks) + " ranks";
       sizes.push_back(size);
       if (comma == std::string_view::npos) break;
       rest = rest.substr(comma + 1);
     }
   }
+  if (std::accumulate(sizes.begin(), sizes.end(), 0L) > kMaxRanks)
+    return "more than " + std::to_string(kMaxRanks) + " ranks";
   into = std::move(sizes);
   return std::nullopt;
 }

@@ -7,11 +7,12 @@
 namespace collx {
 
 namespace {
+#define COLLX_NAME(name, ...) #name,
 constexpr std::array<std::string_view, kDataTypeCount> kTypeNames = {
-    "int8",   "uint8",   "int32",    "uint32",  "int64",
-    "uint64", "float16", "bfloat16", "float32", "float64"};
-constexpr std::array<std::string_view, kReduceOpCount> kOpNames = {"sum", "prod", "min", "max",
-                                                                   "avg"};
+    COLLX_DATATYPE_LIST(COLLX_NAME)};
+constexpr std::array<std::string_view, kReduceOpCount> kOpNames = {
+    COLLX_REDUCE_OP_LIST(COLLX_NAME)};
+#undef COLLX_NAME
 }  // namespace
 
 void detail::throw_not_a_type(DataType type) {

@@ -177,10 +177,8 @@ std::uint64_t ClassTuner::sampled_mean_ns() const {
 
 std::uint64_t ClassTuner::library_trial_ns() const {
   if (library_ == Algorithm::automatic || chose_library()) return 0;
-  for (std::size_t i = 0; i < count_; ++i) {
-    if (candidates_[i] == library_) return agreed_ns_[i];
-  }
-  return 0;
+  const std::size_t i = index_in(candidates_, count_, library_);
+  return i < count_ ? agreed_ns_[i] : 0;
 }
 
 bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
@@ -274,27 +272,22 @@ void ClassTuner::note_slowness() {
     if (agreed_ns_[i] > 0 && (best == 0 || agreed_ns_[i] < best)) best = agreed_ns_[i];
   if (best == 0) return;
   for (std::size_t i = 0; i < count_; ++i) {
-    const auto* it =
-        std::find(all_candidates_.begin(), all_candidates_.begin() + all_count_, candidates_[i]);
-    if (it != all_candidates_.begin() + all_count_ && agreed_ns_[i] > 0) {
-      double& slowest = slowness_[static_cast<std::size_t>(it - all_candidates_.begin())];
-      slowest = std::max(slowest, static_cast<double>(agreed_ns_[i]) / static_cast<double>(best));
+    const std::size_t j = index_in(all_candidates_, all_count_, candidates_[i]);
+    if (j < all_count_ && agreed_ns_[i] > 0) {
+      slowness_[j] =
+          std::max(slowness_[j], static_cast<double>(agreed_ns_[i]) / static_cast<double>(best));
     }
   }
 }
 
 double ClassTuner::slowness(Algorithm algorithm) const {
-  const auto* it =
-      std::find(all_candidates_.begin(), all_candidates_.begin() + all_count_, algorithm);
-  return it == all_candidates_.begin() + all_count_
-             ? 0
-             : slowness_[static_cast<std::size_t>(it - all_candidates_.begin())];
+  const std::size_t j = index_in(all_candidates_, all_count_, algorithm);
+  return j < all_count_ ? slowness_[j] : 0;
 }
 
 Algorithm ClassTuner::choice_as_evidence() const {
   if (!chose_library() || switched_to_library_) return chosen_;
-  const auto index = static_cast<std::size_t>(
-      std::find(candidates_.begin(), candidates_.begin() + count_, library_) - candidates_.begin());
+  const std::size_t index = index_in(candidates_, count_, library_);
   if (index >= count_) return chosen_;
   const auto within_margin = [](std::uint64_t collx, std::uint64_t library) {
     return collx == 0 || library == 0 ||
@@ -319,15 +312,13 @@ bool ClassTuner::needs_confirmation(std::size_t winner) const {
   if (count_ <= 2 || library_ == Algorithm::automatic || candidates_[winner] == library_) {
     return false;
   }
-  return std::find(candidates_.begin(), candidates_.begin() + count_, library_) !=
-         candidates_.begin() + count_;
+  return index_in(candidates_, count_, library_) < count_;
 }
 
 void ClassTuner::confirm(std::size_t winner, bool table_displaced) {
   // The winner in its place (the table's choice first, a challenger second, after the MPI
   // library's collective), so that the second round applies the first round's rules.
-  const std::size_t library = static_cast<std::size_t>(
-      std::find(candidates_.begin(), candidates_.begin() + count_, library_) - candidates_.begin());
+  const std::size_t library = index_in(candidates_, count_, library_);
   const std::size_t first = winner == 0 ? 0 : library;
   const std::size_t second = winner == 0 ? library : winner;
   // The agreed times follow their candidates (the reports of the first round).

@@ -13,6 +13,7 @@
 // timing and the agreement.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -174,6 +175,11 @@ class ClassTuner {
   // last. The first calls of a class also pay for the first touch of the application's new
   // buffers (page faults, lines in other caches); that handicap falls on the challengers.
   std::uint32_t trying_index() const { return (trial_calls_ / block_ + 1) % count_; }
+  // The place of `a` among the first `n` of `list` (candidates_ or all_candidates_); n if absent.
+  static std::size_t index_in(const std::array<Algorithm, kMaxCandidates>& list, std::size_t n,
+                              Algorithm a) {
+    return static_cast<std::size_t>(std::find(list.begin(), list.begin() + n, a) - list.begin());
+  }
 
   Phase phase_ = Phase::fresh;
   std::uint8_t count_ = 0;

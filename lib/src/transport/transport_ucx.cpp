@@ -4,9 +4,11 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 
@@ -58,10 +60,15 @@ std::string describe_message(const Transfer& t) {
 }
 
 // A message above the fragment size: its fragments' requests (null once complete).
-struct FragmentSet {
-  std::vector<void*> requests;
-  std::size_t remaining = 0;
-};
+using Fragments = std::vector<void*>;
+
+// The requests of a posted transfer (t.handle != 0): its one request, held in `one`, or its
+// fragments' (told apart by t.bytes).
+std::span<void*> requests_of(const Transfer& t, std::size_t max_fragment_bytes, void*& one) {
+  if (t.bytes > max_fragment_bytes) return *reinterpret_cast<Fragments*>(t.handle);
+  one = reinterpret_cast<void*>(t.handle);
+  return {&one, 1};
+}
 
 // Process-wide, never reset: every communicator gets an id above those of all earlier ones.
 std::mutex context_id_mutex;
@@ -282,62 +289,60 @@ void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int
   };
   auto* data = static_cast<std::byte*>(buf);
   if (bytes <= max_fragment_bytes_) {
-    void* request = post_fragment(data, bytes);
-    t.handle = reinterpret_cast<std::uintptr_t>(request);
-    t.state = request == nullptr ? Transfer::State::done : Transfer::State::pending;
+    t.handle = reinterpret_cast<std::uintptr_t>(post_fragment(data, bytes));
+    t.state = t.handle == 0 ? Transfer::State::done : Transfer::State::pending;
     return;
   }
-  // Above the fragment size (told apart in poll() by t.bytes): every fragment in flight at once.
-  auto set = std::make_unique<FragmentSet>();
-  set->requests.reserve((bytes + max_fragment_bytes_ - 1) / max_fragment_bytes_);
+  // Above the fragment size (told apart by t.bytes): every fragment in flight at once.
+  auto fragments = std::make_unique<Fragments>();
+  fragments->reserve((bytes + max_fragment_bytes_ - 1) / max_fragment_bytes_);
   try {
-    for (std::size_t offset = 0; offset < bytes; offset += max_fragment_bytes_) {
-      void* request = post_fragment(data + offset, std::min(max_fragment_bytes_, bytes - offset));
-      set->requests.push_back(request);
-      if (request != nullptr) ++set->remaining;
-    }
+    for (std::size_t offset = 0; offset < bytes; offset += max_fragment_bytes_)
+      fragments->push_back(
+          post_fragment(data + offset, std::min(max_fragment_bytes_, bytes - offset)));
   } catch (...) {
     // The fragments already posted go on inside UCX; their requests are no longer ours.
-    for (void* request : set->requests)
+    for (void* request : *fragments)
       if (request != nullptr) ucp_request_free(request);
     throw;
   }
-  if (set->remaining == 0) {
+  if (std::all_of(fragments->begin(), fragments->end(), [](void* r) { return r == nullptr; })) {
     t.state = Transfer::State::done;
     return;
   }
-  t.handle = reinterpret_cast<std::uintptr_t>(set.release());
+  t.handle = reinterpret_cast<std::uintptr_t>(fragments.release());
   t.state = Transfer::State::pending;
+}
+
+void UcxTransport::forget_requests(Transfer& t) noexcept {
+  if (t.bytes > max_fragment_bytes_) delete reinterpret_cast<Fragments*>(t.handle);
+  t.handle = 0;
+  t.state = Transfer::State::done;
 }
 
 bool UcxTransport::poll(Transfer& t) {
   ucs_status_t failure = UCS_OK;
-  if (t.handle == 0) {
-    // completed when posted
-  } else if (t.bytes <= max_fragment_bytes_) {
-    void* request = reinterpret_cast<void*>(t.handle);
-    failure = ucp_request_check_status(request);
-    if (failure == UCS_INPROGRESS) return false;
-    ucp_request_free(request);
-  } else {
-    auto* set = reinterpret_cast<FragmentSet*>(t.handle);
-    for (void*& request : set->requests) {
+  if (t.handle != 0) {  // else completed when posted
+    void* one = nullptr;
+    const std::span<void*> requests = requests_of(t, max_fragment_bytes_, one);
+    bool in_progress = false;
+    for (void*& request : requests) {
       if (request == nullptr) continue;
       const ucs_status_t status = ucp_request_check_status(request);
-      if (status == UCS_INPROGRESS) continue;
+      if (status == UCS_INPROGRESS) {
+        in_progress = true;
+        continue;
+      }
       ucp_request_free(request);
       request = nullptr;
-      --set->remaining;
       if (status != UCS_OK && failure == UCS_OK) failure = status;
     }
-    if (failure == UCS_OK && set->remaining > 0) return false;
+    if (failure == UCS_OK && in_progress) return false;
     // After a failure the other fragments' requests are no longer ours either.
-    for (void* request : set->requests)
+    for (void* request : requests)
       if (request != nullptr) ucp_request_free(request);
-    delete set;
   }
-  t.handle = 0;
-  t.state = Transfer::State::done;
+  forget_requests(t);
   if (failure != UCS_OK) {
     throw_ucx_error(failure, describe_message(t), rank());
   }
@@ -362,9 +367,11 @@ bool UcxTransport::message_arrived(int first_tag, int tags) {
 }
 
 void UcxTransport::abandon(Transfer& t) noexcept {
+  if (t.handle == 0) return forget_requests(t);
   // A receive is cancelled and driven to completion; a send is released to finish inside UCX.
-  auto drop = [&](void* request) {
-    if (request == nullptr) return;
+  void* one = nullptr;
+  for (void* request : requests_of(t, max_fragment_bytes_, one)) {
+    if (request == nullptr) continue;
     if (!t.is_send) {
       ucp_request_cancel(worker_, request);
       while (ucp_request_check_status(request) == UCS_INPROGRESS)
@@ -373,19 +380,8 @@ void UcxTransport::abandon(Transfer& t) noexcept {
       runtime_->note_abandoned_send();
     }
     ucp_request_free(request);
-  };
-  if (t.handle != 0) {
-    if (t.bytes <= max_fragment_bytes_) {
-      drop(reinterpret_cast<void*>(t.handle));
-    } else {
-      auto* set = reinterpret_cast<FragmentSet*>(t.handle);
-      for (void* request : set->requests)
-        drop(request);
-      delete set;
-    }
   }
-  t.handle = 0;
-  t.state = Transfer::State::done;
+  forget_requests(t);
 }
 
 bool UcxTransport::poll_all(std::span<Transfer* const> ts) {

@@ -85,6 +85,8 @@ class UcxTransport final : public Transport {
   bool poll_all(std::span<Transfer* const> ts);
   void post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, MemoryType memory,
             bool is_send);
+  // Marks `t` done with no requests: frees its fragments' list where it has one.
+  void forget_requests(Transfer& t) noexcept;
 
   std::shared_ptr<UcxRuntime> runtime_;
   ucp_worker* worker_ = nullptr;
