@@ -133,8 +133,12 @@ Task ring_stream(Operation& op, RingStream a) {
   const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
   const std::size_t buffer_bytes = BlockLayout{longest, nseg}.length(0) * elem;
   const bool has_reduce = ring.is_reduce_step(a.first_step);
+  // A reduce step's receive lands in scratch, so it may be posted one unit ahead of the sends:
+  // the neighbour's next message then finds its receive waiting (SMPI moves a message only
+  // once its receive is posted; an MPI library matches it without its unexpected queue).
+  const int recv_buffers = depth + 1;
   ScratchBuffer scratch;
-  if (has_reduce) scratch = op.scratch(buffer_bytes * static_cast<std::size_t>(depth));
+  if (has_reduce) scratch = op.scratch(buffer_bytes * static_cast<std::size_t>(recv_buffers));
   const int send_peer = patterns::to_real(ring.send_peer(), a.rotation, p);
   const int recv_peer = patterns::to_real(ring.recv_peer(), a.rotation, p);
 
@@ -184,21 +188,28 @@ Task ring_stream(Operation& op, RingStream a) {
     const int h = last_send[static_cast<std::size_t>(ring.recv_block(t) * nseg + u % nseg)];
     return h >= 0 ? &sends[h] : nullptr;
   };
+  auto received = [&](int u) {
+    return scratch.data() + static_cast<std::size_t>(u % recv_buffers) * buffer_bytes;
+  };
   auto post_recv = [&](int u) {
     const int t = step_of(u);
     const int k = u % nseg;
     const int block = ring.recv_block(t);
-    std::byte* target = ring.is_reduce_step(t)
-                            ? scratch.data() + static_cast<std::size_t>(u % depth) * buffer_bytes
-                            : written(t, block, k);
+    std::byte* target = ring.is_reduce_step(t) ? received(u) : written(t, block, k);
     op.recv(recvs[u], target, segment(block).length(k) * elem, recv_peer, phase_of(t));
+  };
+  // The receives that may be posted once `sent` sends are: as many, and one more where that
+  // one is a reduce step's.
+  auto receivable = [&](int sent) {
+    return std::min(units, sent + (sent < units && ring.is_reduce_step(step_of(sent)) ? 1 : 0));
   };
 
   for (int u = 0; u < depth; ++u)
     post_send(u);
-  for (int u = 0; u < depth; ++u) {
-    if (Transfer* hazard = recv_hazard(u)) co_await op.wait(*hazard);
-    post_recv(u);
+  int posted = 0;  // receives posted: units [0, posted)
+  for (const int end = receivable(depth); posted < end; ++posted) {
+    if (Transfer* hazard = recv_hazard(posted)) co_await op.wait(*hazard);
+    post_recv(posted);
   }
   for (int u = 0; u < units; ++u) {
     const int t = step_of(u);
@@ -210,18 +221,17 @@ Task ring_stream(Operation& op, RingStream a) {
       if (a.partial != nullptr && t < last_reduce_step && t >= a.first_step + 2) {
         co_await op.wait(sends[unit_of(t - 1, k)]);
       }
-      a.reduction->combine(written(t, block, k),
-                           scratch.data() + static_cast<std::size_t>(u % depth) * buffer_bytes,
+      a.reduction->combine(written(t, block, k), received(u),
                            a.input + (a.layout.offset(block) + segment(block).offset(k)) * elem,
                            segment(block).length(k), /*finalize=*/t == last_reduce_step);
     }
     // Sends go out in unit order, `depth` ahead of the receives, as the peer posts them (sends
     // posted further ahead stalled the MPI library's rendezvous); unit u + depth reads what
     // unit u + depth - nseg <= u wrote.
-    if (u + depth < units) {
-      post_send(u + depth);
-      if (Transfer* hazard = recv_hazard(u + depth)) co_await op.wait(*hazard);
-      post_recv(u + depth);
+    if (u + depth < units) post_send(u + depth);
+    for (const int end = receivable(std::min(units, u + depth + 1)); posted < end; ++posted) {
+      if (Transfer* hazard = recv_hazard(posted)) co_await op.wait(*hazard);
+      post_recv(posted);
     }
   }
   for (auto& s : sends)
