@@ -133,10 +133,13 @@ Task ring_stream(Operation& op, RingStream a) {
   const int depth = std::min(std::max(1, op.pipeline_depth()), nseg);
   const std::size_t buffer_bytes = BlockLayout{longest, nseg}.length(0) * elem;
   const bool has_reduce = ring.is_reduce_step(a.first_step);
-  // A reduce step's receive lands in scratch, so it may be posted one unit ahead of the sends:
-  // the neighbour's next message then finds its receive waiting (SMPI moves a message only
-  // once its receive is posted; an MPI library matches it without its unexpected queue).
-  const int recv_buffers = depth + 1;
+  // With one segment a block, a reduce step's receive (into scratch) is posted one step ahead
+  // of the sends: the neighbour's next message finds its receive waiting (SMPI moves a message
+  // only once its receive is posted; an MPI library matches it without its unexpected queue).
+  // With more segments `depth` of them are in flight already, and one more would share their
+  // link and delay the one awaited.
+  const int recv_ahead = nseg == 1 ? 1 : 0;
+  const int recv_buffers = depth + recv_ahead;
   ScratchBuffer scratch;
   if (has_reduce) scratch = op.scratch(buffer_bytes * static_cast<std::size_t>(recv_buffers));
   const int send_peer = patterns::to_real(ring.send_peer(), a.rotation, p);
@@ -198,10 +201,11 @@ Task ring_stream(Operation& op, RingStream a) {
     std::byte* target = ring.is_reduce_step(t) ? received(u) : written(t, block, k);
     op.recv(recvs[u], target, segment(block).length(k) * elem, recv_peer, phase_of(t));
   };
-  // The receives that may be posted once `sent` sends are: as many, and one more where that
-  // one is a reduce step's.
+  // The receives that may be posted once `sent` sends are: as many, and recv_ahead more where
+  // that one is a reduce step's.
   auto receivable = [&](int sent) {
-    return std::min(units, sent + (sent < units && ring.is_reduce_step(step_of(sent)) ? 1 : 0));
+    return std::min(units,
+                    sent + (sent < units && ring.is_reduce_step(step_of(sent)) ? recv_ahead : 0));
   };
 
   for (int u = 0; u < depth; ++u)
