@@ -162,6 +162,23 @@ TEST(Autotune, TwoPassesAndTheLowerOfTheirMeansCounts) {
   EXPECT_EQ(t.chosen(), Algorithm::ring);
 }
 
+// The policy a class's trials start with: one node never meets; across nodes a rooted call up to
+// kMeetEveryCallBytes meets before every call, larger ones and unrooted ones before blocks.
+TEST(Autotune, MeetingsFollowNodesRootAndSize) {
+  using Meetings = ClassTuner::Meetings;
+  constexpr std::size_t kEdge = ClassTuner::kMeetEveryCallBytes;
+  for (const bool rooted : {false, true}) {
+    for (const std::size_t bytes : {std::size_t{0}, std::size_t{8}, kEdge, kEdge + 1}) {
+      EXPECT_EQ(ClassTuner::meetings_for(rooted, bytes, 1), Meetings::never);
+      EXPECT_EQ(ClassTuner::meetings_for(rooted, bytes, 0), Meetings::never);
+      const Meetings across = ClassTuner::meetings_for(rooted, bytes, 2);
+      EXPECT_EQ(across, rooted && bytes <= kEdge ? Meetings::before_calls : Meetings::before_blocks)
+          << "rooted " << rooted << " bytes " << bytes;
+      EXPECT_EQ(ClassTuner::meetings_for(rooted, bytes, 64), across);
+    }
+  }
+}
+
 // Across nodes (Meetings::before_blocks) the ranks meet before each block's first timed call
 // (its second call; the only call of a block of one), never before the others nor once settled;
 // a rooted collective across nodes (before_calls) meets before every call of its trials; on one

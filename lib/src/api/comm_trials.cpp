@@ -50,18 +50,8 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
                   config().autotune_wait * trials * static_cast<int>(candidates.size()) *
                   (on_library && bytes > kLongCallBytes ? kLibraryWaitFactor : 1))
             : 0u;
-    // A rooted call across nodes up to kMeetEveryCallBytes meets before every trial call
-    // (ClassTuner::Meetings): there its time is its depth in latencies and back-to-back calls
-    // overlap almost whole. Above it the candidates' times from a common start come out alike
-    // (the root's first messages dominate), and what tells them apart is how far consecutive
-    // calls overlap, which blocks of calls time (docs/SCALE.md, "Trials from a common start").
-    using Meetings = ClassTuner::Meetings;
-    const bool rooted = collective == Collective::broadcast || collective == Collective::reduce ||
-                        collective == Collective::gather || collective == Collective::scatter;
-    constexpr std::size_t kMeetEveryCallBytes = std::size_t{16} << 10;
-    const Meetings meetings = node_layout == nullptr || node_layout->nodes() < 2 ? Meetings::never
-                              : rooted && bytes <= kMeetEveryCallBytes ? Meetings::before_calls
-                                                                       : Meetings::before_blocks;
+    const ClassTuner::Meetings meetings = ClassTuner::meetings_for(
+        rooted(collective), bytes, node_layout == nullptr ? 1 : node_layout->nodes());
     tuner.start(candidates, trials, meetings, library_candidate, wait_calls, on_library);
     if (tuner.in_trials()) ++trying_classes_;
   }

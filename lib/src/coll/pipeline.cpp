@@ -211,11 +211,11 @@ Task ring_stream(Operation& op, RingStream a) {
   for (int u = 0; u < depth; ++u)
     post_send(u);
   int posted = 0;  // receives posted: units [0, posted)
-  for (const int end = receivable(depth); posted < end; ++posted) {
-    if (Transfer* hazard = recv_hazard(posted)) co_await op.wait(*hazard);
-    post_recv(posted);
-  }
   for (int u = 0; u < units; ++u) {
+    for (const int end = receivable(std::min(units, u + depth)); posted < end; ++posted) {
+      if (Transfer* hazard = recv_hazard(posted)) co_await op.wait(*hazard);
+      post_recv(posted);
+    }
     const int t = step_of(u);
     const int k = u % nseg;
     co_await op.wait(recvs[u]);
@@ -233,10 +233,6 @@ Task ring_stream(Operation& op, RingStream a) {
     // posted further ahead stalled the MPI library's rendezvous); unit u + depth reads what
     // unit u + depth - nseg <= u wrote.
     if (u + depth < units) post_send(u + depth);
-    for (const int end = receivable(std::min(units, u + depth + 1)); posted < end; ++posted) {
-      if (Transfer* hazard = recv_hazard(posted)) co_await op.wait(*hazard);
-      post_recv(posted);
-    }
   }
   for (auto& s : sends)
     co_await op.wait(s);

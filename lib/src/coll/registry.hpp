@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <span>
 #include <tuple>
+#include <utility>
 
 #include "collectives.hpp"
 #include "collx/mpi_types.hpp"
@@ -172,6 +173,17 @@ inline void library_call_ends() {
 std::span<const AlgorithmRow> registry();
 // The collective whose schedules run `collective` (reduce_scatter_v runs reduce_scatter's).
 Collective schedules_of(Collective collective);
+// Whether `collective` has a root: its schedules' arguments name one.
+constexpr bool rooted(Collective collective) {
+  return [collective]<std::size_t... I>(std::index_sequence<I...>) {
+    return ((collective == static_cast<Collective>(I) &&
+             requires(std::tuple_element_t<I, ArgsTable> a) { a.root; }) ||
+            ...);
+  }(std::make_index_sequence<kCollectiveCount>{});
+}
+static_assert(rooted(Collective::broadcast) && rooted(Collective::reduce) &&
+              rooted(Collective::gather) && rooted(Collective::scatter) &&
+              !rooted(Collective::allreduce) && !rooted(Collective::barrier));
 // The row of (collective, algorithm), or null.
 const AlgorithmRow* find_row(Collective collective, Algorithm algorithm);
 // The algorithm of the collective's MPI library row, or automatic where it has none.

@@ -60,6 +60,17 @@ class ClassTuner {
   // while the far ranks still receive the last, so a block would time the root's sends per call,
   // not the time a call takes from a common start, which is what a program's call waits).
   enum class Meetings : std::uint8_t { never, before_blocks, before_calls };
+  // The meetings of a class of `bytes` on `nodes` nodes: a rooted call up to kMeetEveryCallBytes
+  // meets before every call (there its time is its depth in latencies and back-to-back calls
+  // overlap almost whole); above it the candidates' times from a common start come out alike
+  // (the root's first messages dominate) and what tells them apart is how far consecutive calls
+  // overlap, which blocks time (docs/SCALE.md, "Trials from a common start").
+  static constexpr std::size_t kMeetEveryCallBytes = std::size_t{16} << 10;
+  static constexpr Meetings meetings_for(bool rooted, std::size_t bytes, int nodes) {
+    if (nodes < 2) return Meetings::never;
+    return rooted && bytes <= kMeetEveryCallBytes ? Meetings::before_calls
+                                                  : Meetings::before_blocks;
+  }
 
   // Starts trials among `candidates` (the first is the table's choice, kept on a tie within
   // the margin), each tried `trials` times; `meetings`: when the ranks meet (Meetings). One
