@@ -362,9 +362,9 @@ void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t
           copy_locked(Ledger::d2h, m->pinned, buf, bytes, DeviceApi::Copy::device_to_host));
     }
   }
+  t.start(is_send, peer, bytes, nullptr);  // the engine keeps the message
   t.device = true;
   t.handle = reinterpret_cast<std::uintptr_t>(m.get());
-  t.state = Transfer::State::pending;
   std::deque<Message*>& queue = is_send ? send_queue_ : recv_queue_;
   queue.push_back(m.release());
   ++live_messages_;
@@ -381,14 +381,9 @@ void DeviceEngine::pump(std::deque<Message*>& queue) {
 }
 
 void DeviceEngine::post(Message& m) {
-  Transport& t = *m.inner;
-  if (m.staged) {
-    m.is_send ? t.isend(m.wire, m.pinned, m.bytes, m.peer, m.tag)
-              : t.irecv(m.wire, m.pinned, m.bytes, m.peer, m.tag);
-  } else {
-    m.is_send ? t.isend_device(m.wire, m.device, m.bytes, m.peer, m.tag)
-              : t.irecv_device(m.wire, m.device, m.bytes, m.peer, m.tag);
-  }
+  std::byte* buf = m.staged ? m.pinned : m.device;
+  m.is_send ? m.inner->isend(m.wire, buf, m.bytes, m.peer, m.tag, !m.staged)
+            : m.inner->irecv(m.wire, buf, m.bytes, m.peer, m.tag, !m.staged);
   m.state = Message::State::on_wire;
   if (m.wire.done()) {
     wire_done(m);

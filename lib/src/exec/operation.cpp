@@ -218,24 +218,20 @@ void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
   }
 }
 
-namespace {
-// A zero-byte message, not posted: done at once (both ends skip it).
-void skip_message(Transfer& t, bool is_send, int peer) {
-  t.is_send = is_send;
-  t.peer = peer;
-  t.bytes = 0;
-  t.state = Transfer::State::done;
-}
-}  // namespace
-
+// A zero-byte message is not posted: done at once (both ends skip it).
 void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) return skip_message(t, true, real_peer(peer));
+  if (bytes == 0) return skip(t, true, peer);
   send_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
 void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) return skip_message(t, false, real_peer(peer));
+  if (bytes == 0) return skip(t, false, peer);
   recv_message(t, buf, bytes, peer, info_.tag_base + phase);
+}
+
+void Operation::skip(Transfer& t, bool is_send, int peer) {
+  t.start(is_send, real_peer(peer), 0, nullptr);
+  t.state = Transfer::State::done;
 }
 
 Operation::Group::Group(Operation& op, std::span<const int> members, SharedArena* arena) : op_(op) {
@@ -258,21 +254,13 @@ Operation::Group::~Group() {
 }
 
 void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  peer = real_peer(peer);
-  t.is_send = true;
-  t.peer = peer;
-  t.bytes = bytes;
-  on_path([&](auto& path) { path.send(t, buf, bytes, peer, tag); });
+  on_path([&](auto& path) { path.send(t, buf, bytes, real_peer(peer), tag); });
 }
 
 void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-  peer = real_peer(peer);
-  t.is_send = false;
-  t.peer = peer;
-  t.bytes = bytes;
   // Collectives' receives have the message's length; point-to-point ones may be longer.
   const bool exact_length = info_.collective != Collective::sendrecv;
-  on_path([&](auto& path) { path.recv(t, buf, bytes, peer, tag, exact_length); });
+  on_path([&](auto& path) { path.recv(t, buf, bytes, real_peer(peer), tag, exact_length); });
 }
 
 void Operation::copy(void* dst, const void* src, std::size_t bytes) {

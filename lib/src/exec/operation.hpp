@@ -243,6 +243,7 @@ class Operation {
     void await_resume() const noexcept {}
   };
   void resume();
+  void skip(Transfer& t, bool is_send, int peer);
   DataPath& call_path() { return call_path_ ? *call_path_ : static_cast<DataPath&>(host_path_); }
   // f(path in use), as the final HostPath on the host path (no indirection in the common case).
   template <class F>

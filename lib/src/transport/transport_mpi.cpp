@@ -61,24 +61,6 @@ MPI_Datatype large_message_type(std::size_t bytes) {
   return type;
 }
 
-// Posts `bytes` at `buf` with `post` (MPI_Isend or MPI_Irecv).
-template <class Buffer, class Post>
-void post_message(Transfer& t, Transport* owner, Buffer* buf, std::size_t bytes, int peer, int tag,
-                  MPI_Comm comm, int rank, Post post, const char* what) {
-  t.state = Transfer::State::pending;
-  t.owner = owner;
-  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
-    check_mpi(post(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &t.mpi_request), what,
-              rank);
-  } else {
-    MPI_Datatype type = large_message_type(bytes);
-    const int rc = post(buf, 1, type, peer, tag, comm, &t.mpi_request);
-    // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
-    MPI_Type_free(&type);
-    check_mpi(rc, what, rank);
-  }
-}
-
 constexpr int kMaxBatch = 16;
 
 }  // namespace
@@ -105,12 +87,21 @@ Transport::Transport(MPI_Comm comm) {
 
 MpiTransport::MpiTransport(MPI_Comm comm) : Transport(comm), comm_(comm) {}
 
-void MpiTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  post_message(t, this, buf, bytes, peer, tag, comm_, rank(), MPI_Isend, "MPI_Isend");
-}
-
-void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-  post_message(t, this, buf, bytes, peer, tag, comm_, rank(), MPI_Irecv, "MPI_Irecv");
+void MpiTransport::post(Transfer& t, void* buf, int tag, bool /*device: MPI takes it as it is*/) {
+  auto post_as = [&](int count, MPI_Datatype type) {
+    return t.is_send ? MPI_Isend(buf, count, type, t.peer, tag, comm_, &t.mpi_request)
+                     : MPI_Irecv(buf, count, type, t.peer, tag, comm_, &t.mpi_request);
+  };
+  const char* what = t.is_send ? "MPI_Isend" : "MPI_Irecv";
+  if (t.bytes <= static_cast<std::size_t>(INT_MAX)) {
+    check_mpi(post_as(static_cast<int>(t.bytes), MPI_BYTE), what, rank());
+  } else {
+    MPI_Datatype type = large_message_type(t.bytes);
+    const int rc = post_as(1, type);
+    // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
+    MPI_Type_free(&type);
+    check_mpi(rc, what, rank());
+  }
 }
 
 namespace {
