@@ -82,8 +82,9 @@ Operation::Operation(Transport& transport, const OpInfo& info, std::shared_ptr<v
       size_(transport.size()),
       keepalive_(std::move(keepalive)),
       host_path_(transport),
-      call_path_(std::move(path)),
-      path_(&call_path()) {}
+      given_path_(std::move(path)),
+      call_path_(given_path_ ? *given_path_ : static_cast<DataPath&>(host_path_)),
+      path_(&call_path_) {}
 
 Operation::~Operation() {
   // Unfinished means abandoned after an error, messages possibly pending: keep the frame (and
@@ -110,7 +111,7 @@ void Operation::resume() {
   if (!error_) {
     // The algorithm is done; the work of its data path (a device's) may not be.
     try {
-      if (!call_path().finish()) {
+      if (!call_path_.finish()) {
         finishing_ = true;
         return;
       }
@@ -180,7 +181,7 @@ bool Operation::progress() {
   // A transport error ends the operation like an error thrown inside the algorithm.
   try {
     if (finishing_) {
-      if (!call_path().finish()) return false;
+      if (!call_path_.finish()) return false;
       finishing_ = false;
       done_ = true;
       return true;
@@ -334,29 +335,21 @@ void Engine::start_progress_thread_once() {
   thread_decided_ = true;
   const Config& c = config();
   if (!c.progress_thread) return;
-  if (COLLX_SMPI) {
-    // SimGrid's SMPI runs the ranks as simulated actors of one thread: another OS thread
-    // calling MPI would not be one of them.
-    if (c.debug >= DebugLevel::warn) {
-      std::fprintf(stderr,
-                   "collx WARN: COLLX_PROGRESS_THREAD=1 is ignored under SimGrid's SMPI; "
-                   "progress happens in wait/test only\n");
-    }
-    return;
-  }
-  // The thread calls MPI while the application may too.
+  // The thread calls MPI while the application may too. SimGrid's SMPI runs the ranks as
+  // simulated actors of one thread: another OS thread calling MPI would not be one of them.
   int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) {
-    if (c.debug >= DebugLevel::warn) {
-      std::fprintf(stderr,
-                   "collx WARN: COLLX_PROGRESS_THREAD=1 needs MPI_THREAD_MULTIPLE (MPI was "
-                   "initialised at level %d); progress happens in wait/test only\n",
-                   provided);
-    }
-    return;
+  if (!COLLX_SMPI) MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_MULTIPLE) {
+    thread_ = std::thread([this] { progress_thread_main(); });
+  } else if (c.debug >= DebugLevel::warn) {
+    const std::string why = COLLX_SMPI
+                                ? "is ignored under SimGrid's SMPI"
+                                : "needs MPI_THREAD_MULTIPLE (MPI was initialised at level " +
+                                      std::to_string(provided) + ")";
+    std::fprintf(stderr,
+                 "collx WARN: COLLX_PROGRESS_THREAD=1 %s; progress happens in wait/test only\n",
+                 why.c_str());
   }
-  thread_ = std::thread([this] { progress_thread_main(); });
 }
 
 void Engine::progress_thread_main() {
