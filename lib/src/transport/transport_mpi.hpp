@@ -26,8 +26,6 @@ class MpiTransport final : public Transport {
 
  private:
   void post(Transfer& t, void* buf, int tag, bool device) override;
-  // Whether test loops yield after an idle pass: oversubscribed, and MPI does not yield itself.
-  bool yields_when_idle() const;
   MPI_Comm comm_;
 };
 
