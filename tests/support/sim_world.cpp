@@ -10,17 +10,9 @@
 
 namespace collx::testing {
 
-void SimTransport::isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer,
-                         int tag) {
-  t.state = detail::Transfer::State::pending;
-  t.owner = this;
-  t.handle = world_.post(true, rank(), peer, tag, buf, nullptr, bytes);
-}
-
-void SimTransport::irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-  t.state = detail::Transfer::State::pending;
-  t.owner = this;
-  t.handle = world_.post(false, peer, rank(), tag, nullptr, buf, bytes);
+void SimTransport::post(detail::Transfer& t, void* buf, int tag, bool) {
+  t.handle = t.is_send ? world_.post(true, rank(), t.peer, tag, buf, nullptr, t.bytes)
+                       : world_.post(false, t.peer, rank(), tag, nullptr, buf, t.bytes);
 }
 
 bool SimTransport::test_all(std::span<detail::Transfer* const> ts) {

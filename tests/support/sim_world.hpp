@@ -29,8 +29,7 @@ class SimTransport final : public detail::Transport {
  public:
   SimTransport(SimWorld& world, int rank, int size) : Transport(rank, size), world_(world) {}
   std::string_view name() const override { return "sim"; }
-  void isend(detail::Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
-  void irecv(detail::Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
+  void post(detail::Transfer& t, void* buf, int tag, bool device) override;
   bool test_all(std::span<detail::Transfer* const> ts) override;
   void abandon(detail::Transfer& t) noexcept override;
   // With ranks on threads (SimWorld::run_threads): waits for the peers' threads, and fails

@@ -121,7 +121,7 @@ TEST_F(Emulated, LedgerWaitsForTheLatestConflictOfEachOtherStream) {
   void* s = device->create_stream();
   auto record = [&] {
     EventRef e = events->acquire();
-    device->record(e->event, s);
+    device->record(e.get(), s);
     return e;
   };
   const EventRef w1 = record();
@@ -161,16 +161,16 @@ TEST_F(Emulated, APooledBufferIsReusedOnlyAfterItsFences) {
   device->hold(s, hold);
   device->enqueue(s, [] {});
   EventRef pending = events->acquire();
-  device->record(pending->event, s);
+  device->record(pending.get(), s);
   pool.give_back(first, capacity, {pending});
   std::size_t c2 = 0;
   std::byte* second = pool.acquire(1000, c2);
-  EXPECT_FALSE(device->done(pending->event));
+  EXPECT_FALSE(device->done(pending.get()));
   EXPECT_NE(second, first);
   pool.give_back(second, c2, {});
   // Once the fence has completed the buffer comes back.
   hold->open();
-  device->synchronize(pending->event);
+  device->synchronize(pending.get());
   std::byte* again = pool.acquire(900, c2);
   std::byte* again2 = pool.acquire(900, c2);
   EXPECT_TRUE(again == first || again2 == first);
@@ -197,7 +197,7 @@ TEST_F(Emulated, EngineCopiesAndReductionsKeepTheirOrder) {
   for (std::size_t i = 0; i < n; ++i)
     reference[2 * n + i] = reference[i] + reference[n + i];
   for (const EventRef& e : engine.record_tail())
-    device->synchronize(e->event);
+    device->synchronize(e.get());
   EXPECT_EQ(std::memcmp(buf, reference.data(), 3 * n * 4), 0);
   EXPECT_EQ(engine.messages_in_flight(), 0u);
   device->free_device(buf);

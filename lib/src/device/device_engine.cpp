@@ -11,10 +11,6 @@ namespace collx::detail {
 
 // ---- events ----
 
-PooledEvent::~PooledEvent() {
-  pool->give_back(event);
-}
-
 EventPool::~EventPool() {
   for (DeviceApi::Event e : free_)
     api_->destroy_event(e);
@@ -30,7 +26,7 @@ EventRef EventPool::acquire() {
     }
   }
   if (event == nullptr) event = api_->create_event();
-  return std::make_shared<const PooledEvent>(event, shared_from_this());
+  return EventRef(event, [pool = shared_from_this()](DeviceApi::Event e) { pool->give_back(e); });
 }
 
 void EventPool::give_back(DeviceApi::Event event) noexcept {
@@ -74,10 +70,10 @@ void Ledger::add(int lane, EventRef event, const Access& access) {
 
 void Ledger::prune(DeviceApi& api) {
   for (auto& entries : lanes_) {
-    while (!entries.empty() && api.done(entries.front().event->event))
+    while (!entries.empty() && api.done(entries.front().event.get()))
       entries.pop_front();
     while (entries.size() > kMaxPerLane) {
-      api.synchronize(entries.front().event->event);
+      api.synchronize(entries.front().event.get());
       entries.pop_front();
     }
   }
@@ -109,7 +105,7 @@ void* FencedPool::allocate(std::size_t bytes) {
 void FencedPool::release(const Cached& c) noexcept {
   try {
     for (const EventRef& e : c.fences)
-      api_->synchronize(e->event);
+      api_->synchronize(e.get());
     kind_ == Kind::device ? api_->free_device(c.data) : api_->free_pinned(c.data);
   } catch (...) {
     // A failing free leaves the memory to the process's end.
@@ -123,7 +119,7 @@ std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
     auto& list = *kept;
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (!std::all_of(list[i].fences.begin(), list[i].fences.end(),
-                       [&](const EventRef& e) { return api_->done(e->event); }))
+                       [&](const EventRef& e) { return api_->done(e.get()); }))
         continue;
       std::byte* data = list[i].data;
       list[i] = std::move(list.back());
@@ -180,8 +176,8 @@ namespace {
 bool events_done(DeviceApi& api, std::vector<EventRef>& events, bool wait) {
   for (const EventRef& e : events) {
     if (wait) {
-      api.synchronize(e->event);
-    } else if (!api.done(e->event)) {
+      api.synchronize(e.get());
+    } else if (!api.done(e.get())) {
       return false;
     }
   }
@@ -189,9 +185,11 @@ bool events_done(DeviceApi& api, std::vector<EventRef>& events, bool wait) {
   return true;
 }
 
-class EngineCall final : public DeviceCall {
+}  // namespace
+
+class DeviceEngine::Call final : public DeviceCall {
  public:
-  EngineCall(DeviceEngine& engine, Transport& inner, void* user_stream, bool blocking)
+  Call(DeviceEngine& engine, Transport& inner, void* user_stream, bool blocking)
       : engine_(engine), inner_(inner), user_stream_(user_stream), blocking_(blocking) {}
 
   void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
@@ -206,7 +204,13 @@ class EngineCall final : public DeviceCall {
     while (!engine_.test_all(inner_, ts))
       inner_.progress();
   }
-  ScratchBuffer scratch(std::size_t bytes) override { return engine_.scratch(bytes); }
+  ScratchBuffer scratch(std::size_t bytes) override {
+    if (bytes == 0) return {};
+    const Locked locked(engine_);
+    std::size_t capacity = 0;
+    std::byte* data = engine_.scratch_pool_->acquire(bytes, capacity);
+    return ScratchBuffer(&engine_, data, capacity);
+  }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     engine_.copy(dst, src, bytes);
   }
@@ -220,12 +224,12 @@ class EngineCall final : public DeviceCall {
       tail_ = engine_.record_tail();
       tail_taken_ = true;
     }
-    DeviceApi& api = engine_.api();
-    DeviceGuard guard(api, engine_.device());
+    DeviceApi& api = *engine_.api_;
+    DeviceGuard guard(api, engine_.device_);
     if (user_stream_ != nullptr && blocking_) {
       // The caller's later work on its stream waits for ours; the host does not.
       for (const EventRef& e : tail_)
-        api.wait(user_stream_, e->event);
+        api.wait(user_stream_, e.get());
       tail_.clear();
       return true;
     }
@@ -235,27 +239,35 @@ class EngineCall final : public DeviceCall {
     return events_done(api, tail_, blocking_);
   }
 
-  bool direct() const override { return engine_.direct(); }
+  bool direct() const override { return engine_.direct_; }
 
+  // Pinned memory from the pool; the download on d2h, after the device work writing `device`.
   std::byte* host_copy(const void* device, std::size_t bytes, bool download) override {
+    const Locked locked(engine_);
     std::size_t capacity = 0;
-    std::byte* host = engine_.acquire_pinned(bytes, capacity);
+    std::byte* host = engine_.pinned_pool_->acquire(std::max<std::size_t>(bytes, 1), capacity);
     host_copies_.push_back({host, capacity});
-    if (download && bytes > 0) downloads_.push_back(engine_.download(host, device, bytes));
+    if (download && bytes > 0) {
+      engine_.downloaded_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+      downloads_.push_back(
+          engine_.copy_locked(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host));
+    }
     return host;
   }
   void wait_downloads() override { downloads_landed(true); }
   bool downloads_done() override { return downloads_landed(false); }
   void upload(void* device, const void* host, std::size_t bytes) override {
-    if (bytes > 0) engine_.upload(device, host, bytes);
+    if (bytes == 0) return;
+    const Locked locked(engine_);
+    engine_.copy_locked(Ledger::h2d, device, host, bytes, DeviceApi::Copy::host_to_device);
   }
 
-  ~EngineCall() override {
+  ~Call() override {
     for (const HostCopy& c : host_copies_)
-      engine_.give_back_pinned(c.data, c.capacity);
+      engine_.give_back_to(*engine_.pinned_pool_, c.data, c.capacity);
   }
-  EngineCall(const EngineCall&) = delete;
-  EngineCall& operator=(const EngineCall&) = delete;
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
 
  private:
   struct HostCopy {
@@ -263,8 +275,8 @@ class EngineCall final : public DeviceCall {
     std::size_t capacity;
   };
   bool downloads_landed(bool wait) {
-    DeviceGuard guard(engine_.api(), engine_.device());
-    return events_done(engine_.api(), downloads_, wait);
+    DeviceGuard guard(*engine_.api_, engine_.device_);
+    return events_done(*engine_.api_, downloads_, wait);
   }
   DeviceEngine& engine_;
   Transport& inner_;
@@ -275,8 +287,6 @@ class EngineCall final : public DeviceCall {
   std::vector<HostCopy> host_copies_;
   std::vector<EventRef> downloads_;
 };
-
-}  // namespace
 
 DeviceEngine::DeviceEngine(std::shared_ptr<DeviceApi> api, int device, bool direct)
     : api_(std::move(api)),
@@ -314,18 +324,18 @@ std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
     // The buffers are ready after the work enqueued so far on the caller's stream, or on the
     // default stream (the engine's non-blocking streams would not wait for it).
     EventRef ready = events_->acquire();
-    api_->record(ready->event, user_stream != nullptr ? user_stream : api_->default_stream());
+    api_->record(ready.get(), user_stream != nullptr ? user_stream : api_->default_stream());
     for (const BufferArg& b : buffers) {
       if (b.pointer != nullptr && b.bytes > 0)
         ledger_.add(Ledger::external, ready, {{}, ByteRange::of(b.pointer, b.bytes)});
     }
   }
-  return std::make_unique<EngineCall>(*this, inner, user_stream, blocking);
+  return std::make_unique<Call>(*this, inner, user_stream, blocking);
 }
 
 EventRef DeviceEngine::record(int lane) {
   EventRef e = events_->acquire();
-  api_->record(e->event, stream(lane));
+  api_->record(e.get(), stream(lane));
   return e;
 }
 
@@ -333,7 +343,7 @@ void DeviceEngine::stream_after(int lane, const Access& access) {
   std::vector<EventRef> before;
   ledger_.dependencies(lane, access, before);
   for (const EventRef& e : before)
-    api_->wait(stream(lane), e->event);
+    api_->wait(stream(lane), e.get());
 }
 
 void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer,
@@ -362,9 +372,9 @@ void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t
           copy_locked(Ledger::d2h, m->pinned, buf, bytes, DeviceApi::Copy::device_to_host));
     }
   }
+  t.start(is_send, peer, bytes, nullptr);  // the engine keeps the message
   t.device = true;
   t.handle = reinterpret_cast<std::uintptr_t>(m.get());
-  t.state = Transfer::State::pending;
   std::deque<Message*>& queue = is_send ? send_queue_ : recv_queue_;
   queue.push_back(m.release());
   ++live_messages_;
@@ -381,14 +391,9 @@ void DeviceEngine::pump(std::deque<Message*>& queue) {
 }
 
 void DeviceEngine::post(Message& m) {
-  Transport& t = *m.inner;
-  if (m.staged) {
-    m.is_send ? t.isend(m.wire, m.pinned, m.bytes, m.peer, m.tag)
-              : t.irecv(m.wire, m.pinned, m.bytes, m.peer, m.tag);
-  } else {
-    m.is_send ? t.isend_device(m.wire, m.device, m.bytes, m.peer, m.tag)
-              : t.irecv_device(m.wire, m.device, m.bytes, m.peer, m.tag);
-  }
+  std::byte* buf = m.staged ? m.pinned : m.device;
+  m.is_send ? m.inner->isend(m.wire, buf, m.bytes, m.peer, m.tag, !m.staged)
+            : m.inner->irecv(m.wire, buf, m.bytes, m.peer, m.tag, !m.staged);
   m.state = Message::State::on_wire;
   if (m.wire.done()) {
     wire_done(m);
@@ -495,14 +500,6 @@ void DeviceEngine::reduce(void* dst, const void* a, const void* b, std::size_t n
   ledger_.add(Ledger::compute, record(Ledger::compute), access);
 }
 
-ScratchBuffer DeviceEngine::scratch(std::size_t bytes) {
-  if (bytes == 0) return {};
-  const Locked locked(*this);
-  std::size_t capacity = 0;
-  std::byte* data = scratch_pool_->acquire(bytes, capacity);
-  return ScratchBuffer(this, data, capacity);
-}
-
 void DeviceEngine::give_back(std::byte* data, std::size_t capacity) {
   give_back_to(*scratch_pool_, data, capacity);
 }
@@ -517,26 +514,6 @@ void DeviceEngine::give_back_to(FencedPool& pool, std::byte* data, std::size_t c
   } catch (...) {
     // Called from destructors: a buffer that cannot be fenced is not reused (leaked).
   }
-}
-
-std::byte* DeviceEngine::acquire_pinned(std::size_t bytes, std::size_t& capacity) {
-  const Locked locked(*this);
-  return pinned_pool_->acquire(std::max<std::size_t>(bytes, 1), capacity);
-}
-
-void DeviceEngine::give_back_pinned(std::byte* data, std::size_t capacity) noexcept {
-  give_back_to(*pinned_pool_, data, capacity);
-}
-
-EventRef DeviceEngine::download(void* host, const void* device, std::size_t bytes) {
-  downloaded_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  const Locked locked(*this);
-  return copy_locked(Ledger::d2h, host, device, bytes, DeviceApi::Copy::device_to_host);
-}
-
-void DeviceEngine::upload(void* device, const void* host, std::size_t bytes) {
-  const Locked locked(*this);
-  copy_locked(Ledger::h2d, device, host, bytes, DeviceApi::Copy::host_to_device);
 }
 
 EventRef DeviceEngine::copy_locked(int lane, void* dst, const void* src, std::size_t bytes,

@@ -28,17 +28,8 @@
 
 namespace collx::detail {
 
-// An event from a pool, returned to it when the last holder lets go.
-class EventPool;
-struct PooledEvent {
-  DeviceApi::Event event = nullptr;
-  std::shared_ptr<EventPool> pool;
-  PooledEvent(DeviceApi::Event e, std::shared_ptr<EventPool> p) : event(e), pool(std::move(p)) {}
-  ~PooledEvent();
-  PooledEvent(const PooledEvent&) = delete;
-  PooledEvent& operator=(const PooledEvent&) = delete;
-};
-using EventRef = std::shared_ptr<const PooledEvent>;
+// A pooled event (get(): the DeviceApi::Event), back in its pool when the last holder lets go.
+using EventRef = std::shared_ptr<void>;
 
 class EventPool : public std::enable_shared_from_this<EventPool> {
  public:
@@ -140,8 +131,6 @@ class DeviceEngine final : public ScratchSource {
   DeviceEngine& operator=(const DeviceEngine&) = delete;
 
   int device() const { return device_; }
-  bool direct() const { return direct_; }
-  DeviceApi& api() const { return *api_; }
 
   // A call on `inner` (the communicator's transport), stream-ordered on `user_stream` if given;
   // `buffers`: its buffer arguments.
@@ -149,22 +138,10 @@ class DeviceEngine final : public ScratchSource {
                                          void* user_stream, bool blocking);
 
   // ---- what the calls use (each locks the engine) ----
-  // A send or a receive of `bytes` at `buf` on `inner`.
-  void enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
-               bool is_send, bool exact_length);
-  bool test_all(Transport& inner, std::span<Transfer* const> ts);
   void copy(void* dst, const void* src, std::size_t bytes);
   void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
               double divisor);
-  ScratchBuffer scratch(std::size_t bytes);
   void give_back(std::byte* data, std::size_t capacity) override;
-  // Whole-call staging (DeviceCall::host_copy): pinned memory from the pool, and copies on the
-  // d2h and h2d streams, ordered through the ledger.
-  std::byte* acquire_pinned(std::size_t bytes, std::size_t& capacity);
-  void give_back_pinned(std::byte* data, std::size_t capacity) noexcept;
-  // Returns the copy's event.
-  EventRef download(void* host, const void* device, std::size_t bytes);
-  void upload(void* device, const void* host, std::size_t bytes);
   // Events recorded now on the streams that write device memory (compute, h2d).
   std::vector<EventRef> record_tail();
 
@@ -176,6 +153,7 @@ class DeviceEngine final : public ScratchSource {
   std::size_t downloaded_bytes();
 
  private:
+  class Call;  // the DeviceCall of one call (device_engine.cpp)
   struct Message;
   // The engine's mutex held and its device current: how the calls above enter the engine.
   struct Locked {
@@ -183,6 +161,10 @@ class DeviceEngine final : public ScratchSource {
     std::lock_guard<std::mutex> lock;
     DeviceGuard device;
   };
+  // A send or a receive of `bytes` at `buf` on `inner`.
+  void enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+               bool is_send, bool exact_length);
+  bool test_all(Transport& inner, std::span<Transfer* const> ts);
   void stream_after(int lane, const Access& access);
   // dst <- src on `lane`'s stream, after the listed work it conflicts with; the copy's event.
   EventRef copy_locked(int lane, void* dst, const void* src, std::size_t bytes,

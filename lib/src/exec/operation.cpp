@@ -82,8 +82,9 @@ Operation::Operation(Transport& transport, const OpInfo& info, std::shared_ptr<v
       size_(transport.size()),
       keepalive_(std::move(keepalive)),
       host_path_(transport),
-      call_path_(std::move(path)),
-      path_(&call_path()) {}
+      given_path_(std::move(path)),
+      call_path_(given_path_ ? *given_path_ : static_cast<DataPath&>(host_path_)),
+      path_(&call_path_) {}
 
 Operation::~Operation() {
   // Unfinished means abandoned after an error, messages possibly pending: keep the frame (and
@@ -110,7 +111,7 @@ void Operation::resume() {
   if (!error_) {
     // The algorithm is done; the work of its data path (a device's) may not be.
     try {
-      if (!call_path().finish()) {
+      if (!call_path_.finish()) {
         finishing_ = true;
         return;
       }
@@ -180,7 +181,7 @@ bool Operation::progress() {
   // A transport error ends the operation like an error thrown inside the algorithm.
   try {
     if (finishing_) {
-      if (!call_path().finish()) return false;
+      if (!call_path_.finish()) return false;
       finishing_ = false;
       done_ = true;
       return true;
@@ -218,24 +219,20 @@ void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
   }
 }
 
-namespace {
-// A zero-byte message, not posted: done at once (both ends skip it).
-void skip_message(Transfer& t, bool is_send, int peer) {
-  t.is_send = is_send;
-  t.peer = peer;
-  t.bytes = 0;
-  t.state = Transfer::State::done;
-}
-}  // namespace
-
+// A zero-byte message is not posted: done at once (both ends skip it).
 void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) return skip_message(t, true, real_peer(peer));
+  if (bytes == 0) return skip(t, true, peer);
   send_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
 void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) return skip_message(t, false, real_peer(peer));
+  if (bytes == 0) return skip(t, false, peer);
   recv_message(t, buf, bytes, peer, info_.tag_base + phase);
+}
+
+void Operation::skip(Transfer& t, bool is_send, int peer) {
+  t.start(is_send, real_peer(peer), 0, nullptr);
+  t.state = Transfer::State::done;
 }
 
 Operation::Group::Group(Operation& op, std::span<const int> members, SharedArena* arena) : op_(op) {
@@ -258,21 +255,13 @@ Operation::Group::~Group() {
 }
 
 void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  peer = real_peer(peer);
-  t.is_send = true;
-  t.peer = peer;
-  t.bytes = bytes;
-  on_path([&](auto& path) { path.send(t, buf, bytes, peer, tag); });
+  on_path([&](auto& path) { path.send(t, buf, bytes, real_peer(peer), tag); });
 }
 
 void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-  peer = real_peer(peer);
-  t.is_send = false;
-  t.peer = peer;
-  t.bytes = bytes;
   // Collectives' receives have the message's length; point-to-point ones may be longer.
   const bool exact_length = info_.collective != Collective::sendrecv;
-  on_path([&](auto& path) { path.recv(t, buf, bytes, peer, tag, exact_length); });
+  on_path([&](auto& path) { path.recv(t, buf, bytes, real_peer(peer), tag, exact_length); });
 }
 
 void Operation::copy(void* dst, const void* src, std::size_t bytes) {
@@ -346,29 +335,21 @@ void Engine::start_progress_thread_once() {
   thread_decided_ = true;
   const Config& c = config();
   if (!c.progress_thread) return;
-  if (COLLX_SMPI) {
-    // SimGrid's SMPI runs the ranks as simulated actors of one thread: another OS thread
-    // calling MPI would not be one of them.
-    if (c.debug >= DebugLevel::warn) {
-      std::fprintf(stderr,
-                   "collx WARN: COLLX_PROGRESS_THREAD=1 is ignored under SimGrid's SMPI; "
-                   "progress happens in wait/test only\n");
-    }
-    return;
-  }
-  // The thread calls MPI while the application may too.
+  // The thread calls MPI while the application may too. SimGrid's SMPI runs the ranks as
+  // simulated actors of one thread: another OS thread calling MPI would not be one of them.
   int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) {
-    if (c.debug >= DebugLevel::warn) {
-      std::fprintf(stderr,
-                   "collx WARN: COLLX_PROGRESS_THREAD=1 needs MPI_THREAD_MULTIPLE (MPI was "
-                   "initialised at level %d); progress happens in wait/test only\n",
-                   provided);
-    }
-    return;
+  if (!COLLX_SMPI) MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_MULTIPLE) {
+    thread_ = std::thread([this] { progress_thread_main(); });
+  } else if (c.debug >= DebugLevel::warn) {
+    const std::string why = COLLX_SMPI
+                                ? "is ignored under SimGrid's SMPI"
+                                : "needs MPI_THREAD_MULTIPLE (MPI was initialised at level " +
+                                      std::to_string(provided) + ")";
+    std::fprintf(stderr,
+                 "collx WARN: COLLX_PROGRESS_THREAD=1 %s; progress happens in wait/test only\n",
+                 why.c_str());
   }
-  thread_ = std::thread([this] { progress_thread_main(); });
 }
 
 void Engine::progress_thread_main() {

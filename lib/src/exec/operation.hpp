@@ -177,9 +177,9 @@ class Operation {
   // True when the host must not touch the buffers and scratch: device memory.
   bool device_memory() const { return !path_->host_accessible(); }
   // A stretch on host memory within a call on other memory (COLLX_CHECK's signature words).
-  void use_host_path(bool host) { path_ = host ? &host_path_ : &call_path(); }
+  void use_host_path(bool host) { path_ = host ? &host_path_ : &call_path_; }
   // "host", or the device call's "direct" / "staged".
-  std::string_view memory_mode() const { return call_path().mode(); }
+  std::string_view memory_mode() const { return call_path_.mode(); }
   // dst <- src, non-overlapping (copy) or possibly overlapping (move), in the call's memory.
   void copy(void* dst, const void* src, std::size_t bytes);
   void move(void* dst, const void* src, std::size_t bytes);
@@ -243,16 +243,13 @@ class Operation {
     void await_resume() const noexcept {}
   };
   void resume();
-  DataPath& call_path() { return call_path_ ? *call_path_ : static_cast<DataPath&>(host_path_); }
+  void skip(Transfer& t, bool is_send, int peer);
   // f(path in use), as the final HostPath on the host path (no indirection in the common case).
   template <class F>
   auto on_path(F&& f) -> decltype(f(std::declval<HostPath&>())) {
     if (path_ == &host_path_) [[likely]]
       return f(host_path_);
     return f(*path_);
-  }
-  const DataPath& call_path() const {
-    return call_path_ ? *call_path_ : static_cast<const DataPath&>(host_path_);
   }
 
   // The communicator rank of a peer the algorithm names (see Group).
@@ -269,8 +266,9 @@ class Operation {
   std::shared_ptr<void> keepalive_;
   HostPath host_path_;
   // Before task_: the coroutine frame (device scratch, the call's reduction) goes first.
-  std::unique_ptr<DataPath> call_path_;
-  // What the algorithm's verbs go through now: call_path(), or host_path_ (use_host_path).
+  std::unique_ptr<DataPath> given_path_;
+  DataPath& call_path_;  // *given_path_, or host_path_
+  // What the algorithm's verbs go through now: call_path_, or host_path_ (use_host_path).
   DataPath* path_;
   // The algorithm has finished; the call's data path has not yet (device work still running).
   bool finishing_ = false;

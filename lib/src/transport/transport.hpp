@@ -47,6 +47,14 @@ struct Transfer {
 
   bool pending() const { return state == State::pending; }
   bool done() const { return state == State::done; }
+  // Says what the message is and who posted it (null: nobody to abandon it); now pending.
+  void start(bool send, int to, std::size_t length, Transport* by) {
+    is_send = send;
+    peer = to;
+    bytes = length;
+    owner = by;
+    state = State::pending;
+  }
   // Cancels (a receive) or releases (a send) a pending transfer through its owner; it is then
   // no longer pending. Defined below Transport.
   void abandon() noexcept;
@@ -84,16 +92,21 @@ class Transport {
   int rank() const { return rank_; }
   int size() const { return size_; }
   // Post a message; `t` becomes pending (or done at once if the transport completed it).
-  virtual void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) = 0;
-  virtual void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) = 0;
+  // `device`: `buf` is device memory (only where supports_device_memory()).
+  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag,
+             bool device = false) {
+    t.start(true, peer, bytes, this);
+    post(t, const_cast<void*>(buf), tag, device);
+  }
+  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, bool device = false) {
+    t.start(false, peer, bytes, this);
+    post(t, buf, tag, device);
+  }
   // Drives progress and marks completed transfers done; true when every transfer in `ts` is
   // done (idle ones count as done).
   virtual bool test_all(std::span<Transfer* const> ts) = 0;
   // Blocks until every transfer in `ts` is done.
-  virtual void wait_all(std::span<Transfer* const> ts) {
-    while (!test_all(ts))
-      progress();
-  }
+  virtual void wait_all(std::span<Transfer* const> ts) = 0;
   // The communicator the MPI library's own collectives run on (Algorithm::mpi), the duplicate
   // collx sends on; MPI_COMM_NULL for simulated ranks.
   MPI_Comm library_comm() const { return library_comm_; }
@@ -105,18 +118,11 @@ class Transport {
   virtual bool message_arrived(int /*first_tag*/, int /*tags*/) { return false; }
   // Abandons a pending transfer nobody will wait for (see Transfer); never throws (it runs in
   // destructors while an error unwinds). Afterwards the transfer is done.
-  virtual void abandon(Transfer& t) noexcept { t.state = Transfer::State::done; }
+  virtual void abandon(Transfer& t) noexcept = 0;
 
   // Whether this transport may be given CUDA device buffers (a CUDA-aware MPI, UCX built with
   // CUDA; COLLX_CUDA_AWARE overrides); if not, they are staged through host memory.
   virtual bool supports_device_memory() const { return false; }
-  // Posts a message of device memory (only where supports_device_memory()).
-  virtual void isend_device(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-    isend(t, buf, bytes, peer, tag);
-  }
-  virtual void irecv_device(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-    irecv(t, buf, bytes, peer, tag);
-  }
 
   // The arena this transport's ranks share when all are on one node (shm_arena.hpp), or null.
   SharedArena* shared_arena() const { return arena_.get(); }
@@ -153,6 +159,8 @@ class Transport {
   // The rank and size of this process in `comm` (not collective), or as given (simulated ranks).
   explicit Transport(MPI_Comm comm);
   Transport(int rank, int size) : rank_(rank), size_(size) {}
+  // isend and irecv: `t` says the message (Transfer::start).
+  virtual void post(Transfer& t, void* buf, int tag, bool device) = 0;
 
  private:
   int rank_ = 0;

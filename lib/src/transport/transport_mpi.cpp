@@ -24,13 +24,14 @@ std::string error_string(int rc) {
   return std::string(text, static_cast<std::size_t>(length));
 }
 
-// A batch call over the requests of `n` owners that returned MPI_ERR_IN_STATUS: the message
+// A batch call over the requests of `n` owners failed with `rc`; MPI_ERR_IN_STATUS: the message
 // names each failed request and MPI's reason for it (the status's error), not only that one of
 // them failed. Status i is of owners[i], or of owners[indices[i]] where `indices` is given (an
 // index from `n` on is another request's: the notice receive).
-[[noreturn]] void throw_in_status(const char* what, int rank, Transfer* const* owners, int n,
-                                  const MPI_Status* statuses, int count,
-                                  const int* indices = nullptr) {
+[[noreturn]] void throw_batch_error(int rc, const char* what, int rank, Transfer* const* owners,
+                                    int n, const MPI_Status* statuses, int count,
+                                    const int* indices = nullptr) {
+  if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, what, rank);
   std::string message = std::string(what) + " failed:";
   for (int i = 0; i < count; ++i) {
     const int owner = indices != nullptr ? indices[i] : i;
@@ -61,24 +62,6 @@ MPI_Datatype large_message_type(std::size_t bytes) {
   return type;
 }
 
-// Posts `bytes` at `buf` with `post` (MPI_Isend or MPI_Irecv).
-template <class Buffer, class Post>
-void post_message(Transfer& t, Transport* owner, Buffer* buf, std::size_t bytes, int peer, int tag,
-                  MPI_Comm comm, int rank, Post post, const char* what) {
-  t.state = Transfer::State::pending;
-  t.owner = owner;
-  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
-    check_mpi(post(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &t.mpi_request), what,
-              rank);
-  } else {
-    MPI_Datatype type = large_message_type(bytes);
-    const int rc = post(buf, 1, type, peer, tag, comm, &t.mpi_request);
-    // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
-    MPI_Type_free(&type);
-    check_mpi(rc, what, rank);
-  }
-}
-
 constexpr int kMaxBatch = 16;
 
 }  // namespace
@@ -105,12 +88,21 @@ Transport::Transport(MPI_Comm comm) {
 
 MpiTransport::MpiTransport(MPI_Comm comm) : Transport(comm), comm_(comm) {}
 
-void MpiTransport::isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  post_message(t, this, buf, bytes, peer, tag, comm_, rank(), MPI_Isend, "MPI_Isend");
-}
-
-void MpiTransport::irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
-  post_message(t, this, buf, bytes, peer, tag, comm_, rank(), MPI_Irecv, "MPI_Irecv");
+void MpiTransport::post(Transfer& t, void* buf, int tag, bool /*device: MPI takes it as it is*/) {
+  auto post_as = [&](int count, MPI_Datatype type) {
+    return t.is_send ? MPI_Isend(buf, count, type, t.peer, tag, comm_, &t.mpi_request)
+                     : MPI_Irecv(buf, count, type, t.peer, tag, comm_, &t.mpi_request);
+  };
+  const char* what = t.is_send ? "MPI_Isend" : "MPI_Irecv";
+  if (t.bytes <= static_cast<std::size_t>(INT_MAX)) {
+    check_mpi(post_as(static_cast<int>(t.bytes), MPI_BYTE), what, rank());
+  } else {
+    MPI_Datatype type = large_message_type(t.bytes);
+    const int rc = post_as(1, type);
+    // Freeing right after posting is allowed: MPI keeps the type alive for pending operations.
+    MPI_Type_free(&type);
+    check_mpi(rc, what, rank());
+  }
 }
 
 namespace {
@@ -163,16 +155,12 @@ int take_completed(int n, const MPI_Request* requests, Transfer* const* owners) 
 
 }  // namespace
 
-bool MpiTransport::yields_when_idle() const {
-  return yield_when_idle() && !kMpiYieldsItself;
-}
-
 void MpiTransport::wait_all(std::span<Transfer* const> ts) {
   // Each batch waits beside the communicator's notice receive, where it has one (a notice that
   // revokes the communicator ends the wait): MPI_Testsome in a loop, not MPI_Waitsome, whose
   // per-request synchronisation object in Open MPI costs more than a small message's exchange.
   FailureNotices* notices = failure_notices();
-  const bool yield = yields_when_idle();
+  const bool yield = yield_when_idle() && !kMpiYieldsItself;
   for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
     int pending = n;
     while (pending > 0) {
@@ -205,18 +193,17 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       if (notices != nullptr) *notices->request() = requests[n];
       pending -= take_completed(n, requests, owners);
       const bool notice_arrived = notice_posted && requests[n] == MPI_REQUEST_NULL;
-      if (rc != MPI_SUCCESS) [[unlikely]] {
-        if (notice_arrived) {
-          // Taken (and the receive posted again) before this error is reported instead.
-          try {
-            notices->arrived();
-          } catch (const Error&) {
-          }
+      if (notice_arrived) {
+        // Throws when the notice revokes the communicator; after an MPI error the notice is
+        // taken (and the receive posted again), and the error is reported instead.
+        try {
+          notices->arrived();
+        } catch (const Error&) {
+          if (rc == MPI_SUCCESS) throw;
         }
-        if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, "MPI_Testsome", rank());
-        throw_in_status("MPI_Testsome", rank(), owners, n, statuses, completed, indices);
       }
-      if (notice_arrived) notices->arrived();  // throws when the notice revokes the communicator
+      if (rc != MPI_SUCCESS) [[unlikely]]
+        throw_batch_error(rc, "MPI_Testsome", rank(), owners, n, statuses, completed, indices);
     }
   });
 }
@@ -230,10 +217,8 @@ bool MpiTransport::test_all(std::span<Transfer* const> ts) {
     int flag = 0;
     const int rc = PMPI_Testall(n, requests, &flag, statuses);
     take_completed(n, requests, owners);
-    if (rc != MPI_SUCCESS) [[unlikely]] {
-      if (rc == MPI_ERR_IN_STATUS) throw_in_status("MPI_Testall", rank(), owners, n, statuses, n);
-      throw_mpi_error(rc, "MPI_Testall", rank());
-    }
+    if (rc != MPI_SUCCESS) [[unlikely]]
+      throw_batch_error(rc, "MPI_Testall", rank(), owners, n, statuses, n);
     all_done = all_done && flag;
   });
   if (!all_done && failure_notices() != nullptr) failure_notices()->poll();

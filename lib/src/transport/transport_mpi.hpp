@@ -13,8 +13,6 @@ class MpiTransport final : public Transport {
   explicit MpiTransport(MPI_Comm comm);
 
   std::string_view name() const override { return "mpi"; }
-  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override;
-  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override;
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
   // One pass of MPI's progress engine: a rank waiting on shared memory must still answer its
@@ -27,8 +25,7 @@ class MpiTransport final : public Transport {
   bool supports_device_memory() const override;
 
  private:
-  // Whether test loops yield after an idle pass: oversubscribed, and MPI does not yield itself.
-  bool yields_when_idle() const;
+  void post(Transfer& t, void* buf, int tag, bool device) override;
   MPI_Comm comm_;
 };
 

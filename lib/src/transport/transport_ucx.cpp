@@ -32,10 +32,6 @@ void check_ucx(ucs_status_t status, const char* what, int rank = -1) {
     throw_ucx_error(status, what, rank);
 }
 
-ucs_memory_type_t to_ucs(MemoryType memory) {
-  return memory == MemoryType::cuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-}
-
 constexpr ucp_tag_t kFullTagMask = ~ucp_tag_t{0};
 
 // A UCP context for tag messages; `estimated_peers` (> 0) is a hint for UCX's transport choice.
@@ -258,30 +254,30 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes)
 // Pending requests of an abandoned operation are left to UCX; the runtime owns the endpoints.
 UcxTransport::~UcxTransport() = default;
 
-void UcxTransport::post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
-                        MemoryType memory, bool is_send) {
+void UcxTransport::post(Transfer& t, void* buf, int tag, bool device) {
+  const int peer = t.peer;
+  const std::size_t bytes = t.bytes;
+  // Not pending until posted: a post that fails leaves nothing to wait for or to release.
+  t.state = Transfer::State::idle;
+  t.handle = 0;
   if (peer < 0 || peer >= size() || tag < 0 || tag >= (1 << kUcxTagBits)) [[unlikely]] {
     throw Error(ErrorCode::internal, "", rank(),
                 "UCX transport: peer " + std::to_string(peer) + " or tag " + std::to_string(tag) +
                     " out of range");
   }
-  t.is_send = is_send;
-  t.peer = peer;
-  t.bytes = bytes;
-  t.handle = 0;
-  t.owner = this;
   const ucp_tag_t ucx_tag =
-      make_ucx_tag(context_id_, static_cast<std::uint64_t>(is_send ? rank() : peer),
+      make_ucx_tag(context_id_, static_cast<std::uint64_t>(t.is_send ? rank() : peer),
                    static_cast<std::uint64_t>(tag));
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-  param.memory_type = to_ucs(memory);
+  // Where the buffer lives: UCX's hint, else it looks it up.
+  param.memory_type = device ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
   // No callback: completion is polled with ucp_request_check_status in test_all/wait_all.
   auto post_fragment = [&](std::byte* fragment, std::size_t length) -> void* {
     const ucs_status_ptr_t request =
-        is_send ? ucp_tag_send_nbx(endpoints_[static_cast<std::size_t>(peer)], fragment, length,
-                                   ucx_tag, &param)
-                : ucp_tag_recv_nbx(worker_, fragment, length, ucx_tag, kFullTagMask, &param);
+        t.is_send ? ucp_tag_send_nbx(endpoints_[static_cast<std::size_t>(peer)], fragment, length,
+                                     ucx_tag, &param)
+                  : ucp_tag_recv_nbx(worker_, fragment, length, ucx_tag, kFullTagMask, &param);
     if (UCS_PTR_IS_ERR(request)) [[unlikely]] {
       throw_ucx_error(UCS_PTR_STATUS(request), describe_message(t), rank());
     }

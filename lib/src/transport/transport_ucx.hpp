@@ -24,9 +24,6 @@ namespace collx::detail {
 
 class UcxRuntime;
 
-// Where a buffer lives: UCX's hint (UCP_OP_ATTR_FIELD_MEMORY_TYPE), else it looks it up.
-enum class MemoryType : std::uint8_t { host, cuda };
-
 // The UCX tag of a message: context id, source rank and collx tag, received with a full mask,
 // so UCX's in-order matching per (endpoint, tag) is MPI's per (source, tag).
 inline constexpr int kUcxTagBits = 15;      // collx tags are below 32767
@@ -52,13 +49,6 @@ class UcxTransport final : public Transport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   std::string_view name() const override { return "ucx"; }
-  // UCX's send takes a const buffer; post() is shared with receives.
-  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
-    post(t, const_cast<void*>(buf), bytes, peer, tag, MemoryType::host, true);
-  }
-  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override {
-    post(t, buf, bytes, peer, tag, MemoryType::host, false);
-  }
   bool test_all(std::span<Transfer* const> ts) override;
   void wait_all(std::span<Transfer* const> ts) override;
   void progress() override;
@@ -68,12 +58,6 @@ class UcxTransport final : public Transport {
   // UCX built with CUDA, unless COLLX_CUDA_AWARE says otherwise: device buffers then go to UCX
   // with the CUDA memory-type hint.
   bool supports_device_memory() const override;
-  void isend_device(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
-    post(t, const_cast<void*>(buf), bytes, peer, tag, MemoryType::cuda, true);
-  }
-  void irecv_device(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) override {
-    post(t, buf, bytes, peer, tag, MemoryType::cuda, false);
-  }
 
   // The id every rank of the communicator agreed on (the high bits of its UCX tags).
   std::uint64_t context_id() const { return context_id_; }
@@ -83,8 +67,7 @@ class UcxTransport final : public Transport {
   // collx::Error(ErrorCode::transport) when one failed.
   bool poll(Transfer& t);
   bool poll_all(std::span<Transfer* const> ts);
-  void post(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, MemoryType memory,
-            bool is_send);
+  void post(Transfer& t, void* buf, int tag, bool device) override;
   // Marks `t` done with no requests: frees its fragments' list where it has one.
   void forget_requests(Transfer& t) noexcept;
 
