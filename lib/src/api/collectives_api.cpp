@@ -2,7 +2,6 @@
 // nonblocking) through run_collective.
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -35,17 +34,13 @@ std::byte* bytes_of(void* p) {
 std::size_t checked_size(DataType type) {
   return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
 }
-bool fits_int(std::size_t n) {
-  return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
-}
 // A reduction of `bytes` (`count` elements within MPI's int, of a type and op the MPI library
 // has) whose class goes to the MPI library: by its trials, or untried (library_for_untried).
 [[gnu::always_inline]] inline bool delegated_reduction(const CommState& s, Collective collective,
                                                        std::size_t bytes, std::size_t count,
                                                        DataType type, ReduceOp op,
                                                        const Options& options) {
-  if (!fits_int(count)) return false;
-  if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
+  if (!library_takes(count, type, op)) return false;
   const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
                                 static_cast<int>(op), -1};
   return s.delegates(collective, bytes, options, order_sensitive(signature, s.size));
@@ -69,12 +64,12 @@ bool fits_int(std::size_t n) {
       return delegated_reduction(s, collective, count * ranks * element, count * ranks, type, op,
                                  options);
     case Collective::broadcast:
-      return fits_int(count * element) && s.delegates(collective, count * element, options);
+      return library_takes(count * element) && s.delegates(collective, count * element, options);
     case Collective::allgather:
     case Collective::gather:
     case Collective::scatter:
     case Collective::alltoall:
-      return fits_int(count * element * ranks) &&
+      return library_takes(count * element * ranks) &&
              s.delegates(collective, count * element * ranks, options);
     default:
       return false;
@@ -133,6 +128,12 @@ struct ReductionCall : Buffers {
     check.type_op(type, op);
     return check;
   }
+  // allreduce's and reduce_scatter's (reduce has its own).
+  int library(const CommState& s, const Checked&) const {
+    return library_collective<kCollective>(
+        s.comm, LibraryArgs::reducing(in_place_or(sendbuf, recvbuf), recvbuf,
+                                      static_cast<int>(count), type, op));
+  }
 };
 
 // The checks of a call that reads `total` bytes at sendbuf and writes `mine` at recvbuf (the same
@@ -151,9 +152,6 @@ struct AllreduceCall : ReductionCall<Collective::allreduce> {
     const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
     return send_and_recv(check, sendbuf, recvbuf, bytes, bytes);
-  }
-  int library(const CommState& s, const Checked&) const {
-    return library_allreduce(s.comm, sendbuf, recvbuf, static_cast<int>(count), type, op);
   }
   AllreduceArgs args(CommState& s, const Checked&, DeviceCall* device) const {
     return {
@@ -176,7 +174,8 @@ struct BroadcastCall {
     return {bytes, bytes, false};
   }
   int library(const CommState& s, const Checked& b) const {
-    return library_broadcast(s.comm, buffer, static_cast<int>(b.total), root);
+    return library_collective<kCollective>(s.comm,
+                                           {nullptr, buffer, static_cast<int>(b.total), root});
   }
   CallBuffers buffers(const CommState& s, const Checked& b) const {
     const bool is_root = s.rank == root;
@@ -201,8 +200,9 @@ struct ReduceCall : ReductionCall<Collective::reduce> {
     return {bytes, bytes, false};
   }
   int library(const CommState& s, const Checked&) const {
-    return library_reduce(s.comm, s.rank == root && sendbuf == recvbuf, sendbuf, recvbuf,
-                          static_cast<int>(count), type, op, root);
+    return library_collective<kCollective>(
+        s.comm, LibraryArgs::reducing(s.rank == root && sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf,
+                                      recvbuf, static_cast<int>(count), type, op, root));
   }
   // recvbuf is significant at the root only.
   CallBuffers buffers(const CommState& s, const Checked& b) const {
@@ -233,7 +233,8 @@ struct AllgatherCall : Buffers {
     return {block, total, in_place};
   }
   int library(const CommState& s, const Checked& b) const {
-    return library_allgather(s.comm, sendbuf, recvbuf, static_cast<int>(b.block), b.in_place);
+    return library_collective<kCollective>(
+        s.comm, {b.in_place ? MPI_IN_PLACE : sendbuf, recvbuf, static_cast<int>(b.block)});
   }
   // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
   CallBuffers buffers(const CommState&, const Checked& b) const {
@@ -254,10 +255,6 @@ struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
     const ArgCheck check = type_op_checked(s);
     const std::size_t total = check.bytes(count, type, s.size);
     return send_and_recv(check, sendbuf, recvbuf, total, count * size_of(type));
-  }
-  int library(const CommState& s, const Checked&) const {
-    return library_reduce_scatter_block(s.comm, sendbuf, recvbuf, static_cast<int>(count), type,
-                                        op);
   }
   ReduceScatterArgs args(CommState& s, const Checked&, DeviceCall* device) const {
     return {bytes_of(sendbuf),
@@ -326,10 +323,12 @@ struct RootedCall : Buffers {
                                               kGather ? sendbuf : recvbuf, block, total, kGather);
     return {block, total, in_place};
   }
+  // In place: the root's own block stays where it is (MPI_IN_PLACE as gather's send, scatter's
+  // recv).
   int library(const CommState& s, const Checked& b) const {
-    const int n = static_cast<int>(b.block);
-    return kGather ? library_gather(s.comm, sendbuf, recvbuf, n, root, b.in_place)
-                   : library_scatter(s.comm, sendbuf, recvbuf, n, root, b.in_place);
+    return library_collective<kCollective>(
+        s.comm, {kGather && b.in_place ? MPI_IN_PLACE : sendbuf,
+                 !kGather && b.in_place ? MPI_IN_PLACE : recvbuf, static_cast<int>(b.block), root});
   }
   // The buffers this rank uses: the full one at the root, its own unless in place; gather's own
   // block in and full buffer out (downloaded too in place: the root's own block is in it),
@@ -361,7 +360,8 @@ struct AlltoallCall : Buffers {
     return send_and_recv(check, sendbuf, recvbuf, total, total);
   }
   int library(const CommState& s, const Checked&) const {
-    return library_alltoall(s.comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
+    return library_collective<kCollective>(
+        s.comm, {in_place_or(sendbuf, recvbuf), recvbuf, static_cast<int>(count * size_of(type))});
   }
   AlltoallArgs args(CommState&, const Checked&, DeviceCall*) const {
     return {bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
@@ -371,7 +371,9 @@ struct AlltoallCall : Buffers {
 struct BarrierCall {
   static constexpr Collective kCollective = Collective::barrier;
   Checked checks(const CommState&) const { return {0, 0, false}; }
-  int library(const CommState& s, const Checked&) const { return library_barrier(s.comm); }
+  int library(const CommState& s, const Checked&) const {
+    return library_collective<kCollective>(s.comm, {});
+  }
 };
 
 // delegated() of a descriptor's call.

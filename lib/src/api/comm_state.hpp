@@ -400,10 +400,9 @@ template <class Call>
 
 // Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
 inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
-  if (signature.op < 0 || signature.type < 0) return mpi_library_takes(nullptr, bytes);
-  const Reduction reduction = Reduction::make(static_cast<DataType>(signature.type),
-                                              static_cast<ReduceOp>(signature.op), 1);
-  return mpi_library_takes(&reduction, bytes);
+  if (signature.op < 0 || signature.type < 0) return library_takes(bytes);
+  return library_takes(bytes, static_cast<DataType>(signature.type),
+                       static_cast<ReduceOp>(signature.op));
 }
 
 // Resolves the algorithm (explicit, COLLX_ALGO, table; as for host memory whatever the call's,
