@@ -34,46 +34,30 @@ std::byte* bytes_of(void* p) {
 std::size_t checked_size(DataType type) {
   return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
 }
-// A reduction of `bytes` (`count` elements within MPI's int, of a type and op the MPI library
-// has) whose class goes to the MPI library: by its trials, or untried (library_for_untried).
-[[gnu::always_inline]] inline bool delegated_reduction(const CommState& s, Collective collective,
-                                                       std::size_t bytes, std::size_t count,
-                                                       DataType type, ReduceOp op,
-                                                       const Options& options) {
-  if (!library_takes(count, type, op)) return false;
-  const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
-                                static_cast<int>(op), -1};
-  return s.delegates(collective, bytes, options, order_sensitive(signature, s.size));
-}
 // Whether a checked blocking call goes to the MPI library's own collective (the delegated path),
 // from what every rank's call shares. `count` as the call takes it (buffer, or one rank's block).
 [[gnu::always_inline]] inline bool delegated(const CommState& s, Collective collective,
                                              std::size_t count, DataType type, ReduceOp op,
                                              const Options& options) {
+  using enum Collective;
   // Every call asks (the drop-in's too, before collx takes one): the usual answer first.
   if (!s.delegating()) return false;
-  if (collective == Collective::barrier) return s.delegates(collective, 0, options);
-  if (count == 0) return false;
-  const std::size_t element = checked_size(type);
-  const std::size_t ranks = static_cast<std::size_t>(s.size);
-  switch (collective) {
-    case Collective::allreduce:
-    case Collective::reduce:
-      return delegated_reduction(s, collective, count * element, count, type, op, options);
-    case Collective::reduce_scatter:
-      return delegated_reduction(s, collective, count * ranks * element, count * ranks, type, op,
-                                 options);
-    case Collective::broadcast:
-      return library_takes(count * element) && s.delegates(collective, count * element, options);
-    case Collective::allgather:
-    case Collective::gather:
-    case Collective::scatter:
-    case Collective::alltoall:
-      return library_takes(count * element * ranks) &&
-             s.delegates(collective, count * element * ranks, options);
-    default:
-      return false;
-  }
+  if (collective == barrier) return s.delegates(collective, 0, options);
+  if (count == 0 || collective == reduce_scatter_v || collective == sendrecv) return false;
+  // The call's elements and bytes (every rank's block where the collective has blocks).
+  const std::size_t elements =
+      collective == allreduce || collective == reduce || collective == broadcast
+          ? count
+          : count * static_cast<std::size_t>(s.size);
+  const bool reduction =
+      collective == allreduce || collective == reduce || collective == reduce_scatter;
+  // A reduction of a type and op the MPI library has, whose class goes to the MPI library: by
+  // its trials, or untried (library_for_untried).
+  if (reduction && !library_takes(elements, type, op)) return false;
+  const std::size_t bytes = elements * checked_size(type);
+  if (!reduction) return library_takes(bytes) && s.delegates(collective, bytes, options);
+  const CallSignature signature{allreduce, elements, static_cast<int>(type), static_cast<int>(op)};
+  return s.delegates(collective, bytes, options, order_sensitive(signature, s.size));
 }
 
 // ---- one descriptor per collective ----
