@@ -390,9 +390,7 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
 // (collx's operations in flight go on inside it) and takes a sequence number like every call.
 template <class Call>
 [[gnu::always_inline]] inline void run_delegated(CommState& s, Collective collective, Call&& call) {
-  library_call_begins();
-  const int code = call();
-  library_call_ends();
+  const int code = blocking_library_call(call);
   ++s.next_sequence;
   if (code != MPI_SUCCESS) [[unlikely]]
     library_collective_failed(s, collective, code);

@@ -38,13 +38,6 @@ int progress_callback() {
   return 0;
 }
 
-struct InLibraryCall {
-  InLibraryCall() { library_call_begins(); }
-  ~InLibraryCall() { library_call_ends(); }
-  InLibraryCall(const InLibraryCall&) = delete;
-  InLibraryCall& operator=(const InLibraryCall&) = delete;
-};
-
 // The MPI request of a nonblocking call, as something the engine waits on.
 class LibraryRequestDone final : public WaitCondition {
  public:
@@ -163,8 +156,7 @@ Task schedule(Operation& op, ArgsOf<C> a) {
   // With COLLX_TIMEOUT (on every rank alike) a blocking call runs the nonblocking form too: a
   // wait in collx's engine ends at the timeout, a wait inside the MPI library would not.
   if (op.info().blocking && config().timeout_seconds <= 0) {
-    const InLibraryCall armed;  // the progress callback, while the call blocks
-    check(library_collective<C>(comm, call));
+    check(blocking_library_call([&] { return library_collective<C>(comm, call); }));
     co_return;
   }
   MPI_Request request = MPI_REQUEST_NULL;

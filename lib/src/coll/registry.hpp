@@ -158,19 +158,20 @@ int library_collective(MPI_Comm comm, const LibraryArgs& a, MPI_Request* request
   }
 }
 
-// Around a blocking call of the MPI library's collective: collx's operations in flight go on
+// A blocking call of the MPI library's collective, `call()`: collx's operations in flight go on
 // inside it through the MPI library's progress callback, where it has one. Inline (every
-// delegated call makes them); constinit: no TLS wrapper call.
+// delegated call makes one); constinit: no TLS wrapper call.
 COLLX_FAST_TLS extern constinit bool in_blocking_library_call;
 extern std::atomic<bool> progress_callback_registered;
 void register_progress_callback();
-inline void library_call_begins() {
+template <class Call>
+[[gnu::always_inline]] inline int blocking_library_call(Call&& call) {
   if (!progress_callback_registered.load(std::memory_order_acquire)) [[unlikely]]
     register_progress_callback();
   in_blocking_library_call = true;
-}
-inline void library_call_ends() {
+  const int code = call();
   in_blocking_library_call = false;
+  return code;
 }
 
 // Every row, collective by collective.
