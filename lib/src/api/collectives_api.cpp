@@ -411,7 +411,7 @@ Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Optio
   if (nothing_to_move(C, checked.total)) return {};
   const CallBuffers buffers = buffers_of(*s, c, checked);
   CallMemory memory = call_memory(*s, C, options, {buffers[0].arg, buffers[1].arg}, blocking);
-  ArgsOf<C> args = c.args(*s, checked, memory.reducer());
+  ArgsOf<C> args = c.args(*s, checked, memory.device.get());
   const auto library = [&] {
     if constexpr (requires { c.library(*s, checked); })
       return [&] { return c.library(*s, checked); };

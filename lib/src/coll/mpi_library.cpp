@@ -8,8 +8,10 @@
 // memory only (device buffers come through host copies); types and ops MPI has only.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -97,20 +99,16 @@ LibraryArgs library_args(const LibraryCall& c, const ArgsOf<C>& a) {
     return {a.send == nullptr || a.send == own ? MPI_IN_PLACE : a.send, a.recv,
             c.block_bytes(a.offsets, a.element_size)};
   } else if constexpr (C == reduce_scatter) {
-    const std::size_t p = a.offsets.size() - 1;
-    bool equal = true;
-    for (std::size_t r = 1; r < p && equal; ++r)
-      equal = a.offsets[r + 1] - a.offsets[r] == a.offsets[1] - a.offsets[0];
-    LibraryArgs l = LibraryArgs::reducing(in_place_or(a.send, a.recv), a.recv,
-                                          c.as_int(a.offsets[1] - a.offsets[0]), a.reduction.type,
-                                          a.reduction.op);
-    if (equal) return l;
     // `counts` outlives a nonblocking call (it is kept in the schedule's frame): MPI may read
     // them until the call completes.
-    c.counts.resize(p);
-    for (std::size_t r = 0; r < p; ++r)
+    c.counts.resize(a.offsets.size() - 1);
+    for (std::size_t r = 0; r < c.counts.size(); ++r)
       c.counts[r] = c.as_int(a.offsets[r + 1] - a.offsets[r]);
-    l.counts = c.counts.data();
+    LibraryArgs l = LibraryArgs::reducing(in_place_or(a.send, a.recv), a.recv, c.counts[0],
+                                          a.reduction.type, a.reduction.op);
+    if (std::adjacent_find(c.counts.begin(), c.counts.end(), std::not_equal_to<>()) !=
+        c.counts.end())
+      l.counts = c.counts.data();  // blocks that differ: MPI_Reduce_scatter
     return l;
   } else if constexpr (C == gather || C == scatter) {
     // In place at the root: its own block stays where it is (null in `a`).
