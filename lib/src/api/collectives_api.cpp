@@ -112,7 +112,6 @@ struct ReductionCall : Buffers {
     check.type_op(type, op);
     return check;
   }
-  // allreduce's and reduce_scatter's (reduce has its own).
   int library(const CommState& s, const Checked&) const {
     return library_collective<kCollective>(
         s.comm, LibraryArgs::reducing(in_place_or(sendbuf, recvbuf), recvbuf,
@@ -307,8 +306,6 @@ struct RootedCall : Buffers {
                                               kGather ? sendbuf : recvbuf, block, total, kGather);
     return {block, total, in_place};
   }
-  // In place: the root's own block stays where it is (MPI_IN_PLACE as gather's send, scatter's
-  // recv).
   int library(const CommState& s, const Checked& b) const {
     return library_collective<kCollective>(
         s.comm, {kGather && b.in_place ? MPI_IN_PLACE : sendbuf,

@@ -123,7 +123,7 @@ LibraryArgs library_args(const LibraryCall& c, const ArgsOf<C>& a) {
   }
 }
 
-// How errors name collective C's MPI call `a`.
+// How errors name the MPI call `a` of collective `c`.
 const char* call_name(Collective c, const LibraryArgs& a) {
   constexpr const char* names[] = {"MPI_Allreduce",
                                    "MPI_Bcast",
