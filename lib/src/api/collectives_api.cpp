@@ -2,7 +2,6 @@
 // nonblocking) through run_collective.
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -35,50 +34,30 @@ std::byte* bytes_of(void* p) {
 std::size_t checked_size(DataType type) {
   return static_cast<unsigned>(type) < static_cast<unsigned>(kDataTypeCount) ? size_of(type) : 0;
 }
-bool fits_int(std::size_t n) {
-  return n <= static_cast<std::size_t>(std::numeric_limits<int>::max());
-}
-// A reduction of `bytes` (`count` elements within MPI's int, of a type and op the MPI library
-// has) whose class goes to the MPI library: by its trials, or untried (library_for_untried).
-[[gnu::always_inline]] inline bool delegated_reduction(const CommState& s, Collective collective,
-                                                       std::size_t bytes, std::size_t count,
-                                                       DataType type, ReduceOp op,
-                                                       const Options& options) {
-  if (!fits_int(count)) return false;
-  if (mpi_datatype(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL) return false;
-  const CallSignature signature{Collective::allreduce, count, static_cast<int>(type),
-                                static_cast<int>(op), -1};
-  return s.delegates(collective, bytes, options, order_sensitive(signature, s.size));
-}
 // Whether a checked blocking call goes to the MPI library's own collective (the delegated path),
 // from what every rank's call shares. `count` as the call takes it (buffer, or one rank's block).
 [[gnu::always_inline]] inline bool delegated(const CommState& s, Collective collective,
                                              std::size_t count, DataType type, ReduceOp op,
                                              const Options& options) {
+  using enum Collective;
   // Every call asks (the drop-in's too, before collx takes one): the usual answer first.
   if (!s.delegating()) return false;
-  if (collective == Collective::barrier) return s.delegates(collective, 0, options);
-  if (count == 0) return false;
-  const std::size_t element = checked_size(type);
-  const std::size_t ranks = static_cast<std::size_t>(s.size);
-  switch (collective) {
-    case Collective::allreduce:
-    case Collective::reduce:
-      return delegated_reduction(s, collective, count * element, count, type, op, options);
-    case Collective::reduce_scatter:
-      return delegated_reduction(s, collective, count * ranks * element, count * ranks, type, op,
-                                 options);
-    case Collective::broadcast:
-      return fits_int(count * element) && s.delegates(collective, count * element, options);
-    case Collective::allgather:
-    case Collective::gather:
-    case Collective::scatter:
-    case Collective::alltoall:
-      return fits_int(count * element * ranks) &&
-             s.delegates(collective, count * element * ranks, options);
-    default:
-      return false;
-  }
+  if (collective == barrier) return s.delegates(collective, 0, options);
+  if (count == 0 || collective == reduce_scatter_v || collective == sendrecv) return false;
+  // The call's elements and bytes (every rank's block where the collective has blocks).
+  const std::size_t elements =
+      collective == allreduce || collective == reduce || collective == broadcast
+          ? count
+          : count * static_cast<std::size_t>(s.size);
+  const bool reduction =
+      collective == allreduce || collective == reduce || collective == reduce_scatter;
+  // A reduction of a type and op the MPI library has, whose class goes to the MPI library: by
+  // its trials, or untried (library_for_untried).
+  if (reduction && !library_takes(elements, type, op)) return false;
+  const std::size_t bytes = elements * checked_size(type);
+  if (!reduction) return library_takes(bytes) && s.delegates(collective, bytes, options);
+  const CallSignature signature{allreduce, elements, static_cast<int>(type), static_cast<int>(op)};
+  return s.delegates(collective, bytes, options, order_sensitive(signature, s.size));
 }
 
 // ---- one descriptor per collective ----
@@ -133,6 +112,11 @@ struct ReductionCall : Buffers {
     check.type_op(type, op);
     return check;
   }
+  int library(const CommState& s, const Checked&) const {
+    return library_collective<kCollective>(
+        s.comm, LibraryArgs::reducing(in_place_or(sendbuf, recvbuf), recvbuf,
+                                      static_cast<int>(count), type, op));
+  }
 };
 
 // The checks of a call that reads `total` bytes at sendbuf and writes `mine` at recvbuf (the same
@@ -151,9 +135,6 @@ struct AllreduceCall : ReductionCall<Collective::allreduce> {
     const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
     return send_and_recv(check, sendbuf, recvbuf, bytes, bytes);
-  }
-  int library(const CommState& s, const Checked&) const {
-    return library_allreduce(s.comm, sendbuf, recvbuf, static_cast<int>(count), type, op);
   }
   AllreduceArgs args(CommState& s, const Checked&, DeviceCall* device) const {
     return {
@@ -176,7 +157,8 @@ struct BroadcastCall {
     return {bytes, bytes, false};
   }
   int library(const CommState& s, const Checked& b) const {
-    return library_broadcast(s.comm, buffer, static_cast<int>(b.total), root);
+    return library_collective<kCollective>(s.comm,
+                                           {nullptr, buffer, static_cast<int>(b.total), root});
   }
   CallBuffers buffers(const CommState& s, const Checked& b) const {
     const bool is_root = s.rank == root;
@@ -201,8 +183,9 @@ struct ReduceCall : ReductionCall<Collective::reduce> {
     return {bytes, bytes, false};
   }
   int library(const CommState& s, const Checked&) const {
-    return library_reduce(s.comm, s.rank == root && sendbuf == recvbuf, sendbuf, recvbuf,
-                          static_cast<int>(count), type, op, root);
+    return library_collective<kCollective>(
+        s.comm, LibraryArgs::reducing(s.rank == root && sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf,
+                                      recvbuf, static_cast<int>(count), type, op, root));
   }
   // recvbuf is significant at the root only.
   CallBuffers buffers(const CommState& s, const Checked& b) const {
@@ -233,7 +216,8 @@ struct AllgatherCall : Buffers {
     return {block, total, in_place};
   }
   int library(const CommState& s, const Checked& b) const {
-    return library_allgather(s.comm, sendbuf, recvbuf, static_cast<int>(b.block), b.in_place);
+    return library_collective<kCollective>(
+        s.comm, {b.in_place ? MPI_IN_PLACE : sendbuf, recvbuf, static_cast<int>(b.block)});
   }
   // In place, this rank's block is an input inside recvbuf: the whole buffer goes in.
   CallBuffers buffers(const CommState&, const Checked& b) const {
@@ -254,10 +238,6 @@ struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
     const ArgCheck check = type_op_checked(s);
     const std::size_t total = check.bytes(count, type, s.size);
     return send_and_recv(check, sendbuf, recvbuf, total, count * size_of(type));
-  }
-  int library(const CommState& s, const Checked&) const {
-    return library_reduce_scatter_block(s.comm, sendbuf, recvbuf, static_cast<int>(count), type,
-                                        op);
   }
   ReduceScatterArgs args(CommState& s, const Checked&, DeviceCall* device) const {
     return {bytes_of(sendbuf),
@@ -327,9 +307,9 @@ struct RootedCall : Buffers {
     return {block, total, in_place};
   }
   int library(const CommState& s, const Checked& b) const {
-    const int n = static_cast<int>(b.block);
-    return kGather ? library_gather(s.comm, sendbuf, recvbuf, n, root, b.in_place)
-                   : library_scatter(s.comm, sendbuf, recvbuf, n, root, b.in_place);
+    return library_collective<kCollective>(
+        s.comm, {kGather && b.in_place ? MPI_IN_PLACE : sendbuf,
+                 !kGather && b.in_place ? MPI_IN_PLACE : recvbuf, static_cast<int>(b.block), root});
   }
   // The buffers this rank uses: the full one at the root, its own unless in place; gather's own
   // block in and full buffer out (downloaded too in place: the root's own block is in it),
@@ -361,7 +341,8 @@ struct AlltoallCall : Buffers {
     return send_and_recv(check, sendbuf, recvbuf, total, total);
   }
   int library(const CommState& s, const Checked&) const {
-    return library_alltoall(s.comm, sendbuf, recvbuf, static_cast<int>(count * size_of(type)));
+    return library_collective<kCollective>(
+        s.comm, {in_place_or(sendbuf, recvbuf), recvbuf, static_cast<int>(count * size_of(type))});
   }
   AlltoallArgs args(CommState&, const Checked&, DeviceCall*) const {
     return {bytes_of(sendbuf), bytes_of(recvbuf), count, size_of(type), {}};
@@ -371,7 +352,9 @@ struct AlltoallCall : Buffers {
 struct BarrierCall {
   static constexpr Collective kCollective = Collective::barrier;
   Checked checks(const CommState&) const { return {0, 0, false}; }
-  int library(const CommState& s, const Checked&) const { return library_barrier(s.comm); }
+  int library(const CommState& s, const Checked&) const {
+    return library_collective<kCollective>(s.comm, {});
+  }
 };
 
 // delegated() of a descriptor's call.
@@ -425,7 +408,7 @@ Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Optio
   if (nothing_to_move(C, checked.total)) return {};
   const CallBuffers buffers = buffers_of(*s, c, checked);
   CallMemory memory = call_memory(*s, C, options, {buffers[0].arg, buffers[1].arg}, blocking);
-  ArgsOf<C> args = c.args(*s, checked, memory.reducer());
+  ArgsOf<C> args = c.args(*s, checked, memory.device.get());
   const auto library = [&] {
     if constexpr (requires { c.library(*s, checked); })
       return [&] { return c.library(*s, checked); };

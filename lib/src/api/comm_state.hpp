@@ -390,9 +390,7 @@ inline bool nothing_to_move(Collective collective, std::size_t bytes) {
 // (collx's operations in flight go on inside it) and takes a sequence number like every call.
 template <class Call>
 [[gnu::always_inline]] inline void run_delegated(CommState& s, Collective collective, Call&& call) {
-  library_call_begins();
-  const int code = call();
-  library_call_ends();
+  const int code = blocking_library_call(call);
   ++s.next_sequence;
   if (code != MPI_SUCCESS) [[unlikely]]
     library_collective_failed(s, collective, code);
@@ -400,10 +398,9 @@ template <class Call>
 
 // Whether the MPI library's own collective (Algorithm::mpi) takes a call of this signature.
 inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
-  if (signature.op < 0 || signature.type < 0) return mpi_library_takes(nullptr, bytes);
-  const Reduction reduction = Reduction::make(static_cast<DataType>(signature.type),
-                                              static_cast<ReduceOp>(signature.op), 1);
-  return mpi_library_takes(&reduction, bytes);
+  if (signature.op < 0 || signature.type < 0) return library_takes(bytes);
+  return library_takes(bytes, static_cast<DataType>(signature.type),
+                       static_cast<ReduceOp>(signature.op));
 }
 
 // Resolves the algorithm (explicit, COLLX_ALGO, table; as for host memory whatever the call's,

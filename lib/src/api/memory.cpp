@@ -62,7 +62,6 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
 CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
                                std::initializer_list<BufferArg> buffers, bool blocking, bool p2p) {
   const bool stream_given = options.stream != nullptr;
-  if (options.memory == MemoryKind::host && !stream_given) return {};
   auto fail = [&](ErrorCode code, const std::string& why) {
     throw Error(code, to_string(collective), state.rank, why);
   };

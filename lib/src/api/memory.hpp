@@ -102,7 +102,6 @@ bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std
 struct CallMemory {
   std::unique_ptr<DeviceCall> device;  // null: host memory
   bool on_device() const { return device != nullptr; }
-  DeviceCall* reducer() const { return device.get(); }
 };
 
 // Resolves the call's memory (host without a query for MemoryKind::host, or in a build without

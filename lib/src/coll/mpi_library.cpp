@@ -8,8 +8,10 @@
 // memory only (device buffers come through host copies); types and ops MPI has only.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -38,13 +40,6 @@ int progress_callback() {
   return 0;
 }
 
-struct InLibraryCall {
-  InLibraryCall() { library_call_begins(); }
-  ~InLibraryCall() { library_call_ends(); }
-  InLibraryCall(const InLibraryCall&) = delete;
-  InLibraryCall& operator=(const InLibraryCall&) = delete;
-};
-
 // The MPI request of a nonblocking call, as something the engine waits on.
 class LibraryRequestDone final : public WaitCondition {
  public:
@@ -69,11 +64,9 @@ class LibraryRequestDone final : public WaitCondition {
   MPI_Request* request_;
 };
 
-// One call of the MPI library: blocking where `request` is null, else nonblocking.
+// What a schedule's call of the MPI library is made with.
 struct LibraryCall {
   Operation& op;
-  MPI_Comm comm;
-  MPI_Request* request;
   std::vector<int>& counts;  // what MPI reads until the call completes (reduce_scatter's)
   int rank() const { return op.transport().rank(); }
   // A count as MPI's int, or the reason it is not one.
@@ -82,105 +75,90 @@ struct LibraryCall {
       unsupported(op, std::to_string(count) + " elements exceed MPI's int count");
     return static_cast<int>(count);
   }
-  void check(int code, const char* call) const {
-    if (code != MPI_SUCCESS) [[unlikely]]
-      throw_mpi_error(code, call, rank(), to_string(op.info().collective));
+  // The bytes of one block of an equal-block call.
+  int block_bytes(const std::vector<std::size_t>& offsets, std::size_t element_size) const {
+    return as_int((offsets[1] - offsets[0]) * element_size);
   }
 };
 
-// The bytes of one block of an equal-block call.
-int block_bytes(const LibraryCall& c, const std::vector<std::size_t>& offsets, std::size_t elem) {
-  return c.as_int((offsets[1] - offsets[0]) * elem);
-}
-
-// ---- the collectives: each is its MPI call (registry.hpp), blocking or nonblocking ----
-
-void allreduce_call(const LibraryCall& c, const AllreduceArgs& a) {
-  c.check(library_allreduce(c.comm, a.send, a.recv, c.as_int(a.count), a.reduction.type,
-                            a.reduction.op, c.request),
-          "MPI_Allreduce");
-}
-
-void broadcast_call(const LibraryCall& c, const BroadcastArgs& a) {
-  c.check(
-      library_broadcast(c.comm, a.buffer, c.as_int(a.count * a.element_size), a.root, c.request),
-      "MPI_Bcast");
-}
-
-void reduce_call(const LibraryCall& c, const ReduceArgs& a) {
-  const bool root_in_place = c.rank() == a.root && a.send == a.recv;
-  c.check(library_reduce(c.comm, root_in_place, a.send, a.recv, c.as_int(a.count), a.reduction.type,
-                         a.reduction.op, a.root, c.request),
-          "MPI_Reduce");
-}
-
-void allgather_call(const LibraryCall& c, const AllgatherArgs& a) {
-  const std::byte* own = a.recv + a.offsets[static_cast<std::size_t>(c.rank())] * a.element_size;
-  c.check(library_allgather(c.comm, a.send, a.recv, block_bytes(c, a.offsets, a.element_size),
-                            a.send == nullptr || a.send == own, c.request),
-          "MPI_Allgather");
-}
-
-void reduce_scatter_call(const LibraryCall& c, const ReduceScatterArgs& a) {
-  const std::size_t p = a.offsets.size() - 1;
-  bool equal = true;
-  for (std::size_t r = 1; r < p && equal; ++r)
-    equal = a.offsets[r + 1] - a.offsets[r] == a.offsets[1] - a.offsets[0];
-  if (equal) {
-    c.check(
-        library_reduce_scatter_block(c.comm, a.send, a.recv, c.as_int(a.offsets[1] - a.offsets[0]),
-                                     a.reduction.type, a.reduction.op, c.request),
-        "MPI_Reduce_scatter_block");
-    return;
+// Collective C's MPI call for `a` (the delegated path describes its own: collectives_api.cpp).
+template <Collective C>
+LibraryArgs library_args(const LibraryCall& c, const ArgsOf<C>& a) {
+  using enum Collective;
+  if constexpr (C == allreduce) {
+    return LibraryArgs::reducing(in_place_or(a.send, a.recv), a.recv, c.as_int(a.count),
+                                 a.reduction.type, a.reduction.op);
+  } else if constexpr (C == broadcast) {
+    return {nullptr, a.buffer, c.as_int(a.count * a.element_size), a.root};
+  } else if constexpr (C == reduce) {
+    return LibraryArgs::reducing(c.rank() == a.root && a.send == a.recv ? MPI_IN_PLACE : a.send,
+                                 a.recv, c.as_int(a.count), a.reduction.type, a.reduction.op,
+                                 a.root);
+  } else if constexpr (C == allgather) {
+    const std::byte* own = a.recv + a.offsets[static_cast<std::size_t>(c.rank())] * a.element_size;
+    return {a.send == nullptr || a.send == own ? MPI_IN_PLACE : a.send, a.recv,
+            c.block_bytes(a.offsets, a.element_size)};
+  } else if constexpr (C == reduce_scatter) {
+    // `counts` outlives a nonblocking call (it is kept in the schedule's frame): MPI may read
+    // them until the call completes.
+    c.counts.resize(a.offsets.size() - 1);
+    for (std::size_t r = 0; r < c.counts.size(); ++r)
+      c.counts[r] = c.as_int(a.offsets[r + 1] - a.offsets[r]);
+    LibraryArgs l = LibraryArgs::reducing(in_place_or(a.send, a.recv), a.recv, c.counts[0],
+                                          a.reduction.type, a.reduction.op);
+    if (std::adjacent_find(c.counts.begin(), c.counts.end(), std::not_equal_to<>()) !=
+        c.counts.end())
+      l.counts = c.counts.data();  // blocks that differ: MPI_Reduce_scatter
+    return l;
+  } else if constexpr (C == gather || C == scatter) {
+    // In place at the root: its own block stays where it is (null in `a`).
+    const bool in_place = c.rank() == a.root && (C == gather ? a.send : a.recv) == nullptr;
+    return {C == gather && in_place ? MPI_IN_PLACE : a.send,
+            C == scatter && in_place ? MPI_IN_PLACE : a.recv,
+            c.block_bytes(a.offsets, a.element_size), a.root};
+  } else if constexpr (C == alltoall) {
+    return {in_place_or(a.send, a.recv), a.recv, c.as_int(a.count * a.element_size)};
+  } else {
+    return {};
   }
-  // `counts` outlives a nonblocking call (it is kept in the schedule's frame): MPI may read
-  // them until the call completes.
-  c.counts.resize(p);
-  for (std::size_t r = 0; r < p; ++r)
-    c.counts[r] = c.as_int(a.offsets[r + 1] - a.offsets[r]);
-  c.check(blocking_or_not(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, c.request,
-                          in_place_or(a.send, a.recv), a.recv, c.counts.data(),
-                          mpi_datatype(a.reduction.type), mpi_op(a.reduction.op), c.comm),
-          "MPI_Reduce_scatter");
 }
 
-void gather_call(const LibraryCall& c, const GatherArgs& a) {
-  c.check(library_gather(c.comm, a.send, a.recv, block_bytes(c, a.offsets, a.element_size), a.root,
-                         c.rank() == a.root && a.send == nullptr, c.request),
-          "MPI_Gather");
-}
-
-void scatter_call(const LibraryCall& c, const ScatterArgs& a) {
-  c.check(library_scatter(c.comm, a.send, a.recv, block_bytes(c, a.offsets, a.element_size), a.root,
-                          c.rank() == a.root && a.recv == nullptr, c.request),
-          "MPI_Scatter");
-}
-
-void alltoall_call(const LibraryCall& c, const AlltoallArgs& a) {
-  c.check(library_alltoall(c.comm, a.send, a.recv, c.as_int(a.count * a.element_size), c.request),
-          "MPI_Alltoall");
-}
-
-void barrier_call(const LibraryCall& c, const BarrierArgs&) {
-  c.check(library_barrier(c.comm, c.request), "MPI_Barrier");
+// How errors name the MPI call `a` of collective `c`.
+const char* call_name(Collective c, const LibraryArgs& a) {
+  constexpr const char* names[] = {"MPI_Allreduce",
+                                   "MPI_Bcast",
+                                   "MPI_Reduce",
+                                   "MPI_Allgather",
+                                   "MPI_Reduce_scatter_block",
+                                   "",
+                                   "MPI_Gather",
+                                   "MPI_Scatter",
+                                   "MPI_Alltoall",
+                                   "MPI_Barrier"};
+  return a.counts != nullptr ? "MPI_Reduce_scatter" : names[static_cast<std::size_t>(c)];
 }
 
 // The schedule of a collective's call: on the communicator's duplicate that collx sends on.
-template <Collective C, void (*Call)(const LibraryCall&, const ArgsOf<C>&)>
+template <Collective C>
 Task schedule(Operation& op, ArgsOf<C> a) {
   const MPI_Comm comm = op.transport().library_comm();
   if (comm == MPI_COMM_NULL) unsupported(op, "no MPI communicator (simulated ranks)");
   if (op.device_memory()) unsupported(op, "device memory goes through host copies");
   std::vector<int> counts;
+  const LibraryArgs call = library_args<C>({op, counts}, a);
+  const auto check = [&](int code) {
+    if (code != MPI_SUCCESS) [[unlikely]]
+      throw_mpi_error(code, call_name(C, call), op.transport().rank(),
+                      to_string(op.info().collective));
+  };
   // With COLLX_TIMEOUT (on every rank alike) a blocking call runs the nonblocking form too: a
   // wait in collx's engine ends at the timeout, a wait inside the MPI library would not.
   if (op.info().blocking && config().timeout_seconds <= 0) {
-    const InLibraryCall armed;  // the progress callback, while the call blocks
-    Call({op, comm, nullptr, counts}, a);
+    check(blocking_library_call([&] { return library_collective<C>(comm, call); }));
     co_return;
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  Call({op, comm, &request, counts}, a);
+  check(library_collective<C>(comm, call, &request));
   const LibraryRequestDone done(&request);
   co_await op.until(done);
 }
@@ -204,38 +182,28 @@ void register_progress_callback() {
   progress_callback_registered.store(true, std::memory_order_release);
 }
 
-int library_reduce_in_place(MPI_Comm comm, void* buffer, int count, DataType type, ReduceOp op,
-                            int root) {
-  const void* send = MPI_IN_PLACE;
-  std::vector<std::byte> copy;
 #if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
-  if (root != 0) {
-    const auto* data = static_cast<const std::byte*>(buffer);
-    copy.assign(data, data + static_cast<std::size_t>(count) * size_of(type));
-    send = copy.data();
-  }
+int library_reduce_in_place(MPI_Comm comm, const LibraryArgs& a) {
+  int size = 0;
+  PMPI_Type_size(a.type, &size);
+  const auto* data = static_cast<const std::byte*>(a.recv);
+  const std::vector<std::byte> copy(data, data + static_cast<std::size_t>(a.count) * size);
+  return PMPI_Reduce(copy.data(), a.recv, a.count, a.type, a.op, a.root, comm);
+}
 #endif
-  return PMPI_Reduce(send, buffer, count, mpi_datatype(type), mpi_op(op), root, comm);
-}
-
-bool mpi_library_takes(const Reduction* reduction, std::size_t elements) {
-  if (elements > static_cast<std::size_t>(INT_MAX)) return false;
-  if (reduction == nullptr) return true;
-  return mpi_datatype(reduction->type) != MPI_DATATYPE_NULL && mpi_op(reduction->op) != MPI_OP_NULL;
-}
 
 std::span<const AlgorithmRow> mpi_library_rows() {
+  using enum Collective;
   static const AlgorithmRow rows[] = {
-      mpi_library_row<Collective::allreduce>(schedule<Collective::allreduce, allreduce_call>),
-      mpi_library_row<Collective::broadcast>(schedule<Collective::broadcast, broadcast_call>),
-      mpi_library_row<Collective::reduce>(schedule<Collective::reduce, reduce_call>),
-      mpi_library_row<Collective::allgather>(schedule<Collective::allgather, allgather_call>),
-      mpi_library_row<Collective::reduce_scatter>(
-          schedule<Collective::reduce_scatter, reduce_scatter_call>),
-      mpi_library_row<Collective::gather>(schedule<Collective::gather, gather_call>),
-      mpi_library_row<Collective::scatter>(schedule<Collective::scatter, scatter_call>),
-      mpi_library_row<Collective::alltoall>(schedule<Collective::alltoall, alltoall_call>),
-      mpi_library_row<Collective::barrier>(schedule<Collective::barrier, barrier_call>),
+      mpi_library_row<allreduce>(schedule<allreduce>),
+      mpi_library_row<broadcast>(schedule<broadcast>),
+      mpi_library_row<reduce>(schedule<reduce>),
+      mpi_library_row<allgather>(schedule<allgather>),
+      mpi_library_row<reduce_scatter>(schedule<reduce_scatter>),
+      mpi_library_row<gather>(schedule<gather>),
+      mpi_library_row<scatter>(schedule<scatter>),
+      mpi_library_row<alltoall>(schedule<alltoall>),
+      mpi_library_row<barrier>(schedule<barrier>),
   };
   return rows;
 }

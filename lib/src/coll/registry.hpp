@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <span>
 #include <tuple>
@@ -84,89 +85,94 @@ std::span<const AlgorithmRow> barrier_rows();
 std::span<const AlgorithmRow> sendrecv_rows();
 // The MPI library's own collectives, one row per collective but sendrecv (mpi_library.cpp).
 std::span<const AlgorithmRow> mpi_library_rows();
-// Whether the MPI library's collective takes a call: `elements` fit MPI's int, and a reduction
-// (null: none) is of a type and op MPI has (no 16-bit floats, no avg). The same on every rank.
-bool mpi_library_takes(const Reduction* reduction, std::size_t elements);
 // ---- the MPI library's own collectives, as collx's calls make them ----
-// Blocking where `request` is null, else the nonblocking form; counts fit MPI's int. Both
-// Algorithm::mpi's schedules (mpi_library.cpp) and the delegated path (api/collectives_api.cpp)
-// make these, so a call runs the same MPI call whichever way it goes.
-template <class Blocking, class Nonblocking, class... Args>
-int blocking_or_not(Blocking blocking, Nonblocking nonblocking, MPI_Request* request,
-                    Args... args) {
-  return request != nullptr ? nonblocking(args..., request) : blocking(args...);
+// Whether the MPI library's collective takes a call: `elements` fit MPI's int, and a reduction is
+// of a type and op MPI has (no 16-bit floats, no avg). The same on every rank.
+inline bool library_takes(std::size_t elements) {
+  return elements <= static_cast<std::size_t>(INT_MAX);
 }
+[[gnu::always_inline]] inline bool library_takes(std::size_t elements, DataType type, ReduceOp op) {
+  return library_takes(elements) && mpi_datatype(type) != MPI_DATATYPE_NULL &&
+         mpi_op(op) != MPI_OP_NULL;
+}
+// One call of the MPI library's collective, as both Algorithm::mpi's schedules (mpi_library.cpp)
+// and the delegated path (api/collectives_api.cpp) describe it, so that a call makes the same MPI
+// call whichever way it goes. `count` elements of `type`: a reduction's (reducing), else bytes,
+// one rank's block where the collective has blocks. MPI_IN_PLACE as `send` (scatter's `recv`)
+// where the call is in place. Counts fit MPI's int.
+struct LibraryArgs {
+  const void* send = nullptr;
+  void* recv = nullptr;  // broadcast's buffer
+  int count = 0;
+  int root = 0;
+  MPI_Op op = MPI_OP_NULL;
+  MPI_Datatype type = MPI_BYTE;
+  const int* counts = nullptr;  // reduce_scatter's blocks where they differ (MPI_Reduce_scatter)
+  static LibraryArgs reducing(const void* send, void* recv, int count, DataType type, ReduceOp op,
+                              int root = 0) {
+    return {send, recv, count, root, mpi_op(op), mpi_datatype(type)};
+  }
+};
 inline const void* in_place_or(const void* send, const void* recv) {
   return send == recv ? MPI_IN_PLACE : send;
 }
-inline int library_allreduce(MPI_Comm comm, const void* send, void* recv, int count, DataType type,
-                             ReduceOp op, MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Allreduce, PMPI_Iallreduce, request, in_place_or(send, recv), recv,
-                         count, mpi_datatype(type), mpi_op(op), comm);
-}
-inline int library_broadcast(MPI_Comm comm, void* buffer, int bytes, int root,
-                             MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Bcast, PMPI_Ibcast, request, buffer, bytes, MPI_BYTE, root, comm);
-}
-// The root's blocking MPI_Reduce in place. Out of line: MPICH before 4.2 reads MPI_IN_PLACE as
-// an address at a nonzero root above its short-message size (pmodels/mpich#6540, a segfault in a
-// legal call), so there the root passes a copy of its data: the same bytes, one copy more.
-int library_reduce_in_place(MPI_Comm comm, void* buffer, int count, DataType type, ReduceOp op,
-                            int root);
-// `root_in_place`: this rank is the root and its call is in place.
-inline int library_reduce(MPI_Comm comm, bool root_in_place, const void* send, void* recv,
-                          int count, DataType type, ReduceOp op, int root,
-                          MPI_Request* request = nullptr) {
-  if (root_in_place && request == nullptr)
-    return library_reduce_in_place(comm, recv, count, type, op, root);
-  return blocking_or_not(PMPI_Reduce, PMPI_Ireduce, request, root_in_place ? MPI_IN_PLACE : send,
-                         recv, count, mpi_datatype(type), mpi_op(op), root, comm);
-}
-inline int library_allgather(MPI_Comm comm, const void* send, void* recv, int block_bytes,
-                             bool in_place, MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Allgather, PMPI_Iallgather, request, in_place ? MPI_IN_PLACE : send,
-                         block_bytes, MPI_BYTE, recv, block_bytes, MPI_BYTE, comm);
-}
-inline int library_reduce_scatter_block(MPI_Comm comm, const void* send, void* recv, int count,
-                                        DataType type, ReduceOp op,
-                                        MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, request,
-                         in_place_or(send, recv), recv, count, mpi_datatype(type), mpi_op(op),
-                         comm);
-}
-// In place: the root's block stays where it is (MPI_IN_PLACE as gather's send, scatter's recv).
-inline int library_gather(MPI_Comm comm, const void* send, void* recv, int block_bytes, int root,
-                          bool in_place, MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Gather, PMPI_Igather, request, in_place ? MPI_IN_PLACE : send,
-                         block_bytes, MPI_BYTE, recv, block_bytes, MPI_BYTE, root, comm);
-}
-inline int library_scatter(MPI_Comm comm, const void* send, void* recv, int block_bytes, int root,
-                           bool in_place, MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Scatter, PMPI_Iscatter, request, send, block_bytes, MPI_BYTE,
-                         in_place ? MPI_IN_PLACE : recv, block_bytes, MPI_BYTE, root, comm);
-}
-inline int library_alltoall(MPI_Comm comm, const void* send, void* recv, int block_bytes,
-                            MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Alltoall, PMPI_Ialltoall, request, in_place_or(send, recv),
-                         block_bytes, MPI_BYTE, recv, block_bytes, MPI_BYTE, comm);
-}
-inline int library_barrier(MPI_Comm comm, MPI_Request* request = nullptr) {
-  return blocking_or_not(PMPI_Barrier, PMPI_Ibarrier, request, comm);
+// The root's blocking MPI_Reduce in place where MPICH before 4.2 reads MPI_IN_PLACE as an address
+// at a nonzero root above its short-message size (pmodels/mpich#6540, a segfault in a legal call):
+// the root passes a copy of its data, the same bytes, one copy more.
+int library_reduce_in_place(MPI_Comm comm, const LibraryArgs& a);
+// Collective C's call `a`: blocking where `request` is null, else its nonblocking form.
+template <Collective C>
+int library_collective(MPI_Comm comm, const LibraryArgs& a, MPI_Request* request = nullptr) {
+  using enum Collective;
+  const auto call = [&](auto blocking, auto nonblocking, auto... args) {
+    return request != nullptr ? nonblocking(args..., comm, request) : blocking(args..., comm);
+  };
+  if constexpr (C == allreduce) {
+    return call(PMPI_Allreduce, PMPI_Iallreduce, a.send, a.recv, a.count, a.type, a.op);
+  } else if constexpr (C == broadcast) {
+    return call(PMPI_Bcast, PMPI_Ibcast, a.recv, a.count, a.type, a.root);
+  } else if constexpr (C == reduce) {
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
+    if (a.send == MPI_IN_PLACE && a.root != 0 && request == nullptr)
+      return library_reduce_in_place(comm, a);
+#endif
+    return call(PMPI_Reduce, PMPI_Ireduce, a.send, a.recv, a.count, a.type, a.op, a.root);
+  } else if constexpr (C == allgather) {
+    return call(PMPI_Allgather, PMPI_Iallgather, a.send, a.count, a.type, a.recv, a.count, a.type);
+  } else if constexpr (C == reduce_scatter) {
+    if (a.counts != nullptr)
+      return call(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, a.send, a.recv, a.counts, a.type,
+                  a.op);
+    return call(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, a.send, a.recv, a.count,
+                a.type, a.op);
+  } else if constexpr (C == gather) {
+    return call(PMPI_Gather, PMPI_Igather, a.send, a.count, a.type, a.recv, a.count, a.type,
+                a.root);
+  } else if constexpr (C == scatter) {
+    return call(PMPI_Scatter, PMPI_Iscatter, a.send, a.count, a.type, a.recv, a.count, a.type,
+                a.root);
+  } else if constexpr (C == alltoall) {
+    return call(PMPI_Alltoall, PMPI_Ialltoall, a.send, a.count, a.type, a.recv, a.count, a.type);
+  } else {
+    static_assert(C == barrier);
+    return call(PMPI_Barrier, PMPI_Ibarrier);
+  }
 }
 
-// Around a blocking call of the MPI library's collective: collx's operations in flight go on
+// A blocking call of the MPI library's collective, `call()`: collx's operations in flight go on
 // inside it through the MPI library's progress callback, where it has one. Inline (every
-// delegated call makes them); constinit: no TLS wrapper call.
+// delegated call makes one); constinit: no TLS wrapper call.
 COLLX_FAST_TLS extern constinit bool in_blocking_library_call;
 extern std::atomic<bool> progress_callback_registered;
 void register_progress_callback();
-inline void library_call_begins() {
+template <class Call>
+[[gnu::always_inline]] inline int blocking_library_call(Call&& call) {
   if (!progress_callback_registered.load(std::memory_order_acquire)) [[unlikely]]
     register_progress_callback();
   in_blocking_library_call = true;
-}
-inline void library_call_ends() {
+  const int code = call();
   in_blocking_library_call = false;
+  return code;
 }
 
 // Every row, collective by collective.
