@@ -84,9 +84,11 @@ int allreduce_until_settled(collx::Communicator& comm, std::size_t count) {
 TEST(MpiAutotune, EveryRankSettlesOnTheSameChoiceAndEveryResultIsExact) {
   const ConfigOverride guard(with_autotune(kExact));
   collx::Communicator comm(MPI_COMM_WORLD);
+  std::size_t tried_classes = 0;
   for (std::size_t count :
        {std::size_t{3}, std::size_t{1000}, std::size_t{40000}, std::size_t{300000}}) {
     const int calls = allreduce_until_settled(comm, count);
+    if (calls > 1) ++tried_classes;
     const std::size_t bytes = count * sizeof(std::int32_t);
     bool trying = true;
     const Algorithm chosen =
@@ -96,13 +98,16 @@ TEST(MpiAutotune, EveryRankSettlesOnTheSameChoiceAndEveryResultIsExact) {
     EXPECT_TRUE(identical_on_all_ranks(&chosen_int, sizeof chosen_int)) << count;
     if (comm.size() == 1) {
       EXPECT_EQ(calls, 0) << "one rank has nothing to try";
-    } else {
+    } else if (bytes <= collx::detail::CommState::kLongCallBytes) {
       EXPECT_GT(calls, 1) << count << " elements: no trials";
     }
+    // Above kLongCallBytes a class leaves out the candidates its smaller classes timed slow
+    // (weigh_by_smaller_classes); on a loaded machine that can leave one, which settles untried.
   }
   EXPECT_TRUE(learned_identical(comm));
   if (comm.size() > 1) {
-    EXPECT_EQ(comm.learned_choices().size(), 4u);
+    EXPECT_GE(tried_classes, 2u);
+    EXPECT_EQ(comm.learned_choices().size(), tried_classes);
   } else {
     EXPECT_TRUE(comm.learned_choices().empty());
   }
