@@ -8,10 +8,8 @@
 // memory only (device buffers come through host copies); types and ops MPI has only.
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <atomic>
 #include <climits>
-#include <functional>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -99,16 +97,21 @@ LibraryArgs library_args(const LibraryCall& c, const ArgsOf<C>& a) {
     return {a.send == nullptr || a.send == own ? MPI_IN_PLACE : a.send, a.recv,
             c.block_bytes(a.offsets, a.element_size)};
   } else if constexpr (C == reduce_scatter) {
-    // `counts` outlives a nonblocking call (it is kept in the schedule's frame): MPI may read
-    // them until the call completes.
-    c.counts.resize(a.offsets.size() - 1);
-    for (std::size_t r = 0; r < c.counts.size(); ++r)
-      c.counts[r] = c.as_int(a.offsets[r + 1] - a.offsets[r]);
-    LibraryArgs l = LibraryArgs::reducing(in_place_or(a.send, a.recv), a.recv, c.counts[0],
-                                          a.reduction.type, a.reduction.op);
-    if (std::adjacent_find(c.counts.begin(), c.counts.end(), std::not_equal_to<>()) !=
-        c.counts.end())
-      l.counts = c.counts.data();  // blocks that differ: MPI_Reduce_scatter
+    LibraryArgs l = LibraryArgs::reducing(in_place_or(a.send, a.recv), a.recv,
+                                          c.as_int(a.offsets[1] - a.offsets[0]), a.reduction.type,
+                                          a.reduction.op);
+    const auto block = [&](std::size_t r) { return a.offsets[r + 1] - a.offsets[r]; };
+    const std::size_t p = a.offsets.size() - 1;
+    std::size_t r = 1;
+    while (r < p && block(r) == block(0))
+      ++r;
+    if (r == p) return l;  // equal blocks: MPI_Reduce_scatter_block, no counts to allocate
+    // Blocks that differ: MPI_Reduce_scatter. `counts` outlives a nonblocking call (it is kept
+    // in the schedule's frame): MPI may read them until the call completes.
+    c.counts.resize(p);
+    for (r = 0; r < p; ++r)
+      c.counts[r] = c.as_int(block(r));
+    l.counts = c.counts.data();
     return l;
   } else if constexpr (C == gather || C == scatter) {
     // In place at the root: its own block stays where it is (null in `a`).
@@ -135,6 +138,8 @@ const char* call_name(Collective c, const LibraryArgs& a) {
                                    "MPI_Scatter",
                                    "MPI_Alltoall",
                                    "MPI_Barrier"};
+  // One name per collective in COLLX_COLLECTIVE_LIST's order; sendrecv has no MPI library row.
+  static_assert(std::size(names) == kCollectiveCount - 1);
   return a.counts != nullptr ? "MPI_Reduce_scatter" : names[static_cast<std::size_t>(c)];
 }
 
