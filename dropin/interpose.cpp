@@ -68,16 +68,9 @@ PassReason local_reason() {
   return nullptr;
 }
 
-// Blocking forms first, then the nonblocking ones.
-constexpr int kFormCount = 2 * kCallCount;
-struct Counts {
-  std::array<std::atomic<long>, kFormCount> intercepted{};
-  std::array<std::atomic<long>, kFormCount> passed{};
-};
 std::size_t form_index(Call call, bool blocking) {
   return static_cast<std::size_t>(call) + (blocking ? 0 : kCallCount);
 }
-Counts counts;
 
 // Communicators that hold collx state, so MPI_Finalize can release what the program did not
 // free (their duplicates must be freed before MPI is finalised).
@@ -96,8 +89,6 @@ struct LastCommunicator {
 };
 LastCommunicator last;
 
-// The delegated call each function remembers (LibraryCall).
-std::array<LibraryCall, kCallCount> library_calls{};
 
 int delete_state(MPI_Comm comm, int, void* value, void*) {
   const CollxScope inside;
@@ -224,17 +215,16 @@ collx::Communicator* accepted_state() {
   return last.state;
 }
 
-const LibraryCall* remembered_library_call(Call call, const LibraryCall& key) {
-  const LibraryCall& remembered = library_calls[static_cast<std::size_t>(call)];
-  return key.comm != MPI_COMM_NULL && remembered == key ? &remembered : nullptr;
-}
+Counts counts;
+std::array<LibraryCall, kCallCount> library_calls{};
+bool remembered_count_plain = false;
 
-int library_result(MPI_Comm comm, int code) {
-  if (code != MPI_SUCCESS) [[unlikely]]
-    PMPI_Comm_call_errhandler(comm, code);
+int raise_library_error(MPI_Comm comm, int code) {
+  PMPI_Comm_call_errhandler(comm, code);
   return code;
 }
 void remember_library_call(Call call, const LibraryCall& key) {
+  remembered_count_plain = thread_level() != MPI_THREAD_MULTIPLE && !settings().debug;
   library_calls[static_cast<std::size_t>(call)] = key;
 }
 

@@ -24,6 +24,8 @@
 #include <collx/request.hpp>
 #include <collx/types.hpp>
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -101,14 +103,32 @@ struct LibraryCall {
   // The datatypes the decision read are predefined (only such calls are remembered).
   bool predefined = false;
   collx::Communicator* state = nullptr;  // collx's state of `comm`, once remembered
+  MPI_Comm library_comm = MPI_COMM_NULL;  // state->mpi_comm(), where the call goes
   bool operator==(const LibraryCall& other) const {
     return comm == other.comm && type == other.type && count == other.count &&
            other_type == other.other_type && other_count == other.other_count && op == other.op &&
            root == other.root;
   }
 };
+// The delegated call each function remembers (remember_library_call).
+extern std::array<LibraryCall, kCallCount> library_calls;
 // The remembered call `key` matches, or null.
-const LibraryCall* remembered_library_call(Call call, const LibraryCall& key);
+inline const LibraryCall* remembered_library_call(Call call, const LibraryCall& key) {
+  const LibraryCall& remembered = library_calls[static_cast<std::size_t>(call)];
+  return key.comm != MPI_COMM_NULL && remembered == key ? &remembered : nullptr;
+}
+// The calls intercepted and passed through so far, per function: blocking forms first, then
+// the nonblocking ones (count).
+inline constexpr int kFormCount = 2 * kCallCount;
+struct Counts {
+  std::array<std::atomic<long>, kFormCount> intercepted{};
+  std::array<std::atomic<long>, kFormCount> passed{};
+};
+extern Counts counts;
+// Whether count() of a remembered call is a plain add (no MPI_THREAD_MULTIPLE, no COLLX_DEBUG
+// line to print): settled before the first call is remembered. The remembered path is the
+// delegated call's whole cost, so it adds inline rather than through count().
+extern bool remembered_count_plain;
 // A remembered call (`key`) goes to `pass` now: true, `*result` its return.
 template <class Mode, class Pass>
 bool pass_remembered(Mode mode, Call call, const LibraryCall& key, Pass&& pass, int* result);
@@ -156,7 +176,13 @@ void remember_library_call(Call call, const LibraryCall& key);
 void count(Call call, bool blocking, bool intercepted, PassReason reason);
 // A delegated call's MPI error code (on collx's duplicate, which returns errors) raised on the
 // program's communicator, as the program's own call would have raised it.
-int library_result(MPI_Comm comm, int code);
+// Out of line: the error's path (raise_library_error) stays out of the delegated call's frame.
+int raise_library_error(MPI_Comm comm, int code);
+inline int library_result(MPI_Comm comm, int code) {
+  if (code != MPI_SUCCESS) [[unlikely]]
+    return raise_library_error(comm, code);
+  return code;
+}
 int raise_error(MPI_Comm comm);  // the current exception, to the communicator's error handler
 // A collx request as an MPI request (a generalized request that the intercepted MPI_Wait,
 // MPI_Test and their -all, -any and -some forms complete); `buffers` are unpacked first.
@@ -204,8 +230,9 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, const Libr
         if (key.predefined) {
           LibraryCall remembered = key;
           remembered.state = &state;
+          remembered.library_comm = state.mpi_comm();
           remember_library_call(call, remembered);
-          return library_result(comm, pass(nullptr, state.mpi_comm()));
+          return library_result(comm, pass(nullptr, remembered.library_comm));
         }
         try {
           CallBuffers buffers(false);
@@ -240,9 +267,14 @@ template <class Mode, class Pass>
 bool pass_remembered(Mode, Call call, const LibraryCall& key, Pass&& pass, int* result) {
   if constexpr (Mode::blocking) {
     if (const LibraryCall* remembered = remembered_library_call(call, key)) {
-      count(call, true, true, nullptr);
+      if (remembered_count_plain) [[likely]] {
+        std::atomic<long>& n = counts.intercepted[static_cast<std::size_t>(call)];
+        n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      } else {
+        count(call, true, true, nullptr);
+      }
       remembered->state->library_call_made();
-      *result = library_result(key.comm, pass(nullptr, remembered->state->mpi_comm()));
+      *result = library_result(key.comm, pass(nullptr, remembered->library_comm));
       return true;
     }
   }
