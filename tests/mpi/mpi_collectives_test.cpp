@@ -338,8 +338,7 @@ TEST_F(MpiCollectives, BarrierOrdersAroundIt) {
       // All ranks run on one node and read the same system-wide monotonic clock (MPI_Wtime may
       // count from each process's start); allow a microsecond of skew.
       EXPECT_GE(earliest_exit + 1e-6, latest_arrival)
-          << collx::to_string(a) << (nonblocking ? " ibarrier" : " barrier") << " round "
-          << round;
+          << collx::to_string(a) << (nonblocking ? " ibarrier" : " barrier") << " round " << round;
     }
   }
 }
@@ -420,7 +419,7 @@ TEST_F(MpiCollectives, SharedMemoryOperationsInFlightTogether) {
 
 // The node-aware schedules in flight together: under COLLX_NODE_LAYOUT (the layout runs) each
 // takes its node's arena for the phases inside the node, the turn taken in call order and
-// held for the whole operation (collectives.hpp, with_node_arena), however the ranks wait.
+// held for the whole operation (registry.hpp, with_node_arena), however the ranks wait.
 TEST_F(MpiCollectives, NodeAwareOperationsInFlightTogether) {
   const std::size_t n = (std::size_t{3} << 20) / 4 + 5;
   const collx::Options hier = with(Algorithm::hierarchical);

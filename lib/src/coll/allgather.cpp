@@ -113,25 +113,22 @@ Task allgather_bruck(Operation& op, AllgatherArgs a) {
 }
 
 // The flat allgather across nodes (and where hierarchical does not split): two tag phases.
-Algorithm flat_allgather(std::size_t bytes, int nranks) {
-  if (std::has_single_bit(static_cast<unsigned>(nranks))) return Algorithm::recursive_doubling;
-  return bytes <= model::kFlatAllgatherBruckBytes ? Algorithm::bruck : Algorithm::ring;
+Algorithm flat_allgather(const Operation& op, const AllgatherArgs& a) {
+  if (std::has_single_bit(static_cast<unsigned>(op.size()))) return Algorithm::recursive_doubling;
+  return a.offsets.back() * a.element_size <= model::kFlatAllgatherBruckBytes ? Algorithm::bruck
+                                                                              : Algorithm::ring;
 }
 
 // Hierarchical (as many ranks on every node, else flat): the ranks of local rank i allgather
 // across nodes into region i of a buffer laid out local rank first, a node allgather assembles
 // the regions, and every rank copies the blocks to their places.
-Task allgather_hierarchical_in(Operation& op, AllgatherArgs a, SharedArena* node_arena) {
+Task allgather_hierarchical_in(Operation& op, AllgatherArgs a, const patterns::NodeLayout& layout,
+                               SharedArena* node_arena) {
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.element_size;
-  const patterns::NodeLayout* layout = node_split(op);
-  if (layout == nullptr || !layout->uniform()) {
-    co_await allgather_task(op, a, flat_allgather(blocks.count() * elem, op.size()));
-    co_return;
-  }
   const int rank = op.rank();
-  const int local = layout->local_rank(rank);
-  const LocalRankOrder order = local_rank_order(*layout, blocks);
+  const int local = layout.local_rank(rank);
+  const LocalRankOrder order = local_rank_order(layout, blocks);
   const std::vector<std::size_t> regions = order.regions();
   const std::vector<std::size_t> within = order.within(local);
   ScratchBuffer work = op.scratch(blocks.count() * elem);
@@ -140,12 +137,12 @@ Task allgather_hierarchical_in(Operation& op, AllgatherArgs a, SharedArena* node
   const auto [across_nodes, node_gather] =
       a.phases.split({{"across nodes", 2}, {"node allgather", 2}});
   {
-    const Operation::Group group(op, layout->peers(local));
+    const Operation::Group group(op, layout.peers(local));
     const AllgatherArgs across{own, region, within, elem, across_nodes};
-    co_await allgather_task(op, across, flat_allgather(within.back() * elem, order.nodes));
+    co_await allgather_task(op, across, flat_allgather(op, across));
   }
   {
-    const Operation::Group group(op, layout->members(layout->node_of(rank)), node_arena);
+    const Operation::Group group(op, layout.members(layout.node_of(rank)), node_arena);
     const AllgatherArgs inside{nullptr, work.data(), regions, elem, node_gather};
     co_await allgather_task(op, inside,
                             node_arena != nullptr ? Algorithm::shared_memory : Algorithm::ring);
@@ -188,15 +185,14 @@ std::vector<std::size_t> LocalRankOrder::within(int local) const {
 
 std::span<const AlgorithmRow> allgather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allgather>(Algorithm::ring, allgather_ring, model::allgather_ring, 2),
-      row<Collective::allgather>(Algorithm::recursive_doubling, allgather_recursive_doubling,
-                                 model::allgather_recursive_doubling, 2),
-      row<Collective::allgather>(Algorithm::bruck, allgather_bruck, model::allgather_bruck, 1),
-      row<Collective::allgather>(Algorithm::shared_memory, allgather_shared_memory,
-                                 model::allgather_shared_memory, 2, Algorithm::ring),
-      row<Collective::allgather>(Algorithm::hierarchical,
-                                 with_node_arena<AllgatherArgs, allgather_hierarchical_in>,
-                                 model::allgather_hierarchical, 4),
+      COLLX_ROW(allgather, ring, allgather_ring, 2),
+      COLLX_ROW(allgather, recursive_doubling, allgather_recursive_doubling, 2),
+      COLLX_ROW(allgather, bruck, allgather_bruck, 1),
+      COLLX_ROW(allgather, shared_memory, allgather_shared_memory, 2, Algorithm::ring),
+      COLLX_ROW(
+          allgather, hierarchical,
+          (with_node_arena<Collective::allgather, allgather_hierarchical_in, flat_allgather, true>),
+          4),
   };
   return rows;
 }

@@ -1,8 +1,9 @@
 // Allreduce: ring, recursive doubling and Rabenseifner, all with the non-power-of-two fold
 // (or none needed) and bitwise-identical results on every rank.
 #include <algorithm>
-
+#include <array>
 #include <bit>
+
 #include "blocks.hpp"
 #include "collectives.hpp"
 #include "fold.hpp"
@@ -205,124 +206,10 @@ const patterns::NodeLayout* node_split(Operation& op) {
 }
 
 // The flat allreduce across nodes (and where node_split is null): two tag phases.
-Algorithm flat_allreduce(std::size_t bytes) {
-  return bytes <= model::kFlatAllreduceDoublingBytes ? Algorithm::recursive_doubling
-                                                     : Algorithm::rabenseifner;
-}
-
-// The node-aware allreduces on 2^L nodes, pipelined in node segments: the allreduce across nodes
-// of one segment (Rabenseifner: L halving then L doubling exchanges, AcrossNodes) overlaps the
-// node phases of its neighbours. Segment c posts exchange e at iteration c + e and runs its last
-// node phase at c + 2L. multi_leader (`by_blocks`) carries one block per local rank; hierarchical,
-// the whole segment through the leader. Every element is completed on one rank: the same bits
-// everywhere.
-struct NodeAwareForm {
-  bool by_blocks = true;  // multi_leader's blocks; false: hierarchical's leaders carry it all
-  Algorithm inside = Algorithm::ring;  // the node phases' algorithm
-  Phases node_first, across, node_last;
-  std::span<const int> node;  // this rank's node
-  SharedArena* arena;         // the node's, or null
-  int k = 1;                  // blocks per node
-  int carrier = 0;            // this rank's block (by_blocks), else 0
-  // Who crosses the network with this rank, by node: its local rank's peers, or the leaders.
-  bool crosses = true;
-  std::span<const int> peers{};
-};
-
-// The node's first phase: a reduce-scatter leaving this rank's block (by_blocks), or a reduce
-// to the leader.
-Task node_first_phase(Operation& op, const NodeAwareForm& form, const std::byte* in,
-                      std::byte* block, std::size_t count, const std::vector<std::size_t>& offsets,
-                      const Reduction& partial) {
-  const Operation::Group group(op, form.node, form.arena);
-  if (form.by_blocks) {
-    const ReduceScatterArgs scatter{in, block, offsets, partial, form.node_first};
-    co_await reduce_scatter_task(op, scatter, form.inside);
-  } else {
-    const ReduceArgs reduce{in, block, count, partial, 0, form.node_first, Algorithm::ring};
-    co_await reduce_task(op, reduce, form.inside);
-  }
-}
-
-// The node's last phase: the allgather of the blocks (by_blocks), or the leader's broadcast.
-Task node_last_phase(Operation& op, const NodeAwareForm& form, const std::byte* block,
-                     std::byte* out, std::size_t count, const std::vector<std::size_t>& offsets,
-                     std::size_t elem) {
-  const Operation::Group group(op, form.node, form.arena);
-  if (form.by_blocks) {
-    const AllgatherArgs gather{block, out, offsets, elem, form.node_last};
-    co_await allgather_task(
-        op, gather,
-        form.inside == Algorithm::butterfly ? Algorithm::recursive_doubling : form.inside);
-  } else {
-    const BroadcastArgs broadcast{out, count, elem, 0, form.node_last};
-    co_await broadcast_task(op, broadcast, form.inside);
-  }
-}
-
-Task allreduce_node_aware(Operation& op, const AllreduceArgs& a, const patterns::NodeLayout& layout,
-                          std::size_t segment, const NodeAwareForm form) {
-  const std::size_t elem = a.reduction.element_size;
-  const int nodes = layout.nodes();
-  const AcrossNodes across{op,    form.peers,  layout.node_of(op.rank()),
-                           nodes, form.across, &a.reduction};
-  // One node segment: node phase, the flat allreduce across nodes, node phase.
-  const bool pipelined = segment < a.count;
-  const int steps = pipelined ? 2 * across.steps() : 0;
-  const Reduction partial = a.reduction.partial();
-  // The node segments in flight, their storage reused by the node segment 2L + 1 later.
-  struct NodeSegment {
-    std::size_t begin = 0;
-    std::size_t count = 0;
-    std::vector<std::size_t> offsets;  // the k blocks, within the node segment
-    std::vector<std::size_t> region;   // the carried block's `nodes` blocks
-    std::byte* block = nullptr;        // what this rank carries across, in recv
-    ScratchBuffer received;  // the peer's partial of the half this rank keeps at a halving
-    Transfer send, recv;
-  };
-  std::vector<NodeSegment> window(static_cast<std::size_t>(steps) + 1);
-  if (form.crosses && pipelined) {
-    // A kept half: half the carried block, and at most one element more per node.
-    const std::size_t half =
-        segment / static_cast<std::size_t>(form.k) / 2 + 2 + static_cast<std::size_t>(nodes);
-    for (NodeSegment& ch : window)
-      ch.received = op.scratch(half * elem);
-  }
-  const auto at = [&](std::size_t c) -> NodeSegment& { return window[c % window.size()]; };
-  const auto start = [&](std::size_t c) -> Task {
-    NodeSegment& ch = at(c);
-    ch.begin = c * segment;
-    ch.count = std::min(segment, a.count - ch.begin);
-    ch.offsets = offsets_of(patterns::BlockLayout{ch.count, form.k});
-    const auto i = static_cast<std::size_t>(form.carrier);
-    ch.block = a.recv + (ch.begin + ch.offsets[i]) * elem;
-    ch.region = offsets_of(patterns::BlockLayout{ch.offsets[i + 1] - ch.offsets[i], nodes});
-    const std::byte* const in = a.send + ch.begin * elem;
-    co_await node_first_phase(op, form, in, ch.block, ch.count, ch.offsets, partial);
-    if (pipelined) {
-      if (form.crosses) across.post(ch.send, ch.recv, ch.block, ch.region, ch.received.data(), 0);
-      co_return;
-    }
-    if (form.crosses) {
-      const Operation::Group group(op, form.peers);
-      const std::size_t n = ch.offsets[i + 1] - ch.offsets[i];
-      const AllreduceArgs flat{ch.block, ch.block, n, a.reduction, form.across};
-      co_await allreduce_task(op, flat, flat_allreduce(n * elem));
-    }
-    co_await node_last_phase(op, form, ch.block, a.recv, ch.count, ch.offsets, elem);
-  };
-  const auto step = [&](std::size_t c, int e) -> Task {
-    NodeSegment& ch = at(c);
-    if (form.crosses) {
-      co_await op.wait(ch.send, ch.recv);
-      if (e <= across.steps()) across.combine(ch.block, ch.region, ch.received.data(), e - 1);
-      if (e < steps) across.post(ch.send, ch.recv, ch.block, ch.region, ch.received.data(), e);
-    }
-    if (e < steps) co_return;
-    std::byte* const out = a.recv + ch.begin * elem;
-    co_await node_last_phase(op, form, ch.block, out, ch.count, ch.offsets, elem);
-  };
-  co_await staggered((a.count + segment - 1) / segment, steps, start, step);
+Algorithm flat_allreduce(const Operation&, const AllreduceArgs& a) {
+  return a.count * a.reduction.element_size <= model::kFlatAllreduceDoublingBytes
+             ? Algorithm::recursive_doubling
+             : Algorithm::rabenseifner;
 }
 
 // The node segment (elements) of a pipelined node-aware allreduce, or 0: nodes a power of two,
@@ -346,75 +233,140 @@ std::size_t pipelined_segment(const Operation& op, const AllreduceArgs& a,
 // the node. Multi-leader (`kByBlocks`, as many ranks on every node, else hierarchical): node
 // reduce-scatter, allreduce of block i across nodes by the ranks of local rank i, node allgather.
 // Each value is completed once and copied: the same bits everywhere. Node phases run through
-// `node_arena` where there is one; on 2^L nodes a buffer of several node segments is pipelined.
+// `node_arena` where there is one. On 2^L nodes a buffer of several node segments is pipelined:
+// the allreduce across nodes of one node segment (Rabenseifner: L halving then L doubling
+// exchanges, AcrossNodes) overlaps the node phases of its neighbours; node segment c posts
+// exchange e at iteration c + e and runs its last node phase at c + 2L.
 template <bool kByBlocks>
-Task allreduce_node_aware_in(Operation& op, AllreduceArgs a, SharedArena* node_arena) {
+Task allreduce_node_aware(Operation& op, AllreduceArgs a, const patterns::NodeLayout& layout,
+                          SharedArena* node_arena) {
   if (trivial(op, a)) co_return;
-  const patterns::NodeLayout* layout = node_split(op);
-  if (layout == nullptr) {
-    co_await allreduce_task(op, a, flat_allreduce(a.count * a.reduction.element_size));
-    co_return;
-  }
-  const bool by_blocks = kByBlocks && layout->uniform();
-  const auto [first, across, last] =
+  const std::size_t elem = a.reduction.element_size;
+  const int nodes = layout.nodes();
+  const bool by_blocks = kByBlocks && layout.uniform();
+  const std::array<Phases, 3> phases =
       by_blocks
           ? a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}, {"node allgather", 2}})
           : a.phases.split({{"node reduce", 1}, {"across nodes", 2}, {"node broadcast", 1}});
-  const int k =
-      by_blocks ? static_cast<int>(layout->members(layout->node_of(op.rank())).size()) : 1;
-  const std::size_t segment = pipelined_segment(op, a, *layout, k);
-  if (by_blocks && node_arena == nullptr && layout->nodes() >= model::kManyNodes &&
-      !std::has_single_bit(static_cast<unsigned>(layout->nodes())) &&
-      a.count * a.reduction.element_size <= 4 * op.segment_bytes() * static_cast<std::size_t>(k)) {
+  // Blocks per node segment: one per local rank (by_blocks), else the leader's one.
+  const int k = by_blocks ? static_cast<int>(layout.members(layout.node_of(op.rank())).size()) : 1;
+  const std::size_t pipelined_at = pipelined_segment(op, a, layout, k);
+  if (by_blocks && node_arena == nullptr && nodes >= model::kManyNodes &&
+      !std::has_single_bit(static_cast<unsigned>(nodes)) &&
+      a.count * elem <= 4 * op.segment_bytes() * static_cast<std::size_t>(k)) {
     // The many-node pipeline of these sizes runs on 2^L nodes only; on others the flat
     // allreduce, whose pairs start inside a node, beat the unpipelined phases in the simulation.
-    co_await allreduce_task(op, a, flat_allreduce(a.count * a.reduction.element_size));
+    co_await allreduce_task(op, a, flat_allreduce(op, a));
     co_return;
   }
-  const int local = layout->local_rank(op.rank());
-  // Node phases on messages run the butterfly where halving_inside_node says so.
-  const bool halving =
-      by_blocks && segment > 0 &&
-      halving_inside_node(op, *layout,
-                          segment / static_cast<std::size_t>(k) * a.reduction.element_size);
-  const NodeAwareForm form{.by_blocks = by_blocks,
-                           .inside = node_arena != nullptr ? Algorithm::shared_memory
-                                     : !by_blocks          ? Algorithm::binomial_tree
-                                     : halving             ? Algorithm::butterfly
-                                                           : Algorithm::ring,
-                           .node_first = first,
-                           .across = across,
-                           .node_last = last,
-                           .node = layout->members(layout->node_of(op.rank())),
-                           .arena = node_arena,
-                           .k = k,
-                           .carrier = by_blocks ? local : 0,
-                           .crosses = by_blocks || local == 0,
-                           .peers = layout->peers(by_blocks ? local : 0)};
-  co_await allreduce_node_aware(op, a, *layout, segment > 0 ? segment : a.count, form);
+  const bool pipelined = pipelined_at > 0;
+  const std::size_t segment = pipelined ? pipelined_at : a.count;
+  const int local = layout.local_rank(op.rank());
+  // The node phases' algorithm: on messages the butterfly where halving_inside_node says so.
+  const Algorithm inside =
+      node_arena != nullptr ? Algorithm::shared_memory
+      : !by_blocks          ? Algorithm::binomial_tree
+      : pipelined && halving_inside_node(op, layout, segment / static_cast<std::size_t>(k) * elem)
+          ? Algorithm::butterfly
+          : Algorithm::ring;
+  const std::span<const int> node = layout.members(layout.node_of(op.rank()));
+  const auto carrier = static_cast<std::size_t>(by_blocks ? local : 0);  // this rank's block
+  // Who crosses the network with this rank, by node: its local rank's peers, or the leaders.
+  const bool crosses = by_blocks || local == 0;
+  const std::span<const int> peers = layout.peers(by_blocks ? local : 0);
+  const AcrossNodes across{op, peers, layout.node_of(op.rank()), nodes, phases[1], &a.reduction};
+  const int steps = pipelined ? 2 * across.steps() : 0;
+  const Reduction partial = a.reduction.partial();
+  // The node segments in flight, their storage reused by the node segment 2L + 1 later.
+  struct NodeSegment {
+    std::size_t begin = 0;
+    std::size_t count = 0;
+    std::vector<std::size_t> offsets;  // the k blocks, within the node segment
+    std::vector<std::size_t> region;   // the carried block's `nodes` blocks
+    std::byte* block = nullptr;        // what this rank carries across, in recv
+    ScratchBuffer received;  // the peer's partial of the half this rank keeps at a halving
+    Transfer send, recv;
+  };
+  std::vector<NodeSegment> window(static_cast<std::size_t>(steps) + 1);
+  if (crosses && pipelined) {
+    // A kept half: half the carried block, and at most one element more per node.
+    const std::size_t half =
+        segment / static_cast<std::size_t>(k) / 2 + 2 + static_cast<std::size_t>(nodes);
+    for (NodeSegment& ch : window)
+      ch.received = op.scratch(half * elem);
+  }
+  const auto at = [&](std::size_t c) -> NodeSegment& { return window[c % window.size()]; };
+  // The node's last phase: the allgather of the blocks (by_blocks), or the leader's broadcast.
+  const auto node_last_phase = [&](const NodeSegment& ch) -> Task {
+    const Operation::Group group(op, node, node_arena);
+    std::byte* const out = a.recv + ch.begin * elem;
+    if (by_blocks) {
+      const AllgatherArgs gather{ch.block, out, ch.offsets, elem, phases[2]};
+      co_await allgather_task(
+          op, gather, inside == Algorithm::butterfly ? Algorithm::recursive_doubling : inside);
+    } else {
+      const BroadcastArgs broadcast{out, ch.count, elem, 0, phases[2]};
+      co_await broadcast_task(op, broadcast, inside);
+    }
+  };
+  const auto start = [&](std::size_t c) -> Task {
+    NodeSegment& ch = at(c);
+    ch.begin = c * segment;
+    ch.count = std::min(segment, a.count - ch.begin);
+    ch.offsets = offsets_of(patterns::BlockLayout{ch.count, k});
+    ch.block = a.recv + (ch.begin + ch.offsets[carrier]) * elem;
+    const std::size_t carried = ch.offsets[carrier + 1] - ch.offsets[carrier];
+    ch.region = offsets_of(patterns::BlockLayout{carried, nodes});
+    {
+      // The node's first phase: a reduce-scatter leaving this rank's block, or a reduce to the
+      // leader.
+      const Operation::Group group(op, node, node_arena);
+      const std::byte* const in = a.send + ch.begin * elem;
+      if (by_blocks) {
+        const ReduceScatterArgs scatter{in, ch.block, ch.offsets, partial, phases[0]};
+        co_await reduce_scatter_task(op, scatter, inside);
+      } else {
+        const ReduceArgs reduce{in, ch.block, ch.count, partial, 0, phases[0], Algorithm::ring};
+        co_await reduce_task(op, reduce, inside);
+      }
+    }
+    if (pipelined) {
+      if (crosses) across.post(ch.send, ch.recv, ch.block, ch.region, ch.received.data(), 0);
+      co_return;
+    }
+    if (crosses) {
+      const Operation::Group group(op, peers);
+      const AllreduceArgs flat{ch.block, ch.block, carried, a.reduction, phases[1]};
+      co_await allreduce_task(op, flat, flat_allreduce(op, flat));
+    }
+    co_await node_last_phase(ch);
+  };
+  const auto step = [&](std::size_t c, int e) -> Task {
+    NodeSegment& ch = at(c);
+    if (crosses) {
+      co_await op.wait(ch.send, ch.recv);
+      if (e <= across.steps()) across.combine(ch.block, ch.region, ch.received.data(), e - 1);
+      if (e < steps) across.post(ch.send, ch.recv, ch.block, ch.region, ch.received.data(), e);
+    }
+    if (e == steps) co_await node_last_phase(ch);
+  };
+  co_await staggered((a.count + segment - 1) / segment, steps, start, step);
 }
 
 std::span<const AlgorithmRow> allreduce_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::allreduce>(Algorithm::ring, allreduce_ring, model::allreduce_ring, 2),
-      row<Collective::allreduce>(Algorithm::recursive_doubling,
-                                 allreduce_folded<FoldedCore::recursive_doubling>,
-                                 model::allreduce_recursive_doubling, 1),
-      row<Collective::allreduce>(Algorithm::rabenseifner,
-                                 allreduce_folded<FoldedCore::rabenseifner>,
-                                 model::allreduce_rabenseifner, 2),
-      row<Collective::allreduce>(Algorithm::binomial_tree, allreduce_binomial,
-                                 model::allreduce_binomial_tree, 4),
-      row<Collective::allreduce>(Algorithm::double_binary_tree, allreduce_double_binary_tree,
-                                 model::allreduce_double_binary_tree, 4),
-      row<Collective::allreduce>(Algorithm::shared_memory, allreduce_shared_memory,
-                                 model::allreduce_shared_memory, 2, Algorithm::ring),
-      row<Collective::allreduce>(Algorithm::hierarchical,
-                                 with_node_arena<AllreduceArgs, allreduce_node_aware_in<false>>,
-                                 model::allreduce_hierarchical, 4),
-      row<Collective::allreduce>(Algorithm::multi_leader,
-                                 with_node_arena<AllreduceArgs, allreduce_node_aware_in<true>>,
-                                 model::allreduce_multi_leader, 6),
+      COLLX_ROW(allreduce, ring, allreduce_ring, 2),
+      COLLX_ROW(allreduce, recursive_doubling, allreduce_folded<FoldedCore::recursive_doubling>, 1),
+      COLLX_ROW(allreduce, rabenseifner, allreduce_folded<FoldedCore::rabenseifner>, 2),
+      COLLX_ROW(allreduce, binomial_tree, allreduce_binomial, 4),
+      COLLX_ROW(allreduce, double_binary_tree, allreduce_double_binary_tree, 4),
+      COLLX_ROW(allreduce, shared_memory, allreduce_shared_memory, 2, Algorithm::ring),
+      COLLX_ROW(
+          allreduce, hierarchical,
+          (with_node_arena<Collective::allreduce, allreduce_node_aware<false>, flat_allreduce>), 4),
+      COLLX_ROW(
+          allreduce, multi_leader,
+          (with_node_arena<Collective::allreduce, allreduce_node_aware<true>, flat_allreduce>), 6),
   };
   return rows;
 }

@@ -91,11 +91,9 @@ Task alltoall_bruck(Operation& op, AlltoallArgs a) {
 
 std::span<const AlgorithmRow> alltoall_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::alltoall>(Algorithm::pairwise, alltoall_pairwise, model::alltoall_pairwise,
-                                1),
-      row<Collective::alltoall>(Algorithm::bruck, alltoall_bruck, model::alltoall_bruck, 1),
-      row<Collective::alltoall>(Algorithm::shared_memory, alltoall_shared_memory,
-                                model::alltoall_shared_memory, 1, Algorithm::pairwise),
+      COLLX_ROW(alltoall, pairwise, alltoall_pairwise, 1),
+      COLLX_ROW(alltoall, bruck, alltoall_bruck, 1),
+      COLLX_ROW(alltoall, shared_memory, alltoall_shared_memory, 1, Algorithm::pairwise),
   };
   return rows;
 }

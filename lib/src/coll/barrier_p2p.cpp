@@ -76,10 +76,8 @@ Task barrier_hierarchical(Operation& op, BarrierArgs a) {
 
 std::span<const AlgorithmRow> barrier_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::barrier>(Algorithm::dissemination, barrier_dissemination,
-                               model::barrier_dissemination, 1),
-      row<Collective::barrier>(Algorithm::hierarchical, barrier_hierarchical,
-                               model::barrier_hierarchical, 2),
+      COLLX_ROW(barrier, dissemination, barrier_dissemination, 1),
+      COLLX_ROW(barrier, hierarchical, barrier_hierarchical, 2),
   };
   return rows;
 }
@@ -94,7 +92,7 @@ Task point_to_point_task(Operation& op, PointToPointArgs a) {
 
 std::span<const AlgorithmRow> sendrecv_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::sendrecv>(Algorithm::direct, point_to_point_task, model::sendrecv_direct, 0),
+      COLLX_ROW(sendrecv, direct, point_to_point_task, 0),
   };
   return rows;
 }

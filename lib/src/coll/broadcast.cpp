@@ -101,14 +101,13 @@ template <Algorithm kTree>
 Task broadcast_tree(Operation& op, BroadcastArgs a) {
   const int rank = op.rank();
   const int p = op.size();
-  if constexpr (kTree == Algorithm::binomial_tree) {
-    return tree_broadcast(op, a, patterns::binomial_place(rank, a.root, p), Across::by_layout);
-  } else if constexpr (kTree == Algorithm::knomial_tree) {
-    return tree_broadcast(op, a, patterns::knomial_place(rank, a.root, p, patterns::kKnomialRadix),
-                          Across::by_layout);
-  } else {
+  if constexpr (kTree == Algorithm::pipelined_chain)
     return tree_broadcast(op, a, patterns::chain_place(rank, a.root, p), Across::unknown);
-  }
+  return tree_broadcast(op, a,
+                        kTree == Algorithm::binomial_tree
+                            ? patterns::binomial_place(rank, a.root, p)
+                            : patterns::knomial_place(rank, a.root, p, patterns::kKnomialRadix),
+                        Across::by_layout);
 }
 
 // Linear (a flat tree): the root sends the whole buffer to every rank at once; for few ranks
@@ -203,31 +202,27 @@ Task broadcast_scatter_allgather(Operation& op, BroadcastArgs a) {
 }
 
 // The flat broadcast across nodes (and where node_split is null). At most three tag phases.
-Algorithm flat_broadcast(std::size_t bytes, int nranks) {
-  return bytes <= model::kFlatBroadcastTreeBytes || nranks <= 3 ? Algorithm::binomial_tree
-                                                                : Algorithm::scatter_allgather;
+Algorithm flat_broadcast(const Operation& op, const BroadcastArgs& a) {
+  return a.count * a.element_size <= model::kFlatBroadcastTreeBytes || op.size() <= 3
+             ? Algorithm::binomial_tree
+             : Algorithm::scatter_allgather;
 }
 
 // Hierarchical: across nodes from the root to every node's head, then inside each node from
 // it (through `node_arena` where there is one, else a binomial tree). Any layout.
-Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node_arena) {
-  const std::size_t bytes = a.count * a.element_size;
-  const patterns::NodeLayout* layout = node_split(op);
-  if (layout == nullptr) {
-    co_await broadcast_task(op, a, flat_broadcast(bytes, op.size()));
-    co_return;
-  }
-  if (bytes == 0) co_return;
-  const int node = layout->node_of(op.rank());
-  const std::vector<int> heads = node_heads(*layout, a.root);
+Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, const patterns::NodeLayout& layout,
+                               SharedArena* node_arena) {
+  if (a.count * a.element_size == 0) co_return;
+  const int node = layout.node_of(op.rank());
+  const std::vector<int> heads = node_heads(layout, a.root);
   const int head = heads[static_cast<std::size_t>(node)];
   const auto [across_nodes, node_broadcast] =
       a.phases.split({{"across nodes", 3}, {"node broadcast", 1}});
   if (op.rank() == head) {
     const Operation::Group group(op, heads);
-    const BroadcastArgs across{a.buffer, a.count, a.element_size, layout->node_of(a.root),
+    const BroadcastArgs across{a.buffer, a.count, a.element_size, layout.node_of(a.root),
                                across_nodes};
-    const Algorithm flat = flat_broadcast(bytes, layout->nodes());
+    const Algorithm flat = flat_broadcast(op, across);
     if (flat == Algorithm::binomial_tree) {
       const TreePlace place = patterns::binomial_place(op.rank(), across.root, op.size());
       co_await tree_broadcast(op, across, place, Across::all);
@@ -236,8 +231,8 @@ Task broadcast_hierarchical_in(Operation& op, BroadcastArgs a, SharedArena* node
     }
   }
   {
-    const Operation::Group group(op, layout->members(node), node_arena);
-    const BroadcastArgs inside{a.buffer, a.count, a.element_size, layout->local_rank(head),
+    const Operation::Group group(op, layout.members(node), node_arena);
+    const BroadcastArgs inside{a.buffer, a.count, a.element_size, layout.local_rank(head),
                                node_broadcast};
     co_await broadcast_task(
         op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree);
@@ -255,21 +250,15 @@ std::vector<int> node_heads(const patterns::NodeLayout& layout, int root) {
 
 std::span<const AlgorithmRow> broadcast_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::broadcast>(Algorithm::binomial_tree, broadcast_tree<Algorithm::binomial_tree>,
-                                 model::broadcast_binomial_tree, 1),
-      row<Collective::broadcast>(Algorithm::pipelined_chain,
-                                 broadcast_tree<Algorithm::pipelined_chain>,
-                                 model::broadcast_pipelined_chain, 1),
-      row<Collective::broadcast>(Algorithm::linear, broadcast_linear, model::broadcast_linear, 1),
-      row<Collective::broadcast>(Algorithm::scatter_allgather, broadcast_scatter_allgather,
-                                 model::broadcast_scatter_allgather, 3),
-      row<Collective::broadcast>(Algorithm::shared_memory, broadcast_shared_memory,
-                                 model::broadcast_shared_memory, 1, Algorithm::binomial_tree),
-      row<Collective::broadcast>(Algorithm::hierarchical,
-                                 with_node_arena<BroadcastArgs, broadcast_hierarchical_in>,
-                                 model::broadcast_hierarchical, 4),
-      row<Collective::broadcast>(Algorithm::knomial_tree, broadcast_tree<Algorithm::knomial_tree>,
-                                 model::broadcast_knomial_tree, 1),
+      COLLX_ROW(broadcast, binomial_tree, broadcast_tree<Algorithm::binomial_tree>, 1),
+      COLLX_ROW(broadcast, pipelined_chain, broadcast_tree<Algorithm::pipelined_chain>, 1),
+      COLLX_ROW(broadcast, linear, broadcast_linear, 1),
+      COLLX_ROW(broadcast, scatter_allgather, broadcast_scatter_allgather, 3),
+      COLLX_ROW(broadcast, shared_memory, broadcast_shared_memory, 1, Algorithm::binomial_tree),
+      COLLX_ROW(broadcast, hierarchical,
+                (with_node_arena<Collective::broadcast, broadcast_hierarchical_in, flat_broadcast>),
+                4),
+      COLLX_ROW(broadcast, knomial_tree, broadcast_tree<Algorithm::knomial_tree>, 1),
   };
   return rows;
 }

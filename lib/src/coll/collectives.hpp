@@ -132,8 +132,9 @@ Task in_turn(Operation& op, SharedArena& arena, int me, Task body);
 SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
 // The shared-memory schedules (their rows name the point-to-point fallback, registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
-Task gather_shared_memory(Operation& op, GatherArgs args);
-Task scatter_shared_memory(Operation& op, ScatterArgs args);
+// Gather's (kGather) or scatter's.
+template <bool kGather>
+Task rooted_shared_memory(Operation& op, RootedArgs args);
 Task allgather_shared_memory(Operation& op, AllgatherArgs args);
 Task reduce_shared_memory(Operation& op, ReduceArgs args);
 Task allreduce_shared_memory(Operation& op, AllreduceArgs args);
@@ -155,15 +156,6 @@ inline bool halving_inside_node(const Operation& op, const patterns::NodeLayout&
          block_bytes <= op.segment_bytes();
 }
 
-// A node-aware schedule whose node phases run through the node's arena where there is one: the
-// node's turn is taken when the operation is built (call order) and held to the end.
-template <class Args, Task (*Schedule)(Operation&, Args, SharedArena*)>
-Task with_node_arena(Operation& op, Args a) {
-  const patterns::NodeLayout* layout = node_split(op);
-  SharedArena* arena = layout != nullptr ? node_arena_for(op, *layout) : nullptr;
-  if (arena == nullptr) return Schedule(op, std::move(a), nullptr);
-  return in_turn(op, *arena, layout->local_rank(op.rank()), Schedule(op, std::move(a), arena));
-}
 // By node, the rank that holds the buffer for its node: the root on its node, else the leader.
 std::vector<int> node_heads(const patterns::NodeLayout& layout, int root);
 

@@ -137,24 +137,18 @@ Task rooted_tree(Operation& op, RootedArgs a) {
 
 std::span<const AlgorithmRow> gather_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::gather>(Algorithm::binomial_tree, rooted_tree<TreeShape::binomial, true>,
-                              model::gather_binomial_tree, 1),
-      row<Collective::gather>(Algorithm::linear, rooted_tree<TreeShape::flat, true>,
-                              model::gather_linear, 1),
-      row<Collective::gather>(Algorithm::shared_memory, gather_shared_memory,
-                              model::gather_shared_memory, 1, Algorithm::linear),
+      COLLX_ROW(gather, binomial_tree, (rooted_tree<TreeShape::binomial, true>), 1),
+      COLLX_ROW(gather, linear, (rooted_tree<TreeShape::flat, true>), 1),
+      COLLX_ROW(gather, shared_memory, rooted_shared_memory<true>, 1, Algorithm::linear),
   };
   return rows;
 }
 
 std::span<const AlgorithmRow> scatter_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::scatter>(Algorithm::binomial_tree, rooted_tree<TreeShape::binomial, false>,
-                               model::scatter_binomial_tree, 1),
-      row<Collective::scatter>(Algorithm::linear, rooted_tree<TreeShape::flat, false>,
-                               model::scatter_linear, 1),
-      row<Collective::scatter>(Algorithm::shared_memory, scatter_shared_memory,
-                               model::scatter_shared_memory, 1, Algorithm::linear),
+      COLLX_ROW(scatter, binomial_tree, (rooted_tree<TreeShape::binomial, false>), 1),
+      COLLX_ROW(scatter, linear, (rooted_tree<TreeShape::flat, false>), 1),
+      COLLX_ROW(scatter, shared_memory, rooted_shared_memory<false>, 1, Algorithm::linear),
   };
   return rows;
 }

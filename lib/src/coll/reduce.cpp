@@ -87,10 +87,9 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   const int p = op.size();
   if (a.count == 0) co_return;
   const std::size_t elem = a.reduction.element_size;
-  std::vector<std::size_t> offsets = offsets_of(patterns::BlockLayout{a.count, p});
-  const std::size_t mine = offsets[static_cast<std::size_t>(op.rank()) + 1] -
-                           offsets[static_cast<std::size_t>(op.rank())];
-  ScratchBuffer block = op.scratch(mine * elem);
+  const patterns::BlockLayout blocks{a.count, p};
+  std::vector<std::size_t> offsets = offsets_of(blocks);
+  ScratchBuffer block = op.scratch(blocks.length(op.rank()) * elem);
   const auto [scatter_phases, gather_phases] =
       a.phases.split({{"reduce_scatter", 2}, {"gather", 1}});
   const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, scatter_phases};
@@ -106,36 +105,33 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
 }
 
 // The flat reduce across nodes (and where node_split is null). At most three tag phases.
-Algorithm flat_reduce(std::size_t bytes) {
-  return bytes <= model::kFlatReduceTreeBytes ? Algorithm::binomial_tree : Algorithm::rabenseifner;
+Algorithm flat_reduce(const Operation&, const ReduceArgs& a) {
+  return a.count * a.reduction.element_size <= model::kFlatReduceTreeBytes
+             ? Algorithm::binomial_tree
+             : Algorithm::rabenseifner;
 }
 
 // Hierarchical: a reduce inside each node to its head (the root on the root's node, else the
 // leader), then across nodes to the root, which alone completes the result. Any layout.
-Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena) {
-  const std::size_t bytes = a.count * a.reduction.element_size;
-  const patterns::NodeLayout* layout = node_split(op);
-  if (layout == nullptr) {
-    co_await reduce_task(op, a, flat_reduce(bytes));
-    co_return;
-  }
+Task reduce_hierarchical_in(Operation& op, ReduceArgs a, const patterns::NodeLayout& layout,
+                            SharedArena* node_arena) {
   if (a.count == 0) co_return;
-  const int node = layout->node_of(op.rank());
-  const std::vector<int> heads = node_heads(*layout, a.root);
+  const int node = layout.node_of(op.rank());
+  const std::vector<int> heads = node_heads(layout, a.root);
   const int head = heads[static_cast<std::size_t>(node)];
   // The node's partial sum: in the root's output on the root, in scratch on another head.
   ScratchBuffer scratch;
   std::byte* node_sum = a.recv;
   if (op.rank() == head && op.rank() != a.root) {
-    scratch = op.scratch(bytes);
+    scratch = op.scratch(a.count * a.reduction.element_size);
     node_sum = scratch.data();
   }
   const Reduction partial = a.reduction.partial();
   const auto [node_reduce, across_nodes] =
       a.phases.split({{"node reduce", 1}, {"across nodes", 3}});
   {
-    const Operation::Group group(op, layout->members(node), node_arena);
-    const ReduceArgs inside{a.send,      node_sum,       a.count, partial, layout->local_rank(head),
+    const Operation::Group group(op, layout.members(node), node_arena);
+    const ReduceArgs inside{a.send,      node_sum,       a.count, partial, layout.local_rank(head),
                             node_reduce, Algorithm::ring};
     co_await reduce_task(
         op, inside, node_arena != nullptr ? Algorithm::shared_memory : Algorithm::binomial_tree);
@@ -143,9 +139,9 @@ Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena
   if (op.rank() == head) {
     const Operation::Group group(op, heads);
     const ReduceArgs across{
-        node_sum,     node_sum,       a.count, a.reduction, layout->node_of(a.root),
+        node_sum,     node_sum,       a.count, a.reduction, layout.node_of(a.root),
         across_nodes, Algorithm::ring};
-    co_await reduce_task(op, across, flat_reduce(bytes));
+    co_await reduce_task(op, across, flat_reduce(op, across));
   }
 }
 
@@ -153,15 +149,11 @@ Task reduce_hierarchical_in(Operation& op, ReduceArgs a, SharedArena* node_arena
 
 std::span<const AlgorithmRow> reduce_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::reduce>(Algorithm::binomial_tree, reduce_binomial,
-                              model::reduce_binomial_tree, 1),
-      row<Collective::reduce>(Algorithm::rabenseifner, reduce_rabenseifner,
-                              model::reduce_rabenseifner, 3),
-      row<Collective::reduce>(Algorithm::shared_memory, reduce_shared_memory,
-                              model::reduce_shared_memory, 1, Algorithm::binomial_tree),
-      row<Collective::reduce>(Algorithm::hierarchical,
-                              with_node_arena<ReduceArgs, reduce_hierarchical_in>,
-                              model::reduce_hierarchical, 4),
+      COLLX_ROW(reduce, binomial_tree, reduce_binomial, 1),
+      COLLX_ROW(reduce, rabenseifner, reduce_rabenseifner, 3),
+      COLLX_ROW(reduce, shared_memory, reduce_shared_memory, 1, Algorithm::binomial_tree),
+      COLLX_ROW(reduce, hierarchical,
+                (with_node_arena<Collective::reduce, reduce_hierarchical_in, flat_reduce>), 4),
   };
   return rows;
 }

@@ -140,9 +140,10 @@ Task reduce_scatter_halving(Operation& op, ReduceScatterArgs a) {
 }
 
 // The flat reduce-scatter across nodes (and where hierarchical does not split): two tag phases.
-Algorithm flat_reduce_scatter(std::size_t bytes) {
-  return bytes <= model::kFlatReduceScatterHalvingBytes ? Algorithm::recursive_halving
-                                                        : Algorithm::ring;
+Algorithm flat_reduce_scatter(const Operation&, const ReduceScatterArgs& a) {
+  return a.offsets.back() * a.reduction.element_size <= model::kFlatReduceScatterHalvingBytes
+             ? Algorithm::recursive_halving
+             : Algorithm::ring;
 }
 
 // How many node segments the hierarchical reduce_scatter of `bytes` runs in: pipelined only on
@@ -163,15 +164,11 @@ int pipelined_segments(const Operation& op, std::size_t bytes, const patterns::N
 // i, and those ranks reduce-scatter it across nodes, each keeping its own block. Pipelined on
 // 2^L nodes: node segment c is piece c of every block; each runs the node reduce-scatter, then
 // recursive halving of its region across nodes (AcrossNodes), its exchanges staggered.
-Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedArena* node_arena) {
+Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a,
+                                    const patterns::NodeLayout& layout, SharedArena* node_arena) {
   const BlockLayout blocks(a.offsets);
   const std::size_t elem = a.reduction.element_size;
-  const patterns::NodeLayout* layout = node_split(op);
-  if (layout == nullptr || !layout->uniform()) {
-    co_await reduce_scatter_task(op, a, flat_reduce_scatter(blocks.count() * elem));
-    co_return;
-  }
-  const int nodes = layout->nodes();
+  const int nodes = layout.nodes();
   if (node_arena == nullptr && nodes >= model::kManyNodes &&
       !std::has_single_bit(static_cast<unsigned>(nodes))) {
     // The pipeline needs 2^L nodes; on other many-node counts the butterfly did better.
@@ -180,9 +177,9 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   }
   const auto [node_scatter, across] =
       a.phases.split({{"node reduce_scatter", 2}, {"across nodes", 2}});
-  const int segments = pipelined_segments(op, blocks.count() * elem, *layout);
-  const int local = layout->local_rank(op.rank());
-  const int v = layout->node_of(op.rank());
+  const int segments = pipelined_segments(op, blocks.count() * elem, layout);
+  const int local = layout.local_rank(op.rank());
+  const int v = layout.node_of(op.rank());
   const auto count = static_cast<std::size_t>(segments);
   const auto width = static_cast<std::size_t>(op.size()) + 1;
   const auto piece = [&](int r) { return BlockLayout{blocks.length(r), segments}; };
@@ -201,7 +198,7 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
     std::vector<std::size_t> pieces(width, 0);
     for (std::size_t r = 0; r + 1 < width; ++r)
       pieces[r + 1] = pieces[r] + piece(static_cast<int>(r)).length(at);
-    in[c] = local_rank_order(*layout, BlockLayout(pieces));
+    in[c] = local_rank_order(layout, BlockLayout(pieces));
     within[c] = in[c].within(local);
     start[c + 1] = start[c] + in[c].at.back();
     region[c + 1] = region[c] + within[c].back();
@@ -214,7 +211,7 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   ScratchBuffer regions = op.scratch(region[count] * elem);
   ScratchBuffer received = op.scratch(count > 1 ? region[count] * elem : 0);
   const Reduction partial = a.reduction.partial();
-  const AcrossNodes across_nodes{op, layout->peers(local), v, nodes, across, &a.reduction};
+  const AcrossNodes across_nodes{op, layout.peers(local), v, nodes, across, &a.reduction};
   std::vector<std::array<Transfer, 2>> exchanges(count);
   const auto post = [&](std::size_t c, int e) {
     across_nodes.post(exchanges[c][0], exchanges[c][1], regions.data() + region[c] * elem,
@@ -224,11 +221,11 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
   const bool halving =
       count > 1 &&
       halving_inside_node(
-          op, *layout, blocks.count() * elem / (count * static_cast<std::size_t>(in[0].per_node)));
+          op, layout, blocks.count() * elem / (count * static_cast<std::size_t>(in[0].per_node)));
   const auto node_phase = [&](std::size_t c) -> Task {
     const std::vector<std::size_t> offsets = in[c].regions();
     {
-      const Operation::Group group(op, layout->members(v), node_arena);
+      const Operation::Group group(op, layout.members(v), node_arena);
       const ReduceScatterArgs inside{work.data() + start[c] * elem,
                                      regions.data() + region[c] * elem, offsets, partial,
                                      node_scatter};
@@ -241,9 +238,9 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
       post(c, 0);
       co_return;
     }
-    const Operation::Group group(op, layout->peers(local));
+    const Operation::Group group(op, layout.peers(local));
     const ReduceScatterArgs flat{regions.data(), a.recv, within[0], a.reduction, across};
-    co_await reduce_scatter_task(op, flat, flat_reduce_scatter(within[0].back() * elem));
+    co_await reduce_scatter_task(op, flat, flat_reduce_scatter(op, flat));
   };
   const auto exchange = [&](std::size_t c, int e) -> Task {
     co_await op.wait(exchanges[c][0], exchanges[c][1]);
@@ -264,20 +261,14 @@ Task reduce_scatter_hierarchical_in(Operation& op, ReduceScatterArgs a, SharedAr
 
 std::span<const AlgorithmRow> reduce_scatter_rows() {
   static const AlgorithmRow rows[] = {
-      row<Collective::reduce_scatter>(Algorithm::ring, reduce_scatter_ring,
-                                      model::reduce_scatter_ring, 2),
-      row<Collective::reduce_scatter>(Algorithm::recursive_halving,
-                                      reduce_scatter_halving<PairOrder::far_first>,
-                                      model::reduce_scatter_recursive_halving, 2),
-      row<Collective::reduce_scatter>(Algorithm::butterfly,
-                                      reduce_scatter_halving<PairOrder::near_first>,
-                                      model::reduce_scatter_butterfly, 2),
-      row<Collective::reduce_scatter>(Algorithm::shared_memory, reduce_scatter_shared_memory,
-                                      model::reduce_scatter_shared_memory, 2, Algorithm::ring),
-      row<Collective::reduce_scatter>(
-          Algorithm::hierarchical,
-          with_node_arena<ReduceScatterArgs, reduce_scatter_hierarchical_in>,
-          model::reduce_scatter_hierarchical, 4),
+      COLLX_ROW(reduce_scatter, ring, reduce_scatter_ring, 2),
+      COLLX_ROW(reduce_scatter, recursive_halving, reduce_scatter_halving<PairOrder::far_first>, 2),
+      COLLX_ROW(reduce_scatter, butterfly, reduce_scatter_halving<PairOrder::near_first>, 2),
+      COLLX_ROW(reduce_scatter, shared_memory, reduce_scatter_shared_memory, 2, Algorithm::ring),
+      COLLX_ROW(reduce_scatter, hierarchical,
+                (with_node_arena<Collective::reduce_scatter, reduce_scatter_hierarchical_in,
+                                 flat_reduce_scatter, true>),
+                4),
   };
   return rows;
 }

@@ -64,6 +64,12 @@ AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule, const model:
           &cost_model, tag_phases, without_arena};
 }
 
+// Collective c's row of algorithm a, whose model entry is model::c_a (a schedule whose name holds
+// a comma goes in parentheses): COLLX_ROW(allreduce, ring, allreduce_ring, 2) is
+// row<Collective::allreduce>(Algorithm::ring, allreduce_ring, model::allreduce_ring, 2).
+#define COLLX_ROW(c, a, schedule, ...) \
+  row<Collective::c>(Algorithm::a, schedule, model::c##_##a, __VA_ARGS__)
+
 // The row of the MPI library's own collective C (mpi_library.cpp): no tag phases.
 template <Collective C>
 AlgorithmRow mpi_library_row(Schedule<ArgsOf<C>> schedule) {
@@ -212,6 +218,23 @@ Task run_schedule(Operation& op, const ArgsOf<C>& args, Algorithm algorithm) {
   Task task = reinterpret_cast<Schedule<ArgsOf<C>>>(r->schedule)(op, std::move(a));
   if (arena) return in_turn(op, std::move(task));
   return task;
+}
+
+// A node-aware row's schedule: `Schedule(op, a, layout, node_arena)` where node_split gives a
+// layout (with kUniform, one whose nodes hold as many ranks each), its node phases through the
+// node's arena where there is one, whose turn is taken when the operation is built (call order)
+// and held to the end. Elsewhere the flat algorithm that `Flat` names runs in its place.
+template <Collective C,
+          Task (*Schedule)(Operation&, ArgsOf<C>, const patterns::NodeLayout&, SharedArena*),
+          Algorithm (*Flat)(const Operation&, const ArgsOf<C>&), bool kUniform = false>
+Task with_node_arena(Operation& op, ArgsOf<C> a) {
+  const patterns::NodeLayout* layout = node_split(op);
+  if (layout == nullptr || (kUniform && !layout->uniform()))
+    return run_schedule<C>(op, a, Flat(op, a));
+  SharedArena* arena = node_arena_for(op, *layout);
+  if (arena == nullptr) return Schedule(op, std::move(a), *layout, nullptr);
+  return in_turn(op, *arena, layout->local_rank(op.rank()),
+                 Schedule(op, std::move(a), *layout, arena));
 }
 
 }  // namespace collx::detail

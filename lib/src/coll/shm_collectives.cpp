@@ -250,69 +250,52 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
   return reduce_blocks(op, a.send, a.recv, a.recv, std::move(a.offsets), a.reduction, false);
 }
 
-// ---- gather and scatter: one producer per block ----
-// Gather: every other rank publishes its block; the root takes them from root + 1 on. Scatter:
-// the root publishes every other rank's block in that order; each rank takes its own slots and
-// steps its counter over the others'.
-
-Task gather_shared_memory(Operation& op, GatherArgs a) {
-  const int me = op.rank();
-  const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
-  SharedArena& arena = *op.arena();
-  const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
-  if (me != a.root) {
-    const std::uint64_t base = skip_to_own_slots(op, arena, a.root, cut);
-    const SlotCut own = cut(me);
-    for (std::size_t k = 0; k < own.count(); ++k)
-      co_await publish(op, arena, base + k, a.send + own.offset(k), own.length(k));
-    co_return;
-  }
-  std::byte* own = a.recv + blocks.offset(me);
-  if (a.send != nullptr && a.send != own) std::memcpy(own, a.send, blocks.length(me));
-  const kernels::CopyFn copy = copy_for_output(a.offsets.back() * a.element_size);
-  for (int step = 1; step < op.size(); ++step) {
-    const int r = (me + step) % op.size();
-    const std::uint64_t base = ring_base(arena, me, r);
-    const SlotCut block = cut(r);
-    for (std::size_t k = 0; k < block.count(); ++k) {
-      co_await take(op, arena, r, base + k, a.recv + blocks.offset(r) + block.offset(k),
-                    block.length(k), copy);
-    }
-  }
-}
-
-Task scatter_shared_memory(Operation& op, ScatterArgs a) {
+// ---- gather and scatter: one producer per block, from root + 1 on ----
+// Gather: every other rank publishes its block in its own ring; the root takes them. Scatter:
+// the root publishes every other rank's block in its ring in that order; each rank takes its own
+// slots and steps its counter over the others'.
+template <bool kGather>
+Task rooted_shared_memory(Operation& op, RootedArgs a) {
   const int p = op.size();
   const int me = op.rank();
   const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
   SharedArena& arena = *op.arena();
   const auto cut = [&](int r) { return SlotCut{blocks.length(r), arena.slot_bytes()}; };
-  // The root's ring holds the blocks in the order root + 1, root + 2, ...: block r's slots start
-  // `before` slots after the ring's base.
-  const std::uint64_t base = ring_base(arena, me, a.root);
-  const kernels::CopyFn copy = copy_for_output(blocks.length(me));
+  // The root's full buffer and the rank's own block (null at the root: in place), collectives.hpp.
+  std::byte* const full = kGather ? a.recv : const_cast<std::byte*>(a.send);
+  std::byte* const own = kGather ? const_cast<std::byte*>(a.send) : a.recv;
+  if (me == a.root && own != nullptr && own != full + blocks.offset(me)) {
+    std::byte* const in_full = full + blocks.offset(me);
+    std::memcpy(kGather ? in_full : own, kGather ? own : in_full, blocks.length(me));
+  }
+  if (kGather && me != a.root) skip_to_own_slots(op, arena, a.root, cut);
+  const kernels::CopyFn copy =
+      copy_for_output(kGather ? a.offsets.back() * a.element_size : blocks.length(me));
+  // A scatter's block r's slots start `before` slots after the root's ring base.
+  const std::uint64_t root_base = ring_base(arena, me, a.root);
   std::uint64_t before = 0;
   for (int step = 1; step < p; ++step) {
     const int r = (a.root + step) % p;
     const SlotCut block = cut(r);
-    if (r == me) arena.advance(arena.consumed(me, a.root), base + before);
+    const int producer = kGather ? r : a.root;
+    const std::uint64_t first = kGather ? ring_base(arena, me, r) : root_base + before;
+    if (!kGather && r == me) arena.advance(arena.consumed(me, a.root), first);
     for (std::size_t k = 0; k < block.count() && (me == a.root || r == me); ++k) {
-      if (me == a.root) {
-        co_await publish(op, arena, base + before + k, a.send + blocks.offset(r) + block.offset(k),
+      const std::size_t in_full = blocks.offset(r) + block.offset(k);
+      if (me == producer) {
+        co_await publish(op, arena, first + k, kGather ? own + block.offset(k) : full + in_full,
                          block.length(k));
       } else {
-        co_await take(op, arena, a.root, base + before + k, a.recv + block.offset(k),
-                      block.length(k), copy);
+        co_await take(op, arena, producer, first + k,
+                      kGather ? full + in_full : own + block.offset(k), block.length(k), copy);
       }
     }
     before += block.count();
   }
-  if (me != a.root) {
-    arena.advance(arena.consumed(me, a.root), base + before);
-  } else if (a.recv != nullptr && a.recv != a.send + blocks.offset(me)) {
-    std::memcpy(a.recv, a.send + blocks.offset(me), blocks.length(me));
-  }
+  if (!kGather && me != a.root) arena.advance(arena.consumed(me, a.root), root_base + before);
 }
+template Task rooted_shared_memory<true>(Operation&, RootedArgs);
+template Task rooted_shared_memory<false>(Operation&, RootedArgs);
 
 // Alltoall: pairwise's steps through the rings. In step s this rank fills its ring with its
 // block for rank + s while taking the block rank - s fills for it, a slot of each in turn (no
@@ -338,12 +321,11 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
   SharedArena& arena = *arena_here;
-  const SlotCut cut{block, arena.slot_bytes()};
   // Step s's block is the (s - 1)th of producer j's ring this call, in one slot where direct.
-  const std::uint64_t per_block = direct ? 1 : cut.count();
+  const SlotCut cut{block, direct ? block : arena.slot_bytes()};
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
   const auto first_slot = [&](int j, int s) {
-    return base[static_cast<std::size_t>(j)] + static_cast<std::uint64_t>(s - 1) * per_block;
+    return base[static_cast<std::size_t>(j)] + static_cast<std::uint64_t>(s - 1) * cut.count();
   };
   // This rank's block in producer j's ring is the one of j's step (me - j) mod p.
   for (int j = 0; j < p; ++j) {
@@ -353,17 +335,16 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   for (int s = 1; s < p; ++s) {
     const int to = (me + s) % p;
     const int from = (me - s + p) % p;
-    if (direct) {
-      co_await publish_direct(op, arena, first_slot(me, s), at(input, to), block);
-      bool whole = false;
-      co_await take(op, arena, from, first_slot(from, s), at(a.recv, from), block, copy, &whole);
-    } else {
-      for (std::size_t k = 0; k < cut.count(); ++k) {
-        co_await publish(op, arena, first_slot(me, s) + k, at(input, to) + cut.offset(k),
-                         cut.length(k));
-        co_await take(op, arena, from, first_slot(from, s) + k, at(a.recv, from) + cut.offset(k),
-                      cut.length(k), copy);
+    for (std::size_t k = 0; k < cut.count(); ++k) {
+      const std::uint64_t slot = first_slot(me, s) + k;
+      if (direct) {
+        co_await publish_direct(op, arena, slot, at(input, to), block);
+      } else {
+        co_await publish(op, arena, slot, at(input, to) + cut.offset(k), cut.length(k));
       }
+      bool whole = false;
+      co_await take(op, arena, from, first_slot(from, s) + k, at(a.recv, from) + cut.offset(k),
+                    cut.length(k), copy, direct ? &whole : nullptr);
     }
     arena.advance(arena.consumed(me, from), first_slot(from, p));
   }
