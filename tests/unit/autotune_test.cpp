@@ -103,7 +103,7 @@ TEST(Autotune, CandidatesAreTriedInBlocksThenTheFastestIsKept) {
     const std::size_t index = static_cast<std::size_t>((i / 3 + 1) % 3);
     EXPECT_EQ(t.pick().algorithm, kThree[index]) << i;
     // Before any agreement, nonblocking calls run the table's choice.
-    EXPECT_EQ(t.untimed_choice(), Algorithm::recursive_doubling);
+    EXPECT_EQ(t.chosen(), Algorithm::recursive_doubling);
     EXPECT_EQ(t.record(seconds[index]), i == 8 ? TunerStep::agree : TunerStep::none) << i;
   }
   // This rank's mean times, in ns, in candidate order.
@@ -113,7 +113,7 @@ TEST(Autotune, CandidatesAreTriedInBlocksThenTheFastestIsKept) {
   EXPECT_TRUE(t.agreed(maxima));
   EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
   EXPECT_EQ(t.chosen(), Algorithm::shared_memory);
-  EXPECT_EQ(t.untimed_choice(), Algorithm::shared_memory);
+  EXPECT_EQ(t.chosen(), Algorithm::shared_memory);
   EXPECT_EQ(t.pick().algorithm, Algorithm::shared_memory);
   EXPECT_EQ(t.rounds(), 1);
   const std::string line = describe_trials(Collective::allreduce, 12, t);
@@ -271,7 +271,7 @@ TEST(Autotune, WaitingCallsRunTheTablesChoiceThenTheTrialsStart) {
     EXPECT_FALSE(p.timed) << call;
   }
   EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
-  EXPECT_EQ(t.untimed_choice(), Algorithm::ring);
+  EXPECT_EQ(t.chosen(), Algorithm::ring);
   int trial_calls = 0;
   while (t.phase() == ClassTuner::Phase::trying) {
     const TrialPick p = t.pick();
@@ -541,7 +541,7 @@ void expect_second_round(ClassTuner& t, std::uint64_t value, Algorithm kept,
                          const std::vector<double>& seconds, Algorithm winner) {
   EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{value}));
   EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
-  EXPECT_EQ(t.untimed_choice(), kept);
+  EXPECT_EQ(t.chosen(), kept);
   EXPECT_EQ(run_trials(t, seconds, 1), TunerStep::agree);
   std::vector<std::uint64_t> maxima;
   for (double s : seconds)

@@ -19,6 +19,8 @@ namespace {
 
 using collx::Algorithm;
 using collx::Collective;
+using collx::kAnyBytes;
+using collx::TuningRule;
 using namespace collx::detail;
 
 TEST(Config, ByteSizes) {
@@ -230,9 +232,9 @@ TEST(Config, RingStoresAreChosenAutomaticallyUnlessNamed) {
 }
 
 TEST(Selector, FirstMatchingRuleWins) {
-  const SelectionRule rules[] = {
+  const TuningRule rules[] = {
       {Collective::allreduce, 1, 2, 100, Algorithm::recursive_doubling},
-      {Collective::allreduce, 1, kAnyRanks, kAnySize, Algorithm::ring},
+      {Collective::allreduce, 1, kAnyRanks, kAnyBytes, Algorithm::ring},
   };
   EXPECT_EQ(select_from(rules, Collective::allreduce, 100, 2), Algorithm::recursive_doubling);
   EXPECT_EQ(select_from(rules, Collective::allreduce, 101, 2), Algorithm::ring);

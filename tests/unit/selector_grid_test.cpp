@@ -23,6 +23,7 @@ namespace {
 
 using collx::Algorithm;
 using collx::Collective;
+using collx::kAnyBytes;
 using namespace collx::detail;
 
 #if defined(MPICH_VERSION)
@@ -32,7 +33,7 @@ constexpr const char* kGridFile = "selector-grid-openmpi.txt";
 #endif
 
 std::vector<std::size_t> grid_sizes() {
-  std::set<std::size_t> sizes{0, kAnySize};
+  std::set<std::size_t> sizes{0, kAnyBytes};
   for (int k = 0; k <= 34; ++k) {
     const std::size_t p = std::size_t{1} << k;
     sizes.insert({p - 1, p, p + 1});
@@ -48,7 +49,7 @@ std::string runs(const std::vector<std::size_t>& sizes, auto&& choose) {
     const Algorithm a = choose(sizes[i]);
     if (i + 1 < sizes.size() && choose(sizes[i + 1]) == a) continue;
     out.append(" ").append(collx::to_string(a)).append("..");
-    out.append(sizes[i] == kAnySize ? std::string("any") : std::to_string(sizes[i]));
+    out.append(sizes[i] == kAnyBytes ? std::string("any") : std::to_string(sizes[i]));
   }
   return out;
 }

@@ -17,6 +17,8 @@ namespace {
 
 using collx::Algorithm;
 using collx::Collective;
+using collx::kAnyBytes;
+using collx::TuningRule;
 using namespace collx::detail;
 
 std::string temp_path(const char* name) {
@@ -25,7 +27,7 @@ std::string temp_path(const char* name) {
 
 // A table's rows for `collective` on exactly `nranks` ranks, replaced as collx-bench does.
 void replace_rules(TuningTable& table, Collective collective, int nranks,
-                   const std::vector<SelectionRule>& rules) {
+                   const std::vector<TuningRule>& rules) {
   collx::replace_tuning_rules(table, collective, nranks, rules);
 }
 
@@ -53,21 +55,21 @@ TEST(Tuning, SaveLoadRoundTripAndMerge) {
   t.pipeline_depth = 3;
   replace_rules(t, Collective::allreduce, 2,
                 {{Collective::allreduce, 2, 2, 4096, Algorithm::recursive_doubling},
-                 {Collective::allreduce, 2, 2, kAnySize, Algorithm::ring}});
+                 {Collective::allreduce, 2, 2, kAnyBytes, Algorithm::ring}});
   replace_rules(t, Collective::broadcast, 4,
-                {{Collective::broadcast, 4, 4, kAnySize, Algorithm::pipelined_chain}});
+                {{Collective::broadcast, 4, 4, kAnyBytes, Algorithm::pipelined_chain}});
   collx::save_tuning_file(path, t);
   TuningTable back = load_tuning_file(path);
   EXPECT_EQ(back.machine, "test");
   EXPECT_EQ(back.segment_bytes, 128u << 10);
   EXPECT_EQ(back.pipeline_depth, 3);
   ASSERT_EQ(back.rules.size(), 3u);
-  EXPECT_EQ(back.rules[1].max_bytes, kAnySize);
+  EXPECT_EQ(back.rules[1].max_bytes, kAnyBytes);
   EXPECT_EQ(select_from(back.rules, Collective::allreduce, 4096, 2), Algorithm::recursive_doubling);
   EXPECT_EQ(select_from(back.rules, Collective::allreduce, 4097, 2), Algorithm::ring);
   // Measuring allreduce on 2 ranks again replaces only those rows.
   replace_rules(back, Collective::allreduce, 2,
-                {{Collective::allreduce, 2, 2, kAnySize, Algorithm::rabenseifner}});
+                {{Collective::allreduce, 2, 2, kAnyBytes, Algorithm::rabenseifner}});
   ASSERT_EQ(back.rules.size(), 2u);
   EXPECT_EQ(select_from(back.rules, Collective::broadcast, 1, 4), Algorithm::pipelined_chain);
   std::remove(path.c_str());
@@ -97,7 +99,7 @@ TEST(Tuning, AutoReadsTheFileNamedByTheEnvironment) {
   const std::string path = temp_path("tuning_active.json");
   TuningTable t;
   replace_rules(t, Collective::allreduce, 3,
-                {{Collective::allreduce, 3, 3, kAnySize, Algorithm::double_binary_tree}});
+                {{Collective::allreduce, 3, 3, kAnyBytes, Algorithm::double_binary_tree}});
   collx::save_tuning_file(path, t);
   Config c;
   c.tuning_file = path;
@@ -256,7 +258,7 @@ TEST(Tuning, RowsForOneMpiLibraryAndAnyRankCount) {
   EXPECT_EQ(t.rules[0].algorithm, Algorithm::rabenseifner);
 #endif
   EXPECT_EQ(t.rules[1].max_ranks, kAnyRanks);
-  EXPECT_EQ(t.rules[1].max_bytes, kAnySize);
+  EXPECT_EQ(t.rules[1].max_bytes, kAnyBytes);
   try {
     parse_tuning_table(R"({"rules": [{"collective": "allreduce", "min_ranks": 1, "max_ranks": 2,
                            "max_bytes": 8, "algorithm": "ring", "mpi": "lam"}]})",

@@ -14,17 +14,12 @@ namespace collx::detail {
 std::uint64_t CallSignature::hash() const {
   // FNV-1a over the fields: equal calls give equal hashes on every rank.
   std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  };
-  mix(static_cast<std::uint64_t>(collective));
-  mix(count);
-  mix(static_cast<std::uint64_t>(type + 1));
-  mix(static_cast<std::uint64_t>(op + 1));
-  mix(static_cast<std::uint64_t>(root + 1));
+  for (const std::uint64_t v :
+       {static_cast<std::uint64_t>(collective), count, static_cast<std::uint64_t>(type + 1),
+        static_cast<std::uint64_t>(op + 1), static_cast<std::uint64_t>(root + 1)}) {
+    for (int i = 0; i < 8; ++i)
+      h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  }
   return h;
 }
 

@@ -302,9 +302,21 @@ struct RootedCall : Buffers {
     check.rank_in_range(root, s.size, "root");
     const std::size_t block = check.bytes(count, type);
     const std::size_t total = check.bytes(count, type, s.size);
-    const bool in_place = check.rooted_blocks(s.rank == root, root, kGather ? recvbuf : sendbuf,
-                                              kGather ? sendbuf : recvbuf, block, total, kGather);
-    return {block, total, in_place};
+    // The root's full buffer holds every rank's block (rank r's at r * block); the rank's own block
+    // at the root may be null or its place in the full one: in place. Off the root only its own
+    // is used.
+    const void* own = kGather ? sendbuf : recvbuf;
+    if (s.rank != root) {
+      check.buffer(own, block, kGather ? "sendbuf" : "recvbuf");
+      return {block, total, false};
+    }
+    const void* full = kGather ? recvbuf : sendbuf;
+    check.buffer(full, total, kGather ? "recvbuf" : "sendbuf");
+    if (own == nullptr || own == bytes_of(full) + static_cast<std::size_t>(root) * block)
+      return {block, total, true};
+    check.no_partial_overlap(sendbuf, kGather ? block : total, "sendbuf", recvbuf,
+                             kGather ? total : block, "recvbuf");
+    return {block, total, false};
   }
   int library(const CommState& s, const Checked& b) const {
     return library_collective<kCollective>(
@@ -407,8 +419,9 @@ Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Optio
   auto checked = c.checks(*s);
   if (nothing_to_move(C, checked.total)) return {};
   const CallBuffers buffers = buffers_of(*s, c, checked);
-  CallMemory memory = call_memory(*s, C, options, {buffers[0].arg, buffers[1].arg}, blocking);
-  ArgsOf<C> args = c.args(*s, checked, memory.device.get());
+  std::unique_ptr<DeviceCall> device =
+      call_memory(*s, C, options, {buffers[0].arg, buffers[1].arg}, blocking);
+  ArgsOf<C> args = c.args(*s, checked, device.get());
   const auto library = [&] {
     if constexpr (requires { c.library(*s, checked); })
       return [&] { return c.library(*s, checked); };
@@ -430,7 +443,7 @@ Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Optio
             C == Collective::reduce_scatter_v ? Collective::reduce_scatter : C;
         return run_schedule<kSchedules>(op, args, a);
       },
-      std::move(memory.device),
+      std::move(device),
       [&](StagedCall& staged) {
         std::byte* copies[2] = {};
         for (std::size_t i = 0; i < buffers.size(); ++i) {
@@ -489,14 +502,14 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sen
   check.buffer(sendbuf, send_bytes, "sendbuf");
   check.buffer(recvbuf, recv_bytes, "recvbuf");
   // Point-to-point has no Options: its memory is detected (a half that does not run has 0 bytes).
-  CallMemory memory = call_memory(
+  std::unique_ptr<DeviceCall> device = call_memory(
       *s, Collective::sendrecv, Options{},
       {{sendbuf, send_bytes, "sendbuf"}, {recvbuf, recv_bytes, "recvbuf"}}, blocking, /*p2p=*/true);
   const OpInfo info{
       .collective = Collective::sendrecv, .algorithm = Algorithm::direct, .segment_bytes = 1};
   return launch(
       s, info, nullptr, blocking, [&](Operation& op) { return point_to_point_task(op, args); },
-      std::move(memory.device));
+      std::move(device));
 }
 
 // ---- the delegated path's entry ----
@@ -663,13 +676,10 @@ Communicator Communicator::create_group(std::span<const int> ranks) const {
     throw Error(ErrorCode::invalid_argument, "create_group", rank(), why);
   };
   if (ranks.empty()) fail("ranks: empty");
-  bool member = false;
   for (int r : ranks) {
-    if (r < 0 || r >= size()) {
+    if (r < 0 || r >= size())
       fail("ranks: " + std::to_string(r) + " is not a rank of a communicator of " +
            std::to_string(size()));
-    }
-    member = member || r == rank();
   }
   // Checked on every rank that calls, before anything collective: a list with a rank twice
   // is an error wherever it is seen (MPI_Group_incl would leave the listed ranks waiting).
@@ -677,7 +687,8 @@ Communicator Communicator::create_group(std::span<const int> ranks) const {
   std::sort(sorted.begin(), sorted.end());
   if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
     fail("ranks: " + std::to_string(*twice) + " is listed twice");
-  if (!member) fail("ranks: this rank is not listed (only the listed ranks call create_group)");
+  if (!std::binary_search(sorted.begin(), sorted.end(), rank()))
+    fail("ranks: this rank is not listed (only the listed ranks call create_group)");
   MPI_Group parent_group = MPI_GROUP_NULL;
   MPI_Group group = MPI_GROUP_NULL;
   detail::check_mpi(MPI_Comm_group(detail::state_of(*this).comm, &parent_group), "MPI_Comm_group",

@@ -79,9 +79,8 @@ struct CommState {
     if (last.key != key) [[unlikely]] {
       last.algorithm =
           resolve_algorithm(collective, requested, bytes, size, rank, shared_memory, node_shape());
-      last.tuner = requested == Algorithm::automatic && tried_calls(*current, order_sensitive)
-                       ? tuner_for(collective, bytes)
-                       : nullptr;
+      last.tuner = requested == Algorithm::automatic ? tuner_for(collective, bytes, order_sensitive)
+                                                     : nullptr;
       last.library_instead =
           requested == Algorithm::automatic && order_sensitive && last.tuner == nullptr
               ? library_for_untried(collective, bytes, shared_memory, last.algorithm)
@@ -96,14 +95,9 @@ struct CommState {
         return {last.library_instead, nullptr};
       return {last.algorithm, nullptr};
     }
-    if (!blocking) return {last.tuner->untimed_choice(), nullptr};
+    if (!blocking) return {last.tuner->chosen(), nullptr};
     const TrialPick pick = last.tuner->pick();
     return {pick.algorithm, pick.timed ? last.tuner : nullptr, pick.meet};
-  }
-  // Whether COLLX_AUTOTUNE tries calls of this kind at all (an order-sensitive one only under
-  // `all`).
-  static bool tried_calls(const Config& c, bool order_sensitive) {
-    return !order_sensitive || c.autotune == AutotuneMode::all;
   }
   // Equal blocks of `count` elements per rank as p + 1 prefix sums, lent to a call and given
   // back after it, so that small calls allocate nothing for them.
@@ -137,8 +131,9 @@ struct CommState {
     bool tried() const { return tuner->rounds() > 0; }
   };
   std::vector<LearnedClass> learned() const;
-  // The tuner of the call's size class, started on first use; null where the call is not tuned.
-  ClassTuner* tuner_for(Collective collective, std::size_t bytes);
+  // The tuner of the call's size class, started on first use; null where the call is not tuned
+  // (an `order_sensitive` one is tuned only under COLLX_AUTOTUNE=all).
+  ClassTuner* tuner_for(Collective collective, std::size_t bytes, bool order_sensitive = false);
   // The delegated path: whether a blocking call goes straight to the MPI library's collective
   // (run_delegated) as its class's trials settled; the same on every rank (agreed trials, and
   // conditions every rank's call shares). Not with an explicit algorithm, device memory, a
@@ -200,6 +195,11 @@ struct CommState {
   NodeShape node_shape() const {
     if (!node_layout) return {};
     return {node_layout->nodes(), node_layout->max_ranks_per_node(), node_layout->uniform()};
+  }
+  // What the selector picks for a call of `bytes` on this communicator, trials aside.
+  Algorithm table_choice(Collective collective, std::size_t bytes) const {
+    return resolve_algorithm(collective, Algorithm::automatic, bytes, size, rank, arena_for(bytes),
+                             node_shape());
   }
   // The device side of this communicator on `device`, made on first use.
   DeviceEngine& device_engine(int device);
@@ -433,8 +433,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                   "algorithm mpi: the MPI library has no such reduction, or the count exceeds "
                   "its int");
     }
-    algorithm = resolve_algorithm(collective, Algorithm::automatic, bytes, state->size, state->rank,
-                                  arena, state->node_shape());
+    algorithm = state->table_choice(collective, bytes);
     library = false;
   }
   // Hands a timed call's duration from `started` to its tuner.

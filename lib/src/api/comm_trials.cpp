@@ -16,10 +16,11 @@
 
 namespace collx::detail {
 
-ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
+ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool order_sensitive) {
   // A barrier moves no bytes but is tried too: the MPI library's own is its second candidate.
   const bool library = transport->library_comm() != MPI_COMM_NULL;
-  if (config().autotune == AutotuneMode::off || size < 2 ||
+  const AutotuneMode mode = config().autotune;
+  if (mode == AutotuneMode::off || (order_sensitive && mode != AutotuneMode::all) || size < 2 ||
       (bytes == 0 && collective != Collective::barrier) || collective == Collective::sendrecv ||
       algorithms_of(collective).size() + (library ? 1 : 0) < 2) {
     return nullptr;
@@ -34,25 +35,22 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes) {
     // share one tuner, and every rank sees the same first call.
     std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
     const Algorithm nearest = weigh_by_smaller_classes(collective, bytes, candidates);
-    const Algorithm library_candidate = std::find(candidates.begin(), candidates.end(),
-                                                  library_algorithm(collective)) != candidates.end()
-                                            ? library_algorithm(collective)
-                                            : Algorithm::automatic;
+    const Algorithm mpi = library_algorithm(collective);
+    const bool offered = mpi != Algorithm::automatic &&
+                         std::find(candidates.begin(), candidates.end(), mpi) != candidates.end();
     // With the MPI library among the candidates, the class's first calls run the table's choice
     // until they number COLLX_AUTOTUNE_WAIT times what its trials take (ClassTuner::start);
     // kLibraryWaitFactor times that where they run the MPI library's collective above 64 KiB.
     const int trials = trials_for(bytes);
-    const bool on_library =
-        nearest != Algorithm::automatic && nearest == library_algorithm(collective);
-    const auto wait_calls =
-        library_candidate != Algorithm::automatic
-            ? static_cast<std::uint32_t>(
-                  config().autotune_wait * trials * static_cast<int>(candidates.size()) *
-                  (on_library && bytes > kLongCallBytes ? kLibraryWaitFactor : 1))
-            : 0u;
+    const bool on_library = offered && nearest == mpi;
+    const auto wait_calls = static_cast<std::uint32_t>(
+        offered ? config().autotune_wait * trials * static_cast<int>(candidates.size()) *
+                      (on_library && bytes > kLongCallBytes ? kLibraryWaitFactor : 1)
+                : 0);
     const ClassTuner::Meetings meetings = ClassTuner::meetings_for(
         rooted(collective), bytes, node_layout == nullptr ? 1 : node_layout->nodes());
-    tuner.start(candidates, trials, meetings, library_candidate, wait_calls, on_library);
+    tuner.start(candidates, trials, meetings, offered ? mpi : Algorithm::automatic, wait_calls,
+                on_library);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;

@@ -66,20 +66,14 @@ std::shared_ptr<const patterns::NodeLayout> discover_node_layout(MPI_Comm comm, 
     MPI_Comm node = MPI_COMM_NULL;
     check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
               "MPI_Comm_split_type");
-    MPI_Group node_group = MPI_GROUP_NULL;
-    MPI_Group comm_group = MPI_GROUP_NULL;
-    int first = 0;
-    int rc = MPI_Comm_group(node, &node_group);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_group(comm, &comm_group);
-    if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(node_group, 1, &first, comm_group, &key);
-    if (node_group != MPI_GROUP_NULL) MPI_Group_free(&node_group);
-    if (comm_group != MPI_GROUP_NULL) MPI_Group_free(&comm_group);
+    // PMPI_ (here and below): collx's own collectives never reach a profiling layer
+    // (libcollx_mpi would make a Communicator of `comm` for it, which discovers its layout here
+    // again, without end). The key: the node's lowest rank in `comm`.
+    const int rc = PMPI_Allreduce(&rank, &key, 1, MPI_INT, MPI_MIN, node);
     MPI_Comm_free(&node);
-    check_mpi(rc, "MPI_Group_translate_ranks");
+    check_mpi(rc, "PMPI_Allreduce");
   }
   std::vector<int> keys(static_cast<std::size_t>(size));
-  // PMPI_: collx's own collectives never reach a profiling layer (libcollx_mpi would make a
-  // Communicator of `comm` for it, which discovers its layout here again, without end).
   check_mpi(PMPI_Allgather(&key, 1, MPI_INT, keys.data(), 1, MPI_INT, comm), "PMPI_Allgather");
   return std::make_shared<const patterns::NodeLayout>(patterns::NodeLayout::from_keys(keys));
 }
@@ -223,9 +217,7 @@ Communicator::Communicator(Adopt, MPI_Comm owned, TransportChoice transport)
     : state_(std::make_shared<detail::CommState>(owned, transport)) {}
 
 Communicator Communicator::dup(TransportChoice transport) const {
-  MPI_Comm out = MPI_COMM_NULL;
-  detail::check_mpi(MPI_Comm_dup(detail::state_of(*this).comm, &out), "MPI_Comm_dup", rank());
-  return Communicator(Adopt{}, out, transport);
+  return Communicator(mpi_comm(), transport);
 }
 
 std::string_view Communicator::transport_name() const {
@@ -243,16 +235,11 @@ bool Communicator::node_shared_memory() const {
 NodeLayoutInfo Communicator::node_layout() const {
   const detail::CommState& s = detail::state_of(*this);
   const patterns::NodeLayout& l = *s.node_layout;
-  NodeLayoutInfo info;
-  info.nodes = l.nodes();
+  std::vector<int> ranks_per_node;
   for (int j = 0; j < l.nodes(); ++j)
-    info.ranks_per_node.push_back(l.ranks_on(j));
-  info.node = l.node_of(s.rank);
-  info.local_rank = l.local_rank(s.rank);
-  info.uniform = l.uniform();
-  info.emulated = s.emulated_layout;
-  info.description = l.describe();
-  return info;
+    ranks_per_node.push_back(l.ranks_on(j));
+  return {l.nodes(),   std::move(ranks_per_node), l.node_of(s.rank), l.local_rank(s.rank),
+          l.uniform(), s.emulated_layout,         l.describe()};
 }
 
 Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, DataType type,
@@ -263,17 +250,14 @@ Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, Da
                         collective == Collective::reduce_scatter ||
                         collective == Collective::reduce_scatter_v;
   const detail::CallSignature signature{collective, 0, static_cast<int>(type),
-                                        reducing ? static_cast<int>(op) : -1, -1};
+                                        reducing ? static_cast<int>(op) : -1};
   const bool order_sensitive = detail::order_sensitive(signature, s.size);
-  const detail::ClassTuner* tuner =
-      detail::CommState::tried_calls(detail::config(), order_sensitive)
-          ? s.tuner_for(collective, bytes)
-          : nullptr;
+  const detail::ClassTuner* tuner = s.tuner_for(collective, bytes, order_sensitive);
   // Untried, a blocking call may run the MPI library's collective instead of the table's choice
   // (CommState::kUntriedLibraryBytes); choose() counts nothing for such a call.
   const detail::CommState::CallChoice choice =
       s.choose(collective, Algorithm::automatic, bytes, arena, tuner == nullptr, order_sensitive);
-  const bool in_trials = tuner != nullptr && tuner->phase() != detail::ClassTuner::Phase::settled;
+  const bool in_trials = tuner != nullptr && tuner->in_trials();
   if (trying != nullptr) *trying = in_trials;
   // The candidate of the next trial, without counting it as one.
   if (in_trials) {
@@ -293,26 +277,20 @@ std::vector<std::string> Communicator::learned_choices() const {
 std::vector<TuningRule> Communicator::learned_rules() const {
   const detail::CommState& s = detail::state_of(*this);
   std::vector<TuningRule> rules;
-  const auto learned = s.learned();
-  for (int c = 0; c < kCollectiveCount; ++c) {
-    const auto collective = static_cast<Collective>(c);
-    int last = -1;
-    for (const auto& l : learned)
-      if (l.collective == collective) last = std::max(last, l.size_class);
-    for (int k = 0; k <= last; ++k) {
+  // Every class of a collective up to its largest learned one: the learned choice, else the
+  // table's (a tuner with one candidate holds it); one row per run of classes alike.
+  for (const auto& l : s.learned()) {
+    const bool continues = !rules.empty() && rules.back().collective == l.collective;
+    for (int k = continues ? detail::size_class_of(rules.back().max_bytes) + 1 : 0;
+         k <= l.size_class; ++k) {
       const std::size_t max_bytes = detail::size_class_max_bytes(k);
-      // A class without trials keeps the table's choice (a tuner with one candidate holds it).
-      Algorithm algorithm =
-          detail::resolve_algorithm(collective, Algorithm::automatic, max_bytes, s.size, s.rank,
-                                    s.arena_for(max_bytes), s.node_shape());
-      for (const auto& l : learned)
-        if (l.collective == collective && l.size_class == k) algorithm = l.tuner->chosen();
-      // One row per run of classes with the same algorithm.
-      if (!rules.empty() && rules.back().collective == collective &&
+      const Algorithm algorithm =
+          k == l.size_class ? l.tuner->chosen() : s.table_choice(l.collective, max_bytes);
+      if (!rules.empty() && rules.back().collective == l.collective &&
           rules.back().algorithm == algorithm) {
         rules.back().max_bytes = max_bytes;
       } else {
-        rules.push_back({collective, s.size, s.size, max_bytes, algorithm});
+        rules.push_back({l.collective, s.size, s.size, max_bytes, algorithm});
       }
     }
   }

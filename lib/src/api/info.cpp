@@ -81,8 +81,7 @@ std::string mpi_standard_version() {
 }
 
 Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks, bool shared_memory) {
-  return detail::resolve_algorithm(collective, Algorithm::automatic, bytes, nranks, -1,
-                                   shared_memory);
+  return auto_algorithm(collective, bytes, nranks, shared_memory, NodeLayoutInfo{});
 }
 
 Algorithm auto_algorithm(Collective collective, std::size_t bytes, int nranks, bool shared_memory,
@@ -102,19 +101,17 @@ std::string selection_table() {
            detail::describe_rules(tuned->rules);
     if (tuned->segment_bytes)
       out += "  segment_bytes " + std::to_string(tuned->segment_bytes) + "\n";
-    if (tuned->pipeline_depth) {
+    if (tuned->pipeline_depth)
       out += "  pipeline_depth " + std::to_string(tuned->pipeline_depth) + "\n";
-    }
     out += "then the built-in table:\n";
   }
   out += detail::describe_node_rules();
   out += detail::describe_rules(detail::builtin_rules());
   const auto& forced = detail::config().algorithm;
   for (int c = 0; c < kCollectiveCount; ++c) {
-    if (forced[c]) {
+    if (forced[c])
       out += "COLLX_ALGO override: " + std::string(to_string(static_cast<Collective>(c))) + " -> " +
              std::string(to_string(*forced[c])) + "\n";
-    }
   }
   return out;
 }

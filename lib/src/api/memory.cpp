@@ -28,13 +28,9 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
   const DetectedBuffer* first_host = nullptr;
   for (const DetectedBuffer& b : buffers) {
     if (b.bytes == 0) continue;
-    if (!b.device) {
-      if (first_host == nullptr) first_host = &b;
-      continue;
-    }
-    if (first_device == nullptr) {
-      first_device = &b;
-    } else if (first_device->device_id != b.device_id) {
+    const DetectedBuffer*& first = b.device ? first_device : first_host;
+    if (first == nullptr) first = &b;
+    if (b.device && first_device->device_id != b.device_id) {
       d.error = std::string(first_device->name) + " is memory of CUDA device " +
                 std::to_string(first_device->device_id) + " but " + b.name + " of CUDA device " +
                 std::to_string(b.device_id) + ": a call's buffers must all be on one device";
@@ -59,8 +55,10 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
   return d;
 }
 
-CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
-                               std::initializer_list<BufferArg> buffers, bool blocking, bool p2p) {
+std::unique_ptr<DeviceCall> resolve_call_memory(CommState& state, Collective collective,
+                                                const Options& options,
+                                                std::initializer_list<BufferArg> buffers,
+                                                bool blocking, bool p2p) {
   const bool stream_given = options.stream != nullptr;
   auto fail = [&](ErrorCode code, const std::string& why) {
     throw Error(code, to_string(collective), state.rank, why);
@@ -96,8 +94,8 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
   if (!decision.device) return {};
   const int device = decision.device_id >= 0 ? decision.device_id : api->current_device();
   DeviceEngine& engine = state.device_engine(device);
-  return {engine.begin_call(p2p ? *state.p2p_transport : *state.transport,
-                            std::span(buffers.begin(), buffers.size()), options.stream, blocking)};
+  return engine.begin_call(p2p ? *state.p2p_transport : *state.transport,
+                           std::span(buffers.begin(), buffers.size()), options.stream, blocking);
 }
 
 std::byte* StagedCall::copy_of(const void* device, std::size_t bytes, bool input,
@@ -125,7 +123,7 @@ bool StagedCall::finish() {
   return device_->finish();
 }
 
-bool StagedCall::InputsLanded::wait_for(std::chrono::microseconds limit) const {
+bool StagedCall::wait_for(std::chrono::microseconds limit) const {
   // Copies of a call's inputs take microseconds: poll, giving the core away in between.
   const auto until = std::chrono::steady_clock::now() + limit;
   while (!met()) {
@@ -136,7 +134,7 @@ bool StagedCall::InputsLanded::wait_for(std::chrono::microseconds limit) const {
 }
 
 Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body) {
-  co_await op.until(staged.inputs_landed());
+  co_await op.until(staged);
   co_await std::move(body);
 }
 

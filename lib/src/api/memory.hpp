@@ -47,8 +47,9 @@ MemoryDecision decide_memory(MemoryKind requested, bool stream_given,
 // pinned host memory, the algorithm runs as on host memory, and finish() copies the outputs back.
 // Every rank runs the algorithm chosen for host memory: a device call takes this form where it
 // needs host memory (arena and node-aware rows), so ranks whose buffers differ in kind still run
-// one algorithm, and where it is cheaper (small blocking calls). See needs_host_copy.
-class StagedCall final : public HostVerbs {
+// one algorithm, and where it is cheaper (small blocking calls). See needs_host_copy. As a
+// WaitCondition: the copies of the inputs have landed (what a nonblocking call's task waits for).
+class StagedCall final : public HostVerbs, public WaitCondition {
  public:
   StagedCall(Transport& transport, std::unique_ptr<DeviceCall> device)
       : HostVerbs(transport), device_(std::move(device)) {}
@@ -56,12 +57,16 @@ class StagedCall final : public HostVerbs {
   // `output` (its first `output_bytes`). One copy per device pointer.
   std::byte* copy_of(const void* device, std::size_t bytes, bool input, std::size_t output_bytes);
   // Waits until the inputs' copies have landed (a blocking call); a nonblocking call's task
-  // waits for inputs_landed() instead, so that the call returns at once.
+  // waits for this condition instead, so that the call returns at once.
   void inputs_ready() { device_->wait_downloads(); }
-  const WaitCondition& inputs_landed() const { return landed_; }
 
   bool finish() override;
   std::string_view mode() const override { return "host copy"; }
+  bool met() const override { return device_->downloads_done(); }
+  bool wait_for(std::chrono::microseconds limit) const override;
+  std::string describe(std::span<const int>) const override {
+    return "the copies of this call's device buffers into host memory";
+  }
 
  private:
   struct Copy {
@@ -69,22 +74,9 @@ class StagedCall final : public HostVerbs {
     std::byte* host;
     std::size_t output_bytes;
   };
-  class InputsLanded final : public WaitCondition {
-   public:
-    explicit InputsLanded(DeviceCall& device) : device_(device) {}
-    bool met() const override { return device_.downloads_done(); }
-    bool wait_for(std::chrono::microseconds limit) const override;
-    std::string describe(std::span<const int>) const override {
-      return "the copies of this call's device buffers into host memory";
-    }
-
-   private:
-    DeviceCall& device_;
-  };
   std::unique_ptr<DeviceCall> device_;
   std::vector<Copy> copies_;
   bool uploaded_ = false;
-  InputsLanded landed_{*device_};
 };
 
 // A nonblocking call's task on host copies: `body` once the inputs have landed.
@@ -99,16 +91,14 @@ bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std
                      bool blocking, const DeviceCall& call);
 
 // ---- per call ----
-struct CallMemory {
-  std::unique_ptr<DeviceCall> device;  // null: host memory
-  bool on_device() const { return device != nullptr; }
-};
-
 // Resolves the call's memory (host without a query for MemoryKind::host, or in a build without
-// device support). Throws collx::Error before anything is sent: a mixed call, device memory
-// without a device or CUDA support. `p2p`: the call runs on the point-to-point transport.
-CallMemory resolve_call_memory(CommState& state, Collective collective, const Options& options,
-                               std::initializer_list<BufferArg> buffers, bool blocking, bool p2p);
+// device support): the DeviceCall it runs with, null for host memory. Throws collx::Error before
+// anything is sent: a mixed call, device memory without a device or CUDA support. `p2p`: the
+// call runs on the point-to-point transport.
+std::unique_ptr<DeviceCall> resolve_call_memory(CommState& state, Collective collective,
+                                                const Options& options,
+                                                std::initializer_list<BufferArg> buffers,
+                                                bool blocking, bool p2p);
 
 // Whether a call's buffers are host memory without looking at them: Options::memory says so, or
 // this process sees no device.
@@ -119,9 +109,10 @@ CallMemory resolve_call_memory(CommState& state, Collective collective, const Op
 }
 
 // The per-call entry: host-only processes decide inline (every small collective passes here).
-inline CallMemory call_memory(CommState& state, Collective collective, const Options& options,
-                              std::initializer_list<BufferArg> buffers, bool blocking,
-                              bool p2p = false) {
+inline std::unique_ptr<DeviceCall> call_memory(CommState& state, Collective collective,
+                                               const Options& options,
+                                               std::initializer_list<BufferArg> buffers,
+                                               bool blocking, bool p2p = false) {
   if (options.stream == nullptr && surely_host_memory(options)) return {};
   return resolve_call_memory(state, collective, options, buffers, blocking, p2p);
 }

@@ -62,31 +62,6 @@ class ArgCheck {
       overlap(a_name, b_name);
     }
   }
-  // The buffers of gather and scatter. The root's `full` buffer holds every rank's block
-  // (`total` bytes, rank r's at r * block); `own` is the rank's block (`block` bytes), which at
-  // the root may be null or its place in `full`: in place. Off the root only `own` is used.
-  // `full_is_recv`: gather (the full buffer is recvbuf), else scatter. Returns whether the call
-  // is in place.
-  bool rooted_blocks(bool is_root, int root, const void* full, const void* own, std::size_t block,
-                     std::size_t total, bool full_is_recv) const {
-    const std::string_view full_name = full_is_recv ? "recvbuf" : "sendbuf";
-    const std::string_view own_name = full_is_recv ? "sendbuf" : "recvbuf";
-    if (!is_root) {
-      buffer(own, block, own_name);
-      return false;
-    }
-    buffer(full, total, full_name);
-    const void* own_place =
-        static_cast<const std::byte*>(full) + static_cast<std::size_t>(root) * block;
-    if (own == nullptr || own == own_place) return true;
-    // sendbuf first, as the other collectives' messages name them.
-    if (full_is_recv) {
-      no_partial_overlap(own, block, own_name, full, total, full_name);
-    } else {
-      no_partial_overlap(full, total, full_name, own, block, own_name);
-    }
-    return false;
-  }
   void rank_in_range(int value, int size, std::string_view name) const {
     if (value < 0 || value >= size) [[unlikely]]
       bad_rank(value, size, name);

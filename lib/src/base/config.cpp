@@ -29,6 +29,17 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// The pieces of `text` between any of `separators`, each trimmed (empty ones too).
+std::vector<std::string_view> split(std::string_view text, std::string_view separators) {
+  std::vector<std::string_view> pieces;
+  while (true) {
+    const std::size_t end = text.find_first_of(separators);
+    pieces.push_back(trim(text.substr(0, end)));
+    if (end == std::string_view::npos) return pieces;
+    text.remove_prefix(end + 1);
+  }
+}
+
 const char* env(const char* name) {
   const char* value = std::getenv(name);
   return (value != nullptr && *value != '\0') ? value : nullptr;
@@ -61,22 +72,35 @@ void choice(const char* name, T& into,
   bad_value(name, v, std::string("expected ") + what);
 }
 
-void flag(const char* name, bool& into) {
+// A bool or an optional<bool>.
+template <class T>
+void flag(const char* name, T& into) {
   choice(name, into, {{"0", false}, {"1", true}}, "0 or 1");
 }
 
-// Whether `text` (spaces around it aside) is a whole number from `low` to `high`, read into `n`.
-bool whole_number(std::string_view text, int& n, long low, long high) {
+// Whether `text` (spaces around it aside) is a number from `low` to `high`, read into `n`.
+template <class T>
+bool number(std::string_view text, T& n, T low, T high) {
   const std::string_view s = trim(text);
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   return ec == std::errc() && end == s.data() + s.size() && n >= low && n <= high;
 }
 
-// Variable `name` where set, a whole number from `low` to `high`, into `into`.
-void int_in(const char* name, int& into, int low, int high, const char* what) {
+// Variable `name` where set, a number (an int or seconds) from `low` to `high`, into `into`.
+template <class T>
+void number_in(const char* name, T& into, std::type_identity_t<T> low, std::type_identity_t<T> high,
+               const char* what) {
   const char* v = env(name);
-  if (v != nullptr && !whole_number(v, into, low, high))
+  if (v != nullptr && !number(v, into, low, high))
     bad_value(name, v, std::string("expected ") + what);
+}
+
+// Variable `name` where set, read by `parse` (which returns the error text) into `into`.
+template <class T, class Parse>
+void parsed(const char* name, T& into, Parse parse) {
+  const char* v = env(name);
+  if (v == nullptr) return;
+  if (const std::optional<std::string> err = parse(v, into)) bad_value(name, v, *err);
 }
 
 // Variable `name` (or, where unset, its old name `alias`) where set, a size (K/M/G suffixes) from
@@ -125,35 +149,18 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
 
 std::optional<std::string> parse_node_layout(std::string_view text, std::vector<int>& into) {
   // Up to 2^20 ranks in all: a node count or size beyond it is a typo, not a machine.
-  constexpr long kMaxRanks = 1 << 20;
-  auto number = [](std::string_view s, int& out) { return whole_number(s, out, 1, kMaxRanks); };
+  constexpr int kMaxRanks = 1 << 20;
+  // "NxK" is two numbers around an x; anything else is a list.
+  const std::vector<std::string_view> n_by_k = split(text, "xX");
   std::vector<int> sizes;
-  const std::string_view s = trim(text);
-  if (s.empty()) return "expected NxK (N nodes of K ranks) or a list of node sizes like 3,1";
-  const std::size_t x = s.find_first_of("xX");
-  if (x != std::string_view::npos) {
-    int nodes = 0;
-    int per_node = 0;
-    if (!number(s.substr(0, x), nodes) || !number(s.substr(x + 1), per_node)) {
-      return "expected NxK with N nodes and K ranks per node, both from 1 to " +
-             std::to_string(kMaxRanks);
-    }
-    sizes.assign(static_cast<std::size_t>(nodes), per_node);
-  } else {
-    std::string_view rest = s;
-    while (true) {
-      const std::size_t comma = rest.find(',');
-      int size = 0;
-      if (!number(rest.substr(0, comma), size)) {
-        return "expected a comma-separated list of node sizes (ranks per node, each from 1 to " +
-               std::to_string(kMaxRanks) + "), got \"" + std::string(trim(rest.substr(0, comma))) +
-               "\"";
-      }
-      sizes.push_back(size);
-      if (comma == std::string_view::npos) break;
-      rest = rest.substr(comma + 1);
+  for (std::string_view item : n_by_k.size() == 2 ? n_by_k : split(text, ",")) {
+    if (!number(item, sizes.emplace_back(), 1, kMaxRanks)) {
+      return "expected NxK (N nodes of K ranks) or a comma-separated list of node sizes, each "
+             "from 1 to " +
+             std::to_string(kMaxRanks) + ", got \"" + std::string(item) + "\"";
     }
   }
+  if (n_by_k.size() == 2) sizes.assign(static_cast<std::size_t>(sizes[0]), sizes[1]);
   if (std::accumulate(sizes.begin(), sizes.end(), 0L) > kMaxRanks)
     return "more than " + std::to_string(kMaxRanks) + " ranks";
   into = std::move(sizes);
@@ -162,21 +169,15 @@ std::optional<std::string> parse_node_layout(std::string_view text, std::vector<
 
 std::optional<std::string> parse_algorithm_overrides(
     std::string_view text, std::array<std::optional<Algorithm>, kCollectiveCount>& into) {
-  while (!text.empty()) {
-    const std::size_t end = text.find_first_of(";,");
-    std::string_view item = trim(text.substr(0, end));
-    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+  for (std::string_view item : split(text, ";,")) {
     if (item.empty()) continue;
-    const std::size_t colon = item.find(':');
-    if (colon == std::string_view::npos) {
+    const std::vector<std::string_view> names = split(item, ":");
+    if (names.size() != 2)
       return "expected collective:algorithm, got \"" + std::string(item) + "\"";
-    }
-    const std::string_view coll_name = trim(item.substr(0, colon));
-    const std::string_view algo_name = trim(item.substr(colon + 1));
-    const auto coll = parse_collective(coll_name);
-    if (!coll) return "unknown collective \"" + std::string(coll_name) + "\"";
-    const auto algo = parse_algorithm(algo_name);
-    if (!algo) return "unknown algorithm \"" + std::string(algo_name) + "\"";
+    const auto coll = parse_collective(names[0]);
+    if (!coll) return "unknown collective \"" + std::string(names[0]) + "\"";
+    const auto algo = parse_algorithm(names[1]);
+    if (!algo) return "unknown algorithm \"" + std::string(names[1]) + "\"";
     into[static_cast<int>(*coll)] =
         *algo == Algorithm::automatic ? std::nullopt : std::optional<Algorithm>(*algo);
   }
@@ -185,20 +186,12 @@ std::optional<std::string> parse_algorithm_overrides(
 
 Config config_from_environment() {
   Config c;
-  if (const char* v = env("COLLX_ALGO")) {
-    if (auto err = parse_algorithm_overrides(v, c.algorithm)) bad_value("COLLX_ALGO", v, *err);
-  }
+  parsed("COLLX_ALGO", c.algorithm, parse_algorithm_overrides);
   constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
   size_in("COLLX_SEGMENT_BYTES", "COLLX_CHUNK_BYTES", c.segment_bytes, 1, kAny, "a positive size");
-  int_in("COLLX_PIPELINE_DEPTH", c.pipeline_depth, 1, 64, "an integer from 1 to 64");
-  if (const char* v = env("COLLX_TIMEOUT")) {
-    char* end = nullptr;
-    const double seconds = std::strtod(v, &end);
-    if (end == v || *trim(end).data() != '\0' || seconds < 0) {
-      bad_value("COLLX_TIMEOUT", v, "expected seconds >= 0");
-    }
-    c.timeout_seconds = seconds;
-  }
+  number_in("COLLX_PIPELINE_DEPTH", c.pipeline_depth, 1, 64, "an integer from 1 to 64");
+  number_in("COLLX_TIMEOUT", c.timeout_seconds, 0.0, std::numeric_limits<double>::infinity(),
+            "seconds >= 0");
   choice("COLLX_DEBUG", c.debug,
          {{"WARN", DebugLevel::warn},
           {"TRIALS", DebugLevel::trials},
@@ -212,29 +205,27 @@ Config config_from_environment() {
   choice("COLLX_AUTOTUNE", c.autotune,
          {{"0", AutotuneMode::off}, {"1", AutotuneMode::exact}, {"all", AutotuneMode::all}},
          "0, 1 or all");
-  int_in("COLLX_AUTOTUNE_WAIT", c.autotune_wait, 0, 16, "a whole number from 0 to 16");
+  number_in("COLLX_AUTOTUNE_WAIT", c.autotune_wait, 0, 16, "a whole number from 0 to 16");
   flag("COLLX_PROGRESS_THREAD", c.progress_thread);
-  int_in("COLLX_PROGRESS_INTERVAL_US", c.progress_interval_us, 0, 1000000,
-         "microseconds from 0 to 1000000");
+  number_in("COLLX_PROGRESS_INTERVAL_US", c.progress_interval_us, 0, 1000000,
+            "microseconds from 0 to 1000000");
   choice("COLLX_TRANSPORT", c.transport,
          {{"MPI", TransportChoice::mpi}, {"UCX", TransportChoice::ucx}}, "mpi or ucx");
-  choice("COLLX_CUDA_AWARE", c.cuda_aware, {{"0", false}, {"1", true}}, "0 or 1");
+  flag("COLLX_CUDA_AWARE", c.cuda_aware);
   size_in("COLLX_DEVICE_HOST_COPY_BYTES", nullptr, c.device_host_copy_bytes, 0, kAny,
           "a size (0: never)");
   flag("COLLX_SHM", c.shared_memory);
   size_in("COLLX_SHM_SLOT_BYTES", "COLLX_SHM_CHUNK_BYTES", c.shm_slot_bytes, 4096,
           std::size_t{64} << 20, "a size from 4K to 64M");
-  choice("COLLX_SHM_DIRECT", c.shm_direct, {{"0", false}, {"1", true}}, "0 or 1");
+  flag("COLLX_SHM_DIRECT", c.shm_direct);
   choice("COLLX_SHM_STORES", c.shm_stores,
          {{"auto", RingStorePolicy::automatic},
           {"plain", RingStorePolicy::plain},
           {"streaming", RingStorePolicy::streaming}},
          "auto, plain or streaming");
   size_in("COLLX_SMPI_SHARED_BYTES", nullptr, c.smpi_shared_bytes, 0, kAny, "a size (0: never)");
-  int_in("COLLX_SMPI_REDUCE_GBPS", c.smpi_reduce_gbps, 0, 1000000, "GB/s, 0 to 1000000");
-  if (const char* v = env("COLLX_NODE_LAYOUT")) {
-    if (auto err = parse_node_layout(v, c.node_layout)) bad_value("COLLX_NODE_LAYOUT", v, *err);
-  }
+  number_in("COLLX_SMPI_REDUCE_GBPS", c.smpi_reduce_gbps, 0, 1000000, "GB/s, 0 to 1000000");
+  parsed("COLLX_NODE_LAYOUT", c.node_layout, parse_node_layout);
   return c;
 }
 

@@ -11,29 +11,16 @@
 
 namespace collx::detail {
 
-namespace {
-// Under SimGrid's SMPI, buffers from COLLX_SMPI_SHARED_BYTES up are one block every simulated
-// rank maps (config.hpp); smpi_shared_free frees both kinds.
-void free_scratch(void* p) {
-#if COLLX_SMPI
-  smpi_shared_free(p);
-#else
-  std::free(p);
-#endif
+ScratchBuffer::ScratchBuffer(ScratchBuffer&& other) noexcept {
+  *this = std::move(other);
 }
-}  // namespace
-
-ScratchBuffer::ScratchBuffer(ScratchBuffer&& other) noexcept
-    : pool_(std::exchange(other.pool_, nullptr)),
-      data_(std::exchange(other.data_, nullptr)),
-      capacity_(std::exchange(other.capacity_, 0)) {}
 
 ScratchBuffer& ScratchBuffer::operator=(ScratchBuffer&& other) noexcept {
   if (this != &other) {
     release();
-    pool_ = std::exchange(other.pool_, nullptr);
-    data_ = std::exchange(other.data_, nullptr);
-    capacity_ = std::exchange(other.capacity_, 0);
+    std::swap(pool_, other.pool_);
+    std::swap(data_, other.data_);
+    std::swap(capacity_, other.capacity_);
   }
   return *this;
 }
@@ -65,15 +52,15 @@ ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
       return ScratchBuffer(this, p, capacity);
     }
   }
-  const std::size_t alignment = capacity >= (std::size_t{64} << 10) ? 4096 : 64;
+  void* p = nullptr;
 #if COLLX_SMPI
-  if (const std::size_t shared = config().smpi_shared_bytes; shared > 0 && capacity >= shared) {
-    void* p = SMPI_SHARED_MALLOC(capacity);  // page-aligned
-    if (p == nullptr) throw std::bad_alloc();
-    return ScratchBuffer(this, static_cast<std::byte*>(p), capacity);
-  }
+  // Under SimGrid's SMPI, buffers from COLLX_SMPI_SHARED_BYTES up are one block every simulated
+  // rank maps (config.hpp), page-aligned.
+  if (const std::size_t shared = config().smpi_shared_bytes; shared > 0 && capacity >= shared)
+    p = SMPI_SHARED_MALLOC(capacity);
 #endif
-  void* p = std::aligned_alloc(alignment, capacity);
+  if (p == nullptr)
+    p = std::aligned_alloc(capacity >= (std::size_t{64} << 10) ? 4096 : 64, capacity);
   if (p == nullptr) throw std::bad_alloc();
   return ScratchBuffer(this, static_cast<std::byte*>(p), capacity);
 }
@@ -83,7 +70,11 @@ void ScratchPool::give_back(std::byte* data, std::size_t capacity) {
     std::lock_guard lock(mutex_);
     if (cache_.keep(capacity, std::move(data))) return;
   }
-  free_scratch(data);
+#if COLLX_SMPI
+  smpi_shared_free(data);  // either kind (acquire)
+#else
+  std::free(data);
+#endif
 }
 
 }  // namespace collx::detail

@@ -5,8 +5,16 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <numeric>
 
 namespace collx::detail {
+
+namespace {
+// Whether time `a` is shorter than `b` by more than the margin's share (ClassTuner::kMargin).
+bool beats(std::uint64_t a, std::uint64_t b) {
+  return static_cast<double>(a) < static_cast<double>(b) * (1 - ClassTuner::kMargin);
+}
+}  // namespace
 
 std::size_t size_class_max_bytes(int size_class) {
   if (size_class >= 64) return std::numeric_limits<std::size_t>::max();
@@ -50,8 +58,7 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetin
   block_ = static_cast<std::uint8_t>((trials + passes_ - 1) / passes_);
   chosen_ = count_ > 0 ? candidates_[0] : Algorithm::automatic;
   if (count_ <= 1) {
-    phase_ = Phase::settled;
-    next_check_ = std::numeric_limits<std::uint32_t>::max();  // nothing to re-try
+    phase_ = Phase::settled;  // never timed (pick, record)
     return;
   }
   if (wait_calls_ > 0) {
@@ -63,11 +70,9 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetin
 
 void ClassTuner::restart() {
   phase_ = Phase::trying;
-  trial_calls_ = 0;
-  for (auto& passes : pass_ns_)
-    passes.fill(0);
-  for (auto& passes : pass_calls_)
-    passes.fill(0);
+  calls_ = 0;
+  pass_ns_ = {};
+  pass_calls_ = {};
   checking_ = false;
 }
 
@@ -78,25 +83,21 @@ TrialPick ClassTuner::pick() {
     // several times its later ones (MPICH's), for more calls than its trial blocks hold.
     const bool warm_library =
         wait_on_library_ || (library_ != Algorithm::automatic && block_ >= kWarmLibraryBlock &&
-                             waited_calls_ >= wait_calls_ / 2);
+                             calls_ >= wait_calls_ / 2);
     // The same call on every rank ends the wait: the ranks make the same calls.
-    if (++waited_calls_ >= wait_calls_) restart();
+    if (++calls_ >= wait_calls_) restart();
     return {warm_library ? library_ : candidates_[0], false};
   }
   if (phase_ == Phase::trying) {
-    // trial_calls_ counts the calls recorded so far: this call's place in its block.
-    const bool first_timed = block_ == 1 || trial_calls_ % block_ == 1;
+    // calls_ counts the calls recorded so far: this call's place in its block.
+    const bool first_timed = block_ == 1 || calls_ % block_ == 1;
     return {candidates_[trying_index()], true,
             meetings_ == Meetings::before_calls ||
                 (meetings_ == Meetings::before_blocks && first_timed)};
   }
   if (count_ <= 1) return {chosen_, false};
-  ++settled_calls_;
-  return {chosen_, settled_calls_ % kSampleEvery == 0 || settled_calls_ == next_check_};
-}
-
-Algorithm ClassTuner::untimed_choice() const {
-  return chosen_;
+  ++calls_;
+  return {chosen_, calls_ % kSampleEvery == 0 || calls_ == next_check_};
 }
 
 TunerStep ClassTuner::record(double seconds) {
@@ -105,13 +106,13 @@ TunerStep ClassTuner::record(double seconds) {
     // A block of consecutive calls per candidate; its first call (setup, the switch from the
     // previous candidate) does not count where the block has more.
     const std::uint32_t index = trying_index();
-    if (block_ == 1 || trial_calls_ % block_ != 0) {
-      const std::size_t pass = trial_calls_ / (static_cast<std::uint32_t>(count_) * block_);
+    if (block_ == 1 || calls_ % block_ != 0) {
+      const std::size_t pass = calls_ / (static_cast<std::uint32_t>(count_) * block_);
       pass_ns_[index][pass] += ns;
       ++pass_calls_[index][pass];
     }
-    ++trial_calls_;
-    if (trial_calls_ < static_cast<std::uint32_t>(count_) * block_ * passes_) {
+    ++calls_;
+    if (calls_ < static_cast<std::uint32_t>(count_) * block_ * passes_) {
       return TunerStep::none;
     }
     checking_ = false;
@@ -121,15 +122,9 @@ TunerStep ClassTuner::record(double seconds) {
   samples_ns_[sample_next_] = ns;
   sample_next_ = static_cast<std::uint8_t>((sample_next_ + 1) % kSamples);
   sample_count_ = static_cast<std::uint8_t>(std::min<int>(sample_count_ + 1, kSamples));
-  if (settled_calls_ != next_check_) return TunerStep::none;
+  if (calls_ != next_check_) return TunerStep::none;
   checking_ = true;
   return TunerStep::agree;
-}
-
-std::uint64_t ClassTuner::sampled_median_ns() const {
-  std::vector<std::uint64_t> sorted(samples_ns_.begin(), samples_ns_.begin() + sample_count_);
-  std::sort(sorted.begin(), sorted.end());
-  return sorted[sorted.size() / 2];
 }
 
 std::uint64_t ClassTuner::trial_ns(std::size_t candidate) const {
@@ -152,7 +147,13 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
   }
   if (second_opinion_) return {kSecondOpinion, 0};
   if (sample_count_ < kSamples / 2 || baseline_ns_ == 0) return {0, 0};
-  const std::uint64_t sampled = sampled_median_ns();
+  // The samples' median, and their mean.
+  std::vector<std::uint64_t> sorted(samples_ns_.begin(), samples_ns_.begin() + sample_count_);
+  std::sort(sorted.begin(), sorted.end());
+  const std::uint64_t sampled = sorted[sorted.size() / 2];
+  const std::uint64_t mean =
+      (std::accumulate(sorted.begin(), sorted.end(), std::uint64_t{0}) + sorted.size() / 2) /
+      sorted.size();
   const double ratio = static_cast<double>(sampled) / static_cast<double>(baseline_ns_);
   const auto reported = static_cast<std::uint64_t>(std::lround(ratio * 1000));
   // Slower now than the MPI library's own collective was in the trials (the slowest rank's
@@ -160,19 +161,10 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
   // wraps. Sub-microsecond drift is otherwise noise (kDriftMinNs), but a call that settled in a
   // machine's fast state and runs in its slow one can lose to the MPI on every call.
   const std::uint64_t library = library_trial_ns();
-  if (library > 0 &&
-      static_cast<double>(sampled_mean_ns()) > static_cast<double>(library) * (1 + kMargin)) {
+  if (library > 0 && static_cast<double>(mean) > static_cast<double>(library) * (1 + kMargin))
     return {0, 1};
-  }
   if (sampled < baseline_ns_ + kDriftMinNs) return {0, 0};
   return {reported, 0};
-}
-
-std::uint64_t ClassTuner::sampled_mean_ns() const {
-  std::uint64_t sum = 0;
-  for (std::size_t i = 0; i < sample_count_; ++i)
-    sum += samples_ns_[i];
-  return sample_count_ == 0 ? 0 : (sum + sample_count_ / 2) / sample_count_;
 }
 
 std::uint64_t ClassTuner::library_trial_ns() const {
@@ -213,8 +205,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   // The MPI library's own collective needs no absolute margin: where it is chosen on noise, auto
   // runs as fast as the MPI it wraps, which is the floor auto promises.
   const bool challenger_wins =
-      fastest < maxima.size() &&
-      static_cast<double>(maxima[fastest]) < static_cast<double>(maxima[0]) * (1 - kMargin) &&
+      fastest < maxima.size() && beats(maxima[fastest], maxima[0]) &&
       (maxima[fastest] + kMarginMinNs <= maxima[0] || candidates_[fastest] == library_);
   std::size_t winner = challenger_wins ? fastest : 0;
   // One of collx's must beat the MPI library's collective by the margin: between two trial times
@@ -224,8 +215,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   if (candidates_[winner] != library_) {
     for (std::size_t i = 1; i < count_ && i < maxima.size(); ++i) {
       if (candidates_[i] != library_) continue;
-      if (static_cast<double>(maxima[winner]) >= static_cast<double>(maxima[i]) * (1 - kMargin) ||
-          maxima[winner] + kLibraryMarginMinNs > maxima[i] ||
+      if (!beats(maxima[winner], maxima[i]) || maxima[winner] + kLibraryMarginMinNs > maxima[i] ||
           (challenger_wins && maxima[winner] + kMarginMinNs > maxima[i])) {
         winner = i;
       }
@@ -241,10 +231,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   if (means.size() >= count_) {
     std::copy_n(means.begin(), count_, agreed_mean_ns_.begin());
     for (std::size_t i = 0; i < count_ && candidates_[winner] != library_; ++i) {
-      if (candidates_[i] == library_ &&
-          static_cast<double>(means[i]) < static_cast<double>(means[winner]) * (1 - kMargin)) {
-        winner = i;
-      }
+      if (candidates_[i] == library_ && beats(means[i], means[winner])) winner = i;
     }
   }
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
@@ -258,7 +245,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
       head_to_head_ ? table_displaced_ && !chose_library() : challenger_wins && rounds_ == 0;
   baseline_ns_ = trial_ns(winner);
   phase_ = Phase::settled;
-  settled_calls_ = 0;
+  calls_ = 0;
   next_check_ = kFirstCheck;
   sample_count_ = 0;
   sample_next_ = 0;

@@ -89,8 +89,6 @@ class ClassTuner {
 
   // The algorithm of the next blocking call of this class (counts the call).
   TrialPick pick();
-  // The algorithm a nonblocking call runs (the settled choice, else the table's).
-  Algorithm untimed_choice() const;
   // The time of a timed call (seconds, this rank's).
   TunerStep record(double seconds);
   // The values the ranks take the maximum of: while trying, each candidate's time (ns): the
@@ -111,6 +109,7 @@ class ClassTuner {
   std::span<const std::uint64_t> agreed_ns() const { return {agreed_ns_.data(), count_}; }
   // Their means over ranks (0 where not known).
   std::span<const std::uint64_t> agreed_mean_ns() const { return {agreed_mean_ns_.data(), count_}; }
+  // The choice: what a nonblocking call runs (the settled choice, else the table's).
   Algorithm chosen() const { return chosen_; }
   // How many times its round's fastest candidate's agreed time `algorithm` took, the most over
   // the rounds that timed it (a busy machine shows candidates closer than they are); 0 where no
@@ -175,8 +174,6 @@ class ClassTuner {
   // Records slowness() of the round's candidates from agreed_ns_.
   void note_slowness();
   void confirm(std::size_t winner, bool table_displaced);
-  std::uint64_t sampled_median_ns() const;
-  std::uint64_t sampled_mean_ns() const;
   // The MPI library's candidate's agreed trial time (ns), where it was a candidate and is not
   // the choice; else 0.
   std::uint64_t library_trial_ns() const;
@@ -185,7 +182,7 @@ class ClassTuner {
   // The candidate of the current trial call: the challengers' blocks first, the table's choice
   // last. The first calls of a class also pay for the first touch of the application's new
   // buffers (page faults, lines in other caches); that handicap falls on the challengers.
-  std::uint32_t trying_index() const { return (trial_calls_ / block_ + 1) % count_; }
+  std::uint32_t trying_index() const { return (calls_ / block_ + 1) % count_; }
   // The place of `a` among the first `n` of `list` (candidates_ or all_candidates_); n if absent.
   static std::size_t index_in(const std::array<Algorithm, kMaxCandidates>& list, std::size_t n,
                               Algorithm a) {
@@ -205,9 +202,10 @@ class ClassTuner {
   bool head_to_head_ = false;
   bool table_displaced_ = false;  // the round before the confirmation displaced the table's choice
   Algorithm library_ = Algorithm::automatic;
-  std::uint32_t wait_calls_ = 0;  // start()'s; calls made while waiting: waited_calls_
+  std::uint32_t wait_calls_ = 0;  // start()'s
   bool wait_on_library_ = false;  // start()'s
-  std::uint32_t waited_calls_ = 0;
+  // The calls of the phase so far: made while waiting, recorded while trying, made once settled.
+  std::uint32_t calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
   std::array<Algorithm, kMaxCandidates> all_candidates_{};
   std::uint8_t all_count_ = 0;
@@ -217,10 +215,8 @@ class ClassTuner {
   std::array<std::array<std::uint32_t, 2>, kMaxCandidates> pass_calls_{};
   std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
   std::array<std::uint64_t, kMaxCandidates> agreed_mean_ns_{};
-  std::uint32_t trial_calls_ = 0;
   Algorithm chosen_ = Algorithm::automatic;
   std::uint64_t baseline_ns_ = 0;  // this rank's median trial time of the chosen candidate
-  std::uint32_t settled_calls_ = 0;
   std::uint32_t next_check_ = kFirstCheck;
   std::array<std::uint64_t, kSamples> samples_ns_{};
   std::uint8_t sample_count_ = 0;

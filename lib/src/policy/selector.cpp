@@ -27,6 +27,12 @@ const TuningTable& builtin_table() {
   return table;
 }
 
+// `n`, or "any" where it is `any` (a rule's open end).
+template <class T>
+std::string bound(T n, T any) {
+  return n == any ? std::string("any") : std::to_string(n);
+}
+
 }  // namespace
 
 std::span<const NodeRule> node_rules() {
@@ -52,9 +58,8 @@ std::string describe_node_rules() {
   std::string out;
   for (const NodeRule& rule : node_rules()) {
     out += std::string(to_string(rule.collective)) + "  ranks on several nodes, bytes " +
-           std::to_string(rule.min_bytes) + ".." +
-           (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
-           "  -> " + std::string(to_string(rule.algorithm)) +
+           std::to_string(rule.min_bytes) + ".." + bound(rule.max_bytes, kAnyBytes) + "  -> " +
+           std::string(to_string(rule.algorithm)) +
            (rule.max_nodes > 0 ? "  on up to " + std::to_string(rule.max_nodes) + " nodes" : "") +
            (rule.min_nodes > 0 ? "  on " + std::to_string(rule.min_nodes) + " nodes or more" : "") +
            (rule.min_per_node > 0
@@ -68,16 +73,16 @@ std::string describe_node_rules() {
   return out;
 }
 
-std::span<const SelectionRule> builtin_rules() {
+std::span<const TuningRule> builtin_rules() {
   return builtin_table().rules;
 }
 
 // The built-in rows of one collective, in the table's order (every call scans its own only).
-std::span<const SelectionRule> builtin_rules_of(Collective collective) {
+std::span<const TuningRule> builtin_rules_of(Collective collective) {
   struct Index {
-    std::vector<SelectionRule> rows[kCollectiveCount];
+    std::vector<TuningRule> rows[kCollectiveCount];
     Index() {
-      for (const SelectionRule& rule : builtin_rules())
+      for (const TuningRule& rule : builtin_rules())
         rows[static_cast<int>(rule.collective)].push_back(rule);
     }
   };
@@ -87,8 +92,8 @@ std::span<const SelectionRule> builtin_rules_of(Collective collective) {
 
 namespace {
 // The algorithm of the first of `rules` that matches the call, or Algorithm::automatic.
-Algorithm first_match(std::span<const SelectionRule> rules, Collective collective,
-                      std::size_t bytes, int nranks, bool shared_memory) {
+Algorithm first_match(std::span<const TuningRule> rules, Collective collective, std::size_t bytes,
+                      int nranks, bool shared_memory) {
   for (const auto& rule : rules) {
     if (rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
         bytes <= rule.max_bytes &&
@@ -98,14 +103,14 @@ Algorithm first_match(std::span<const SelectionRule> rules, Collective collectiv
   return Algorithm::automatic;
 }
 // The rows of the tuning file, where there is one.
-std::span<const SelectionRule> tuned_rules() {
+std::span<const TuningRule> tuned_rules() {
   if (const TuningTable* tuned = active_tuning()) return tuned->rules;
   return {};
 }
 }  // namespace
 
-Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
-                      std::size_t bytes, int nranks, bool shared_memory) {
+Algorithm select_from(std::span<const TuningRule> rules, Collective collective, std::size_t bytes,
+                      int nranks, bool shared_memory) {
   const Algorithm chosen = first_match(rules, collective, bytes, nranks, shared_memory);
   if (chosen != Algorithm::automatic) return chosen;
   const auto algos = algorithms_of(collective);
@@ -142,14 +147,12 @@ bool table_decides(Collective collective, std::size_t bytes, int nranks, bool sh
              Algorithm::automatic;
 }
 
-std::string describe_rules(std::span<const SelectionRule> rules) {
+std::string describe_rules(std::span<const TuningRule> rules) {
   std::string out;
   for (const auto& rule : rules) {
     out +=
         std::string(to_string(rule.collective)) + "  ranks " + std::to_string(rule.min_ranks) +
-        ".." + (rule.max_ranks == kAnyRanks ? std::string("any") : std::to_string(rule.max_ranks)) +
-        "  bytes <= " +
-        (rule.max_bytes == kAnySize ? std::string("any") : std::to_string(rule.max_bytes)) +
+        ".." + bound(rule.max_ranks, kAnyRanks) + "  bytes <= " + bound(rule.max_bytes, kAnyBytes) +
         "  -> " + std::string(to_string(rule.algorithm)) +
         (runs_through_arena(rule.collective, rule.algorithm) ? "  (ranks sharing an arena)" : "") +
         "\n";

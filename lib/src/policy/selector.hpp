@@ -11,22 +11,20 @@
 
 namespace collx::detail {
 
-// One row of a decision table, a tuning file's row (collx/tuning.hpp): the first that matches
-// a call wins.
-using SelectionRule = TuningRule;
-inline constexpr std::size_t kAnySize = kAnyBytes;
+// A decision table's rows are a tuning file's (collx/tuning.hpp): the first that matches a call
+// wins.
 inline constexpr int kAnyRanks = std::numeric_limits<int>::max();
 
 // The table compiled into the library: lib/data/builtin-rules.json, each row with the
 // measurement it rests on (docs/results/README.md, "What auto's rules and the defaults rest on").
-std::span<const SelectionRule> builtin_rules();
-std::span<const SelectionRule> builtin_rules_of(Collective collective);
+std::span<const TuningRule> builtin_rules();
+std::span<const TuningRule> builtin_rules_of(Collective collective);
 
 // What `auto` picks for this call from `rules`. Rows naming an algorithm that runs through the
 // shared arena count only where `shared_memory` (the ranks share an arena and the buffers are host
 // memory).
-Algorithm select_from(std::span<const SelectionRule> rules, Collective collective,
-                      std::size_t bytes, int nranks, bool shared_memory = false);
+Algorithm select_from(std::span<const TuningRule> rules, Collective collective, std::size_t bytes,
+                      int nranks, bool shared_memory = false);
 
 // Where a communicator's ranks are (its node layout, as the table sees it).
 struct NodeShape {
@@ -69,7 +67,7 @@ Algorithm resolve_algorithm(Collective collective, Algorithm requested, std::siz
 // COLLX_ALGO nor a tuning file's row decides it): the calls the autotuner may try candidates for.
 bool table_decides(Collective collective, std::size_t bytes, int nranks, bool shared_memory);
 
-std::string describe_rules(std::span<const SelectionRule> rules);
+std::string describe_rules(std::span<const TuningRule> rules);
 std::string describe_node_rules();
 
 }  // namespace collx::detail

@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "collx/error.hpp"
 #include "config.hpp"
@@ -37,9 +37,9 @@ bool row_is_for_this_mpi(const nlohmann::json& row, const std::string& source) {
 #endif
 }
 
-// null: any size (kAnySize).
+// null: any size (kAnyBytes).
 std::size_t bytes_or_any(const nlohmann::json& value) {
-  return value.is_null() ? kAnySize : value.get<std::size_t>();
+  return value.is_null() ? kAnyBytes : value.get<std::size_t>();
 }
 
 Algorithm rule_algorithm(const nlohmann::json& row, Collective collective,
@@ -57,10 +57,10 @@ Collective rule_collective(const nlohmann::json& row, const std::string& source)
   return *collective;
 }
 
-SelectionRule parse_rule(const nlohmann::json& row, const std::string& source) {
+TuningRule parse_rule(const nlohmann::json& row, const std::string& source) {
   const Collective collective = rule_collective(row, source);
-  SelectionRule rule{collective, row.at("min_ranks").get<int>(), kAnyRanks,
-                     bytes_or_any(row.at("max_bytes")), rule_algorithm(row, collective, source)};
+  TuningRule rule{collective, row.at("min_ranks").get<int>(), kAnyRanks,
+                  bytes_or_any(row.at("max_bytes")), rule_algorithm(row, collective, source)};
   // null: any rank count (kAnyRanks); files written by save_tuning_file hold numbers.
   if (!row.at("max_ranks").is_null()) rule.max_ranks = row.at("max_ranks").get<int>();
   if (rule.min_ranks < 1 || rule.max_ranks < rule.min_ranks) {
@@ -90,14 +90,9 @@ NodeRule parse_node_rule(const nlohmann::json& row, const std::string& source) {
 }  // namespace
 
 TuningTable parse_tuning_table(std::string_view text, const std::string& source) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    bad_table(source, std::string("not JSON: ") + e.what());
-  }
   TuningTable table;
   try {
+    const nlohmann::json doc = nlohmann::json::parse(text);
     table.machine = doc.value("machine", "");
     // "chunk_bytes": the key's old name, still read from files written before.
     table.segment_bytes = doc.value("segment_bytes", doc.value("chunk_bytes", std::size_t{0}));
@@ -110,6 +105,8 @@ TuningTable parse_tuning_table(std::string_view text, const std::string& source)
       if (row_is_for_this_mpi(row, source))
         table.node_rules.push_back(parse_node_rule(row, source));
     }
+  } catch (const nlohmann::json::parse_error& e) {
+    bad_table(source, std::string("not JSON: ") + e.what());
   } catch (const nlohmann::json::exception& e) {
     bad_table(source, std::string("malformed: ") + e.what());
   }
@@ -123,9 +120,8 @@ TuningTable load_tuning_file(const std::string& path) {
   const std::string source = "tuning file " + path;
   std::ifstream in(path);
   if (!in) bad_table(source, "cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  TuningTable table = parse_tuning_table(text.str(), source);
+  TuningTable table =
+      parse_tuning_table(std::string(std::istreambuf_iterator<char>(in), {}), source);
   // The node rules are the built-in table's only: the autotuner's trials consult the built-in
   // table's layout-free rows (table_decides), so a file's node rule would be tried over.
   if (!table.node_rules.empty()) {
@@ -140,19 +136,27 @@ void save_tuning_file(const std::string& path, const TuningFile& table) {
     rules.push_back({{"collective", std::string(to_string(r.collective))},
                      {"min_ranks", r.min_ranks},
                      {"max_ranks", r.max_ranks},
-                     {"max_bytes", r.max_bytes == kAnySize ? nlohmann::json(nullptr)
-                                                           : nlohmann::json(r.max_bytes)},
+                     {"max_bytes", r.max_bytes == kAnyBytes ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(r.max_bytes)},
                      {"algorithm", std::string(to_string(r.algorithm))}});
   }
   const nlohmann::json doc = {{"machine", table.machine},
                               {"segment_bytes", table.segment_bytes},
                               {"pipeline_depth", table.pipeline_depth},
                               {"rules", rules}};
+  const std::string text = doc.dump(2) + "\n";
+  // Read back first: what the reader would reject is not written, and the writer's checks are the
+  // reader's.
+  try {
+    (void)parse_tuning_table(text, "tuning file " + path);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::invalid_argument, "", -1, e.detail());
+  }
   // Temporary file, then rename: a reader never sees half a table.
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary);
-    out << doc.dump(2) << "\n";
+    out << text;
     if (!out) bad_table("tuning file " + temporary, "cannot be written");
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0)
@@ -160,31 +164,26 @@ void save_tuning_file(const std::string& path, const TuningFile& table) {
 }
 
 const TuningTable* active_tuning() {
-  // Loaded once per configuration (tests replace the configuration); entries are kept, never
-  // freed, since a caller may still hold one. The fast path compares one pointer.
-  struct Entry {
+  // Loaded once per configuration (tests replace the configuration); kept, never freed, since a
+  // caller may still hold one. The fast path compares one pointer.
+  struct Loaded {
     const Config* config;
     std::unique_ptr<TuningTable> table;
   };
   static std::mutex mutex;
-  static std::vector<std::unique_ptr<Entry>> entries;
-  static std::atomic<const Entry*> current{nullptr};
+  static std::vector<std::unique_ptr<Loaded>> kept;
+  static std::atomic<const Loaded*> current{nullptr};
   const Config& c = config();
-  const Entry* entry = current.load(std::memory_order_acquire);
-  if (entry != nullptr && entry->config == &c) return entry->table.get();
-  std::lock_guard lock(mutex);
-  entry = current.load(std::memory_order_acquire);
-  if (entry == nullptr || entry->config != &c) {
-    auto fresh = std::make_unique<Entry>();
-    fresh->config = &c;
-    if (!c.tuning_file.empty()) {
-      fresh->table = std::make_unique<TuningTable>(load_tuning_file(c.tuning_file));
-    }
-    entries.push_back(std::move(fresh));
-    entry = entries.back().get();
-    current.store(entry, std::memory_order_release);
+  const Loaded* loaded = current.load(std::memory_order_acquire);
+  if (loaded == nullptr || loaded->config != &c) [[unlikely]] {
+    auto table = c.tuning_file.empty()
+                     ? nullptr
+                     : std::make_unique<TuningTable>(load_tuning_file(c.tuning_file));
+    std::lock_guard lock(mutex);
+    loaded = kept.emplace_back(std::make_unique<Loaded>(&c, std::move(table))).get();
+    current.store(loaded, std::memory_order_release);
   }
-  return entry->table.get();
+  return loaded->table.get();
 }
 
 }  // namespace collx::detail

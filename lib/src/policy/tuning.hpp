@@ -25,7 +25,8 @@ struct TuningTable : TuningFile {
 TuningTable parse_tuning_table(std::string_view text, const std::string& source);
 // Throws collx::Error(ErrorCode::config) naming the file and the problem.
 TuningTable load_tuning_file(const std::string& path);
-// Writes the file as it stands (collx::save_tuning_file checks it first).
+// Writes the file; throws collx::Error(ErrorCode::invalid_argument), writing nothing, where
+// parse_tuning_table would reject what it writes.
 void save_tuning_file(const std::string& path, const TuningFile& file);
 
 // The table named by COLLX_TUNING_FILE, loaded once (nullptr without one).
