@@ -197,12 +197,12 @@ TEST_F(UcxTransportPairs, MessagesWithTheSameTagMatchInPostingOrderWhateverTheir
   std::vector<Transfer> sends(std::size(sizes));
   const std::size_t early = std::size(sizes) / 2;
   for (std::size_t m = 0; m < early; ++m)
-    transport_->irecv(recvs[m], received[m].data(), sizes[m], peer_, kTag);
+    transport_->post_message(recvs[m], false, received[m].data(), sizes[m], peer_, kTag);
   MPI_Barrier(comm_);
   for (std::size_t m = 0; m < std::size(sizes); ++m)
-    transport_->isend(sends[m], sent[m].data(), sizes[m], peer_, kTag);
+    transport_->post_message(sends[m], true, sent[m].data(), sizes[m], peer_, kTag);
   for (std::size_t m = early; m < std::size(sizes); ++m)
-    transport_->irecv(recvs[m], received[m].data(), sizes[m], peer_, kTag);
+    transport_->post_message(recvs[m], false, received[m].data(), sizes[m], peer_, kTag);
   wait(sends);
   wait(recvs);
   for (std::size_t m = 0; m < std::size(sizes); ++m)
@@ -219,11 +219,11 @@ TEST_F(UcxTransportPairs, DifferentTagsAreMatchedByTagNotByOrder) {
   std::vector<Transfer> recvs(kCount);
   // Sent with tags 0..7, received in reverse tag order.
   for (int m = 0; m < kCount; ++m)
-    transport_->isend(sends[static_cast<std::size_t>(m)], sent[static_cast<std::size_t>(m)].data(),
-                      100, peer_, m);
+    transport_->post_message(sends[static_cast<std::size_t>(m)], true,
+                             sent[static_cast<std::size_t>(m)].data(), 100, peer_, m);
   for (int m = kCount - 1; m >= 0; --m)
-    transport_->irecv(recvs[static_cast<std::size_t>(m)],
-                      received[static_cast<std::size_t>(m)].data(), 100, peer_, m);
+    transport_->post_message(recvs[static_cast<std::size_t>(m)], false,
+                             received[static_cast<std::size_t>(m)].data(), 100, peer_, m);
   wait(recvs);
   wait(sends);
   for (int m = 0; m < kCount; ++m)
@@ -235,16 +235,16 @@ TEST_F(UcxTransportPairs, LargeExchangeAndTestAll) {
   std::vector<unsigned char> in(out.size());
   {
     std::vector<Transfer> sends(1), recvs(1);
-    transport_->irecv(recvs[0], in.data(), in.size(), peer_, 9);
-    transport_->isend(sends[0], out.data(), out.size(), peer_, 9);
+    transport_->post_message(recvs[0], false, in.data(), in.size(), peer_, 9);
+    transport_->post_message(sends[0], true, out.data(), out.size(), peer_, 9);
     wait(recvs);
     wait(sends);
   }
   EXPECT_EQ(in, pattern(out.size(), peer_, 1));
   Transfer recv;
   Transfer send;
-  transport_->irecv(recv, in.data(), 64, peer_, 10);
-  transport_->isend(send, out.data(), 64, peer_, 10);
+  transport_->post_message(recv, false, in.data(), 64, peer_, 10);
+  transport_->post_message(send, true, out.data(), 64, peer_, 10);
   Transfer* both[2] = {&recv, &send};
   while (!transport_->test_all(both)) {
   }
@@ -258,12 +258,12 @@ TEST_F(UcxTransportPairs, AReceiveTooSmallIsATransportErrorWithUcxsReason) {
   std::vector<unsigned char> in(16);
   Transfer send;
   Transfer recv;
-  transport_->isend(send, out.data(), out.size(), peer_, 3);
+  transport_->post_message(send, true, out.data(), out.size(), peer_, 3);
   MPI_Barrier(comm_);  // the message may already be there when the receive is posted
   Transfer* ts[2] = {&send, &recv};
   try {
     // UCX reports it when the receive is posted (the message was there) or when it completes.
-    transport_->irecv(recv, in.data(), in.size(), peer_, 3);
+    transport_->post_message(recv, false, in.data(), in.size(), peer_, 3);
     transport_->wait_all(ts);
     ADD_FAILURE() << "a 64-byte message fit a 16-byte receive";
   } catch (const collx::Error& e) {

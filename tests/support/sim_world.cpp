@@ -15,31 +15,23 @@ void SimTransport::post(detail::Transfer& t, void* buf, int tag, bool) {
                        : world_.post(false, t.peer, rank(), tag, nullptr, buf, t.bytes);
 }
 
-bool SimTransport::test_all(std::span<detail::Transfer* const> ts) {
-  bool all = true;
-  for (detail::Transfer* t : ts) {
-    if (!t->pending()) continue;
-    if (world_.is_done(t->handle)) {
-      t->state = detail::Transfer::State::done;
-    } else {
-      all = false;
+bool SimTransport::test_or_wait_all(std::span<detail::Transfer* const> ts, bool wait) {
+  std::chrono::steady_clock::time_point last_change;
+  std::uint64_t last_matched = 0;
+  for (bool first = true;; first = false) {
+    bool all = true;
+    for (detail::Transfer* t : ts) {
+      if (!t->pending()) continue;
+      if (world_.is_done(t->handle)) {
+        t->state = detail::Transfer::State::done;
+      } else {
+        all = false;
+      }
     }
-  }
-  return all;
-}
-
-void SimTransport::abandon(detail::Transfer& t) noexcept {
-  world_.withdraw(t.handle);
-  t.state = detail::Transfer::State::done;
-}
-
-void SimTransport::wait_all(std::span<detail::Transfer* const> ts) {
-  auto last_change = std::chrono::steady_clock::now();
-  std::uint64_t last_matched = world_.messages_matched();
-  while (!test_all(ts)) {
+    if (all || !wait) return all;
     const std::uint64_t matched = world_.messages_matched();
     const auto now = std::chrono::steady_clock::now();
-    if (matched != last_matched) {
+    if (first || matched != last_matched) {
       last_matched = matched;
       last_change = now;
     } else if (now - last_change > std::chrono::seconds(5)) {
@@ -48,6 +40,11 @@ void SimTransport::wait_all(std::span<detail::Transfer* const> ts) {
     }
     std::this_thread::yield();
   }
+}
+
+void SimTransport::abandon(detail::Transfer& t) noexcept {
+  world_.withdraw(t.handle);
+  t.state = detail::Transfer::State::done;
 }
 
 SimWorld::SimWorld(int nranks, std::size_t shm_slot_bytes, int shm_slots) {

@@ -30,11 +30,10 @@ class SimTransport final : public detail::Transport {
   SimTransport(SimWorld& world, int rank, int size) : Transport(rank, size), world_(world) {}
   std::string_view name() const override { return "sim"; }
   void post(detail::Transfer& t, void* buf, int tag, bool device) override;
-  bool test_all(std::span<detail::Transfer* const> ts) override;
   void abandon(detail::Transfer& t) noexcept override;
-  // With ranks on threads (SimWorld::run_threads): waits for the peers' threads, and fails
-  // after a few seconds in which no message matched anywhere (a deadlock).
-  void wait_all(std::span<detail::Transfer* const> ts) override;
+  // Waiting, with ranks on threads (SimWorld::run_threads): waits for the peers' threads, and
+  // fails after a few seconds in which no message matched anywhere (a deadlock).
+  bool test_or_wait_all(std::span<detail::Transfer* const> ts, bool wait) override;
 
  private:
   SimWorld& world_;
@@ -118,7 +117,7 @@ class SimWorld {
   std::map<Key, std::deque<Posted>> recvs_;
   std::vector<std::uint8_t> done_;
   std::vector<std::vector<Posting>> postings_;
-  // Held by post() and test_all() while ranks run on threads.
+  // Held by post() and test_or_wait_all() while ranks run on threads.
   mutable std::mutex mutex_;
   std::atomic<std::uint64_t> matched_{0};
   std::uint64_t bytes_ = 0;

@@ -54,10 +54,8 @@ inline bool is_floating(DataType type) {
 }
 // avg is defined for floating types only; every other pair is supported.
 inline bool is_supported(DataType type, ReduceOp op) {
-  if (static_cast<int>(type) >= kDataTypeCount || static_cast<int>(op) >= kReduceOpCount) {
-    return false;
-  }
-  return op != ReduceOp::avg || is_floating(type);
+  return static_cast<int>(type) < kDataTypeCount && static_cast<int>(op) < kReduceOpCount &&
+         (op != ReduceOp::avg || is_floating(type));
 }
 
 std::string_view to_string(DataType type);

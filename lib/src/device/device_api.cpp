@@ -28,29 +28,24 @@ Registry& registry() {
   return *r;
 }
 
-void make_built_in_locked(Registry& r) {
-  if (r.settled.load(std::memory_order_relaxed)) return;
-#if COLLX_HAVE_CUDA
-  r.owner = make_cuda_api();
-  r.api.store(r.owner.get(), std::memory_order_release);
-#endif
-  r.settled.store(true, std::memory_order_release);
-}
-
 }  // namespace
 
 DeviceApi* device_api() {
   Registry& r = registry();
-  if (r.settled.load(std::memory_order_acquire)) return r.api.load(std::memory_order_acquire);
-  std::lock_guard lock(r.mutex);
-  make_built_in_locked(r);
+  if (!r.settled.load(std::memory_order_acquire)) shared_device_api();
   return r.api.load(std::memory_order_acquire);
 }
 
 std::shared_ptr<DeviceApi> shared_device_api() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  make_built_in_locked(r);
+  if (!r.settled.load(std::memory_order_relaxed)) {
+#if COLLX_HAVE_CUDA
+    r.owner = make_cuda_api();
+    r.api.store(r.owner.get(), std::memory_order_release);
+#endif
+    r.settled.store(true, std::memory_order_release);
+  }
   return r.owner;
 }
 

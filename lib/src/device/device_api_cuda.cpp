@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "collx/error.hpp"
 #include "device_api.hpp"
@@ -35,33 +36,27 @@ cudaEvent_t as_event(DeviceApi::Event e) {
 // and mapped memory come from mmap) and the calling thread's stack.
 const std::uintptr_t heap_at_load = reinterpret_cast<std::uintptr_t>(sbrk(0));
 
-struct StackRange {
-  std::uintptr_t low = 0;
-  std::uintptr_t high = 0;
-};
-
-StackRange this_thread_stack() {
-  StackRange range;
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return range;
-  void* base = nullptr;
-  std::size_t size = 0;
-  if (pthread_attr_getstack(&attr, &base, &size) == 0) {
-    range.low = reinterpret_cast<std::uintptr_t>(base);
-    range.high = range.low + size;
-  }
-  pthread_attr_destroy(&attr);
-  return range;
-}
-
 bool surely_host(const void* pointer) {
   const auto p = reinterpret_cast<std::uintptr_t>(pointer);
   const auto heap_top = reinterpret_cast<std::uintptr_t>(sbrk(0));
   if (heap_at_load != static_cast<std::uintptr_t>(-1) && p >= heap_at_load && p < heap_top) {
     return true;
   }
-  thread_local const StackRange stack = this_thread_stack();
-  return p >= stack.low && p < stack.high;
+  // The calling thread's stack: [low, high).
+  thread_local const auto [low, high] = [] {
+    std::pair<std::uintptr_t, std::uintptr_t> range{0, 0};
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return range;
+    void* base = nullptr;
+    std::size_t size = 0;
+    if (pthread_attr_getstack(&attr, &base, &size) == 0) {
+      range.first = reinterpret_cast<std::uintptr_t>(base);
+      range.second = range.first + size;
+    }
+    pthread_attr_destroy(&attr);
+    return range;
+  }();
+  return p >= low && p < high;
 }
 #else
 bool surely_host(const void*) {

@@ -20,8 +20,6 @@ struct BufferArg {
 
 class DeviceCall : public DataPath {
  public:
-  // copy() may be given overlapping regions: device copies are ordered, not racing.
-  void move(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
   // dst = a op b over n elements, then / divisor when divisor > 0, on the device.
   virtual void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type,
                       ReduceOp op, double divisor) = 0;

@@ -2,12 +2,31 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
 #include "collx/error.hpp"
 
 namespace collx::detail {
+
+namespace {
+
+// Whether every event of `events` has completed (then forgets them); with `wait`, the host
+// waits for them first.
+bool events_done(DeviceApi& api, std::vector<EventRef>& events, bool wait) {
+  for (const EventRef& e : events) {
+    if (wait) {
+      api.synchronize(e.get());
+    } else if (!api.done(e.get())) {
+      return false;
+    }
+  }
+  events.clear();
+  return true;
+}
+
+}  // namespace
 
 // ---- events ----
 
@@ -26,30 +45,18 @@ EventRef EventPool::acquire() {
     }
   }
   if (event == nullptr) event = api_->create_event();
-  return EventRef(event, [pool = shared_from_this()](DeviceApi::Event e) { pool->give_back(e); });
-}
-
-void EventPool::give_back(DeviceApi::Event event) noexcept {
-  try {
-    std::lock_guard lock(mutex_);
-    free_.push_back(event);
-  } catch (...) {
-    api_->destroy_event(event);
-  }
+  // Back to the pool when the last holder lets go.
+  return EventRef(event, [pool = shared_from_this()](DeviceApi::Event e) noexcept {
+    try {
+      std::lock_guard lock(pool->mutex_);
+      pool->free_.push_back(e);
+    } catch (...) {
+      pool->api_->destroy_event(e);
+    }
+  });
 }
 
 // ---- the ledger ----
-
-bool Access::conflicts_with(const Access& later) const {
-  for (const ByteRange& r : later.reads) {
-    if (write.overlaps(r)) return true;
-  }
-  if (write.overlaps(later.write)) return true;
-  for (const ByteRange& r : reads) {
-    if (r.overlaps(later.write)) return true;
-  }
-  return false;
-}
 
 void Ledger::dependencies(int lane, const Access& access, std::vector<EventRef>& out) const {
   for (int l = 0; l < kLanes; ++l) {
@@ -94,7 +101,7 @@ FencedPool& FencedPool::of(const std::shared_ptr<DeviceApi>& api, int device, Ki
   static auto* pools = new std::map<std::tuple<const DeviceApi*, int, Kind>, FencedPool*>;
   std::lock_guard lock(mutex);
   FencedPool*& pool = (*pools)[{api.get(), device, kind}];
-  if (pool == nullptr) pool = new FencedPool(api, device, kind);
+  if (pool == nullptr) pool = new FencedPool(api, kind);
   return *pool;
 }
 
@@ -118,9 +125,7 @@ std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
     std::lock_guard lock(mutex_);
     auto& list = *kept;
     for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!std::all_of(list[i].fences.begin(), list[i].fences.end(),
-                       [&](const EventRef& e) { return api_->done(e.get()); }))
-        continue;
+      if (!events_done(*api_, list[i].fences, false)) continue;
       std::byte* data = list[i].data;
       list[i] = std::move(list.back());
       list.pop_back();
@@ -156,7 +161,7 @@ void FencedPool::give_back(std::byte* data, std::size_t capacity, std::vector<Ev
 
 struct DeviceEngine::Message {
   Transport* inner = nullptr;
-  Transfer wire;  // the message as the transport sees it
+  Transfer wire{};  // the message as the transport sees it
   bool is_send = false;
   bool staged = false;
   std::byte* device = nullptr;
@@ -165,44 +170,25 @@ struct DeviceEngine::Message {
   int tag = 0;
   std::byte* pinned = nullptr;
   std::size_t pinned_capacity = 0;
-  std::vector<EventRef> before_post;  // device work that must be complete first
-  enum class State : std::uint8_t { queued, on_wire, done } state = State::queued;
+  std::vector<EventRef> before_post{};  // device work that must be complete first
+  bool done = false;                    // off the wire, its bytes where they belong
 };
-
-namespace {
-
-// Whether every event of `events` has completed (then forgets them); with `wait`, the host
-// waits for them first.
-bool events_done(DeviceApi& api, std::vector<EventRef>& events, bool wait) {
-  for (const EventRef& e : events) {
-    if (wait) {
-      api.synchronize(e.get());
-    } else if (!api.done(e.get())) {
-      return false;
-    }
-  }
-  events.clear();
-  return true;
-}
-
-}  // namespace
 
 class DeviceEngine::Call final : public DeviceCall {
  public:
   Call(DeviceEngine& engine, Transport& inner, void* user_stream, bool blocking)
       : engine_(engine), inner_(inner), user_stream_(user_stream), blocking_(blocking) {}
 
-  void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) override {
-    engine_.enqueue(inner_, t, const_cast<void*>(buf), bytes, peer, tag, true, false);
-  }
-  void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag,
+  void post(Transfer& t, bool is_send, void* buf, std::size_t bytes, int peer, int tag,
             bool exact_length) override {
-    engine_.enqueue(inner_, t, buf, bytes, peer, tag, false, exact_length);
+    engine_.enqueue(inner_, t, buf, bytes, peer, tag, is_send, exact_length);
   }
-  bool test_all(std::span<Transfer* const> ts) override { return engine_.test_all(inner_, ts); }
-  void wait_all(std::span<Transfer* const> ts) override {
-    while (!engine_.test_all(inner_, ts))
+  bool test_or_wait_all(std::span<Transfer* const> ts, bool wait) override {
+    while (!engine_.test_all(inner_, ts)) {
+      if (!wait) return false;
       inner_.progress();
+    }
+    return true;
   }
   ScratchBuffer scratch(std::size_t bytes) override {
     if (bytes == 0) return {};
@@ -211,7 +197,8 @@ class DeviceEngine::Call final : public DeviceCall {
     std::byte* data = engine_.scratch_pool_->acquire(bytes, capacity);
     return ScratchBuffer(&engine_, data, capacity);
   }
-  void copy(void* dst, const void* src, std::size_t bytes) override {
+  // Overlapping or not: the engine's copies are ordered, not racing.
+  void copy(void* dst, const void* src, std::size_t bytes, bool) override {
     engine_.copy(dst, src, bytes);
   }
   void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
@@ -220,23 +207,20 @@ class DeviceEngine::Call final : public DeviceCall {
   }
 
   bool finish() override {
-    if (!tail_taken_) {
-      tail_ = engine_.record_tail();
-      tail_taken_ = true;
-    }
+    if (!tail_) tail_ = engine_.record_tail();
     DeviceApi& api = *engine_.api_;
     DeviceGuard guard(api, engine_.device_);
     if (user_stream_ != nullptr && blocking_) {
       // The caller's later work on its stream waits for ours; the host does not.
-      for (const EventRef& e : tail_)
+      for (const EventRef& e : *tail_)
         api.wait(user_stream_, e.get());
-      tail_.clear();
+      tail_->clear();
       return true;
     }
     // Blocking, the host waits; nonblocking, complete once the device work is. The caller's
     // stream is never held by a host function waiting for this work: that breaks CUDA's rule
     // and deadlocks as soon as anything (an allocation, cudaFree) orders the device's streams.
-    return events_done(api, tail_, blocking_);
+    return events_done(api, *tail_, blocking_);
   }
 
   bool direct() const override { return engine_.direct_; }
@@ -282,8 +266,7 @@ class DeviceEngine::Call final : public DeviceCall {
   Transport& inner_;
   void* user_stream_;
   bool blocking_;
-  bool tail_taken_ = false;
-  std::vector<EventRef> tail_;
+  std::optional<std::vector<EventRef>> tail_;  // recorded at the first finish()
   std::vector<HostCopy> host_copies_;
   std::vector<EventRef> downloads_;
 };
@@ -335,7 +318,7 @@ std::unique_ptr<DeviceCall> DeviceEngine::begin_call(Transport& inner,
 
 EventRef DeviceEngine::record(int lane) {
   EventRef e = events_->acquire();
-  api_->record(e.get(), stream(lane));
+  api_->record(e.get(), streams_[lane]);
   return e;
 }
 
@@ -343,20 +326,19 @@ void DeviceEngine::stream_after(int lane, const Access& access) {
   std::vector<EventRef> before;
   ledger_.dependencies(lane, access, before);
   for (const EventRef& e : before)
-    api_->wait(stream(lane), e.get());
+    api_->wait(streams_[lane], e.get());
 }
 
 void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t bytes, int peer,
                            int tag, bool is_send, bool exact_length) {
   const Locked locked(*this);
-  auto m = std::make_unique<Message>();
-  m->inner = &inner;
-  m->is_send = is_send;
-  m->staged = !direct_;
-  m->device = static_cast<std::byte*>(buf);
-  m->bytes = bytes;
-  m->peer = peer;
-  m->tag = tag;
+  std::unique_ptr<Message> m(new Message{.inner = &inner,
+                                         .is_send = is_send,
+                                         .staged = !direct_,
+                                         .device = static_cast<std::byte*>(buf),
+                                         .bytes = bytes,
+                                         .peer = peer,
+                                         .tag = tag});
   const ByteRange range = ByteRange::of(buf, bytes);
   if (!m->staged) {
     // A send after the device work that writes these bytes; a receive after the work that
@@ -373,7 +355,6 @@ void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t
     }
   }
   t.start(is_send, peer, bytes, nullptr);  // the engine keeps the message
-  t.device = true;
   t.handle = reinterpret_cast<std::uintptr_t>(m.get());
   std::deque<Message*>& queue = is_send ? send_queue_ : recv_queue_;
   queue.push_back(m.release());
@@ -392,46 +373,34 @@ void DeviceEngine::pump(std::deque<Message*>& queue) {
 
 void DeviceEngine::post(Message& m) {
   std::byte* buf = m.staged ? m.pinned : m.device;
-  m.is_send ? m.inner->isend(m.wire, buf, m.bytes, m.peer, m.tag, !m.staged)
-            : m.inner->irecv(m.wire, buf, m.bytes, m.peer, m.tag, !m.staged);
-  m.state = Message::State::on_wire;
-  if (m.wire.done()) {
-    wire_done(m);
-  } else {
-    on_wire_.push_back(&m);
-  }
+  m.inner->post_message(m.wire, m.is_send, buf, m.bytes, m.peer, m.tag, !m.staged);
+  m.wire.done() ? wire_done(m) : on_wire_.push_back(&m);
 }
 
 void DeviceEngine::wire_done(Message& m) {
-  if (m.staged && m.pinned != nullptr) {
+  if (m.pinned != nullptr) {  // staged
+    // A receive: pinned -> device on h2d, after the device work still on those bytes; later
+    // readers are ordered after this copy, so the receive is done now.
+    std::vector<EventRef> fences;
     if (!m.is_send) {
-      // Pinned -> device on h2d, after the device work still on those bytes; later readers are
-      // ordered after this copy, so the receive is done now.
-      pinned_pool_->give_back(
-          m.pinned, m.pinned_capacity,
-          {copy_locked(Ledger::h2d, m.device, m.pinned, m.bytes, DeviceApi::Copy::host_to_device)});
-    } else {
-      pinned_pool_->give_back(m.pinned, m.pinned_capacity, {});
+      fences.push_back(
+          copy_locked(Ledger::h2d, m.device, m.pinned, m.bytes, DeviceApi::Copy::host_to_device));
     }
+    pinned_pool_->give_back(m.pinned, m.pinned_capacity, std::move(fences));
     m.pinned = nullptr;
   }
-  m.state = Message::State::done;
+  m.done = true;
 }
 
 void DeviceEngine::progress_locked() {
   pump(send_queue_);
   pump(recv_queue_);
-  for (std::size_t i = 0; i < on_wire_.size();) {
-    Message& m = *on_wire_[i];
-    Transfer* one[1] = {&m.wire};
-    if (m.inner->test_all(one)) {
-      on_wire_[i] = on_wire_.back();
-      on_wire_.pop_back();
-      wire_done(m);
-    } else {
-      ++i;
-    }
-  }
+  std::erase_if(on_wire_, [&](Message* m) {
+    Transfer* one[1] = {&m->wire};
+    if (!m->inner->test_all(one)) return false;
+    wire_done(*m);
+    return true;
+  });
   ledger_.prune(*api_);
 }
 
@@ -442,17 +411,16 @@ bool DeviceEngine::test_all(Transport& inner, std::span<Transfer* const> ts) {
   std::vector<Transfer*> host;
   for (Transfer* t : ts) {
     if (!t->pending()) continue;
-    if (!t->device) {
+    if (t->owner != nullptr) {  // on the call's transport
       host.push_back(t);
       continue;
     }
     auto* m = reinterpret_cast<Message*>(t->handle);
-    if (m->state != Message::State::done) {
+    if (!m->done) {
       all_done = false;
       continue;
     }
     t->state = Transfer::State::done;
-    t->device = false;
     t->handle = 0;
     delete m;
     --live_messages_;
@@ -464,27 +432,18 @@ bool DeviceEngine::test_all(Transport& inner, std::span<Transfer* const> ts) {
 void DeviceEngine::copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
   const Locked locked(*this);
-  auto one = [&](std::uintptr_t to, std::uintptr_t from, std::size_t n) {
-    copy_locked(Ledger::compute, reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from),
-                n, DeviceApi::Copy::device_to_device);
-  };
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
   const auto s = reinterpret_cast<std::uintptr_t>(src);
-  if (!ByteRange{d, d + bytes}.overlaps({s, s + bytes})) {
-    one(d, s, bytes);
-  } else if (d < s) {
-    // Overlapping (memmove): copies no longer than the distance never overlap themselves, and in
-    // this order none overwrites source bytes still to be copied.
-    const std::size_t step = s - d;
-    for (std::size_t off = 0; off < bytes; off += step)
-      one(d + off, s + off, std::min(step, bytes - off));
-  } else {
-    const std::size_t step = d - s;
-    for (std::size_t end = bytes; end > 0;) {
-      const std::size_t n = std::min(step, end);
-      end -= n;
-      one(d + end, s + end, n);
-    }
+  // Overlapping (memmove): parts no longer than the distance never overlap themselves, and
+  // taken forwards where dst is below src, else backwards, none overwrites source bytes still to
+  // be copied. Regions further apart than `bytes` make one part.
+  const std::size_t distance = d < s ? s - d : d - s;
+  const std::size_t parts = (bytes + distance - 1) / distance;
+  for (std::size_t i = 0; i < parts; ++i) {
+    const std::size_t off = (d < s ? i : parts - 1 - i) * distance;
+    copy_locked(Ledger::compute, reinterpret_cast<void*>(d + off),
+                reinterpret_cast<const void*>(s + off), std::min(distance, bytes - off),
+                DeviceApi::Copy::device_to_device);
   }
 }
 
@@ -496,12 +455,8 @@ void DeviceEngine::reduce(void* dst, const void* a, const void* b, std::size_t n
   const Access access{{ByteRange::of(a, bytes), ByteRange::of(b, bytes)},
                       ByteRange::of(dst, bytes)};
   stream_after(Ledger::compute, access);
-  api_->reduce(dst, a, b, n, type, op, divisor, stream(Ledger::compute));
+  api_->reduce(dst, a, b, n, type, op, divisor, streams_[Ledger::compute]);
   ledger_.add(Ledger::compute, record(Ledger::compute), access);
-}
-
-void DeviceEngine::give_back(std::byte* data, std::size_t capacity) {
-  give_back_to(*scratch_pool_, data, capacity);
 }
 
 void DeviceEngine::give_back_to(FencedPool& pool, std::byte* data, std::size_t capacity) noexcept {
@@ -520,7 +475,7 @@ EventRef DeviceEngine::copy_locked(int lane, void* dst, const void* src, std::si
                                    DeviceApi::Copy kind) {
   const Access access{{ByteRange::of(src, bytes), {}}, ByteRange::of(dst, bytes)};
   stream_after(lane, access);
-  api_->copy(dst, src, bytes, kind, stream(lane));
+  api_->copy(dst, src, bytes, kind, streams_[lane]);
   EventRef copied = record(lane);
   ledger_.add(lane, copied, access);
   return copied;
@@ -534,10 +489,6 @@ std::vector<EventRef> DeviceEngine::record_tail() {
 std::size_t DeviceEngine::ledger_entries() {
   std::lock_guard lock(mutex_);
   return ledger_.size();
-}
-
-std::size_t DeviceEngine::downloaded_bytes() {
-  return downloaded_bytes_.load(std::memory_order_relaxed);
 }
 
 std::size_t DeviceEngine::messages_in_flight() {

@@ -37,7 +37,6 @@ class EventPool : public std::enable_shared_from_this<EventPool> {
   ~EventPool();
   // An unrecorded (or reusable) event of the current device.
   EventRef acquire();
-  void give_back(DeviceApi::Event event) noexcept;
 
  private:
   std::shared_ptr<DeviceApi> api_;
@@ -63,8 +62,13 @@ struct ByteRange {
 struct Access {
   ByteRange reads[2];
   ByteRange write;
-  // Work that conflicts with `later` must finish before it.
-  bool conflicts_with(const Access& later) const;
+  // Work that conflicts with `later` must finish before it: read after write, write after write,
+  // write after read.
+  bool conflicts_with(const Access& later) const {
+    return write.overlaps(later.reads[0]) || write.overlaps(later.reads[1]) ||
+           write.overlaps(later.write) || later.write.overlaps(reads[0]) ||
+           later.write.overlaps(reads[1]);
+  }
 };
 
 // The device work in flight, per lane (a stream of the engine, or the callers' streams).
@@ -95,8 +99,7 @@ class Ledger {
 class FencedPool {
  public:
   enum class Kind { device, pinned };
-  FencedPool(std::shared_ptr<DeviceApi> api, int device, Kind kind)
-      : api_(std::move(api)), device_(device), kind_(kind) {}
+  FencedPool(std::shared_ptr<DeviceApi> api, Kind kind) : api_(std::move(api)), kind_(kind) {}
   ~FencedPool() = delete;  // of() keeps every pool as long as the process
   FencedPool(const FencedPool&) = delete;
   FencedPool& operator=(const FencedPool&) = delete;
@@ -116,7 +119,6 @@ class FencedPool {
   // Waits for the fences, then frees.
   void release(const Cached& c) noexcept;
   std::shared_ptr<DeviceApi> api_;
-  int device_;
   Kind kind_;
   std::mutex mutex_;
   SizeClassCache<Cached> cache_;
@@ -141,7 +143,9 @@ class DeviceEngine final : public ScratchSource {
   void copy(void* dst, const void* src, std::size_t bytes);
   void reduce(void* dst, const void* a, const void* b, std::size_t n, DataType type, ReduceOp op,
               double divisor);
-  void give_back(std::byte* data, std::size_t capacity) override;
+  void give_back(std::byte* data, std::size_t capacity) override {
+    give_back_to(*scratch_pool_, data, capacity);
+  }
   // Events recorded now on the streams that write device memory (compute, h2d).
   std::vector<EventRef> record_tail();
 
@@ -150,7 +154,7 @@ class DeviceEngine final : public ScratchSource {
   // Device work still listed in the ledger, for tests: bounded however many calls ran.
   std::size_t ledger_entries();
   // Bytes copied device -> host so far for calls on host copies of their buffers, for tests.
-  std::size_t downloaded_bytes();
+  std::size_t downloaded_bytes() const { return downloaded_bytes_.load(std::memory_order_relaxed); }
 
  private:
   class Call;  // the DeviceCall of one call (device_engine.cpp)
@@ -176,7 +180,6 @@ class DeviceEngine final : public ScratchSource {
   void pump(std::deque<Message*>& queue);
   void progress_locked();
   void wire_done(Message& m);
-  DeviceApi::Stream stream(int lane) const { return streams_[lane]; }
 
   std::shared_ptr<DeviceApi> api_;
   int device_;

@@ -99,49 +99,33 @@ void Operation::start(Task task) {
 }
 
 void Operation::resume() {
-  auto h = resume_point_;
-  resume_point_ = {};
+  const auto h = std::exchange(resume_point_, {});
   waiting_ = {};
   watched_ = nullptr;
   h.resume();
   if (!task_.done()) return;
   if (turn_arena_ != nullptr) turn_arena_->end_turn(turn_rank_);
-  error_ = task_.handle().promise().error;
-  if (error_) report_failure();
-  if (!error_) {
-    // The algorithm is done; the work of its data path (a device's) may not be.
-    try {
-      if (!call_path_.finish()) {
-        finishing_ = true;
-        return;
-      }
-    } catch (...) {
-      error_ = std::current_exception();
-      report_failure();
-    }
+  if (task_.handle().promise().error) return fail(task_.handle().promise().error);
+  // The algorithm is done; the work of its data path (a device's) may not be.
+  finishing_ = true;
+  try {
+    finish_path();
+  } catch (...) {
+    fail(std::current_exception());
   }
-  done_ = true;
 }
 
-void Operation::report_failure() noexcept {
-  if (FailureNotices* notices = transport_.failure_notices())
-    notices->failed_in_flight(info_.sequence, info_.collective, error_);
+void Operation::finish_path() {
+  if (!call_path_.finish()) return;
+  finishing_ = false;
+  done_ = true;
 }
 
 void Operation::fail(std::exception_ptr error) noexcept {
   error_ = std::move(error);
   done_ = true;
-  report_failure();
-}
-
-void Operation::suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting) {
-  resume_point_ = h;
-  waiting_ = waiting;
-}
-
-void Operation::suspend_on_condition(std::coroutine_handle<> h, const WaitCondition& condition) {
-  resume_point_ = h;
-  watched_ = &condition;
+  if (FailureNotices* notices = transport_.failure_notices())
+    notices->failed_in_flight(info_.sequence, info_.collective, error_);
 }
 
 // An exclusive operation waits for a condition here: first by yielding its core where the
@@ -164,7 +148,10 @@ void Operation::refuse_foreign_messages() {
   // Only an arena row as a whole: a composite whose part runs through the arena has messages
   // of its own in flight.
   if (!arena_row_) return;
-  if (!transport_.message_arrived(info_.tag_base, kPhasesPerOp)) return;
+  int phase = 0;
+  while (phase < kPhasesPerOp && !transport_.message_arrived(info_.tag_base + phase))
+    ++phase;
+  if (phase == kPhasesPerOp) return;
   throw Error(ErrorCode::mismatch, to_string(info_.collective), rank_,
               "a peer sent messages for this call (#" + std::to_string(info_.sequence) +
                   ") while this rank runs it through the shared arena: the ranks run different "
@@ -172,19 +159,13 @@ void Operation::refuse_foreign_messages() {
                   "COLLX_CHECK=1 names the mismatch");
 }
 
-void Operation::wait_on_condition_for(std::chrono::microseconds limit) {
-  if (watched_ != nullptr) watched_->wait_for(limit);
-}
-
 bool Operation::progress() {
   if (done_) return true;
   // A transport error ends the operation like an error thrown inside the algorithm.
   try {
     if (finishing_) {
-      if (!call_path_.finish()) return false;
-      finishing_ = false;
-      done_ = true;
-      return true;
+      finish_path();
+      return done_;
     }
     if (watched_ != nullptr) {
       if (!watched_->met()) {
@@ -192,8 +173,8 @@ bool Operation::progress() {
         if (++condition_passes_ % 64 == 0 && watched_->peers_silent()) refuse_foreign_messages();
         return false;
       }
-    } else {
-      if (!on_path([&](auto& path) { return path.test_all(waiting_); })) return false;
+    } else if (!on_path([&](auto& path) { return path.test_or_wait_all(waiting_, false); })) {
+      return false;
     }
   } catch (...) {
     fail(std::current_exception());
@@ -204,30 +185,17 @@ bool Operation::progress() {
 }
 
 void Operation::rethrow_if_failed() const {
+  if (!error_) return;
   // The communicator's rank: inside a Group, rank_ is the group's.
-  if (error_) rethrow_named(error_, info_.collective, transport_.rank());
-}
-
-void rethrow_named(std::exception_ptr error, Collective collective, int rank) {
+  const std::string_view collective = to_string(info_.collective);
   try {
-    std::rethrow_exception(error);
+    std::rethrow_exception(error_);
   } catch (const Error& e) {
     if (!e.collective().empty()) throw;
-    throw Error(e.code(), to_string(collective), rank, e.detail());
+    throw Error(e.code(), collective, transport_.rank(), e.detail());
   } catch (const std::bad_alloc&) {
-    throw Error(ErrorCode::internal, to_string(collective), rank, "out of memory");
+    throw Error(ErrorCode::internal, collective, transport_.rank(), "out of memory");
   }
-}
-
-// A zero-byte message is not posted: done at once (both ends skip it).
-void Operation::send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) return skip(t, true, peer);
-  send_message(t, buf, bytes, peer, info_.tag_base + phase);
-}
-
-void Operation::recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase) {
-  if (bytes == 0) return skip(t, false, peer);
-  recv_message(t, buf, bytes, peer, info_.tag_base + phase);
 }
 
 void Operation::skip(Transfer& t, bool is_send, int peer) {
@@ -255,23 +223,15 @@ Operation::Group::~Group() {
 }
 
 void Operation::send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag) {
-  on_path([&](auto& path) { path.send(t, buf, bytes, real_peer(peer), tag); });
+  on_path([&](auto& path) {
+    path.post(t, true, const_cast<void*>(buf), bytes, real_peer(peer), tag, false);
+  });
 }
 
 void Operation::recv_message(Transfer& t, void* buf, std::size_t bytes, int peer, int tag) {
   // Collectives' receives have the message's length; point-to-point ones may be longer.
   const bool exact_length = info_.collective != Collective::sendrecv;
-  on_path([&](auto& path) { path.recv(t, buf, bytes, real_peer(peer), tag, exact_length); });
-}
-
-void Operation::copy(void* dst, const void* src, std::size_t bytes) {
-  if (bytes == 0) return;
-  on_path([&](auto& path) { path.copy(dst, src, bytes); });
-}
-
-void Operation::move(void* dst, const void* src, std::size_t bytes) {
-  if (bytes == 0) return;
-  on_path([&](auto& path) { path.move(dst, src, bytes); });
+  on_path([&](auto& path) { path.post(t, false, buf, bytes, real_peer(peer), tag, exact_length); });
 }
 
 std::string Operation::waiting_description() const {
@@ -331,17 +291,14 @@ void Engine::remove(Operation* op) {
 
 void Engine::start_progress_thread_once() {
   std::lock_guard lock(mutex_);
-  if (thread_decided_) return;
-  thread_decided_ = true;
-  const Config& c = config();
-  if (!c.progress_thread) return;
+  if (std::exchange(thread_decided_, true) || !config().progress_thread) return;
   // The thread calls MPI while the application may too. SimGrid's SMPI runs the ranks as
   // simulated actors of one thread: another OS thread calling MPI would not be one of them.
   int provided = MPI_THREAD_SINGLE;
   if (!COLLX_SMPI) MPI_Query_thread(&provided);
   if (provided >= MPI_THREAD_MULTIPLE) {
     thread_ = std::thread([this] { progress_thread_main(); });
-  } else if (c.debug >= DebugLevel::warn) {
+  } else if (config().debug >= DebugLevel::warn) {
     const std::string why = COLLX_SMPI
                                 ? "is ignored under SimGrid's SMPI"
                                 : "needs MPI_THREAD_MULTIPLE (MPI was initialised at level " +
@@ -456,10 +413,6 @@ Phases Phases::part(const char* name, int offset, int count) const {
                     " asked of " + name_ + "'s " + std::to_string(count_) + " phases");
   }
   return {first_ + offset, count, name};
-}
-
-Phases Phases::check() {
-  return {kCheckPhase, 1, "COLLX_CHECK"};
 }
 
 void Phases::outside(int i) const {

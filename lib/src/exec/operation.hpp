@@ -48,6 +48,8 @@ static_assert(kTagWindow * kPhasesPerOp < 32767);
 inline int tag_base_for(std::uint64_t sequence) {
   return 1 + static_cast<int>(sequence & (kTagWindow - 1)) * kPhasesPerOp;
 }
+// Phase (tag offset within an operation) reserved for COLLX_CHECK's signature comparison.
+inline constexpr int kCheckPhase = kPhasesPerOp - 1;
 
 // A schedule's share of its operation's tags: `count` consecutive phases from `first`, checked
 // against the budget they are cut from. The last phase is COLLX_CHECK's, outside every budget.
@@ -81,7 +83,7 @@ class Phases {
   Phases part(const char* name, int offset, int count) const;
   int count() const { return count_; }
   // COLLX_CHECK's share: the operation's last phase.
-  static Phases check();
+  static constexpr Phases check() { return {kCheckPhase, 1, "COLLX_CHECK"}; }
 
  private:
   constexpr Phases(int first, int count, const char* name)
@@ -91,9 +93,6 @@ class Phases {
   int count_ = kPhasesPerOp - 1;
   const char* name_ = "schedule";
 };
-// Phase (tag offset within an operation) reserved for COLLX_CHECK's signature comparison.
-inline constexpr int kCheckPhase = kPhasesPerOp - 1;
-
 // Calls of up to this many bytes in all (or COLLX_DEVICE_HOST_COPY_BYTES) on device memory,
 // where every transport takes it, still run through the arena on host copies.
 inline constexpr std::size_t kArenaHostCopyBytes = std::size_t{64} << 10;
@@ -167,8 +166,12 @@ class Operation {
   int pipeline_depth() const { return info_.pipeline_depth; }
 
   // Post messages. A zero-byte message is not sent: both ends derive the same length and skip.
-  void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase = 0);
-  void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase = 0);
+  void send(Transfer& t, const void* buf, std::size_t bytes, int peer, int phase = 0) {
+    bytes == 0 ? skip(t, true, peer) : send_message(t, buf, bytes, peer, info_.tag_base + phase);
+  }
+  void recv(Transfer& t, void* buf, std::size_t bytes, int peer, int phase = 0) {
+    bytes == 0 ? skip(t, false, peer) : recv_message(t, buf, bytes, peer, info_.tag_base + phase);
+  }
   // Post a message of any length with this tag as it is (point-to-point: a receive may be
   // longer than what arrives, and zero bytes still match).
   void send_message(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag);
@@ -181,8 +184,10 @@ class Operation {
   // "host", or the device call's "direct" / "staged".
   std::string_view memory_mode() const { return call_path_.mode(); }
   // dst <- src, non-overlapping (copy) or possibly overlapping (move), in the call's memory.
-  void copy(void* dst, const void* src, std::size_t bytes);
-  void move(void* dst, const void* src, std::size_t bytes);
+  void copy(void* dst, const void* src, std::size_t bytes, bool may_overlap = false) {
+    if (bytes != 0) on_path([&](auto& path) { path.copy(dst, src, bytes, may_overlap); });
+  }
+  void move(void* dst, const void* src, std::size_t bytes) { copy(dst, src, bytes, true); }
   // co_await wait(a, b, ...): suspends until all the given transfers are complete.
   template <class... Ts>
   auto wait(Ts&... transfers) {
@@ -196,7 +201,10 @@ class Operation {
     Condition condition;
     Then then;
     bool await_ready() { return condition.met() || op.wait_in_place(condition); }
-    void await_suspend(std::coroutine_handle<> h) { op.suspend_on_condition(h, condition); }
+    void await_suspend(std::coroutine_handle<> h) {
+      op.resume_point_ = h;
+      op.watched_ = &condition;
+    }
     decltype(auto) await_resume() { return then(); }
   };
   template <class Condition, class Then>
@@ -217,22 +225,21 @@ class Operation {
 
   // For awaiters: true when the transfers are complete (an exclusive operation waits here).
   bool ready(std::span<Transfer* const> transfers) {
-    return on_path([&](auto& path) {
-      if (!exclusive_) return path.test_all(transfers);
-      path.wait_all(transfers);
-      return true;
-    });
+    return on_path([&](auto& path) { return path.test_or_wait_all(transfers, exclusive_); });
   }
-  void suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting);
-  void suspend_on_condition(std::coroutine_handle<> h, const WaitCondition& condition);
+  void suspend_on(std::coroutine_handle<> h, std::span<Transfer* const> waiting) {
+    resume_point_ = h;
+    waiting_ = waiting;
+  }
   // For an exclusive operation: waits for the condition here and returns true; else false.
   bool wait_in_place(const WaitCondition& condition);
   // Suspended on a condition: waits for it up to `limit` (an oversubscribed rank sleeps).
-  void wait_on_condition_for(std::chrono::microseconds limit);
+  void wait_on_condition_for(std::chrono::microseconds limit) {
+    if (watched_ != nullptr) watched_->wait_for(limit);
+  }
 
  private:
   // The algorithm failed: the failure notices hear of it unless the error came from them.
-  void report_failure() noexcept;
   void fail(std::exception_ptr error) noexcept;
   template <std::size_t N>
   struct Awaiter {
@@ -243,10 +250,13 @@ class Operation {
     void await_resume() const noexcept {}
   };
   void resume();
+  // Done once the call's data path has finished (finishing_ until then).
+  void finish_path();
   void skip(Transfer& t, bool is_send, int peer);
-  // f(path in use), as the final HostPath on the host path (no indirection in the common case).
+  // f(path in use), as HostVerbs on the host path (its verbs are final: no indirection in the
+  // common case).
   template <class F>
-  auto on_path(F&& f) -> decltype(f(std::declval<HostPath&>())) {
+  auto on_path(F&& f) -> decltype(f(std::declval<HostVerbs&>())) {
     if (path_ == &host_path_) [[likely]]
       return f(host_path_);
     return f(*path_);
@@ -264,7 +274,7 @@ class Operation {
   std::span<const int> members_;        // the open Group's ranks; empty: the communicator's
   SharedArena* group_arena_ = nullptr;  // the open Group's arena
   std::shared_ptr<void> keepalive_;
-  HostPath host_path_;
+  HostVerbs host_path_;
   // Before task_: the coroutine frame (device scratch, the call's reduction) goes first.
   std::unique_ptr<DataPath> given_path_;
   DataPath& call_path_;  // *given_path_, or host_path_
@@ -331,8 +341,5 @@ void run_blocking(Operation& op, Task task);
 
 // How many operations the Engine drives (at namespace scope: a cheap read for run_blocking).
 inline std::atomic<int> operations_in_flight{0};
-
-// Rethrows `error` as a collx::Error naming `collective` and `rank` (a transport cannot).
-[[noreturn]] void rethrow_named(std::exception_ptr error, Collective collective, int rank);
 
 }  // namespace collx::detail

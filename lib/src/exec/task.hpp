@@ -50,7 +50,9 @@ class [[nodiscard]] Task {
     std::swap(handle_, other.handle_);
     return *this;
   }
-  ~Task() { destroy(); }
+  ~Task() {
+    if (handle_) handle_.destroy();
+  }
 
   bool valid() const { return static_cast<bool>(handle_); }
   // Gives up the frame without destroying it: for an operation abandoned with messages still
@@ -79,10 +81,6 @@ class [[nodiscard]] Task {
   }
 
  private:
-  void destroy() {
-    if (handle_) handle_.destroy();
-    handle_ = {};
-  }
   Handle handle_;
 };
 

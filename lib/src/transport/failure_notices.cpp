@@ -1,6 +1,5 @@
 #include "failure_notices.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -11,12 +10,6 @@
 namespace collx::detail {
 
 // Waits and tests here are PMPI_ calls: libcollx_mpi intercepts MPI_Wait and MPI_Test.
-constexpr std::uint32_t kMagic = 0x636f6c78;  // "colx"
-
-FailureNotices::Notice::Notice(Kind k, int r, Collective c, std::uint64_t s, std::string_view why)
-    : magic(kMagic), kind(k), rank(r), collective(c), sequence(s), reason{} {
-  why.copy(reason, std::min(why.size(), sizeof(reason) - 1));
-}
 
 FailureNotices::FailureNotices(MPI_Comm comm, int tag, int rank, int size,
                                const std::uint64_t& next_sequence)
@@ -45,18 +38,16 @@ void FailureNotices::post_receive() {
   }
 }
 
-void FailureNotices::arrived() {
-  {
-    std::lock_guard lock(mutex_);
-    handle_arrivals();
-  }
-  if (revoked_) throw_revoked("");
-}
-
-void FailureNotices::poll() {
+void FailureNotices::poll(bool completed) {
   std::lock_guard lock(mutex_);
-  if (!revoked_ && received()) handle_arrivals();
-  if (!outgoing_.empty()) reap_sends();
+  if (completed || (!revoked_ && received())) handle_arrivals();
+  // The notices sent whose sends have completed go.
+  std::erase_if(outgoing_, [](Outgoing& o) {
+    int flag = 0;
+    return PMPI_Testall(static_cast<int>(o.requests.size()), o.requests.data(), &flag,
+                        MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
+           flag;
+  });
   if (revoked_) throw_revoked("");
 }
 
@@ -66,7 +57,8 @@ void FailureNotices::handle_arrivals() {
     const Notice notice = incoming_;
     post_receive();
     // Not a notice cannot happen (the tag is ours); the reason is kept 0-terminated.
-    if (notice.magic == kMagic && notice.reason[sizeof(notice.reason) - 1] == '\0') judge(notice);
+    if (notice.magic == Notice::kMagic && notice.reason[sizeof(notice.reason) - 1] == '\0')
+      judge(notice);
   } while (received());
   judge_deferred();
 }
@@ -131,15 +123,6 @@ void FailureNotices::announce(const Notice& notice) noexcept {
   } catch (...) {
     // Out of memory while failing: the peers are left to their timeouts.
   }
-}
-
-void FailureNotices::reap_sends() {
-  std::erase_if(outgoing_, [](Outgoing& o) {
-    int flag = 0;
-    return PMPI_Testall(static_cast<int>(o.requests.size()), o.requests.data(), &flag,
-                        MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
-           flag;
-  });
 }
 
 void FailureNotices::failed_locally(std::uint64_t sequence, Collective collective,

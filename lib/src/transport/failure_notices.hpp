@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -37,13 +38,11 @@ class FailureNotices {
   FailureNotices(const FailureNotices&) = delete;
   FailureNotices& operator=(const FailureNotices&) = delete;
 
-  // The receive the transports add to their waits; when a wait completes it, call arrived().
+  // The receive the transports add to their waits; when a wait completes it, call poll(true).
   MPI_Request* request() { return &receive_; }
-  // The receive completed inside a transport's wait: handles the notices, reposts, and throws
-  // ErrorCode::revoked when the communicator is revoked.
-  void arrived();
-  // Tests for notices; throws ErrorCode::revoked when the communicator is (or becomes) revoked.
-  void poll();
+  // Handles the notices that arrived (`completed`: a transport's wait completed the receive) and
+  // reposts; throws ErrorCode::revoked when the communicator is (or becomes) revoked.
+  void poll(bool completed = false);
 
   // At the start of every call: nothing to do unless this rank failed a call locally (then
   // waits for the other ranks' answers) or the communicator is revoked (throws).
@@ -74,8 +73,12 @@ class FailureNotices {
     Collective collective;
     std::uint64_t sequence;
     char reason[232];
+    static constexpr std::uint32_t kMagic = 0x636f6c78;  // "colx"
     Notice(Kind k = Kind::local, int r = -1, Collective c = {}, std::uint64_t s = 0,
-           std::string_view why = {});
+           std::string_view why = {})
+        : magic(kMagic), kind(k), rank(r), collective(c), sequence(s), reason{} {
+      why.copy(reason, std::min(why.size(), sizeof(reason) - 1));
+    }
   };
   static_assert(sizeof(Notice) == 256);
 
@@ -89,7 +92,6 @@ class FailureNotices {
   void revoke(const Notice& cause, bool tell_others);
   void announce(const Notice& notice) noexcept;
   void post_receive();
-  void reap_sends();
   // ErrorCode::revoked for a call of `collective` ("" inside a transport).
   [[noreturn]] void throw_revoked(std::string_view collective) const;
 

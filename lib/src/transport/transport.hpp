@@ -30,12 +30,12 @@ struct Transfer {
   enum class State : std::uint8_t { idle, pending, done };
   State state = State::idle;
   bool is_send = false;
-  bool device = false;  // owned by a DeviceCall (handle is its message), see device_call.hpp
   int peer = -1;
   std::size_t bytes = 0;
   MPI_Request mpi_request = MPI_REQUEST_NULL;  // MPI transport
   std::uintptr_t handle = 0;                   // other transports
-  Transport* owner = nullptr;                  // who posted it: who abandons it
+  // Who posted it, who abandons it; null for a DeviceCall's message (`handle`, device_call.hpp).
+  Transport* owner = nullptr;
 
   Transfer() = default;
   Transfer(const Transfer&) = delete;
@@ -91,31 +91,27 @@ class Transport {
   virtual std::string_view name() const = 0;
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // Post a message; `t` becomes pending (or done at once if the transport completed it).
-  // `device`: `buf` is device memory (only where supports_device_memory()).
-  void isend(Transfer& t, const void* buf, std::size_t bytes, int peer, int tag,
-             bool device = false) {
-    t.start(true, peer, bytes, this);
+  // Posts a send or a receive; `t` becomes pending (or done at once if the transport completed
+  // it). `device`: `buf` is device memory (only where supports_device_memory()).
+  void post_message(Transfer& t, bool is_send, const void* buf, std::size_t bytes, int peer,
+                    int tag, bool device = false) {
+    t.start(is_send, peer, bytes, this);
     post(t, const_cast<void*>(buf), tag, device);
   }
-  void irecv(Transfer& t, void* buf, std::size_t bytes, int peer, int tag, bool device = false) {
-    t.start(false, peer, bytes, this);
-    post(t, buf, tag, device);
-  }
   // Drives progress and marks completed transfers done; true when every transfer in `ts` is
-  // done (idle ones count as done).
-  virtual bool test_all(std::span<Transfer* const> ts) = 0;
-  // Blocks until every transfer in `ts` is done.
-  virtual void wait_all(std::span<Transfer* const> ts) = 0;
+  // done (idle ones count as done). With `wait`, blocks until they are.
+  virtual bool test_or_wait_all(std::span<Transfer* const> ts, bool wait) = 0;
+  bool test_all(std::span<Transfer* const> ts) { return test_or_wait_all(ts, false); }
+  void wait_all(std::span<Transfer* const> ts) { test_or_wait_all(ts, true); }
   // The communicator the MPI library's own collectives run on (Algorithm::mpi), the duplicate
   // collx sends on; MPI_COMM_NULL for simulated ranks.
   MPI_Comm library_comm() const { return library_comm_; }
   void set_library_comm(MPI_Comm comm) { library_comm_ = comm; }
   // Gives a progress engine a chance to run with nothing to test (UCX workers need it).
   virtual void progress() {}
-  // Whether a message with a tag in [first_tag, first_tag + tags) from any peer waits for its
-  // receive (false where the transport cannot tell): Operation::refuse_foreign_messages.
-  virtual bool message_arrived(int /*first_tag*/, int /*tags*/) { return false; }
+  // Whether a message with `tag` from any peer waits for its receive (false where the transport
+  // cannot tell): Operation::refuse_foreign_messages.
+  virtual bool message_arrived(int /*tag*/) { return false; }
   // Abandons a pending transfer nobody will wait for (see Transfer); never throws (it runs in
   // destructors while an error unwinds). Afterwards the transfer is done.
   virtual void abandon(Transfer& t) noexcept = 0;
@@ -159,7 +155,7 @@ class Transport {
   // The rank and size of this process in `comm` (not collective), or as given (simulated ranks).
   explicit Transport(MPI_Comm comm);
   Transport(int rank, int size) : rank_(rank), size_(size) {}
-  // isend and irecv: `t` says the message (Transfer::start).
+  // post_message: `t` says the message (Transfer::start).
   virtual void post(Transfer& t, void* buf, int tag, bool device) = 0;
 
  private:

@@ -26,18 +26,17 @@ std::string error_string(int rc) {
 
 // A batch call over the requests of `n` owners failed with `rc`; MPI_ERR_IN_STATUS: the message
 // names each failed request and MPI's reason for it (the status's error), not only that one of
-// them failed. Status i is of owners[i], or of owners[indices[i]] where `indices` is given (an
-// index from `n` on is another request's: the notice receive).
+// them failed. Status i is of owners[indices[i]] (an index from `n` on is another request's: the
+// notice receive).
 [[noreturn]] void throw_batch_error(int rc, const char* what, int rank, Transfer* const* owners,
                                     int n, const MPI_Status* statuses, int count,
-                                    const int* indices = nullptr) {
+                                    const int* indices) {
   if (rc != MPI_ERR_IN_STATUS) throw_mpi_error(rc, what, rank);
   std::string message = std::string(what) + " failed:";
   for (int i = 0; i < count; ++i) {
-    const int owner = indices != nullptr ? indices[i] : i;
     const int rc = statuses[i].MPI_ERROR;
-    if (owner >= n || rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
-    message += " [" + describe(*owners[owner]) + ": " + error_string(rc) + "]";
+    if (indices[i] >= n || rc == MPI_SUCCESS || rc == MPI_ERR_PENDING) continue;
+    message += " [" + describe(*owners[indices[i]]) + ": " + error_string(rc) + "]";
   }
   throw Error(ErrorCode::mpi, "", rank, message);
 }
@@ -155,22 +154,24 @@ int take_completed(int n, const MPI_Request* requests, Transfer* const* owners) 
 
 }  // namespace
 
-void MpiTransport::wait_all(std::span<Transfer* const> ts) {
-  // Each batch waits beside the communicator's notice receive, where it has one (a notice that
-  // revokes the communicator ends the wait): MPI_Testsome in a loop, not MPI_Waitsome, whose
-  // per-request synchronisation object in Open MPI costs more than a small message's exchange.
+bool MpiTransport::test_or_wait_all(std::span<Transfer* const> ts, bool wait) {
+  // Each batch is tested beside the communicator's notice receive, where it has one (a notice
+  // that revokes the communicator ends the wait): waiting, MPI_Testsome in a loop, not
+  // MPI_Waitsome, whose per-request synchronisation object in Open MPI costs more than a small
+  // message's exchange; testing, one pass of MPI's progress engine.
   FailureNotices* notices = failure_notices();
   const bool yield = yield_when_idle() && !kMpiYieldsItself;
+  bool all_done = true;
   for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
     int pending = n;
-    while (pending > 0) {
+    do {
       requests[n] = notices != nullptr ? *notices->request() : MPI_REQUEST_NULL;
       const bool notice_posted = requests[n] != MPI_REQUEST_NULL;
       int completed = 0;
       int indices[kMaxBatch + 1];
       MPI_Status statuses[kMaxBatch + 1];
       int rc;
-      if constexpr (kBlockingWaits) {
+      if (kBlockingWaits && wait) {
         // One completion at a time: SMPI's MPI_Waitsome tests every other request after the
         // first completes, and each test of the notice receive (which rarely completes) costs
         // simulated time.
@@ -185,7 +186,7 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
       } else {
         while ((rc = PMPI_Testsome(n + 1, requests, &completed, indices, statuses)) ==
                    MPI_SUCCESS &&
-               completed == 0) {
+               completed == 0 && wait) {
           if (yield) sched_yield();
         }
       }
@@ -197,31 +198,18 @@ void MpiTransport::wait_all(std::span<Transfer* const> ts) {
         // Throws when the notice revokes the communicator; after an MPI error the notice is
         // taken (and the receive posted again), and the error is reported instead.
         try {
-          notices->arrived();
+          notices->poll(/*completed=*/true);
         } catch (const Error&) {
           if (rc == MPI_SUCCESS) throw;
         }
       }
       if (rc != MPI_SUCCESS) [[unlikely]]
         throw_batch_error(rc, "MPI_Testsome", rank(), owners, n, statuses, completed, indices);
-    }
+    } while (wait && pending > 0);
+    all_done = all_done && pending == 0;
   });
-}
-
-bool MpiTransport::test_all(std::span<Transfer* const> ts) {
-  // The pending requests in one MPI_Testall per batch: one pass of MPI's progress engine. An
-  // error names each failed request.
-  bool all_done = true;
-  for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
-    MPI_Status statuses[kMaxBatch];
-    int flag = 0;
-    const int rc = PMPI_Testall(n, requests, &flag, statuses);
-    take_completed(n, requests, owners);
-    if (rc != MPI_SUCCESS) [[unlikely]]
-      throw_batch_error(rc, "MPI_Testall", rank(), owners, n, statuses, n);
-    all_done = all_done && flag;
-  });
-  if (!all_done && failure_notices() != nullptr) failure_notices()->poll();
+  // A communicator revoked meanwhile (by another operation) ends a test too.
+  if (!all_done && notices != nullptr) notices->poll();
   return all_done;
 }
 
@@ -252,14 +240,10 @@ void MpiTransport::progress() {
             rank());
 }
 
-bool MpiTransport::message_arrived(int first_tag, int tags) {
-  for (int tag = first_tag; tag < first_tag + tags; ++tag) {
-    int flag = 0;
-    check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
-              rank());
-    if (flag) return true;
-  }
-  return false;
+bool MpiTransport::message_arrived(int tag) {
+  int flag = 0;
+  check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe", rank());
+  return flag != 0;
 }
 
 }  // namespace collx::detail

@@ -13,13 +13,13 @@ class MpiTransport final : public Transport {
   explicit MpiTransport(MPI_Comm comm);
 
   std::string_view name() const override { return "mpi"; }
-  bool test_all(std::span<Transfer* const> ts) override;
-  void wait_all(std::span<Transfer* const> ts) override;
+  // An error names each failed request.
+  bool test_or_wait_all(std::span<Transfer* const> ts, bool wait) override;
   // One pass of MPI's progress engine: a rank waiting on shared memory must still answer its
   // peers' messages in flight.
   void progress() override;
-  // MPI_Iprobe of each tag.
-  bool message_arrived(int first_tag, int tags) override;
+  // MPI_Iprobe.
+  bool message_arrived(int tag) override;
   void abandon(Transfer& t) noexcept override;
   // A CUDA-aware MPI library (or COLLX_CUDA_AWARE=1): MPI takes device buffers itself.
   bool supports_device_memory() const override;

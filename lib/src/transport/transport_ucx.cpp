@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <mutex>
 #include <span>
 #include <string>
@@ -67,57 +66,42 @@ std::span<void*> requests_of(const Transfer& t, std::size_t max_fragment_bytes, 
 }
 
 // Process-wide, never reset: every communicator gets an id above those of all earlier ones.
-std::mutex context_id_mutex;
-std::uint64_t next_context_id = 1;
+std::atomic<std::uint64_t> next_context_id{1};
 
 // All ranks take the maximum of their next free ids: unused by every rank, and the same on all.
 std::uint64_t agree_context_id(MPI_Comm comm, int rank) {
-  std::uint64_t proposal = 0;
-  {
-    std::lock_guard lock(context_id_mutex);
-    proposal = next_context_id;
-  }
+  std::uint64_t next = next_context_id.load();
   std::uint64_t agreed = 0;
   // PMPI_ in this file: libcollx_mpi's MPI_Allreduce would come back into collx.
-  check_mpi(PMPI_Allreduce(&proposal, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm),
+  check_mpi(PMPI_Allreduce(&next, &agreed, 1, MPI_UINT64_T, MPI_MAX, comm),
             "MPI_Allreduce (UCX context id)", rank);
   if (agreed >= (std::uint64_t{1} << kUcxContextBits)) {
     throw Error(ErrorCode::transport, "", rank,
                 "UCX transport: this process has created " + std::to_string(agreed) +
                     " communicators, the most its UCX tag layout can tell apart");
   }
-  std::lock_guard lock(context_id_mutex);
-  if (next_context_id <= agreed) next_context_id = agreed + 1;
+  while (next <= agreed && !next_context_id.compare_exchange_weak(next, agreed + 1)) {
+  }
   return agreed;
 }
 
-// Every rank's worker address, by rank.
+// Every rank's worker address, by rank (each sent padded to the longest: one MPI_Allgather).
 std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
                                             const std::string& mine) {
   const int my_length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<std::size_t>(size));
   check_mpi(PMPI_Allgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm),
             "MPI_Allgather (UCX address lengths)", rank);
-  std::vector<int> offsets(static_cast<std::size_t>(size));
-  std::size_t total = 0;
-  for (int r = 0; r < size; ++r) {
-    offsets[static_cast<std::size_t>(r)] = static_cast<int>(total);
-    total += static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]);
-    if (total > static_cast<std::size_t>(INT_MAX)) {
-      throw Error(
-          ErrorCode::transport, "", rank,
-          "UCX transport: the worker addresses of " + std::to_string(size) + " ranks exceed 2 GiB");
-    }
-  }
-  std::string all(total, '\0');
-  check_mpi(PMPI_Allgatherv(mine.data(), my_length, MPI_BYTE, all.data(), lengths.data(),
-                            offsets.data(), MPI_BYTE, comm),
-            "MPI_Allgatherv (UCX addresses)", rank);
+  const auto longest = static_cast<std::size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::string padded = mine;
+  padded.resize(longest);
+  std::string all(longest * static_cast<std::size_t>(size), '\0');
+  check_mpi(PMPI_Allgather(padded.data(), static_cast<int>(longest), MPI_BYTE, all.data(),
+                           static_cast<int>(longest), MPI_BYTE, comm),
+            "MPI_Allgather (UCX addresses)", rank);
   std::vector<std::string> addresses;
-  for (std::size_t i = 0; i < lengths.size(); ++i) {
-    addresses.push_back(
-        all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
-  }
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    addresses.push_back(all.substr(r * longest, static_cast<std::size_t>(lengths[r])));
   return addresses;
 }
 
@@ -127,37 +111,36 @@ std::vector<std::string> exchange_addresses(MPI_Comm comm, int rank, int size,
 // address), shared by every communicator on UCX; the last communicator to go releases it.
 class UcxRuntime {
  public:
-  // The runtime in use, or a new one. `estimated_peers` is a hint for UCX's transport choice.
-  static std::shared_ptr<UcxRuntime> acquire(int estimated_peers) {
+  // The runtime in use, or (with `make`) a new one; `estimated_peers` is a hint for UCX's
+  // transport choice.
+  static std::shared_ptr<UcxRuntime> acquire(int estimated_peers, bool make = true) {
     std::lock_guard lock(instance_mutex_);
-    if (auto runtime = instance_.lock()) return runtime;
-    auto runtime = std::make_shared<UcxRuntime>(estimated_peers);
-    instance_ = runtime;
+    std::shared_ptr<UcxRuntime> runtime = instance_.lock();
+    if (runtime == nullptr && make)
+      instance_ = runtime = std::make_shared<UcxRuntime>(estimated_peers);
     return runtime;
   }
 
-  explicit UcxRuntime(int estimated_peers) : context_(make_context(estimated_peers)) {
-    try {
-      memory_types_ = query_memory_types(context_);
-      ucp_worker_params_t worker_params{};
-      worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-      worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-      check_ucx(ucp_worker_create(context_, &worker_params, &worker_), "ucp_worker_create");
-      ucp_address_t* address = nullptr;
-      std::size_t length = 0;
-      check_ucx(ucp_worker_get_address(worker_, &address, &length), "ucp_worker_get_address");
-      address_.assign(reinterpret_cast<const char*>(address), length);
-      ucp_worker_release_address(worker_, address);
-    } catch (...) {
-      if (worker_ != nullptr) ucp_worker_destroy(worker_);
-      ucp_cleanup(context_);
-      throw;
-    }
+  // A failure on the way releases what was made (the members' deleters).
+  explicit UcxRuntime(int estimated_peers)
+      : context_(make_context(estimated_peers), ucp_cleanup),
+        memory_types_(query_memory_types(context_.get())) {
+    ucp_worker_params_t worker_params{};
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    ucp_worker_h worker = nullptr;
+    check_ucx(ucp_worker_create(context_.get(), &worker_params, &worker), "ucp_worker_create");
+    worker_.reset(worker);
+    ucp_address_t* address = nullptr;
+    std::size_t length = 0;
+    check_ucx(ucp_worker_get_address(worker, &address, &length), "ucp_worker_get_address");
+    address_.assign(reinterpret_cast<const char*>(address), length);
+    ucp_worker_release_address(worker, address);
   }
 
   // Endpoints are closed in flush mode (what was sent still arrives), or by force where a send
   // was abandoned (its peer may never take it, and a flush would wait for ever); then the
-  // worker and the context are destroyed.
+  // members destroy the worker and the context.
   ~UcxRuntime() {
     std::vector<void*> closing;
     ucp_request_param_t param{};
@@ -168,21 +151,19 @@ class UcxRuntime {
       if (UCS_PTR_IS_PTR(request)) closing.push_back(request);
     }
     while (!closing.empty()) {
-      ucp_worker_progress(worker_);
+      ucp_worker_progress(worker());
       std::erase_if(closing, [](void* request) {
         if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
         ucp_request_free(request);
         return true;
       });
     }
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(context_);
   }
 
   UcxRuntime(const UcxRuntime&) = delete;
   UcxRuntime& operator=(const UcxRuntime&) = delete;
 
-  ucp_worker_h worker() const { return worker_; }
+  ucp_worker_h worker() const { return worker_.get(); }
   const std::string& address() const { return address_; }
   // UCS_BIT(ucs_memory_type_t) of every memory type this context handles.
   std::uint64_t memory_types() const { return memory_types_; }
@@ -192,10 +173,6 @@ class UcxRuntime {
     attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
     check_ucx(ucp_context_query(context, &attr), "ucp_context_query");
     return attr.memory_types;
-  }
-  static std::shared_ptr<UcxRuntime> current() {
-    std::lock_guard lock(instance_mutex_);
-    return instance_.lock();
   }
 
   // A send released before it completed (UcxTransport::abandon): see ~UcxRuntime.
@@ -211,7 +188,7 @@ class UcxRuntime {
     params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
     params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
     ucp_ep_h endpoint = nullptr;
-    check_ucx(ucp_ep_create(worker_, &params, &endpoint), "ucp_ep_create", rank);
+    check_ucx(ucp_ep_create(worker(), &params, &endpoint), "ucp_ep_create", rank);
     endpoints_.emplace(peer_address, endpoint);
     return endpoint;
   }
@@ -221,9 +198,9 @@ class UcxRuntime {
   static inline std::mutex instance_mutex_;
   static inline std::weak_ptr<UcxRuntime> instance_;
 
-  ucp_context_h context_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
-  std::uint64_t memory_types_ = 0;
+  std::unique_ptr<ucp_context, void (*)(ucp_context_h)> context_;
+  std::uint64_t memory_types_;
+  std::unique_ptr<ucp_worker, void (*)(ucp_worker_h)> worker_{nullptr, ucp_worker_destroy};
   std::string address_;
   std::mutex endpoints_mutex_;
   std::unordered_map<std::string, ucp_ep_h> endpoints_;
@@ -289,7 +266,8 @@ void UcxTransport::post(Transfer& t, void* buf, int tag, bool device) {
     t.state = t.handle == 0 ? Transfer::State::done : Transfer::State::pending;
     return;
   }
-  // Above the fragment size (told apart by t.bytes): every fragment in flight at once.
+  // Above the fragment size (told apart by t.bytes): every fragment in flight at once, pending
+  // until a test has seen them all complete.
   auto fragments = std::make_unique<Fragments>();
   fragments->reserve((bytes + max_fragment_bytes_ - 1) / max_fragment_bytes_);
   try {
@@ -302,46 +280,41 @@ void UcxTransport::post(Transfer& t, void* buf, int tag, bool device) {
       if (request != nullptr) ucp_request_free(request);
     throw;
   }
-  if (std::all_of(fragments->begin(), fragments->end(), [](void* r) { return r == nullptr; })) {
-    t.state = Transfer::State::done;
-    return;
-  }
   t.handle = reinterpret_cast<std::uintptr_t>(fragments.release());
   t.state = Transfer::State::pending;
 }
 
-void UcxTransport::forget_requests(Transfer& t) noexcept {
+bool UcxTransport::settle(Transfer& t, bool abandoning) {
+  ucs_status_t failure = UCS_OK;
+  bool in_progress = false;
+  void* one = nullptr;
+  const std::span<void*> requests =
+      t.handle != 0 ? requests_of(t, max_fragment_bytes_, one) : std::span<void*>{};
+  for (void*& request : requests) {
+    if (request == nullptr) continue;
+    if (abandoning && !t.is_send) {
+      ucp_request_cancel(worker_, request);
+      while (ucp_request_check_status(request) == UCS_INPROGRESS)
+        ucp_worker_progress(worker_);
+    }
+    const ucs_status_t status = ucp_request_check_status(request);
+    if (status == UCS_INPROGRESS && !abandoning) {
+      in_progress = true;
+      continue;
+    }
+    if (status == UCS_INPROGRESS) runtime_->note_abandoned_send();  // it finishes inside UCX
+    ucp_request_free(request);
+    request = nullptr;
+    if (status != UCS_OK && status != UCS_INPROGRESS && failure == UCS_OK) failure = status;
+  }
+  if (failure == UCS_OK && in_progress) return false;
+  // After a failure the other fragments' requests are no longer ours either.
+  for (void* request : requests)
+    if (request != nullptr) ucp_request_free(request);
   if (t.bytes > max_fragment_bytes_) delete reinterpret_cast<Fragments*>(t.handle);
   t.handle = 0;
   t.state = Transfer::State::done;
-}
-
-bool UcxTransport::poll(Transfer& t) {
-  ucs_status_t failure = UCS_OK;
-  if (t.handle != 0) {  // else completed when posted
-    void* one = nullptr;
-    const std::span<void*> requests = requests_of(t, max_fragment_bytes_, one);
-    bool in_progress = false;
-    for (void*& request : requests) {
-      if (request == nullptr) continue;
-      const ucs_status_t status = ucp_request_check_status(request);
-      if (status == UCS_INPROGRESS) {
-        in_progress = true;
-        continue;
-      }
-      ucp_request_free(request);
-      request = nullptr;
-      if (status != UCS_OK && failure == UCS_OK) failure = status;
-    }
-    if (failure == UCS_OK && in_progress) return false;
-    // After a failure the other fragments' requests are no longer ours either.
-    for (void* request : requests)
-      if (request != nullptr) ucp_request_free(request);
-  }
-  forget_requests(t);
-  if (failure != UCS_OK) {
-    throw_ucx_error(failure, describe_message(t), rank());
-  }
+  if (failure != UCS_OK && !abandoning) throw_ucx_error(failure, describe_message(t), rank());
   return true;
 }
 
@@ -352,50 +325,24 @@ void UcxTransport::progress() {
   if (FailureNotices* notices = failure_notices()) notices->poll();
 }
 
-bool UcxTransport::message_arrived(int first_tag, int tags) {
+bool UcxTransport::message_arrived(int tag) {
   const ucp_tag_t source_bits = ((ucp_tag_t{1} << kUcxRankBits) - 1) << kUcxTagBits;
-  for (int tag = first_tag; tag < first_tag + tags; ++tag) {
-    ucp_tag_recv_info_t info{};
-    const ucp_tag_t wanted = make_ucx_tag(context_id_, 0, static_cast<std::uint64_t>(tag));
-    if (ucp_tag_probe_nb(worker_, wanted, ~source_bits, 0, &info) != nullptr) return true;
-  }
-  return false;
+  const ucp_tag_t wanted = make_ucx_tag(context_id_, 0, static_cast<std::uint64_t>(tag));
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(worker_, wanted, ~source_bits, 0, &info) != nullptr;
 }
 
 void UcxTransport::abandon(Transfer& t) noexcept {
-  if (t.handle == 0) return forget_requests(t);
-  // A receive is cancelled and driven to completion; a send is released to finish inside UCX.
-  void* one = nullptr;
-  for (void* request : requests_of(t, max_fragment_bytes_, one)) {
-    if (request == nullptr) continue;
-    if (!t.is_send) {
-      ucp_request_cancel(worker_, request);
-      while (ucp_request_check_status(request) == UCS_INPROGRESS)
-        ucp_worker_progress(worker_);
-    } else if (ucp_request_check_status(request) == UCS_INPROGRESS) {
-      runtime_->note_abandoned_send();
-    }
-    ucp_request_free(request);
-  }
-  forget_requests(t);
+  settle(t, /*abandoning=*/true);
 }
 
-bool UcxTransport::poll_all(std::span<Transfer* const> ts) {
-  bool all_done = true;
-  for (Transfer* t : ts) {
-    if (t->pending() && !poll(*t)) all_done = false;
-  }
-  return all_done;
-}
-
-bool UcxTransport::test_all(std::span<Transfer* const> ts) {
-  progress();
-  return poll_all(ts);
-}
-
-void UcxTransport::wait_all(std::span<Transfer* const> ts) {
+bool UcxTransport::test_or_wait_all(std::span<Transfer* const> ts, bool wait) {
+  if (!wait) progress();
   for (unsigned spins = 1;; ++spins) {
-    if (poll_all(ts)) return;
+    bool all_done = true;
+    for (Transfer* t : ts)
+      if (t->pending() && !settle(*t)) all_done = false;
+    if (all_done || !wait) return all_done;
     if (ucp_worker_progress(worker_) == 0 && yield_when_idle()) sched_yield();
     // The notices (an MPI_Test) now and then: MPI's progress costs more than UCX's.
     if ((spins & 255) == 0) {
@@ -415,7 +362,7 @@ const char* ucx_version() {
 
 std::vector<std::string> ucx_memory_types() {
   std::uint64_t types = 0;
-  if (const auto runtime = UcxRuntime::current()) {
+  if (const auto runtime = UcxRuntime::acquire(0, /*make=*/false)) {
     types = runtime->memory_types();
   } else {
     const std::unique_ptr<ucp_context, void (*)(ucp_context_h)> context(make_context(0),

@@ -49,11 +49,11 @@ class UcxTransport final : public Transport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   std::string_view name() const override { return "ucx"; }
-  bool test_all(std::span<Transfer* const> ts) override;
-  void wait_all(std::span<Transfer* const> ts) override;
+  // Testing, a pass of progress, then the transfers.
+  bool test_or_wait_all(std::span<Transfer* const> ts, bool wait) override;
   void progress() override;
-  // ucp_tag_probe_nb of each tag, from any source.
-  bool message_arrived(int first_tag, int tags) override;
+  // ucp_tag_probe_nb, from any source.
+  bool message_arrived(int tag) override;
   void abandon(Transfer& t) noexcept override;
   // UCX built with CUDA, unless COLLX_CUDA_AWARE says otherwise: device buffers then go to UCX
   // with the CUDA memory-type hint.
@@ -63,13 +63,12 @@ class UcxTransport final : public Transport {
   std::uint64_t context_id() const { return context_id_; }
 
  private:
-  // Marks `t` done and releases its UCX requests when they are complete; throws
-  // collx::Error(ErrorCode::transport) when one failed.
-  bool poll(Transfer& t);
-  bool poll_all(std::span<Transfer* const> ts);
+  // Releases the UCX requests of `t` that are complete and, when none is left, marks it done;
+  // throws collx::Error(ErrorCode::transport) when one failed. Abandoning, a receive's requests
+  // are cancelled and driven to completion, a send's released to finish inside UCX, and nothing
+  // throws.
+  bool settle(Transfer& t, bool abandoning = false);
   void post(Transfer& t, void* buf, int tag, bool device) override;
-  // Marks `t` done with no requests: frees its fragments' list where it has one.
-  void forget_requests(Transfer& t) noexcept;
 
   std::shared_ptr<UcxRuntime> runtime_;
   ucp_worker* worker_ = nullptr;
