@@ -66,7 +66,7 @@ def main():
             if i + 1 < len(winners) and winners[i + 1][1] == algo:
                 continue
             last = i + 1 == len(winners)
-            rows.append(("kAnySize" if last else str(size), algo))
+            rows.append(("kAnyBytes" if last else str(size), algo))
         print(f"    // {c}, measured at {np_} ranks")
         for bound, algo in rows:
             print(f"    {{Collective::{c}, {lo}, {hi_text}, {bound}, Algorithm::{algo}}},")
