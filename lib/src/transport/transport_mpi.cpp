@@ -155,17 +155,19 @@ int take_completed(int n, const MPI_Request* requests, Transfer* const* owners) 
 }  // namespace
 
 bool MpiTransport::test_or_wait_all(std::span<Transfer* const> ts, bool wait) {
-  // Each batch is tested beside the communicator's notice receive, where it has one (a notice
-  // that revokes the communicator ends the wait): waiting, MPI_Testsome in a loop, not
+  // Waiting, each batch waits beside the communicator's notice receive, where it has one (a
+  // notice that revokes the communicator ends the wait): MPI_Testsome in a loop, not
   // MPI_Waitsome, whose per-request synchronisation object in Open MPI costs more than a small
-  // message's exchange; testing, one pass of MPI's progress engine.
+  // message's exchange. Testing, one pass of MPI's progress engine over the batches, and the
+  // notices polled once after them.
   FailureNotices* notices = failure_notices();
+  const bool with_notice = wait && notices != nullptr;
   const bool yield = yield_when_idle() && !kMpiYieldsItself;
   bool all_done = true;
   for_each_batch(ts, [&](int n, MPI_Request* requests, Transfer** owners) {
     int pending = n;
     do {
-      requests[n] = notices != nullptr ? *notices->request() : MPI_REQUEST_NULL;
+      requests[n] = with_notice ? *notices->request() : MPI_REQUEST_NULL;
       const bool notice_posted = requests[n] != MPI_REQUEST_NULL;
       int completed = 0;
       int indices[kMaxBatch + 1];
@@ -191,7 +193,7 @@ bool MpiTransport::test_or_wait_all(std::span<Transfer* const> ts, bool wait) {
         }
       }
       if (completed == MPI_UNDEFINED) completed = 0;
-      if (notices != nullptr) *notices->request() = requests[n];
+      if (with_notice) *notices->request() = requests[n];
       pending -= take_completed(n, requests, owners);
       const bool notice_arrived = notice_posted && requests[n] == MPI_REQUEST_NULL;
       if (notice_arrived) {
