@@ -516,13 +516,12 @@ collx::Algorithm pick(collx::Collective c, std::size_t bytes,
 
 // Many nodes (8 and more; docs/SCALE.md): allreduce on nodes of several ranks takes hierarchical
 // above 2 KiB to 8 KiB (on nodes of 8 ranks from 513 B), Rabenseifner from 8 KiB to 128 KiB and
-// multi_leader above; with one rank per node, Rabenseifner above
-// 256 KiB; reduce Rabenseifner from 64 KiB (below it, on nodes of 8 ranks, the binomial tree);
-// reduce_scatter the
-// butterfly from 8 KiB to 128 KiB (from 1 KiB on 8 nodes of 8) and hierarchical above (one rank per
-// node: the butterfly from 4 KiB); broadcast with one rank per node scatter + allgather from 16 KiB
-// to 512 KiB, and the k-nomial tree to 4 KiB (also on two nodes of 8 ranks or more). Fewer nodes
-// keep the rows measured on the emulated cluster.
+// multi_leader above (on 8 nodes of 8 ranks the ring above 4 MiB); with one rank per node,
+// Rabenseifner above 256 KiB; reduce Rabenseifner from 64 KiB (below it, on nodes of 8 ranks, the
+// binomial tree); reduce_scatter the butterfly from 8 KiB to 128 KiB (from 1 KiB on 8 nodes of 8)
+// and hierarchical above (one rank per node: the butterfly from 4 KiB); broadcast with one rank per
+// node scatter + allgather from 16 KiB to 512 KiB, and the k-nomial tree to 4 KiB (also on two
+// nodes of 8 ranks or more). Fewer nodes keep the rows measured on the emulated cluster.
 TEST(Selector, NodeRulesForManyNodes) {
   using namespace collx::detail;
   const NodeShape eight_by_eight{8, 8, true};
@@ -545,8 +544,14 @@ TEST(Selector, NodeRulesForManyNodes) {
           << bytes;
     for (std::size_t bytes : {8 * KiB + 1, 64 * KiB, 128 * KiB})
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::rabenseifner) << bytes;
-    for (std::size_t bytes : {128 * KiB + 1, 1 * MiB, 64 * MiB})
+    for (std::size_t bytes : {128 * KiB + 1, 1 * MiB, 4 * MiB})
       EXPECT_EQ(pick(Collective::allreduce, bytes, shape), Algorithm::multi_leader) << bytes;
+    // Above 4 MiB on 8 nodes exactly the ring (the torus and the dragonfly: "The ring on 8 nodes
+    // of 8 ranks"); multi_leader on more nodes.
+    for (std::size_t bytes : {4 * MiB + 1, 64 * MiB})
+      EXPECT_EQ(pick(Collective::allreduce, bytes, shape),
+                shape.nodes == 8 ? Algorithm::ring : Algorithm::multi_leader)
+          << shape.nodes << " nodes, " << bytes;
     for (std::size_t bytes : {64 * KiB, 1 * MiB, 64 * MiB})
       EXPECT_EQ(pick(Collective::reduce, bytes, shape), Algorithm::rabenseifner) << bytes;
     // Below 64 KiB on nodes of 8 ranks the binomial tree (Selector.ReduceBinomialOnNodesOfEight).
