@@ -1,8 +1,12 @@
 // Reduce: binomial tree, and Rabenseifner (a reduce-scatter, ring or recursive halving, then a
 // binomial gather of the blocks to the root), and the node-aware hierarchical reduce.
 
+#include <bit>
+#include <optional>
+
 #include "collectives.hpp"
 #include "pipeline.hpp"
+#include "recursive.hpp"
 #include "registry.hpp"
 #include "tree.hpp"
 
@@ -12,6 +16,9 @@ namespace {
 
 // The largest accumulator and children's messages a small reduce keeps in its frame.
 constexpr std::size_t kInlineReduceBytes = 1024;
+// Rabenseifner's reduce over bit-reversed places up to this size (reduce_rabenseifner): docs/
+// SCALE.md, "Reduce at scale", has where it leads and where the butterfly's form does.
+constexpr std::size_t kReversedReduceBytes = std::size_t{64} << 10;
 
 // Children are combined smallest subtree first, "accumulated (lower) op child's (higher)", the
 // root's last combine fusing the avg division; messages are segmented as exchange_reduce does.
@@ -89,18 +96,37 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   const std::size_t elem = a.reduction.element_size;
   const patterns::BlockLayout blocks{a.count, p};
   std::vector<std::size_t> offsets = offsets_of(blocks);
-  ScratchBuffer block = op.scratch(blocks.length(op.rank()) * elem);
   const auto [scatter_phases, gather_phases] =
       a.phases.split({{"reduce_scatter", 2}, {"gather", 1}});
-  const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, scatter_phases};
-  // On many nodes the butterfly, whose largest exchanges stay inside a node; else the caller's
-  // choice (the selector's for a reduce_scatter_v). All leave block r on rank r.
   const patterns::NodeLayout* nodes = op.transport().node_layout();
   const bool many_nodes = !op.in_group() && nodes != nullptr && nodes->size() == p &&
                           nodes->nodes() >= model::kManyNodes;
+  // On many nodes of one rank, with p a power of two and up to kReversedReduceBytes, the whole
+  // reduce runs over the ranks in bit-reversed order (place v: rank reverse_bits(v)), MPICH's
+  // schedule: recursive halving there pairs neighbouring ranks first, with the largest halves, as
+  // the butterfly does, and leaves block v on place v, so the binomial gather back to the root
+  // sends its largest share, half the buffer, between neighbouring ranks last, where block r on
+  // rank r sends it across the farthest pair. Larger calls and nodes of several ranks (whose
+  // neighbours share a node, where the butterfly's form measured faster), on many nodes the
+  // butterfly; elsewhere the caller's choice (the selector's for a reduce_scatter_v). All leave
+  // block v on place v.
+  std::vector<int> places;
+  if (many_nodes && nodes->nodes() == p && std::has_single_bit(static_cast<unsigned>(p)) &&
+      a.count * elem <= kReversedReduceBytes) {
+    const int bits = std::countr_zero(static_cast<unsigned>(p));
+    for (int v = 0; v < p; ++v)
+      places.push_back(patterns::reverse_bits(v, bits));
+  }
+  std::optional<Operation::Group> reversed;
+  if (!places.empty()) reversed.emplace(op, places);
+  ScratchBuffer block = op.scratch(blocks.length(op.rank()) * elem);
+  const ReduceScatterArgs scatter{a.send, block.data(), offsets, a.reduction, scatter_phases};
   co_await reduce_scatter_task(op, scatter,
-                               many_nodes ? Algorithm::butterfly : a.scatter_algorithm);
-  const GatherArgs gather{block.data(), a.recv, offsets, elem, a.root, gather_phases};
+                               !places.empty() ? Algorithm::recursive_halving
+                               : many_nodes    ? Algorithm::butterfly
+                                               : a.scatter_algorithm);
+  const int root = places.empty() ? a.root : places[static_cast<std::size_t>(a.root)];
+  const GatherArgs gather{block.data(), a.recv, offsets, elem, root, gather_phases};
   co_await gather_task(op, gather, Algorithm::binomial_tree);
 }
 
