@@ -121,26 +121,13 @@ void FencedPool::release(const Cached& c) noexcept {
 
 std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
   capacity = SizeClassCache<Cached>::capacity_for(bytes);
-  if (std::vector<Cached>* kept = cache_.entries(capacity)) {
-    std::lock_guard lock(mutex_);
-    auto& list = *kept;
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!events_done(*api_, list[i].fences, false)) continue;
-      std::byte* data = list[i].data;
-      list[i] = std::move(list.back());
-      list.pop_back();
-      return data;
-    }
-  }
+  const auto fenced_off = [this](Cached& c) { return events_done(*api_, c.fences, false); };
+  if (std::optional<Cached> kept = cache_.take(capacity, fenced_off)) return kept->data;
   try {
     return static_cast<std::byte*>(allocate(capacity));
   } catch (const Error&) {
     // Out of memory, perhaps because of what is cached here: free all of it and try once more.
-    std::vector<Cached> cached;
-    {
-      std::lock_guard lock(mutex_);
-      cached = cache_.take_all();
-    }
+    const std::vector<Cached> cached = cache_.take_all();
     if (cached.empty()) throw;
     for (const Cached& c : cached)
       release(c);
@@ -150,11 +137,7 @@ std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
 
 void FencedPool::give_back(std::byte* data, std::size_t capacity, std::vector<EventRef> fences) {
   Cached c{data, std::move(fences)};
-  {
-    std::lock_guard lock(mutex_);
-    if (cache_.keep(capacity, std::move(c))) return;
-  }
-  release(c);  // not kept: keep() left `c` as it was
+  if (!cache_.keep(capacity, std::move(c))) release(c);  // not kept: keep() left `c` as it was
 }
 
 // ---- the engine ----

@@ -120,7 +120,6 @@ class FencedPool {
   void release(const Cached& c) noexcept;
   std::shared_ptr<DeviceApi> api_;
   Kind kind_;
-  std::mutex mutex_;
   SizeClassCache<Cached> cache_;
 };
 
