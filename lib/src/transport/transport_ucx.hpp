@@ -44,7 +44,6 @@ class UcxTransport final : public Transport {
   // Collective over `comm` (used, not owned; its error handler must be MPI_ERRORS_RETURN):
   // agrees on a context id and exchanges worker addresses. `max_fragment_bytes` is for tests.
   explicit UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes = kDefaultMaxFragmentBytes);
-  ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
 
