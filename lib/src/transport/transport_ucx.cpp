@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <ucp/api/ucp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -152,9 +151,6 @@ class UcxRuntime {
       });
     }
   }
-
-  UcxRuntime(const UcxRuntime&) = delete;
-  UcxRuntime& operator=(const UcxRuntime&) = delete;
 
   ucp_worker_h worker() const { return worker_.get(); }
   const std::string& address() const { return address_; }
@@ -319,10 +315,6 @@ bool UcxTransport::message_arrived(int tag) {
   const ucp_tag_t wanted = make_ucx_tag(context_id_, 0, static_cast<std::uint64_t>(tag));
   ucp_tag_recv_info_t info{};
   return ucp_tag_probe_nb(worker_, wanted, ~source_bits, 0, &info) != nullptr;
-}
-
-void UcxTransport::abandon(Transfer& t) noexcept {
-  settle(t, /*abandoning=*/true);
 }
 
 bool UcxTransport::test_or_wait_all(std::span<Transfer* const> ts, bool wait) {

@@ -53,7 +53,7 @@ class UcxTransport final : public Transport {
   void progress() override;
   // ucp_tag_probe_nb, from any source.
   bool message_arrived(int tag) override;
-  void abandon(Transfer& t) noexcept override;
+  void abandon(Transfer& t) noexcept override { settle(t, /*abandoning=*/true); }
   // UCX built with CUDA, unless COLLX_CUDA_AWARE says otherwise: device buffers then go to UCX
   // with the CUDA memory-type hint.
   bool supports_device_memory() const override;
