@@ -15,8 +15,10 @@ class Emulated final : public TestDevice {
  public:
   Emulated() : device_(std::make_shared<EmulatedDevice>(12345)) { detail::set_device_api(device_); }
   std::string unavailable() override { return ""; }
-  void* allocate(std::size_t bytes) override { return device_->allocate_device(bytes); }
-  void release(void* p) override { device_->free_device(p); }
+  void* allocate(std::size_t bytes) override {
+    return device_->allocate(detail::DeviceApi::Memory::device, bytes);
+  }
+  void release(void* p) override { device_->free(detail::DeviceApi::Memory::device, p); }
   // As cudaMemcpy from pageable memory: the upload returns once the source has been read, and
   // reaches device memory later, in the default stream's order (a call must wait for it); the
   // download returns once that stream's work so far and the copy are done.

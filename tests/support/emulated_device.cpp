@@ -51,28 +51,22 @@ void EmulatedDevice::set_device(int device) {
     throw Error(ErrorCode::cuda, "", -1, "emulated device: no device " + std::to_string(device));
 }
 
-void* EmulatedDevice::allocate_device(std::size_t bytes) {
+void* EmulatedDevice::allocate(Memory memory, std::size_t bytes) {
   void* p = aligned(bytes);
-  std::lock_guard lock(mutex_);
-  device_blocks_[reinterpret_cast<std::uintptr_t>(p)] = std::max<std::size_t>(bytes, 1);
+  if (memory == Memory::device) {
+    std::lock_guard lock(mutex_);
+    device_blocks_[reinterpret_cast<std::uintptr_t>(p)] = std::max<std::size_t>(bytes, 1);
+  }
   return p;
 }
 
-void EmulatedDevice::free_device(void* pointer) {
+void EmulatedDevice::free(Memory memory, void* pointer) {
   if (pointer == nullptr) return;
   std::lock_guard lock(mutex_);
-  synchronize_device_locked("free_device (cudaFree)");
-  device_blocks_.erase(reinterpret_cast<std::uintptr_t>(pointer));
-  std::free(pointer);
-}
-
-void* EmulatedDevice::allocate_pinned(std::size_t bytes) {
-  return aligned(bytes);
-}
-void EmulatedDevice::free_pinned(void* pointer) {
-  if (pointer == nullptr) return;
-  std::lock_guard lock(mutex_);
-  synchronize_device_locked("free_pinned (cudaFreeHost)");
+  const bool device = memory == Memory::device;
+  synchronize_device_locked(device ? "free of device memory (cudaFree)"
+                                   : "free of pinned memory (cudaFreeHost)");
+  if (device) device_blocks_.erase(reinterpret_cast<std::uintptr_t>(pointer));
   std::free(pointer);
 }
 

@@ -56,10 +56,8 @@ class EmulatedDevice final : public detail::DeviceApi {
   detail::PointerKind pointer_kind(const void* pointer) override;
   int current_device() override { return 0; }
   void set_device(int device) override;
-  void* allocate_device(std::size_t bytes) override;
-  void free_device(void* pointer) override;
-  void* allocate_pinned(std::size_t bytes) override;
-  void free_pinned(void* pointer) override;
+  void* allocate(Memory memory, std::size_t bytes) override;
+  void free(Memory memory, void* pointer) override;
   Stream create_stream() override;
   void destroy_stream(Stream stream) noexcept override;
   Stream default_stream() override { return default_queue_; }
@@ -81,8 +79,8 @@ class EmulatedDevice final : public detail::DeviceApi {
   };
   struct Op {
     std::function<void()> work;
-    std::vector<Mark> after;                   // events it waits for
-    std::shared_ptr<StreamHold> hold;          // or a hold
+    std::vector<Mark> after;           // events it waits for
+    std::shared_ptr<StreamHold> hold;  // or a hold
   };
   struct Queue {
     std::deque<Op> ops;

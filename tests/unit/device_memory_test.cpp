@@ -183,7 +183,7 @@ TEST_F(Emulated, APooledBufferIsReusedOnlyAfterItsFences) {
 TEST_F(Emulated, EngineCopiesAndReductionsKeepTheirOrder) {
   DeviceEngine engine(device, 0, /*direct=*/false);
   const std::size_t n = 1000;
-  auto* buf = static_cast<std::int32_t*>(device->allocate_device(3 * n * 4));
+  auto* buf = static_cast<std::int32_t*>(device->allocate(DeviceApi::Memory::device, 3 * n * 4));
   std::vector<std::int32_t> reference(3 * n);
   std::iota(reference.begin(), reference.end(), 0);
   std::memcpy(buf, reference.data(), 3 * n * 4);
@@ -200,7 +200,7 @@ TEST_F(Emulated, EngineCopiesAndReductionsKeepTheirOrder) {
     device->synchronize(e.get());
   EXPECT_EQ(std::memcmp(buf, reference.data(), 3 * n * 4), 0);
   EXPECT_EQ(engine.messages_in_flight(), 0u);
-  device->free_device(buf);
+  device->free(DeviceApi::Memory::device, buf);
 }
 
 }  // namespace

@@ -151,16 +151,18 @@ std::optional<std::string> parse_node_layout(std::string_view text, std::vector<
   // Up to 2^20 ranks in all: a node count or size beyond it is a typo, not a machine.
   constexpr int kMaxRanks = 1 << 20;
   // "NxK" is two numbers around an x; anything else is a list.
-  const std::vector<std::string_view> n_by_k = split(text, "xX");
+  std::vector<std::string_view> items = split(text, "xX");
+  const bool n_by_k = items.size() == 2;
+  if (!n_by_k) items = split(text, ",");
   std::vector<int> sizes;
-  for (std::string_view item : n_by_k.size() == 2 ? n_by_k : split(text, ",")) {
+  for (std::string_view item : items) {
     if (!number(item, sizes.emplace_back(), 1, kMaxRanks)) {
       return "expected NxK (N nodes of K ranks) or a comma-separated list of node sizes, each "
              "from 1 to " +
              std::to_string(kMaxRanks) + ", got \"" + std::string(item) + "\"";
     }
   }
-  if (n_by_k.size() == 2) sizes.assign(static_cast<std::size_t>(sizes[0]), sizes[1]);
+  if (n_by_k) sizes.assign(static_cast<std::size_t>(sizes[0]), sizes[1]);
   if (std::accumulate(sizes.begin(), sizes.end(), 0L) > kMaxRanks)
     return "more than " + std::to_string(kMaxRanks) + " ranks";
   into = std::move(sizes);

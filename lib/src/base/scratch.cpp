@@ -11,30 +11,6 @@
 
 namespace collx::detail {
 
-ScratchBuffer::ScratchBuffer(ScratchBuffer&& other) noexcept {
-  *this = std::move(other);
-}
-
-ScratchBuffer& ScratchBuffer::operator=(ScratchBuffer&& other) noexcept {
-  if (this != &other) {
-    release();
-    std::swap(pool_, other.pool_);
-    std::swap(data_, other.data_);
-    std::swap(capacity_, other.capacity_);
-  }
-  return *this;
-}
-
-ScratchBuffer::~ScratchBuffer() {
-  release();
-}
-
-void ScratchBuffer::release() {
-  if (data_ != nullptr && pool_ != nullptr) pool_->give_back(data_, capacity_);
-  data_ = nullptr;
-  capacity_ = 0;
-}
-
 ScratchPool& ScratchPool::global() {
   // Never destroyed: operations may release buffers during static destruction.
   static ScratchPool* pool = new ScratchPool;
@@ -44,14 +20,8 @@ ScratchPool& ScratchPool::global() {
 ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
   if (bytes == 0) return {};
   const std::size_t capacity = SizeClassCache<std::byte*>::capacity_for(bytes);
-  if (std::vector<std::byte*>* kept = cache_.entries(capacity)) {
-    std::lock_guard lock(mutex_);
-    if (!kept->empty()) {
-      std::byte* p = kept->back();
-      kept->pop_back();
-      return ScratchBuffer(this, p, capacity);
-    }
-  }
+  if (const auto kept = cache_.take(capacity, [](std::byte*) { return true; }))
+    return ScratchBuffer(this, *kept, capacity);
   void* p = nullptr;
 #if COLLX_SMPI
   // Under SimGrid's SMPI, buffers from COLLX_SMPI_SHARED_BYTES up are one block every simulated
@@ -66,10 +36,7 @@ ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
 }
 
 void ScratchPool::give_back(std::byte* data, std::size_t capacity) {
-  {
-    std::lock_guard lock(mutex_);
-    if (cache_.keep(capacity, std::move(data))) return;
-  }
+  if (cache_.keep(capacity, std::move(data))) return;
 #if COLLX_SMPI
   smpi_shared_free(data);  // either kind (acquire)
 #else

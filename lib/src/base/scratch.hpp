@@ -2,7 +2,7 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
+#include <memory>
 
 #include "size_class_cache.hpp"
 
@@ -17,24 +17,24 @@ class ScratchSource {
   ~ScratchSource() = default;
 };
 
+// A buffer from a ScratchSource, given back when it goes.
 class ScratchBuffer {
  public:
   ScratchBuffer() = default;
   ScratchBuffer(ScratchSource* pool, std::byte* data, std::size_t capacity)
-      : pool_(pool), data_(data), capacity_(capacity) {}
-  ScratchBuffer(ScratchBuffer&& other) noexcept;
-  ScratchBuffer& operator=(ScratchBuffer&& other) noexcept;
-  ScratchBuffer(const ScratchBuffer&) = delete;
-  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
-  ~ScratchBuffer();
+      : data_(data, GiveBack{pool, capacity}) {}
 
-  std::byte* data() const { return data_; }
+  std::byte* data() const { return data_.get(); }
 
  private:
-  void release();
-  ScratchSource* pool_ = nullptr;
-  std::byte* data_ = nullptr;
-  std::size_t capacity_ = 0;
+  struct GiveBack {
+    ScratchSource* pool;
+    std::size_t capacity;
+    void operator()(std::byte* data) const {
+      if (pool != nullptr) pool->give_back(data, capacity);
+    }
+  };
+  std::unique_ptr<std::byte, GiveBack> data_;
 };
 
 class ScratchPool final : public ScratchSource {
@@ -47,7 +47,6 @@ class ScratchPool final : public ScratchSource {
   void give_back(std::byte* data, std::size_t capacity) override;
 
  private:
-  std::mutex mutex_;
   SizeClassCache<std::byte*> cache_;
 };
 

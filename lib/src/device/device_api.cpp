@@ -17,9 +17,8 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::shared_ptr<DeviceApi> owner;
+  // owner.get(): device_api() takes no lock once an API is there (every call asks it).
   std::atomic<DeviceApi*> api{nullptr};
-  // Once settled (also "none" without CUDA), device_api() takes no lock: every call asks it.
-  std::atomic<bool> settled{false};
 };
 
 Registry& registry() {
@@ -31,21 +30,20 @@ Registry& registry() {
 }  // namespace
 
 DeviceApi* device_api() {
-  Registry& r = registry();
-  if (!r.settled.load(std::memory_order_acquire)) shared_device_api();
-  return r.api.load(std::memory_order_acquire);
+  DeviceApi* api = registry().api.load(std::memory_order_acquire);
+  if (COLLX_HAVE_CUDA && api == nullptr) api = shared_device_api().get();
+  return api;
 }
 
 std::shared_ptr<DeviceApi> shared_device_api() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  if (!r.settled.load(std::memory_order_relaxed)) {
 #if COLLX_HAVE_CUDA
+  if (r.owner == nullptr) {
     r.owner = make_cuda_api();
     r.api.store(r.owner.get(), std::memory_order_release);
-#endif
-    r.settled.store(true, std::memory_order_release);
   }
+#endif
   return r.owner;
 }
 
@@ -55,7 +53,6 @@ void set_device_api(std::shared_ptr<DeviceApi> api) {
   // A replaced API stays alive as long as engines created with it hold it.
   r.owner = std::move(api);
   r.api.store(r.owner.get(), std::memory_order_release);
-  r.settled.store(r.owner != nullptr, std::memory_order_release);
   // A new API may see devices the previous one did not.
   process_is_host_only.store(false, std::memory_order_relaxed);
 }

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,11 +39,10 @@ class DeviceApi {
   virtual int current_device() = 0;
   virtual void set_device(int device) = 0;
 
-  // Memory of the current device, and page-locked host memory for staging.
-  virtual void* allocate_device(std::size_t bytes) = 0;
-  virtual void free_device(void* pointer) = 0;
-  virtual void* allocate_pinned(std::size_t bytes) = 0;
-  virtual void free_pinned(void* pointer) = 0;
+  // Memory of the current device, or page-locked host memory for staging.
+  enum class Memory { device, pinned };
+  virtual void* allocate(Memory memory, std::size_t bytes) = 0;
+  virtual void free(Memory memory, void* pointer) = 0;
 
   // Streams and events of the current device. Every failure throws collx::Error.
   virtual Stream create_stream() = 0;

@@ -96,19 +96,18 @@ class CudaApi final : public DeviceApi {
   int current_device() override { return kernels::current_cuda_device(); }
   void set_device(int device) override { check_cuda(cudaSetDevice(device), "cudaSetDevice"); }
 
-  void* allocate_device(std::size_t bytes) override {
+  void* allocate(Memory memory, std::size_t bytes) override {
     void* p = nullptr;
-    check_cuda(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + " B)");
+    const bool device = memory == Memory::device;
+    check_cuda(device ? cudaMalloc(&p, bytes) : cudaHostAlloc(&p, bytes, cudaHostAllocPortable),
+               (device ? "cudaMalloc(" : "cudaHostAlloc(") + std::to_string(bytes) + " B)");
     return p;
   }
-  void free_device(void* pointer) override { check_cuda(cudaFree(pointer), "cudaFree"); }
-  void* allocate_pinned(std::size_t bytes) override {
-    void* p = nullptr;
-    check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocPortable),
-               "cudaHostAlloc(" + std::to_string(bytes) + " B)");
-    return p;
+  void free(Memory memory, void* pointer) override {
+    const bool device = memory == Memory::device;
+    check_cuda(device ? cudaFree(pointer) : cudaFreeHost(pointer),
+               device ? "cudaFree" : "cudaFreeHost");
   }
-  void free_pinned(void* pointer) override { check_cuda(cudaFreeHost(pointer), "cudaFreeHost"); }
 
   Stream create_stream() override {
     cudaStream_t s = nullptr;

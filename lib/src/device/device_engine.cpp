@@ -36,14 +36,10 @@ EventPool::~EventPool() {
 }
 
 EventRef EventPool::acquire() {
-  DeviceApi::Event event = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    if (!free_.empty()) {
-      event = free_.back();
-      free_.pop_back();
-    }
-  }
+  std::unique_lock lock(mutex_);
+  DeviceApi::Event event = free_.empty() ? nullptr : free_.back();
+  if (event != nullptr) free_.pop_back();
+  lock.unlock();
   if (event == nullptr) event = api_->create_event();
   // Back to the pool when the last holder lets go.
   return EventRef(event, [pool = shared_from_this()](DeviceApi::Event e) noexcept {
@@ -69,10 +65,6 @@ void Ledger::dependencies(int lane, const Access& access, std::vector<EventRef>&
       if (l != external) break;
     }
   }
-}
-
-void Ledger::add(int lane, EventRef event, const Access& access) {
-  lanes_[lane].push_back({std::move(event), access});
 }
 
 void Ledger::prune(DeviceApi& api) {
@@ -105,15 +97,11 @@ FencedPool& FencedPool::of(const std::shared_ptr<DeviceApi>& api, int device, Ki
   return *pool;
 }
 
-void* FencedPool::allocate(std::size_t bytes) {
-  return kind_ == Kind::device ? api_->allocate_device(bytes) : api_->allocate_pinned(bytes);
-}
-
 void FencedPool::release(const Cached& c) noexcept {
   try {
     for (const EventRef& e : c.fences)
       api_->synchronize(e.get());
-    kind_ == Kind::device ? api_->free_device(c.data) : api_->free_pinned(c.data);
+    api_->free(kind_, c.data);
   } catch (...) {
     // A failing free leaves the memory to the process's end.
   }
@@ -121,40 +109,23 @@ void FencedPool::release(const Cached& c) noexcept {
 
 std::byte* FencedPool::acquire(std::size_t bytes, std::size_t& capacity) {
   capacity = SizeClassCache<Cached>::capacity_for(bytes);
-  if (std::vector<Cached>* kept = cache_.entries(capacity)) {
-    std::lock_guard lock(mutex_);
-    auto& list = *kept;
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!events_done(*api_, list[i].fences, false)) continue;
-      std::byte* data = list[i].data;
-      list[i] = std::move(list.back());
-      list.pop_back();
-      return data;
-    }
-  }
+  const auto fenced_off = [this](Cached& c) { return events_done(*api_, c.fences, false); };
+  if (std::optional<Cached> kept = cache_.take(capacity, fenced_off)) return kept->data;
   try {
-    return static_cast<std::byte*>(allocate(capacity));
+    return static_cast<std::byte*>(api_->allocate(kind_, capacity));
   } catch (const Error&) {
     // Out of memory, perhaps because of what is cached here: free all of it and try once more.
-    std::vector<Cached> cached;
-    {
-      std::lock_guard lock(mutex_);
-      cached = cache_.take_all();
-    }
+    const std::vector<Cached> cached = cache_.take_all();
     if (cached.empty()) throw;
     for (const Cached& c : cached)
       release(c);
   }
-  return static_cast<std::byte*>(allocate(capacity));
+  return static_cast<std::byte*>(api_->allocate(kind_, capacity));
 }
 
 void FencedPool::give_back(std::byte* data, std::size_t capacity, std::vector<EventRef> fences) {
   Cached c{data, std::move(fences)};
-  {
-    std::lock_guard lock(mutex_);
-    if (cache_.keep(capacity, std::move(c))) return;
-  }
-  release(c);  // not kept: keep() left `c` as it was
+  if (!cache_.keep(capacity, std::move(c))) release(c);  // not kept: keep() left `c` as it was
 }
 
 // ---- the engine ----
@@ -163,7 +134,6 @@ struct DeviceEngine::Message {
   Transport* inner = nullptr;
   Transfer wire{};  // the message as the transport sees it
   bool is_send = false;
-  bool staged = false;
   std::byte* device = nullptr;
   std::size_t bytes = 0;
   int peer = 0;
@@ -334,13 +304,12 @@ void DeviceEngine::enqueue(Transport& inner, Transfer& t, void* buf, std::size_t
   const Locked locked(*this);
   std::unique_ptr<Message> m(new Message{.inner = &inner,
                                          .is_send = is_send,
-                                         .staged = !direct_,
                                          .device = static_cast<std::byte*>(buf),
                                          .bytes = bytes,
                                          .peer = peer,
                                          .tag = tag});
   const ByteRange range = ByteRange::of(buf, bytes);
-  if (!m->staged) {
+  if (direct_) {
     // A send after the device work that writes these bytes; a receive after the work that
     // reads or writes them.
     ledger_.dependencies(Ledger::kHost, is_send ? Access{{range, {}}, {}} : Access{{}, range},
@@ -367,14 +336,10 @@ void DeviceEngine::pump(std::deque<Message*>& queue) {
   while (!queue.empty() && events_done(*api_, queue.front()->before_post, false)) {
     Message& m = *queue.front();
     queue.pop_front();
-    post(m);
+    std::byte* buf = direct_ ? m.device : m.pinned;  // staged: through pinned memory
+    m.inner->post_message(m.wire, m.is_send, buf, m.bytes, m.peer, m.tag, direct_);
+    m.wire.done() ? wire_done(m) : on_wire_.push_back(&m);
   }
-}
-
-void DeviceEngine::post(Message& m) {
-  std::byte* buf = m.staged ? m.pinned : m.device;
-  m.inner->post_message(m.wire, m.is_send, buf, m.bytes, m.peer, m.tag, !m.staged);
-  m.wire.done() ? wire_done(m) : on_wire_.push_back(&m);
 }
 
 void DeviceEngine::wire_done(Message& m) {
@@ -392,7 +357,8 @@ void DeviceEngine::wire_done(Message& m) {
   m.done = true;
 }
 
-void DeviceEngine::progress_locked() {
+bool DeviceEngine::test_all(Transport& inner, std::span<Transfer* const> ts) {
+  const Locked locked(*this);
   pump(send_queue_);
   pump(recv_queue_);
   std::erase_if(on_wire_, [&](Message* m) {
@@ -402,28 +368,20 @@ void DeviceEngine::progress_locked() {
     return true;
   });
   ledger_.prune(*api_);
-}
-
-bool DeviceEngine::test_all(Transport& inner, std::span<Transfer* const> ts) {
-  const Locked locked(*this);
-  progress_locked();
   bool all_done = true;
   std::vector<Transfer*> host;
   for (Transfer* t : ts) {
     if (!t->pending()) continue;
     if (t->owner != nullptr) {  // on the call's transport
       host.push_back(t);
-      continue;
-    }
-    auto* m = reinterpret_cast<Message*>(t->handle);
-    if (!m->done) {
+    } else if (auto* m = reinterpret_cast<Message*>(t->handle); !m->done) {
       all_done = false;
-      continue;
+    } else {
+      t->state = Transfer::State::done;
+      t->handle = 0;
+      delete m;
+      --live_messages_;
     }
-    t->state = Transfer::State::done;
-    t->handle = 0;
-    delete m;
-    --live_messages_;
   }
   if (!host.empty() && !inner.test_all(host)) all_done = false;
   return all_done;
@@ -484,16 +442,6 @@ EventRef DeviceEngine::copy_locked(int lane, void* dst, const void* src, std::si
 std::vector<EventRef> DeviceEngine::record_tail() {
   const Locked locked(*this);
   return {record(Ledger::compute), record(Ledger::h2d)};
-}
-
-std::size_t DeviceEngine::ledger_entries() {
-  std::lock_guard lock(mutex_);
-  return ledger_.size();
-}
-
-std::size_t DeviceEngine::messages_in_flight() {
-  std::lock_guard lock(mutex_);
-  return live_messages_;
 }
 
 }  // namespace collx::detail

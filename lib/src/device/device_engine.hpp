@@ -81,7 +81,9 @@ class Ledger {
   // latest conflicting work, on the external lane every conflicting entry, nothing of `lane`
   // itself. With kHost, every lane: what host work, or memory given back, must wait for.
   void dependencies(int lane, const Access& access, std::vector<EventRef>& out) const;
-  void add(int lane, EventRef event, const Access& access);
+  void add(int lane, EventRef event, const Access& access) {
+    lanes_[lane].push_back({std::move(event), access});
+  }
   // Forgets completed work; at most kMaxPerLane entries stay (beyond, the host waits).
   void prune(DeviceApi& api);
   std::size_t size() const;
@@ -98,11 +100,9 @@ class Ledger {
 // Device scratch or pinned staging memory of one device, reused once its fences have completed.
 class FencedPool {
  public:
-  enum class Kind { device, pinned };
+  using Kind = DeviceApi::Memory;
   FencedPool(std::shared_ptr<DeviceApi> api, Kind kind) : api_(std::move(api)), kind_(kind) {}
   ~FencedPool() = delete;  // of() keeps every pool as long as the process
-  FencedPool(const FencedPool&) = delete;
-  FencedPool& operator=(const FencedPool&) = delete;
 
   // At least `bytes` (a power of two, >= 256); `capacity` gets the size. Current device = ours.
   std::byte* acquire(std::size_t bytes, std::size_t& capacity);
@@ -115,12 +115,10 @@ class FencedPool {
     std::byte* data;
     std::vector<EventRef> fences;
   };
-  void* allocate(std::size_t bytes);
   // Waits for the fences, then frees.
   void release(const Cached& c) noexcept;
   std::shared_ptr<DeviceApi> api_;
   Kind kind_;
-  std::mutex mutex_;
   SizeClassCache<Cached> cache_;
 };
 
@@ -129,8 +127,6 @@ class DeviceEngine final : public ScratchSource {
   // `direct`: the communicator's transports take device memory themselves.
   DeviceEngine(std::shared_ptr<DeviceApi> api, int device, bool direct);
   ~DeviceEngine();
-  DeviceEngine(const DeviceEngine&) = delete;
-  DeviceEngine& operator=(const DeviceEngine&) = delete;
 
   int device() const { return device_; }
 
@@ -150,9 +146,15 @@ class DeviceEngine final : public ScratchSource {
   std::vector<EventRef> record_tail();
 
   // Messages not yet seen done, for tests: 0 after every call completed.
-  std::size_t messages_in_flight();
+  std::size_t messages_in_flight() {
+    std::lock_guard lock(mutex_);
+    return live_messages_;
+  }
   // Device work still listed in the ledger, for tests: bounded however many calls ran.
-  std::size_t ledger_entries();
+  std::size_t ledger_entries() {
+    std::lock_guard lock(mutex_);
+    return ledger_.size();
+  }
   // Bytes copied device -> host so far for calls on host copies of their buffers, for tests.
   std::size_t downloaded_bytes() const { return downloaded_bytes_.load(std::memory_order_relaxed); }
 
@@ -176,9 +178,7 @@ class DeviceEngine final : public ScratchSource {
   // `data` back to `pool` with the events of the listed work that still touches it.
   void give_back_to(FencedPool& pool, std::byte* data, std::size_t capacity) noexcept;
   EventRef record(int lane);
-  void post(Message& m);
   void pump(std::deque<Message*>& queue);
-  void progress_locked();
   void wire_done(Message& m);
 
   std::shared_ptr<DeviceApi> api_;

@@ -10,32 +10,26 @@
 
 namespace collx::detail {
 
-namespace {
-
-CudaAwareness ask_mpi() {
-  CudaAwareness a;
-  a.override_value = config().cuda_aware;
+const CudaAwareness& cuda_awareness() {
+  static const CudaAwareness awareness = [] {
+    CudaAwareness a;
+    a.override_value = config().cuda_aware;
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
-  // Open MPI: the macro says whether this build has CUDA support, the function whether it is
-  // active in this run.
-  a.query = "MPIX_Query_cuda_support";
+    // Open MPI: the macro says whether this build has CUDA support, the function whether it is
+    // active in this run.
+    a.query = "MPIX_Query_cuda_support";
 #if MPIX_CUDA_AWARE_SUPPORT
-  a.mpi_reports = MPIX_Query_cuda_support() == 1;
+    a.mpi_reports = MPIX_Query_cuda_support() == 1;
 #endif
 #elif defined(MPIX_GPU_SUPPORT_CUDA)
-  // MPICH 4: one query per GPU kind.
-  a.query = "MPIX_GPU_query_support";
-  int supported = 0;
-  a.mpi_reports =
-      MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
+    // MPICH 4: one query per GPU kind.
+    a.query = "MPIX_GPU_query_support";
+    int supported = 0;
+    a.mpi_reports =
+        MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
 #endif
-  return a;
-}
-
-}  // namespace
-
-const CudaAwareness& cuda_awareness() {
-  static const CudaAwareness awareness = ask_mpi();
+    return a;
+  }();
   return awareness;
 }
 

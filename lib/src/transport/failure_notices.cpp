@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "collx/error.hpp"
 #include "config.hpp"
@@ -91,9 +92,7 @@ void FailureNotices::judge(const Notice& n) {
 
 void FailureNotices::judge_deferred() {
   if (deferred_.empty()) return;
-  std::deque<Notice> pending;
-  pending.swap(deferred_);
-  for (const Notice& n : pending)
+  for (const Notice& n : std::exchange(deferred_, {}))
     judge(n);
 }
 
@@ -110,16 +109,13 @@ void FailureNotices::revoke(const Notice& cause, bool tell_others) {
 void FailureNotices::announce(const Notice& notice) noexcept {
   if (size_ <= 1) return;
   try {
-    Outgoing o;
-    o.wire = std::make_unique<Notice>(notice);
-    o.requests.assign(static_cast<std::size_t>(size_ - 1), MPI_REQUEST_NULL);
-    std::size_t i = 0;
+    Outgoing& o = outgoing_.emplace_back(Outgoing{
+        notice, std::vector<MPI_Request>(static_cast<std::size_t>(size_), MPI_REQUEST_NULL)});
     for (int peer = 0; peer < size_; ++peer) {
-      if (peer == rank_) continue;
       // An error here leaves that peer to its COLLX_TIMEOUT; there is no one to tell.
-      MPI_Isend(o.wire.get(), sizeof(Notice), MPI_BYTE, peer, tag_, comm_, &o.requests[i++]);
+      if (peer != rank_)
+        MPI_Isend(&o.wire, sizeof(Notice), MPI_BYTE, peer, tag_, comm_, &o.requests[peer]);
     }
-    outgoing_.push_back(std::move(o));
   } catch (...) {
     // Out of memory while failing: the peers are left to their timeouts.
   }

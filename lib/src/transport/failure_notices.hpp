@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <list>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -35,8 +35,6 @@ class FailureNotices {
   // `next_sequence`: the communicator's count of calls started.
   FailureNotices(MPI_Comm comm, int tag, int rank, int size, const std::uint64_t& next_sequence);
   ~FailureNotices();
-  FailureNotices(const FailureNotices&) = delete;
-  FailureNotices& operator=(const FailureNotices&) = delete;
 
   // The receive the transports add to their waits; when a wait completes it, call poll(true).
   MPI_Request* request() { return &receive_; }
@@ -106,12 +104,12 @@ class FailureNotices {
   std::map<std::uint64_t, int> awaited_;
   // Local notices about calls this rank has not reached yet.
   std::deque<Notice> deferred_;
-  // Notices sent, until their sends complete.
+  // Notices sent, until their sends complete (a list: the sends read `wire` where it is).
   struct Outgoing {
-    std::unique_ptr<Notice> wire;
-    std::vector<MPI_Request> requests;
+    Notice wire;
+    std::vector<MPI_Request> requests;  // by peer
   };
-  std::vector<Outgoing> outgoing_;
+  std::list<Outgoing> outgoing_;
   bool revoked_ = false;
   Notice cause_{};
   // The user's thread (before_call) and the progress thread (poll) may both use the receive.

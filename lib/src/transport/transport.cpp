@@ -9,21 +9,6 @@
 
 namespace collx::detail {
 
-namespace {
-// The launcher's count of this job's processes on this node, 0 where none says it: Open MPI's
-// mpirun, MPICH's hydra (also Intel MPI's and MVAPICH's), Slurm's srun.
-int launcher_processes_on_node() {
-  for (const char* name :
-       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
-    if (const char* value = std::getenv(name)) {
-      const int n = std::atoi(value);
-      if (n > 0) return n;
-    }
-  }
-  return 0;
-}
-}  // namespace
-
 std::string describe(const Transfer& t) {
   return (t.is_send ? "send of " : "recv of ") + std::to_string(t.bytes) + " B " +
          (t.is_send ? "to" : "from") + " rank " + std::to_string(t.peer);
@@ -35,7 +20,18 @@ bool Transport::processors_oversubscribed(int ranks_on_node) {
     if (value == "1" || value == "true") return true;
     if (value == "0" || value == "false") return false;
   }
-  static const int launcher = launcher_processes_on_node();
+  // The launcher's count of this job's processes on this node, 0 where none says it: Open MPI's
+  // mpirun, MPICH's hydra (also Intel MPI's and MVAPICH's), Slurm's srun.
+  static const int launcher = [] {
+    for (const char* name :
+         {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+      if (const char* value = std::getenv(name)) {
+        const int n = std::atoi(value);
+        if (n > 0) return n;
+      }
+    }
+    return 0;
+  }();
   static const long processors = sysconf(_SC_NPROCESSORS_ONLN);
   return processors > 0 && std::max(ranks_on_node, launcher) > processors;
 }

@@ -7,7 +7,6 @@
 
 #include "collx/build_config.hpp"
 #include "collx/error.hpp"
-#include "cuda_aware.hpp"
 #include "failure_notices.hpp"
 
 namespace collx::detail {
@@ -76,16 +75,10 @@ bool on_every_rank(bool mine, MPI_Comm comm, int rank) {
   return all != 0;
 }
 
-bool MpiTransport::supports_device_memory() const {
-  return cuda_awareness().mpi_direct();
-}
-
 Transport::Transport(MPI_Comm comm) {
   check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
 }
-
-MpiTransport::MpiTransport(MPI_Comm comm) : Transport(comm), comm_(comm) {}
 
 void MpiTransport::post(Transfer& t, void* buf, int tag, bool /*device: MPI takes it as it is*/) {
   auto post_as = [&](int count, MPI_Datatype type) {
@@ -177,10 +170,8 @@ bool MpiTransport::test_or_wait_all(std::span<Transfer* const> ts, bool wait) {
         // One completion at a time: SMPI's MPI_Waitsome tests every other request after the
         // first completes, and each test of the notice receive (which rarely completes) costs
         // simulated time.
-        int index = MPI_UNDEFINED;
-        rc = PMPI_Waitany(n + 1, requests, &index, &statuses[0]);
-        completed = index == MPI_UNDEFINED ? 0 : 1;
-        indices[0] = index;
+        rc = PMPI_Waitany(n + 1, requests, &indices[0], &statuses[0]);
+        completed = indices[0] == MPI_UNDEFINED ? 0 : 1;
         if (rc != MPI_SUCCESS && completed == 1) {
           statuses[0].MPI_ERROR = rc;
           rc = MPI_ERR_IN_STATUS;
@@ -233,13 +224,11 @@ void MpiTransport::abandon(Transfer& t) noexcept {
 }
 
 void MpiTransport::progress() {
-  if (FailureNotices* notices = failure_notices()) {
-    notices->poll();  // an MPI_Test: a pass of the progress engine as well
-    return;
-  }
-  int flag = 0;
-  check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
-            rank());
+  // Either is a pass of the progress engine: the notices' poll an MPI_Test, else an MPI_Iprobe.
+  if (FailureNotices* notices = failure_notices())
+    notices->poll();
+  else
+    message_arrived(MPI_ANY_TAG);
 }
 
 bool MpiTransport::message_arrived(int tag) {

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include "cuda_aware.hpp"
 #include "transport.hpp"
 
 namespace collx::detail {
@@ -10,7 +11,7 @@ namespace collx::detail {
 class MpiTransport final : public Transport {
  public:
   // `comm` is used, not owned. Its error handler must be MPI_ERRORS_RETURN.
-  explicit MpiTransport(MPI_Comm comm);
+  explicit MpiTransport(MPI_Comm comm) : Transport(comm), comm_(comm) {}
 
   std::string_view name() const override { return "mpi"; }
   // An error names each failed request.
@@ -22,7 +23,7 @@ class MpiTransport final : public Transport {
   bool message_arrived(int tag) override;
   void abandon(Transfer& t) noexcept override;
   // A CUDA-aware MPI library (or COLLX_CUDA_AWARE=1): MPI takes device buffers itself.
-  bool supports_device_memory() const override;
+  bool supports_device_memory() const override { return cuda_awareness().mpi_direct(); }
 
  private:
   void post(Transfer& t, void* buf, int tag, bool device) override;

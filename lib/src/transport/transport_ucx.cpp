@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <ucp/api/ucp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,8 +32,10 @@ void check_ucx(ucs_status_t status, const char* what, int rank = -1) {
 
 constexpr ucp_tag_t kFullTagMask = ~ucp_tag_t{0};
 
+using ContextPtr = std::unique_ptr<ucp_context, void (*)(ucp_context_h)>;
+
 // A UCP context for tag messages; `estimated_peers` (> 0) is a hint for UCX's transport choice.
-ucp_context_h make_context(int estimated_peers) {
+ContextPtr make_context(int estimated_peers) {
   ucp_config_t* config = nullptr;
   check_ucx(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   ucp_params_t params{};
@@ -46,7 +47,7 @@ ucp_context_h make_context(int estimated_peers) {
   const ucs_status_t status = ucp_init(&params, config, &context);
   ucp_config_release(config);
   check_ucx(status, "ucp_init");
-  return context;
+  return ContextPtr(context, ucp_cleanup);
 }
 
 // "ucp_tag_recv_nbx of 4096 B from rank 3", for error messages.
@@ -56,14 +57,6 @@ std::string describe_message(const Transfer& t) {
 
 // A message above the fragment size: its fragments' requests (null once complete).
 using Fragments = std::vector<void*>;
-
-// The requests of a posted transfer (t.handle != 0): its one request, held in `one`, or its
-// fragments' (told apart by t.bytes).
-std::span<void*> requests_of(const Transfer& t, std::size_t max_fragment_bytes, void*& one) {
-  if (t.bytes > max_fragment_bytes) return *reinterpret_cast<Fragments*>(t.handle);
-  one = reinterpret_cast<void*>(t.handle);
-  return {&one, 1};
-}
 
 // Process-wide, never reset: every communicator gets an id above those of all earlier ones.
 std::atomic<std::uint64_t> next_context_id{1};
@@ -123,8 +116,7 @@ class UcxRuntime {
 
   // A failure on the way releases what was made (the members' deleters).
   explicit UcxRuntime(int estimated_peers)
-      : context_(make_context(estimated_peers), ucp_cleanup),
-        memory_types_(query_memory_types(context_.get())) {
+      : context_(make_context(estimated_peers)), memory_types_(query_memory_types(context_.get())) {
     ucp_worker_params_t worker_params{};
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
@@ -159,9 +151,6 @@ class UcxRuntime {
       });
     }
   }
-
-  UcxRuntime(const UcxRuntime&) = delete;
-  UcxRuntime& operator=(const UcxRuntime&) = delete;
 
   ucp_worker_h worker() const { return worker_.get(); }
   const std::string& address() const { return address_; }
@@ -198,7 +187,7 @@ class UcxRuntime {
   static inline std::mutex instance_mutex_;
   static inline std::weak_ptr<UcxRuntime> instance_;
 
-  std::unique_ptr<ucp_context, void (*)(ucp_context_h)> context_;
+  ContextPtr context_;
   std::uint64_t memory_types_;
   std::unique_ptr<ucp_worker, void (*)(ucp_worker_h)> worker_{nullptr, ucp_worker_destroy};
   std::string address_;
@@ -228,22 +217,17 @@ UcxTransport::UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes)
   check_mpi(PMPI_Barrier(comm), "MPI_Barrier (UCX endpoints)", rank());
 }
 
-// Pending requests of an abandoned operation are left to UCX; the runtime owns the endpoints.
-UcxTransport::~UcxTransport() = default;
-
 void UcxTransport::post(Transfer& t, void* buf, int tag, bool device) {
-  const int peer = t.peer;
-  const std::size_t bytes = t.bytes;
   // Not pending until posted: a post that fails leaves nothing to wait for or to release.
   t.state = Transfer::State::idle;
   t.handle = 0;
-  if (peer < 0 || peer >= size() || tag < 0 || tag >= (1 << kUcxTagBits)) [[unlikely]] {
+  if (t.peer < 0 || t.peer >= size() || tag < 0 || tag >= (1 << kUcxTagBits)) [[unlikely]] {
     throw Error(ErrorCode::internal, "", rank(),
-                "UCX transport: peer " + std::to_string(peer) + " or tag " + std::to_string(tag) +
+                "UCX transport: peer " + std::to_string(t.peer) + " or tag " + std::to_string(tag) +
                     " out of range");
   }
   const ucp_tag_t ucx_tag =
-      make_ucx_tag(context_id_, static_cast<std::uint64_t>(t.is_send ? rank() : peer),
+      make_ucx_tag(context_id_, static_cast<std::uint64_t>(t.is_send ? rank() : t.peer),
                    static_cast<std::uint64_t>(tag));
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
@@ -252,7 +236,7 @@ void UcxTransport::post(Transfer& t, void* buf, int tag, bool device) {
   // No callback: completion is polled with ucp_request_check_status in test_all/wait_all.
   auto post_fragment = [&](std::byte* fragment, std::size_t length) -> void* {
     const ucs_status_ptr_t request =
-        t.is_send ? ucp_tag_send_nbx(endpoints_[static_cast<std::size_t>(peer)], fragment, length,
+        t.is_send ? ucp_tag_send_nbx(endpoints_[static_cast<std::size_t>(t.peer)], fragment, length,
                                      ucx_tag, &param)
                   : ucp_tag_recv_nbx(worker_, fragment, length, ucx_tag, kFullTagMask, &param);
     if (UCS_PTR_IS_ERR(request)) [[unlikely]] {
@@ -261,19 +245,19 @@ void UcxTransport::post(Transfer& t, void* buf, int tag, bool device) {
     return request;  // null: completed at once
   };
   auto* data = static_cast<std::byte*>(buf);
-  if (bytes <= max_fragment_bytes_) {
-    t.handle = reinterpret_cast<std::uintptr_t>(post_fragment(data, bytes));
+  if (t.bytes <= max_fragment_bytes_) {
+    t.handle = reinterpret_cast<std::uintptr_t>(post_fragment(data, t.bytes));
     t.state = t.handle == 0 ? Transfer::State::done : Transfer::State::pending;
     return;
   }
   // Above the fragment size (told apart by t.bytes): every fragment in flight at once, pending
   // until a test has seen them all complete.
   auto fragments = std::make_unique<Fragments>();
-  fragments->reserve((bytes + max_fragment_bytes_ - 1) / max_fragment_bytes_);
+  fragments->reserve((t.bytes + max_fragment_bytes_ - 1) / max_fragment_bytes_);
   try {
-    for (std::size_t offset = 0; offset < bytes; offset += max_fragment_bytes_)
+    for (std::size_t offset = 0; offset < t.bytes; offset += max_fragment_bytes_)
       fragments->push_back(
-          post_fragment(data + offset, std::min(max_fragment_bytes_, bytes - offset)));
+          post_fragment(data + offset, std::min(max_fragment_bytes_, t.bytes - offset)));
   } catch (...) {
     // The fragments already posted go on inside UCX; their requests are no longer ours.
     for (void* request : *fragments)
@@ -287,9 +271,10 @@ void UcxTransport::post(Transfer& t, void* buf, int tag, bool device) {
 bool UcxTransport::settle(Transfer& t, bool abandoning) {
   ucs_status_t failure = UCS_OK;
   bool in_progress = false;
-  void* one = nullptr;
-  const std::span<void*> requests =
-      t.handle != 0 ? requests_of(t, max_fragment_bytes_, one) : std::span<void*>{};
+  // Its one request (`one`), or its fragments' (told apart by t.bytes); none where not posted.
+  void* one = reinterpret_cast<void*>(t.handle);
+  std::span<void*> requests(&one, one != nullptr ? 1 : 0);
+  if (one != nullptr && t.bytes > max_fragment_bytes_) requests = *static_cast<Fragments*>(one);
   for (void*& request : requests) {
     if (request == nullptr) continue;
     if (abandoning && !t.is_send) {
@@ -332,10 +317,6 @@ bool UcxTransport::message_arrived(int tag) {
   return ucp_tag_probe_nb(worker_, wanted, ~source_bits, 0, &info) != nullptr;
 }
 
-void UcxTransport::abandon(Transfer& t) noexcept {
-  settle(t, /*abandoning=*/true);
-}
-
 bool UcxTransport::test_or_wait_all(std::span<Transfer* const> ts, bool wait) {
   if (!wait) progress();
   for (unsigned spins = 1;; ++spins) {
@@ -361,14 +342,10 @@ const char* ucx_version() {
 }
 
 std::vector<std::string> ucx_memory_types() {
-  std::uint64_t types = 0;
-  if (const auto runtime = UcxRuntime::acquire(0, /*make=*/false)) {
-    types = runtime->memory_types();
-  } else {
-    const std::unique_ptr<ucp_context, void (*)(ucp_context_h)> context(make_context(0),
-                                                                        ucp_cleanup);
-    types = UcxRuntime::query_memory_types(context.get());
-  }
+  const auto runtime = UcxRuntime::acquire(0, /*make=*/false);
+  const std::uint64_t types = runtime != nullptr
+                                  ? runtime->memory_types()
+                                  : UcxRuntime::query_memory_types(make_context(0).get());
   std::vector<std::string> names;
   for (int t = 0; t < UCS_MEMORY_TYPE_LAST; ++t) {
     if (types & UCS_BIT(t)) names.emplace_back(ucs_memory_type_names[t]);

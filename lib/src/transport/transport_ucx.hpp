@@ -44,7 +44,6 @@ class UcxTransport final : public Transport {
   // Collective over `comm` (used, not owned; its error handler must be MPI_ERRORS_RETURN):
   // agrees on a context id and exchanges worker addresses. `max_fragment_bytes` is for tests.
   explicit UcxTransport(MPI_Comm comm, std::size_t max_fragment_bytes = kDefaultMaxFragmentBytes);
-  ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
 
@@ -54,7 +53,7 @@ class UcxTransport final : public Transport {
   void progress() override;
   // ucp_tag_probe_nb, from any source.
   bool message_arrived(int tag) override;
-  void abandon(Transfer& t) noexcept override;
+  void abandon(Transfer& t) noexcept override { settle(t, /*abandoning=*/true); }
   // UCX built with CUDA, unless COLLX_CUDA_AWARE says otherwise: device buffers then go to UCX
   // with the CUDA memory-type hint.
   bool supports_device_memory() const override;
