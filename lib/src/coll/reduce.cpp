@@ -82,10 +82,7 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
       current = accumulator;
     }
   }
-  if (is_root) {
-    if (children.empty() && a.send != a.recv) op.copy(a.recv, a.send, bytes);
-    co_return;
-  }
+  if (is_root) co_return;  // from two ranks on the root has children: its output holds the sum
   const int parent = patterns::to_real(tree.parent(), a.root, p);
   co_await send_for_reduction(op, parent, current, a.count, a.reduction, a.phases);
 }
