@@ -303,11 +303,10 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const std::size_t block = a.count * a.element_size;
   const auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
   const std::size_t total_bytes = block * static_cast<std::size_t>(p);
-  SharedArena* arena_here = op.arena();
+  SharedArena& arena = *op.arena();
   // Direct: each block is one slot holding a pointer. Decided from what every rank sees alike
   // (not from whether this rank's call is in place), so all count the same slots.
-  const bool direct = block > 0 && p > 1 && arena_here != nullptr &&
-                      direct_by_setting(*arena_here, block).value_or(false);
+  const bool direct = block > 0 && p > 1 && direct_by_setting(arena, block).value_or(false);
   // In place, send from a copy: from three ranks on a block is overwritten (step s) before it
   // is sent (step p - s), or while it is read directly. At two ranks through the ring each
   // slot is out before it is overwritten.
@@ -316,7 +315,6 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const kernels::CopyFn copy = copy_for_output(total_bytes);
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
-  SharedArena& arena = *arena_here;
   // Step s's block is the (s - 1)th of producer j's ring this call, in one slot where direct.
   const SlotCut cut{block, direct ? block : arena.slot_bytes()};
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
