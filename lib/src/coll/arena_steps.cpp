@@ -9,6 +9,7 @@
 #include <string>
 
 #include "collx/error.hpp"
+#include "config.hpp"
 #include "pieces.hpp"
 
 namespace collx::detail {
@@ -74,7 +75,7 @@ void fill_timed(SharedArena& arena, int me, std::uint64_t sequence, std::size_t 
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   fill(kind == RingStores::Kind::streaming);
   if (timed && stores.record(kind, bytes, std::chrono::steady_clock::now() - start) &&
-      arena.log_store_changes()) {
+      config().debug >= DebugLevel::info) {
     std::fprintf(stderr,
                  "collx INFO rank %d: shared-memory ring stores now %s (plain %.0f ns/KiB, "
                  "streaming %.0f ns/KiB)\n",
@@ -151,13 +152,9 @@ void take_slot(Operation& op, SharedArena& arena, int producer, std::uint64_t se
 
 std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t block) {
   if (!arena.direct_reads()) return false;
-  const std::optional<bool> forced = arena.direct_reads_forced();
-  if (forced.has_value()) return forced;
-  if (arena.size() == 2 && block >= kDirectWindowMinBlockBytes &&
-      block <= kDirectWindowMaxBlockBytes) {
-    return true;
-  }
-  return std::nullopt;
+  if (const std::optional<bool> forced = arena.direct_reads_forced()) return forced;
+  const bool window = block >= kDirectWindowMinBlockBytes && block <= kDirectWindowMaxBlockBytes;
+  return arena.size() == 2 && window ? std::optional<bool>(true) : std::nullopt;
 }
 
 bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output) {

@@ -61,10 +61,6 @@ inline std::uint64_t ring_base(SharedArena& arena, int me, int producer) {
   return producer == me ? arena.published(me).load(std::memory_order_relaxed)
                         : arena.consumed(me, producer).load(std::memory_order_relaxed);
 }
-// Steps this rank's consumed count of `producer`'s ring over `slots` slots it does not read.
-inline void skip_slots(SharedArena& arena, int me, int producer, std::uint64_t slots) {
-  arena.advance(arena.consumed(me, producer), ring_base(arena, me, producer) + slots);
-}
 // ring_base of every rank's ring, by rank.
 std::vector<std::uint64_t> ring_bases(Operation& op, SharedArena& arena);
 

@@ -74,14 +74,6 @@ Task barrier_hierarchical(Operation& op, BarrierArgs a) {
 
 }  // namespace
 
-std::span<const AlgorithmRow> barrier_rows() {
-  static const AlgorithmRow rows[] = {
-      COLLX_ROW(barrier, dissemination, barrier_dissemination, 1),
-      COLLX_ROW(barrier, hierarchical, barrier_hierarchical, 2),
-  };
-  return rows;
-}
-
 Task point_to_point_task(Operation& op, PointToPointArgs a) {
   Transfer send;
   Transfer recv;
@@ -90,8 +82,10 @@ Task point_to_point_task(Operation& op, PointToPointArgs a) {
   co_await op.wait(send, recv);
 }
 
-std::span<const AlgorithmRow> sendrecv_rows() {
+std::span<const AlgorithmRow> barrier_sendrecv_rows() {
   static const AlgorithmRow rows[] = {
+      COLLX_ROW(barrier, dissemination, barrier_dissemination, 1),
+      COLLX_ROW(barrier, hierarchical, barrier_hierarchical, 2),
       COLLX_ROW(sendrecv, direct, point_to_point_task, 0),
   };
   return rows;

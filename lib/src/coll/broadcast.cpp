@@ -20,18 +20,15 @@ using patterns::segment_count;
 using patterns::TreePlace;
 
 // Which children of a tree are on another node (tree_broadcast): as the node layout says where
-// the algorithm sees the whole communicator, else unknown; all (hierarchical's heads); or
-// unknown (the chain's one child).
-enum class Across { by_layout, all, unknown };
+// the algorithm sees the whole communicator (else none known), or all (hierarchical's heads).
+enum class Across { by_layout, all };
 
 std::vector<unsigned char> children_across(Operation& op, std::span<const int> children,
                                            Across mode) {
   if (mode == Across::all) return std::vector<unsigned char>(children.size(), 1);
   const patterns::NodeLayout* nodes = op.transport().node_layout();
-  if (mode == Across::unknown || op.in_group() || nodes == nullptr || nodes->size() != op.size() ||
-      nodes->nodes() < 2) {
+  if (op.in_group() || nodes == nullptr || nodes->size() != op.size() || nodes->nodes() < 2)
     return {};
-  }
   std::vector<unsigned char> across(children.size());
   const int mine = nodes->node_of(op.rank());
   for (std::size_t c = 0; c < children.size(); ++c)
@@ -101,10 +98,9 @@ template <Algorithm kTree>
 Task broadcast_tree(Operation& op, BroadcastArgs a) {
   const int rank = op.rank();
   const int p = op.size();
-  if constexpr (kTree == Algorithm::pipelined_chain)
-    return tree_broadcast(op, a, patterns::chain_place(rank, a.root, p), Across::unknown);
   return tree_broadcast(op, a,
-                        kTree == Algorithm::binomial_tree
+                        kTree == Algorithm::pipelined_chain ? patterns::chain_place(rank, a.root, p)
+                        : kTree == Algorithm::binomial_tree
                             ? patterns::binomial_place(rank, a.root, p)
                             : patterns::knomial_place(rank, a.root, p, patterns::kKnomialRadix),
                         Across::by_layout);

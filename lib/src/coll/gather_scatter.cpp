@@ -101,11 +101,8 @@ Task rooted_tree(Operation& op, RootedArgs a) {
   ScratchBuffer window;
   if (t.relays()) window = op.scratch(t.window_bytes());
   const auto move = [&](Transfer& transfer, std::byte* at, int lo, int hi, int peer, bool in) {
-    if (in) {
-      op.recv(transfer, at, w.bytes(lo, hi), peer, a.phases[0]);
-    } else {
-      op.send(transfer, at, w.bytes(lo, hi), peer, a.phases[0]);
-    }
+    in ? op.recv(transfer, at, w.bytes(lo, hi), peer, a.phases[0])
+       : op.send(transfer, at, w.bytes(lo, hi), peer, a.phases[0]);
   };
   std::array<Transfer, 2> parent;
   const auto with_parent = [&](Transfer& transfer, int lo, int hi, int peer) {
@@ -135,17 +132,11 @@ Task rooted_tree(Operation& op, RootedArgs a) {
 
 }  // namespace
 
-std::span<const AlgorithmRow> gather_rows() {
+std::span<const AlgorithmRow> gather_scatter_rows() {
   static const AlgorithmRow rows[] = {
       COLLX_ROW(gather, binomial_tree, (rooted_tree<TreeShape::binomial, true>), 1),
       COLLX_ROW(gather, linear, (rooted_tree<TreeShape::flat, true>), 1),
       COLLX_ROW(gather, shared_memory, rooted_shared_memory<true>, 1, Algorithm::linear),
-  };
-  return rows;
-}
-
-std::span<const AlgorithmRow> scatter_rows() {
-  static const AlgorithmRow rows[] = {
       COLLX_ROW(scatter, binomial_tree, (rooted_tree<TreeShape::binomial, false>), 1),
       COLLX_ROW(scatter, linear, (rooted_tree<TreeShape::flat, false>), 1),
       COLLX_ROW(scatter, shared_memory, rooted_shared_memory<false>, 1, Algorithm::linear),

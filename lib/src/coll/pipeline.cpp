@@ -62,8 +62,6 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
   if (send_is_dst && send_bytes != recv_bytes) {
     throw Error(ErrorCode::internal, "", op.rank(), "exchange_reduce: aliased regions differ");
   }
-  // Words: alignas is not honoured in a coroutine frame (see ExchangeReduceAwaiter::buffer_).
-  std::uint64_t small[ExchangeReduceAwaiter::kInlineBytes / sizeof(std::uint64_t)];
   const int send_segments = segment_count(send_bytes, op.segment_bytes());
   const int recv_segments = segment_count(recv_bytes, op.segment_bytes());
   const BlockLayout send_layout{a.send_elems, send_segments};
@@ -71,12 +69,8 @@ Task exchange_reduce_pipelined(Operation& op, ExchangeReduce a) {
   const int depth = std::max(1, op.pipeline_depth());
   const std::size_t buffer_bytes = recv_layout.length(0) * elem;
   const int buffers = std::min(depth, recv_segments);
-  const std::size_t scratch_bytes = buffer_bytes * static_cast<std::size_t>(buffers);
-  // The stack buffer is host memory: a call on device memory takes device scratch always.
-  const bool pool = scratch_bytes > sizeof small || op.device_memory();
-  ScratchBuffer pooled;
-  if (pool) pooled = op.scratch(scratch_bytes);
-  std::byte* const scratch = pool ? pooled.data() : reinterpret_cast<std::byte*>(small);
+  const ScratchBuffer pooled = op.scratch(buffer_bytes * static_cast<std::size_t>(buffers));
+  std::byte* const scratch = pooled.data();
 
   TransferArray sends(static_cast<std::size_t>(send_segments));
   TransferArray recvs(static_cast<std::size_t>(recv_segments));

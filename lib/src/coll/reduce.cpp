@@ -14,8 +14,6 @@ namespace collx::detail {
 
 namespace {
 
-// The largest accumulator and children's messages a small reduce keeps in its frame.
-constexpr std::size_t kInlineReduceBytes = 1024;
 // Rabenseifner's reduce over bit-reversed places up to this size (reduce_rabenseifner): docs/
 // SCALE.md, "Reduce at scale", has where it leads and where the butterfly's form does.
 constexpr std::size_t kReversedReduceBytes = std::size_t{64} << 10;
@@ -38,9 +36,9 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
   const patterns::RankList children = tree.children_smallest_first();
   const auto n = static_cast<std::size_t>(children.size());
   const bool one_segment = patterns::segment_count(bytes, op.segment_bytes()) == 1;
-  // A small host call keeps accumulator and messages in the frame (words: alignas is not
-  // honoured in a coroutine frame), not in pool scratch.
-  std::uint64_t words[kInlineReduceBytes / sizeof(std::uint64_t)];
+  // A small host call keeps accumulator and messages in the frame, as exchange_reduce keeps its
+  // message (words: alignas is not honoured in a coroutine frame), not in pool scratch.
+  std::uint64_t words[ExchangeReduceAwaiter::kInlineBytes / sizeof(std::uint64_t)];
   const bool in_frame = one_segment && !op.device_memory() && bytes * (n + 1) <= sizeof words;
   std::byte* const frame_bytes = reinterpret_cast<std::byte*>(words);
   // The root's accumulator is its output buffer.
@@ -82,10 +80,7 @@ Task reduce_binomial(Operation& op, ReduceArgs a) {
       current = accumulator;
     }
   }
-  if (is_root) {
-    if (children.empty() && a.send != a.recv) op.copy(a.recv, a.send, bytes);
-    co_return;
-  }
+  if (is_root) co_return;  // from two ranks on the root has children: its output holds the sum
   const int parent = patterns::to_real(tree.parent(), a.root, p);
   co_await send_for_reduction(op, parent, current, a.count, a.reduction, a.phases);
 }

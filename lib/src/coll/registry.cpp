@@ -25,9 +25,9 @@ struct Index {
   static const Index built = [] {
     Index i;
     using Rows = std::span<const AlgorithmRow> (*)();
-    for (Rows rows : {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows,
-                      reduce_scatter_rows, gather_rows, scatter_rows, alltoall_rows, barrier_rows,
-                      sendrecv_rows, mpi_library_rows}) {
+    for (Rows rows :
+         {allreduce_rows, broadcast_rows, reduce_rows, allgather_rows, reduce_scatter_rows,
+          gather_scatter_rows, alltoall_rows, barrier_sendrecv_rows, mpi_library_rows}) {
       for (const AlgorithmRow& r : rows()) {
         const auto c = static_cast<std::size_t>(r.collective);
         i.rows.push_back(r);
@@ -72,10 +72,7 @@ const AlgorithmRow* find_row(Collective collective, Algorithm algorithm) {
 }
 
 Algorithm library_algorithm(Collective collective) {
-  for (const AlgorithmRow& r : registry()) {
-    if (r.collective == schedules_of(collective) && r.mpi_library) return r.algorithm;
-  }
-  return Algorithm::automatic;
+  return find_row(collective, Algorithm::mpi) != nullptr ? Algorithm::mpi : Algorithm::automatic;
 }
 
 void no_algorithm(Operation& op, Collective collective, Algorithm algorithm) {

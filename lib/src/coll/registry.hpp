@@ -78,17 +78,15 @@ AlgorithmRow mpi_library_row(Schedule<ArgsOf<C>> schedule) {
   return r;
 }
 
-// Each collective's rows, defined beside its schedules.
+// Each file's rows (its collectives' in COLLX_COLLECTIVE_LIST's order), beside their schedules.
 std::span<const AlgorithmRow> allreduce_rows();
 std::span<const AlgorithmRow> broadcast_rows();
 std::span<const AlgorithmRow> reduce_rows();
 std::span<const AlgorithmRow> allgather_rows();
 std::span<const AlgorithmRow> reduce_scatter_rows();
-std::span<const AlgorithmRow> gather_rows();
-std::span<const AlgorithmRow> scatter_rows();
+std::span<const AlgorithmRow> gather_scatter_rows();
 std::span<const AlgorithmRow> alltoall_rows();
-std::span<const AlgorithmRow> barrier_rows();
-std::span<const AlgorithmRow> sendrecv_rows();
+std::span<const AlgorithmRow> barrier_sendrecv_rows();
 // The MPI library's own collectives, one row per collective but sendrecv (mpi_library.cpp).
 std::span<const AlgorithmRow> mpi_library_rows();
 // ---- the MPI library's own collectives, as collx's calls make them ----

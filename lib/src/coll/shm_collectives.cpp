@@ -1,10 +1,7 @@
 // The shared arena's schedules (Algorithm::shared_memory of every collective but barrier), in
-// the steps of arena_steps.hpp. A producer cuts its bytes into whole ring slots, copies each into
-// its ring and publishes it (a release store of its count); every other rank waits for the
-// count, copies the slot out and advances its own counter, which frees the slot once every
-// reader has. No byte goes through the MPI library.
+// the steps of arena_steps.hpp (the rings and counters: shm_arena.hpp). No byte goes through the
+// MPI library.
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -37,7 +34,8 @@ template <class CutOf>
 std::uint64_t skip_to_own_slots(Operation& op, SharedArena& arena, int root, CutOf cut_of) {
   const int me = op.rank();
   for (int r = 0; r < op.size(); ++r) {
-    if (r != me && r != root) skip_slots(arena, me, r, cut_of(r).count());
+    if (r != me && r != root)
+      arena.advance(arena.consumed(me, r), ring_base(arena, me, r) + cut_of(r).count());
   }
   return ring_base(arena, me, me);
 }
@@ -49,9 +47,7 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.arena();
   const SlotCut cut{bytes, arena.slot_bytes()};
-  // Every rank other than the root has consumed exactly what the root published so far. The
-  // slot loops here and below stay in the schedule's frame: a nested task per call would cost
-  // every small call a frame.
+  // Every rank other than the root has consumed exactly what the root published so far.
   const std::uint64_t base = ring_base(arena, op.rank(), a.root);
   const kernels::CopyFn copy = copy_for_output(bytes);
   for (std::size_t k = 0; k < cut.count(); ++k) {
@@ -81,33 +77,33 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
   const std::size_t total_bytes = a.offsets.back() * a.element_size;
   const kernels::CopyFn copy = copy_for_output(total_bytes);
   const std::vector<std::uint64_t> base = ring_bases(op, arena);
+  const std::uint64_t own_base = base[static_cast<std::size_t>(me)];
   // Round k: publish the own slot k, then take slot k of every other rank, starting with the
   // next rank so that the ranks do not all read one producer at once. A rank that hands its
   // block over directly publishes it whole in round 0; its readers take it whole then.
   const bool direct = hand_over_directly(arena, me, blocks.length(me), total_bytes);
   if (direct) {
-    co_await publish_direct(op, arena, base[static_cast<std::size_t>(me)], own, blocks.length(me));
+    co_await publish_direct(op, arena, own_base, own, blocks.length(me));
     if (copy_own) copy(block(me), own, blocks.length(me));
   }
   std::vector<char> taken_whole(static_cast<std::size_t>(p), 0);
   for (std::size_t k = 0; k < rounds; ++k) {
     const std::size_t offset = k * slot;
+    const auto length = [&](int r) { return std::min(slot, blocks.length(r) - offset); };
     if (!direct && offset < blocks.length(me)) {
-      const std::size_t length = std::min(slot, blocks.length(me) - offset);
-      co_await publish(op, arena, base[static_cast<std::size_t>(me)] + k, own + offset, length,
+      co_await publish(op, arena, own_base + k, own + offset, length(me),
                        copy_own ? block(me) + offset : nullptr, streams_output(total_bytes));
     }
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
       const auto ri = static_cast<std::size_t>(r);
       if (offset >= blocks.length(r) || taken_whole[ri] != 0) continue;
-      const std::size_t length = std::min(slot, blocks.length(r) - offset);
       bool whole = false;
-      co_await take(op, arena, r, base[ri] + k, block(r) + offset, length, copy, &whole);
+      co_await take(op, arena, r, base[ri] + k, block(r) + offset, length(r), copy, &whole);
       taken_whole[ri] = whole ? 1 : 0;
     }
   }
-  if (direct) co_await op.until(read_by_all(op, arena, base[static_cast<std::size_t>(me)]));
+  if (direct) co_await op.until(read_by_all(op, arena, own_base));
 }
 
 Task reduce_shared_memory(Operation& op, ReduceArgs a) {
@@ -307,11 +303,10 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const std::size_t block = a.count * a.element_size;
   const auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
   const std::size_t total_bytes = block * static_cast<std::size_t>(p);
-  SharedArena* arena_here = op.arena();
+  SharedArena& arena = *op.arena();
   // Direct: each block is one slot holding a pointer. Decided from what every rank sees alike
   // (not from whether this rank's call is in place), so all count the same slots.
-  const bool direct = block > 0 && p > 1 && arena_here != nullptr &&
-                      direct_by_setting(*arena_here, block).value_or(false);
+  const bool direct = block > 0 && p > 1 && direct_by_setting(arena, block).value_or(false);
   // In place, send from a copy: from three ranks on a block is overwritten (step s) before it
   // is sent (step p - s), or while it is read directly. At two ranks through the ring each
   // slot is out before it is overwritten.
@@ -320,7 +315,6 @@ Task alltoall_shared_memory(Operation& op, AlltoallArgs a) {
   const kernels::CopyFn copy = copy_for_output(total_bytes);
   if (input != a.recv) copy(at(a.recv, me), at(input, me), block);
   if (block == 0 || p == 1) co_return;
-  SharedArena& arena = *arena_here;
   // Step s's block is the (s - 1)th of producer j's ring this call, in one slot where direct.
   const SlotCut cut{block, direct ? block : arena.slot_bytes()};
   const std::vector<std::uint64_t> base = ring_bases(op, arena);

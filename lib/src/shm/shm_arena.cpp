@@ -163,7 +163,6 @@ SharedArena::SharedArena(std::byte* base, std::size_t bytes, bool mapped, int nr
       slots_(slots),
       data_(base + header_bytes(nranks, slots)),
       direct_forced_(config().shm_direct),
-      log_store_changes_(config().debug >= DebugLevel::info),
       turns_(std::make_unique<Turn[]>(static_cast<std::size_t>(nranks))) {
   for (int r = 0; r < nranks; ++r)
     turns_[static_cast<std::size_t>(r)].stores = RingStores(stores);

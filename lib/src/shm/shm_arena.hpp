@@ -86,8 +86,6 @@ class SharedArena {
   bool direct_reads() const { return direct_reads_; }
   // COLLX_SHM_DIRECT when the arena was made (unset: the schedules decide).
   std::optional<bool> direct_reads_forced() const { return direct_forced_; }
-  // COLLX_DEBUG=INFO when the arena was made: the ring stores' changes of kind are logged.
-  bool log_store_changes() const { return log_store_changes_; }
   // Copies `bytes` at `address` in `producer`'s memory to `target`; 0, or the errno.
   int read_direct(int producer, std::byte* target, std::uint64_t address, std::size_t bytes);
 
@@ -145,7 +143,6 @@ class SharedArena {
   bool oversubscribed_ = false;  // Transport::processors_oversubscribed (set at creation)
   bool direct_reads_ = false;    // set at creation
   std::optional<bool> direct_forced_;
-  bool log_store_changes_ = false;
   // Laid out like an arena counter (its sleepers beside it), so wait() and advance() serve it.
   struct alignas(64) Turn {
     Counter value{0};
