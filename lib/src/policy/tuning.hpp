@@ -22,7 +22,7 @@ struct TuningTable : TuningFile {
 // library, and max_bytes / max_ranks null mean any. Throws collx::Error(ErrorCode::config)
 // naming `source` and the problem.
 TuningTable parse_tuning_table(std::string_view text, const std::string& source);
-// collx/tuning.hpp's, with the node rules' type.
+// What collx/tuning.hpp's two run (its comments say what they check and throw).
 TuningTable load_tuning_file(const std::string& path);
 void save_tuning_file(const std::string& path, const TuningFile& file);
 
