@@ -8,7 +8,6 @@
 #include "collectives.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
-#include "collx/mpi_types.hpp"
 #include "comm_state.hpp"
 #include "memory.hpp"
 #include "registry.hpp"
@@ -515,8 +514,7 @@ Request point_to_point_impl(const std::shared_ptr<CommState>& s, const void* sen
 // ---- the delegated path's entry ----
 // A blocking call whose size class settled on the MPI library (CommState::delegates) makes its
 // PMPI_ call from the public entry, ahead of entry(), whose bookkeeping, error paths and dispatch
-// would cost as much as the MPI library's call. Only a call that passes every check goes this
-// way; any other returns false and takes the normal path, which reports it.
+// would cost as much as the MPI library's call.
 
 // Whether `c` moves no elements (a count of 0; a barrier always counts as moving).
 template <class Call>

@@ -39,9 +39,7 @@ struct CommState {
   // Takes ownership of `dup` (an MPI_Comm_dup result), freed once the Communicator and every
   // operation in flight on it are gone.
   explicit CommState(MPI_Comm dup, TransportChoice choice = TransportChoice::automatic);
-  ~CommState();
-  CommState(const CommState&) = delete;
-  CommState& operator=(const CommState&) = delete;
+  ~CommState();  // not copyable (its mutex)
 
   // Sequence number, tags and pipeline settings for the next operation: the same on every rank,
   // as every rank calls collectives in the same order.
@@ -216,7 +214,6 @@ struct CommState {
   // Every rank's transport takes device memory and sees a device: agreed once, where there is a
   // shared arena and a device API.
   bool device_direct_everywhere = false;
-  void agree_on_device_memory();
 
   MPI_Comm comm = MPI_COMM_NULL;
   // A second context for the user's point-to-point messages, so their tags are free and never

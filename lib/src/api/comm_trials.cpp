@@ -12,7 +12,6 @@
 #include "config.hpp"
 #include "cost_model.hpp"
 #include "registry.hpp"
-#include "tuning.hpp"
 
 namespace collx::detail {
 
@@ -38,9 +37,8 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
     const Algorithm mpi = library_algorithm(collective);
     const bool offered = mpi != Algorithm::automatic &&
                          std::find(candidates.begin(), candidates.end(), mpi) != candidates.end();
-    // With the MPI library among the candidates, the class's first calls run the table's choice
-    // until they number COLLX_AUTOTUNE_WAIT times what its trials take (ClassTuner::start);
-    // kLibraryWaitFactor times that where they run the MPI library's collective above 64 KiB.
+    // With the MPI library among the candidates, the class's first calls (ClassTuner::start)
+    // number COLLX_AUTOTUNE_WAIT times what its trials take (kLibraryWaitFactor: kLongCallBytes).
     const int trials = trials_for(bytes);
     const bool on_library = offered && nearest == mpi;
     const auto wait_calls = static_cast<std::uint32_t>(

@@ -1,8 +1,6 @@
-#include <algorithm>
 #include <string>
 #include <vector>
 
-#include "collectives.hpp"
 #include "collx/build_config.hpp"
 #include "collx/communicator.hpp"
 #include "collx/error.hpp"
@@ -112,7 +110,12 @@ CommState::CommState(MPI_Comm dup, TransportChoice choice) : comm(dup) {
     // No arena across nodes (real or emulated); each node of several ranks gets its own.
     if (node_layout->nodes() == 1) {
       transport->set_shared_arena(SharedArena::create(comm));
-      if (transport->shared_arena() != nullptr) agree_on_device_memory();
+      // Collective: every rank of `comm` comes here or none does (the arena, the device API alike).
+      DeviceApi* api = transport->shared_arena() != nullptr ? device_api() : nullptr;
+      if (api != nullptr) {
+        device_direct_everywhere = on_every_rank(
+            transport->supports_device_memory() && api->device_count() > 0, comm, rank);
+      }
     } else if (node_layout->hierarchical() && config().shared_memory) {
       // Made collectively on the node's communicator (local-rank order).
       MPI_Comm node_comm = MPI_COMM_NULL;
@@ -162,14 +165,6 @@ void CommState::refresh_op_defaults(Collective collective, const Options& option
                            : tuned && tuned->pipeline_depth ? tuned->pipeline_depth
                                                             : kDefaultPipelineDepth;
   defaults_config = &c;
-}
-
-void CommState::agree_on_device_memory() {
-  // Collective: every rank of `comm` comes here or none does (the arena, the device API alike).
-  DeviceApi* api = device_api();
-  if (api == nullptr) return;
-  device_direct_everywhere =
-      on_every_rank(transport->supports_device_memory() && api->device_count() > 0, comm, rank);
 }
 
 DeviceEngine& CommState::device_engine(int device) {
@@ -357,7 +352,6 @@ Request::~Request() {
 
 void Request::wait() {
   if (!operation_) return;
-  // Like MPI_Wait on a request: it is consumed, whether the operation succeeded or not.
   const std::shared_ptr<detail::Operation> operation = std::move(operation_);
   detail::Engine::instance().wait(*operation);
 }

@@ -140,8 +140,6 @@ Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body) {
 
 bool needs_host_copy(Collective collective, Algorithm algorithm, bool arena, std::size_t bytes,
                      bool blocking, const DeviceCall& call) {
-  // The rows that say so (AlgorithmRow::host_copies), and the shared arena's rows where the
-  // call runs through the arena.
   const AlgorithmRow* row = find_row(schedules_of(collective), algorithm);
   if (row != nullptr && (row->host_copies() || (arena && row->uses_arena()))) return true;
   if (!blocking) return false;

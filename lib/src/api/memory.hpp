@@ -2,7 +2,6 @@
 // buffers; for device memory, the DeviceCall the call runs with.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <initializer_list>

@@ -106,7 +106,6 @@ void Operation::resume() {
   if (!task_.done()) return;
   if (turn_arena_ != nullptr) turn_arena_->end_turn(turn_rank_);
   if (task_.handle().promise().error) return fail(task_.handle().promise().error);
-  // The algorithm is done; the work of its data path (a device's) may not be.
   finishing_ = true;
   try {
     finish_path();

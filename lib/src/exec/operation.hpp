@@ -2,7 +2,6 @@
 // messages and suspends in `co_await wait(...)`). The Engine drives every Operation in flight.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -102,9 +101,7 @@ class Operation {
   // `path`: how the call's bytes move when not host memory; null: straight through `transport`.
   Operation(Transport& transport, const OpInfo& info, std::shared_ptr<void> keepalive = {},
             std::unique_ptr<DataPath> path = nullptr);
-  ~Operation();
-  Operation(const Operation&) = delete;
-  Operation& operator=(const Operation&) = delete;
+  ~Operation();  // not copyable (its unique_ptr, its references)
 
   // Runs `task` until it first waits (or finishes).
   void start(Task task);
@@ -156,8 +153,7 @@ class Operation {
    public:
     Group(Operation& op, std::span<const int> members, SharedArena* arena = nullptr);
     ~Group();
-    Group(const Group&) = delete;
-    Group& operator=(const Group&) = delete;
+    Group(const Group&) = delete;  // its destructor ends the group once
 
    private:
     Operation& op_;

@@ -1,11 +1,10 @@
 #include "autotune.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <numeric>
+#include <tuple>
 
 namespace collx::detail {
 
@@ -15,11 +14,6 @@ bool beats(std::uint64_t a, std::uint64_t b) {
   return static_cast<double>(a) < static_cast<double>(b) * (1 - ClassTuner::kMargin);
 }
 }  // namespace
-
-std::size_t size_class_max_bytes(int size_class) {
-  if (size_class >= 64) return std::numeric_limits<std::size_t>::max();
-  return std::size_t{1} << size_class;
-}
 
 int trials_for(std::size_t bytes) {
   if (bytes <= (std::size_t{4} << 10)) return 32;
@@ -154,8 +148,6 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
   const std::uint64_t mean =
       (std::accumulate(sorted.begin(), sorted.end(), std::uint64_t{0}) + sorted.size() / 2) /
       sorted.size();
-  const double ratio = static_cast<double>(sampled) / static_cast<double>(baseline_ns_);
-  const auto reported = static_cast<std::uint64_t>(std::lround(ratio * 1000));
   // Slower now than the MPI library's own collective was in the trials (the slowest rank's
   // time): tried again whatever the call's size, since the floor auto promises is the MPI it
   // wraps. Sub-microsecond drift is otherwise noise (kDriftMinNs), but a call that settled in a
@@ -164,7 +156,8 @@ std::vector<std::uint64_t> ClassTuner::agree_values() const {
   if (library > 0 && static_cast<double>(mean) > static_cast<double>(library) * (1 + kMargin))
     return {0, 1};
   if (sampled < baseline_ns_ + kDriftMinNs) return {0, 0};
-  return {reported, 0};
+  const double ratio = static_cast<double>(sampled) / static_cast<double>(baseline_ns_);
+  return {static_cast<std::uint64_t>(std::lround(ratio * 1000)), 0};
 }
 
 std::uint64_t ClassTuner::library_trial_ns() const {
@@ -202,8 +195,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   for (std::size_t i = 2; i < count_ && i < maxima.size(); ++i) {
     if (maxima[i] < maxima[fastest]) fastest = i;
   }
-  // The MPI library's own collective needs no absolute margin: where it is chosen on noise, auto
-  // runs as fast as the MPI it wraps, which is the floor auto promises.
+  // The MPI library's own collective needs no absolute margin (kMargin).
   const bool challenger_wins =
       fastest < maxima.size() && beats(maxima[fastest], maxima[0]) &&
       (maxima[fastest] + kMarginMinNs <= maxima[0] || candidates_[fastest] == library_);
@@ -235,9 +227,23 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
     }
   }
   std::copy_n(maxima.begin(), std::min<std::size_t>(maxima.size(), count_), agreed_ns_.begin());
-  note_slowness();
+  // slowness() of the round's candidates.
+  std::uint64_t best = 0;
+  for (std::size_t i = 0; i < count_; ++i)
+    if (agreed_ns_[i] > 0 && (best == 0 || agreed_ns_[i] < best)) best = agreed_ns_[i];
+  for (std::size_t i = 0; i < count_; ++i) {
+    const std::size_t j = index_in(all_candidates_, all_count_, candidates_[i]);
+    if (j < all_count_ && agreed_ns_[i] > 0) {
+      slowness_[j] =
+          std::max(slowness_[j], static_cast<double>(agreed_ns_[i]) / static_cast<double>(best));
+    }
+  }
   chosen_ = candidates_[winner];
-  if (!head_to_head_ && needs_confirmation(winner)) {
+  // Where one of collx's candidates won a round among three or more over the MPI library's
+  // collective, the two run a second round head to head on fresh calls (`confirm`) before the
+  // class settles on either: the winner's curse (docs/AUTO.md).
+  if (!head_to_head_ && count_ > 2 && candidates_[winner] != library_ &&
+      library_ != Algorithm::automatic && index_in(candidates_, count_, library_) < count_) {
     confirm(winner, challenger_wins);
     return true;
   }
@@ -251,20 +257,6 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   sample_next_ = 0;
   ++rounds_;
   return true;
-}
-
-void ClassTuner::note_slowness() {
-  std::uint64_t best = 0;
-  for (std::size_t i = 0; i < count_; ++i)
-    if (agreed_ns_[i] > 0 && (best == 0 || agreed_ns_[i] < best)) best = agreed_ns_[i];
-  if (best == 0) return;
-  for (std::size_t i = 0; i < count_; ++i) {
-    const std::size_t j = index_in(all_candidates_, all_count_, candidates_[i]);
-    if (j < all_count_ && agreed_ns_[i] > 0) {
-      slowness_[j] =
-          std::max(slowness_[j], static_cast<double>(agreed_ns_[i]) / static_cast<double>(best));
-    }
-  }
 }
 
 double ClassTuner::slowness(Algorithm algorithm) const {
@@ -295,13 +287,6 @@ Algorithm ClassTuner::choice_as_evidence() const {
   return tied;
 }
 
-bool ClassTuner::needs_confirmation(std::size_t winner) const {
-  if (count_ <= 2 || library_ == Algorithm::automatic || candidates_[winner] == library_) {
-    return false;
-  }
-  return index_in(candidates_, count_, library_) < count_;
-}
-
 void ClassTuner::confirm(std::size_t winner, bool table_displaced) {
   // The winner in its place (the table's choice first, a challenger second, after the MPI
   // library's collective), so that the second round applies the first round's rules.
@@ -309,12 +294,7 @@ void ClassTuner::confirm(std::size_t winner, bool table_displaced) {
   const std::size_t first = winner == 0 ? 0 : library;
   const std::size_t second = winner == 0 ? library : winner;
   // The agreed times follow their candidates (the reports of the first round).
-  const auto to_front = [&](auto& values) {
-    const auto a = values[first];
-    const auto b = values[second];
-    values[0] = a;
-    values[1] = b;
-  };
+  const auto to_front = [&](auto& v) { std::tie(v[0], v[1]) = std::tuple(v[first], v[second]); };
   to_front(agreed_ns_);
   to_front(agreed_mean_ns_);
   to_front(candidates_);

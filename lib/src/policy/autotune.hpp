@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -32,7 +31,9 @@ namespace collx::detail {
   return bytes <= 1 ? 0 : 64 - __builtin_clzll(bytes - 1);
 }
 // The largest size of class k (the edge a learned rule is written with).
-std::size_t size_class_max_bytes(int size_class);
+inline std::size_t size_class_max_bytes(int size_class) {
+  return size_class >= 64 ? ~std::size_t{0} : std::size_t{1} << size_class;
+}
 inline constexpr int kSizeClasses = 65;
 
 // What the tuner does with one blocking call.
@@ -84,21 +85,17 @@ class ClassTuner {
              Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0,
              bool wait_on_library = false);
   Phase phase() const { return phase_; }
-  // Waiting for its trials or trying: not settled yet.
   bool in_trials() const { return phase_ == Phase::waiting || phase_ == Phase::trying; }
 
   // The algorithm of the next blocking call of this class (counts the call).
   TrialPick pick();
   // The time of a timed call (seconds, this rank's).
   TunerStep record(double seconds);
-  // The values the ranks take the maximum of: while trying, each candidate's time (ns): the
-  // lower of its passes' mean call times (over a block but its first call);
-  // at a checkpoint, two: 1000 x this rank's sampled time (median) over its trial time (0 if
-  // too few samples, or if the sampled time is less than kDriftMinNs above the trial time), or
-  // kSecondOpinion where the first round's challenger is to be tried again (the same on every
-  // rank: it follows from the agreed times); and 1 where this rank's sampled calls of collx's
-  // choice ran, on average, more than the margin slower than the MPI library's collective did
-  // in the trials (then the class settles on the MPI library at once), else 0.
+  // The values the ranks take the maximum of: while trying, each candidate's trial_ns(); at a
+  // checkpoint, two: 1000 x this rank's sampled time (median) over its trial time (0 with too
+  // few samples or within kDriftMinNs of it), or kSecondOpinion (the same on every rank: it
+  // follows from the agreed times); and 1 where this rank's sampled calls ran, on average, more
+  // than the margin slower than the MPI library's collective in the trials, else 0.
   std::vector<std::uint64_t> agree_values() const;
   // The maxima over ranks of agree_values(), and after a round of trials their means over ranks
   // (empty: not known). Returns true where trials settled or restarted.
@@ -167,12 +164,6 @@ class ClassTuner {
 
  private:
   void restart();
-  // Where one of collx's candidates won a round among three or more over the MPI library's
-  // collective, the two run a second round head to head on fresh calls (`confirm`) before the
-  // class settles on either: the winner's curse (docs/AUTO.md).
-  bool needs_confirmation(std::size_t winner) const;
-  // Records slowness() of the round's candidates from agreed_ns_.
-  void note_slowness();
   void confirm(std::size_t winner, bool table_displaced);
   // The MPI library's candidate's agreed trial time (ns), where it was a candidate and is not
   // the choice; else 0.

@@ -15,12 +15,9 @@ extern const std::string_view kBuiltinRulesText;
 
 namespace {
 
-// The built-in table is data: lib/data/builtin-rules.json, in the tuning-file format, compiled in
-// (builtin_rules_text.cpp) and read by parse_tuning_table as COLLX_TUNING_FILE is. Each row
-// carries its provenance; docs/AUTO.md, "The built-in table's rows", keeps the reasons for the
-// rows' shapes.
-// Parsed on the first selection; the tests check the text, so a parse error here is a broken
-// build, reported as the first call's collx::Error.
+// Parsed on the first selection, as COLLX_TUNING_FILE is; the tests check the text, so a parse
+// error here is a broken build, reported as the first call's collx::Error. docs/AUTO.md, "The
+// built-in table's rows", keeps the reasons for the rows' shapes.
 const TuningTable& builtin_table() {
   static const TuningTable table =
       parse_tuning_table(kBuiltinRulesText, "built-in rules (lib/data/builtin-rules.json)");

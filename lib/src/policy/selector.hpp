@@ -11,8 +11,7 @@
 
 namespace collx::detail {
 
-// A decision table's rows are a tuning file's (collx/tuning.hpp): the first that matches a call
-// wins.
+// A rule's max_ranks that matches every rank count (as kAnyBytes matches every size).
 inline constexpr int kAnyRanks = std::numeric_limits<int>::max();
 
 // The table compiled into the library: lib/data/builtin-rules.json, each row with the

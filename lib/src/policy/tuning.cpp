@@ -152,7 +152,6 @@ void save_tuning_file(const std::string& path, const TuningFile& table) {
   } catch (const Error& e) {
     throw Error(ErrorCode::invalid_argument, "", -1, e.detail());
   }
-  // Temporary file, then rename: a reader never sees half a table.
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary);

@@ -4,7 +4,6 @@
 // file of the same format (lib/data/builtin-rules.json, compiled in), read by the same parser.
 #pragma once
 
-#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,10 +22,8 @@ struct TuningTable : TuningFile {
 // library, and max_bytes / max_ranks null mean any. Throws collx::Error(ErrorCode::config)
 // naming `source` and the problem.
 TuningTable parse_tuning_table(std::string_view text, const std::string& source);
-// Throws collx::Error(ErrorCode::config) naming the file and the problem.
+// What collx/tuning.hpp's two run (its comments say what they check and throw).
 TuningTable load_tuning_file(const std::string& path);
-// Writes the file; throws collx::Error(ErrorCode::invalid_argument), writing nothing, where
-// parse_tuning_table would reject what it writes.
 void save_tuning_file(const std::string& path, const TuningFile& file);
 
 // The table named by COLLX_TUNING_FILE, loaded once (nullptr without one).
