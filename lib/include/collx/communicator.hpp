@@ -46,8 +46,6 @@ class Communicator {
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
-  Communicator(const Communicator&) = delete;
-  Communicator& operator=(const Communicator&) = delete;
 
   int rank() const;
   int size() const;

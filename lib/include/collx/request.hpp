@@ -15,8 +15,6 @@ class Request {
   explicit Request(std::shared_ptr<detail::Operation> operation);
   Request(Request&&) noexcept = default;
   Request& operator=(Request&& other) noexcept;
-  Request(const Request&) = delete;
-  Request& operator=(const Request&) = delete;
   // Waits for an operation that was never waited on, so its buffers are never released while
   // messages still target them; an error found there is lost, so call wait() yourself.
   ~Request();

@@ -1,7 +1,6 @@
 #include "memory.hpp"
 
 #include <algorithm>
-#include <thread>
 
 #include "collx/error.hpp"
 #include "comm_state.hpp"
@@ -121,16 +120,6 @@ bool StagedCall::finish() {
     uploaded_ = true;
   }
   return device_->finish();
-}
-
-bool StagedCall::wait_for(std::chrono::microseconds limit) const {
-  // Copies of a call's inputs take microseconds: poll, giving the core away in between.
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!met()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::yield();
-  }
-  return true;
 }
 
 Task after_inputs_landed(Operation& op, const StagedCall& staged, Task body) {

@@ -2,7 +2,6 @@
 // buffers; for device memory, the DeviceCall the call runs with.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -62,7 +61,6 @@ class StagedCall final : public HostVerbs, public WaitCondition {
   bool finish() override;
   std::string_view mode() const override { return "host copy"; }
   bool met() const override { return device_->downloads_done(); }
-  bool wait_for(std::chrono::microseconds limit) const override;
   std::string describe(std::span<const int>) const override {
     return "the copies of this call's device buffers into host memory";
   }

@@ -6,14 +6,23 @@
 #include <chrono>
 #include <span>
 #include <string>
+#include <thread>
 
 namespace collx::detail {
 
 class WaitCondition {
  public:
   virtual bool met() const = 0;
-  // Blocks up to `limit` or until the condition is met; true when it is.
-  virtual bool wait_for(std::chrono::microseconds limit) const = 0;
+  // Blocks up to `limit` or until the condition is met; true when it is. Here: polls, giving the
+  // core away in between (a condition met within microseconds, such as a copy or a request).
+  virtual bool wait_for(std::chrono::microseconds limit) const {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!met()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
   // "a slot from rank 3 (shared memory)", for the timeout message; `ranks`: the communicator
   // ranks of the peer indexes it names (an open Group's), empty for the communicator's own.
   virtual std::string describe(std::span<const int> ranks) const = 0;

@@ -47,13 +47,6 @@ class LibraryRequestDone final : public WaitCondition {
     PMPI_Test(request_, &flag, MPI_STATUS_IGNORE);
     return flag != 0;
   }
-  bool wait_for(std::chrono::microseconds limit) const override {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    do {
-      if (met()) return true;
-    } while (std::chrono::steady_clock::now() < until);
-    return false;
-  }
   std::string describe(std::span<const int>) const override {
     return "the MPI library's own nonblocking collective";
   }

@@ -96,15 +96,12 @@ Task reduce_rabenseifner(Operation& op, ReduceArgs a) {
   const patterns::NodeLayout* nodes = op.transport().node_layout();
   const bool many_nodes = !op.in_group() && nodes != nullptr && nodes->size() == p &&
                           nodes->nodes() >= model::kManyNodes;
-  // On many nodes of one rank, with p a power of two and up to kReversedReduceBytes, the whole
-  // reduce runs over the ranks in bit-reversed order (place v: rank reverse_bits(v)), MPICH's
-  // schedule: recursive halving there pairs neighbouring ranks first, with the largest halves, as
-  // the butterfly does, and leaves block v on place v, so the binomial gather back to the root
-  // sends its largest share, half the buffer, between neighbouring ranks last, where block r on
-  // rank r sends it across the farthest pair. Larger calls and nodes of several ranks (whose
-  // neighbours share a node, where the butterfly's form measured faster), on many nodes the
-  // butterfly; elsewhere the caller's choice (the selector's for a reduce_scatter_v). All leave
-  // block v on place v.
+  // On many nodes of one rank (p a power of two, up to kReversedReduceBytes) MPICH's order: the
+  // reduce over the ranks in bit-reversed order (place v: rank reverse_bits(v)), where recursive
+  // halving pairs neighbours first with the largest halves, as the butterfly does, and the
+  // gather's largest share goes between neighbours last, not across the farthest pair. Else the
+  // butterfly on many nodes (faster on nodes of several ranks), or the caller's choice (the
+  // selector's for a reduce_scatter_v). All leave block v on place v.
   std::vector<int> places;
   if (many_nodes && nodes->nodes() == p && std::has_single_bit(static_cast<unsigned>(p)) &&
       a.count * elem <= kReversedReduceBytes) {

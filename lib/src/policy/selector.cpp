@@ -30,6 +30,23 @@ std::string bound(T n, T any) {
   return n == any ? std::string("any") : std::to_string(n);
 }
 
+// The algorithm of the first of `rules` that matches the call, or Algorithm::automatic.
+Algorithm first_match(std::span<const TuningRule> rules, Collective collective, std::size_t bytes,
+                      int nranks, bool shared_memory) {
+  for (const auto& rule : rules) {
+    if (rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
+        bytes <= rule.max_bytes &&
+        (shared_memory || !runs_through_arena(collective, rule.algorithm)))
+      return rule.algorithm;
+  }
+  return Algorithm::automatic;
+}
+// The rows of the tuning file, where there is one.
+std::span<const TuningRule> tuned_rules() {
+  if (const TuningTable* tuned = active_tuning()) return tuned->rules;
+  return {};
+}
+
 }  // namespace
 
 std::span<const NodeRule> node_rules() {
@@ -86,25 +103,6 @@ std::span<const TuningRule> builtin_rules_of(Collective collective) {
   static const Index index;
   return index.rows[static_cast<int>(collective)];
 }
-
-namespace {
-// The algorithm of the first of `rules` that matches the call, or Algorithm::automatic.
-Algorithm first_match(std::span<const TuningRule> rules, Collective collective, std::size_t bytes,
-                      int nranks, bool shared_memory) {
-  for (const auto& rule : rules) {
-    if (rule.collective == collective && nranks >= rule.min_ranks && nranks <= rule.max_ranks &&
-        bytes <= rule.max_bytes &&
-        (shared_memory || !runs_through_arena(collective, rule.algorithm)))
-      return rule.algorithm;
-  }
-  return Algorithm::automatic;
-}
-// The rows of the tuning file, where there is one.
-std::span<const TuningRule> tuned_rules() {
-  if (const TuningTable* tuned = active_tuning()) return tuned->rules;
-  return {};
-}
-}  // namespace
 
 Algorithm select_from(std::span<const TuningRule> rules, Collective collective, std::size_t bytes,
                       int nranks, bool shared_memory) {
