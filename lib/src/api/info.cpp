@@ -66,8 +66,7 @@ std::string mpi_library_version() {
   int length = 0;
   if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
   std::string out(text, static_cast<std::size_t>(length));
-  const auto newline = out.find('\n');
-  if (newline != std::string::npos) out.resize(newline);
+  out.resize(std::min(out.find('\n'), out.size()));  // its first line
   while (!out.empty() && (out.back() == '\0' || out.back() == ' '))
     out.pop_back();
   return out;

@@ -27,8 +27,9 @@ class ArgCheck {
   // A valid, supported (type, op) pair.
   void type_op(DataType type, ReduceOp op) const {
     this->type(type);
-    if (!is_supported(type, op)) [[unlikely]]
+    if (static_cast<unsigned>(op) >= kReduceOpCount || !is_supported(type, op)) [[unlikely]] {
       bad_op(type, op);
+    }
   }
   // No object is larger than PTRDIFF_MAX bytes: a count beyond it is a caller's error (and
   // would overflow the offset arithmetic of the schedules).
