@@ -37,8 +37,8 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
     const Algorithm mpi = library_algorithm(collective);
     const bool offered = mpi != Algorithm::automatic &&
                          std::find(candidates.begin(), candidates.end(), mpi) != candidates.end();
-    // With the MPI library among the candidates, the class's first calls (ClassTuner::start)
-    // number COLLX_AUTOTUNE_WAIT times what its trials take (kLibraryWaitFactor: kLongCallBytes).
+    // With the MPI library a candidate, the first calls (ClassTuner::start) run COLLX_AUTOTUNE_WAIT
+    // x the trials' calls, kLibraryWaitFactor x more running the library above kLongCallBytes.
     const int trials = trials_for(bytes);
     const bool on_library = offered && nearest == mpi;
     const auto wait_calls = static_cast<std::uint32_t>(
