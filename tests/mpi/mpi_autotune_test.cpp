@@ -15,6 +15,7 @@
 #include "config.hpp"
 #include "config_override.hpp"
 #include "mpi_test_util.hpp"
+#include "registry.hpp"
 #include "selector.hpp"
 
 namespace {
@@ -235,6 +236,58 @@ TEST(MpiAutotune, FloatingSumsAreTriedOnlyUnderAllFromThreeRanks) {
     EXPECT_FALSE(trying);
     EXPECT_EQ(comm.learned_choices().size(), comm.size() > 1 ? 1u : 0u);
     EXPECT_TRUE(learned_identical(comm));
+  }
+}
+
+// From three ranks a floating-point sum's class tries no other algorithm under COLLX_AUTOTUNE=1,
+// but its table's choice with one segment as long as the class's calls beside the default
+// segments, where the row's bits do not depend on its segments (AlgorithmRow::segments_keep_bits,
+// CommState::segment_tuner_for): every call of the class, during the trials and after them,
+// blocking or not, gives the first call's bits, and the learned line names the segment sizes.
+// Without the arena the table takes the ring or Rabenseifner there, both such rows.
+TEST(MpiAutotune, FloatingSumsTrySegmentSizesWithTheSameBits) {
+  collx::detail::Config c = with_autotune(kExact);
+  c.shared_memory = false;
+  const ConfigOverride guard(c);
+  collx::Communicator comm(MPI_COMM_WORLD);
+  const std::size_t count = std::size_t{1} << 20;  // 4 MiB: two default segments and more
+  const std::size_t bytes = count * sizeof(float);
+  std::vector<float> input(count), v(count), first;
+  for (std::size_t i = 0; i < count; ++i) {
+    input[i] = 0.1f * static_cast<float>(i % 13) +
+               0.01f * static_cast<float>(i % 7 + 1) / static_cast<float>(1 + comm.rank());
+  }
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  const Algorithm table =
+      collx::detail::resolve_algorithm(Collective::allreduce, Algorithm::automatic, bytes,
+                                       comm.size(), comm.rank(), false, s.node_shape());
+  const collx::detail::AlgorithmRow* row = collx::detail::find_row(Collective::allreduce, table);
+  ASSERT_NE(row, nullptr);
+  bool trying = true;
+  int call = 0;
+  for (; call < 200 && (trying || call < 2); ++call) {
+    (void)comm.auto_choice(Collective::allreduce, bytes, DataType::float32, ReduceOp::sum,
+                           &trying);
+    comm.allreduce(input.data(), v.data(), count, DataType::float32, ReduceOp::sum);
+    if (call == 0) first = v;
+    ASSERT_EQ(v, first) << "call " << call;
+    ASSERT_TRUE(identical_on_all_ranks(v.data(), bytes)) << "call " << call;
+  }
+  EXPECT_FALSE(trying);
+  collx::Request req =
+      comm.iallreduce(input.data(), v.data(), count, DataType::float32, ReduceOp::sum);
+  req.wait();
+  EXPECT_EQ(v, first);
+  EXPECT_TRUE(learned_identical(comm));
+  // At two ranks every algorithm adds the two values once (the general trials ran).
+  if (comm.size() > 2) {
+    EXPECT_EQ(comm.auto_choice(Collective::allreduce, bytes, DataType::float32, ReduceOp::sum,
+                               &trying),
+              table);
+    EXPECT_TRUE(row->segments_keep_bits) << collx::to_string(table);
+    ASSERT_EQ(comm.learned_choices().size(), 1u);
+    EXPECT_NE(comm.learned_choices()[0].find("(segments of 4194304 B)"), std::string::npos)
+        << comm.learned_choices()[0];
   }
 }
 

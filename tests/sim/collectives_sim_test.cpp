@@ -17,6 +17,7 @@
 #include "collectives.hpp"
 #include "config.hpp"
 #include "exact_data.hpp"
+#include "registry.hpp"
 #include "shm_arena.hpp"
 #include "sim_world.hpp"
 
@@ -511,6 +512,76 @@ TEST(SimTwoRanks, FloatingPointResultsAreTheSameBitsWithEveryAlgorithm) {
           Bytes got = recv[0];
           got.insert(got.end(), recv[1].begin(), recv[1].end());
           check(2, Collective::reduce_scatter, a, pl, got);
+        }
+      }
+    }
+  }
+}
+
+// The rows marked segments_keep_bits give the same bits whatever their segment size: auto times
+// their segment sizes on order-sensitive calls (CommState::segment_tuner_for), and that must not
+// change a result. Finite random floats of mixed magnitudes (their sums depend on the order), at
+// 3 to 16 ranks, segments from 64 B to the whole call, every rank's output (a reduce's at two
+// roots).
+TEST(SimSegments, RowsThatKeepBitsAcrossSegmentsDo) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> mantissa(-2.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  const DataType type = DataType::float32;
+  const std::size_t count = 4099;
+  const std::size_t elem = collx::size_of(type);
+  std::vector<Algorithm> marked;
+  for (const AlgorithmRow& row : registry())
+    if (row.segments_keep_bits) marked.push_back(row.algorithm);
+  EXPECT_GE(marked.size(), 4u);
+  for (int p : {3, 5, 8, 16}) {
+    std::vector<Bytes> send(p, Bytes(count * elem));
+    for (Bytes& b : send) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto v = static_cast<float>(std::ldexp(mantissa(rng), exponent(rng)));
+        std::memcpy(b.data() + i * elem, &v, elem);
+      }
+    }
+    const Reduction reduction = Reduction::make(type, ReduceOp::sum, p);
+    for (const AlgorithmRow& row : registry()) {
+      if (!row.segments_keep_bits) continue;
+      std::optional<Bytes> first;
+      for (Pipeline pl : {Pipeline{64, 2}, Pipeline{1 << 10, 3}, Pipeline{count * elem, 4}}) {
+        Bytes got;
+        if (row.collective == Collective::allreduce) {
+          std::vector<Bytes> recv(p, Bytes(count * elem));
+          SimWorld world(p);
+          world.run(info_for(row.collective, row.algorithm, pl), [&](Operation& op, int r) {
+            return allreduce_task(op, {send[r].data(), recv[r].data(), count, reduction, {}},
+                                  row.algorithm);
+          });
+          for (const Bytes& b : recv)
+            got.insert(got.end(), b.begin(), b.end());
+        } else {
+          ASSERT_EQ(row.collective, Collective::reduce) << "no check for this collective";
+          for (int root : {0, p - 1}) {
+            std::vector<Bytes> recv(p, Bytes(count * elem));
+            SimWorld world(p);
+            world.run(info_for(row.collective, row.algorithm, pl), [&](Operation& op, int r) {
+              return reduce_task(op,
+                                 {send[r].data(), recv[r].data(), count, reduction, root, {},
+                                  Algorithm::ring},
+                                 row.algorithm);
+            });
+            got.insert(got.end(), recv[root].begin(), recv[root].end());
+          }
+        }
+        if (!first) {
+          first = std::move(got);
+          continue;
+        }
+        ASSERT_EQ(got.size(), first->size());
+        for (std::size_t i = 0; i < got.size(); i += elem) {
+          ASSERT_EQ(std::memcmp(got.data() + i, first->data() + i, elem), 0)
+              << what(row.collective, row.algorithm, p, type, count, 0, false, pl)
+              << ": element " << i / elem << " differs from the first segment size's: "
+              << describe_element(type, got.data() + i) << " against "
+              << describe_element(type, first->data() + i);
         }
       }
     }

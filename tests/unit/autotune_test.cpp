@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "autotune.hpp"
@@ -677,6 +678,52 @@ TEST(Autotune, TrialsAreFewerWhereCallsAreLong) {
   // has slots, plus its untimed first call, so that it times waits for room too.
   for (const std::size_t bytes : {std::size_t{128} << 10, std::size_t{2} << 20})
     EXPECT_GT(trials_for(bytes) / 2, SharedArena::kDefaultSlots + 1) << bytes;
+}
+
+// One algorithm with two segment sizes (CommState::segment_tuner_for): each trial call carries its
+// candidate's segment size, and the class settles on the faster one's, which settled calls run.
+TEST(Autotune, SegmentCandidatesCarryTheirSegmentSize) {
+  const std::vector<std::size_t> segments = {0, std::size_t{16} << 20};
+  for (const std::size_t faster : {0, 1}) {
+    ClassTuner t;
+    const std::vector<Algorithm> same = {Algorithm::rabenseifner, Algorithm::rabenseifner};
+    t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0, false, segments);
+    EXPECT_FALSE(t.offers_library());
+    std::vector<int> calls(2, 0);
+    TunerStep step = TunerStep::none;
+    while (step != TunerStep::agree) {
+      const TrialPick p = t.pick();
+      ASSERT_TRUE(p.timed);
+      ASSERT_EQ(p.algorithm, Algorithm::rabenseifner);
+      const std::size_t index = p.segment_bytes == 0 ? 0 : 1;
+      ASSERT_EQ(p.segment_bytes, segments[index]);
+      ++calls[index];
+      step = t.record(index == faster ? 0.0008 : 0.0012);
+    }
+    EXPECT_GT(calls[0], 0);
+    EXPECT_GT(calls[1], 0);
+    const std::vector<std::uint64_t> values = t.agree_values();
+    ASSERT_EQ(values.size(), 2u);
+    ASSERT_TRUE(t.agreed(values, values));
+    EXPECT_EQ(t.chosen(), Algorithm::rabenseifner);
+    EXPECT_EQ(t.chosen_segment(), segments[faster]);
+    EXPECT_EQ(t.pick().segment_bytes, segments[faster]);
+    EXPECT_EQ(describe_trials(Collective::allreduce, 24, t).find("segments of 16777216 B") !=
+                  std::string::npos,
+              true);
+  }
+  // On a tie within the margin the default segments (the first candidate) stay.
+  ClassTuner t;
+  const std::vector<Algorithm> same = {Algorithm::ring, Algorithm::ring};
+  t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0, false, segments);
+  TunerStep step = TunerStep::none;
+  while (step != TunerStep::agree) {
+    (void)t.pick();
+    step = t.record(0.001);
+  }
+  const std::vector<std::uint64_t> tie = {1'000'000, 990'000};
+  ASSERT_TRUE(t.agreed(tie, tie));
+  EXPECT_EQ(t.chosen_segment(), 0u);
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ struct CommState {
   // library's own collective where the table chose one of collx's message algorithms
   // (docs/AUTO.md, "Reductions whose bits depend on the order of combination").
   static constexpr std::size_t kUntriedLibraryBytes = std::size_t{8} << 10;
+  // The segment size where neither the call, the environment nor a tuning file sets one.
+  static constexpr std::size_t kDefaultSegmentBytes = std::size_t{256} << 10;
   // The algorithm for a call (resolve_algorithm), remembered per collective and keyed by all the
   // choice reads (a replaced configuration is a new Config). Where the table decides and
   // COLLX_AUTOTUNE is on, the class's tuner picks (autotune.hpp); `tuner` is set for a timed call.
@@ -67,6 +69,7 @@ struct CommState {
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;
     bool meet = false;  // the ranks meet before the call is timed (TrialPick::meet)
+    std::size_t segment_bytes = 0;  // the tuner's segment size (TrialPick); 0: the default
   };
   // `order_sensitive` (see order_sensitive()): only COLLX_AUTOTUNE=all tries candidates for it.
   CallChoice choose(Collective collective, Algorithm requested, std::size_t bytes,
@@ -93,9 +96,9 @@ struct CommState {
         return {last.library_instead, nullptr};
       return {last.algorithm, nullptr};
     }
-    if (!blocking) return {last.tuner->chosen(), nullptr};
+    if (!blocking) return {last.tuner->chosen(), nullptr, false, last.tuner->chosen_segment()};
     const TrialPick pick = last.tuner->pick();
-    return {pick.algorithm, pick.timed ? last.tuner : nullptr, pick.meet};
+    return {pick.algorithm, pick.timed ? last.tuner : nullptr, pick.meet, pick.segment_bytes};
   }
   // Equal blocks of `count` elements per rank as p + 1 prefix sums, lent to a call and given
   // back after it, so that small calls allocate nothing for them.
@@ -121,17 +124,22 @@ struct CommState {
   // Hands a timed call's duration to its tuner; where it asks, the ranks agree (a max allreduce).
   void after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
                         double seconds);
-  // Every size class's tuner that was started, for reports.
+  // Every size class's tuner that was started, for reports (`segment_classes`: segment_tuner_for's).
   struct LearnedClass {
     Collective collective;
     int size_class;
     const ClassTuner* tuner;
     bool tried() const { return tuner->rounds() > 0; }
   };
-  std::vector<LearnedClass> learned() const;
+  std::vector<LearnedClass> learned(bool segment_classes = false) const;
   // The tuner of the call's size class, started on first use; null where the call is not tuned
-  // (an `order_sensitive` one is tuned only under COLLX_AUTOTUNE=all).
+  // (an `order_sensitive` one tries only segment sizes, segment_tuner_for, but under
+  // COLLX_AUTOTUNE=all).
   ClassTuner* tuner_for(Collective collective, std::size_t bytes, bool order_sensitive = false);
+  // An order-sensitive call's class: its table's choice with the default segments and with one
+  // segment the class's size, where the row's bits do not depend on its segments
+  // (AlgorithmRow::segments_keep_bits) and the default cuts the call into several; else null.
+  ClassTuner* segment_tuner_for(Collective collective, std::size_t bytes);
   // The delegated path: whether a blocking call goes straight to the MPI library's collective
   // (run_delegated) as its class's trials settled; the same on every rank (agreed trials, and
   // conditions every rank's call shares). Not with an explicit algorithm, device memory, a
@@ -260,6 +268,7 @@ struct CommState {
   std::vector<std::uint64_t> agree(std::span<const std::uint64_t> values, ReduceOp combine);
   using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
   std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
+  std::unique_ptr<ClassTuners> segment_tuners;  // segment_tuner_for's, made at its first call
   // How many size classes are trying their candidates.
   int trying_classes_ = 0;
   std::array<Choice, kCollectiveCount> last_choice{};
@@ -474,6 +483,7 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                                         ? entered
                                         : Clock::now();
   OpInfo info = state->next_op(collective, algorithm, options);
+  if (choice.segment_bytes != 0 && options.segment_bytes == 0) info.segment_bytes = choice.segment_bytes;
   info.shared_arena = arena;
   info.blocking = blocking;
   Request done = launch(

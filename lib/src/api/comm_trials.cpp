@@ -12,6 +12,7 @@
 #include "config.hpp"
 #include "cost_model.hpp"
 #include "registry.hpp"
+#include "tuning.hpp"
 
 namespace collx::detail {
 
@@ -19,11 +20,12 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
   // A barrier moves no bytes but is tried too: the MPI library's own is its second candidate.
   const bool library = transport->library_comm() != MPI_COMM_NULL;
   const AutotuneMode mode = config().autotune;
-  if (mode == AutotuneMode::off || (order_sensitive && mode != AutotuneMode::all) || size < 2 ||
+  if (mode == AutotuneMode::off || size < 2 ||
       (bytes == 0 && collective != Collective::barrier) || collective == Collective::sendrecv ||
       algorithms_of(collective).size() + (library ? 1 : 0) < 2) {
     return nullptr;
   }
+  if (order_sensitive && mode != AutotuneMode::all) return segment_tuner_for(collective, bytes);
   const bool arena = arena_for(bytes);
   if (!table_decides(collective, bytes, size, arena)) return nullptr;
   if (!tuners) tuners = std::make_unique<ClassTuners>();
@@ -49,6 +51,38 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
         rooted(collective), bytes, node_layout == nullptr ? 1 : node_layout->nodes());
     tuner.start(candidates, trials, meetings, offered ? mpi : Algorithm::automatic, wait_calls,
                 on_library);
+    if (tuner.in_trials()) ++trying_classes_;
+  }
+  return &tuner;
+}
+
+ClassTuner* CommState::segment_tuner_for(Collective collective, std::size_t bytes) {
+  // A segment size the user gave (COLLX_SEGMENT_BYTES, a tuning file's) is kept. The default
+  // segments overlap each step's reduction with the next transfer; where reductions cost little
+  // beside the network, each segment's message costs more than the overlap saves
+  // (docs/AUTO.md, "Segment sizes of order-sensitive calls").
+  const TuningTable* tuned = active_tuning();
+  if (config().segment_bytes != 0 || (tuned != nullptr && tuned->segment_bytes != 0) ||
+      bytes <= 2 * kDefaultSegmentBytes) {
+    return nullptr;
+  }
+  const bool arena = arena_for(bytes);
+  if (!table_decides(collective, bytes, size, arena)) return nullptr;
+  const Algorithm table =
+      resolve_algorithm(collective, Algorithm::automatic, bytes, size, rank, arena, node_shape());
+  const AlgorithmRow* row = find_row(schedules_of(collective), table);
+  if (row == nullptr || !row->segments_keep_bits) return nullptr;
+  if (!segment_tuners) segment_tuners = std::make_unique<ClassTuners>();
+  const int size_class = size_class_of(bytes);
+  ClassTuner& tuner = (*segment_tuners)[static_cast<std::size_t>(collective)]
+                                       [static_cast<std::size_t>(size_class)];
+  if (tuner.phase() == ClassTuner::Phase::fresh) {
+    const Algorithm candidates[] = {table, table};
+    const std::size_t segments[] = {0, size_class_max_bytes(size_class)};
+    tuner.start(candidates, trials_for(bytes),
+                ClassTuner::meetings_for(rooted(collective), bytes,
+                                         node_layout == nullptr ? 1 : node_layout->nodes()),
+                Algorithm::automatic, 0, false, segments);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
@@ -219,16 +253,19 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
 }
 
 void CommState::note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner) {
+  // A tuner without the MPI library (segment_tuner_for's) leaves the class's delegation alone.
+  if (!tuner.offers_library()) return;
   mark_delegated(delegated_, collective, bytes,
                  tuner.phase() == ClassTuner::Phase::settled && tuner.chose_library());
 }
 
-std::vector<CommState::LearnedClass> CommState::learned() const {
+std::vector<CommState::LearnedClass> CommState::learned(bool segment_classes) const {
   std::vector<LearnedClass> out;
-  if (!tuners) return out;
+  const std::unique_ptr<ClassTuners>& all = segment_classes ? segment_tuners : tuners;
+  if (!all) return out;
   for (int c = 0; c < kCollectiveCount; ++c) {
     for (int k = 0; k < kSizeClasses; ++k) {
-      const ClassTuner& tuner = (*tuners)[static_cast<std::size_t>(c)][static_cast<std::size_t>(k)];
+      const ClassTuner& tuner = (*all)[static_cast<std::size_t>(c)][static_cast<std::size_t>(k)];
       if (tuner.phase() != ClassTuner::Phase::fresh &&
           tuner.phase() != ClassTuner::Phase::waiting) {
         out.push_back({static_cast<Collective>(c), k, &tuner});

@@ -21,8 +21,7 @@
 namespace collx::detail {
 
 namespace {
-// Pipeline defaults where neither the environment nor a tuning file sets them.
-constexpr std::size_t kDefaultSegmentBytes = std::size_t{256} << 10;
+// The pipeline depth where neither the environment nor a tuning file sets it.
 constexpr int kDefaultPipelineDepth = 4;
 
 // The transport `choice` names: mpi or ucx (the caller resolves automatic).
@@ -264,8 +263,10 @@ Algorithm Communicator::auto_choice(Collective collective, std::size_t bytes, Da
 
 std::vector<std::string> Communicator::learned_choices() const {
   std::vector<std::string> out;
-  for (const auto& c : detail::state_of(*this).learned())
-    if (c.tried()) out.push_back(detail::describe_trials(c.collective, c.size_class, *c.tuner));
+  for (bool segment_classes : {false, true}) {
+    for (const auto& c : detail::state_of(*this).learned(segment_classes))
+      if (c.tried()) out.push_back(detail::describe_trials(c.collective, c.size_class, *c.tuner));
+  }
   return out;
 }
 

@@ -355,11 +355,13 @@ Task allreduce_node_aware(Operation& op, AllreduceArgs a, const patterns::NodeLa
 
 std::span<const AlgorithmRow> allreduce_rows() {
   static const AlgorithmRow rows[] = {
-      COLLX_ROW(allreduce, ring, allreduce_ring, 2),
+      segments_keep_bits(COLLX_ROW(allreduce, ring, allreduce_ring, 2)),
       COLLX_ROW(allreduce, recursive_doubling, allreduce_folded<FoldedCore::recursive_doubling>, 1),
-      COLLX_ROW(allreduce, rabenseifner, allreduce_folded<FoldedCore::rabenseifner>, 2),
+      segments_keep_bits(
+          COLLX_ROW(allreduce, rabenseifner, allreduce_folded<FoldedCore::rabenseifner>, 2)),
       COLLX_ROW(allreduce, binomial_tree, allreduce_binomial, 4),
-      COLLX_ROW(allreduce, double_binary_tree, allreduce_double_binary_tree, 4),
+      segments_keep_bits(
+          COLLX_ROW(allreduce, double_binary_tree, allreduce_double_binary_tree, 4)),
       COLLX_ROW(allreduce, shared_memory, allreduce_shared_memory, 2, Algorithm::ring),
       COLLX_ROW(
           allreduce, hierarchical,

@@ -168,7 +168,7 @@ Task reduce_hierarchical_in(Operation& op, ReduceArgs a, const patterns::NodeLay
 std::span<const AlgorithmRow> reduce_rows() {
   static const AlgorithmRow rows[] = {
       COLLX_ROW(reduce, binomial_tree, reduce_binomial, 1),
-      COLLX_ROW(reduce, rabenseifner, reduce_rabenseifner, 3),
+      segments_keep_bits(COLLX_ROW(reduce, rabenseifner, reduce_rabenseifner, 3)),
       COLLX_ROW(reduce, shared_memory, reduce_shared_memory, 1, Algorithm::binomial_tree),
       COLLX_ROW(reduce, hierarchical,
                 (with_node_arena<Collective::reduce, reduce_hierarchical_in, flat_reduce>), 4),

@@ -46,6 +46,9 @@ struct AlgorithmRow {
   Algorithm without_arena = Algorithm::automatic;
   // The MPI library's own collective (Algorithm::mpi): host memory only, no simulated ranks.
   bool mpi_library = false;
+  // Its results are the same bits whatever its segment size (each element is combined in one
+  // order), so auto may time its segment sizes on order-sensitive calls (segments_keep_bits()).
+  bool segments_keep_bits = false;
 
   // Traits the layers above read instead of the algorithm's name.
   bool uses_arena() const { return without_arena != Algorithm::automatic; }
@@ -62,6 +65,13 @@ AlgorithmRow row(Algorithm algorithm, Schedule<ArgsOf<C>> schedule, const model:
                  int tag_phases, Algorithm without_arena = Algorithm::automatic) {
   return {C,           algorithm,  reinterpret_cast<AlgorithmRow::Erased>(schedule),
           &cost_model, tag_phases, without_arena};
+}
+
+// A row whose results do not depend on its segment size (AlgorithmRow::segments_keep_bits;
+// tests/sim/collectives_sim_test.cpp checks each such row bit for bit).
+inline AlgorithmRow segments_keep_bits(AlgorithmRow r) {
+  r.segments_keep_bits = true;
+  return r;
 }
 
 // Collective c's row of algorithm a, whose model entry is model::c_a (a schedule whose name holds

@@ -36,7 +36,8 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 }
 
 void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetings meetings,
-                       Algorithm library, std::uint32_t wait_calls, bool wait_on_library) {
+                       Algorithm library, std::uint32_t wait_calls, bool wait_on_library,
+                       std::span<const std::size_t> segments) {
   *this = ClassTuner{};
   meetings_ = meetings;
   library_ = library;
@@ -45,12 +46,14 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetin
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
+  std::copy_n(segments.begin(), std::min<std::size_t>(segments.size(), count_), segments_.begin());
   all_count_ = count_;
   all_candidates_ = candidates_;
   trials = std::clamp(trials, 1, kMaxTrials + 1);
   passes_ = trials >= kTwoPassTrials ? 2 : 1;
   block_ = static_cast<std::uint8_t>((trials + passes_ - 1) / passes_);
   chosen_ = count_ > 0 ? candidates_[0] : Algorithm::automatic;
+  chosen_segment_ = segments_[0];
   if (count_ <= 1) {
     phase_ = Phase::settled;  // never timed (pick, record)
     return;
@@ -80,18 +83,19 @@ TrialPick ClassTuner::pick() {
                              calls_ >= wait_calls_ / 2);
     // The same call on every rank ends the wait: the ranks make the same calls.
     if (++calls_ >= wait_calls_) restart();
-    return {warm_library ? library_ : candidates_[0], false};
+    return warm_library ? TrialPick{library_} : TrialPick{candidates_[0], false, false, segments_[0]};
   }
   if (phase_ == Phase::trying) {
     // calls_ counts the calls recorded so far: this call's place in its block.
     const bool first_timed = block_ == 1 || calls_ % block_ == 1;
     return {candidates_[trying_index()], true,
             meetings_ == Meetings::before_calls ||
-                (meetings_ == Meetings::before_blocks && first_timed)};
+                (meetings_ == Meetings::before_blocks && first_timed),
+            segments_[trying_index()]};
   }
-  if (count_ <= 1) return {chosen_, false};
+  if (count_ <= 1) return {chosen_, false, false, chosen_segment_};
   ++calls_;
-  return {chosen_, calls_ % kSampleEvery == 0 || calls_ == next_check_};
+  return {chosen_, calls_ % kSampleEvery == 0 || calls_ == next_check_, false, chosen_segment_};
 }
 
 TunerStep ClassTuner::record(double seconds) {
@@ -176,6 +180,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
       // trials: settled on the MPI library, whose calls then skip collx (the delegated path).
       baseline_ns_ = library_trial_ns();
       chosen_ = library_;
+      chosen_segment_ = 0;
       switched_to_library_ = true;
       return true;
     }
@@ -239,6 +244,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
     }
   }
   chosen_ = candidates_[winner];
+  chosen_segment_ = segments_[winner];
   // Where one of collx's candidates won a round among three or more over the MPI library's
   // collective, the two run a second round head to head on fresh calls (`confirm`) before the
   // class settles on either: the winner's curse (docs/AUTO.md).
@@ -298,6 +304,7 @@ void ClassTuner::confirm(std::size_t winner, bool table_displaced) {
   to_front(agreed_ns_);
   to_front(agreed_mean_ns_);
   to_front(candidates_);
+  to_front(segments_);
   count_ = 2;
   table_displaced_ = table_displaced;
   head_to_head_ = true;
@@ -313,12 +320,14 @@ std::string describe_trials(Collective collective, int size_class, const ClassTu
   out.append(" ").append(std::to_string(low)).append("..").append(std::to_string(high));
   out.append(" B:");
   const auto candidates = tuner.candidates();
+  const auto segments = tuner.segments();
   const auto times = tuner.agreed_ns();
   const auto means = tuner.agreed_mean_ns();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     char figure[32];
     std::snprintf(figure, sizeof figure, "%.2f us", static_cast<double>(times[i]) / 1e3);
     out.append(" ").append(to_string(candidates[i])).append(" ");
+    if (segments[i] != 0) out.append("(segments of ").append(std::to_string(segments[i])).append(" B) ");
     out.append(times[i] == 0 ? "-" : figure);
     if (means[i] > 0) {
       std::snprintf(figure, sizeof figure, " (mean %.2f)", static_cast<double>(means[i]) / 1e3);
@@ -329,6 +338,9 @@ std::string describe_trials(Collective collective, int size_class, const ClassTu
     if (i + 1 < candidates.size()) out.append(",");
   }
   out.append(" -> ").append(to_string(tuner.chosen()));
+  if (tuner.chosen_segment() != 0) {
+    out.append(" (segments of ").append(std::to_string(tuner.chosen_segment())).append(" B)");
+  }
   out.append(" (round ").append(std::to_string(tuner.rounds())).append(")");
   return out;
 }

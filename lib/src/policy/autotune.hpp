@@ -41,6 +41,7 @@ struct TrialPick {
   Algorithm algorithm = Algorithm::automatic;
   bool timed = false;  // time the call and hand the time to record()
   bool meet = false;   // the ranks meet (a barrier) before the call (ClassTuner::Meetings)
+  std::size_t segment_bytes = 0;  // the candidate's segment size; 0: the call's default
 };
 
 // What record() asks of the caller: nothing, or an agreement among the ranks over the values
@@ -80,10 +81,11 @@ class ClassTuner {
   // first calls, before the trials, run the table's choice untimed (in their second half, where
   // calls are short, the MPI library's: kWarmLibraryBlock); `wait_on_library`: the whole wait runs
   // the MPI library's (the caller's evidence: choice_as_evidence). docs/AUTO.md, "The trials wait",
-  // says why.
+  // says why. `segments`: each candidate's segment size where they differ (one algorithm with
+  // two segment sizes: CommState::segment_tuner_for); empty: the calls' default for all.
   void start(std::span<const Algorithm> candidates, int trials, Meetings meetings = Meetings::never,
              Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0,
-             bool wait_on_library = false);
+             bool wait_on_library = false, std::span<const std::size_t> segments = {});
   Phase phase() const { return phase_; }
   bool in_trials() const { return phase_ == Phase::waiting || phase_ == Phase::trying; }
 
@@ -103,11 +105,14 @@ class ClassTuner {
 
   // For reports: the candidates, their agreed times (ns, last round), the choice, the rounds.
   std::span<const Algorithm> candidates() const { return {candidates_.data(), count_}; }
+  std::span<const std::size_t> segments() const { return {segments_.data(), count_}; }
   std::span<const std::uint64_t> agreed_ns() const { return {agreed_ns_.data(), count_}; }
   // Their means over ranks (0 where not known).
   std::span<const std::uint64_t> agreed_mean_ns() const { return {agreed_mean_ns_.data(), count_}; }
   // The choice: what a nonblocking call runs (the settled choice, else the table's).
   Algorithm chosen() const { return chosen_; }
+  std::size_t chosen_segment() const { return chosen_segment_; }
+  bool offers_library() const { return library_ != Algorithm::automatic; }
   // How many times its round's fastest candidate's agreed time `algorithm` took, the most over
   // the rounds that timed it (a busy machine shows candidates closer than they are); 0 where no
   // round timed it. What a larger class knows of its candidates from this one
@@ -198,6 +203,7 @@ class ClassTuner {
   // The calls of the phase so far: made while waiting, recorded while trying, made once settled.
   std::uint32_t calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
+  std::array<std::size_t, kMaxCandidates> segments_{};  // start()'s, by candidate
   std::array<Algorithm, kMaxCandidates> all_candidates_{};
   std::uint8_t all_count_ = 0;
   std::array<double, kMaxCandidates> slowness_{};  // slowness() of all_candidates_[i]
@@ -207,6 +213,7 @@ class ClassTuner {
   std::array<std::uint64_t, kMaxCandidates> agreed_ns_{};
   std::array<std::uint64_t, kMaxCandidates> agreed_mean_ns_{};
   Algorithm chosen_ = Algorithm::automatic;
+  std::size_t chosen_segment_ = 0;
   std::uint64_t baseline_ns_ = 0;  // this rank's median trial time of the chosen candidate
   std::uint32_t next_check_ = kFirstCheck;
   std::array<std::uint64_t, kSamples> samples_ns_{};
