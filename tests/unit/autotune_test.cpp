@@ -712,17 +712,36 @@ TEST(Autotune, SegmentCandidatesCarryTheirSegmentSize) {
                   std::string::npos,
               true);
   }
-  // On a tie within the margin the default segments (the first candidate) stay.
+  // Segment sizes need no margin (the same bits): 1 % faster is faster; on an exact tie the
+  // default segments (the first candidate) stay.
+  for (const std::uint64_t other : {std::uint64_t{990'000}, std::uint64_t{1'000'000}}) {
+    ClassTuner t;
+    const std::vector<Algorithm> same = {Algorithm::ring, Algorithm::ring};
+    t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0, false, segments);
+    TunerStep step = TunerStep::none;
+    while (step != TunerStep::agree) {
+      (void)t.pick();
+      step = t.record(0.001);
+    }
+    const std::vector<std::uint64_t> times = {1'000'000, other};
+    ASSERT_TRUE(t.agreed(times, times));
+    EXPECT_EQ(t.chosen_segment(), other < 1'000'000 ? segments[1] : 0u);
+  }
+}
+
+TEST(Autotune, AlgorithmsKeepTheirMarginBesideSegmentSizes) {
+  // Two algorithms 1 % apart: the table's choice stays (the margin).
   ClassTuner t;
-  const std::vector<Algorithm> same = {Algorithm::ring, Algorithm::ring};
-  t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0, false, segments);
+  const std::vector<Algorithm> two = {Algorithm::ring, Algorithm::rabenseifner};
+  t.start(two, 5);
   TunerStep step = TunerStep::none;
   while (step != TunerStep::agree) {
     (void)t.pick();
     step = t.record(0.001);
   }
-  const std::vector<std::uint64_t> tie = {1'000'000, 990'000};
-  ASSERT_TRUE(t.agreed(tie, tie));
+  const std::vector<std::uint64_t> close = {1'000'000, 990'000};
+  ASSERT_TRUE(t.agreed(close, close));
+  EXPECT_EQ(t.chosen(), Algorithm::ring);
   EXPECT_EQ(t.chosen_segment(), 0u);
 }
 

@@ -47,6 +47,7 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetin
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
   std::copy_n(segments.begin(), std::min<std::size_t>(segments.size(), count_), segments_.begin());
+  segment_sizes_ = !segments.empty();
   all_count_ = count_;
   all_candidates_ = candidates_;
   trials = std::clamp(trials, 1, kMaxTrials + 1);
@@ -201,9 +202,14 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
     if (maxima[i] < maxima[fastest]) fastest = i;
   }
   // The MPI library's own collective needs no absolute margin (kMargin).
+  // Segment sizes of one algorithm (start's `segments`) need no margin: they give the same bits,
+  // and between two times that close either costs at most the difference.
   const bool challenger_wins =
-      fastest < maxima.size() && beats(maxima[fastest], maxima[0]) &&
-      (maxima[fastest] + kMarginMinNs <= maxima[0] || candidates_[fastest] == library_);
+      fastest < maxima.size() &&
+      (segment_sizes_ ? maxima[fastest] < maxima[0]
+                      : beats(maxima[fastest], maxima[0]) &&
+                            (maxima[fastest] + kMarginMinNs <= maxima[0] ||
+                             candidates_[fastest] == library_));
   std::size_t winner = challenger_wins ? fastest : 0;
   // One of collx's must beat the MPI library's collective by the margin: between two trial times
   // that close, the MPI library is the safe choice (auto promises its speed, not more). A

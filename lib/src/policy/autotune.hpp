@@ -204,6 +204,7 @@ class ClassTuner {
   std::uint32_t calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
   std::array<std::size_t, kMaxCandidates> segments_{};  // start()'s, by candidate
+  bool segment_sizes_ = false;  // the candidates are one algorithm's segment sizes (no margin)
   std::array<Algorithm, kMaxCandidates> all_candidates_{};
   std::uint8_t all_count_ = 0;
   std::array<double, kMaxCandidates> slowness_{};  // slowness() of all_candidates_[i]
