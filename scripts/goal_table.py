@@ -2,7 +2,9 @@
 """A goal table from a perf-sweep directory: for each collective and rank count, auto's ratio to
 a reference row at every size in a range, each run's and their median, the lowest median, and
 whether it reaches the goal; then, per goal, a table of every size with each run's ratio, the
-memcpy row's bandwidth (where the run has one) and what auto ran.
+memcpy row's bandwidth (where the run has one) and what auto ran, under a row of each run's cache
+line round trip between the two ranks' cores (collx-bench's probe at the start and end of each of
+the run's files: on a virtual machine the two virtual CPUs may be near or far, docs/AUTO.md).
 
     scripts/goal_table.py /tmp/sweep "allreduce:2:1M:64M:1.5" "allreduce:2:1M:64M:2.0:memcpy" ...
     scripts/goal_table.py /tmp/small,/tmp/large ...     (run k of each directory together)
@@ -46,10 +48,13 @@ def main():
         reference = fields[5] if len(fields) > 5 else "mpi"
         lo, hi, target = size_of(lo), size_of(hi), float(target)
         # Run k of every directory together (a sweep of small sizes and one of large ones).
-        runs = {}
+        runs, round_trips = {}, {}
         for d in directory.split(","):
             for path in glob.glob(f"{d}/{collective}_np{np_}_r*.json"):
-                runs.setdefault(run_number(path), []).extend(json.load(open(path))["rows"])
+                doc = json.load(open(path))
+                runs.setdefault(run_number(path), []).extend(doc["rows"])
+                round_trips.setdefault(run_number(path), []).extend(
+                    doc[key] for key in ("round_trip_start_ns", "round_trip_end_ns") if key in doc)
         ratios, memcpy_gbps, choices = {}, {}, {}
         for k in sorted(runs):
             rows = runs[k]
@@ -73,12 +78,17 @@ def main():
         cells = ", ".join(f"{human(s)}: {m:.2f}" for s, m in medians.items())
         print(f"| {name} | {human(lo)} .. {human(hi)} | {cells} ({len(runs)}) | {worst:.2f} "
               f"| {'yes' if met else 'no'} |")
-        details.append((name, ratios, medians, memcpy_gbps, choices, len(runs), at_most, target))
-    for name, ratios, medians, memcpy_gbps, choices, runs, at_most, target in details:
+        trips = [round_trips.get(k, []) for k in sorted(runs)]
+        details.append((name, ratios, medians, memcpy_gbps, choices, len(runs), at_most, target,
+                        trips))
+    for name, ratios, medians, memcpy_gbps, choices, runs, at_most, target, trips in details:
         print(f"\n#### {name}\n")
         head = " | ".join(f"run {k + 1}" for k in range(runs))
         print(f"| size | {head} | median | memcpy GB/s | auto ran |")
         print("|---|" + "---|" * runs + "---|---|---|")
+        if any(trips):
+            cells = " | ".join(f"{min(t):.0f}-{max(t):.0f}" if t else "" for t in trips)
+            print(f"| core round trip (ns) | {cells} | | | |")
         for size, values in sorted(ratios.items()):
             m = medians[size]
             miss = (m > target) if at_most else (m < target)

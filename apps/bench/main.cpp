@@ -20,6 +20,7 @@
 #include "bench_buffers.hpp"
 #include "cli.hpp"
 #include "collx/collx.hpp"
+#include "core_probe.hpp"
 #include "measure.hpp"
 #include "mpi_reference.hpp"
 #include "plan.hpp"
@@ -85,6 +86,7 @@ int run(int argc, char** argv, int rank, int nranks) {
         .algo_width = plan.transports.empty() ? 24 : 28,
         .per_round = std::max(1, s.iters / s.rounds),
         .rounds = std::min(s.rounds, s.iters)};
+  r.round_trip_start_ns = cache_line_round_trip(MPI_COMM_WORLD);
   if (rank == 0) print_header(r);
 
   nlohmann::json rows = nlohmann::json::array();
@@ -104,7 +106,12 @@ int run(int argc, char** argv, int rank, int nranks) {
     std::printf("# tuning: %zu sizes written to %s for %s on %d ranks\n", fastest.size(),
                 s.tune_path.c_str(), s.collective_name.c_str(), nranks);
   }
+  r.round_trip_end_ns = cache_line_round_trip(MPI_COMM_WORLD);
   if (rank == 0) {
+    if (r.round_trip_end_ns) {
+      std::printf("# cache line round trip between ranks 0 and 1 at the end: %.0f ns\n",
+                  *r.round_trip_end_ns);
+    }
     std::printf("# Out of bounds values : %llu %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
     if (!s.json_path.empty() && !write_json(r, rows)) return 1;
   }

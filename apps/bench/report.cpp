@@ -96,6 +96,11 @@ void print_header(const Run& run) {
               run.command.c_str());
   std::printf("# memory: %s  transport: %s\n", memory_line(run).c_str(),
               run.transport_line.c_str());
+  if (run.round_trip_start_ns) {
+    // Where two virtual CPUs can be near or far, this says which the run met (core_probe.hpp).
+    std::printf("# cache line round trip between ranks 0 and 1 (one node): %.0f ns\n",
+                *run.round_trip_start_ns);
+  }
   if (s.cold) {
     std::printf(
         "# cold: last-level cache %s (%s); every call on the next of a pool of buffer "
@@ -120,6 +125,8 @@ bool write_json(const Run& run, const nlohmann::json& rows) {
                         {"command", run.command},
                         {"cold", s.cold},
                         {"rows", rows}};
+  if (run.round_trip_start_ns) doc["round_trip_start_ns"] = *run.round_trip_start_ns;
+  if (run.round_trip_end_ns) doc["round_trip_end_ns"] = *run.round_trip_end_ns;
   if (s.cold) {
     doc["llc_bytes"] = run.plan.llc.bytes;
     doc["llc_source"] = run.plan.llc.source;

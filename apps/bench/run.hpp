@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct Run {
   int per_round;  // timed calls per round, and rounds
   int rounds;
   std::size_t current_bytes = 0;  // the size being measured (the size column's bytes)
+  // The cache line round trip between two ranks' cores on rank 0's node (core_probe.hpp), before
+  // the first size and after the last.
+  std::optional<double> round_trip_start_ns = std::nullopt;
+  std::optional<double> round_trip_end_ns = std::nullopt;
 
   const collx::bench::CollectiveBench& bench() const { return *runners.front().bench; }
 };
