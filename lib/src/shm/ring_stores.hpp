@@ -2,8 +2,8 @@
 // stores, chosen from the copy times it measures. Plain stores are usually fastest (the reader
 // finds the slot in cache), but on some machines taking a line back from the reader's cache at
 // times becomes many times slower for seconds, while streaming stores stay fast. So the producer
-// keeps the best of each kind's last few times, prefers plain unless it takes several times as
-// long, and now and then tries the other kind, less often the longer the choice holds.
+// keeps the best of each kind's last few times, prefers plain unless it takes twice as long,
+// and now and then tries the other kind, less often the longer the choice holds.
 #pragma once
 
 #include <algorithm>
@@ -23,8 +23,12 @@ class RingStores {
 
   // Slots smaller than this are too short to time; they take the larger slots' choice.
   static constexpr std::size_t kTimedBytes = std::size_t{64} << 10;
-  // Plain stores are kept unless they take this many times as long as streaming ones.
-  static constexpr double kPlainPreference = 4;
+  // Plain stores are kept unless they take this many times as long as streaming ones. Twice: on
+  // a VM whose two CPUs sit far apart, plain copies into lines the reader held take a few times
+  // streaming's and the reader's copies slow as much, so the call is faster streamed; near, plain
+  // copies are the faster (docs/AUTO.md, "Two states of the VM"). A new buffer's slow first
+  // copies switch it for a few slots at most: the next trial of plain brings it back.
+  static constexpr double kPlainPreference = 2;
   // The other kind is tried at the second timed slot, then this many slots after a change of
   // kind, twice as many each time the choice holds, up to the maximum.
   static constexpr std::uint64_t kFirstTrial = 1;
