@@ -46,8 +46,8 @@ std::optional<double> cache_line_round_trip([[maybe_unused]] MPI_Comm comm) {
     std::atomic_ref<std::int64_t> flag(*word);
     constexpr std::int64_t kStop = -1;
     if (local == 0) {
-      // Batches of 16 round trips for about 20 ms (a batch is short where the ranks share a core and
-      // each hand-over waits for the scheduler); the median batch's mean.
+      // Batches of 16 round trips for about 20 ms (a batch is short where the ranks share a core
+      // and each hand-over waits for the scheduler); the median batch's mean.
       using Clock = std::chrono::steady_clock;
       const Clock::time_point end = Clock::now() + std::chrono::milliseconds(20);
       std::vector<double> batches;

@@ -266,8 +266,7 @@ TEST(MpiAutotune, FloatingSumsTrySegmentSizesWithTheSameBits) {
   bool trying = true;
   int call = 0;
   for (; call < 200 && (trying || call < 2); ++call) {
-    (void)comm.auto_choice(Collective::allreduce, bytes, DataType::float32, ReduceOp::sum,
-                           &trying);
+    (void)comm.auto_choice(Collective::allreduce, bytes, DataType::float32, ReduceOp::sum, &trying);
     comm.allreduce(input.data(), v.data(), count, DataType::float32, ReduceOp::sum);
     if (call == 0) first = v;
     ASSERT_EQ(v, first) << "call " << call;
@@ -281,9 +280,9 @@ TEST(MpiAutotune, FloatingSumsTrySegmentSizesWithTheSameBits) {
   EXPECT_TRUE(learned_identical(comm));
   // At two ranks every algorithm adds the two values once (the general trials ran).
   if (comm.size() > 2) {
-    EXPECT_EQ(comm.auto_choice(Collective::allreduce, bytes, DataType::float32, ReduceOp::sum,
-                               &trying),
-              table);
+    EXPECT_EQ(
+        comm.auto_choice(Collective::allreduce, bytes, DataType::float32, ReduceOp::sum, &trying),
+        table);
     EXPECT_TRUE(row->segments_keep_bits) << collx::to_string(table);
     ASSERT_EQ(comm.learned_choices().size(), 1u);
     EXPECT_NE(comm.learned_choices()[0].find("(segments of 4194304 B)"), std::string::npos)

@@ -563,10 +563,9 @@ TEST(SimSegments, RowsThatKeepBitsAcrossSegmentsDo) {
             std::vector<Bytes> recv(p, Bytes(count * elem));
             SimWorld world(p);
             world.run(info_for(row.collective, row.algorithm, pl), [&](Operation& op, int r) {
-              return reduce_task(op,
-                                 {send[r].data(), recv[r].data(), count, reduction, root, {},
-                                  Algorithm::ring},
-                                 row.algorithm);
+              return reduce_task(
+                  op, {send[r].data(), recv[r].data(), count, reduction, root, {}, Algorithm::ring},
+                  row.algorithm);
             });
             got.insert(got.end(), recv[root].begin(), recv[root].end());
           }
@@ -578,8 +577,8 @@ TEST(SimSegments, RowsThatKeepBitsAcrossSegmentsDo) {
         ASSERT_EQ(got.size(), first->size());
         for (std::size_t i = 0; i < got.size(); i += elem) {
           ASSERT_EQ(std::memcmp(got.data() + i, first->data() + i, elem), 0)
-              << what(row.collective, row.algorithm, p, type, count, 0, false, pl)
-              << ": element " << i / elem << " differs from the first segment size's: "
+              << what(row.collective, row.algorithm, p, type, count, 0, false, pl) << ": element "
+              << i / elem << " differs from the first segment size's: "
               << describe_element(type, got.data() + i) << " against "
               << describe_element(type, first->data() + i);
         }

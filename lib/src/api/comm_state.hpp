@@ -68,7 +68,7 @@ struct CommState {
   struct CallChoice {
     Algorithm algorithm = Algorithm::automatic;
     ClassTuner* tuner = nullptr;
-    bool meet = false;  // the ranks meet before the call is timed (TrialPick::meet)
+    bool meet = false;              // the ranks meet before the call is timed (TrialPick::meet)
     std::size_t segment_bytes = 0;  // the tuner's segment size (TrialPick); 0: the default
   };
   // `order_sensitive` (see order_sensitive()): only COLLX_AUTOTUNE=all tries candidates for it.
@@ -124,7 +124,8 @@ struct CommState {
   // Hands a timed call's duration to its tuner; where it asks, the ranks agree (a max allreduce).
   void after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
                         double seconds);
-  // Every size class's tuner that was started, for reports (`segment_classes`: segment_tuner_for's).
+  // Every size class's tuner that was started, for reports (`segment_classes`:
+  // segment_tuner_for's).
   struct LearnedClass {
     Collective collective;
     int size_class;
@@ -267,7 +268,7 @@ struct CommState {
   // `values` combined over ranks by `combine` (an internal allreduce on this communicator).
   std::vector<std::uint64_t> agree(std::span<const std::uint64_t> values, ReduceOp combine);
   using ClassTuners = std::array<std::array<ClassTuner, kSizeClasses>, kCollectiveCount>;
-  std::unique_ptr<ClassTuners> tuners;  // made at the first tuned call
+  std::unique_ptr<ClassTuners> tuners;          // made at the first tuned call
   std::unique_ptr<ClassTuners> segment_tuners;  // segment_tuner_for's, made at its first call
   // How many size classes are trying their candidates.
   int trying_classes_ = 0;
@@ -483,7 +484,8 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                                         ? entered
                                         : Clock::now();
   OpInfo info = state->next_op(collective, algorithm, options);
-  if (choice.segment_bytes != 0 && options.segment_bytes == 0) info.segment_bytes = choice.segment_bytes;
+  if (choice.segment_bytes != 0 && options.segment_bytes == 0)
+    info.segment_bytes = choice.segment_bytes;
   info.shared_arena = arena;
   info.blocking = blocking;
   Request done = launch(

@@ -20,8 +20,8 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
   // A barrier moves no bytes but is tried too: the MPI library's own is its second candidate.
   const bool library = transport->library_comm() != MPI_COMM_NULL;
   const AutotuneMode mode = config().autotune;
-  if (mode == AutotuneMode::off || size < 2 ||
-      (bytes == 0 && collective != Collective::barrier) || collective == Collective::sendrecv ||
+  if (mode == AutotuneMode::off || size < 2 || (bytes == 0 && collective != Collective::barrier) ||
+      collective == Collective::sendrecv ||
       algorithms_of(collective).size() + (library ? 1 : 0) < 2) {
     return nullptr;
   }
@@ -74,8 +74,8 @@ ClassTuner* CommState::segment_tuner_for(Collective collective, std::size_t byte
   if (row == nullptr || !row->segments_keep_bits) return nullptr;
   if (!segment_tuners) segment_tuners = std::make_unique<ClassTuners>();
   const int size_class = size_class_of(bytes);
-  ClassTuner& tuner = (*segment_tuners)[static_cast<std::size_t>(collective)]
-                                       [static_cast<std::size_t>(size_class)];
+  ClassTuner& tuner =
+      (*segment_tuners)[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class)];
   if (tuner.phase() == ClassTuner::Phase::fresh) {
     const Algorithm candidates[] = {table, table};
     const std::size_t segments[] = {0, size_class_max_bytes(size_class)};

@@ -360,8 +360,7 @@ std::span<const AlgorithmRow> allreduce_rows() {
       segments_keep_bits(
           COLLX_ROW(allreduce, rabenseifner, allreduce_folded<FoldedCore::rabenseifner>, 2)),
       COLLX_ROW(allreduce, binomial_tree, allreduce_binomial, 4),
-      segments_keep_bits(
-          COLLX_ROW(allreduce, double_binary_tree, allreduce_double_binary_tree, 4)),
+      segments_keep_bits(COLLX_ROW(allreduce, double_binary_tree, allreduce_double_binary_tree, 4)),
       COLLX_ROW(allreduce, shared_memory, allreduce_shared_memory, 2, Algorithm::ring),
       COLLX_ROW(
           allreduce, hierarchical,

@@ -84,7 +84,8 @@ TrialPick ClassTuner::pick() {
                              calls_ >= wait_calls_ / 2);
     // The same call on every rank ends the wait: the ranks make the same calls.
     if (++calls_ >= wait_calls_) restart();
-    return warm_library ? TrialPick{library_} : TrialPick{candidates_[0], false, false, segments_[0]};
+    return warm_library ? TrialPick{library_}
+                        : TrialPick{candidates_[0], false, false, segments_[0]};
   }
   if (phase_ == Phase::trying) {
     // calls_ counts the calls recorded so far: this call's place in its block.
@@ -204,12 +205,11 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   // The MPI library's own collective needs no absolute margin (kMargin).
   // Segment sizes of one algorithm (start's `segments`) need no margin: they give the same bits,
   // and between two times that close either costs at most the difference.
-  const bool challenger_wins =
-      fastest < maxima.size() &&
-      (segment_sizes_ ? maxima[fastest] < maxima[0]
-                      : beats(maxima[fastest], maxima[0]) &&
-                            (maxima[fastest] + kMarginMinNs <= maxima[0] ||
-                             candidates_[fastest] == library_));
+  const bool challenger_wins = fastest < maxima.size() &&
+                               (segment_sizes_ ? maxima[fastest] < maxima[0]
+                                               : beats(maxima[fastest], maxima[0]) &&
+                                                     (maxima[fastest] + kMarginMinNs <= maxima[0] ||
+                                                      candidates_[fastest] == library_));
   std::size_t winner = challenger_wins ? fastest : 0;
   // One of collx's must beat the MPI library's collective by the margin: between two trial times
   // that close, the MPI library is the safe choice (auto promises its speed, not more). A
@@ -333,7 +333,8 @@ std::string describe_trials(Collective collective, int size_class, const ClassTu
     char figure[32];
     std::snprintf(figure, sizeof figure, "%.2f us", static_cast<double>(times[i]) / 1e3);
     out.append(" ").append(to_string(candidates[i])).append(" ");
-    if (segments[i] != 0) out.append("(segments of ").append(std::to_string(segments[i])).append(" B) ");
+    if (segments[i] != 0)
+      out.append("(segments of ").append(std::to_string(segments[i])).append(" B) ");
     out.append(times[i] == 0 ? "-" : figure);
     if (means[i] > 0) {
       std::snprintf(figure, sizeof figure, " (mean %.2f)", static_cast<double>(means[i]) / 1e3);
