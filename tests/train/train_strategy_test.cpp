@@ -263,36 +263,56 @@ TEST_F(TrainStrategy, PipelineReportsEachRanksComputeAndWaits) {
 // Of a stage's waits, the polls that copied a message count as transfer: the two stages on
 // either side of a 16 -> 8192 layer's output (1 MiB messages at 16 rows) copy some in their
 // waits; no poll counts where there is one stage (no messages), and the transfer is part of
-// the waits and of the bubble.
+// the waits and of the bubble. Where the MPI library copies a message in a progress call outside
+// the stage's waits (with 4 ranks on 2 cores a run had none in them: docs/TESTING.md), the run is
+// made again, up to three times; every run's transfer stays within its waits.
 TEST_F(TrainStrategy, PipelineCountsTheMessagesCopiesAsTransfer) {
-  TrainConfig config = strategy_config(Parallel::pipeline);
-  config.hidden = {16, 8192, 16};
-  config.epochs = 1;
-  config.micro_batches = 3;
-  // The stage that ends with the 8192-wide layer (layer 1): `wide`.
-  const std::vector<std::vector<std::size_t>> splits = {{4}, {2, 2}, {2, 1, 1}, {1, 1, 1, 1}};
-  const auto p = static_cast<std::size_t>(world_size());
-  ASSERT_LE(p, splits.size());
-  config.pipeline_split = splits[p - 1];
-  const int wide = p == 4 ? 1 : 0;
-  Epochs epochs;
-  run_training(config, comm, small_data(), epochs, std::chrono::steady_clock::now());
-  ASSERT_EQ(epochs.reports.size(), 1u);
-  const EpochReport& report = epochs.reports[0];
-  constexpr std::size_t kParts = kPasses + 1;
-  ASSERT_EQ(report.pipeline_ranks.size(), kParts * p);
-  for (int r = 0; r < world_size(); ++r) {
-    const double* part = &report.pipeline_ranks[kParts * static_cast<std::size_t>(r)];
-    EXPECT_LE(part[kWaitTransfer], part[kWaitInput] + part[kWaitGradient] + part[kWaitSend]) << r;
-    if (p > 1 && (r == wide || r == wide + 1)) {
-      EXPECT_GT(part[kWaitTransfer], 0) << r;
-    } else if (p == 1) {
-      EXPECT_EQ(part[kWaitTransfer], 0);
+  for (int attempt = 1;; ++attempt) {
+    const bool last = attempt == 3;
+    bool copies_seen = true;
+    {
+      TrainConfig config = strategy_config(Parallel::pipeline);
+      config.hidden = {16, 8192, 16};
+      config.epochs = 1;
+      config.micro_batches = 3;
+      // The stage that ends with the 8192-wide layer (layer 1): `wide`.
+      const std::vector<std::vector<std::size_t>> splits = {{4}, {2, 2}, {2, 1, 1}, {1, 1, 1, 1}};
+      const auto p = static_cast<std::size_t>(world_size());
+      ASSERT_LE(p, splits.size());
+      config.pipeline_split = splits[p - 1];
+      const int wide = p == 4 ? 1 : 0;
+      Epochs epochs;
+      run_training(config, comm, small_data(), epochs, std::chrono::steady_clock::now());
+      ASSERT_EQ(epochs.reports.size(), 1u);
+      const EpochReport& report = epochs.reports[0];
+      constexpr std::size_t kParts = kPasses + 1;
+      ASSERT_EQ(report.pipeline_ranks.size(), kParts * p);
+      for (int r = 0; r < world_size(); ++r) {
+        const double* part = &report.pipeline_ranks[kParts * static_cast<std::size_t>(r)];
+        EXPECT_LE(part[kWaitTransfer], part[kWaitInput] + part[kWaitGradient] + part[kWaitSend])
+            << r;
+        if (p > 1 && (r == wide || r == wide + 1)) {
+          copies_seen = copies_seen && part[kWaitTransfer] > 0;
+          if (last) {
+            EXPECT_GT(part[kWaitTransfer], 0) << r;
+          }
+        } else if (p == 1) {
+          EXPECT_EQ(part[kWaitTransfer], 0);
+        }
+      }
+      EXPECT_LE(report.bubble_transfer_fraction, report.bubble_fraction);
+      if (p > 1) {
+        copies_seen = copies_seen && report.bubble_transfer_fraction > 0;
+        if (last) {
+          EXPECT_GT(report.bubble_transfer_fraction, 0);
+        }
+      }
     }
-  }
-  EXPECT_LE(report.bubble_transfer_fraction, report.bubble_fraction);
-  if (p > 1) {
-    EXPECT_GT(report.bubble_transfer_fraction, 0);
+    // Every rank makes the same number of runs (each rank's report holds every rank's parts, so
+    // they agree already; the minimum makes sure).
+    int seen = copies_seen ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &seen, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (seen == 1 || last) break;
   }
 }
 
@@ -454,8 +474,8 @@ TEST_F(TrainStrategy, PowerSgdErrorFeedbackCarriesTheResidual) {
     hook.allreduce(grads.data(), step);
     ASSERT_TRUE(collx::testing::identical_on_all_ranks(grads.data(), n * sizeof(double)));
     std::vector<double> error_sum(n);
-    MPI_Allreduce(hook.error_feedback().data(), error_sum.data(), static_cast<int>(n),
-                  MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(hook.error_feedback().data(), error_sum.data(), static_cast<int>(n), MPI_DOUBLE,
+                  MPI_SUM, MPI_COMM_WORLD);
     // applied + what the ranks keep = what they handed in: nothing is lost, only delayed.
     double worst = 0, scale = 0, kept = 0;
     for (std::size_t i = 0; i < n; ++i) {
