@@ -31,6 +31,10 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
+// The chunk of a reduced piece that reduce_own_piece copies on right after reducing it: its
+// inputs and its result stay in a first-level cache of 32 KiB.
+constexpr std::size_t kCopiedChunkBytes = std::size_t{8} << 10;
+
 // A copy with streaming or plain stores.
 kernels::CopyFn copy_with(bool streaming) {
   return streaming ? kernels::active_kernels().copy_streaming
@@ -206,7 +210,8 @@ bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes) {
 Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
                       std::uint64_t slot_step, const std::byte* send,
                       std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
-                      const Reduction& reduction, std::byte* target, std::byte* scratch) {
+                      const Reduction& reduction, std::byte* target, std::byte* scratch,
+                      CopyOfTarget also) {
   const int p = op.size();
   const int me = op.rank();
   const std::size_t elem = reduction.element_size;
@@ -239,7 +244,20 @@ Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::ui
     }
     if (j == 0) continue;
     const std::byte* lower = j == 1 ? input(0) : target;
-    reduction.combine(target, lower, input(j), r.length(), j == p - 1);
+    if (j == p - 1 && also.to != nullptr) {
+      // Element by element, as one pass would (the same bits); each chunk is copied while in
+      // cache. In place, `also.to` is this rank's input: each chunk is read before it is copied.
+      const std::byte* upper = input(j);
+      const std::size_t chunk = std::max<std::size_t>(kCopiedChunkBytes / elem, 1);
+      for (std::size_t done = 0; done < r.length(); done += chunk) {
+        const std::size_t n = std::min(chunk, r.length() - done);
+        const std::size_t at = done * elem;
+        reduction.combine(target + at, lower + at, upper + at, n, true);
+        also.copy(also.to + at, target + at, n * elem);
+      }
+    } else {
+      reduction.combine(target, lower, input(j), r.length(), j == p - 1);
+    }
     if (j == 1) hand_back(0);
     hand_back(j);
   }

@@ -82,11 +82,19 @@ bool pieces_go_directly(SharedArena& arena, int me, std::size_t bytes);
 
 // Reduces this rank's piece of round `round` into `target` from its own input and the others'
 // ring slots `base[j] + slot_step`, in rank order, handing each slot back once read. `scratch`
-// (3 pieces) takes pieces handed over as pointers and, in place, a copy of `target`.
+// (3 pieces) takes pieces handed over as pointers and, in place, a copy of `target`. With
+// `also`, the last step copies each few KiB of `target` there right after reducing them, while
+// they are in the core's first-level cache (an allreduce's reduced piece, in its ring slot for
+// the others and in its output).
+struct CopyOfTarget {
+  std::byte* to = nullptr;
+  kernels::CopyFn copy = nullptr;
+};
 Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::uint64_t> base,
                       std::uint64_t slot_step, const std::byte* send,
                       std::span<const std::size_t> offsets, std::size_t round, std::size_t piece,
-                      const Reduction& reduction, std::byte* target, std::byte* scratch);
+                      const Reduction& reduction, std::byte* target, std::byte* scratch,
+                      CopyOfTarget also = {});
 
 // Copies every other rank's reduced piece of round `round` (slot `base[j] + slot_step`) into
 // `recv`, from the next rank on so that the ranks do not all read one producer at once.

@@ -210,8 +210,7 @@ Task reduce_blocks(Operation& op, const std::byte* send, std::byte* recv, std::b
       co_await op.until(room_for(arena, me, reduced));
       std::byte* entry = arena.slot(me, reduced);
       co_await reduce_own_piece(op, arena, base, inputs, send, offsets, k, piece, reduction, entry,
-                                scratch.data());
-      copy(target, entry, r.length() * elem);
+                                scratch.data(), {target, copy});
       publish_filled(arena, me, reduced);
       continue;
     }
