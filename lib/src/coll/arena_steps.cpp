@@ -31,9 +31,9 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
-// The chunk of a reduced piece that reduce_own_piece copies on right after reducing it: its
-// inputs and its result stay in a first-level cache of 32 KiB.
-constexpr std::size_t kCopiedChunkBytes = std::size_t{8} << 10;
+// How much of a reduced piece reduce_own_piece reduces, then copies on at once: its inputs and
+// its result stay in a first-level cache of 32 KiB.
+constexpr std::size_t kCopiedWhileCachedBytes = std::size_t{8} << 10;
 
 // A copy with streaming or plain stores.
 kernels::CopyFn copy_with(bool streaming) {
@@ -245,12 +245,13 @@ Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::ui
     if (j == 0) continue;
     const std::byte* lower = j == 1 ? input(0) : target;
     if (j == p - 1 && also.to != nullptr) {
-      // Element by element, as one pass would (the same bits); each chunk is copied while in
-      // cache. In place, `also.to` is this rank's input: each chunk is read before it is copied.
+      // Element by element, as one pass would (the same bits); each stretch is copied while in
+      // cache. In place, `also.to` is this rank's input: each stretch is read before it is
+      // copied over.
       const std::byte* upper = input(j);
-      const std::size_t chunk = std::max<std::size_t>(kCopiedChunkBytes / elem, 1);
-      for (std::size_t done = 0; done < r.length(); done += chunk) {
-        const std::size_t n = std::min(chunk, r.length() - done);
+      const std::size_t stretch = std::max<std::size_t>(kCopiedWhileCachedBytes / elem, 1);
+      for (std::size_t done = 0; done < r.length(); done += stretch) {
+        const std::size_t n = std::min(stretch, r.length() - done);
         const std::size_t at = done * elem;
         reduction.combine(target + at, lower + at, upper + at, n, true);
         also.copy(also.to + at, target + at, n * elem);
