@@ -594,6 +594,11 @@ def main():
                     # selection's.
                     for selector, auto in cell.get("autos", {}).items():
                         cells[key][size].setdefault("autos", {})[selector] = auto
+                    # A selection the sweep could not simulate there (-o with its mpi row): its
+                    # row joins the cell; the sweep's own rows stay.
+                    for selector in SELECTORS:
+                        if selector in cell and selector not in cells[key][size]:
+                            cells[key][size][selector] = cell[selector]
                 elif "ompi" in cell or "mpich" in cell:
                     # A cell of auto's rows alone (-o) at a size the sweep lacks has no MPI row
                     # to meet: left out.
