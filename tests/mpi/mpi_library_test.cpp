@@ -201,6 +201,44 @@ TEST_P(MpiLibrary, ReduceScatterBlocksEvenAndUneven) {
 
 INSTANTIATE_TEST_SUITE_P(BlockingAndNot, MpiLibrary, ::testing::Bool());
 
+// mpi_types.hpp's tables: every DataType maps to the MPI datatype of its size (or to none), every
+// ReduceOp to the MPI op of its name (or to none), and mpi_has, which reads no handle, agrees.
+TEST(MpiLibraryHandles, TablesAgreeWithTheMpiLibrary) {
+  const auto op_name = [](MPI_Op op) {
+    if (op == MPI_SUM) return "sum";
+    if (op == MPI_PROD) return "prod";
+    if (op == MPI_MIN) return "min";
+    if (op == MPI_MAX) return "max";
+    return "";
+  };
+  for (int t = 0; t < collx::kDataTypeCount; ++t) {
+    const auto type = static_cast<DataType>(t);
+    const MPI_Datatype mpi = collx::mpi_datatype(type);
+    const bool is_16bit_float = type == DataType::float16 || type == DataType::bfloat16;
+    EXPECT_EQ(mpi == MPI_DATATYPE_NULL, is_16bit_float) << collx::to_string(type);
+    if (mpi != MPI_DATATYPE_NULL) {
+      int bytes = 0;
+      MPI_Type_size(mpi, &bytes);
+      EXPECT_EQ(static_cast<std::size_t>(bytes), collx::size_of(type)) << collx::to_string(type);
+    }
+    for (int o = 0; o < collx::kReduceOpCount; ++o) {
+      const auto op = static_cast<ReduceOp>(o);
+      const MPI_Op mpi_op = collx::mpi_op(op);
+      if (op == ReduceOp::avg) {
+        EXPECT_EQ(mpi_op, MPI_OP_NULL);
+      } else {
+        EXPECT_EQ(op_name(mpi_op), collx::to_string(op));
+      }
+      EXPECT_EQ(collx::mpi_has(type, op), mpi != MPI_DATATYPE_NULL && mpi_op != MPI_OP_NULL)
+          << collx::to_string(type) << " " << collx::to_string(op);
+    }
+  }
+  // A value that is neither.
+  EXPECT_EQ(collx::mpi_datatype(static_cast<DataType>(collx::kDataTypeCount)), MPI_DATATYPE_NULL);
+  EXPECT_EQ(collx::mpi_op(static_cast<ReduceOp>(200)), MPI_OP_NULL);
+  EXPECT_FALSE(collx::mpi_has(static_cast<DataType>(200), ReduceOp::sum));
+}
+
 TEST(MpiLibraryRefuses, WhatTheMpiLibraryHasNot) {
   collx::Communicator comm(MPI_COMM_WORLD);
   std::vector<float> v(8, 1.0f), out(8);

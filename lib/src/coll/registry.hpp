@@ -106,8 +106,7 @@ inline bool library_takes(std::size_t elements) {
   return elements <= static_cast<std::size_t>(INT_MAX);
 }
 [[gnu::always_inline]] inline bool library_takes(std::size_t elements, DataType type, ReduceOp op) {
-  return library_takes(elements) && mpi_datatype(type) != MPI_DATATYPE_NULL &&
-         mpi_op(op) != MPI_OP_NULL;
+  return library_takes(elements) && mpi_has(type, op);
 }
 // One call of the MPI library's collective, as both Algorithm::mpi's schedules (mpi_library.cpp)
 // and the delegated path (api/collectives_api.cpp) describe it, so that a call makes the same MPI
