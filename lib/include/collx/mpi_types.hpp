@@ -15,8 +15,7 @@ namespace detail {
 // Open MPI and SMPI, integers in MPICH), so the tables are filled when the library is loaded, and a
 // delegated call's lookup is one load where a switch ran a dozen instructions and branches.
 #define COLLX_MPI_DATATYPE(name, bytes, T, mpi) mpi,
-inline const MPI_Datatype kMpiDatatypes[kDataTypeCount] = {
-    COLLX_DATATYPE_LIST(COLLX_MPI_DATATYPE)};
+inline const MPI_Datatype kMpiDatatypes[kDataTypeCount] = {COLLX_DATATYPE_LIST(COLLX_MPI_DATATYPE)};
 #undef COLLX_MPI_DATATYPE
 #define COLLX_MPI_OP(name, mpi) mpi,
 inline const MPI_Op kMpiOps[kReduceOpCount] = {COLLX_REDUCE_OP_LIST(COLLX_MPI_OP)};
