@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 
 #include "layer_stack.hpp"
 #include "partitioned.hpp"
@@ -96,9 +97,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     const auto start = Clock::now();
     const double cpu_start = thread_cpu_seconds();
     clock_.reset();
-    input_wait_clock_.reset();
-    gradient_wait_clock_.reset();
-    send_wait_clock_.reset();
+    for (CommClock& clock : wait_clocks_)
+      clock.reset();
+    copying_posts_.fill(0);
     transfer_seconds_ = 0;
     bytes_ = 0;
     const Range global = this->global_batch();
@@ -119,7 +120,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     {
       // Waiting for the neighbours to take the last sends: bubble too (see forward()).
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(send_wait_clock_);
+      CommClock::Scope waited(wait_clock(Wait::send));
       for (Slot& s : slots_) {
         wait_for_message(s.forward_send);
         wait_for_message(s.backward_send);
@@ -132,8 +133,8 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     forward_seconds_ = 0;
     this->finish_partitioned_step(result, global, loss_local_, last_stage(), bytes_, start,
                                   pass_seconds_);
-    result.bubble_seconds = input_wait_clock_.seconds() + gradient_wait_clock_.seconds() +
-                            send_wait_clock_.seconds() + this->loss_sum_seconds_;
+    result.bubble_seconds =
+        waited(Wait::input) + waited(Wait::gradient) + waited(Wait::send) + this->loss_sum_seconds_;
     result.pipeline_seconds = result.seconds - result.update_seconds - this->replica_sum_seconds_;
     // pass_seconds_ now holds every stage's times summed over the replicas.
     PassTimes times;
@@ -156,9 +157,9 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       parts[kBackwardCpu] += times.backward[stage_][i];
       parts[kBackwardInputCpu] += times.backward_input[stage_][i];
     }
-    parts[kWaitInput] = input_wait_clock_.seconds();
-    parts[kWaitGradient] = gradient_wait_clock_.seconds();
-    parts[kWaitSend] = send_wait_clock_.seconds();
+    parts[kWaitInput] = waited(Wait::input);
+    parts[kWaitGradient] = waited(Wait::gradient);
+    parts[kWaitSend] = waited(Wait::send);
     parts[kWaitEnd] = this->loss_sum_seconds_;
     parts[kWaitTransfer] = transfer_seconds_;
     result.transfer_seconds = transfer_seconds_;
@@ -291,6 +292,17 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     Request backward_send;
   };
 
+  // What a stage waits for (its bubble): input activations, output gradients, earlier sends
+  // to be taken.
+  enum class Wait { input, gradient, send };
+  static constexpr std::size_t kWaits = 3;
+  CommClock& wait_clock(Wait wait) { return wait_clocks_[static_cast<std::size_t>(wait)]; }
+  // A wait's time in this step: its waits', and its posts' that copied a message.
+  double waited(Wait wait) const {
+    const auto w = static_cast<std::size_t>(wait);
+    return wait_clocks_[w].seconds() + copying_posts_[w];
+  }
+
   // A stage after the first sends its input gradient before computing its weight gradients
   // (--pipeline-backward input-first); the first has no input gradient.
   bool input_first() const { return config_.pipeline_input_gradient_first && stage_ > 0; }
@@ -331,10 +343,10 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   void post_input_receive(std::size_t i) {
     if (stage_ == 0) return;
     Slot& slot = slots_[i % slots_.size()];
-    CommClock::Scope timed(clock_);
-    slot.input_receive =
-        group_.irecv(slot.inputs.data(), micro_batch(i).size() * shape_.sizes[begin()], type_,
-                     group_rank_ - 1, tag(i, false));
+    slot.input_receive = post_message(Wait::input, [&] {
+      return group_.irecv(slot.inputs.data(), micro_batch(i).size() * shape_.sizes[begin()], type_,
+                          group_rank_ - 1, tag(i, false));
+    });
   }
 
   // The compute of one pass, in thread CPU time, for the replay: forward, backward, and the
@@ -358,14 +370,14 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
       // current pass), so this is waiting for the neighbour's pass as much as a receive is:
       // bubble. With one slot (1F1B's last stage) it is where that stage waits most.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(send_wait_clock_);
+      CommClock::Scope waited(wait_clock(Wait::send));
       wait_for_message(slot.forward_send);
       wait_for_message(slot.backward_send);
     }
     if (stage_ > 0) {
       // The bubble: waiting for the previous stage's pass.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(input_wait_clock_);
+      CommClock::Scope waited(wait_clock(Wait::input));
       wait_for_message(slot.input_receive);
     }
     const double cpu_start = thread_cpu_seconds();
@@ -381,14 +393,16 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     }
     pass_seconds(i, Pass::forward) = thread_cpu_seconds() - cpu_start;
     if (!last_stage()) {
-      CommClock::Scope timed(clock_);
       const std::size_t count = rows * shape_.sizes[end()];
-      slot.forward_send =
-          group_.isend(slot.stack->output(), count, type_, group_rank_ + 1, tag(i, false));
+      slot.forward_send = post_message(Wait::send, [&] {
+        return group_.isend(slot.stack->output(), count, type_, group_rank_ + 1, tag(i, false));
+      });
       bytes_ += static_cast<double>(count * sizeof(T));
       // Its gradient comes back into the slot's output gradient, which nothing uses until then.
-      slot.gradient_receive =
-          group_.irecv(slot.stack->output_gradient(), count, type_, group_rank_ + 1, tag(i, true));
+      slot.gradient_receive = post_message(Wait::gradient, [&] {
+        return group_.irecv(slot.stack->output_gradient(), count, type_, group_rank_ + 1,
+                            tag(i, true));
+      });
     }
     forward_seconds_ += seconds_since(start) - (clock_.seconds() - comm_before);
   }
@@ -399,7 +413,7 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     if (!last_stage()) {
       // The bubble: waiting for the next stage's pass.
       CommClock::Scope timed(clock_);
-      CommClock::Scope waited(gradient_wait_clock_);
+      CommClock::Scope waited(wait_clock(Wait::gradient));
       wait_for_message(slot.gradient_receive);
     }
     // The first micro-batch writes the gradients, the others add to them.
@@ -424,16 +438,17 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     if (i + slots_.size() < config_.micro_batches) post_input_receive(i + slots_.size());
   }
 
-  // Waits for a message of this stage's (a receive posted ahead, or a send to be taken), and
-  // counts the polls that copied messages as their transfer. The MPI library copies a message
-  // that has arrived in whichever progress call finds it, in any wait (a rendezvous whose
-  // receiver reads the sender's buffer, as Open MPI's shared memory does with CMA; an eager
-  // message out of the queue), so a wait is polls that find nothing, the waiting for a
-  // neighbour's pass, and polls that copy. A poll that ran on this thread's CPU for more than
-  // kCopyPoll is taken to be a copy (an empty poll takes a few microseconds at most; one 256 KiB
-  // message tens of them: docs/TRAINING.md, "How the bubble is measured"), and its CPU time
-  // counts as transfer. After a second of polls it waits as any request does (Request::wait,
-  // where COLLX_TIMEOUT applies), the rest counted as waiting.
+  // Waits for a message of this stage's (a receive posted ahead, or a send to be taken), and counts
+  // the polls that copied messages as their transfer. The MPI library copies a message in whichever
+  // of its calls runs its progress when the message is there to copy, a wait's poll or a post
+  // (post_message): a rendezvous whose receiver reads the sender's buffer, as Open MPI's shared
+  // memory does with CMA; a rendezvous whose sender writes into the receiver's; an eager message
+  // out of the queue. So a wait is polls that find nothing, the waiting for a neighbour's pass, and
+  // polls that copy. A poll that ran on this thread's CPU for more than kCopyPoll is taken to be a
+  // copy (an empty poll takes a few microseconds at most; a 1 MiB message's copy a hundred or more:
+  // docs/TRAINING.md, "How the bubble is measured"), and its CPU time counts as transfer. After a
+  // second of polls it waits as any request does (Request::wait, where COLLX_TIMEOUT applies), the
+  // rest counted as waiting.
   static constexpr double kCopyPoll = 16e-6;
   void wait_for_message(Request& request) {
     // No message (a stage without that neighbour): nothing to wait for, and no poll to time (a
@@ -450,11 +465,35 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
     request.wait();
   }
 
-  void send_input_gradient(std::size_t i, Slot& slot, std::size_t rows) {
+  // Posts a send or a receive (`post` returns its Request), timed as communication. A post runs the
+  // MPI library's progress too, so it may copy a message as a poll does: its own (an eager send; a
+  // receive whose message arrived before it was posted, read at once) or another one in flight.
+  // With Open MPI 4.1's shared memory up to half of a stage's copies of 2 MiB messages were in
+  // posts (TrainStrategy.PipelineCountsTheMessagesCopiesAsTransfer), where no wait's poll saw them.
+  // A post that ran on this thread's CPU for more than kCopyPoll counts as a poll that copied: its
+  // CPU time as transfer, its wall time as a wait for `wait` (the bubble, where the copy would be
+  // had a poll made it), so a copy is transfer wherever the library makes it and the transfer stays
+  // part of the waits. A post that copied nothing is not waiting.
+  template <class Post>
+  Request post_message(Wait wait, Post&& post) {
     CommClock::Scope timed(clock_);
+    const auto start = Clock::now();
+    const double cpu_before = thread_cpu_seconds();
+    Request request = post();
+    const double cpu = thread_cpu_seconds() - cpu_before;
+    if (cpu > kCopyPoll) {
+      transfer_seconds_ += cpu;
+      // Never less than its CPU time (two clocks), so the transfer stays within the waits.
+      copying_posts_[static_cast<std::size_t>(wait)] += std::max(seconds_since(start), cpu);
+    }
+    return request;
+  }
+
+  void send_input_gradient(std::size_t i, Slot& slot, std::size_t rows) {
     const std::size_t count = rows * shape_.sizes[begin()];
-    slot.backward_send =
-        group_.isend(slot.input_gradient.data(), count, type_, group_rank_ - 1, tag(i, true));
+    slot.backward_send = post_message(Wait::send, [&] {
+      return group_.isend(slot.input_gradient.data(), count, type_, group_rank_ - 1, tag(i, true));
+    });
     bytes_ += static_cast<double>(count * sizeof(T));
   }
 
@@ -473,14 +512,13 @@ class Pipeline final : public PartitionedTrainer<T>, private LayerHooks<T> {
   T scale_ = 1;
   double loss_local_ = 0;
   double forward_seconds_ = 0;
-  double transfer_seconds_ = 0;  // of the waits, see wait_for_message
+  double transfer_seconds_ = 0;  // of the waits and posts: wait_for_message, post_message
   double bytes_ = 0;
   std::vector<PipelineOp> ops_;  // this stage's passes, in order
-  // The step's waiting for neighbours (the bubble): for input activations, for output
-  // gradients, for earlier sends to be taken.
-  CommClock input_wait_clock_;
-  CommClock gradient_wait_clock_;
-  CommClock send_wait_clock_;
+  // The step's waiting for neighbours (the bubble), by Wait: the waits' wall time, and that of
+  // the posts that copied a message (post_message).
+  std::array<CommClock, kWaits> wait_clocks_;
+  std::array<double, kWaits> copying_posts_{};
   std::vector<double> pass_seconds_;  // [stage][micro-batch][forward, backward], own stage only
 };
 
