@@ -14,11 +14,12 @@
 using collx_mpi::Blocking;
 using collx_mpi::Call;
 using collx_mpi::CallBuffers;
+using collx_mpi::delegated_call;
 using collx_mpi::intercept;
 using collx_mpi::layout_of;
+using collx_mpi::library_result;
 using collx_mpi::LibraryCall;
 using collx_mpi::Nonblocking;
-using collx_mpi::pass_remembered;
 using collx_mpi::PassReason;
 using collx_mpi::reduction_of;
 using collx_mpi::Signature;
@@ -104,15 +105,27 @@ auto as_given(const Pass& pass) {
     return request ? nonblocking_call(__VA_ARGS__, request) : blocking_call(__VA_ARGS__); \
   }
 
+// The root of a reduce as its remembered call holds it: the root decides nothing (a program
+// that moves the root, as IMB does, keeps its call remembered) but where such an MPICH's defect
+// makes a nonzero root take collx's path.
+constexpr int decisive_reduce_root([[maybe_unused]] int root) {
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
+  return root;
+#else
+  return -1;
+#endif
+}
+
 // ---- one function per collective, for both forms (Mode: Blocking or Nonblocking) ----
+// Out of line: a blocking call's MPI_ function first checks whether it is the remembered
+// delegated call (delegated_call) and makes it without entering these frames.
 
 template <class Mode>
-int allreduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-              MPI_Op op, MPI_Comm comm) {
+[[gnu::noinline]] int allreduce(Mode mode, const void* sendbuf, void* recvbuf, int count,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   const auto pass =
       COLLX_PASS(PMPI_Allreduce, PMPI_Iallreduce, sendbuf, recvbuf, count, datatype, op, on);
   LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op};
-  if (int result; pass_remembered(mode, Call::allreduce, key, pass, &result)) return result;
   const TypeLayout* layout = layout_of(datatype);
   key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
@@ -150,19 +163,11 @@ int allreduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Data
 }
 
 template <class Mode>
-int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-           MPI_Op op, int root, MPI_Comm comm) {
+[[gnu::noinline]] int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count,
+                             MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
   const auto pass =
       COLLX_PASS(PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, datatype, op, root, on);
-  // The root decides nothing (a program that moves the root, as IMB does, keeps its call
-  // remembered) but where such an MPICH's defect makes a nonzero root take collx's path.
-#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40200000
-  const int decisive_root = root;
-#else
-  const int decisive_root = -1;
-#endif
-  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op, decisive_root};
-  if (int result; pass_remembered(mode, Call::reduce, key, pass, &result)) return result;
+  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op, decisive_reduce_root(root)};
   const TypeLayout* layout = layout_of(datatype);
   key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
@@ -210,11 +215,11 @@ int reduce(Mode mode, const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
 }
 
 template <class Mode>
-int bcast(Mode mode, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+[[gnu::noinline]] int bcast(Mode mode, void* buffer, int count, MPI_Datatype datatype, int root,
+                            MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Bcast, PMPI_Ibcast, buffer, count, datatype, root, on);
   // The root decides nothing: a program that moves it (IMB does) keeps its call remembered.
   LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, MPI_OP_NULL};
-  if (int result; pass_remembered(mode, Call::bcast, key, pass, &result)) return result;
   const auto [layout, reason] = typed(datatype, count, buffer);
   key.predefined = layout && layout->predefined;
   return intercept(
@@ -267,13 +272,13 @@ EveryRank every_rank(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
 }
 
 template <class Mode>
-int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+[[gnu::noinline]] int allgather(Mode mode, const void* sendbuf, int sendcount,
+                                MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                                MPI_Datatype recvtype, MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Allgather, PMPI_Iallgather, sendbuf, sendcount, sendtype,
                                recvbuf, recvcount, recvtype, on);
   // What every rank's call shares: the receive side.
   LibraryCall key{comm, recvtype, recvcount};
-  if (int result; pass_remembered(mode, Call::allgather, key, pass, &result)) return result;
   const auto [recv_layout, send_layout, reason] =
       every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   key.predefined = recv_layout && recv_layout->predefined;
@@ -300,13 +305,12 @@ int allgather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendty
 }
 
 template <class Mode>
-int alltoall(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-             int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+[[gnu::noinline]] int alltoall(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                               void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Alltoall, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, on);
   // What every rank's call shares: the receive side.
   LibraryCall key{comm, recvtype, recvcount};
-  if (int result; pass_remembered(mode, Call::alltoall, key, pass, &result)) return result;
   const auto [recv_layout, send_layout, reason] =
       every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   key.predefined = recv_layout && recv_layout->predefined;
@@ -364,13 +368,13 @@ Rooted rooted(int root, MPI_Comm comm, const void* local_buffer, int local_count
 }
 
 template <class Mode>
-int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-           int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+[[gnu::noinline]] int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                             MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Gather, PMPI_Igather, sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, root, on);
   // The root's decision reads the receive side, the others' the send side: the key holds both.
   LibraryCall key{comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root};
-  if (int result; pass_remembered(mode, Call::gather, key, pass, &result)) return result;
   const Rooted r = rooted(root, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   key.predefined = r.whole ? r.whole->predefined : r.local && r.local->predefined;
   return intercept(
@@ -401,13 +405,13 @@ int gather(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
 }
 
 template <class Mode>
-int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+[[gnu::noinline]] int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                              void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                              MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Scatter, PMPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, root, on);
   // The root's decision reads the send side, the others' the receive side: the key holds both.
   LibraryCall key{comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root};
-  if (int result; pass_remembered(mode, Call::scatter, key, pass, &result)) return result;
   const Rooted r = rooted(root, comm, recvbuf, recvcount, recvtype, sendbuf, sendcount, sendtype);
   key.predefined = r.whole ? r.whole->predefined : r.local && r.local->predefined;
   return intercept(
@@ -439,13 +443,12 @@ int scatter(Mode mode, const void* sendbuf, int sendcount, MPI_Datatype sendtype
 }
 
 template <class Mode>
-int reduce_scatter_block(Mode mode, const void* sendbuf, void* recvbuf, int recvcount,
-                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+[[gnu::noinline]] int reduce_scatter_block(Mode mode, const void* sendbuf, void* recvbuf,
+                                           int recvcount, MPI_Datatype datatype, MPI_Op op,
+                                           MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, sendbuf,
                                recvbuf, recvcount, datatype, op, on);
   LibraryCall key{comm, datatype, recvcount, MPI_DATATYPE_NULL, 0, op};
-  if (int result; pass_remembered(mode, Call::reduce_scatter_block, key, pass, &result))
-    return result;
   const TypeLayout* layout = layout_of(datatype);
   key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
@@ -486,8 +489,9 @@ int reduce_scatter_block(Mode mode, const void* sendbuf, void* recvbuf, int recv
 }
 
 template <class Mode>
-int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recvcounts[],
-                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+[[gnu::noinline]] int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf,
+                                     const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                                     MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf,
                                recvcounts, datatype, op, on);
   const TypeLayout* layout = layout_of(datatype);
@@ -526,12 +530,11 @@ int reduce_scatter(Mode mode, const void* sendbuf, void* recvbuf, const int recv
 }
 
 template <class Mode>
-int barrier(Mode mode, MPI_Comm comm) {
+[[gnu::noinline]] int barrier(Mode mode, MPI_Comm comm) {
   const auto pass = [](MPI_Request* request, MPI_Comm on) {
     return request ? PMPI_Ibarrier(on, request) : PMPI_Barrier(on);
   };
   LibraryCall key{comm};
-  if (int result; pass_remembered(mode, Call::barrier, key, pass, &result)) return result;
   key.predefined = true;  // no datatype
   return intercept(
       mode, Call::barrier, comm, nullptr, key,
@@ -554,6 +557,10 @@ extern "C" {
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm) {
+  if (const LibraryCall* r =
+          delegated_call(Call::allreduce, {comm, datatype, count, MPI_DATATYPE_NULL, 0, op}))
+    return library_result(comm,
+                          PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, r->library_comm));
   return allreduce(Blocking{}, sendbuf, recvbuf, count, datatype, op, comm);
 }
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -563,6 +570,10 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                int root, MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(Call::reduce, {comm, datatype, count, MPI_DATATYPE_NULL,
+                                                           0, op, decisive_reduce_root(root)}))
+    return library_result(
+        comm, PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, r->library_comm));
   return reduce(Blocking{}, sendbuf, recvbuf, count, datatype, op, root, comm);
 }
 int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -571,6 +582,8 @@ int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype data
 }
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(Call::bcast, {comm, datatype, count}))
+    return library_result(comm, PMPI_Bcast(buffer, count, datatype, root, r->library_comm));
   return bcast(Blocking{}, buffer, count, datatype, root, comm);
 }
 int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
@@ -580,6 +593,9 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(Call::allgather, {comm, recvtype, recvcount}))
+    return library_result(comm, PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                               recvtype, r->library_comm));
   return allgather(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -590,6 +606,10 @@ int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(Call::reduce_scatter_block,
+                                            {comm, datatype, recvcount, MPI_DATATYPE_NULL, 0, op}))
+    return library_result(comm, PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op,
+                                                          r->library_comm));
   return reduce_scatter_block(Blocking{}, sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
@@ -610,6 +630,10 @@ int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(
+          Call::gather, {comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root}))
+    return library_result(comm, PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                            recvtype, root, r->library_comm));
   return gather(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -621,6 +645,10 @@ int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(
+          Call::scatter, {comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root}))
+    return library_result(comm, PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, root, r->library_comm));
   return scatter(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                  comm);
 }
@@ -633,6 +661,9 @@ int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(Call::alltoall, {comm, recvtype, recvcount}))
+    return library_result(comm, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, r->library_comm));
   return alltoall(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -642,6 +673,8 @@ int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 }
 
 int MPI_Barrier(MPI_Comm comm) {
+  if (const LibraryCall* r = delegated_call(Call::barrier, {comm}))
+    return library_result(comm, PMPI_Barrier(r->library_comm));
   return barrier(Blocking{}, comm);
 }
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {

@@ -27,6 +27,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -102,7 +103,8 @@ struct LibraryCall {
   int root = -1;
   // The datatypes the decision read are predefined (only such calls are remembered).
   bool predefined = false;
-  collx::Communicator* state = nullptr;  // collx's state of `comm`, once remembered
+  // collx's count of the calls started on `comm` (Communicator::calls_started), once remembered
+  std::uint64_t* calls_started = nullptr;
   MPI_Comm library_comm = MPI_COMM_NULL;  // state->mpi_comm(), where the call goes
   bool operator==(const LibraryCall& other) const {
     return comm == other.comm && type == other.type && count == other.count &&
@@ -111,7 +113,8 @@ struct LibraryCall {
   }
 };
 // The delegated call each function remembers (remember_library_call).
-extern std::array<LibraryCall, kCallCount> library_calls;
+// Hidden (as counts and remembered_count_plain): the fast path reads them without the GOT.
+[[gnu::visibility("hidden")]] extern std::array<LibraryCall, kCallCount> library_calls;
 // The remembered call `key` matches, or null.
 inline const LibraryCall* remembered_library_call(Call call, const LibraryCall& key) {
   const LibraryCall& remembered = library_calls[static_cast<std::size_t>(call)];
@@ -124,14 +127,17 @@ struct Counts {
   std::array<std::atomic<long>, kFormCount> intercepted{};
   std::array<std::atomic<long>, kFormCount> passed{};
 };
-extern Counts counts;
+[[gnu::visibility("hidden")]] extern Counts counts;
 // Whether count() of a remembered call is a plain add (no MPI_THREAD_MULTIPLE, no COLLX_DEBUG
 // line to print): settled before the first call is remembered. The remembered path is the
 // delegated call's whole cost, so it adds inline rather than through count().
-extern bool remembered_count_plain;
-// A remembered call (`key`) goes to `pass` now: true, `*result` its return.
-template <class Mode, class Pass>
-bool pass_remembered(Mode mode, Call call, const LibraryCall& key, Pass&& pass, int* result);
+[[gnu::visibility("hidden")]] extern bool remembered_count_plain;
+// The remembered call `key` matches, counted and numbered as collx's delegated call, or null:
+// the program's MPI_ function then makes its PMPI_ call on the remembered call's library_comm.
+// The MPI_ function checks this first, before its own frame: a delegated call's whole cost
+// in the drop-in is these few loads and compares, the count and the call's number
+// (docs/AUTO.md, "What a small call costs").
+inline const LibraryCall* delegated_call(Call call, const LibraryCall& key);
 
 // Runs one intercepted call: `collective(communicator, buffers)` on collx when `reason` is null
 // and the communicator allows it (communicator_reason), otherwise `pass(request, comm)`: the PMPI_
@@ -229,7 +235,7 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, const Libr
         state.library_call_made();
         if (key.predefined) {
           LibraryCall remembered = key;
-          remembered.state = &state;
+          remembered.calls_started = state.calls_started();
           remembered.library_comm = state.mpi_comm();
           remember_library_call(call, remembered);
           return library_result(comm, pass(nullptr, remembered.library_comm));
@@ -263,22 +269,17 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, const Libr
   return MPI_SUCCESS;
 }
 
-template <class Mode, class Pass>
-bool pass_remembered(Mode, Call call, const LibraryCall& key, Pass&& pass, int* result) {
-  if constexpr (Mode::blocking) {
-    if (const LibraryCall* remembered = remembered_library_call(call, key)) {
-      if (remembered_count_plain) [[likely]] {
-        std::atomic<long>& n = counts.intercepted[static_cast<std::size_t>(call)];
-        n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      } else {
-        count(call, true, true, nullptr);
-      }
-      remembered->state->library_call_made();
-      *result = library_result(key.comm, pass(nullptr, remembered->library_comm));
-      return true;
-    }
+inline const LibraryCall* delegated_call(Call call, const LibraryCall& key) {
+  const LibraryCall* remembered = remembered_library_call(call, key);
+  if (!remembered) return nullptr;
+  if (remembered_count_plain) [[likely]] {
+    std::atomic<long>& n = counts.intercepted[static_cast<std::size_t>(call)];
+    n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    count(call, true, true, nullptr);
   }
-  return false;
+  ++*remembered->calls_started;  // Communicator::library_call_made, inline
+  return remembered;
 }
 
 }  // namespace collx_mpi

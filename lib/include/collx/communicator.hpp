@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -89,6 +90,9 @@ class Communicator {
                        ReduceOp op = ReduceOp::sum) const noexcept;
   // Numbers a call that goes_to_library sent to the caller, as collx numbers its own.
   void library_call_made() noexcept;
+  // The count library_call_made() adds one to (null without state), for a caller that numbers
+  // its delegated calls inline on its shortest path (libcollx_mpi); valid while this lives.
+  std::uint64_t* calls_started() noexcept;
 
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
   // In place when sendbuf == recvbuf.

@@ -575,6 +575,9 @@ bool Communicator::goes_to_library(Collective collective, std::size_t count, Dat
 void Communicator::library_call_made() noexcept {
   if (state_ != nullptr) ++state_->next_sequence;
 }
+std::uint64_t* Communicator::calls_started() noexcept {
+  return state_ != nullptr ? &state_->next_sequence : nullptr;
+}
 
 // A collective's blocking call `name` and its nonblocking i`name`: one entry, told apart by its
 // last argument. `params`: the public signature; then the fields of its descriptor `Call`.
