@@ -146,7 +146,6 @@ collx_mpirun() {
 # MPI_Finalize, so LeakSanitizer reports some 50 leaks per rank whose stacks end in
 # "<unknown module>" and cannot be told apart from collx's (or suppressed by library).
 # ThreadSanitizer is not in CI (docs/RELIABILITY.md says how to run it).
-# collx_sanitizer_step [CTEST ARGUMENTS...]
 COLLX_ASAN_UNIT_TESTS=(
   types_test kernels_test patterns_test config_test tuning_test reduce_ops_test
   ring_stores_test phases_test device_memory_test allreduce_sim_test collectives_sim_test
@@ -157,8 +156,11 @@ COLLX_ASAN_MPI_TARGETS=(mpi_allreduce_test mpi_collectives_test mpi_progress_tes
 COLLX_ASAN_SIM_FILTER="-*/6:*/7:*/9:*/1?:*/2?:*/3?:SimCollectivesLarge.*"
 COLLX_ASAN_MPI_TESTS='^(mpi_collectives_np[234]|mpi_allreduce_np2|mpi_progress_(thread|none)_np2'
 COLLX_ASAN_MPI_TESTS+='|device_emulated_staged_np2|stress_np3)$'
-collx_sanitizer_step() {
-  local dir="$BUILD_DIR-asan" status=0 t
+# collx_sanitizer_build: configures and builds BUILD_DIR-asan (the targets above);
+# collx_sanitizer_run [CTEST ARGUMENTS...]: runs them; collx_sanitizer_step [CTEST ARGUMENTS...]:
+# both.
+collx_sanitizer_build() {
+  local dir="$BUILD_DIR-asan"
   # -O1 (NDEBUG as in Release; the host kernels keep their own -O3): the sanitized build is
   # most of this step, and -O1 compiles in about 60 % of -O3's time (collectives_sim_test.cpp
   # 11 s against 19 s) while the sanitized tests run as fast (the MPI tests 58 s against 65 s).
@@ -169,6 +171,9 @@ collx_sanitizer_step() {
   # (set -e does not apply inside a function called as `f || status=$?`: every step says so.)
   cmake --build "$dir" -j "$(nproc)" --target "${COLLX_ASAN_UNIT_TESTS[@]}" \
     "${COLLX_ASAN_MPI_TARGETS[@]}" || return 1
+}
+collx_sanitizer_run() {
+  local dir="$BUILD_DIR-asan" status=0 t
   local -x UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   for t in "${COLLX_ASAN_UNIT_TESTS[@]}"; do
     echo "collx: sanitized $t"
@@ -180,4 +185,8 @@ collx_sanitizer_step() {
   (cd "$dir" && ASAN_OPTIONS="abort_on_error=1:detect_leaks=0" COLLX_STRESS_CASES=200 \
     ctest --output-on-failure -j "$(nproc)" -R "$COLLX_ASAN_MPI_TESTS" "$@") || status=1
   return $status
+}
+collx_sanitizer_step() {
+  collx_sanitizer_build || return 1
+  collx_sanitizer_run "$@"
 }
