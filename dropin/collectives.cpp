@@ -116,6 +116,22 @@ constexpr int decisive_reduce_root([[maybe_unused]] int root) {
 #endif
 }
 
+// The remembered-call keys (LibraryCall): what each collective's decision reads, built alike by
+// its MPI_ function's check (delegated_call) and by its full function, which remembers it.
+// A reduction: its communicator, datatype, count, op (and root where it decides).
+LibraryCall reduction_key(MPI_Comm comm, MPI_Datatype type, int count, MPI_Op op, int root = -1) {
+  return {comm, type, count, MPI_DATATYPE_NULL, 0, op, root};
+}
+// Allgather, alltoall, broadcast: the side every rank's call shares.
+LibraryCall shared_side_key(MPI_Comm comm, MPI_Datatype type, int count) {
+  return {comm, type, count};
+}
+// Gather and scatter: the root's decision reads one side, the others' the other: both.
+LibraryCall rooted_key(MPI_Comm comm, MPI_Datatype sendtype, int sendcount, MPI_Datatype recvtype,
+                       int recvcount, int root) {
+  return {comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root};
+}
+
 // ---- one function per collective, for both forms (Mode: Blocking or Nonblocking) ----
 // Out of line: a blocking call's MPI_ function first checks whether it is the remembered
 // delegated call (delegated_call) and makes it without entering these frames.
@@ -125,7 +141,7 @@ template <class Mode>
                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   const auto pass =
       COLLX_PASS(PMPI_Allreduce, PMPI_Iallreduce, sendbuf, recvbuf, count, datatype, op, on);
-  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op};
+  LibraryCall key = reduction_key(comm, datatype, count, op);
   const TypeLayout* layout = layout_of(datatype);
   key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
@@ -167,7 +183,7 @@ template <class Mode>
                              MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
   const auto pass =
       COLLX_PASS(PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, datatype, op, root, on);
-  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, op, decisive_reduce_root(root)};
+  LibraryCall key = reduction_key(comm, datatype, count, op, decisive_reduce_root(root));
   const TypeLayout* layout = layout_of(datatype);
   key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
@@ -219,7 +235,7 @@ template <class Mode>
                             MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Bcast, PMPI_Ibcast, buffer, count, datatype, root, on);
   // The root decides nothing: a program that moves it (IMB does) keeps its call remembered.
-  LibraryCall key{comm, datatype, count, MPI_DATATYPE_NULL, 0, MPI_OP_NULL};
+  LibraryCall key = shared_side_key(comm, datatype, count);
   const auto [layout, reason] = typed(datatype, count, buffer);
   key.predefined = layout && layout->predefined;
   return intercept(
@@ -278,7 +294,7 @@ template <class Mode>
   const auto pass = COLLX_PASS(PMPI_Allgather, PMPI_Iallgather, sendbuf, sendcount, sendtype,
                                recvbuf, recvcount, recvtype, on);
   // What every rank's call shares: the receive side.
-  LibraryCall key{comm, recvtype, recvcount};
+  LibraryCall key = shared_side_key(comm, recvtype, recvcount);
   const auto [recv_layout, send_layout, reason] =
       every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   key.predefined = recv_layout && recv_layout->predefined;
@@ -310,7 +326,7 @@ template <class Mode>
   const auto pass = COLLX_PASS(PMPI_Alltoall, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, on);
   // What every rank's call shares: the receive side.
-  LibraryCall key{comm, recvtype, recvcount};
+  LibraryCall key = shared_side_key(comm, recvtype, recvcount);
   const auto [recv_layout, send_layout, reason] =
       every_rank(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   key.predefined = recv_layout && recv_layout->predefined;
@@ -374,7 +390,7 @@ template <class Mode>
   const auto pass = COLLX_PASS(PMPI_Gather, PMPI_Igather, sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, root, on);
   // The root's decision reads the receive side, the others' the send side: the key holds both.
-  LibraryCall key{comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root};
+  LibraryCall key = rooted_key(comm, sendtype, sendcount, recvtype, recvcount, root);
   const Rooted r = rooted(root, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   key.predefined = r.whole ? r.whole->predefined : r.local && r.local->predefined;
   return intercept(
@@ -411,7 +427,7 @@ template <class Mode>
   const auto pass = COLLX_PASS(PMPI_Scatter, PMPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, root, on);
   // The root's decision reads the send side, the others' the receive side: the key holds both.
-  LibraryCall key{comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root};
+  LibraryCall key = rooted_key(comm, sendtype, sendcount, recvtype, recvcount, root);
   const Rooted r = rooted(root, comm, recvbuf, recvcount, recvtype, sendbuf, sendcount, sendtype);
   key.predefined = r.whole ? r.whole->predefined : r.local && r.local->predefined;
   return intercept(
@@ -448,7 +464,7 @@ template <class Mode>
                                            MPI_Comm comm) {
   const auto pass = COLLX_PASS(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, sendbuf,
                                recvbuf, recvcount, datatype, op, on);
-  LibraryCall key{comm, datatype, recvcount, MPI_DATATYPE_NULL, 0, op};
+  LibraryCall key = reduction_key(comm, datatype, recvcount, op);
   const TypeLayout* layout = layout_of(datatype);
   key.predefined = layout && layout->predefined;
   const auto reduction = layout ? reduction_of(*layout, op) : std::nullopt;
@@ -558,7 +574,7 @@ extern "C" {
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm) {
   if (const LibraryCall* r =
-          delegated_call(Call::allreduce, {comm, datatype, count, MPI_DATATYPE_NULL, 0, op}))
+          delegated_call(Call::allreduce, reduction_key(comm, datatype, count, op)))
     return library_result(comm,
                           PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, r->library_comm));
   return allreduce(Blocking{}, sendbuf, recvbuf, count, datatype, op, comm);
@@ -570,8 +586,8 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                int root, MPI_Comm comm) {
-  if (const LibraryCall* r = delegated_call(Call::reduce, {comm, datatype, count, MPI_DATATYPE_NULL,
-                                                           0, op, decisive_reduce_root(root)}))
+  if (const LibraryCall* r = delegated_call(
+          Call::reduce, reduction_key(comm, datatype, count, op, decisive_reduce_root(root))))
     return library_result(
         comm, PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, r->library_comm));
   return reduce(Blocking{}, sendbuf, recvbuf, count, datatype, op, root, comm);
@@ -582,7 +598,7 @@ int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype data
 }
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  if (const LibraryCall* r = delegated_call(Call::bcast, {comm, datatype, count}))
+  if (const LibraryCall* r = delegated_call(Call::bcast, shared_side_key(comm, datatype, count)))
     return library_result(comm, PMPI_Bcast(buffer, count, datatype, root, r->library_comm));
   return bcast(Blocking{}, buffer, count, datatype, root, comm);
 }
@@ -593,7 +609,8 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (const LibraryCall* r = delegated_call(Call::allgather, {comm, recvtype, recvcount}))
+  if (const LibraryCall* r =
+          delegated_call(Call::allgather, shared_side_key(comm, recvtype, recvcount)))
     return library_result(comm, PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                                recvtype, r->library_comm));
   return allgather(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -606,8 +623,8 @@ int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  if (const LibraryCall* r = delegated_call(Call::reduce_scatter_block,
-                                            {comm, datatype, recvcount, MPI_DATATYPE_NULL, 0, op}))
+  if (const LibraryCall* r =
+          delegated_call(Call::reduce_scatter_block, reduction_key(comm, datatype, recvcount, op)))
     return library_result(comm, PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op,
                                                           r->library_comm));
   return reduce_scatter_block(Blocking{}, sendbuf, recvbuf, recvcount, datatype, op, comm);
@@ -631,7 +648,7 @@ int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (const LibraryCall* r = delegated_call(
-          Call::gather, {comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root}))
+          Call::gather, rooted_key(comm, sendtype, sendcount, recvtype, recvcount, root)))
     return library_result(comm, PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, root, r->library_comm));
   return gather(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
@@ -646,7 +663,7 @@ int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   if (const LibraryCall* r = delegated_call(
-          Call::scatter, {comm, sendtype, sendcount, recvtype, recvcount, MPI_OP_NULL, root}))
+          Call::scatter, rooted_key(comm, sendtype, sendcount, recvtype, recvcount, root)))
     return library_result(comm, PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, root, r->library_comm));
   return scatter(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
@@ -661,7 +678,8 @@ int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (const LibraryCall* r = delegated_call(Call::alltoall, {comm, recvtype, recvcount}))
+  if (const LibraryCall* r =
+          delegated_call(Call::alltoall, shared_side_key(comm, recvtype, recvcount)))
     return library_result(comm, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                               recvtype, r->library_comm));
   return alltoall(Blocking{}, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
