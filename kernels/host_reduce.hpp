@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <string_view>
 
 #include "collx/types.hpp"
@@ -29,6 +30,7 @@ using CopyFn = void (*)(void* dst, const void* src, std::size_t n);
 struct KernelTable {
   ReduceFn reduce[kDataTypeCount][kReduceOpCount];
   CopyFn copy_streaming;
+  CopyFn copy;  // copy() below
 };
 
 // The table built for `isa`, or nullptr if this CPU or this build does not have it.
@@ -43,6 +45,23 @@ inline ReduceFn reduce_fn(DataType type, ReduceOp op) {
 
 inline void copy_streaming(void* dst, const void* src, std::size_t n) {
   active_kernels().copy_streaming(dst, src, n);
+}
+
+// dst <- src (n bytes, no overlap), for every copy collx makes between a caller's buffer and
+// the arena or scratch. glibc's memcpy moves the sizes from a few KiB to about the second-level
+// cache's with `rep movsb`, which some CPUs run an order of magnitude slower when the
+// destination is not 64-byte aligned against the source (AMD Zen 3; docs/PERFORMANCE.md, "Copies
+// and alignment"), and malloc aligns a caller's buffer to 16 bytes only. In that window the copy
+// is the vector unit's loads and stores, whose speed does not depend on alignment; below it and
+// above it glibc's memcpy (its small copies, and its streaming stores for the largest).
+constexpr std::size_t kVectorCopyMinBytes = std::size_t{2} << 10;
+constexpr std::size_t kVectorCopyMaxBytes = std::size_t{4} << 20;
+inline void copy(void* dst, const void* src, std::size_t n) {
+  if (n < kVectorCopyMinBytes || n >= kVectorCopyMaxBytes) {
+    std::memcpy(dst, src, n);
+  } else {
+    active_kernels().copy(dst, src, n);
+  }
 }
 
 // Convenience: dispatch and run. The pair must be supported (is_supported(type, op)).

@@ -256,9 +256,66 @@ void copy_streaming(void* dst, const void* src, std::size_t n) {
 #endif
 }
 
+// The vector unit's unaligned loads and stores, four vectors an iteration: its speed does not
+// depend on how the two addresses sit against each other, where glibc's `rep movsb` does
+// (host_reduce.hpp, copy). The first and last vectors are stored unaligned and overlap the
+// middle's, whose stores are aligned to the destination.
+void copy_vector(void* dst, const void* src, std::size_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  using Vec = __m512i;
+  const auto load = [](const unsigned char* p) { return _mm512_loadu_si512(p); };
+  const auto store = [](unsigned char* p, Vec v) { _mm512_storeu_si512(p, v); };
+#elif defined(__AVX2__)
+  using Vec = __m256i;
+  const auto load = [](const unsigned char* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  };
+  const auto store = [](unsigned char* p, Vec v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  };
+#else
+  using Vec = __m128i;
+  const auto load = [](const unsigned char* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  };
+  const auto store = [](unsigned char* p, Vec v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  };
+#endif
+  constexpr std::size_t kVec = sizeof(Vec);
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  if (n < 8 * kVec) {
+    std::memcpy(d, s, n);
+    return;
+  }
+  const Vec first = load(s);
+  const Vec last = load(s + n - kVec);
+  std::size_t i = kVec - reinterpret_cast<std::uintptr_t>(d) % kVec;
+  for (; i + 4 * kVec <= n; i += 4 * kVec) {
+    const Vec a = load(s + i);
+    const Vec b = load(s + i + kVec);
+    const Vec c = load(s + i + 2 * kVec);
+    const Vec e = load(s + i + 3 * kVec);
+    store(d + i, a);
+    store(d + i + kVec, b);
+    store(d + i + 2 * kVec, c);
+    store(d + i + 3 * kVec, e);
+  }
+  for (; i + kVec <= n; i += kVec)
+    store(d + i, load(s + i));
+  store(d, first);
+  store(d + n - kVec, last);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
 KernelTable build_table() {
   KernelTable table{};
   table.copy_streaming = &copy_streaming;
+  table.copy = &copy_vector;
   fill_native<std::int8_t>(table, DataType::int8);
   fill_native<std::uint8_t>(table, DataType::uint8);
   fill_native<std::int32_t>(table, DataType::int32);

@@ -38,6 +38,9 @@ class Buffer {
   // they hold is then meaningless (all ranks write it), so such sizes are not checked.
   static void share_from(std::size_t bytes) { shared_from() = bytes; }
   static bool shared_at(std::size_t bytes) { return shared_from() > 0 && bytes >= shared_from(); }
+  // --offset: host buffers start `bytes` past a page boundary (set once, before the first
+  // resize); device copies stay where cudaMalloc puts them.
+  static void offset_by(std::size_t bytes) { offset() = bytes; }
 
   // Grows (never shrinks) to `bytes`; new memory is written once so the timed loop never
   // takes a first-touch page fault. Back to one slot (see make_slots).
@@ -46,8 +49,8 @@ class Buffer {
     slot_ = 0;
     slots_ = 1;
     stride_ = 0;
-    if (bytes <= capacity_) return;
-    allocate(bytes);
+    if (offset() + bytes <= capacity_) return;
+    allocate(offset() + bytes);
   }
   // --cold: `slots` copies of the buffer side by side in one allocation, each stride_for() bytes
   // (the size rounded up to a cache line, or to a page from 4 KiB up), every one holding what
@@ -62,9 +65,9 @@ class Buffer {
     std::byte* old = data_;
     data_ = nullptr;
     capacity_ = 0;
-    allocate(stride * slots, /*zero=*/false);
+    allocate(offset() + stride * slots, /*zero=*/false);
     for (std::size_t i = 0; i < slots; ++i) {
-      if (size_ > 0) std::memcpy(data_ + i * stride, old, size_);
+      if (size_ > 0) std::memcpy(data_ + offset() + i * stride, old + offset(), size_);
     }
     release(old);
     slots_ = slots;
@@ -76,16 +79,16 @@ class Buffer {
   // What the slots of this buffer take (its allocation).
   std::size_t capacity() const { return capacity_; }
 
-  std::byte* data() { return data_ + slot_ * stride_; }
+  std::byte* data() { return data_ + offset() + slot_ * stride_; }
   std::size_t size() const { return size_; }
   // What the collectives work on: the device copy with -m device, else the host memory.
   std::byte* arg() { return device_ != nullptr ? device_ : data(); }
   // Host -> device and back (no-ops without a device copy).
   void to_device() {
-    if (device_ != nullptr && size_ > 0) copy_to_device(device_, data_, size_);
+    if (device_ != nullptr && size_ > 0) copy_to_device(device_, data_ + offset(), size_);
   }
   void to_host() {
-    if (device_ != nullptr && size_ > 0) copy_to_host(data_, device_, size_);
+    if (device_ != nullptr && size_ > 0) copy_to_host(data_ + offset(), device_, size_);
   }
 
  private:
@@ -109,6 +112,10 @@ class Buffer {
   static bool& device_memory() {
     static bool on = false;
     return on;
+  }
+  static std::size_t& offset() {
+    static std::size_t bytes = 0;
+    return bytes;
   }
   static std::size_t& shared_from() {
     static std::size_t bytes = 0;

@@ -79,6 +79,14 @@ void add_options(CLI::App& app, Settings& s) {
                "per rank: about 2 x LLC + one set, at least two sets (e.g. 2 x 192 MiB for a "
                "64 MiB allreduce with the memcpy row); with one set (without --cold) the "
                "buffers of the largest size");
+  app.add_option(
+         "--offset", s.offset,
+         "host buffers start this many bytes past a page boundary instead of on it: "
+         "16 is where malloc puts a large block (glibc: a page plus its 16-byte header), "
+         "which some CPUs' memcpy copies an order of magnitude slower (docs/PERFORMANCE.md, "
+         "\"Copies and alignment\")")
+      ->capture_default_str()
+      ->check(collx::apps::integer_in(0, 4095));
   app.add_option("--llc", s.llc,
                  "--cold: the last-level cache size to assume (K/M/G suffixes) instead of the "
                  "one detected (sysconf, sysfs, else 32M)");

@@ -31,6 +31,7 @@ struct Settings {
   std::string memory = "host";
   std::string transports;
   bool cold = false;
+  int offset = 0;
   std::string llc;
   std::string smpi_shared;
   int smpi_reduce_gbps = 0;

@@ -125,6 +125,8 @@ std::string make_plan(const Settings& s, Plan& plan) {
     return "--overlap measures host buffers only (not with -m device)";
   }
   if (plan.device && s.cold) return "--cold takes host buffers only (not with -m device)";
+  if (plan.device && s.offset > 0) return "--offset takes host buffers only (not with -m device)";
+  collx::bench::Buffer::offset_by(static_cast<std::size_t>(s.offset));
   if (std::string why = parse_transports(s.transports, plan.transports); !why.empty()) return why;
   if (plan.transports.size() > 1 && !s.tune_path.empty()) {
     return "--save-tuning takes one transport";

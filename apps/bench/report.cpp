@@ -21,7 +21,11 @@ std::string mib(std::size_t bytes) {
 // collx's part says, per transport of the rows, whether it takes the device buffers (direct) or
 // they are staged through pinned host memory.
 std::string memory_line(const Run& run) {
-  if (!run.plan.device) return run.s.memory;
+  if (!run.plan.device) {
+    return run.s.offset > 0 ? run.s.memory + " (buffers " + std::to_string(run.s.offset) +
+                                  " B past a page boundary)"
+                            : run.s.memory;
+  }
   const bool direct = collx::mpi_takes_device_memory();
   const auto paths = collx::device_memory_info().device_paths;
   std::string collx_part;
@@ -124,6 +128,7 @@ bool write_json(const Run& run, const nlohmann::json& rows) {
                         {"transport", run.transport_line},
                         {"command", run.command},
                         {"cold", s.cold},
+                        {"offset_bytes", s.offset},
                         {"rows", rows}};
   if (run.round_trip_start_ns) doc["round_trip_start_ns"] = *run.round_trip_start_ns;
   if (run.round_trip_end_ns) doc["round_trip_end_ns"] = *run.round_trip_end_ns;

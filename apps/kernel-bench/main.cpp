@@ -1,5 +1,6 @@
 // collx-kernel-bench: the host reduction kernels' bandwidth against a plain c = a + b loop
-// compiled with -O3 -march=native, in the same run, on arrays far larger than the caches.
+// compiled with -O3 -march=native, in the same run, on arrays far larger than the caches; with
+// --copies, glibc's memcpy against collx's copy at aligned and unaligned destinations.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -40,6 +41,49 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// --copies: glibc's memcpy against collx's copy (host_reduce.hpp) at sizes from 1 KiB to 16 MiB,
+// the source on a page boundary and the destination on it or `offset` bytes past it, each case
+// repeated until it has moved 256 MiB, `reps` times interleaved; the median counts. Sizes that
+// fit in the caches are timed there, as the arena's copies of a call's pieces are.
+void copy_table(int reps, std::size_t offset) {
+  constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
+  Array src(kMaxBytes), dst(kMaxBytes + 4096);
+  std::memset(src.data, 1, kMaxBytes);
+  std::printf("# collx-kernel-bench --copies: GB/s copied (median of %d); kernels: %s\n", reps,
+              std::string(collx::kernels::to_string(collx::kernels::active_isa())).c_str());
+  std::printf("# %10s %14s %14s %18s %18s\n", "bytes", "memcpy", "collx copy",
+              ("memcpy dst+" + std::to_string(offset)).c_str(),
+              ("collx copy dst+" + std::to_string(offset)).c_str());
+  for (std::size_t bytes = 1024; bytes <= kMaxBytes; bytes *= 4) {
+    const std::size_t calls = std::max<std::size_t>(1, (std::size_t{256} << 20) / bytes);
+    std::vector<std::vector<double>> seconds(4);
+    for (int r = 0; r < reps; ++r) {
+      for (int c = 0; c < 4; ++c) {
+        std::byte* d = dst.data + (c >= 2 ? offset : 0);
+        const bool ours = c % 2 == 1;
+        const auto t0 = Clock::now();
+        for (std::size_t i = 0; i < calls; ++i) {
+          if (ours) {
+            collx::kernels::copy(d, src.data, bytes);
+          } else {
+            std::memcpy(d, src.data, bytes);
+          }
+          asm volatile("" : : "r"(d) : "memory");  // every copy happens
+        }
+        seconds[static_cast<std::size_t>(c)].push_back(
+            std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+    }
+    std::printf("  %10zu", bytes);
+    for (int c = 0; c < 4; ++c) {
+      const double gbps =
+          static_cast<double>(bytes * calls) / median(seconds[static_cast<std::size_t>(c)]) / 1e9;
+      std::printf(" %*.1f", c < 2 ? 14 : 18, gbps);
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,7 +92,19 @@ int main(int argc, char** argv) {
   int reps = 21;
   app.add_option("--mib", mib, "size of each array in MiB")->capture_default_str();
   app.add_option("-n,--reps", reps, "repetitions; the median counts")->capture_default_str();
+  bool copies = false;
+  std::size_t offset = 16;
+  app.add_flag("--copies", copies,
+               "instead: glibc's memcpy against collx's copy, 1 KiB-16 MiB, the destination on a "
+               "page boundary and --offset bytes past it");
+  app.add_option("--offset", offset, "--copies: the unaligned destination's offset in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4095));
   CLI11_PARSE(app, argc, argv);
+  if (copies) {
+    copy_table(reps, offset);
+    return 0;
+  }
 
   const std::size_t bytes = mib << 20;
   Array a(bytes), b(bytes), c(bytes);
@@ -69,10 +125,14 @@ int main(int argc, char** argv) {
   // float16/bfloat16 inputs: valid finite values of the type.
   Array ha(bytes), hb(bytes), ba(bytes), bb(bytes);
   for (std::size_t i = 0; i < bytes / 2; ++i) {
-    reinterpret_cast<collx::float16*>(ha.data)[i] = collx::float16(1.0f + static_cast<float>(i % 7));
-    reinterpret_cast<collx::float16*>(hb.data)[i] = collx::float16(2.0f + static_cast<float>(i % 5));
-    reinterpret_cast<collx::bfloat16*>(ba.data)[i] = collx::bfloat16(1.0f + static_cast<float>(i % 7));
-    reinterpret_cast<collx::bfloat16*>(bb.data)[i] = collx::bfloat16(2.0f + static_cast<float>(i % 5));
+    reinterpret_cast<collx::float16*>(ha.data)[i] =
+        collx::float16(1.0f + static_cast<float>(i % 7));
+    reinterpret_cast<collx::float16*>(hb.data)[i] =
+        collx::float16(2.0f + static_cast<float>(i % 5));
+    reinterpret_cast<collx::bfloat16*>(ba.data)[i] =
+        collx::bfloat16(1.0f + static_cast<float>(i % 7));
+    reinterpret_cast<collx::bfloat16*>(bb.data)[i] =
+        collx::bfloat16(2.0f + static_cast<float>(i % 5));
   }
   std::vector<Case> cases = {
       {"plain c=a+b float32 (-O3 -march=native)",
@@ -89,14 +149,15 @@ int main(int argc, char** argv) {
        [&] { kernel(collx::DataType::bfloat16)(c.data, ba.data, bb.data, bytes / 2, 0.0); }},
       {"collx avg float32 (fused divide)",
        [&] {
-         k.reduce[static_cast<int>(collx::DataType::float32)][static_cast<int>(collx::ReduceOp::avg)](
-             c.data, a.data, b.data, bytes / 4, 2.0);
+         k.reduce[static_cast<int>(collx::DataType::float32)]
+                 [static_cast<int>(collx::ReduceOp::avg)](c.data, a.data, b.data, bytes / 4, 2.0);
        }},
       {"memcpy (2 arrays moved)", [&] { std::memcpy(c.data, a.data, bytes); }},
   };
   // Interleave the cases repetition by repetition so drift on a shared machine hits all alike.
   std::vector<std::vector<double>> seconds(cases.size());
-  for (auto& cs : cases) cs.run();  // warm-up
+  for (auto& cs : cases)
+    cs.run();  // warm-up
   for (int r = 0; r < reps; ++r) {
     for (std::size_t i = 0; i < cases.size(); ++i) {
       const auto t0 = Clock::now();

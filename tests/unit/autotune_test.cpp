@@ -670,6 +670,40 @@ TEST(Autotune, ACollxWinnerOverTheMpiLibraryIsConfirmedHeadToHead) {
   EXPECT_EQ(library.chosen(), Algorithm::mpi);
 }
 
+// A challenger that displaced the table's choice and held against the MPI library head to head
+// gets one second opinion, not one at every first checkpoint: winning the second opinion's
+// rounds the same way again settles the class (it asked again and again, every two rounds, for
+// ever, in a broadcast class under IMB through the drop-in).
+TEST(Autotune, ASecondOpinionIsAskedOnce) {
+  const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
+                                             Algorithm::mpi};
+  ClassTuner t;
+  t.start(candidates, 1, ClassTuner::Meetings::never, Algorithm::mpi);
+  for (int opinion = 0; opinion < 2; ++opinion) {
+    // Every candidate: the challenger wins; head to head with the MPI library it holds.
+    EXPECT_EQ(run_trials(t, {3e-6, 1e-6, 2e-6}, 1), TunerStep::agree);
+    EXPECT_TRUE(t.agreed(t.agree_values()));
+    ASSERT_TRUE(t.head_to_head());
+    EXPECT_EQ(run_trials(t, {2e-6, 1e-6}, 1), TunerStep::agree);
+    EXPECT_TRUE(t.agreed(t.agree_values()));
+    ASSERT_EQ(t.phase(), ClassTuner::Phase::settled);
+    EXPECT_EQ(t.chosen(), Algorithm::binomial_tree);
+    EXPECT_EQ(calls_to_checkpoint(t, 1e-6), ClassTuner::kFirstCheck);
+    if (opinion == 0) {
+      // The second opinion: every candidate of the first round again.
+      EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{ClassTuner::kSecondOpinion, 0}));
+      EXPECT_TRUE(t.agreed(t.agree_values()));
+      EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+      EXPECT_EQ(t.candidates().size(), candidates.size());
+    }
+  }
+  // Steady at its trial time after the second opinion: settled, no third round.
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0, 0}));
+  EXPECT_FALSE(t.agreed(t.agree_values()));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::settled);
+  EXPECT_EQ(t.rounds(), 4);
+}
+
 TEST(Autotune, TrialsAreFewerWhereCallsAreLong) {
   EXPECT_GT(trials_for(64), trials_for(std::size_t{1} << 20));
   EXPECT_GT(trials_for(std::size_t{1} << 20), trials_for(std::size_t{1} << 30));

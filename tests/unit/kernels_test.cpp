@@ -178,9 +178,10 @@ TEST_P(KernelIsaTest, EveryTypeAndOpMatchesScalarReference) {
   check_type<double>(*table);
 }
 
-// The streaming copy: every length around the vector width and the alignment head, every
-// destination and source misalignment, bytes outside the range untouched.
-TEST_P(KernelIsaTest, StreamingCopyEqualsMemcpy) {
+// The streaming copy and the vector copy: every length around the vector widths, the alignment
+// head and the unrolled loop's stride, every destination and source misalignment, bytes outside
+// the range untouched.
+TEST_P(KernelIsaTest, CopiesEqualMemcpy) {
   const auto* table = collx::kernels::kernel_table(GetParam());
   if (table == nullptr) {
     GTEST_SKIP() << "this CPU (or build) has no " << collx::kernels::to_string(GetParam());
@@ -189,16 +190,20 @@ TEST_P(KernelIsaTest, StreamingCopyEqualsMemcpy) {
   std::vector<unsigned char> src(70000);
   for (auto& b : src)
     b = static_cast<unsigned char>(rng());
-  for (std::size_t n : {0, 1, 63, 64, 65, 255, 256, 257, 1000, 4096, 65537}) {
-    for (std::size_t dst_off : {0, 1, 17, 63}) {
-      for (std::size_t src_off : {0, 3, 32}) {
-        std::vector<unsigned char> dst(n + 200, 0xEE);
-        table->copy_streaming(dst.data() + 64 + dst_off, src.data() + src_off, n);
-        for (std::size_t i = 0; i < dst.size(); ++i) {
-          const bool inside = i >= 64 + dst_off && i < 64 + dst_off + n;
-          const unsigned char want = inside ? src[src_off + i - 64 - dst_off] : 0xEE;
-          ASSERT_EQ(dst[i], want) << "n " << n << " dst_off " << dst_off << " src_off " << src_off
-                                  << " byte " << i;
+  for (const auto& [name, copy] :
+       {std::pair{"copy_streaming", table->copy_streaming}, std::pair{"copy", table->copy}}) {
+    for (std::size_t n : {0,   1,   63,  64,  65,   127,  128,  129,  255,  256,
+                          257, 511, 512, 513, 1000, 2047, 2048, 4096, 4097, 65537}) {
+      for (std::size_t dst_off : {0, 1, 16, 17, 63}) {
+        for (std::size_t src_off : {0, 3, 16, 32}) {
+          std::vector<unsigned char> dst(n + 200, 0xEE);
+          copy(dst.data() + 64 + dst_off, src.data() + src_off, n);
+          for (std::size_t i = 0; i < dst.size(); ++i) {
+            const bool inside = i >= 64 + dst_off && i < 64 + dst_off + n;
+            const unsigned char want = inside ? src[src_off + i - 64 - dst_off] : 0xEE;
+            ASSERT_EQ(dst[i], want) << name << " n " << n << " dst_off " << dst_off << " src_off "
+                                    << src_off << " byte " << i;
+          }
         }
       }
     }
@@ -210,6 +215,25 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest,
                          [](const auto& info) {
                            return std::string(collx::kernels::to_string(info.param));
                          });
+
+// collx's copy as the library calls it: memcpy below and above the vector copy's window, the
+// vector copy inside it; each side of both edges, at a destination 16 bytes past a page.
+TEST(Kernels, CopyDispatchEqualsMemcpyAtTheWindowsEdges) {
+  using collx::kernels::kVectorCopyMaxBytes;
+  using collx::kernels::kVectorCopyMinBytes;
+  std::vector<unsigned char> src(kVectorCopyMaxBytes + 64);
+  std::mt19937 rng(11);
+  for (auto& b : src)
+    b = static_cast<unsigned char>(rng());
+  for (std::size_t n : {kVectorCopyMinBytes - 1, kVectorCopyMinBytes, kVectorCopyMaxBytes - 1,
+                        kVectorCopyMaxBytes}) {
+    std::vector<unsigned char> dst(n + 4096 + 64, 0xEE);
+    collx::kernels::copy(dst.data() + 4096 + 16, src.data() + 1, n);
+    ASSERT_EQ(std::memcmp(dst.data() + 4096 + 16, src.data() + 1, n), 0) << "n " << n;
+    ASSERT_EQ(dst[4096 + 15], 0xEE) << "n " << n;
+    ASSERT_EQ(dst[4096 + 16 + n], 0xEE) << "n " << n;
+  }
+}
 
 TEST(Kernels, GenericTableAlwaysExistsAndActiveIsChosen) {
   EXPECT_NE(collx::kernels::kernel_table(Isa::generic), nullptr);

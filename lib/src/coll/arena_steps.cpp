@@ -38,7 +38,7 @@ constexpr std::size_t kCopiedWhileCachedBytes = std::size_t{8} << 10;
 // A copy with streaming or plain stores.
 kernels::CopyFn copy_with(bool streaming) {
   return streaming ? kernels::active_kernels().copy_streaming
-                   : [](void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); };
+                   : [](void* dst, const void* src, std::size_t n) { kernels::copy(dst, src, n); };
 }
 
 // Copies `bytes` at `address` in `producer`'s memory to `target`, or throws naming it.
@@ -126,8 +126,8 @@ void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::by
       constexpr std::size_t kBlock = std::size_t{8} << 10;
       for (std::size_t i = 0; i < bytes; i += kBlock) {
         const std::size_t n = std::min(kBlock, bytes - i);
-        std::memcpy(entry + i, source + i, n);
-        std::memcpy(also + i, entry + i, n);
+        kernels::copy(entry + i, source + i, n);
+        kernels::copy(also + i, entry + i, n);
       }
       return;
     }
@@ -220,7 +220,7 @@ Task reduce_own_piece(Operation& op, SharedArena& arena, std::span<const std::ui
   const std::byte* own = send + r.begin * elem;
   if (own == target && me >= 2 && r.length() > 0) {
     // The first step writes target before this rank's input is combined (step `me`).
-    std::memcpy(scratch + 2 * piece * elem, own, r.length() * elem);
+    kernels::copy(scratch + 2 * piece * elem, own, r.length() * elem);
     own = scratch + 2 * piece * elem;
   }
   const auto input = [&](int j) -> const std::byte* {

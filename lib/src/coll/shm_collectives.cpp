@@ -66,7 +66,8 @@ Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
   const auto block = [&](int r) { return a.recv + blocks.offset(r); };
   const std::size_t largest = blocks.elements.max_length() * a.element_size;
   if (largest == 0 || p == 1) {
-    if (a.send != nullptr && a.send != block(me)) std::memcpy(block(me), a.send, blocks.length(me));
+    if (a.send != nullptr && a.send != block(me))
+      kernels::copy(block(me), a.send, blocks.length(me));
     co_return;
   }
   SharedArena& arena = *op.arena();
@@ -224,7 +225,7 @@ Task reduce_blocks(Operation& op, const std::byte* send, std::byte* recv, std::b
   }
   // The readers take the slots in order: the last one taken, they have read all of this call's.
   if (direct) co_await op.until(read_by_all(op, arena, base[mine] + stride * rounds - 1));
-  if (aliased) std::memcpy(own_block, block, own_bytes);
+  if (aliased) kernels::copy(own_block, block, own_bytes);
 }
 
 }  // namespace
@@ -261,7 +262,7 @@ Task rooted_shared_memory(Operation& op, RootedArgs a) {
   std::byte* const own = kGather ? const_cast<std::byte*>(a.send) : a.recv;
   if (me == a.root && own != nullptr && own != full + blocks.offset(me)) {
     std::byte* const in_full = full + blocks.offset(me);
-    std::memcpy(kGather ? in_full : own, kGather ? own : in_full, blocks.length(me));
+    kernels::copy(kGather ? in_full : own, kGather ? own : in_full, blocks.length(me));
   }
   if (kGather && me != a.root) skip_to_own_slots(op, arena, a.root, cut);
   const kernels::CopyFn copy =

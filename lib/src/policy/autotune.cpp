@@ -176,6 +176,7 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
                         std::span<const std::uint64_t> means) {
   if (checking_) {
     checking_ = false;
+    second_opinion_taken_ = second_opinion_taken_ || second_opinion_;
     second_opinion_ = false;
     if (maxima.size() > 1 && maxima[1] > 0) {
       // A rank's calls of collx's choice ran slower than the MPI library's collective did in the
@@ -259,8 +260,8 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
     confirm(winner, challenger_wins);
     return true;
   }
-  second_opinion_ =
-      head_to_head_ ? table_displaced_ && !chose_library() : challenger_wins && rounds_ == 0;
+  second_opinion_ = !second_opinion_taken_ && (head_to_head_ ? table_displaced_ && !chose_library()
+                                                             : challenger_wins && rounds_ == 0);
   baseline_ns_ = trial_ns(winner);
   phase_ = Phase::settled;
   calls_ = 0;

@@ -193,6 +193,9 @@ class ClassTuner {
   bool checking_ = false;                // the pending agreement is a drift checkpoint
   Meetings meetings_ = Meetings::never;  // start()
   bool second_opinion_ = false;  // a first-round challenger won: try again at the first check
+  // The second opinion was taken: a class asks for one once (a confirmation that the challenger
+  // displaced the table's choice again would otherwise ask again at every first checkpoint).
+  bool second_opinion_taken_ = false;
   bool switched_to_library_ = false;
   // The candidates are a confirmation's two (confirm()), the first round's in all_candidates_.
   bool head_to_head_ = false;

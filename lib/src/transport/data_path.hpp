@@ -8,6 +8,7 @@
 #include <span>
 #include <string_view>
 
+#include "host_reduce.hpp"
 #include "scratch.hpp"
 #include "transport.hpp"
 
@@ -52,7 +53,11 @@ class HostVerbs : public DataPath {
   }
   ScratchBuffer scratch(std::size_t bytes) override { return ScratchPool::global().acquire(bytes); }
   void copy(void* dst, const void* src, std::size_t bytes, bool may_overlap) final {
-    may_overlap ? std::memmove(dst, src, bytes) : std::memcpy(dst, src, bytes);
+    if (may_overlap) {
+      std::memmove(dst, src, bytes);
+    } else {
+      kernels::copy(dst, src, bytes);
+    }
   }
   bool finish() override { return true; }
   bool host_accessible() const override { return true; }
