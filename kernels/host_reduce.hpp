@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -52,12 +53,17 @@ inline void copy_streaming(void* dst, const void* src, std::size_t n) {
 // cache's with `rep movsb`, which some CPUs run an order of magnitude slower when the
 // destination is not 64-byte aligned against the source (AMD Zen 3; docs/PERFORMANCE.md, "Copies
 // and alignment"), and malloc aligns a caller's buffer to 16 bytes only. In that window the copy
-// is the vector unit's loads and stores, whose speed does not depend on alignment; below it and
-// above it glibc's memcpy (its small copies, and its streaming stores for the largest).
+// is the vector unit's loads and stores, whose speed does not depend on alignment, where the two
+// addresses are not aligned alike; below it and above it, and where they are, glibc's memcpy
+// (its small copies, its streaming stores for the largest, and `rep movsb` where it is fast).
 constexpr std::size_t kVectorCopyMinBytes = std::size_t{2} << 10;
 constexpr std::size_t kVectorCopyMaxBytes = std::size_t{4} << 20;
+inline bool aligned_alike(const void* dst, const void* src) {
+  return ((reinterpret_cast<std::uintptr_t>(dst) ^ reinterpret_cast<std::uintptr_t>(src)) & 63) ==
+         0;
+}
 inline void copy(void* dst, const void* src, std::size_t n) {
-  if (n < kVectorCopyMinBytes || n >= kVectorCopyMaxBytes) {
+  if (n < kVectorCopyMinBytes || n >= kVectorCopyMaxBytes || aligned_alike(dst, src)) {
     std::memcpy(dst, src, n);
   } else {
     active_kernels().copy(dst, src, n);

@@ -216,8 +216,9 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsaTest,
                            return std::string(collx::kernels::to_string(info.param));
                          });
 
-// collx's copy as the library calls it: memcpy below and above the vector copy's window, the
-// vector copy inside it; each side of both edges, at a destination 16 bytes past a page.
+// collx's copy as the library calls it: memcpy below and above the vector copy's window and
+// where the two addresses are aligned alike, the vector copy inside it otherwise; each side of
+// both edges, at a destination 16 bytes past a page, the source 1 and 16 bytes past a vector's.
 TEST(Kernels, CopyDispatchEqualsMemcpyAtTheWindowsEdges) {
   using collx::kernels::kVectorCopyMaxBytes;
   using collx::kernels::kVectorCopyMinBytes;
@@ -225,13 +226,16 @@ TEST(Kernels, CopyDispatchEqualsMemcpyAtTheWindowsEdges) {
   std::mt19937 rng(11);
   for (auto& b : src)
     b = static_cast<unsigned char>(rng());
-  for (std::size_t n : {kVectorCopyMinBytes - 1, kVectorCopyMinBytes, kVectorCopyMaxBytes - 1,
-                        kVectorCopyMaxBytes}) {
-    std::vector<unsigned char> dst(n + 4096 + 64, 0xEE);
-    collx::kernels::copy(dst.data() + 4096 + 16, src.data() + 1, n);
-    ASSERT_EQ(std::memcmp(dst.data() + 4096 + 16, src.data() + 1, n), 0) << "n " << n;
-    ASSERT_EQ(dst[4096 + 15], 0xEE) << "n " << n;
-    ASSERT_EQ(dst[4096 + 16 + n], 0xEE) << "n " << n;
+  for (std::size_t src_off : {1, 16}) {
+    for (std::size_t n : {kVectorCopyMinBytes - 1, kVectorCopyMinBytes, kVectorCopyMaxBytes - 1,
+                          kVectorCopyMaxBytes}) {
+      std::vector<unsigned char> dst(n + 4096 + 64, 0xEE);
+      collx::kernels::copy(dst.data() + 4096 + 16, src.data() + src_off, n);
+      ASSERT_EQ(std::memcmp(dst.data() + 4096 + 16, src.data() + src_off, n), 0)
+          << "n " << n << " src_off " << src_off;
+      ASSERT_EQ(dst[4096 + 15], 0xEE) << "n " << n;
+      ASSERT_EQ(dst[4096 + 16 + n], 0xEE) << "n " << n;
+    }
   }
 }
 
