@@ -260,56 +260,40 @@ void copy_streaming(void* dst, const void* src, std::size_t n) {
 // depend on how the two addresses sit against each other, where glibc's `rep movsb` does
 // (host_reduce.hpp, copy). The first and last vectors are stored unaligned and overlap the
 // middle's, whose stores are aligned to the destination.
+typedef unsigned char ByteVec __attribute__((vector_size(kVectorBytes)));
+
 void copy_vector(void* dst, const void* src, std::size_t n) {
-#if defined(__x86_64__) || defined(__i386__)
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-  using Vec = __m512i;
-  const auto load = [](const unsigned char* p) { return _mm512_loadu_si512(p); };
-  const auto store = [](unsigned char* p, Vec v) { _mm512_storeu_si512(p, v); };
-#elif defined(__AVX2__)
-  using Vec = __m256i;
-  const auto load = [](const unsigned char* p) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  };
-  const auto store = [](unsigned char* p, Vec v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
-  };
-#else
-  using Vec = __m128i;
-  const auto load = [](const unsigned char* p) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  };
-  const auto store = [](unsigned char* p, Vec v) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
-  };
-#endif
-  constexpr std::size_t kVec = sizeof(Vec);
+  constexpr std::size_t kVec = kVectorBytes;
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
   if (n < 8 * kVec) {
     std::memcpy(d, s, n);
     return;
   }
-  const Vec first = load(s);
-  const Vec last = load(s + n - kVec);
+  // memcpy of one vector compiles to one unaligned load or store.
+  const auto load = [](const unsigned char* p) {
+    ByteVec v;
+    std::memcpy(&v, p, kVec);
+    return v;
+  };
+  const auto store = [](unsigned char* p, ByteVec v) { std::memcpy(p, &v, kVec); };
+  const ByteVec first = load(s);
+  const ByteVec last = load(s + n - kVec);
   std::size_t i = kVec - reinterpret_cast<std::uintptr_t>(d) % kVec;
   for (; i + 4 * kVec <= n; i += 4 * kVec) {
-    const Vec a = load(s + i);
-    const Vec b = load(s + i + kVec);
-    const Vec c = load(s + i + 2 * kVec);
-    const Vec e = load(s + i + 3 * kVec);
-    store(d + i, a);
-    store(d + i + kVec, b);
-    store(d + i + 2 * kVec, c);
-    store(d + i + 3 * kVec, e);
+    const ByteVec v0 = load(s + i);
+    const ByteVec v1 = load(s + i + kVec);
+    const ByteVec v2 = load(s + i + 2 * kVec);
+    const ByteVec v3 = load(s + i + 3 * kVec);
+    store(d + i, v0);
+    store(d + i + kVec, v1);
+    store(d + i + 2 * kVec, v2);
+    store(d + i + 3 * kVec, v3);
   }
   for (; i + kVec <= n; i += kVec)
     store(d + i, load(s + i));
   store(d, first);
   store(d + n - kVec, last);
-#else
-  std::memcpy(dst, src, n);
-#endif
 }
 
 KernelTable build_table() {
