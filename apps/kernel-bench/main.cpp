@@ -44,11 +44,14 @@ double median(std::vector<double> v) {
 // --copies: glibc's memcpy against collx's copy (host_reduce.hpp) at sizes from 1 KiB to 16 MiB,
 // the source on a page boundary and the destination on it or `offset` bytes past it, each case
 // repeated until it has moved 256 MiB, `reps` times interleaved; the median counts. Sizes that
-// fit in the caches are timed there, as the arena's copies of a call's pieces are.
-void copy_table(int reps, std::size_t offset) {
+// fit in the caches are timed there, as the arena's copies of a call's pieces are. Each case's
+// destination is cleared before it and compared with the source after it (untimed): false, with
+// the case on stderr, where a copy differs.
+bool copy_table(int reps, std::size_t offset) {
   constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
   Array src(kMaxBytes), dst(kMaxBytes + 4096);
-  std::memset(src.data, 1, kMaxBytes);
+  for (std::size_t i = 0; i < kMaxBytes; ++i)
+    src.data[i] = static_cast<std::byte>((i * 131 + i / 251) & 0xff);
   std::printf("# collx-kernel-bench --copies: GB/s copied (median of %d); kernels: %s\n", reps,
               std::string(collx::kernels::to_string(collx::kernels::active_isa())).c_str());
   std::printf("# %10s %14s %14s %18s %18s\n", "bytes", "memcpy", "collx copy",
@@ -61,6 +64,7 @@ void copy_table(int reps, std::size_t offset) {
       for (int c = 0; c < 4; ++c) {
         std::byte* d = dst.data + (c >= 2 ? offset : 0);
         const bool ours = c % 2 == 1;
+        std::memset(dst.data, 0, bytes + offset);
         const auto t0 = Clock::now();
         for (std::size_t i = 0; i < calls; ++i) {
           if (ours) {
@@ -72,6 +76,11 @@ void copy_table(int reps, std::size_t offset) {
         }
         seconds[static_cast<std::size_t>(c)].push_back(
             std::chrono::duration<double>(Clock::now() - t0).count());
+        if (std::memcmp(d, src.data, bytes) != 0) {
+          std::fprintf(stderr, "collx-kernel-bench: %s of %zu bytes to dst+%zu differs\n",
+                       ours ? "collx copy" : "memcpy", bytes, c >= 2 ? offset : std::size_t{0});
+          return false;
+        }
       }
     }
     std::printf("  %10zu", bytes);
@@ -82,6 +91,7 @@ void copy_table(int reps, std::size_t offset) {
     }
     std::printf("\n");
   }
+  return true;
 }
 
 }  // namespace
@@ -101,10 +111,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 4095));
   CLI11_PARSE(app, argc, argv);
-  if (copies) {
-    copy_table(reps, offset);
-    return 0;
-  }
+  if (copies) return copy_table(reps, offset) ? 0 : 1;
 
   const std::size_t bytes = mib << 20;
   Array a(bytes), b(bytes), c(bytes);

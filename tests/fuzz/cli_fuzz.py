@@ -65,6 +65,7 @@ BENCH_FLAGS = [
     (["--depth"], [], VALUES),
     (["--llc"], ["--cold"], SIZE_VALUES),
     (["--overlap"], [], VALUES),
+    (["--offset"], [], VALUES),
 ]
 TRAIN_BASE = ["--no-progress", "--synthetic", "--synthetic-train", "200", "--synthetic-test",
               "50", "--epochs", "1", "--hidden", "8", "--batch", "50", "--stop-after", "2"]
