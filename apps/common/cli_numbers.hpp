@@ -43,12 +43,12 @@ CLI::Validator integer_in(T lo, T hi) {
             text.find_first_not_of("0123456789", negative ? 1 : 0) == std::string::npos;
         if (!digits) return "\"" + text + "\" is not a whole number (decimal digits only)";
         const bool zero = text.find_first_not_of("0", negative ? 1 : 0) == std::string::npos;
-        if (negative && !zero && lo >= 0) return text + " is negative: give a number in " + range;
+        if (negative && !zero && lo >= 0) return text + " is negative: give a number " + range;
         if (negative && zero) ++first;  // "-0": an unsigned T's from_chars takes no sign
         T value{};
         const auto [end, error] = std::from_chars(first, last, value);
         if (error == std::errc::result_out_of_range || value < lo || value > hi) {
-          return text + " is out of range: give a number in " + range;
+          return text + " is out of range: give a number " + range;
         }
         if (error != std::errc{} || end != last) {
           return "\"" + text + "\" is not a whole number (decimal digits only)";
@@ -81,7 +81,7 @@ inline CLI::Validator number_in(double lo, double hi) {
           return "\"" + text + "\" is not a number";
         }
         if (!std::isfinite(value) || value < lo || value > hi) {
-          return text + " is out of range: give a number in " + range;
+          return text + " is out of range: give a number " + range;
         }
         return {};
       },
