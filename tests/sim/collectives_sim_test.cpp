@@ -844,6 +844,131 @@ TEST(SimSharedMemory, DirectReadsBetweenRingPieces) {
   set_config(Config{});
 }
 
+// Broadcasts, gathers and scatters through the arena as pointers (a broadcast's root writes each
+// rank's piece into its buffer and every other rank reads the rest from the root's; a gather's
+// ranks write their blocks into the root's buffer, a scatter's read theirs from it; here with
+// process_vm_writev and _readv on this process) and through the rings, in turn on one world: by
+// default a broadcast at two ranks from 32 KiB, a gather or scatter from a largest block of 32
+// KiB at two ranks and 64 KiB above; with COLLX_SHM_DIRECT=1 at every rank count and size. Sizes
+// that leave pieces empty or short of a page, uneven blocks (one empty), every root, in place at
+// the root every other call. The root's slot says how each call went: a pointer to its buffer, or
+// none.
+TEST(SimSharedMemory, RootedCallsAsPointers) {
+  struct DefaultConfigAtExit {
+    ~DefaultConfigAtExit() { set_config(Config{}); }
+  } restore;
+  for (std::optional<bool> setting : {std::optional<bool>{}, std::optional<bool>{true}}) {
+    Config c;
+    c.shm_direct = setting;
+    set_config(c);
+    for (int p : {2, 3, 4, 7}) {
+      SimWorld world(p, 4096, 3);
+      ASSERT_NE(world.shared_arena(), nullptr);
+      SharedArena& arena = *world.shared_arena();
+      ASSERT_TRUE(arena.direct_reads());
+      const std::size_t sizes[] = {1,        4095,   (32 << 10) - 1, 32 << 10,     5 << 10,
+                                   4096 * 7, 100001, 3 * (64 << 10), (1 << 20) + 3};
+      int call = 0;
+      for (std::size_t bytes : sizes) {
+        const int root = call % p;
+        const std::string where = "p=" + std::to_string(p) + " bytes " + std::to_string(bytes) +
+                                  " root " + std::to_string(root) + " direct " +
+                                  (setting.has_value() ? "forced" : "unset");
+        std::vector<Bytes> buf(p, Bytes(bytes, std::byte{0x5a}));
+        buf[root] = pattern(DataType::int8, root + call, bytes);
+        world.run(info_for(Collective::broadcast, Algorithm::shared_memory, kPipelines[0]),
+                  [&](Operation& op, int r) {
+                    return broadcast_task(op, {buf[r].data(), bytes, 1, root, {}},
+                                          Algorithm::shared_memory);
+                  });
+        for (int r = 0; r < p; ++r)
+          ASSERT_EQ(buf[r], buf[root]) << where << " rank " << r;
+        const bool direct = setting.value_or(p == 2 && bytes >= (32 << 10));
+        const std::uint64_t last = arena.published(root).load() - 1;
+        EXPECT_EQ(arena.descriptor(root, last).address.load(),
+                  direct ? reinterpret_cast<std::uint64_t>(buf[root].data()) : 0)
+            << where;
+        // Every slot published is consumed by every other rank.
+        for (int reader = 0; reader < p; ++reader) {
+          for (int producer = 0; producer < p; ++producer) {
+            if (reader != producer) {
+              EXPECT_EQ(arena.consumed(reader, producer).load(), arena.published(producer).load())
+                  << where << " reader " << reader << " producer " << producer;
+            }
+          }
+        }
+        // Gather, then scatter, blocks of about bytes / p, uneven, one empty where p > 2.
+        std::vector<std::size_t> offsets(p + 1, 0);
+        for (int r = 0; r < p; ++r) {
+          const std::size_t length =
+              p > 2 && r == (root + 1) % p ? 0 : bytes / p + static_cast<std::size_t>(r) * 7;
+          offsets[r + 1] = offsets[r] + length;
+        }
+        const std::size_t total = offsets[p];
+        const std::size_t largest = offsets[p] == 0 ? 0 : [&] {
+          std::size_t m = 0;
+          for (int r = 0; r < p; ++r)
+            m = std::max(m, offsets[r + 1] - offsets[r]);
+          return m;
+        }();
+        const bool rooted_direct =
+            largest > 0 && setting.value_or(largest >= (p == 2 ? 32u << 10 : 64u << 10));
+        const bool in_place = call % 2 == 1;
+        std::vector<Bytes> send(p);
+        Bytes expected;
+        for (int r = 0; r < p; ++r) {
+          send[r] = pattern(DataType::int8, r + 3 * call, offsets[r + 1] - offsets[r]);
+          expected.insert(expected.end(), send[r].begin(), send[r].end());
+        }
+        Bytes gathered(total, std::byte{0x44});
+        if (in_place)
+          std::copy(send[root].begin(), send[root].end(), gathered.begin() + offsets[root]);
+        world.run(info_for(Collective::gather, Algorithm::shared_memory, kPipelines[0]),
+                  [&](Operation& op, int r) {
+                    const std::byte* s = in_place && r == root ? nullptr : send[r].data();
+                    return gather_task(op, {s, gathered.data(), offsets, 1, root, {}},
+                                       Algorithm::shared_memory);
+                  });
+        ASSERT_EQ(gathered, expected) << where << " gather";
+        // (Through the rings the root publishes nothing in a gather.)
+        if (rooted_direct) {
+          EXPECT_EQ(arena.descriptor(root, arena.published(root).load() - 1).address.load(),
+                    reinterpret_cast<std::uint64_t>(gathered.data()))
+              << where << " gather";
+        }
+        std::vector<Bytes> scattered(p);
+        for (int r = 0; r < p; ++r)
+          scattered[r] = Bytes(offsets[r + 1] - offsets[r], std::byte{0x22});
+        world.run(info_for(Collective::scatter, Algorithm::shared_memory, kPipelines[0]),
+                  [&](Operation& op, int r) {
+                    std::byte* o = in_place && r == root ? nullptr : scattered[r].data();
+                    return scatter_task(op, {expected.data(), o, offsets, 1, root, {}},
+                                        Algorithm::shared_memory);
+                  });
+        for (int r = 0; r < p; ++r) {
+          if (in_place && r == root) continue;
+          ASSERT_EQ(scattered[r], send[r]) << where << " scatter rank " << r;
+        }
+        if (rooted_direct) {
+          EXPECT_EQ(arena.descriptor(root, arena.published(root).load() - 1).address.load(),
+                    reinterpret_cast<std::uint64_t>(expected.data()))
+              << where << " scatter";
+        }
+        for (int reader = 0; reader < p; ++reader) {
+          for (int producer = 0; producer < p; ++producer) {
+            if (reader != producer) {
+              EXPECT_EQ(arena.consumed(reader, producer).load(), arena.published(producer).load())
+                  << where << " after gather and scatter, reader " << reader << " producer "
+                  << producer;
+            }
+          }
+        }
+        ++call;
+      }
+    }
+  }
+}
+
 // The piece-by-piece reductions (allreduce, reduce_scatter through the arena) in turn on one world,
 // with broadcasts between them putting bytes through the rings: in and out of place, counts that
 // leave some ranks' pieces empty, more rounds than ring entries. Run with every piece handed

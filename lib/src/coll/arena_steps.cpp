@@ -31,6 +31,18 @@ constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
 
+// Broadcasts at two ranks, and gathers and scatters whose largest block has at least this many
+// bytes (twice as many from three ranks on), go as pointers (broadcast_shared_memory,
+// rooted_shared_memory). A broadcast's root writes half of the buffer into the other rank's while
+// that rank reads the other half; a gather's ranks write their blocks into the root's buffer (a
+// scatter's read theirs from it) while the root copies its own: copies at once, where through the
+// ring the root copies every byte in or out itself and the others wait on it. At three ranks and
+// more a broadcast's ranks each copy (p-1)/p of it, each byte by the kernel's slower copy, and
+// with the ranks sharing two cores that lost to the ring; gathers and scatters of blocks below
+// 64 KiB lost there too (docs/PERFORMANCE.md, "Broadcast, gather and scatter as pointers").
+// COLLX_SHM_DIRECT=1 takes every size and rank count as pointers.
+constexpr std::size_t kDirectTwoRanksMinBytes = std::size_t{32} << 10;
+
 // How much of a reduced piece reduce_own_piece reduces, then copies on at once: its inputs and
 // its result stay in a first-level cache of 32 KiB.
 constexpr std::size_t kCopiedWhileCachedBytes = std::size_t{8} << 10;
@@ -39,17 +51,6 @@ constexpr std::size_t kCopiedWhileCachedBytes = std::size_t{8} << 10;
 kernels::CopyFn copy_with(bool streaming) {
   return streaming ? kernels::active_kernels().copy_streaming
                    : [](void* dst, const void* src, std::size_t n) { kernels::copy(dst, src, n); };
-}
-
-// Copies `bytes` at `address` in `producer`'s memory to `target`, or throws naming it.
-void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
-                   std::uint64_t address, std::size_t bytes) {
-  const int error = arena.read_direct(producer, target, address, bytes);
-  if (error != 0) {
-    throw Error(ErrorCode::transport, "", op.rank(),
-                "process_vm_readv from rank " + std::to_string(producer) +
-                    " failed: " + std::strerror(error));
-  }
 }
 
 // Where this rank's piece of producer j's input is: in j's ring slot, or copied from j's
@@ -159,6 +160,38 @@ std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t bloc
   if (const std::optional<bool> forced = arena.direct_reads_forced()) return forced;
   const bool window = block >= kDirectWindowMinBlockBytes && block <= kDirectWindowMaxBlockBytes;
   return arena.size() == 2 && window ? std::optional<bool>(true) : std::nullopt;
+}
+
+void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
+                   std::uint64_t address, std::size_t bytes) {
+  const int error = arena.read_direct(producer, target, address, bytes);
+  if (error != 0) {
+    throw Error(ErrorCode::transport, "", op.rank(),
+                "process_vm_readv from rank " + std::to_string(producer) +
+                    " failed: " + std::strerror(error));
+  }
+}
+
+void write_directly(Operation& op, SharedArena& arena, int peer, std::uint64_t address,
+                    const std::byte* source, std::size_t bytes) {
+  const int error = arena.write_direct(peer, address, source, bytes);
+  if (error != 0) {
+    throw Error(
+        ErrorCode::transport, "", op.rank(),
+        "process_vm_writev to rank " + std::to_string(peer) + " failed: " + std::strerror(error));
+  }
+}
+
+bool broadcast_goes_directly(const SharedArena& arena, std::size_t bytes) {
+  if (!arena.direct_reads() || bytes == 0) return false;
+  if (const std::optional<bool> forced = arena.direct_reads_forced()) return *forced;
+  return arena.size() == 2 && bytes >= kDirectTwoRanksMinBytes;
+}
+
+bool rooted_goes_directly(const SharedArena& arena, std::size_t largest_block) {
+  if (!arena.direct_reads() || largest_block == 0) return false;
+  if (const std::optional<bool> forced = arena.direct_reads_forced()) return *forced;
+  return largest_block >= (arena.size() == 2 ? 1 : 2) * kDirectTwoRanksMinBytes;
 }
 
 bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output) {

@@ -51,6 +51,23 @@ void take_slot(Operation& op, SharedArena& arena, int producer, std::uint64_t se
 // direct reads, COLLX_SHM_DIRECT's value where set, true in the direct window; else nullopt.
 std::optional<bool> direct_by_setting(const SharedArena& arena, std::size_t block);
 
+// Whether a broadcast of `bytes` goes as pointers (broadcast_shared_memory): the same on every
+// rank (the call's size, the arena's setting).
+bool broadcast_goes_directly(const SharedArena& arena, std::size_t bytes);
+
+// Whether a gather or scatter whose largest block is `largest_block` bytes goes as pointers
+// (rooted_shared_memory): the same on every rank (every rank knows every block's length).
+bool rooted_goes_directly(const SharedArena& arena, std::size_t largest_block);
+
+// Copies `bytes` at `address` in `producer`'s memory to `target` (read_direct), or throws naming
+// the producer.
+void read_directly(Operation& op, SharedArena& arena, int producer, std::byte* target,
+                   std::uint64_t address, std::size_t bytes);
+// Copies `bytes` from `source` to `address` in `peer`'s memory (write_direct), or throws naming
+// the peer.
+void write_directly(Operation& op, SharedArena& arena, int peer, std::uint64_t address,
+                    const std::byte* source, std::size_t bytes);
+
 // Whether this rank hands its allgather block of `block` bytes (of `output` in all) to the
 // readers as a pointer this time.
 bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output);

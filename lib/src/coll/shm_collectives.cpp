@@ -42,10 +42,69 @@ std::uint64_t skip_to_own_slots(Operation& op, SharedArena& arena, int root, Cut
 
 }  // namespace
 
+// A broadcast as pointers (broadcast_goes_directly): the buffer in p pieces, piece i for the
+// rank i after the root. Every rank publishes its buffer's address in one slot of its ring; the
+// root writes each other rank's piece into that rank's buffer (process_vm_writev), and each
+// other rank reads the other p - 1 pieces from the root's (process_vm_readv), all at once: the
+// root and every other rank copy (p-1)/p of the buffer each, where the ring has the root copy it
+// all in and every other rank all out, each in turn. A rank other than the root returns once
+// the root has written its piece (the root has then consumed its slot), the root once every
+// other rank has read its pieces.
+Task broadcast_directly(Operation& op, SharedArena& arena, std::byte* buffer, std::size_t bytes,
+                        int root) {
+  const int p = op.size();
+  const int me = op.rank();
+  // Pieces of whole pages: a page that two pieces share is pinned by both copies.
+  constexpr std::size_t kPage = 4096;
+  const std::size_t piece = (bytes / static_cast<std::size_t>(p) + kPage - 1) / kPage * kPage;
+  const auto begin = [&](int i) { return std::min(bytes, static_cast<std::size_t>(i) * piece); };
+  const std::vector<std::uint64_t> base = ring_bases(op, arena);
+  const std::uint64_t own = base[static_cast<std::size_t>(me)];
+  co_await publish_direct(op, arena, own, buffer, bytes);
+  if (me == root) {
+    for (int i = 1; i < p; ++i) {
+      const int r = (root + i) % p;
+      const std::uint64_t sequence = base[static_cast<std::size_t>(r)];
+      co_await op.until(
+          CounterReached(arena, arena.published(r), sequence + 1, r, "a buffer's address from"),
+          [&op, &arena, r, sequence, buffer, from = begin(i), to = begin(i + 1)] {
+            const std::uint64_t address =
+                arena.descriptor(r, sequence).address.load(std::memory_order_relaxed);
+            write_directly(op, arena, r, address + from, buffer + from, to - from);
+            arena.advance(arena.consumed(op.rank(), r), sequence + 1);
+          });
+    }
+  } else {
+    // Only the root uses the other ranks' addresses.
+    for (int r = 0; r < p; ++r) {
+      if (r != me && r != root)
+        arena.advance(arena.consumed(me, r), base[static_cast<std::size_t>(r)] + 1);
+    }
+    const std::uint64_t sequence = base[static_cast<std::size_t>(root)];
+    const int mine = (me - root + p) % p;
+    co_await op.until(
+        CounterReached(arena, arena.published(root), sequence + 1, root, "a buffer's address from"),
+        [&op, &arena, root, sequence, buffer, bytes, from = begin(mine), to = begin(mine + 1)] {
+          const std::uint64_t address =
+              arena.descriptor(root, sequence).address.load(std::memory_order_relaxed);
+          // The pieces after this rank's first, so that the ranks do not all read one at once.
+          read_directly(op, arena, root, buffer + to, address + to, bytes - to);
+          read_directly(op, arena, root, buffer, address, from);
+          arena.advance(arena.consumed(op.rank(), root), sequence + 1);
+        });
+  }
+  co_await op.until(ConsumedByAll(
+      arena, me, own + 1, me == root ? "a direct read by" : "a write into this rank's buffer by"));
+}
+
 Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0 || op.size() == 1) co_return;
   SharedArena& arena = *op.arena();
+  if (broadcast_goes_directly(arena, bytes)) {
+    co_await broadcast_directly(op, arena, a.buffer, bytes, a.root);
+    co_return;
+  }
   const SlotCut cut{bytes, arena.slot_bytes()};
   // Every rank other than the root has consumed exactly what the root published so far.
   const std::uint64_t base = ring_base(arena, op.rank(), a.root);
@@ -250,6 +309,48 @@ Task reduce_scatter_shared_memory(Operation& op, ReduceScatterArgs a) {
 // Gather: every other rank publishes its block in its own ring; the root takes them. Scatter:
 // the root publishes every other rank's block in its ring in that order; each rank takes its own
 // slots and steps its counter over the others'.
+namespace {
+// The root's copy of its own block between its full buffer and `own` (null: in place).
+template <bool kGather>
+void copy_root_block(std::byte* full, std::byte* own, const ByteBlocks& blocks, int root) {
+  std::byte* const in_full = full + blocks.offset(root);
+  if (own == nullptr || own == in_full) return;
+  kernels::copy(kGather ? in_full : own, kGather ? own : in_full, blocks.length(root));
+}
+
+// Gather and scatter as pointers (rooted_goes_directly): the root publishes its full buffer's
+// address in one slot of its ring, and every other rank writes its block into it (gather,
+// process_vm_writev) or reads its block from it (scatter, process_vm_readv), all at once, while
+// the root copies its own; one copy of each block, where the ring has the root copy every
+// other rank's block in turn. The root returns once every other rank has consumed its slot.
+template <bool kGather>
+Task rooted_directly(Operation& op, SharedArena& arena, std::byte* full, std::byte* own,
+                     const ByteBlocks& blocks, int root) {
+  const int me = op.rank();
+  const std::uint64_t sequence = ring_base(arena, me, root);
+  if (me == root) {
+    co_await publish_direct(op, arena, sequence, full, blocks.offset(op.size()));
+    copy_root_block<kGather>(full, own, blocks, root);
+    co_await op.until(
+        ConsumedByAll(arena, me, sequence + 1,
+                      kGather ? "a write into this rank's buffer by" : "a direct read by"));
+    co_return;
+  }
+  co_await op.until(
+      CounterReached(arena, arena.published(root), sequence + 1, root, "a buffer's address from"),
+      [&op, &arena, root, sequence, own, offset = blocks.offset(me), length = blocks.length(me)] {
+        const std::uint64_t address =
+            arena.descriptor(root, sequence).address.load(std::memory_order_relaxed);
+        if constexpr (kGather) {
+          write_directly(op, arena, root, address + offset, own, length);
+        } else {
+          read_directly(op, arena, root, own, address + offset, length);
+        }
+        arena.advance(arena.consumed(op.rank(), root), sequence + 1);
+      });
+}
+}  // namespace
+
 template <bool kGather>
 Task rooted_shared_memory(Operation& op, RootedArgs a) {
   const int p = op.size();
@@ -260,10 +361,11 @@ Task rooted_shared_memory(Operation& op, RootedArgs a) {
   // The root's full buffer and the rank's own block (null at the root: in place), collectives.hpp.
   std::byte* const full = kGather ? a.recv : const_cast<std::byte*>(a.send);
   std::byte* const own = kGather ? const_cast<std::byte*>(a.send) : a.recv;
-  if (me == a.root && own != nullptr && own != full + blocks.offset(me)) {
-    std::byte* const in_full = full + blocks.offset(me);
-    kernels::copy(kGather ? in_full : own, kGather ? own : in_full, blocks.length(me));
+  if (rooted_goes_directly(arena, blocks.elements.max_length() * a.element_size)) {
+    co_await rooted_directly<kGather>(op, arena, full, own, blocks, a.root);
+    co_return;
   }
+  if (me == a.root) copy_root_block<kGather>(full, own, blocks, a.root);
   if (kGather && me != a.root) skip_to_own_slots(op, arena, a.root, cut);
   const kernels::CopyFn copy =
       copy_for_output(kGather ? a.offsets.back() * a.element_size : blocks.length(me));

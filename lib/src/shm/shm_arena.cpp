@@ -111,20 +111,35 @@ void SharedArena::initialize_header(std::byte* base, int nranks, int slots) {
   }
 }
 
-int SharedArena::read_direct(int producer, std::byte* target, std::uint64_t address,
-                             std::size_t bytes) {
-  const auto pid = static_cast<pid_t>(process_line(producer).pid);
+namespace {
+// Copies `bytes` between `local` in this process and `remote` in process `pid`, reading them
+// from there (process_vm_readv) or writing them there (process_vm_writev); 0, or the errno.
+int copy_across(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write) {
   std::size_t done = 0;
   while (done < bytes) {
-    iovec local{target + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
-    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    iovec here{local + done, bytes - done};
+    iovec there{reinterpret_cast<void*>(remote + done), bytes - done};
+    const ssize_t n = write ? process_vm_writev(pid, &here, 1, &there, 1, 0)
+                            : process_vm_readv(pid, &here, 1, &there, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
-    if (n == 0) return EFAULT;  // nothing more could be read: part of the range is not mapped
+    if (n == 0) return EFAULT;  // nothing more could be copied: part of the range is not mapped
     done += static_cast<std::size_t>(n);
   }
   return 0;
+}
+}  // namespace
+
+int SharedArena::read_direct(int producer, std::byte* target, std::uint64_t address,
+                             std::size_t bytes) {
+  return copy_across(static_cast<pid_t>(process_line(producer).pid), target, address, bytes, false);
+}
+
+int SharedArena::write_direct(int peer, std::uint64_t address, const std::byte* source,
+                              std::size_t bytes) {
+  // process_vm_writev only reads the local side.
+  return copy_across(static_cast<pid_t>(process_line(peer).pid), const_cast<std::byte*>(source),
+                     address, bytes, true);
 }
 
 void SharedArena::describe_process(int rank) {

@@ -88,6 +88,9 @@ class SharedArena {
   std::optional<bool> direct_reads_forced() const { return direct_forced_; }
   // Copies `bytes` at `address` in `producer`'s memory to `target`; 0, or the errno.
   int read_direct(int producer, std::byte* target, std::uint64_t address, std::size_t bytes);
+  // Copies `bytes` from `source` to `address` in `peer`'s memory (process_vm_writev, which the
+  // kernel allows wherever it allows process_vm_readv); 0, or the errno.
+  int write_direct(int peer, std::uint64_t address, const std::byte* source, std::size_t bytes);
 
   Counter& published(int producer) { return *counter(producer); }
   Counter& consumed(int reader, int producer) {
