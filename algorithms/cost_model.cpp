@@ -653,7 +653,13 @@ const Entry broadcast_shared_memory{
     [](const Shape& s) { return shared_pipeline(s.n, s.segment); },
     "One node only: the root copies the buffer slot by slot into a ring in an arena every "
     "rank maps; all p-1 readers copy each slot out at once, behind a counter. No bytes on a "
-    "wire; n copied in, n out per reader."};
+    "wire; n copied in, n out per reader. At two ranks from 32 KiB (at any rank count and size "
+    "with `COLLX_SHM_DIRECT=1`) the buffer goes as pointers instead: each rank publishes its "
+    "buffer's address in one slot of its ring, the buffer is cut in p pieces, the root writes "
+    "each other rank's piece into that rank's buffer (process_vm_writev) while each other rank "
+    "reads the other p-1 pieces from the root's (process_vm_readv): (p-1)/p n copied by each "
+    "rank, all at once, where the ring has the root copy n in and each reader n out after it "
+    "([PERFORMANCE.md](PERFORMANCE.md#broadcast-gather-and-scatter-as-pointers))."};
 
 // ---- reduce ----
 // The binomial reduce: ceil(log2 p) levels of the whole buffer, the nearest children first
@@ -1073,11 +1079,19 @@ static Cost rooted_shared_memory(const Shape& s) {
 const Entry gather_shared_memory{
     rooted_shared_memory,
     "One node only: every other rank copies its block slot by slot into its ring in a shared "
-    "arena; the root copies the slots out into its buffer, rank by rank. No bytes on a wire."};
+    "arena; the root copies the slots out into its buffer, rank by rank. No bytes on a wire. "
+    "Where the largest block has 32 KiB or more at two ranks, 64 KiB or more from three ranks "
+    "on (any size with `COLLX_SHM_DIRECT=1`), the blocks go as pointers instead: the root "
+    "publishes its buffer's address and every other rank writes its block straight into it "
+    "(process_vm_writev) while the root copies its own: one copy of each block, all at once."};
 const Entry scatter_shared_memory{
     rooted_shared_memory,
     "One node only: the root copies every other rank's block slot by slot into its ring in a "
-    "shared arena, in rank order from root + 1; each rank copies its own slots out."};
+    "shared arena, in rank order from root + 1; each rank copies its own slots out. Where the "
+    "largest block has 32 KiB or more at two ranks, 64 KiB or more from three ranks on (any "
+    "size with `COLLX_SHM_DIRECT=1`), the blocks go as pointers instead: the root publishes its "
+    "buffer's address and every other rank reads its block straight from it (process_vm_readv) "
+    "while the root copies its own."};
 
 // ---- alltoall ----
 const Entry alltoall_pairwise{[](const Shape& s) {
