@@ -369,15 +369,15 @@ TEST(Autotune, TheMpiLibraryNeedsNoAbsoluteMargin) {
 std::uint32_t calls_to_checkpoint(ClassTuner& t, double seconds);
 
 // A class settled on collx's candidate whose sampled calls take longer on average than the MPI
-// library's did in the trials settles on the MPI library at the checkpoint, even below a
-// microsecond (auto's floor is the MPI it wraps; a few dozen trial calls can miss what a long run
-// of them costs); sampled times under the MPI's stay settled, as does a class settled on the
-// MPI's own.
+// library's did in the trials tries the two again head to head at that checkpoint (the trials
+// timed them back to back; a program's calls can take longer for both), and settles on the MPI
+// library the next time, even below a microsecond (auto's floor is the MPI it wraps; a few dozen
+// trial calls can miss what a long run of them costs); sampled times under the MPI's stay
+// settled, as does a class settled on the MPI's own.
 TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
   const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::ring,
                                              Algorithm::mpi};
-  const auto settle = [&](ClassTuner& t) {
-    t.start(candidates, 8, ClassTuner::Meetings::never, Algorithm::mpi);
+  const auto run_trials = [](ClassTuner& t) {
     while (t.phase() == ClassTuner::Phase::trying) {
       const TrialPick p = t.pick();
       const double seconds = p.algorithm == Algorithm::shared_memory ? 0.1e-6
@@ -386,15 +386,33 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
       if (t.record(seconds) == TunerStep::agree) t.agreed(t.agree_values());
     }
   };
+  const auto settle = [&](ClassTuner& t) {
+    t.start(candidates, 8, ClassTuner::Meetings::never, Algorithm::mpi);
+    run_trials(t);
+  };
   ClassTuner t;
   settle(t);
   ASSERT_EQ(t.chosen(), Algorithm::shared_memory);
+  const int rounds = t.rounds();
   // 0.19 us: slower than its own trial (1.9x, but 90 ns: noise) and faster than the MPI.
   calls_to_checkpoint(t, 0.19e-6);
   EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0, 0}));
   EXPECT_FALSE(t.agreed(t.agree_values()));
   EXPECT_FALSE(t.switched_to_library());
-  // 0.33 us: slower than the MPI's 0.2 us: settled on the MPI library, no trials again.
+  // 0.33 us: slower than the MPI's 0.2 us: the two again, head to head.
+  calls_to_checkpoint(t, 0.33e-6);
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0, 1}));
+  EXPECT_TRUE(t.agreed(t.agree_values()));
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  EXPECT_EQ(t.rounds(), rounds + 1);
+  EXPECT_TRUE(t.head_to_head());
+  EXPECT_EQ(std::vector<Algorithm>(t.candidates().begin(), t.candidates().end()),
+            (std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::mpi}));
+  EXPECT_FALSE(t.switched_to_library());
+  // The arena faster again in that round: settled on it, no second opinion after.
+  run_trials(t);
+  EXPECT_EQ(t.chosen(), Algorithm::shared_memory);
+  // Slower than the MPI again: settled on the MPI library, no trials again.
   calls_to_checkpoint(t, 0.33e-6);
   const std::vector<std::uint64_t> values = t.agree_values();
   EXPECT_EQ(values, (std::vector<std::uint64_t>{0, 1}));
@@ -410,7 +428,23 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
   settle(v);
   calls_to_checkpoint(v, 0.11e-6);
   EXPECT_TRUE(v.agreed(std::vector<std::uint64_t>{0, 1}));
+  EXPECT_EQ(v.phase(), ClassTuner::Phase::trying);
+  run_trials(v);
+  calls_to_checkpoint(v, 0.11e-6);
+  EXPECT_TRUE(v.agreed(std::vector<std::uint64_t>{0, 1}));
   EXPECT_EQ(v.chosen(), Algorithm::mpi);
+  // Where the MPI library wins the head-to-head round, the class settles on it there.
+  ClassTuner w;
+  settle(w);
+  calls_to_checkpoint(w, 0.33e-6);
+  EXPECT_TRUE(w.agreed(w.agree_values()));
+  while (w.phase() == ClassTuner::Phase::trying) {
+    const TrialPick p = w.pick();
+    if (w.record(p.algorithm == Algorithm::mpi ? 0.2e-6 : 0.33e-6) == TunerStep::agree)
+      w.agreed(w.agree_values());
+  }
+  EXPECT_EQ(w.chosen(), Algorithm::mpi);
+  EXPECT_FALSE(w.switched_to_library());
   // Settled on the MPI's collective (here the first candidate, so no second opinion follows):
   // its own samples are checked against its trial only.
   ClassTuner u;
@@ -552,6 +586,38 @@ void expect_second_round(ClassTuner& t, std::uint64_t value, Algorithm kept,
   EXPECT_EQ(t.rounds(), 2);
 }
 
+// A program whose calls move the root through the ranks (IMB's Bcast: root = call % p) takes a
+// rank's time as root and as receiver in turn; the trials averaged both, and so must the samples
+// the checkpoint compares with them: here calls alternate 0.1 us and 0.35 us (mean 0.225, under
+// the MPI library's 0.25 us in the trials), and the class stays settled on collx's choice. Every
+// 16th call would have timed only the slow ones.
+TEST(Autotune, SamplesTakeEveryRootOfARotation) {
+  ClassTuner t;
+  t.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::mpi}, 8,
+          ClassTuner::Meetings::never, Algorithm::mpi);
+  while (t.phase() == ClassTuner::Phase::trying) {
+    const TrialPick p = t.pick();
+    if (t.record(p.algorithm == Algorithm::mpi ? 0.25e-6 : 0.1e-6) == TunerStep::agree)
+      t.agreed(t.agree_values());
+  }
+  ASSERT_EQ(t.chosen(), Algorithm::shared_memory);
+  std::uint32_t call = 0;
+  std::vector<std::uint32_t> sampled;
+  for (TunerStep step = TunerStep::none; step != TunerStep::agree;) {
+    const TrialPick p = t.pick();
+    ++call;
+    if (!p.timed) continue;
+    sampled.push_back(call);
+    step = t.record(call % 2 == 1 ? 0.1e-6 : 0.35e-6);
+  }
+  ASSERT_GE(sampled.size(), 4u);
+  EXPECT_TRUE(std::any_of(sampled.begin(), sampled.end(), [](auto c) { return c % 2 == 0; }));
+  EXPECT_TRUE(std::any_of(sampled.begin(), sampled.end(), [](auto c) { return c % 2 == 1; }));
+  EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0, 0}));
+  EXPECT_FALSE(t.agreed(t.agree_values()));
+  EXPECT_EQ(t.chosen(), Algorithm::shared_memory);
+}
+
 // After settling, every kSampleEvery-th call is timed; at the checkpoint the ranks agree on the
 // largest drift; beyond kDriftRatio the class is tried again.
 TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
@@ -571,7 +637,8 @@ TEST(Autotune, DriftBeyondTheRatioStartsTrialsAgain) {
     step = t.record(1.2e-6);  // 1.2x: within the ratio
   }
   EXPECT_EQ(calls, ClassTuner::kFirstCheck);
-  EXPECT_EQ(timed, static_cast<int>(ClassTuner::kFirstCheck / ClassTuner::kSampleEvery));
+  // The samples, and the checkpoint's call.
+  EXPECT_EQ(timed, static_cast<int>((ClassTuner::kFirstCheck - 1) / ClassTuner::kSampleEvery) + 1);
   // 0.2 us above its trial time: less than kDriftMinNs, no drift to report.
   // (The table's choice won the first round: no second opinion either.)
   EXPECT_EQ(t.agree_values(), (std::vector<std::uint64_t>{0, 0}));

@@ -232,7 +232,10 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
   trying_classes_ += static_cast<int>(tuner.in_trials()) - static_cast<int>(was_trying);
   note_settled(collective, bytes, tuner);
   if (rank != 0 || config().debug < DebugLevel::trials) return;
-  if (tuner.rounds() > before) {
+  // A checkpoint where some rank's calls of collx's choice ran slower than the MPI library's
+  // collective in the trials (ClassTuner::agreed: the two again, then the MPI library).
+  const bool slower_than_library = !was_trying && maxima.size() > 1 && maxima[1] > 0;
+  if (tuner.rounds() > before && !slower_than_library) {
     std::fprintf(stderr, "collx INFO rank 0: autotune %s\n",
                  describe_trials(collective, size_class_of(bytes), tuner).c_str());
     return;
@@ -242,9 +245,12 @@ void CommState::after_timed_call(Collective collective, std::size_t bytes, Class
                 "the chosen algorithm drifted past %.1fx its trial time; trying again",
                 ClassTuner::kDriftRatio);
   const char* why =
-      tuner.switched_to_library() && tuner.chose_library() && values.size() > 1 && values[1] > 0
+      slower_than_library && tuner.chose_library()
           ? "calls of collx's choice ran slower than the MPI library's collective in the "
             "trials; settled on mpi"
+      : slower_than_library
+          ? "calls of collx's choice ran slower than the MPI library's collective in the "
+            "trials; trying the two again head to head"
       : !values.empty() && values[0] == ClassTuner::kSecondOpinion
           ? "a challenger displaced the table's choice; trying again for a second opinion"
           : drift;

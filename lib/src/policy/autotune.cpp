@@ -180,7 +180,16 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
     second_opinion_ = false;
     if (maxima.size() > 1 && maxima[1] > 0) {
       // A rank's calls of collx's choice ran slower than the MPI library's collective did in the
-      // trials: settled on the MPI library, whose calls then skip collx (the delegated path).
+      // trials. The first time, the two are tried again head to head on the calls of now: the
+      // trials had timed them back to back, and a program's calls (each after a barrier, as
+      // IMB's) can take longer for both; the second time the class settles on the MPI library,
+      // whose calls then skip collx (the delegated path).
+      const std::size_t choice = index_in(candidates_, count_, chosen_);
+      if (!library_retried_ && choice < count_) {
+        library_retried_ = true;
+        confirm(choice, false);
+        return true;
+      }
       baseline_ns_ = library_trial_ns();
       chosen_ = library_;
       chosen_segment_ = 0;

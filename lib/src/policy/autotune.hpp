@@ -129,7 +129,8 @@ class ClassTuner {
   // Whether candidates() are a confirmation's two (a collx winner and the MPI library's
   // collective, confirm()) rather than the first round's.
   bool head_to_head() const { return head_to_head_; }
-  // Whether a checkpoint settled the class on the MPI library (agree_values).
+  // Whether a checkpoint settled the class on the MPI library (agree_values): the second that
+  // found collx's choice slower than the library's trial time (the first tries the two again).
   bool switched_to_library() const { return switched_to_library_; }
 
   // A challenger must beat the table's choice by this share to replace it (noise), and by at
@@ -152,9 +153,12 @@ class ClassTuner {
   // above any drift, so the class is tried again.
   static constexpr std::uint64_t kSecondOpinion = std::uint64_t{1} << 40;
   static constexpr std::uint64_t kDriftMinNs = 1000;
-  // Every kSampleEvery-th settled call is timed; a checkpoint after kFirstCheck settled calls,
+  // Every kSampleEvery-th settled call is timed (17: a program that moves its root every call
+  // through p ranks, as IMB's Bcast, would have every 16th call at one root for p = 2, 4, 8, 16,
+  // and a rank's samples would all be its root's or its receiver's time, where the trials
+  // averaged both); a checkpoint after kFirstCheck settled calls,
   // then at twice the count, ... at most kMaxCheckGap apart.
-  static constexpr std::uint32_t kSampleEvery = 16;
+  static constexpr std::uint32_t kSampleEvery = 17;
   static constexpr std::uint32_t kFirstCheck = 64;
   static constexpr std::uint32_t kMaxCheckGap = 1u << 16;
   static constexpr int kSamples = 8;
@@ -197,6 +201,9 @@ class ClassTuner {
   // displaced the table's choice again would otherwise ask again at every first checkpoint).
   bool second_opinion_taken_ = false;
   bool switched_to_library_ = false;
+  // A checkpoint found collx's choice slower than the MPI library's collective once, and the two
+  // were tried again head to head (agreed): the next such checkpoint settles on the library.
+  bool library_retried_ = false;
   // The candidates are a confirmation's two (confirm()), the first round's in all_candidates_.
   bool head_to_head_ = false;
   bool table_displaced_ = false;  // the round before the confirmation displaced the table's choice
