@@ -699,6 +699,23 @@ void check_arena_alltoall(SimWorld& world, int seed, std::size_t per_block,
   }
 }
 
+// A broadcast of `bytes` through the arena from `root` (int8 data of `seed`), checked on every
+// rank; returns the address of the root's buffer (the slot of a broadcast as pointers holds it).
+std::uint64_t check_arena_broadcast(SimWorld& world, int root, int seed, std::size_t bytes,
+                                    const std::string& where) {
+  const int p = world.size();
+  std::vector<Bytes> buf(p, Bytes(bytes, std::byte{0x5a}));
+  buf[root] = pattern(DataType::int8, seed, bytes);
+  world.run(
+      info_for(Collective::broadcast, Algorithm::shared_memory, kPipelines[0]),
+      [&](Operation& op, int r) {
+        return broadcast_task(op, {buf[r].data(), bytes, 1, root, {}}, Algorithm::shared_memory);
+      });
+  for (int r = 0; r < p; ++r)
+    EXPECT_EQ(buf[r], buf[root]) << where << " broadcast rank " << r;
+  return reinterpret_cast<std::uint64_t>(buf[root].data());
+}
+
 void calls_in_sequence_on_one_segment() {
   for (int p : {2, 3, 4, 7}) {
     for (int slots : {0, 1, 3}) {
@@ -742,15 +759,8 @@ void calls_in_sequence_on_one_segment() {
         }
         if (call % 3 == 0) {
           const int root = call % p;
-          std::vector<Bytes> buf(p, Bytes(count, std::byte{0x5a}));
-          buf[root] = pattern(DataType::int8, root + call, count);
-          world.run(info_for(Collective::broadcast, Algorithm::shared_memory, kPipelines[0]),
-                    [&](Operation& op, int r) {
-                      return broadcast_task(op, {buf[r].data(), count, 1, root, {}},
-                                            Algorithm::shared_memory);
-                    });
-          for (int r = 0; r < p; ++r)
-            ASSERT_EQ(buf[r], buf[root]) << where << " broadcast rank " << r;
+          check_arena_broadcast(world, root, root + call, count, where);
+          if (::testing::Test::HasFailure()) return;
           continue;
         }
         // Allgather with uneven blocks, one of them empty.
@@ -807,12 +817,11 @@ bool direct_reads_with(std::optional<bool> setting) {
 }
 }  // namespace
 
-// Alltoall through the arena where the even ranks call in place and the odd ones not: the
-// ranks agree whether blocks go as pointers (at two ranks, blocks of 48 KiB are in the direct
-// window; COLLX_SHM_DIRECT=1 makes every block go so) whatever each rank's call, and every
-// block arrives. Blocks of 8 KiB go through the 512-byte ring slots.
-TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
-  // The default configuration again however the test ends (its assertions return early).
+namespace {
+// Runs body(setting) with COLLX_SHM_DIRECT unset and =1 in turn, and the default configuration
+// again however it ends (a body's assertions return early).
+template <class Body>
+void with_direct_unset_and_forced(Body body) {
   struct DefaultConfigAtExit {
     ~DefaultConfigAtExit() { set_config(Config{}); }
   } restore;
@@ -820,6 +829,18 @@ TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
     Config c;
     c.shm_direct = setting;
     set_config(c);
+    body(setting);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+}  // namespace
+
+// Alltoall through the arena where the even ranks call in place and the odd ones not: the
+// ranks agree whether blocks go as pointers (at two ranks, blocks of 48 KiB are in the direct
+// window; COLLX_SHM_DIRECT=1 makes every block go so) whatever each rank's call, and every
+// block arrives. Blocks of 8 KiB go through the 512-byte ring slots.
+TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
+  with_direct_unset_and_forced([](std::optional<bool> setting) {
     for (int p : {2, 3}) {
       for (std::size_t block_bytes : {std::size_t{8} << 10, std::size_t{48} << 10}) {
         SimWorld world(p);
@@ -828,10 +849,10 @@ TEST(SimSharedMemory, AlltoallInPlaceOnSomeRanks) {
             world, 1, block_bytes / 4, [](int r) { return r % 2 == 0; },
             "p=" + std::to_string(p) + " block " + std::to_string(block_bytes) + " direct " +
                 (setting.has_value() ? "forced" : "unset"));
-        if (HasFatalFailure()) return;
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
-  }
+  });
 }
 
 // The same with every allgather block handed over as a pointer (readers copy it straight from
@@ -854,13 +875,7 @@ TEST(SimSharedMemory, DirectReadsBetweenRingPieces) {
 // the root every other call. The root's slot says how each call went: a pointer to its buffer, or
 // none.
 TEST(SimSharedMemory, RootedCallsAsPointers) {
-  struct DefaultConfigAtExit {
-    ~DefaultConfigAtExit() { set_config(Config{}); }
-  } restore;
-  for (std::optional<bool> setting : {std::optional<bool>{}, std::optional<bool>{true}}) {
-    Config c;
-    c.shm_direct = setting;
-    set_config(c);
+  with_direct_unset_and_forced([](std::optional<bool> setting) {
     for (int p : {2, 3, 4, 7}) {
       SimWorld world(p, 4096, 3);
       ASSERT_NE(world.shared_arena(), nullptr);
@@ -874,20 +889,12 @@ TEST(SimSharedMemory, RootedCallsAsPointers) {
         const std::string where = "p=" + std::to_string(p) + " bytes " + std::to_string(bytes) +
                                   " root " + std::to_string(root) + " direct " +
                                   (setting.has_value() ? "forced" : "unset");
-        std::vector<Bytes> buf(p, Bytes(bytes, std::byte{0x5a}));
-        buf[root] = pattern(DataType::int8, root + call, bytes);
-        world.run(info_for(Collective::broadcast, Algorithm::shared_memory, kPipelines[0]),
-                  [&](Operation& op, int r) {
-                    return broadcast_task(op, {buf[r].data(), bytes, 1, root, {}},
-                                          Algorithm::shared_memory);
-                  });
-        for (int r = 0; r < p; ++r)
-          ASSERT_EQ(buf[r], buf[root]) << where << " rank " << r;
+        const std::uint64_t root_buffer =
+            check_arena_broadcast(world, root, root + call, bytes, where);
+        if (::testing::Test::HasFailure()) return;
         const bool direct = setting.value_or(p == 2 && bytes >= (32 << 10));
         const std::uint64_t last = arena.published(root).load() - 1;
-        EXPECT_EQ(arena.descriptor(root, last).address.load(),
-                  direct ? reinterpret_cast<std::uint64_t>(buf[root].data()) : 0)
-            << where;
+        EXPECT_EQ(arena.descriptor(root, last).address.load(), direct ? root_buffer : 0) << where;
         // Every slot published is consumed by every other rank.
         for (int reader = 0; reader < p; ++reader) {
           for (int producer = 0; producer < p; ++producer) {
@@ -966,7 +973,7 @@ TEST(SimSharedMemory, RootedCallsAsPointers) {
         ++call;
       }
     }
-  }
+  });
 }
 
 // The piece-by-piece reductions (allreduce, reduce_scatter through the arena) in turn on one world,
