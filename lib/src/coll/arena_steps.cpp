@@ -27,21 +27,18 @@ constexpr std::size_t kDirectMinBlockBytes = RingStores::kTimedBytes;
 constexpr std::size_t kDirectMaxOutputBytes = std::size_t{4} << 20;
 
 // At two ranks, blocks in this window are read directly from the producer's buffer whatever the
-// ring's stores: one kernel copy beats the ring's two there.
+// ring's stores: one kernel copy beats the ring's two there. Broadcasts at two ranks from its
+// lower edge, and gathers and scatters whose largest block reaches it (twice it from three ranks
+// on), go as pointers whatever their size (broadcast_shared_memory, rooted_shared_memory): a
+// broadcast's root writes half of the buffer into the other rank's while that rank reads the
+// other half; a gather's ranks write their blocks into the root's buffer (a scatter's read
+// theirs from it) while the root copies its own: copies at once, where through the ring the
+// root copies every byte in or out itself and the others wait on it. At three ranks and more a
+// broadcast's ranks each copy (p-1)/p of it, each byte by the kernel's slower copy, and with the
+// ranks sharing two cores that lost to the ring; gathers and scatters of blocks below 64 KiB
+// lost there too (docs/PERFORMANCE.md, "Broadcast, gather and scatter as pointers").
 constexpr std::size_t kDirectWindowMinBlockBytes = std::size_t{32} << 10;
 constexpr std::size_t kDirectWindowMaxBlockBytes = std::size_t{64} << 10;
-
-// Broadcasts at two ranks, and gathers and scatters whose largest block has at least this many
-// bytes (twice as many from three ranks on), go as pointers (broadcast_shared_memory,
-// rooted_shared_memory). A broadcast's root writes half of the buffer into the other rank's while
-// that rank reads the other half; a gather's ranks write their blocks into the root's buffer (a
-// scatter's read theirs from it) while the root copies its own: copies at once, where through the
-// ring the root copies every byte in or out itself and the others wait on it. At three ranks and
-// more a broadcast's ranks each copy (p-1)/p of it, each byte by the kernel's slower copy, and
-// with the ranks sharing two cores that lost to the ring; gathers and scatters of blocks below
-// 64 KiB lost there too (docs/PERFORMANCE.md, "Broadcast, gather and scatter as pointers").
-// COLLX_SHM_DIRECT=1 takes every size and rank count as pointers.
-constexpr std::size_t kDirectTwoRanksMinBytes = std::size_t{32} << 10;
 
 // How much of a reduced piece reduce_own_piece reduces, then copies on at once: its inputs and
 // its result stay in a first-level cache of 32 KiB.
@@ -183,15 +180,14 @@ void write_directly(Operation& op, SharedArena& arena, int peer, std::uint64_t a
 }
 
 bool broadcast_goes_directly(const SharedArena& arena, std::size_t bytes) {
-  if (!arena.direct_reads() || bytes == 0) return false;
-  if (const std::optional<bool> forced = arena.direct_reads_forced()) return *forced;
-  return arena.size() == 2 && bytes >= kDirectTwoRanksMinBytes;
+  return bytes > 0 && direct_by_setting(arena, bytes)
+                          .value_or(arena.size() == 2 && bytes >= kDirectWindowMinBlockBytes);
 }
 
 bool rooted_goes_directly(const SharedArena& arena, std::size_t largest_block) {
-  if (!arena.direct_reads() || largest_block == 0) return false;
-  if (const std::optional<bool> forced = arena.direct_reads_forced()) return *forced;
-  return largest_block >= (arena.size() == 2 ? 1 : 2) * kDirectTwoRanksMinBytes;
+  const std::size_t least = (arena.size() == 2 ? 1 : 2) * kDirectWindowMinBlockBytes;
+  return largest_block > 0 &&
+         direct_by_setting(arena, largest_block).value_or(largest_block >= least);
 }
 
 bool hand_over_directly(SharedArena& arena, int me, std::size_t block, std::size_t output) {

@@ -184,10 +184,9 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
       // trials had timed them back to back, and a program's calls (each after a barrier, as
       // IMB's) can take longer for both; the second time the class settles on the MPI library,
       // whose calls then skip collx (the delegated path).
-      const std::size_t choice = index_in(candidates_, count_, chosen_);
-      if (!library_retried_ && choice < count_) {
+      if (!library_retried_) {
         library_retried_ = true;
-        confirm(choice, false);
+        confirm(index_in(candidates_, count_, chosen_), false);
         return true;
       }
       baseline_ns_ = library_trial_ns();
