@@ -22,9 +22,10 @@ namespace collx_mpi {
 namespace {
 
 struct Settings {
-  bool enabled = true;  // COLLX_PMPI (0: everything passes through)
-  bool stats = false;   // COLLX_PMPI_STATS=1
-  bool debug = false;   // COLLX_DEBUG=INFO or TRACE
+  bool enabled = true;     // COLLX_PMPI (0: everything passes through)
+  bool stats = false;      // COLLX_PMPI_STATS=1 or 2
+  bool unsettled = false;  // COLLX_PMPI_STATS=2: the classes whose trials did not end, too
+  bool debug = false;      // COLLX_DEBUG=INFO or TRACE
 };
 
 bool env_is(const char* name, std::string_view value) {
@@ -36,7 +37,8 @@ const Settings& settings() {
   static const Settings read = [] {
     Settings s;
     s.enabled = !env_is("COLLX_PMPI", "0");
-    s.stats = env_is("COLLX_PMPI_STATS", "1");
+    s.unsettled = env_is("COLLX_PMPI_STATS", "2");
+    s.stats = env_is("COLLX_PMPI_STATS", "1") || s.unsettled;
     s.debug = env_is("COLLX_DEBUG", "INFO") || env_is("COLLX_DEBUG", "TRACE");
     return s;
   }();
@@ -88,7 +90,6 @@ struct LastCommunicator {
   int size = 0;  // an intracommunicator's
 };
 LastCommunicator last;
-
 
 int delete_state(MPI_Comm comm, int, void* value, void*) {
   const CollxScope inside;
@@ -339,15 +340,26 @@ void finalize_state() {
     left = registry;
   }
   // What auto's trials settled on each communicator (COLLX_PMPI_STATS=1): which size classes a
-  // benchmark's calls ran on the MPI library's collective and which on collx's algorithms.
+  // benchmark's calls ran on the MPI library's collective and which on collx's algorithms
+  // (=2: and how far the others' calls went into their wait or trials).
   if (settings().stats) {
+    // One write: stderr is unbuffered, and a report written piece by piece interleaves with
+    // the other ranks' output mid-line.
+    std::string report;
     for (MPI_Comm comm : left) {
       const collx::Communicator* state = existing_state(comm);
       if (state == nullptr || state->rank() != 0) continue;
-      for (const std::string& choice : state->learned_choices())
-        std::fprintf(stderr, "collx_mpi rank %d: communicator of %d: %s\n", world_rank(),
-                     state->size(), choice.c_str());
+      const std::string heading = "collx_mpi rank " + std::to_string(world_rank()) +
+                                  ": communicator of " + std::to_string(state->size()) + ": ";
+      std::vector<std::string> lines = state->learned_choices();
+      if (settings().unsettled) {
+        const std::vector<std::string> unsettled = state->unsettled_classes();
+        lines.insert(lines.end(), unsettled.begin(), unsettled.end());
+      }
+      for (const std::string& line : lines)
+        report.append(heading).append(line).append("\n");
     }
+    std::fwrite(report.data(), 1, report.size(), stderr);
   }
   for (MPI_Comm comm : left)
     PMPI_Comm_delete_attr(comm, keyval);

@@ -399,6 +399,47 @@ TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   EXPECT_EQ(small_call.size(), 2u);
 }
 
+// Above 64 KiB, where the nearest smaller tried class timed the MPI library's collective 1.5x
+// behind collx's choice or more (2.1x two classes down), the new class's wait runs that choice
+// throughout instead of warming the MPI library up in its second half (a benchmark of a few
+// calls a size, IMB's Bcast of 1 MiB, makes all its calls in the wait); 1.3x behind, or at 64 KiB
+// and below, the wait's second half still runs the MPI library's.
+TEST(MpiLibraryInAuto, AWaitSkipsWarmingAnMpiLibraryFarBehind) {
+  using collx::detail::ClassTuner;
+  const collx::testing::ConfigOverride waiting(with_autotune_wait(2));
+  // Whether every call of the wait of the class of 2 x `bytes` runs collx's choice, after the class
+  // of `bytes` settled on it with the MPI library's collective `behind` times its time.
+  const auto wait_runs_the_choice = [&](std::size_t bytes, double behind) {
+    collx::Communicator fresh(MPI_COMM_WORLD);
+    collx::detail::CommState& s = collx::detail::state_of(fresh);
+    ClassTuner* small = s.tuner_for(Collective::broadcast, bytes);
+    EXPECT_NE(small, nullptr);
+    if (small == nullptr) return false;
+    settle(*small, [&](Algorithm a) {
+      return a == Algorithm::mpi                ? behind * 100e-6
+             : a == small->candidates().front() ? 100e-6
+                                                : 400e-6;
+    });
+    const Algorithm choice = small->chosen();
+    EXPECT_NE(choice, Algorithm::mpi);
+    ClassTuner* large = s.tuner_for(Collective::broadcast, 2 * bytes);
+    EXPECT_NE(large, nullptr);
+    if (large == nullptr) return false;
+    EXPECT_EQ(large->phase(), ClassTuner::Phase::waiting);
+    bool only_choice = true;
+    while (large->phase() == ClassTuner::Phase::waiting) {
+      const collx::detail::TrialPick p = large->pick();
+      EXPECT_FALSE(p.timed);
+      only_choice = only_choice && p.algorithm == choice;
+    }
+    return only_choice;
+  };
+  const std::size_t kib256 = std::size_t{256} << 10;
+  EXPECT_TRUE(wait_runs_the_choice(kib256, 1.6));
+  EXPECT_FALSE(wait_runs_the_choice(kib256, 1.3));
+  EXPECT_FALSE(wait_runs_the_choice(std::size_t{16} << 10, 1.6));
+}
+
 // An order-sensitive call (a float sum over three ranks or more, whose class auto does not try)
 // up to CommState::kUntriedLibraryBytes runs the MPI library's own collective where the table
 // would run one of collx's message algorithms: every call gives the MPI library's bits, the same

@@ -316,14 +316,15 @@ TEST(Autotune, ShortCallsWarmTheMpiLibraryUpInTheWaitsSecondHalf) {
   }
 }
 
-// Where a smaller class's trials settled on the MPI library (wait_on_library), the whole wait of a
+// Where a smaller class's trials settled on the MPI library (Wait::on_library), the whole wait of a
 // class of long calls runs the MPI library's collective, untimed, then the trials start; without
 // a library among the candidates the flag changes nothing.
 TEST(Autotune, AWaitOnTheMpiLibraryRunsItThroughout) {
   const std::vector<Algorithm> with_library = {Algorithm::shared_memory, Algorithm::pairwise,
                                                Algorithm::mpi};
   ClassTuner t;
-  t.start(with_library, 5, ClassTuner::Meetings::never, Algorithm::mpi, 10, true);
+  t.start(with_library, 5, ClassTuner::Meetings::never, Algorithm::mpi, 10,
+          ClassTuner::Wait::on_library);
   for (int call = 0; call < 10; ++call) {
     const TrialPick p = t.pick();
     EXPECT_EQ(p.algorithm, Algorithm::mpi) << call;
@@ -333,8 +334,35 @@ TEST(Autotune, AWaitOnTheMpiLibraryRunsItThroughout) {
   EXPECT_TRUE(t.pick().timed);
   ClassTuner no_library;
   no_library.start(std::vector<Algorithm>{Algorithm::shared_memory, Algorithm::pairwise}, 5,
-                   ClassTuner::Meetings::never, Algorithm::automatic, 10, true);
+                   ClassTuner::Meetings::never, Algorithm::automatic, 10,
+                   ClassTuner::Wait::on_library);
   EXPECT_EQ(no_library.pick().algorithm, Algorithm::shared_memory);
+}
+
+// Where a smaller class timed the MPI library's collective far behind collx's choice
+// (Wait::on_choice), the whole wait of a class of short calls runs the first candidate: no calls
+// warm the MPI library up. The trials that follow still time it.
+TEST(Autotune, AWaitOnTheChoiceNeverWarmsTheMpiLibraryUp) {
+  const std::vector<Algorithm> with_library = {Algorithm::shared_memory, Algorithm::binomial_tree,
+                                               Algorithm::mpi};
+  ClassTuner t;
+  t.start(with_library, 16, ClassTuner::Meetings::never, Algorithm::mpi, 10,
+          ClassTuner::Wait::on_choice);
+  for (int call = 0; call < 10; ++call) {
+    const TrialPick p = t.pick();
+    EXPECT_EQ(p.algorithm, Algorithm::shared_memory) << call;
+    EXPECT_FALSE(p.timed) << call;
+  }
+  EXPECT_EQ(t.phase(), ClassTuner::Phase::trying);
+  bool library_tried = false;
+  while (t.phase() == ClassTuner::Phase::trying) {
+    const TrialPick p = t.pick();
+    EXPECT_TRUE(p.timed);
+    library_tried = library_tried || p.algorithm == Algorithm::mpi;
+    if (t.record(p.algorithm == Algorithm::mpi ? 2e-6 : 1e-6) == TunerStep::agree)
+      t.agreed(t.agree_values());
+  }
+  EXPECT_TRUE(library_tried);
 }
 
 // The MPI library's own collective needs the share of the margin only, whatever the time: a
@@ -788,7 +816,8 @@ TEST(Autotune, SegmentCandidatesCarryTheirSegmentSize) {
   for (const std::size_t faster : {0, 1}) {
     ClassTuner t;
     const std::vector<Algorithm> same = {Algorithm::rabenseifner, Algorithm::rabenseifner};
-    t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0, false, segments);
+    t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0,
+            ClassTuner::Wait::warming_library, segments);
     EXPECT_FALSE(t.offers_library());
     std::vector<int> calls(2, 0);
     TunerStep step = TunerStep::none;
@@ -818,7 +847,8 @@ TEST(Autotune, SegmentCandidatesCarryTheirSegmentSize) {
   for (const std::uint64_t other : {std::uint64_t{990'000}, std::uint64_t{1'000'000}}) {
     ClassTuner t;
     const std::vector<Algorithm> same = {Algorithm::ring, Algorithm::ring};
-    t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0, false, segments);
+    t.start(same, 5, ClassTuner::Meetings::never, Algorithm::automatic, 0,
+            ClassTuner::Wait::warming_library, segments);
     TunerStep step = TunerStep::none;
     while (step != TunerStep::agree) {
       (void)t.pick();

@@ -75,6 +75,9 @@ class Communicator {
                         bool* trying = nullptr);
   // What the autotuner settled, a line per size class: each candidate's time, the choice.
   std::vector<std::string> learned_choices() const;
+  // A line per size class whose first trials have not ended: how far its calls went into the
+  // wait before its trials or into the trials, and what the wait runs.
+  std::vector<std::string> unsettled_classes() const;
   // The same as tuning-file rules for this communicator's size (collx/tuning.hpp), up to the
   // largest class auto has seen: the agreed choice where there were trials, else the table's.
   // Loaded through COLLX_TUNING_FILE they are taken as they are, without trials.

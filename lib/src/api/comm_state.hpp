@@ -124,7 +124,7 @@ struct CommState {
   // Hands a timed call's duration to its tuner; where it asks, the ranks agree (a max allreduce).
   void after_timed_call(Collective collective, std::size_t bytes, ClassTuner& tuner,
                         double seconds);
-  // Every size class's tuner that was started, for reports (`segment_classes`:
+  // Every size class's tuner whose trials started, for reports (`segment_classes`:
   // segment_tuner_for's).
   struct LearnedClass {
     Collective collective;
@@ -132,7 +132,8 @@ struct CommState {
     const ClassTuner* tuner;
     bool tried() const { return tuner->rounds() > 0; }
   };
-  std::vector<LearnedClass> learned(bool segment_classes = false) const;
+  // `waiting`: the classes still in their wait before their first trials too.
+  std::vector<LearnedClass> learned(bool segment_classes = false, bool waiting = false) const;
   // The tuner of the call's size class, started on first use; null where the call is not tuned
   // (an `order_sensitive` one tries only segment sizes, segment_tuner_for, but under
   // COLLX_AUTOTUNE=all).
@@ -179,10 +180,14 @@ struct CommState {
   // `candidates`: above kLongCallBytes those timed slow there leave (the MPI library's collective
   // always stays, and the list is never left empty); the nearest one's choice
   // (ClassTuner::choice_as_evidence), where it is one of collx's candidates, moves to the front.
-  // Returns that choice (automatic: none settled); where it is the MPI library's, the wait runs
-  // the MPI library (ClassTuner::start's `wait_on_library`). docs/AUTO.md, "The trials wait".
-  Algorithm weigh_by_smaller_classes(Collective collective, std::size_t bytes,
-                                     std::vector<Algorithm>& candidates) const;
+  // Returns what the wait before the new class's trials runs (ClassTuner::Wait): the MPI
+  // library's collective where that choice is it; above kLongCallBytes, that choice throughout
+  // where it is a candidate and the MPI library's collective was timed kLibraryBehindRatio behind
+  // the fastest or more (for its distance, as a slow candidate); else the table's choice, warming
+  // the library up.
+  // docs/AUTO.md, "The trials wait".
+  ClassTuner::Wait weigh_by_smaller_classes(Collective collective, std::size_t bytes,
+                                            std::vector<Algorithm>& candidates) const;
   // Above kLongCallBytes a new class leaves out what its smaller classes timed slow
   // (weigh_by_smaller_classes), and a wait on the MPI library's collective is kLibraryWaitFactor
   // times longer (tuner_for): there a trial call costs a call of that size.
@@ -193,6 +198,11 @@ struct CommState {
   // (docs/AUTO.md, "A candidate already shown slow is not tried again").
   static constexpr double kSlowRatio = 2.0;
   static constexpr double kSlowDecay = 1.41421356;
+  // The MPI library's collective timed this far behind the fastest one class down (kSlowDecay
+  // times more each class further down) cannot win the new class's trials by the margin where
+  // one algorithm's speed against another's changes by at most kSlowDecay per doubling, warmed
+  // up or not: the wait runs collx's choice throughout (ClassTuner::Wait::on_choice).
+  static constexpr double kLibraryBehindRatio = 1.5;
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }
   // Whether some size class of this communicator is trying its candidates.

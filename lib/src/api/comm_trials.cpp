@@ -35,14 +35,14 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
     // Every call of a class tries the candidates of the first call's size: the class's calls
     // share one tuner, and every rank sees the same first call.
     std::vector<Algorithm> candidates = tuning_candidates(collective, bytes);
-    const Algorithm nearest = weigh_by_smaller_classes(collective, bytes, candidates);
+    const ClassTuner::Wait wait = weigh_by_smaller_classes(collective, bytes, candidates);
     const Algorithm mpi = library_algorithm(collective);
     const bool offered = mpi != Algorithm::automatic &&
                          std::find(candidates.begin(), candidates.end(), mpi) != candidates.end();
     // With the MPI library a candidate, the first calls (ClassTuner::start) run COLLX_AUTOTUNE_WAIT
     // x the trials' calls, kLibraryWaitFactor x more running the library above kLongCallBytes.
     const int trials = trials_for(bytes);
-    const bool on_library = offered && nearest == mpi;
+    const bool on_library = offered && wait == ClassTuner::Wait::on_library;
     const auto wait_calls = static_cast<std::uint32_t>(
         offered ? config().autotune_wait * trials * static_cast<int>(candidates.size()) *
                       (on_library && bytes > kLongCallBytes ? kLibraryWaitFactor : 1)
@@ -50,7 +50,7 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
     const ClassTuner::Meetings meetings = ClassTuner::meetings_for(
         rooted(collective), bytes, node_layout == nullptr ? 1 : node_layout->nodes());
     tuner.start(candidates, trials, meetings, offered ? mpi : Algorithm::automatic, wait_calls,
-                on_library);
+                wait);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
@@ -82,7 +82,7 @@ ClassTuner* CommState::segment_tuner_for(Collective collective, std::size_t byte
     tuner.start(candidates, trials_for(bytes),
                 ClassTuner::meetings_for(rooted(collective), bytes,
                                          node_layout == nullptr ? 1 : node_layout->nodes()),
-                Algorithm::automatic, 0, false, segments);
+                Algorithm::automatic, 0, ClassTuner::Wait::warming_library, segments);
     if (tuner.in_trials()) ++trying_classes_;
   }
   return &tuner;
@@ -132,18 +132,22 @@ std::vector<Algorithm> CommState::tuning_candidates(Collective collective,
   return candidates;
 }
 
-Algorithm CommState::weigh_by_smaller_classes(Collective collective, std::size_t bytes,
-                                              std::vector<Algorithm>& candidates) const {
+ClassTuner::Wait CommState::weigh_by_smaller_classes(Collective collective, std::size_t bytes,
+                                                     std::vector<Algorithm>& candidates) const {
   const int size_class = size_class_of(bytes);
   const auto& classes = (*tuners)[static_cast<std::size_t>(collective)];
+  // A class whose trials settled once: its choice and times are agreed, and stay its evidence
+  // while it tries again (a second opinion, a checkpoint's drift). A benchmark that moves to the
+  // next size while the class below takes its second opinion (IMB's Bcast of 512 KiB, then 1 MiB)
+  // would otherwise take older evidence.
   const auto tried = [&](int k) -> const ClassTuner* {
     const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
-    return smaller.phase() == ClassTuner::Phase::settled && smaller.rounds() > 0 ? &smaller
-                                                                                 : nullptr;
+    return smaller.rounds() > 0 ? &smaller : nullptr;
   };
-  // Whether the nearest smaller tried class that tried `a` timed it slow enough for its distance.
-  const auto too_slow = [&](Algorithm a) {
-    double needed = kSlowRatio;
+  // Whether the nearest smaller tried class that tried `a` timed it `ratio` behind its fastest
+  // or more, for its distance.
+  const auto behind = [&](Algorithm a, double ratio) {
+    double needed = ratio;
     for (int k = size_class - 1; k >= 0; --k, needed *= kSlowDecay) {
       const ClassTuner* smaller = tried(k);
       if (smaller == nullptr) continue;
@@ -156,18 +160,25 @@ Algorithm CommState::weigh_by_smaller_classes(Collective collective, std::size_t
   const Algorithm library = library_algorithm(collective);
   if (bytes > kLongCallBytes) {
     std::vector<Algorithm> kept = candidates;
-    std::erase_if(kept, [&](Algorithm a) { return a != library && too_slow(a); });
+    std::erase_if(kept, [&](Algorithm a) { return a != library && behind(a, kSlowRatio); });
     // Never none (no MPI library's collective where the transport has none): then all stay.
     if (!kept.empty()) candidates = std::move(kept);
   }
-  // Settled classes are agreed, so every rank finds the same nearest one.
+  // Rounds are agreed, so every rank finds the same nearest one.
   Algorithm nearest = Algorithm::automatic;
   for (int k = size_class - 1; k >= 0 && nearest == Algorithm::automatic; --k)
     if (const ClassTuner* smaller = tried(k)) nearest = smaller->choice_as_evidence();
   const auto evidence = std::find(candidates.begin(), candidates.end(), nearest);
   if (nearest != library && evidence != candidates.end())
     std::rotate(candidates.begin(), evidence, evidence + 1);
-  return nearest;
+  if (nearest == Algorithm::automatic) return ClassTuner::Wait::warming_library;
+  if (nearest == library) return ClassTuner::Wait::on_library;
+  // The choice at the front, that is: a table's choice that the smaller class did not choose
+  // may be slower than the MPI library's collective.
+  return bytes > kLongCallBytes && library != Algorithm::automatic &&
+                 evidence != candidates.end() && behind(library, kLibraryBehindRatio)
+             ? ClassTuner::Wait::on_choice
+             : ClassTuner::Wait::warming_library;
 }
 
 Algorithm CommState::library_for_untried(Collective collective, std::size_t bytes,
@@ -265,7 +276,7 @@ void CommState::note_settled(Collective collective, std::size_t bytes, const Cla
                  tuner.phase() == ClassTuner::Phase::settled && tuner.chose_library());
 }
 
-std::vector<CommState::LearnedClass> CommState::learned(bool segment_classes) const {
+std::vector<CommState::LearnedClass> CommState::learned(bool segment_classes, bool waiting) const {
   std::vector<LearnedClass> out;
   const std::unique_ptr<ClassTuners>& all = segment_classes ? segment_tuners : tuners;
   if (!all) return out;
@@ -273,7 +284,7 @@ std::vector<CommState::LearnedClass> CommState::learned(bool segment_classes) co
     for (int k = 0; k < kSizeClasses; ++k) {
       const ClassTuner& tuner = (*all)[static_cast<std::size_t>(c)][static_cast<std::size_t>(k)];
       if (tuner.phase() != ClassTuner::Phase::fresh &&
-          tuner.phase() != ClassTuner::Phase::waiting) {
+          (waiting || tuner.phase() != ClassTuner::Phase::waiting)) {
         out.push_back({static_cast<Collective>(c), k, &tuner});
       }
     }

@@ -270,6 +270,17 @@ std::vector<std::string> Communicator::learned_choices() const {
   return out;
 }
 
+std::vector<std::string> Communicator::unsettled_classes() const {
+  std::vector<std::string> out;
+  for (bool segment_classes : {false, true}) {
+    for (const auto& c : detail::state_of(*this).learned(segment_classes, true)) {
+      if (!c.tried() && c.tuner->in_trials())
+        out.push_back(detail::describe_unsettled(c.collective, c.size_class, *c.tuner));
+    }
+  }
+  return out;
+}
+
 std::vector<TuningRule> Communicator::learned_rules() const {
   const detail::CommState& s = detail::state_of(*this);
   std::vector<TuningRule> rules;

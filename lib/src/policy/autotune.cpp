@@ -36,13 +36,13 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 }
 
 void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetings meetings,
-                       Algorithm library, std::uint32_t wait_calls, bool wait_on_library,
+                       Algorithm library, std::uint32_t wait_calls, Wait wait,
                        std::span<const std::size_t> segments) {
   *this = ClassTuner{};
   meetings_ = meetings;
   library_ = library;
   wait_calls_ = wait_calls;
-  wait_on_library_ = wait_on_library && library != Algorithm::automatic;
+  wait_ = library == Algorithm::automatic ? Wait::warming_library : wait;
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));
   std::copy_n(candidates.begin(), count_, candidates_.begin());
@@ -79,9 +79,9 @@ TrialPick ClassTuner::pick() {
     // Where calls are short (blocks of kWarmLibraryBlock calls and more), the wait's second
     // half runs the MPI library's collective, untimed: its first calls of a size can take
     // several times its later ones (MPICH's), for more calls than its trial blocks hold.
-    const bool warm_library =
-        wait_on_library_ || (library_ != Algorithm::automatic && block_ >= kWarmLibraryBlock &&
-                             calls_ >= wait_calls_ / 2);
+    const bool warm_library = wait_ == Wait::on_library ||
+                              (wait_ == Wait::warming_library && library_ != Algorithm::automatic &&
+                               block_ >= kWarmLibraryBlock && calls_ >= wait_calls_ / 2);
     // The same call on every rank ends the wait: the ranks make the same calls.
     if (++calls_ >= wait_calls_) restart();
     return warm_library ? TrialPick{library_}
@@ -327,13 +327,54 @@ void ClassTuner::confirm(std::size_t winner, bool table_displaced) {
   restart();
 }
 
-std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner) {
+namespace {
+
+// "allreduce 1025..2048 B:", the start of a class's line.
+std::string class_heading(Collective collective, int size_class) {
   const std::size_t high = size_class_max_bytes(size_class);
   const std::size_t low = size_class == 0 ? 0 : size_class_max_bytes(size_class - 1) + 1;
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
   std::string out(to_string(collective));
   out.append(" ").append(std::to_string(low)).append("..").append(std::to_string(high));
   out.append(" B:");
+  return out;
+}
+
+}  // namespace
+
+std::string describe_unsettled(Collective collective, int size_class, const ClassTuner& tuner) {
+  std::string out = class_heading(collective, size_class);
+  const auto candidates = tuner.candidates();
+  const std::string first(candidates.empty() ? "-" : to_string(candidates.front()));
+  if (tuner.phase() == ClassTuner::Phase::waiting) {
+    out.append(" waiting, ").append(std::to_string(tuner.phase_calls())).append(" of ");
+    out.append(std::to_string(tuner.wait_calls())).append(" calls made (the wait runs ");
+    switch (tuner.wait()) {
+      case ClassTuner::Wait::on_library:
+        out.append("the MPI library's collective");
+        break;
+      case ClassTuner::Wait::on_choice:
+        out.append(first).append(" throughout");
+        break;
+      case ClassTuner::Wait::warming_library:
+        out.append(first).append(tuner.offers_library()
+                                     ? ", the MPI library's collective in its second half where "
+                                       "calls are short"
+                                     : "");
+        break;
+    }
+    out.append(")");
+  } else {
+    out.append(" trying, ").append(std::to_string(tuner.phase_calls())).append(" calls timed");
+  }
+  out.append("; candidates");
+  for (const Algorithm a : candidates)
+    out.append(" ").append(to_string(a));
+  return out;
+}
+
+std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner) {
+  std::string out = class_heading(collective, size_class);
   const auto candidates = tuner.candidates();
   const auto segments = tuner.segments();
   const auto times = tuner.agreed_ns();

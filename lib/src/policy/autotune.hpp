@@ -62,6 +62,14 @@ class ClassTuner {
   // while the far ranks still receive the last, so a block would time the root's sends per call,
   // not the time a call takes from a common start, which is what a program's call waits).
   enum class Meetings : std::uint8_t { never, before_blocks, before_calls };
+  // What the wait before a class's trials runs (start's `wait_calls`), from the caller's evidence
+  // of the smaller size classes (CommState::weigh_by_smaller_classes): the table's choice, and
+  // where calls are short (kWarmLibraryBlock) the MPI library's collective in the wait's second
+  // half, so that its trials do not time its first calls of the size (warming_library); the MPI
+  // library's throughout (on_library: a smaller class settled on it, choice_as_evidence); the
+  // table's choice throughout (on_choice: a smaller class timed the MPI library's collective so
+  // far behind collx's choice that warming it up could not change this class's choice).
+  enum class Wait : std::uint8_t { warming_library, on_library, on_choice };
   // The meetings of a class of `bytes` on `nodes` nodes: a rooted call up to kMeetEveryCallBytes
   // meets before every call (there its time is its depth in latencies and back-to-back calls
   // overlap almost whole); above it the candidates' times from a common start come out alike
@@ -78,14 +86,12 @@ class ClassTuner {
   // the margin), each tried `trials` times; `meetings`: when the ranks meet (Meetings). One
   // candidate: settled at once, never timed. `library`: the candidate that is the MPI library's own
   // collective (the registry's row says which), automatic where none is. `wait_calls`: the class's
-  // first calls, before the trials, run the table's choice untimed (in their second half, where
-  // calls are short, the MPI library's: kWarmLibraryBlock); `wait_on_library`: the whole wait runs
-  // the MPI library's (the caller's evidence: choice_as_evidence). docs/AUTO.md, "The trials wait",
+  // first calls, before the trials, run untimed as `wait` says. docs/AUTO.md, "The trials wait",
   // says why. `segments`: each candidate's segment size where they differ (one algorithm with
   // two segment sizes: CommState::segment_tuner_for); empty: the calls' default for all.
   void start(std::span<const Algorithm> candidates, int trials, Meetings meetings = Meetings::never,
              Algorithm library = Algorithm::automatic, std::uint32_t wait_calls = 0,
-             bool wait_on_library = false, std::span<const std::size_t> segments = {});
+             Wait wait = Wait::warming_library, std::span<const std::size_t> segments = {});
   Phase phase() const { return phase_; }
   bool in_trials() const { return phase_ == Phase::waiting || phase_ == Phase::trying; }
 
@@ -126,6 +132,10 @@ class ClassTuner {
   // Whether the choice is the MPI library's own collective.
   bool chose_library() const { return library_ != Algorithm::automatic && chosen_ == library_; }
   int rounds() const { return rounds_; }
+  // The calls of the current phase so far (waiting: made; trying: recorded), and start()'s wait.
+  std::uint32_t phase_calls() const { return calls_; }
+  std::uint32_t wait_calls() const { return wait_calls_; }
+  Wait wait() const { return wait_; }
   // Whether candidates() are a confirmation's two (a collx winner and the MPI library's
   // collective, confirm()) rather than the first round's.
   bool head_to_head() const { return head_to_head_; }
@@ -208,8 +218,8 @@ class ClassTuner {
   bool head_to_head_ = false;
   bool table_displaced_ = false;  // the round before the confirmation displaced the table's choice
   Algorithm library_ = Algorithm::automatic;
-  std::uint32_t wait_calls_ = 0;  // start()'s
-  bool wait_on_library_ = false;  // start()'s
+  std::uint32_t wait_calls_ = 0;       // start()'s
+  Wait wait_ = Wait::warming_library;  // start()'s
   // The calls of the phase so far: made while waiting, recorded while trying, made once settled.
   std::uint32_t calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
@@ -243,5 +253,8 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 
 // One line of COLLX_DEBUG=INFO / collx-info: the class, every candidate's agreed time, the choice.
 std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner);
+// One line for a class whose first trials have not ended (COLLX_PMPI_STATS=1): how far into its
+// wait or its trials its calls went, and what the wait ran.
+std::string describe_unsettled(Collective collective, int size_class, const ClassTuner& tuner);
 
 }  // namespace collx::detail
