@@ -339,7 +339,10 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnWhatTheNearestSmallerOneSettledOn) {
     const Algorithm winner = *std::find_if(tried.rbegin(), tried.rend(),
                                            [](Algorithm a) { return a != Algorithm::mpi; });
     ASSERT_NE(winner, tried.front()) << bytes << " B";
-    settle(*small, [&](Algorithm a) { return a == winner ? 1e-6 : 5e-6; });
+    // The MPI library's collective 3x behind: not far enough to leave the larger class.
+    settle(*small, [&](Algorithm a) {
+      return a == winner ? 1e-6 : a == Algorithm::mpi ? 3e-6 : 5e-6;
+    });
     ASSERT_EQ(small->chosen(), winner);
     ClassTuner* large = s.tuner_for(Collective::allgather, 2 * bytes);
     ASSERT_NE(large, nullptr);
@@ -397,6 +400,36 @@ TEST(MpiLibraryInAuto, ACandidateTwiceAsSlowInTheClassBelowIsNotTriedAgain) {
   std::vector<Algorithm> small_call = {slow, Algorithm::mpi};
   (void)s.weigh_by_smaller_classes(Collective::allgather, kib256 / 4, small_call);
   EXPECT_EQ(small_call.size(), 2u);
+}
+
+// The MPI library's collective leaves a new class above 64 KiB only where the nearest smaller
+// tried class timed it 4x behind collx's choice or more (5.7x two classes down): 5x one class down
+// leaves it out, 3x and 5x two classes down keep it.
+TEST(MpiLibraryInAuto, TheMpiLibraryFourTimesAsSlowInTheClassBelowIsNotTriedAgain) {
+  using collx::detail::ClassTuner;
+  const collx::testing::ConfigOverride no_wait(with_autotune_wait(0));
+  const std::size_t kib256 = std::size_t{256} << 10;
+  // Whether the class of `larger` bytes offers the MPI library's collective, after the class of
+  // 256 KiB settled on collx's choice with the MPI library's `behind` times its time.
+  const auto offers_library = [&](double behind, std::size_t larger) {
+    collx::Communicator fresh(MPI_COMM_WORLD);
+    collx::detail::CommState& s = collx::detail::state_of(fresh);
+    ClassTuner* small = s.tuner_for(Collective::broadcast, kib256);
+    EXPECT_NE(small, nullptr);
+    if (small == nullptr) return true;
+    const Algorithm first = small->candidates().front();
+    settle(*small, [&](Algorithm a) {
+      return a == Algorithm::mpi ? behind * 100e-6 : a == first ? 100e-6 : 150e-6;
+    });
+    EXPECT_EQ(small->chosen(), first);
+    std::vector<Algorithm> offered = {first, Algorithm::mpi};
+    (void)s.weigh_by_smaller_classes(Collective::broadcast, larger, offered);
+    EXPECT_EQ(offered.front(), first);
+    return std::find(offered.begin(), offered.end(), Algorithm::mpi) != offered.end();
+  };
+  EXPECT_FALSE(offers_library(5.0, 2 * kib256));
+  EXPECT_TRUE(offers_library(3.0, 2 * kib256));
+  EXPECT_TRUE(offers_library(5.0, 4 * kib256));
 }
 
 // Above 64 KiB, where the nearest smaller tried class timed the MPI library's collective 1.5x

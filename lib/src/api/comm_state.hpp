@@ -178,7 +178,7 @@ struct CommState {
   }
   // What the smaller size classes of `collective` whose trials ended say of a new class's
   // `candidates`: above kLongCallBytes those timed slow there leave (the MPI library's collective
-  // always stays, and the list is never left empty); the nearest one's choice
+  // only far behind, kLibrarySlowRatio; the list is never left empty); the nearest one's choice
   // (ClassTuner::choice_as_evidence), where it is one of collx's candidates, moves to the front.
   // Returns what the wait before the new class's trials runs (ClassTuner::Wait): the MPI
   // library's collective where that choice is it; above kLongCallBytes, that choice throughout
@@ -203,6 +203,12 @@ struct CommState {
   // one algorithm's speed against another's changes by at most kSlowDecay per doubling, warmed
   // up or not: the wait runs collx's choice throughout (ClassTuner::Wait::on_choice).
   static constexpr double kLibraryBehindRatio = 1.5;
+  // The MPI library's collective leaves a new class's candidates only where it was timed this far
+  // behind the fastest one class down (kSlowDecay times more each class further down): four
+  // doublings at kSlowDecay could not close the gap, and each of its trial calls costs several
+  // of collx's (docs/AUTO.md, "A candidate already shown slow is not tried again"). Further up
+  // it is tried again.
+  static constexpr double kLibrarySlowRatio = kSlowRatio * kSlowRatio;
   // Whether some size class of this communicator goes to the MPI library (delegates()).
   bool delegating() const { return delegating_; }
   // Whether some size class of this communicator is trying its candidates.

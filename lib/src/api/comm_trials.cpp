@@ -160,8 +160,10 @@ ClassTuner::Wait CommState::weigh_by_smaller_classes(Collective collective, std:
   const Algorithm library = library_algorithm(collective);
   if (bytes > kLongCallBytes) {
     std::vector<Algorithm> kept = candidates;
-    std::erase_if(kept, [&](Algorithm a) { return a != library && behind(a, kSlowRatio); });
-    // Never none (no MPI library's collective where the transport has none): then all stay.
+    std::erase_if(kept, [&](Algorithm a) {
+      return behind(a, a == library ? kLibrarySlowRatio : kSlowRatio);
+    });
+    // Never none: then all stay.
     if (!kept.empty()) candidates = std::move(kept);
   }
   // Rounds are agreed, so every rank finds the same nearest one.

@@ -2,6 +2,8 @@
 
 #include <mpi.h>  // under SMPI: smpi_shared_malloc
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -28,9 +30,16 @@ ScratchBuffer ScratchPool::acquire(std::size_t bytes) {
   // rank maps (config.hpp), page-aligned.
   if (const std::size_t shared = config().smpi_shared_bytes; shared > 0 && capacity >= shared)
     p = SMPI_SHARED_MALLOC(capacity);
+  if (p == nullptr) p = std::aligned_alloc(capacity >= kMappedBytes ? 4096 : 64, capacity);
+#else
+  if (capacity >= kMappedBytes) {
+    // Mapped, not malloc'd: see kMappedBytes.
+    p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+  } else {
+    p = std::aligned_alloc(64, capacity);
+  }
 #endif
-  if (p == nullptr)
-    p = std::aligned_alloc(capacity >= (std::size_t{64} << 10) ? 4096 : 64, capacity);
   if (p == nullptr) throw std::bad_alloc();
   return ScratchBuffer(this, static_cast<std::byte*>(p), capacity);
 }
@@ -40,7 +49,11 @@ void ScratchPool::give_back(std::byte* data, std::size_t capacity) {
 #if COLLX_SMPI
   smpi_shared_free(data);  // either kind (acquire)
 #else
-  std::free(data);
+  if (capacity >= kMappedBytes) {
+    munmap(data, capacity);
+  } else {
+    std::free(data);
+  }
 #endif
 }
 

@@ -42,8 +42,15 @@ class ScratchPool final : public ScratchSource {
   static ScratchPool& global();
   ~ScratchPool() = delete;  // global() lives as long as the process
 
-  // At least `bytes` bytes, 64-byte aligned (page-aligned from 64 KiB on).
+  // At least `bytes` bytes, 64-byte aligned (page-aligned from kMappedBytes on).
   ScratchBuffer acquire(std::size_t bytes);
+  // From this size on a buffer is its own mapping (mmap), not malloc's: a library's large
+  // buffers on the program's heap move the program's later heap blocks by amounts that differ
+  // from rank to rank, and where two ranks' buffers then sit 1-31 bytes apart in their pages the
+  // kernel's copies between them (the MPI library's too) run several times slower on some CPUs
+  // (docs/PERFORMANCE.md, "Copies across processes"); glibc's malloc serves such sizes from the
+  // heap once a program has freed a mapped block (its mmap threshold moves up).
+  static constexpr std::size_t kMappedBytes = std::size_t{64} << 10;
   void give_back(std::byte* data, std::size_t capacity) override;
 
  private:

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -18,6 +19,8 @@
 #include "collx/build_config.hpp"
 #include "collx/info.hpp"
 #include "config.hpp"
+#include "host_reduce.hpp"
+#include "scratch.hpp"
 #include "transport_mpi.hpp"
 
 namespace collx::detail {
@@ -114,7 +117,8 @@ void SharedArena::initialize_header(std::byte* base, int nranks, int slots) {
 namespace {
 // Copies `bytes` between `local` in this process and `remote` in process `pid`, reading them
 // from there (process_vm_readv) or writing them there (process_vm_writev); 0, or the errno.
-int copy_across(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write) {
+int copy_across_directly(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes,
+                         bool write) {
   std::size_t done = 0;
   while (done < bytes) {
     iovec here{local + done, bytes - done};
@@ -125,6 +129,40 @@ int copy_across(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t b
     if (n < 0) return errno;
     if (n == 0) return EFAULT;  // nothing more could be copied: part of the range is not mapped
     done += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+// The kernel copies between processes with `rep movsb` on x86, and on some CPUs (AMD Zen 3) that
+// instruction runs several times slower where the destination sits 1-31 bytes past the source in
+// their page offsets (4K aliasing; docs/PERFORMANCE.md, "Copies across processes"); glibc's
+// memmove leaves `rep movsb` for its vector loop there for the same reason. A program's malloc'd
+// buffers sit 16 bytes past a page where a page-aligned one meets them. Such a copy goes through a
+// bounce buffer at the remote side's page offset, a part that stays in the second-level cache at
+// a time, with the vector copy on the local side.
+constexpr std::uint64_t kAliasedBytes = 64;
+constexpr std::size_t kBounceBytes = std::size_t{256} << 10;
+
+bool four_k_aliased(std::uint64_t destination, std::uint64_t source) {
+  const std::uint64_t shift = (destination - source) & (kPage - 1);
+  return shift != 0 && shift < kAliasedBytes;
+}
+
+int copy_across(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write) {
+  const auto here = reinterpret_cast<std::uint64_t>(local);
+  const bool aliased = write ? four_k_aliased(remote, here) : four_k_aliased(here, remote);
+  if (!aliased || bytes < kernels::kVectorCopyMinBytes) {
+    return copy_across_directly(pid, local, remote, bytes, write);
+  }
+  ScratchBuffer scratch = ScratchPool::global().acquire(kBounceBytes + kPage);
+  // At the remote side's page offset: the kernel's copy then moves whole pages alike.
+  std::byte* const bounce = scratch.data() + (remote & (kPage - 1));
+  for (std::size_t done = 0; done < bytes; done += kBounceBytes) {
+    const std::size_t length = std::min(kBounceBytes, bytes - done);
+    if (write) kernels::copy(bounce, local + done, length);
+    if (const int error = copy_across_directly(pid, bounce, remote + done, length, write))
+      return error;
+    if (!write) kernels::copy(local + done, bounce, length);
   }
   return 0;
 }
