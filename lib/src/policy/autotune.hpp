@@ -253,7 +253,7 @@ std::vector<Algorithm> candidate_list(Algorithm table, std::span<const Algorithm
 
 // One line of COLLX_DEBUG=INFO / collx-info: the class, every candidate's agreed time, the choice.
 std::string describe_trials(Collective collective, int size_class, const ClassTuner& tuner);
-// One line for a class whose first trials have not ended (COLLX_PMPI_STATS=1): how far into its
+// One line for a class whose first trials have not ended (COLLX_PMPI_STATS=2): how far into its
 // wait or its trials its calls went, and what the wait ran.
 std::string describe_unsettled(Collective collective, int size_class, const ClassTuner& tuner);
 
