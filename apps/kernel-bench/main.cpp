@@ -103,9 +103,10 @@ bool copy_table(int reps, std::size_t offset) {
 // --across: copies between processes, here from this process's own memory: one
 // process_vm_readv (the kernel's copy, what an MPI library's single-copy transport makes) against
 // collx's (SharedArena::read_direct, which goes through a bounce buffer where the two addresses
-// are 4K-aliased), the source `source_offset` bytes past a page and the destination `shift`
-// bytes further in its page, 0-96 bytes, at 256 KiB and 4 MiB; `reps` interleaved repetitions,
-// the median counts. False, with the case on stderr, where a copy differs.
+// are 4K-aliased and this machine's probe, or COLLX_SHM_BOUNCE, says so), the source
+// `source_offset` bytes past a page and the destination `shift` bytes further in its page, 0-96
+// bytes, at 256 KiB and 4 MiB; `reps` interleaved repetitions, the median counts. False, with the
+// case on stderr, where a copy differs.
 bool across_table(int reps, std::size_t source_offset) {
   constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
   Array src(kMaxBytes + 8192), dst(kMaxBytes + 8192);
@@ -118,6 +119,16 @@ bool across_table(int reps, std::size_t source_offset) {
       "# collx-kernel-bench --across: GB/s copied (median of %d), source at page + %zu, "
       "destination `shift` bytes further in its page\n",
       reps, source_offset);
+  const collx::detail::AliasingProbe probe = collx::detail::probe_kernel_copy();
+  char window[64] = "directly at every shift";
+  if (arena->bounced_shifts() != 0)
+    std::snprintf(window, sizeof window, "through a bounce buffer at shifts 1-%d",
+                  static_cast<int>(arena->bounced_shifts() - 1));
+  std::printf(
+      "# collx's probe: 128 KiB copied in %.1f us aligned, %.1f us 16 B past, %.1f us 48 B past; "
+      "collx copies %s (COLLX_SHM_BOUNCE=0|1 forces)\n",
+      probe.aligned_seconds * 1e6, probe.shift_16_seconds * 1e6, probe.shift_48_seconds * 1e6,
+      window);
   std::printf("# %10s %6s %14s %14s\n", "bytes", "shift", "kernel copy", "collx copy");
   for (const std::size_t bytes : {std::size_t{256} << 10, kMaxBytes}) {
     const std::size_t calls = std::max<std::size_t>(1, (std::size_t{64} << 20) / bytes);

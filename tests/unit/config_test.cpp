@@ -207,6 +207,14 @@ TEST(Config, DirectReadsAreAutomaticUnlessForcedOnOrOff) {
   setenv("COLLX_SHM_DIRECT", "cma", 1);
   EXPECT_THROW(config_from_environment(), collx::Error);
   unsetenv("COLLX_SHM_DIRECT");
+  EXPECT_FALSE(config_from_environment().shm_bounce.has_value());
+  setenv("COLLX_SHM_BOUNCE", "1", 1);
+  EXPECT_EQ(config_from_environment().shm_bounce, std::optional<bool>(true));
+  setenv("COLLX_SHM_BOUNCE", "0", 1);
+  EXPECT_EQ(config_from_environment().shm_bounce, std::optional<bool>(false));
+  setenv("COLLX_SHM_BOUNCE", "auto", 1);
+  EXPECT_THROW(config_from_environment(), collx::Error);
+  unsetenv("COLLX_SHM_BOUNCE");
 }
 
 TEST(Config, RingStoresAreChosenAutomaticallyUnlessNamed) {

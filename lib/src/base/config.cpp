@@ -220,6 +220,7 @@ Config config_from_environment() {
   size_in("COLLX_SHM_SLOT_BYTES", "COLLX_SHM_CHUNK_BYTES", c.shm_slot_bytes, 4096,
           std::size_t{64} << 20, "a size from 4K to 64M");
   flag("COLLX_SHM_DIRECT", c.shm_direct);
+  flag("COLLX_SHM_BOUNCE", c.shm_bounce);
   choice("COLLX_SHM_STORES", c.shm_stores,
          {{"auto", RingStorePolicy::automatic},
           {"plain", RingStorePolicy::plain},

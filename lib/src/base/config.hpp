@@ -48,6 +48,7 @@ struct Config {
   std::size_t shm_slot_bytes = 0;  // COLLX_SHM_SLOT_BYTES (or COLLX_SHM_CHUNK_BYTES)
   RingStorePolicy shm_stores = RingStorePolicy::automatic;  // COLLX_SHM_STORES
   std::optional<bool> shm_direct;                           // COLLX_SHM_DIRECT
+  std::optional<bool> shm_bounce;                           // COLLX_SHM_BOUNCE; unset: measured
   std::vector<int> node_layout;  // COLLX_NODE_LAYOUT (node sizes); empty: discovered
   // COLLX_SMPI_SHARED_BYTES: under SMPI, scratch of at least this size comes from SMPI's shared
   // malloc (contents meaningless: for timing runs only); 0 = never.

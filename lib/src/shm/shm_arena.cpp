@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -135,22 +136,34 @@ int copy_across_directly(pid_t pid, std::byte* local, std::uint64_t remote, std:
 
 // The kernel copies between processes with `rep movsb` on x86, and on some CPUs (AMD Zen 3) that
 // instruction runs several times slower where the destination sits 1-31 bytes past the source in
-// their page offsets (4K aliasing; docs/PERFORMANCE.md, "Copies across processes"); glibc's
-// memmove leaves `rep movsb` for its vector loop there for the same reason. A program's malloc'd
-// buffers sit 16 bytes past a page where a page-aligned one meets them. Such a copy goes through a
-// bounce buffer at the remote side's page offset, a part that stays in the second-level cache at
-// a time, with the vector copy on the local side.
-constexpr std::uint64_t kAliasedBytes = 64;
+// their page offsets (4K aliasing; docs/PERFORMANCE.md, "Copies across processes"), while on
+// others (AMD Zen 5) it runs as fast there as anywhere. A program's malloc'd buffers sit 16 bytes
+// past a page where a page-aligned one meets them. Where the machine's copy is slow so, such a
+// copy goes through a bounce buffer at the remote side's page offset, a part that stays in the
+// second-level cache at a time, with the vector copy on the local side; where it is not, the
+// bounce only adds a copy. Which shifts are slow is measured once per process
+// (measured_bounced_shifts) unless COLLX_SHM_BOUNCE says.
 constexpr std::size_t kBounceBytes = std::size_t{256} << 10;
 
-bool four_k_aliased(std::uint64_t destination, std::uint64_t source) {
+bool four_k_aliased(std::uint64_t destination, std::uint64_t source, std::uint64_t bounced) {
   const std::uint64_t shift = (destination - source) & (kPage - 1);
-  return shift != 0 && shift < kAliasedBytes;
+  return shift != 0 && shift < bounced;
 }
 
-int copy_across(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write) {
+// The probe's copy: `bytes` from this process's `source` to `destination` through the kernel's
+// copy between processes; its time in seconds, or a negative number where the kernel refused.
+double time_kernel_copy(std::byte* destination, std::byte* source, std::size_t bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  if (copy_across_directly(getpid(), destination, reinterpret_cast<std::uint64_t>(source), bytes,
+                           false) != 0)
+    return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+int copy_across(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write,
+                std::uint64_t bounced) {
   const auto here = reinterpret_cast<std::uint64_t>(local);
-  const bool aliased = write ? four_k_aliased(remote, here) : four_k_aliased(here, remote);
+  const bool aliased =
+      write ? four_k_aliased(remote, here, bounced) : four_k_aliased(here, remote, bounced);
   if (!aliased || bytes < kernels::kVectorCopyMinBytes) {
     return copy_across_directly(pid, local, remote, bytes, write);
   }
@@ -168,16 +181,78 @@ int copy_across(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t b
 }
 }  // namespace
 
+std::uint64_t bounced_shifts(const AliasingProbe& probe) {
+  // Zen 3 took 4-6x as long at the slow shifts; a preempted sample only adds time, and each
+  // figure is the fastest of several.
+  constexpr double kSlow = 1.5;
+  if (probe.aligned_seconds <= 0) return 0;
+  if (probe.shift_48_seconds > kSlow * probe.aligned_seconds) return kAliasedShiftsWide;
+  if (probe.shift_16_seconds > kSlow * probe.aligned_seconds) return kAliasedShiftsNarrow;
+  return 0;
+}
+
+AliasingProbe probe_kernel_copy() {
+  // 128 KiB, a few times each shift in turn, the fastest of each: about 0.1 ms where the copy
+  // runs 10 GB/s, 0.5 ms where the shifted copies are slow.
+  constexpr std::size_t kProbeBytes = std::size_t{128} << 10;
+  constexpr int kRounds = 5;
+  constexpr std::size_t kSourceOffset = 16;
+  const std::size_t mapped = kProbeBytes + 2 * kPage;
+  void* source_map =
+      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* destination_map =
+      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  AliasingProbe probe;
+  if (source_map != MAP_FAILED && destination_map != MAP_FAILED) {
+    auto* source = static_cast<std::byte*>(source_map);
+    auto* destination = static_cast<std::byte*>(destination_map);
+    // Touched first: page faults are not the copy's.
+    std::memset(source, 1, mapped);
+    std::memset(destination, 0, mapped);
+    constexpr std::size_t kShifts[] = {0, 16, 48};
+    double fastest[3] = {1e30, 1e30, 1e30};
+    bool refused = false;
+    for (int round = 0; round <= kRounds && !refused; ++round) {
+      for (std::size_t k = 0; k < 3; ++k) {
+        const double t = time_kernel_copy(destination + kSourceOffset + kShifts[k],
+                                          source + kSourceOffset, kProbeBytes);
+        if (t < 0) refused = true;
+        // Round 0 warms the caches and the kernel's path up.
+        if (round > 0) fastest[k] = std::min(fastest[k], t);
+      }
+    }
+    if (!refused) probe = {fastest[0], fastest[1], fastest[2]};
+  }
+  if (source_map != MAP_FAILED) munmap(source_map, mapped);
+  if (destination_map != MAP_FAILED) munmap(destination_map, mapped);
+  return probe;
+}
+
+std::uint64_t measured_bounced_shifts() {
+  static const std::uint64_t bounced = bounced_shifts(probe_kernel_copy());
+  return bounced;
+}
+
+namespace {
+// COLLX_SHM_BOUNCE=1: the wide window; =0: none; unset: measured.
+std::uint64_t configured_bounced_shifts() {
+  const std::optional<bool> forced = config().shm_bounce;
+  if (forced.has_value()) return *forced ? kAliasedShiftsWide : 0;
+  return measured_bounced_shifts();
+}
+}  // namespace
+
 int SharedArena::read_direct(int producer, std::byte* target, std::uint64_t address,
                              std::size_t bytes) {
-  return copy_across(static_cast<pid_t>(process_line(producer).pid), target, address, bytes, false);
+  return copy_across(static_cast<pid_t>(process_line(producer).pid), target, address, bytes, false,
+                     bounced_shifts_);
 }
 
 int SharedArena::write_direct(int peer, std::uint64_t address, const std::byte* source,
                               std::size_t bytes) {
   // process_vm_writev only reads the local side.
   return copy_across(static_cast<pid_t>(process_line(peer).pid), const_cast<std::byte*>(source),
-                     address, bytes, true);
+                     address, bytes, true, bounced_shifts_);
 }
 
 void SharedArena::describe_process(int rank) {
@@ -239,6 +314,7 @@ std::shared_ptr<SharedArena> SharedArena::create_local(int nranks, std::size_t s
   for (int r = 0; r < nranks; ++r)
     arena->describe_process(r);
   arena->direct_reads_ = config().shm_direct != false && arena->can_read_directly_from(0);
+  if (arena->direct_reads_) arena->bounced_shifts_ = configured_bounced_shifts();
   return arena;
 }
 
@@ -292,16 +368,31 @@ std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm comm) {
     check_mpi(PMPI_Barrier(comm), "MPI_Barrier", rank);
     arena->direct_reads_ =
         on_every_rank(arena->can_read_directly_from((rank + 1) % size), comm, rank);
+    // Each rank's own copies: the ranks need not agree.
+    if (arena->direct_reads_) arena->bounced_shifts_ = configured_bounced_shifts();
   }
   if (rank == 0 && config().debug >= DebugLevel::info) {
+    char bounce[128] = "";
+    if (arena->direct_reads_) {
+      const char* source = config().shm_bounce.has_value() ? "COLLX_SHM_BOUNCE" : "measured";
+      if (arena->bounced_shifts_ == 0) {
+        std::snprintf(bounce, sizeof bounce, ", no bounce buffer (%s)", source);
+      } else {
+        std::snprintf(bounce, sizeof bounce,
+                      ", through a bounce buffer where the destination sits 1-%d bytes past the "
+                      "source in its page (%s)",
+                      static_cast<int>(arena->bounced_shifts_ - 1), source);
+      }
+    }
     std::fprintf(stderr,
                  "collx INFO: shared arena for %d ranks, %d x %zu B ring slots per rank, "
-                 "direct reads %s\n",
+                 "direct reads %s%s\n",
                  size, slots, slot_bytes,
                  arena->direct_reads_ ? "possible"
                  : config().shm_direct == false
                      ? "off (COLLX_SHM_DIRECT=0)"
-                     : "not possible (process_vm_readv refused between the ranks)");
+                     : "not possible (process_vm_readv refused between the ranks)",
+                 bounce);
   }
   return arena;
 }

@@ -91,6 +91,10 @@ class SharedArena {
   // Copies `bytes` from `source` to `address` in `peer`'s memory (process_vm_writev, which the
   // kernel allows wherever it allows process_vm_readv); 0, or the errno.
   int write_direct(int peer, std::uint64_t address, const std::byte* source, std::size_t bytes);
+  // The direct copies whose destination sits 1 to this many bytes less one past the source in
+  // their page offsets go through a bounce buffer (0: none; set at creation, from
+  // COLLX_SHM_BOUNCE or measured_bounced_shifts()).
+  std::uint64_t bounced_shifts() const { return bounced_shifts_; }
 
   Counter& published(int producer) { return *counter(producer); }
   Counter& consumed(int reader, int producer) {
@@ -146,6 +150,7 @@ class SharedArena {
   bool oversubscribed_ = false;  // Transport::processors_oversubscribed (set at creation)
   bool direct_reads_ = false;    // set at creation
   std::optional<bool> direct_forced_;
+  std::uint64_t bounced_shifts_ = 0;  // set at creation
   // Laid out like an arena counter (its sleepers beside it), so wait() and advance() serve it.
   struct alignas(64) Turn {
     Counter value{0};
@@ -155,6 +160,24 @@ class SharedArena {
   };
   std::unique_ptr<Turn[]> turns_;
 };
+
+// The kernel's copy between processes (process_vm_readv), timed in this process: the fastest of
+// a few 128 KiB copies with the destination 0, 16 and 48 bytes past the source in their page
+// offsets (seconds; all 0 where the kernel refused).
+struct AliasingProbe {
+  double aligned_seconds = 0;
+  double shift_16_seconds = 0;
+  double shift_48_seconds = 0;
+};
+AliasingProbe probe_kernel_copy();
+// What a probe says to bounce (SharedArena::bounced_shifts): kAliasedShiftsWide where the copy
+// 48 bytes past took 1.5 times the aligned one's time or more, kAliasedShiftsNarrow where only
+// the one 16 bytes past did, else 0.
+inline constexpr std::uint64_t kAliasedShiftsNarrow = 32;
+inline constexpr std::uint64_t kAliasedShiftsWide = 64;
+std::uint64_t bounced_shifts(const AliasingProbe& probe);
+// bounced_shifts(probe_kernel_copy()), probed at the first call in this process.
+std::uint64_t measured_bounced_shifts();
 
 // "<what> rank <peer's rank in `ranks`, if given> (shared memory)", for a timeout message.
 inline std::string describe_wait(const char* what, std::span<const int> ranks, int peer) {
