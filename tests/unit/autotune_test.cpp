@@ -365,6 +365,33 @@ TEST(Autotune, AWaitOnTheChoiceNeverWarmsTheMpiLibraryUp) {
   EXPECT_TRUE(library_tried);
 }
 
+// The order of the trial blocks: without a wait the challengers first (the first touch of the
+// program's buffers falls on them), after a wait the table's choice first (a program that stops a
+// few calls into the trials, as IMB's 4 MiB, has run the favoured choice); both passes alike.
+TEST(Autotune, AfterAWaitTheTrialsRunTheChoicesBlockFirst) {
+  const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::pairwise,
+                                             Algorithm::mpi};
+  // The algorithm of each trial call, in order (blocks of 3, two passes).
+  const auto trial_order = [&](std::uint32_t wait_calls) {
+    ClassTuner t;
+    t.start(candidates, 6, ClassTuner::Meetings::never, Algorithm::mpi, wait_calls,
+            ClassTuner::Wait::on_choice);
+    std::vector<Algorithm> order;
+    while (t.phase() != ClassTuner::Phase::settled) {
+      const TrialPick p = t.pick();
+      if (!p.timed) continue;  // the wait
+      order.push_back(p.algorithm);
+      if (t.record(1e-6) == TunerStep::agree) t.agreed(t.agree_values());
+    }
+    return order;
+  };
+  const Algorithm s = Algorithm::shared_memory, w = Algorithm::pairwise, m = Algorithm::mpi;
+  EXPECT_EQ(trial_order(0), (std::vector<Algorithm>{w, w, w, m, m, m, s, s, s,  //
+                                                   w, w, w, m, m, m, s, s, s}));
+  EXPECT_EQ(trial_order(36), (std::vector<Algorithm>{s, s, s, w, w, w, m, m, m,  //
+                                                    s, s, s, w, w, w, m, m, m}));
+}
+
 // The MPI library's own collective needs the share of the margin only, whatever the time: a
 // sub-microsecond call of the MPI library 33% faster than the table's choice replaces it (a
 // collx challenger as fast stays out, above); the table's choice keeps its place against it by

@@ -42,6 +42,7 @@ void ClassTuner::start(std::span<const Algorithm> candidates, int trials, Meetin
   meetings_ = meetings;
   library_ = library;
   wait_calls_ = wait_calls;
+  choice_first_ = wait_calls > 0;
   wait_ = library == Algorithm::automatic ? Wait::warming_library : wait;
   count_ = static_cast<std::uint8_t>(
       std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(kMaxCandidates)));

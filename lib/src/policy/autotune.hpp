@@ -189,10 +189,15 @@ class ClassTuner {
   std::uint64_t library_trial_ns() const;
   // The lower of the candidate's passes' mean call times (a mean: see the top of this file).
   std::uint64_t trial_ns(std::size_t candidate) const;
-  // The candidate of the current trial call: the challengers' blocks first, the table's choice
-  // last. The first calls of a class also pay for the first touch of the application's new
-  // buffers (page faults, lines in other caches); that handicap falls on the challengers.
-  std::uint32_t trying_index() const { return (calls_ / block_ + 1) % count_; }
+  // The candidate of the current trial call. Without a wait the challengers' blocks go first,
+  // the table's choice last: the first calls of a class also pay for the first touch of the
+  // application's new buffers (page faults, lines in other caches), and that handicap falls on
+  // the challengers. After a wait (the buffers touched) the table's choice goes first: a program
+  // that stops calling the class a few calls into its trials (IMB's 4 MiB) has run the choice
+  // the evidence favoured, not a challenger shown slower a few classes down.
+  std::uint32_t trying_index() const {
+    return (calls_ / block_ + (choice_first_ ? 0u : 1u)) % count_;
+  }
   // The place of `a` among the first `n` of `list` (candidates_ or all_candidates_); n if absent.
   static std::size_t index_in(const std::array<Algorithm, kMaxCandidates>& list, std::size_t n,
                               Algorithm a) {
@@ -202,6 +207,7 @@ class ClassTuner {
   Phase phase_ = Phase::fresh;
   std::uint8_t count_ = 0;
   std::uint8_t block_ = 1;   // calls per block
+  bool choice_first_ = false;  // the table's choice's block first (trying_index: after a wait)
   std::uint8_t passes_ = 1;  // blocks per candidate
   std::uint8_t rounds_ = 0;
   bool checking_ = false;                // the pending agreement is a drift checkpoint
