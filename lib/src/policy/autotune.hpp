@@ -206,9 +206,9 @@ class ClassTuner {
 
   Phase phase_ = Phase::fresh;
   std::uint8_t count_ = 0;
-  std::uint8_t block_ = 1;   // calls per block
+  std::uint8_t block_ = 1;     // calls per block
   bool choice_first_ = false;  // the table's choice's block first (trying_index: after a wait)
-  std::uint8_t passes_ = 1;  // blocks per candidate
+  std::uint8_t passes_ = 1;    // blocks per candidate
   std::uint8_t rounds_ = 0;
   bool checking_ = false;                // the pending agreement is a drift checkpoint
   Meetings meetings_ = Meetings::never;  // start()
