@@ -197,24 +197,21 @@ TEST(Config, CudaAwareIsDetectedUnlessOverridden) {
   unsetenv("COLLX_CUDA_AWARE");
 }
 
-TEST(Config, DirectReadsAreAutomaticUnlessForcedOnOrOff) {
-  unsetenv("COLLX_SHM_DIRECT");
-  EXPECT_FALSE(config_from_environment().shm_direct.has_value());
-  setenv("COLLX_SHM_DIRECT", "1", 1);
-  EXPECT_EQ(config_from_environment().shm_direct, std::optional<bool>(true));
-  setenv("COLLX_SHM_DIRECT", "0", 1);
-  EXPECT_EQ(config_from_environment().shm_direct, std::optional<bool>(false));
-  setenv("COLLX_SHM_DIRECT", "cma", 1);
-  EXPECT_THROW(config_from_environment(), collx::Error);
-  unsetenv("COLLX_SHM_DIRECT");
-  EXPECT_FALSE(config_from_environment().shm_bounce.has_value());
-  setenv("COLLX_SHM_BOUNCE", "1", 1);
-  EXPECT_EQ(config_from_environment().shm_bounce, std::optional<bool>(true));
-  setenv("COLLX_SHM_BOUNCE", "0", 1);
-  EXPECT_EQ(config_from_environment().shm_bounce, std::optional<bool>(false));
-  setenv("COLLX_SHM_BOUNCE", "auto", 1);
-  EXPECT_THROW(config_from_environment(), collx::Error);
-  unsetenv("COLLX_SHM_BOUNCE");
+// COLLX_SHM_DIRECT and COLLX_SHM_BOUNCE: unset (the library decides), 1, 0, nothing else.
+TEST(Config, DirectReadsAndTheirBounceAreAutomaticUnlessForcedOnOrOff) {
+  const auto check = [](const char* name, std::optional<bool> Config::*field) {
+    unsetenv(name);
+    EXPECT_FALSE((config_from_environment().*field).has_value()) << name;
+    setenv(name, "1", 1);
+    EXPECT_EQ(config_from_environment().*field, std::optional<bool>(true)) << name;
+    setenv(name, "0", 1);
+    EXPECT_EQ(config_from_environment().*field, std::optional<bool>(false)) << name;
+    setenv(name, "auto", 1);
+    EXPECT_THROW(config_from_environment(), collx::Error) << name;
+    unsetenv(name);
+  };
+  check("COLLX_SHM_DIRECT", &Config::shm_direct);
+  check("COLLX_SHM_BOUNCE", &Config::shm_bounce);
 }
 
 TEST(Config, RingStoresAreChosenAutomaticallyUnlessNamed) {
