@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -306,12 +307,17 @@ TEST(MpiLibraryInAuto, ANewClassWaitsOnTheMpiLibraryWhereASmallerOneSettledOnIt)
   ASSERT_NE(large, nullptr);
   ASSERT_EQ(large->phase(), ClassTuner::Phase::waiting);
   EXPECT_EQ(large->pick().algorithm, Algorithm::mpi);
-  // Its wait is kLibraryWaitFactor times as long as a wait on the table's choice.
+  // Its wait is kLibraryWaitFactor times as long as a wait on the table's choice, which is twice
+  // the trials' calls weighted by what they cost: collx's candidates were 5x the MPI library's.
   std::size_t waited = 1;
   for (; large->phase() == ClassTuner::Phase::waiting; ++waited)
     EXPECT_EQ(large->pick().algorithm, Algorithm::mpi);
-  EXPECT_EQ(waited, std::size_t{2} * collx::detail::trials_for(std::size_t{1} << 20) *
-                        large->candidates().size() * collx::detail::CommState::kLibraryWaitFactor);
+  const double cost =
+      s.trial_cost_in_calls(Collective::allreduce, std::size_t{1} << 20, large->candidates());
+  EXPECT_GT(cost, static_cast<double>(large->candidates().size()));
+  EXPECT_EQ(waited, static_cast<std::size_t>(
+                        std::ceil(2 * collx::detail::trials_for(std::size_t{1} << 20) * cost)) *
+                        collx::detail::CommState::kLibraryWaitFactor);
   ClassTuner* other = s.tuner_for(Collective::allgather, std::size_t{1} << 20);
   ASSERT_NE(other, nullptr);
   ASSERT_EQ(other->phase(), ClassTuner::Phase::waiting);
@@ -471,6 +477,61 @@ TEST(MpiLibraryInAuto, AWaitSkipsWarmingAnMpiLibraryFarBehind) {
   EXPECT_TRUE(wait_runs_the_choice(kib256, 1.6));
   EXPECT_FALSE(wait_runs_the_choice(kib256, 1.3));
   EXPECT_FALSE(wait_runs_the_choice(std::size_t{16} << 10, 1.6));
+}
+
+// Above 64 KiB the wait before a class's trials is twice the trials' calls weighted by what each
+// candidate cost in the nearest smaller class that timed it (a challenger at 3x counts three
+// calls a trial call): a program calling the class a few times more than the unweighted wait
+// (IMB's Alltoall of 2 MiB at 2 ranks: about 51 calls, a wait of 36) does not pay a slow
+// challenger's trials. At 64 KiB and below every candidate counts one call.
+TEST(MpiLibraryInAuto, AWaitLastsTwiceWhatTheTrialsAreExpectedToCost) {
+  using collx::detail::ClassTuner;
+  const collx::testing::ConfigOverride waiting(with_autotune_wait(2));
+  // The wait of the class of 2 x `bytes`, after the class of `bytes` settled on its front
+  // candidate with the others `slower` times its time (the MPI library's 1.2x).
+  const auto wait_after = [&](std::size_t bytes, double slower) -> std::size_t {
+    collx::Communicator fresh(MPI_COMM_WORLD);
+    collx::detail::CommState& s = collx::detail::state_of(fresh);
+    ClassTuner* small = s.tuner_for(Collective::alltoall, bytes);
+    EXPECT_NE(small, nullptr);
+    if (small == nullptr) return 0;
+    const Algorithm front = small->candidates().front();
+    settle(*small, [&](Algorithm a) {
+      return a == front ? 100e-6 : a == Algorithm::mpi ? 120e-6 : slower * 100e-6;
+    });
+    EXPECT_EQ(small->chosen(), front);
+    ClassTuner* large = s.tuner_for(Collective::alltoall, 2 * bytes);
+    EXPECT_NE(large, nullptr);
+    if (large == nullptr) return 0;
+    std::size_t waited = 0;
+    while (large->phase() == ClassTuner::Phase::waiting) {
+      EXPECT_FALSE(large->pick().timed);
+      ++waited;
+    }
+    // What the wait was weighed with: the candidates still in the class.
+    const double cost = s.trial_cost_in_calls(Collective::alltoall, 2 * bytes, large->candidates());
+    EXPECT_EQ(waited,
+              static_cast<std::size_t>(std::ceil(2 * collx::detail::trials_for(2 * bytes) * cost)));
+    if (2 * bytes > collx::detail::CommState::kLongCallBytes) {
+      // Every candidate but the front one was timed below: 1.2 for the MPI library's, `slower`
+      // (below the 2x that leaves a candidate out) for collx's others.
+      double expected = 0;
+      for (const Algorithm a : large->candidates())
+        expected += a == front ? 1.0 : a == Algorithm::mpi ? 1.2 : slower;
+      EXPECT_NEAR(cost, expected, 0.05);
+    } else {
+      EXPECT_EQ(cost, static_cast<double>(large->candidates().size()));
+    }
+    return waited;
+  };
+  const std::size_t kib512 = std::size_t{512} << 10;
+  // A challenger at 1.9x makes the wait longer than at 1.0x (where each counts about one call).
+  const std::size_t slow = wait_after(kib512, 1.9);
+  const std::size_t even = wait_after(kib512, 1.0);
+  if (slow > 0 && even > 0) {
+    EXPECT_GT(slow, even);
+  }
+  wait_after(std::size_t{16} << 10, 1.9);
 }
 
 // An order-sensitive call (a float sum over three ranks or more, whose class auto does not try)

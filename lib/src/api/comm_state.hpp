@@ -188,6 +188,20 @@ struct CommState {
   // docs/AUTO.md, "The trials wait".
   ClassTuner::Wait weigh_by_smaller_classes(Collective collective, std::size_t bytes,
                                             std::vector<Algorithm>& candidates) const;
+  // What a new class's trials among `candidates` (after weigh_by_smaller_classes) are expected to
+  // cost, in calls of its choice per trial call of each: above kLongCallBytes the sum of each
+  // candidate's slowness in the nearest smaller class whose trials timed it (at least 1, at most
+  // kMaxTrialCost; 1 where none timed it), else one per candidate. The wait before the trials is
+  // COLLX_AUTOTUNE_WAIT times the trials' calls weighted so (tuner_for): a class called more pays
+  // for its trials at most about half the time it has spent, slow challengers included.
+  double trial_cost_in_calls(Collective collective, std::size_t bytes,
+                             std::span<const Algorithm> candidates) const;
+  static constexpr double kMaxTrialCost = 8.0;
+  // The slowness (ClassTuner::slowness) of `algorithm` in the nearest class of `collective` below
+  // `size_class` whose trials ended and timed it, and how many classes down that is; {0, 0}
+  // where none did.
+  std::pair<double, int> known_slowness(Collective collective, int size_class,
+                                        Algorithm algorithm) const;
   // Above kLongCallBytes a new class leaves out what its smaller classes timed slow
   // (weigh_by_smaller_classes), and a wait on the MPI library's collective is kLibraryWaitFactor
   // times longer (tuner_for): there a trial call costs a call of that size.

@@ -2,6 +2,7 @@
 // candidates a size class tries, the ranks' agreement on the trials' times, and what settles,
 // including the size classes handed to the MPI library's own collective (the delegated path).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -40,11 +41,13 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
     const bool offered = mpi != Algorithm::automatic &&
                          std::find(candidates.begin(), candidates.end(), mpi) != candidates.end();
     // With the MPI library a candidate, the first calls (ClassTuner::start) run COLLX_AUTOTUNE_WAIT
-    // x the trials' calls, kLibraryWaitFactor x more running the library above kLongCallBytes.
+    // x the trials' calls (weighted by what they are expected to cost, trial_cost_in_calls),
+    // kLibraryWaitFactor x more running the library above kLongCallBytes.
     const int trials = trials_for(bytes);
     const bool on_library = offered && wait == ClassTuner::Wait::on_library;
+    const double trial_cost = trial_cost_in_calls(collective, bytes, candidates);
     const auto wait_calls = static_cast<std::uint32_t>(
-        offered ? config().autotune_wait * trials * static_cast<int>(candidates.size()) *
+        offered ? std::ceil(config().autotune_wait * trials * trial_cost) *
                       (on_library && bytes > kLongCallBytes ? kLibraryWaitFactor : 1)
                 : 0);
     const ClassTuner::Meetings meetings = ClassTuner::meetings_for(
@@ -147,15 +150,8 @@ ClassTuner::Wait CommState::weigh_by_smaller_classes(Collective collective, std:
   // Whether the nearest smaller tried class that tried `a` timed it `ratio` behind its fastest
   // or more, for its distance.
   const auto behind = [&](Algorithm a, double ratio) {
-    double needed = ratio;
-    for (int k = size_class - 1; k >= 0; --k, needed *= kSlowDecay) {
-      const ClassTuner* smaller = tried(k);
-      if (smaller == nullptr) continue;
-      const double slowness = smaller->slowness(a);
-      if (slowness == 0) continue;
-      return slowness >= needed;
-    }
-    return false;
+    const auto [slowness, distance] = known_slowness(collective, size_class, a);
+    return slowness > 0 && slowness >= ratio * std::pow(kSlowDecay, distance - 1);
   };
   const Algorithm library = library_algorithm(collective);
   if (bytes > kLongCallBytes) {
@@ -181,6 +177,29 @@ ClassTuner::Wait CommState::weigh_by_smaller_classes(Collective collective, std:
                  evidence != candidates.end() && behind(library, kLibraryBehindRatio)
              ? ClassTuner::Wait::on_choice
              : ClassTuner::Wait::warming_library;
+}
+
+std::pair<double, int> CommState::known_slowness(Collective collective, int size_class,
+                                                 Algorithm algorithm) const {
+  const auto& classes = (*tuners)[static_cast<std::size_t>(collective)];
+  for (int k = size_class - 1; k >= 0; --k) {
+    // A class whose trials settled once (rounds) stays the evidence while it tries again.
+    const ClassTuner& smaller = classes[static_cast<std::size_t>(k)];
+    if (smaller.rounds() == 0) continue;
+    const double slowness = smaller.slowness(algorithm);
+    if (slowness > 0) return {slowness, size_class - k};
+  }
+  return {0, 0};
+}
+
+double CommState::trial_cost_in_calls(Collective collective, std::size_t bytes,
+                                      std::span<const Algorithm> candidates) const {
+  if (bytes <= kLongCallBytes) return static_cast<double>(candidates.size());
+  const int size_class = size_class_of(bytes);
+  double cost = 0;
+  for (const Algorithm a : candidates)
+    cost += std::clamp(known_slowness(collective, size_class, a).first, 1.0, kMaxTrialCost);
+  return cost;
 }
 
 Algorithm CommState::library_for_untried(Collective collective, std::size_t bytes,
