@@ -11,6 +11,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collx/collx.hpp"
@@ -656,6 +657,43 @@ TEST_F(MpiCollectives, ZeroCountCallsCompleteAtOnce) {
   std::vector<float> sum(1, static_cast<float>(comm.rank()));
   comm.allreduce(sum.data(), sum.data(), 1, DataType::float32, ReduceOp::sum);
   EXPECT_EQ(sum[0], static_cast<float>(p * (p - 1) / 2));
+}
+
+// A blocking broadcast of one ring slot runs at once, without an operation, where its wait ends
+// within a spin (broadcast_shared_memory_at_once); else as an operation, on the same slots and
+// counters. Mixed here: behind a nonblocking broadcast still in flight on the same communicator
+// (it must wait its turn, and the slot after); the readers late by 2 ms where the root has run
+// ahead of them past its ring's room; the root late by 2 ms, the readers' spins over before
+// its slot arrives.
+TEST_F(MpiCollectives, SmallBroadcastsAtOnceAndAsOperationsMix) {
+  const collx::Options shm = with(Algorithm::shared_memory);
+  const auto late = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  for (int round = 0; round < 4; ++round) {
+    const int root = round % p;
+    const std::size_t count = round % 2 == 0 ? 2 : 300;  // in the descriptor line, or not
+    // The second from the same root (its ring's next slot) or from the next rank.
+    const int second_root = round % 2 == 0 ? root : (root + 1) % p;
+    std::vector<std::int32_t> first(count, me == root ? 10 + round : -1);
+    std::vector<std::int32_t> second(count, me == second_root ? 20 + round : -1);
+    collx::Request pending = comm.ibroadcast(first.data(), count, DataType::int32, root, shm);
+    comm.broadcast(second.data(), count, DataType::int32, second_root, shm);
+    pending.wait();
+    ASSERT_TRUE(all_ranks(first == std::vector<std::int32_t>(count, 10 + round) &&
+                          second == std::vector<std::int32_t>(count, 20 + round)))
+        << "behind a nonblocking broadcast, round " << round;
+    // Ten broadcasts from one root in a row, more than its ring's slots.
+    std::vector<std::vector<std::int32_t>> row(10);
+    for (int k = 0; k < 10; ++k) {
+      if ((me == root) == (round < 2) && k == 0) late();
+      row[k].assign(count, me == root ? 100 * round + k : -1);
+      comm.broadcast(row[k].data(), count, DataType::int32, root, shm);
+    }
+    bool right = true;
+    for (int k = 0; k < 10; ++k)
+      right = right && row[k] == std::vector<std::int32_t>(count, 100 * round + k);
+    ASSERT_TRUE(all_ranks(right)) << (round < 2 ? "root late" : "readers late") << ", round "
+                                  << round;
+  }
 }
 
 TEST_F(MpiCollectives, LatencyAndOperationPathsInteroperate) {

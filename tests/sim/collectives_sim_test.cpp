@@ -805,6 +805,58 @@ TEST(SimSharedMemory, CallsInSequenceOnOneSegment) {
   calls_in_sequence_on_one_segment();
 }
 
+// A slot of at most SharedArena::kInlineBytes published by fill_slot travels in its descriptor
+// line too (its length tagged there), and a reader of that length copies it from there; a slot
+// published otherwise at the same ring position later (an allreduce's reduced piece of the same
+// length, publish_filled) clears the tag, so no reader takes the earlier bytes for it. Broadcasts
+// of 8p and 40 B alternate with allreduces of p int64, over the 3 slots of each ring many times.
+TEST(SimSharedMemory, SmallSlotsTravelInTheirDescriptorLines) {
+  for (int p : {2, 3}) {
+    SimWorld world(p, 256, 3);
+    SharedArena& arena = *world.shared_arena();
+    for (int call = 0; call < 24; ++call) {
+      const std::string where = "p=" + std::to_string(p) + " call " + std::to_string(call);
+      const int root = call % p;
+      // The allreduce's blocks start on cache lines: its p int64 are rank 0's block, whose
+      // reduced piece the others take with this length.
+      const std::size_t bytes = call % 4 == 1 ? SharedArena::kInlineBytes : 8 * p;
+      check_arena_broadcast(world, root, 7 * call + 1, bytes, where);
+      if (::testing::Test::HasFatalFailure()) return;
+      const std::uint64_t last = arena.published(root).load() - 1;
+      EXPECT_EQ(arena.descriptor(root, last).bytes.load(), SharedArena::kInlineTag | bytes)
+          << where;
+      EXPECT_EQ(arena.descriptor(root, last).stamp.load(), last + 1) << where;
+      // One int64 a rank: each rank reduces its own 8 B and publishes it for the others.
+      const auto count = static_cast<std::size_t>(p);
+      std::vector<std::vector<std::int64_t>> send(p, std::vector<std::int64_t>(count));
+      std::vector<std::vector<std::int64_t>> recv(p, std::vector<std::int64_t>(count, -1));
+      std::vector<std::int64_t> expected(count, 0);
+      for (int r = 0; r < p; ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          send[r][i] = (r + 1) * 1000 + static_cast<std::int64_t>(i) + call;
+          expected[i] += send[r][i];
+        }
+      }
+      world.run(info_for(Collective::allreduce, Algorithm::shared_memory, kPipelines[0]),
+                [&](Operation& op, int r) {
+                  return allreduce_task(op,
+                                        {reinterpret_cast<const std::byte*>(send[r].data()),
+                                         reinterpret_cast<std::byte*>(recv[r].data()),
+                                         count,
+                                         Reduction::make(DataType::int64, ReduceOp::sum, p),
+                                         {}},
+                                        Algorithm::shared_memory);
+                });
+      for (int r = 0; r < p; ++r)
+        ASSERT_EQ(recv[r], expected) << where << " allreduce rank " << r;
+      for (int r = 0; r < p; ++r) {
+        const std::uint64_t reduced = arena.published(r).load() - 1;
+        EXPECT_EQ(arena.descriptor(r, reduced).bytes.load(), 0u) << where << " rank " << r;
+      }
+    }
+  }
+}
+
 namespace {
 // Sets COLLX_SHM_DIRECT to `setting` (the configuration stays so) and says whether a two-rank
 // world's segment then allows direct reads.

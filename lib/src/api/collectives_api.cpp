@@ -11,6 +11,7 @@
 #include "comm_state.hpp"
 #include "memory.hpp"
 #include "registry.hpp"
+#include "shm_arena.hpp"
 #include "transport_mpi.hpp"
 #include "validate.hpp"
 
@@ -459,7 +460,16 @@ Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Optio
         if constexpr (requires { args.reduction; })
           args.reduction = Reduction::make(c.type, c.op, s->size);
       },
-      library);
+      library,
+      [&] {
+        if constexpr (C == Collective::broadcast) {
+          return [&](SharedArena& arena) {
+            return arena.size() == s->size && broadcast_shared_memory_at_once(arena, s->rank, args);
+          };
+        } else {
+          return nullptr;
+        }
+      }());
   // Kept for their storage, and for the next call of the same count where the blocks are equal.
   if constexpr (requires { args.offsets; }) {
     std::size_t equal = CommState::kNoSpareOffsets;

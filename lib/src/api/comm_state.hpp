@@ -445,12 +445,16 @@ inline bool library_takes(const CallSignature& signature, std::size_t bytes) {
 // make(op, algorithm); `bytes` keys the table. `host_copies(staged)` points the arguments at host
 // copies of device buffers where the call runs on them. `library_call()`, the call as the MPI
 // library's blocking collective (null: none): a blocking host call that runs the MPI library's
-// row runs it on the delegated path, as its class would once settled.
-template <class MakeTask, class HostCopies = std::nullptr_t, class LibraryCall = std::nullptr_t>
+// row runs it on the delegated path, as its class would once settled. `at_once(arena)` (null:
+// none), the call's shared-memory row run at once without an operation (false: not done, the
+// operation runs it), for a blocking host call of that row.
+template <class MakeTask, class HostCopies = std::nullptr_t, class LibraryCall = std::nullptr_t,
+          class AtOnce = std::nullptr_t>
 Request run_collective(const std::shared_ptr<CommState>& state, Collective collective,
                        std::size_t bytes, const Options& options, const CallSignature& signature,
                        bool blocking, MakeTask&& make, std::unique_ptr<DeviceCall> device = nullptr,
-                       HostCopies&& host_copies = nullptr, LibraryCall&& library_call = nullptr) {
+                       HostCopies&& host_copies = nullptr, LibraryCall&& library_call = nullptr,
+                       AtOnce&& at_once = nullptr) {
   using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
   // A trial of collx's candidates is timed from here (the choice and bookkeeping are part of its
   // cost); the MPI library's from its start, as once chosen it skips this bookkeeping.
@@ -513,6 +517,19 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
                                     : entered != Clock::time_point{} && !choice.meet && !library
                                         ? entered
                                         : Clock::now();
+  if constexpr (!std::is_same_v<std::decay_t<AtOnce>, std::nullptr_t>) {
+    // What the operation's construction, frames and turn would cost a small call, skipped where
+    // the row's one wait ends at once; the call still takes its sequence number.
+    if (algorithm == Algorithm::shared_memory && blocking && path == nullptr && arena &&
+        options.stream == nullptr && options.pipeline_depth >= 0 &&
+        !CommState::needs_collx_path(config()) && state->notices->quiet()) {
+      if (at_once(*state->transport->shared_arena())) {
+        ++state->next_sequence;
+        timed(started);
+        return {};
+      }
+    }
+  }
   OpInfo info = state->next_op(collective, algorithm, options);
   if (choice.segment_bytes != 0 && options.segment_bytes == 0)
     info.segment_bytes = choice.segment_bytes;

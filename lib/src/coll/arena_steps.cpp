@@ -67,9 +67,11 @@ const std::byte* piece_input(Operation& op, SharedArena& arena, int j, std::uint
 
 // Fills slot `sequence` of this rank's ring with `fill(streaming)` (`bytes` in all) with the
 // stores its RingStores choose, times a timed fill for them (logging a change of choice under
-// COLLX_DEBUG=INFO), and publishes the slot.
+// COLLX_DEBUG=INFO), and publishes the slot (`inline_length` of its bytes in its descriptor line
+// too: publish_filled).
 template <class Fill>
-void fill_timed(SharedArena& arena, int me, std::uint64_t sequence, std::size_t bytes, Fill fill) {
+void fill_timed(SharedArena& arena, int me, std::uint64_t sequence, std::size_t bytes,
+                std::size_t inline_length, Fill fill) {
   RingStores& stores = arena.ring_stores(me);
   const RingStores::Kind kind = stores.next(bytes);
   const bool timed = stores.timed(bytes);
@@ -85,7 +87,7 @@ void fill_timed(SharedArena& arena, int me, std::uint64_t sequence, std::size_t 
                  stores.best_ns_per_kib(RingStores::Kind::plain),
                  stores.best_ns_per_kib(RingStores::Kind::streaming));
   }
-  publish_filled(arena, me, sequence);
+  publish_filled(arena, me, sequence, inline_length);
 }
 
 // Whether this rank's plain stores are slow (RingStores chose streaming) and no trial of either
@@ -110,16 +112,24 @@ kernels::CopyFn copy_for_output(std::size_t output_bytes) {
   return copy_with(streams_output(output_bytes));
 }
 
-void publish_filled(SharedArena& arena, int me, std::uint64_t sequence) {
-  std::atomic<std::uint64_t>& address = arena.descriptor(me, sequence).address;
-  if (address.load(std::memory_order_relaxed) != 0) address.store(0, std::memory_order_relaxed);
-  arena.advance(arena.published(me), sequence + 1);
+void publish_filled(SharedArena& arena, int me, std::uint64_t sequence, std::size_t inline_length) {
+  SharedArena::SlotDescriptor& d = arena.descriptor(me, sequence);
+  // Stored only where they change: the line stays shared with the readers polling it.
+  if (d.address.load(std::memory_order_relaxed) != 0) d.address.store(0, std::memory_order_relaxed);
+  const std::uint64_t length = inline_length == 0 ? 0 : SharedArena::kInlineTag | inline_length;
+  if (d.bytes.load(std::memory_order_relaxed) != length)
+    d.bytes.store(length, std::memory_order_relaxed);
+  arena.mark_published(me, sequence);
 }
 
 void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::byte* source,
                std::size_t bytes, std::byte* also, bool also_streams) {
   std::byte* entry = arena.slot(me, sequence);
-  fill_timed(arena, me, sequence, bytes, [&](bool streaming) {
+  // A small slot's bytes in its descriptor line as well, where take_slot copies them from.
+  const std::size_t inline_length = bytes <= SharedArena::kInlineBytes ? bytes : 0;
+  if (inline_length != 0)
+    std::memcpy(arena.descriptor(me, sequence).inline_bytes, source, inline_length);
+  fill_timed(arena, me, sequence, bytes, inline_length, [&](bool streaming) {
     if (also != nullptr && !streaming && !also_streams) {
       constexpr std::size_t kBlock = std::size_t{8} << 10;
       for (std::size_t i = 0; i < bytes; i += kBlock) {
@@ -134,12 +144,23 @@ void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::by
   });
 }
 
+void copy_out_of_slot(SharedArena& arena, int producer, std::uint64_t sequence, std::byte* target,
+                      std::size_t bytes, kernels::CopyFn copy) {
+  const SharedArena::SlotDescriptor& d = arena.descriptor(producer, sequence);
+  // From the descriptor line where the producer put them there, of the same length.
+  if (bytes != 0 && d.bytes.load(std::memory_order_relaxed) == (SharedArena::kInlineTag | bytes)) {
+    std::memcpy(target, d.inline_bytes, bytes);
+  } else {
+    copy(target, arena.slot(producer, sequence), bytes);
+  }
+}
+
 void take_slot(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
                std::byte* target, std::size_t bytes, kernels::CopyFn copy, bool* direct) {
   const SharedArena::SlotDescriptor& d = arena.descriptor(producer, sequence);
   const std::uint64_t address = d.address.load(std::memory_order_relaxed);
   if (address == 0) {
-    copy(target, arena.slot(producer, sequence), bytes);
+    copy_out_of_slot(arena, producer, sequence, target, bytes, copy);
   } else {
     if (direct == nullptr) {
       throw Error(ErrorCode::internal, "", op.rank(),
@@ -213,7 +234,7 @@ void fill_pieces(SharedArena& arena, int me, std::uint64_t sequence, const std::
   for (int j = 0; j < arena.size(); ++j) {
     if (j != me) bytes += patterns::piece_of(offsets, j, round, piece).length() * elem;
   }
-  fill_timed(arena, me, sequence, bytes, [&](bool streaming) {
+  fill_timed(arena, me, sequence, bytes, 0, [&](bool streaming) {
     const kernels::CopyFn copy = copy_with(streaming);
     for (int j = 0; j < arena.size(); ++j) {
       const patterns::ElementRange r = patterns::piece_of(offsets, j, round, piece);

@@ -32,9 +32,16 @@ struct SlotCut {
   std::size_t length(std::size_t k) const { return std::min(slot, bytes - k * slot); }
 };
 
+// Copies slot `sequence` of `producer`'s ring, published with its bytes in the slot (not as a
+// pointer), to `target`: from its descriptor line where they are there too (fill_slot).
+void copy_out_of_slot(SharedArena& arena, int producer, std::uint64_t sequence, std::byte* target,
+                      std::size_t bytes, kernels::CopyFn copy);
+
 // Marks slot `sequence` of this rank's ring filled, clearing a pointer an earlier
-// publish_direct left (only then: an unchanged line stays in the readers' caches).
-void publish_filled(SharedArena& arena, int me, std::uint64_t sequence);
+// publish_direct left (only then: an unchanged line stays in the readers' caches);
+// `inline_length` (0: none) of its bytes are in its descriptor line as well (fill_slot).
+void publish_filled(SharedArena& arena, int me, std::uint64_t sequence,
+                    std::size_t inline_length = 0);
 
 // Publishes slot `sequence` of this rank's ring: `bytes` from `source`, with the stores its
 // RingStores choose; with `also`, to `also` as well (the allgather's own block), block by block
@@ -146,7 +153,7 @@ inline auto publish_direct(Operation& op, SharedArena& arena, std::uint64_t sequ
     SharedArena::SlotDescriptor& d = arena.descriptor(me, sequence);
     d.address.store(reinterpret_cast<std::uint64_t>(source), std::memory_order_relaxed);
     d.bytes.store(bytes, std::memory_order_relaxed);
-    arena.advance(arena.published(me), sequence + 1);
+    arena.mark_published(me, sequence);
   });
 }
 
@@ -159,11 +166,10 @@ inline ConsumedByAll read_by_all(Operation& op, SharedArena& arena, std::uint64_
 inline auto take(Operation& op, SharedArena& arena, int producer, std::uint64_t sequence,
                  std::byte* target, std::size_t bytes, kernels::CopyFn copy,
                  bool* direct = nullptr) {
-  return op.until(
-      CounterReached(arena, arena.published(producer), sequence + 1, producer, "a slot from"),
-      [&op, &arena, producer, sequence, target, bytes, copy, direct] {
-        take_slot(op, arena, producer, sequence, target, bytes, copy, direct);
-      });
+  return op.until(SlotPublished(arena, producer, sequence, "a slot from"),
+                  [&op, &arena, producer, sequence, target, bytes, copy, direct] {
+                    take_slot(op, arena, producer, sequence, target, bytes, copy, direct);
+                  });
 }
 
 }  // namespace collx::detail::arena_steps

@@ -132,6 +132,12 @@ Task in_turn(Operation& op, SharedArena& arena, int me, Task body);
 SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
 // The shared-memory schedules (their rows name the point-to-point fallback, registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
+// A blocking broadcast of one ring slot (not as pointers) run by this rank `me` on `arena` at
+// once, without an operation, where no operation holds a turn there (nor any in flight in this
+// process) and its one wait, for room in the root's ring or for the root's slot, ends within a
+// spin (SharedArena::spin); false where it does not, with nothing done: the operation runs it.
+// The same slot and counters as broadcast_shared_memory, so ranks may take either.
+bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const BroadcastArgs& args);
 // Gather's (kGather) or scatter's.
 template <bool kGather>
 Task rooted_shared_memory(Operation& op, RootedArgs args);

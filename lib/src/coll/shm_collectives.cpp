@@ -118,6 +118,30 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   }
 }
 
+bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const BroadcastArgs& a) {
+  const std::size_t bytes = a.count * a.element_size;
+  if (bytes == 0 || bytes > arena.slot_bytes() || arena.size() == 1 ||
+      operations_in_flight.load(std::memory_order_acquire) != 0 || !arena.idle(me) ||
+      broadcast_goes_directly(arena, bytes)) {
+    return false;
+  }
+  // As broadcast_shared_memory's one slot, each wait a spin at most.
+  const std::uint64_t sequence = ring_base(arena, me, a.root);
+  if (me == a.root) {
+    const ConsumedByAll room = room_for(arena, me, sequence);
+    if (!arena.spin([&] { return room.met(); })) return false;
+    fill_slot(arena, me, sequence, a.buffer, bytes, nullptr, false);
+    return true;
+  }
+  const SlotPublished published(arena, a.root, sequence, "a slot from");
+  if (!published.spin()) return false;
+  // A pointer where bytes were due: the operation reports it.
+  if (arena.descriptor(a.root, sequence).address.load(std::memory_order_relaxed) != 0) return false;
+  copy_out_of_slot(arena, a.root, sequence, a.buffer, bytes, copy_for_output(bytes));
+  arena.advance(arena.consumed(me, a.root), sequence + 1);
+  return true;
+}
+
 Task allgather_shared_memory(Operation& op, AllgatherArgs a) {
   const int p = op.size();
   const int me = op.rank();

@@ -73,19 +73,7 @@ void SharedArena::advance(Counter& c, std::uint64_t value) {
 
 bool SharedArena::wait_for(const Counter& c, std::uint64_t target,
                            std::chrono::microseconds limit) const {
-  // Spinning gives the fastest handoff where every rank has its core; on an oversubscribed
-  // node it takes the core from a rank that has work.
-  const unsigned spin_limit = oversubscribed_ ? 256 : 4096;
-  for (unsigned spins = 1; spins <= spin_limit; ++spins) {
-    if (c.load(std::memory_order_acquire) >= target) return true;
-    if ((spins & 127) == 0) {
-      sched_yield();
-    } else {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-  }
+  if (spin_until(c, target)) return true;
   const timespec sleep_limit{static_cast<time_t>(limit.count() / 1000000),
                              static_cast<long>(limit.count() % 1000000) * 1000};
   std::atomic<std::uint32_t>& asleep = sleepers(c);

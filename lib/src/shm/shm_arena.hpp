@@ -21,10 +21,19 @@
 #include <span>
 #include <string>
 
+#include <sched.h>
+
 #include "ring_stores.hpp"
 #include "wait_condition.hpp"
 
 namespace collx::detail {
+
+// One poll's pause in a spin: the CPU's spin-wait hint where it has one.
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 class SharedArena {
  public:
@@ -56,6 +65,27 @@ class SharedArena {
   // Waits for `c` >= target for about `limit` at most; true once it is. Spins briefly, then
   // sleeps on a futex until advance() wakes it.
   bool wait_for(const Counter& c, std::uint64_t target, std::chrono::microseconds limit) const;
+  // wait_for's spinning alone: true once `c` >= target, false after as many polls.
+  bool spin_until(const Counter& c, std::uint64_t target) const {
+    return spin([&] { return c.load(std::memory_order_acquire) >= target; });
+  }
+  // Polls `met()` as wait_for spins (fewer polls on an oversubscribed node, the core given away
+  // now and then); true once it is.
+  template <class Met>
+  bool spin(Met met) const {
+    // Spinning gives the fastest handoff where every rank has its core; on an oversubscribed
+    // node it takes the core from a rank that has work.
+    const unsigned spin_limit = oversubscribed_ ? 256 : 4096;
+    for (unsigned spins = 1; spins <= spin_limit; ++spins) {
+      if (met()) return true;
+      if ((spins & 127) == 0) {
+        sched_yield();
+      } else {
+        spin_pause();
+      }
+    }
+    return false;
+  }
   // On an oversubscribed node, yields this core until `c` >= target (cheaper per handoff than a
   // futex wake-up); true once reached, false at once where every rank has its core.
   bool yield_until(const Counter& c, std::uint64_t target) const;
@@ -64,6 +94,10 @@ class SharedArena {
   // ticket when started, waits until turn(rank) reaches it, and calls end_turn(rank) when done.
   std::uint64_t take_ticket(int rank) { return turns_[rank].tickets++; }
   const Counter& turn(int rank) const { return turns_[rank].value; }
+  // Whether no operation of `rank` holds or awaits a turn on the arena.
+  bool idle(int rank) const {
+    return turns_[rank].value.load(std::memory_order_acquire) == turns_[rank].tickets;
+  }
   void end_turn(int rank) {
     advance(turns_[rank].value, turns_[rank].value.load(std::memory_order_relaxed) + 1);
   }
@@ -71,12 +105,21 @@ class SharedArena {
   // How `rank` writes into its ring (kept in this process, per rank).
   RingStores& ring_stores(int rank) { return turns_[rank].stores; }
 
-  // Where the bytes of a ring slot are when not in the slot: an address in the producer's
-  // memory (0: in the slot) and their length, written before the slot is published.
+  // A ring slot's line beside its counters: where its bytes are when not in the slot (an
+  // address in the producer's memory, 0: in the slot) and their length, written before the slot
+  // is published; the slot's stamp, its fill number + 1 once published (stored before
+  // `published` advances, so that a reader polls this one line rather than the counter's and
+  // then the slot's); and up to kInlineBytes of a small slot's bytes, which its readers copy
+  // from this line (bytes: kInlineTag | their length; the slot holds them too).
+  static constexpr std::size_t kInlineBytes = 40;
+  static constexpr std::uint64_t kInlineTag = std::uint64_t{1} << 63;
   struct SlotDescriptor {
     std::atomic<std::uint64_t> address;
     std::atomic<std::uint64_t> bytes;
+    std::atomic<std::uint64_t> stamp;
+    std::byte inline_bytes[kInlineBytes];
   };
+  static_assert(sizeof(SlotDescriptor) <= 64, "a slot's descriptor is one cache line");
   SlotDescriptor& descriptor(int producer, std::uint64_t sequence) {
     return *reinterpret_cast<SlotDescriptor*>(
         line(first_descriptor_line(nranks_) + producer * slots_ +
@@ -86,6 +129,12 @@ class SharedArena {
   bool direct_reads() const { return direct_reads_; }
   // COLLX_SHM_DIRECT when the arena was made (unset: the schedules decide).
   std::optional<bool> direct_reads_forced() const { return direct_forced_; }
+  // Marks slot `sequence` of `producer`'s ring published: its stamp, then `published` (waking
+  // a rank asleep on it).
+  void mark_published(int producer, std::uint64_t sequence) {
+    descriptor(producer, sequence).stamp.store(sequence + 1, std::memory_order_release);
+    advance(published(producer), sequence + 1);
+  }
   // Copies `bytes` at `address` in `producer`'s memory to `target`; 0, or the errno.
   int read_direct(int producer, std::byte* target, std::uint64_t address, std::size_t bytes);
   // Copies `bytes` from `source` to `address` in `peer`'s memory (process_vm_writev, which the
@@ -216,6 +265,41 @@ class CounterReached final : public WaitCondition {
   int peer_;
   const char* what_;
   bool peers_silent_;
+};
+
+// What a reader of a slot waits for: slot `sequence` of `producer`'s ring published. It polls
+// the slot's descriptor line (its stamp), which holds a small slot's bytes as well: one line
+// from the producer's core where the counter and then the slot would be two; asleep, it waits
+// on the `published` counter, which moves after the stamp.
+class SlotPublished final : public WaitCondition {
+ public:
+  SlotPublished(SharedArena& arena, int producer, std::uint64_t sequence, const char* what)
+      : arena_(arena),
+        stamp_(arena.descriptor(producer, sequence).stamp),
+        producer_(producer),
+        target_(sequence + 1),
+        what_(what) {}
+  bool met() const override { return stamp_.load(std::memory_order_acquire) >= target_; }
+  bool wait_for(std::chrono::microseconds limit) const override {
+    return arena_.spin_until(stamp_, target_) ||
+           arena_.wait_for(arena_.published(producer_), target_, limit);
+  }
+  std::string describe(std::span<const int> ranks) const override {
+    return describe_wait(what_, ranks, producer_);
+  }
+  bool peers_silent() const override { return true; }
+  bool yield_until_met() const override {
+    return arena_.yield_until(arena_.published(producer_), target_);
+  }
+  // Polls the stamp as wait_for does before it sleeps; true once met.
+  bool spin() const { return arena_.spin_until(stamp_, target_); }
+
+ private:
+  SharedArena& arena_;
+  const SharedArena::Counter& stamp_;
+  int producer_;
+  std::uint64_t target_;
+  const char* what_;
 };
 
 // What a producer waits for before it reuses or releases a slot of its ring: every other rank
