@@ -659,13 +659,13 @@ TEST_F(MpiCollectives, ZeroCountCallsCompleteAtOnce) {
   EXPECT_EQ(sum[0], static_cast<float>(p * (p - 1) / 2));
 }
 
-// A blocking broadcast of one ring slot runs at once, without an operation, where its wait ends
-// within a spin (broadcast_shared_memory_at_once); else as an operation, on the same slots and
-// counters. Mixed here: behind a nonblocking broadcast still in flight on the same communicator
-// (it must wait its turn, and the slot after); the readers late by 2 ms where the root has run
-// ahead of them past its ring's room; the root late by 2 ms, the readers' spins over before
-// its slot arrives.
-TEST_F(MpiCollectives, SmallBroadcastsAtOnceAndAsOperationsMix) {
+// A blocking broadcast or reduce of one ring slot runs at once, without an operation, where its
+// wait ends within a spin (broadcast_shared_memory_at_once, reduce_shared_memory_at_once); else
+// as an operation, on the same slots and counters. Mixed here: behind a nonblocking broadcast still
+// in flight on the same communicator (it must wait its turn, and the slot after); the readers late
+// by 2 ms where the root has run ahead of them past its ring's room; the root late by 2 ms, the
+// readers' spins over before its slot arrives.
+TEST_F(MpiCollectives, SmallBroadcastsAndReducesAtOnceAndAsOperationsMix) {
   const collx::Options shm = with(Algorithm::shared_memory);
   const auto late = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
   for (int round = 0; round < 4; ++round) {
@@ -693,6 +693,27 @@ TEST_F(MpiCollectives, SmallBroadcastsAtOnceAndAsOperationsMix) {
       right = right && row[k] == std::vector<std::int32_t>(count, 100 * round + k);
     ASSERT_TRUE(all_ranks(right)) << (round < 2 ? "root late" : "readers late") << ", round "
                                   << round;
+    // Reduces the same way: behind a nonblocking one, then ten in a row (int64 sums, exact).
+    std::vector<std::int64_t> in(count, me + 1), twice(count, 2 * (me + 1));
+    std::vector<std::int64_t> pending_sum(count, -1), sum(count, -1);
+    const std::int64_t total = static_cast<std::int64_t>(p) * (p + 1) / 2;
+    collx::Request pending_reduce = comm.ireduce(in.data(), pending_sum.data(), count,
+                                                 DataType::int64, ReduceOp::sum, root, shm);
+    comm.reduce(twice.data(), sum.data(), count, DataType::int64, ReduceOp::sum, second_root, shm);
+    pending_reduce.wait();
+    ASSERT_TRUE(
+        all_ranks((me != root || pending_sum == std::vector<std::int64_t>(count, total)) &&
+                  (me != second_root || sum == std::vector<std::int64_t>(count, 2 * total))))
+        << "reduce behind a nonblocking reduce, round " << round;
+    right = true;
+    for (int k = 0; k < 10; ++k) {
+      if ((me == root) == (round < 2) && k == 0) late();
+      std::vector<std::int64_t> mine(count, (me + 1) * (k + 1)), out(count, -1);
+      comm.reduce(mine.data(), out.data(), count, DataType::int64, ReduceOp::sum, root, shm);
+      right = right && (me != root || out == std::vector<std::int64_t>(count, total * (k + 1)));
+    }
+    ASSERT_TRUE(all_ranks(right)) << "reduces, " << (round < 2 ? "root late" : "others late")
+                                  << ", round " << round;
   }
 }
 

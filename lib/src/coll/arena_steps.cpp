@@ -144,14 +144,21 @@ void fill_slot(SharedArena& arena, int me, std::uint64_t sequence, const std::by
   });
 }
 
+const std::byte* slot_bytes(SharedArena& arena, int producer, std::uint64_t sequence,
+                            std::size_t bytes) {
+  const SharedArena::SlotDescriptor& d = arena.descriptor(producer, sequence);
+  if (bytes != 0 && d.bytes.load(std::memory_order_relaxed) == (SharedArena::kInlineTag | bytes))
+    return d.inline_bytes;
+  return arena.slot(producer, sequence);
+}
+
 void copy_out_of_slot(SharedArena& arena, int producer, std::uint64_t sequence, std::byte* target,
                       std::size_t bytes, kernels::CopyFn copy) {
-  const SharedArena::SlotDescriptor& d = arena.descriptor(producer, sequence);
-  // From the descriptor line where the producer put them there, of the same length.
-  if (bytes != 0 && d.bytes.load(std::memory_order_relaxed) == (SharedArena::kInlineTag | bytes)) {
-    std::memcpy(target, d.inline_bytes, bytes);
+  const std::byte* from = slot_bytes(arena, producer, sequence, bytes);
+  if (from == arena.slot(producer, sequence)) {
+    copy(target, from, bytes);
   } else {
-    copy(target, arena.slot(producer, sequence), bytes);
+    std::memcpy(target, from, bytes);
   }
 }
 

@@ -32,8 +32,12 @@ struct SlotCut {
   std::size_t length(std::size_t k) const { return std::min(slot, bytes - k * slot); }
 };
 
-// Copies slot `sequence` of `producer`'s ring, published with its bytes in the slot (not as a
-// pointer), to `target`: from its descriptor line where they are there too (fill_slot).
+// Where a reader finds the `bytes` of slot `sequence` of `producer`'s ring, published with its
+// bytes in the slot (not as a pointer): in its descriptor line where they are there too
+// (fill_slot, of that length), else in the slot.
+const std::byte* slot_bytes(SharedArena& arena, int producer, std::uint64_t sequence,
+                            std::size_t bytes);
+// Copies those bytes to `target`.
 void copy_out_of_slot(SharedArena& arena, int producer, std::uint64_t sequence, std::byte* target,
                       std::size_t bytes, kernels::CopyFn copy);
 

@@ -138,6 +138,9 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 // spin (SharedArena::spin); false where it does not, with nothing done: the operation runs it.
 // The same slot and counters as broadcast_shared_memory, so ranks may take either.
 bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const BroadcastArgs& args);
+// A blocking reduce of one ring slot (reduce_shared_memory's) run so: the root's wait is for
+// every other rank's slot, the others' for room in their rings.
+bool reduce_shared_memory_at_once(SharedArena& arena, int me, const ReduceArgs& args);
 // Gather's (kGather) or scatter's.
 template <bool kGather>
 Task rooted_shared_memory(Operation& op, RootedArgs args);

@@ -215,13 +215,57 @@ Task reduce_shared_memory(Operation& op, ReduceArgs a) {
     for (int step = 1; step < p; ++step) {
       const int r = (me + step) % p;
       const std::uint64_t sequence = base[static_cast<std::size_t>(r)] + k;
-      const CounterReached published(arena, arena.published(r), sequence + 1, r, "a slot from");
+      const SlotPublished published(arena, r, sequence, "a slot from");
       co_await op.until(published);
-      a.reduction.combine(out, accumulated, arena.slot(r, sequence), elems, step == p - 1);
+      a.reduction.combine(out, accumulated, slot_bytes(arena, r, sequence, cut.length(k)), elems,
+                          step == p - 1);
       accumulated = out;
       arena.advance(arena.consumed(me, r), sequence + 1);
     }
   }
+}
+
+bool reduce_shared_memory_at_once(SharedArena& arena, int me, const ReduceArgs& a) {
+  const int p = arena.size();
+  const std::size_t elem = a.reduction.element_size;
+  const std::size_t bytes = a.count * elem;
+  if (bytes == 0 || p == 1 || bytes > arena.slot_bytes() / elem * elem ||
+      operations_in_flight.load(std::memory_order_acquire) != 0 || !arena.idle(me)) {
+    return false;
+  }
+  // As reduce_shared_memory's one slot, each wait a spin at most.
+  const auto producers = [&](auto each) {
+    for (int step = 1; step < p; ++step)
+      each((me + step) % p);
+  };
+  if (me != a.root) {
+    const std::uint64_t sequence = ring_base(arena, me, me);
+    const ConsumedByAll room = room_for(arena, me, sequence);
+    if (!arena.spin([&] { return room.met(); })) return false;
+    producers([&](int r) {
+      if (r != a.root) arena.advance(arena.consumed(me, r), ring_base(arena, me, r) + 1);
+    });
+    fill_slot(arena, me, sequence, a.send, bytes, nullptr, false);
+    return true;
+  }
+  const bool all_published = arena.spin([&] {
+    bool all = true;
+    producers([&](int r) {
+      const std::uint64_t sequence = ring_base(arena, me, r);
+      all = all && arena.descriptor(r, sequence).stamp.load(std::memory_order_acquire) > sequence;
+    });
+    return all;
+  });
+  if (!all_published) return false;
+  const std::byte* accumulated = a.send;
+  producers([&](int r) {
+    const std::uint64_t sequence = ring_base(arena, me, r);
+    a.reduction.combine(a.recv, accumulated, slot_bytes(arena, r, sequence, bytes), a.count,
+                        r == (me + p - 1) % p);
+    accumulated = a.recv;
+    arena.advance(arena.consumed(me, r), sequence + 1);
+  });
+  return true;
 }
 
 // ---- block reductions (allreduce, reduce_scatter) ----
