@@ -387,9 +387,9 @@ TEST(Autotune, AfterAWaitTheTrialsRunTheChoicesBlockFirst) {
   };
   const Algorithm s = Algorithm::shared_memory, w = Algorithm::pairwise, m = Algorithm::mpi;
   EXPECT_EQ(trial_order(0), (std::vector<Algorithm>{w, w, w, m, m, m, s, s, s,  //
-                                                   w, w, w, m, m, m, s, s, s}));
+                                                    w, w, w, m, m, m, s, s, s}));
   EXPECT_EQ(trial_order(36), (std::vector<Algorithm>{s, s, s, w, w, w, m, m, m,  //
-                                                    s, s, s, w, w, w, m, m, m}));
+                                                     s, s, s, w, w, w, m, m, m}));
 }
 
 // The MPI library's own collective needs the share of the margin only, whatever the time: a
@@ -520,9 +520,11 @@ TEST(Autotune, SlowerThanTheMpiLibraryWasSettlesOnIt) {
 TEST(Autotune, ACollxChallengerMustBeatTheMpiLibraryByTheMargin) {
   const std::vector<Algorithm> candidates = {Algorithm::shared_memory, Algorithm::binomial_tree,
                                              Algorithm::mpi};
-  const auto choice = [&](std::uint64_t table, std::uint64_t challenger, std::uint64_t library) {
+  const auto choice = [&](std::uint64_t table, std::uint64_t challenger, std::uint64_t library,
+                          bool at_once = false) {
     ClassTuner t;
     t.start(candidates, 1, ClassTuner::Meetings::never, Algorithm::mpi);
+    if (at_once) t.set_at_once(Algorithm::shared_memory);
     run_trials(t, {1e-6, 1e-6, 1e-6}, 1);
     EXPECT_TRUE(t.agreed(std::vector<std::uint64_t>{table, challenger, library}));
     return t.chosen();
@@ -544,6 +546,14 @@ TEST(Autotune, ACollxChallengerMustBeatTheMpiLibraryByTheMargin) {
   // in the run after them).
   EXPECT_EQ(choice(1000, 1500, 1040), Algorithm::mpi);
   EXPECT_EQ(choice(300, 1500, 340), Algorithm::mpi);
+  // A candidate that runs at once: below 400 ns a call of the MPI library's, a quarter of its
+  // time is the margin (the arena's one-slot reduce against the MPI's); others keep 100 ns.
+  EXPECT_EQ(choice(110, 1500, 190, true), Algorithm::shared_memory);
+  EXPECT_EQ(choice(110, 1500, 190), Algorithm::mpi);
+  EXPECT_EQ(choice(130, 1500, 160, true), Algorithm::mpi);
+  EXPECT_EQ(choice(300, 1500, 340, true), Algorithm::mpi);
+  EXPECT_EQ(ClassTuner::library_margin_ns(190), 47u);
+  EXPECT_EQ(ClassTuner::library_margin_ns(1000), ClassTuner::kLibraryMarginMinNs);
 }
 
 // A round among the arena, the binomial tree and the MPI library's collective in which the ranks

@@ -224,11 +224,15 @@ bool ClassTuner::agreed(std::span<const std::uint64_t> maxima,
   // One of collx's must beat the MPI library's collective by the margin: between two trial times
   // that close, the MPI library is the safe choice (auto promises its speed, not more). A
   // challenger by the same margins as the table's choice; the table's choice by the share and
-  // kLibraryMarginMinNs (a table made on other machines is no evidence on this one).
+  // kLibraryMarginMinNs, or library_margin_ns where it runs at once (a table made on other
+  // machines is no evidence on this one).
   if (candidates_[winner] != library_) {
     for (std::size_t i = 1; i < count_ && i < maxima.size(); ++i) {
       if (candidates_[i] != library_) continue;
-      if (!beats(maxima[winner], maxima[i]) || maxima[winner] + kLibraryMarginMinNs > maxima[i] ||
+      if (!beats(maxima[winner], maxima[i]) ||
+          maxima[winner] + (candidates_[winner] == at_once_ ? library_margin_ns(maxima[i])
+                                                            : kLibraryMarginMinNs) >
+              maxima[i] ||
           (challenger_wins && maxima[winner] + kMarginMinNs > maxima[i])) {
         winner = i;
       }

@@ -156,6 +156,22 @@ class ClassTuner {
   // inside the MPI library's call; below a microsecond that moves the two by tens of
   // nanoseconds each way (docs/AUTO.md, "The margin over the MPI library").
   static constexpr std::uint64_t kLibraryMarginMinNs = 100;
+  // ... or, for a candidate whose calls run at once (at_once; no operation, as short a path as
+  // the MPI library's delegated call, so without the trials' swing), where the MPI library's
+  // call takes less than kLibraryMarginMinNs / kLibraryMarginShare, this share of its time: the
+  // arena's broadcast and reduce of one slot run so a third or more faster than the MPI
+  // library's calls of a few hundred nanoseconds, a lead that 100 ns would never let count
+  // (docs/AUTO.md, "The margin over the MPI library").
+  static constexpr double kLibraryMarginShare = 0.25;
+  // Candidate `algorithm`'s calls of this class run at once (collectives.hpp, *_at_once).
+  void set_at_once(Algorithm algorithm) { at_once_ = algorithm; }
+  // The margin by which a candidate that runs at once must beat the MPI library's collective of
+  // `library_ns` (others: kLibraryMarginMinNs).
+  static std::uint64_t library_margin_ns(std::uint64_t library_ns) {
+    return std::min(
+        kLibraryMarginMinNs,
+        static_cast<std::uint64_t>(kLibraryMarginShare * static_cast<double>(library_ns)));
+  }
   // A settled class is re-tried when a rank's sampled time exceeds its trial time this much,
   // and by at least kDriftMinNs (the same jitter would re-try sub-microsecond calls for ever).
   static constexpr double kDriftRatio = 1.5;
@@ -224,8 +240,9 @@ class ClassTuner {
   bool head_to_head_ = false;
   bool table_displaced_ = false;  // the round before the confirmation displaced the table's choice
   Algorithm library_ = Algorithm::automatic;
-  std::uint32_t wait_calls_ = 0;       // start()'s
-  Wait wait_ = Wait::warming_library;  // start()'s
+  Algorithm at_once_ = Algorithm::automatic;  // set_at_once
+  std::uint32_t wait_calls_ = 0;              // start()'s
+  Wait wait_ = Wait::warming_library;         // start()'s
   // The calls of the phase so far: made while waiting, recorded while trying, made once settled.
   std::uint32_t calls_ = 0;
   std::array<Algorithm, kMaxCandidates> candidates_{};
