@@ -659,13 +659,13 @@ TEST_F(MpiCollectives, ZeroCountCallsCompleteAtOnce) {
   EXPECT_EQ(sum[0], static_cast<float>(p * (p - 1) / 2));
 }
 
-// A blocking broadcast or reduce of one ring slot runs at once, without an operation, where its
-// wait ends within a spin (broadcast_shared_memory_at_once, reduce_shared_memory_at_once); else
-// as an operation, on the same slots and counters. Mixed here: behind a nonblocking broadcast still
-// in flight on the same communicator (it must wait its turn, and the slot after); the readers late
-// by 2 ms where the root has run ahead of them past its ring's room; the root late by 2 ms, the
-// readers' spins over before its slot arrives.
-TEST_F(MpiCollectives, SmallBroadcastsAndReducesAtOnceAndAsOperationsMix) {
+// A blocking broadcast, reduce or gather of one ring slot (a rank) runs at once, without an
+// operation, where its wait ends within a spin (broadcast_shared_memory_at_once and the like);
+// else as an operation, on the same slots and counters. Mixed here: behind a nonblocking broadcast
+// still in flight on the same communicator (it must wait its turn, and the slot after); the readers
+// late by 2 ms where the root has run ahead of them past its ring's room; the root late by 2 ms,
+// the readers' spins over before its slot arrives.
+TEST_F(MpiCollectives, SmallRootedCallsAtOnceAndAsOperationsMix) {
   const collx::Options shm = with(Algorithm::shared_memory);
   const auto late = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
   for (int round = 0; round < 4; ++round) {
@@ -713,6 +713,32 @@ TEST_F(MpiCollectives, SmallBroadcastsAndReducesAtOnceAndAsOperationsMix) {
       right = right && (me != root || out == std::vector<std::int64_t>(count, total * (k + 1)));
     }
     ASSERT_TRUE(all_ranks(right)) << "reduces, " << (round < 2 ? "root late" : "others late")
+                                  << ", round " << round;
+    // Gathers the same way.
+    const auto gathered = [&](int tag) {
+      std::vector<std::int32_t> all;
+      for (int r = 0; r < p; ++r)
+        all.insert(all.end(), count, 1000 * tag + r);
+      return all;
+    };
+    std::vector<std::int32_t> own(count, 1000 * round + me),
+        twice_own(count, 1000 * (round + 50) + me);
+    std::vector<std::int32_t> pending_all(count * p, -1), all(count * p, -1);
+    collx::Request pending_gather =
+        comm.igather(own.data(), pending_all.data(), count, DataType::int32, root, shm);
+    comm.gather(twice_own.data(), all.data(), count, DataType::int32, second_root, shm);
+    pending_gather.wait();
+    ASSERT_TRUE(all_ranks((me != root || pending_all == gathered(round)) &&
+                          (me != second_root || all == gathered(round + 50))))
+        << "gather behind a nonblocking gather, round " << round;
+    right = true;
+    for (int k = 0; k < 10; ++k) {
+      if ((me == root) == (round < 2) && k == 0) late();
+      std::vector<std::int32_t> mine(count, 1000 * (round + k) + me), out(count * p, -1);
+      comm.gather(mine.data(), out.data(), count, DataType::int32, root, shm);
+      right = right && (me != root || out == gathered(round + k));
+    }
+    ASSERT_TRUE(all_ranks(right)) << "gathers, " << (round < 2 ? "root late" : "others late")
                                   << ", round " << round;
   }
 }

@@ -470,6 +470,10 @@ Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Optio
           return [&](SharedArena& arena) {
             return arena.size() == s->size && reduce_shared_memory_at_once(arena, s->rank, args);
           };
+        } else if constexpr (C == Collective::gather) {
+          return [&](SharedArena& arena) {
+            return arena.size() == s->size && gather_shared_memory_at_once(arena, s->rank, args);
+          };
         } else {
           return nullptr;
         }

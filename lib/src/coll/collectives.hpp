@@ -141,6 +141,9 @@ bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const Broadcast
 // A blocking reduce of one ring slot (reduce_shared_memory's) run so: the root's wait is for
 // every other rank's slot, the others' for room in their rings.
 bool reduce_shared_memory_at_once(SharedArena& arena, int me, const ReduceArgs& args);
+// A blocking gather whose blocks fit one ring slot each (rooted_shared_memory<true>'s, not as
+// pointers) run so: the root's wait is for every other rank's slot, the others' for room.
+bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& args);
 // Gather's (kGather) or scatter's.
 template <bool kGather>
 Task rooted_shared_memory(Operation& op, RootedArgs args);

@@ -463,6 +463,61 @@ Task rooted_shared_memory(Operation& op, RootedArgs a) {
 template Task rooted_shared_memory<true>(Operation&, RootedArgs);
 template Task rooted_shared_memory<false>(Operation&, RootedArgs);
 
+bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& a) {
+  const int p = arena.size();
+  const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
+  const std::size_t largest = blocks.elements.max_length() * a.element_size;
+  if (p == 1 || largest == 0 || largest > arena.slot_bytes() ||
+      operations_in_flight.load(std::memory_order_acquire) != 0 || !arena.idle(me) ||
+      rooted_goes_directly(arena, largest)) {
+    return false;
+  }
+  // As rooted_shared_memory<true>'s one slot per rank, each wait a spin at most.
+  const auto others = [&](auto each) {
+    for (int step = 1; step < p; ++step) {
+      const int r = (a.root + step) % p;
+      if (blocks.length(r) != 0) each(r);
+    }
+  };
+  if (me != a.root) {
+    const std::uint64_t sequence = ring_base(arena, me, me);
+    const bool publishes = blocks.length(me) != 0;
+    const ConsumedByAll room = room_for(arena, me, sequence);
+    if (publishes && !arena.spin([&] { return room.met(); })) return false;
+    // The other senders' slots: only the root reads them (skip_to_own_slots).
+    others([&](int r) {
+      if (r != me) arena.advance(arena.consumed(me, r), ring_base(arena, me, r) + 1);
+    });
+    if (publishes) fill_slot(arena, me, sequence, a.send, blocks.length(me), nullptr, false);
+    return true;
+  }
+  const bool all_published = arena.spin([&] {
+    bool all = true;
+    others([&](int r) {
+      const std::uint64_t sequence = ring_base(arena, me, r);
+      all = all && arena.descriptor(r, sequence).stamp.load(std::memory_order_acquire) > sequence;
+    });
+    return all;
+  });
+  if (!all_published) return false;
+  // A pointer where bytes were due: the operation reports it.
+  bool pointers = false;
+  others([&](int r) {
+    const std::uint64_t sequence = ring_base(arena, me, r);
+    pointers =
+        pointers || arena.descriptor(r, sequence).address.load(std::memory_order_relaxed) != 0;
+  });
+  if (pointers) return false;
+  copy_root_block<true>(a.recv, const_cast<std::byte*>(a.send), blocks, a.root);
+  const kernels::CopyFn copy = copy_for_output(a.offsets.back() * a.element_size);
+  others([&](int r) {
+    const std::uint64_t sequence = ring_base(arena, me, r);
+    copy_out_of_slot(arena, r, sequence, a.recv + blocks.offset(r), blocks.length(r), copy);
+    arena.advance(arena.consumed(me, r), sequence + 1);
+  });
+  return true;
+}
+
 // Alltoall: pairwise's steps through the rings. In step s this rank fills its ring with its
 // block for rank + s while taking the block rank - s fills for it, a slot of each in turn (no
 // ring waits on a reader that waits on it). Readers step their counters over the slots meant for
