@@ -118,6 +118,22 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs a) {
   }
 }
 
+namespace {
+// Whether the next slot this rank reads of every producer `each_producer(f)` calls f with is
+// published within a spin (SharedArena::spin): a rooted root's one wait run at once.
+template <class EachProducer>
+bool next_slots_published_within_a_spin(SharedArena& arena, int me, EachProducer each_producer) {
+  return arena.spin([&] {
+    bool all = true;
+    each_producer([&](int r) {
+      const std::uint64_t sequence = ring_base(arena, me, r);
+      all = all && arena.descriptor(r, sequence).stamp.load(std::memory_order_acquire) > sequence;
+    });
+    return all;
+  });
+}
+}  // namespace
+
 bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const BroadcastArgs& a) {
   const std::size_t bytes = a.count * a.element_size;
   if (bytes == 0 || bytes > arena.slot_bytes() || arena.size() == 1 ||
@@ -248,15 +264,7 @@ bool reduce_shared_memory_at_once(SharedArena& arena, int me, const ReduceArgs& 
     fill_slot(arena, me, sequence, a.send, bytes, nullptr, false);
     return true;
   }
-  const bool all_published = arena.spin([&] {
-    bool all = true;
-    producers([&](int r) {
-      const std::uint64_t sequence = ring_base(arena, me, r);
-      all = all && arena.descriptor(r, sequence).stamp.load(std::memory_order_acquire) > sequence;
-    });
-    return all;
-  });
-  if (!all_published) return false;
+  if (!next_slots_published_within_a_spin(arena, me, producers)) return false;
   const std::byte* accumulated = a.send;
   producers([&](int r) {
     const std::uint64_t sequence = ring_base(arena, me, r);
@@ -491,15 +499,7 @@ bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& 
     if (publishes) fill_slot(arena, me, sequence, a.send, blocks.length(me), nullptr, false);
     return true;
   }
-  const bool all_published = arena.spin([&] {
-    bool all = true;
-    others([&](int r) {
-      const std::uint64_t sequence = ring_base(arena, me, r);
-      all = all && arena.descriptor(r, sequence).stamp.load(std::memory_order_acquire) > sequence;
-    });
-    return all;
-  });
-  if (!all_published) return false;
+  if (!next_slots_published_within_a_spin(arena, me, others)) return false;
   // A pointer where bytes were due: the operation reports it.
   bool pointers = false;
   others([&](int r) {
