@@ -462,17 +462,9 @@ Request run_call(const std::shared_ptr<CommState>& s, const Call& c, const Optio
       },
       library,
       [&] {
-        if constexpr (C == Collective::broadcast) {
+        if constexpr (runs_at_once(C)) {
           return [&](SharedArena& arena) {
-            return arena.size() == s->size && broadcast_shared_memory_at_once(arena, s->rank, args);
-          };
-        } else if constexpr (C == Collective::reduce) {
-          return [&](SharedArena& arena) {
-            return arena.size() == s->size && reduce_shared_memory_at_once(arena, s->rank, args);
-          };
-        } else if constexpr (C == Collective::gather) {
-          return [&](SharedArena& arena) {
-            return arena.size() == s->size && gather_shared_memory_at_once(arena, s->rank, args);
+            return shared_memory_at_once<C>(arena, s->rank, s->size, args);
           };
         } else {
           return nullptr;

@@ -55,11 +55,9 @@ ClassTuner* CommState::tuner_for(Collective collective, std::size_t bytes, bool 
         rooted(collective), bytes, node_layout == nullptr ? 1 : node_layout->nodes());
     tuner.start(candidates, trials, meetings, offered ? mpi : Algorithm::automatic, wait_calls,
                 wait);
-    // The arena's broadcast, reduce and gather of one slot run at once where their waits end in a
-    // spin (run_collective, collectives.hpp).
-    if ((collective == Collective::broadcast || collective == Collective::reduce ||
-         collective == Collective::gather) &&
-        arena && bytes <= transport->shared_arena()->slot_bytes()) {
+    // The arena's calls of one slot that run at once where their waits end in a spin
+    // (run_collective, collectives.hpp).
+    if (runs_at_once(collective) && arena && bytes <= transport->shared_arena()->slot_bytes()) {
       tuner.set_at_once(Algorithm::shared_memory);
     }
     if (tuner.in_trials()) ++trying_classes_;

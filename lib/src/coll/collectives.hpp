@@ -132,18 +132,36 @@ Task in_turn(Operation& op, SharedArena& arena, int me, Task body);
 SharedArena* node_arena_for(Operation& op, const patterns::NodeLayout& layout);
 // The shared-memory schedules (their rows name the point-to-point fallback, registry.hpp).
 Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
-// A blocking broadcast of one ring slot (not as pointers) run by this rank `me` on `arena` at
-// once, without an operation, where no operation holds a turn there (nor any in flight in this
-// process) and its one wait, for room in the root's ring or for the root's slot, ends within a
-// spin (SharedArena::spin); false where it does not, with nothing done: the operation runs it.
-// The same slot and counters as broadcast_shared_memory, so ranks may take either.
+// The shared-memory rows whose blocking call of one ring slot (a rank) can run at once, without
+// an operation: the schedule's one step, from run_collective (shared_memory_at_once).
+constexpr bool runs_at_once(Collective c) {
+  return c == Collective::broadcast || c == Collective::reduce || c == Collective::gather;
+}
+// Whether this rank `me` of `nranks` may run a blocking call on `arena` at once: the arena is
+// the call's, and no operation holds or awaits a turn there (nor any is in flight in this
+// process: a progress thread could take a turn).
+bool arena_free_at_once(SharedArena& arena, int me, int nranks);
+// The one step of a blocking broadcast of one ring slot (not as pointers), a reduce of one
+// slot, a gather of one slot a rank (not as pointers), run at once: each waits within a spin
+// (SharedArena::spin) at most, a producer for room in its ring, a reader or root for the slots
+// it reads; false where the call is larger or the spin ends first, with nothing done: the
+// operation runs it. The same slots and counters as their schedules, so ranks may take either.
 bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const BroadcastArgs& args);
-// A blocking reduce of one ring slot (reduce_shared_memory's) run so: the root's wait is for
-// every other rank's slot, the others' for room in their rings.
 bool reduce_shared_memory_at_once(SharedArena& arena, int me, const ReduceArgs& args);
-// A blocking gather whose blocks fit one ring slot each (rooted_shared_memory<true>'s, not as
-// pointers) run so: the root's wait is for every other rank's slot, the others' for room.
 bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& args);
+// Collective C's (runs_at_once) blocking call of `args` run at once where the arena is free.
+template <Collective C, class Args>
+bool shared_memory_at_once(SharedArena& arena, int me, int nranks, const Args& args) {
+  static_assert(runs_at_once(C));
+  if (!arena_free_at_once(arena, me, nranks)) return false;
+  if constexpr (C == Collective::broadcast) {
+    return broadcast_shared_memory_at_once(arena, me, args);
+  } else if constexpr (C == Collective::reduce) {
+    return reduce_shared_memory_at_once(arena, me, args);
+  } else {
+    return gather_shared_memory_at_once(arena, me, args);
+  }
+}
 // Gather's (kGather) or scatter's.
 template <bool kGather>
 Task rooted_shared_memory(Operation& op, RootedArgs args);

@@ -134,13 +134,15 @@ bool next_slots_published_within_a_spin(SharedArena& arena, int me, EachProducer
 }
 }  // namespace
 
+bool arena_free_at_once(SharedArena& arena, int me, int nranks) {
+  return arena.size() == nranks && nranks > 1 &&
+         operations_in_flight.load(std::memory_order_acquire) == 0 && arena.idle(me);
+}
+
 bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const BroadcastArgs& a) {
   const std::size_t bytes = a.count * a.element_size;
-  if (bytes == 0 || bytes > arena.slot_bytes() || arena.size() == 1 ||
-      operations_in_flight.load(std::memory_order_acquire) != 0 || !arena.idle(me) ||
-      broadcast_goes_directly(arena, bytes)) {
+  if (bytes == 0 || bytes > arena.slot_bytes() || broadcast_goes_directly(arena, bytes))
     return false;
-  }
   // As broadcast_shared_memory's one slot, each wait a spin at most.
   const std::uint64_t sequence = ring_base(arena, me, a.root);
   if (me == a.root) {
@@ -245,10 +247,7 @@ bool reduce_shared_memory_at_once(SharedArena& arena, int me, const ReduceArgs& 
   const int p = arena.size();
   const std::size_t elem = a.reduction.element_size;
   const std::size_t bytes = a.count * elem;
-  if (bytes == 0 || p == 1 || bytes > arena.slot_bytes() / elem * elem ||
-      operations_in_flight.load(std::memory_order_acquire) != 0 || !arena.idle(me)) {
-    return false;
-  }
+  if (bytes == 0 || bytes > arena.slot_bytes() / elem * elem) return false;
   // As reduce_shared_memory's one slot, each wait a spin at most.
   const auto producers = [&](auto each) {
     for (int step = 1; step < p; ++step)
@@ -475,11 +474,8 @@ bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& 
   const int p = arena.size();
   const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
   const std::size_t largest = blocks.elements.max_length() * a.element_size;
-  if (p == 1 || largest == 0 || largest > arena.slot_bytes() ||
-      operations_in_flight.load(std::memory_order_acquire) != 0 || !arena.idle(me) ||
-      rooted_goes_directly(arena, largest)) {
+  if (largest == 0 || largest > arena.slot_bytes() || rooted_goes_directly(arena, largest))
     return false;
-  }
   // As rooted_shared_memory<true>'s one slot per rank, each wait a spin at most.
   const auto others = [&](auto each) {
     for (int step = 1; step < p; ++step) {
