@@ -740,6 +740,30 @@ TEST_F(MpiCollectives, SmallRootedCallsAtOnceAndAsOperationsMix) {
     }
     ASSERT_TRUE(all_ranks(right)) << "gathers, " << (round < 2 ? "root late" : "others late")
                                   << ", round " << round;
+    // Scatters the same way (the root's full buffer is what gathered(tag) gathers).
+    std::vector<std::int32_t> pending_block(count, -1), block(count, -1);
+    const std::vector<std::int32_t> to_scatter = gathered(round),
+                                    twice_scattered = gathered(round + 50);
+    collx::Request pending_scatter =
+        comm.iscatter(me == root ? to_scatter.data() : nullptr, pending_block.data(), count,
+                      DataType::int32, root, shm);
+    comm.scatter(me == second_root ? twice_scattered.data() : nullptr, block.data(), count,
+                 DataType::int32, second_root, shm);
+    pending_scatter.wait();
+    ASSERT_TRUE(all_ranks(pending_block == std::vector<std::int32_t>(count, 1000 * round + me) &&
+                          block == std::vector<std::int32_t>(count, 1000 * (round + 50) + me)))
+        << "scatter behind a nonblocking scatter, round " << round;
+    right = true;
+    for (int k = 0; k < 10; ++k) {
+      if ((me == root) == (round < 2) && k == 0) late();
+      const std::vector<std::int32_t> full = gathered(round + k);
+      std::vector<std::int32_t> mine(count, -1);
+      comm.scatter(me == root ? full.data() : nullptr, mine.data(), count, DataType::int32, root,
+                   shm);
+      right = right && mine == std::vector<std::int32_t>(count, 1000 * (round + k) + me);
+    }
+    ASSERT_TRUE(all_ranks(right)) << "scatters, " << (round < 2 ? "root late" : "others late")
+                                  << ", round " << round;
   }
 }
 

@@ -135,20 +135,23 @@ Task broadcast_shared_memory(Operation& op, BroadcastArgs args);
 // The shared-memory rows whose blocking call of one ring slot (a rank) can run at once, without
 // an operation: the schedule's one step, from run_collective (shared_memory_at_once).
 constexpr bool runs_at_once(Collective c) {
-  return c == Collective::broadcast || c == Collective::reduce || c == Collective::gather;
+  return c == Collective::broadcast || c == Collective::reduce || c == Collective::gather ||
+         c == Collective::scatter;
 }
 // Whether this rank `me` of `nranks` may run a blocking call on `arena` at once: the arena is
 // the call's, and no operation holds or awaits a turn there (nor any is in flight in this
 // process: a progress thread could take a turn).
 bool arena_free_at_once(SharedArena& arena, int me, int nranks);
 // The one step of a blocking broadcast of one ring slot (not as pointers), a reduce of one
-// slot, a gather of one slot a rank (not as pointers), run at once: each waits within a spin
-// (SharedArena::spin) at most, a producer for room in its ring, a reader or root for the slots
-// it reads; false where the call is larger or the spin ends first, with nothing done: the
-// operation runs it. The same slots and counters as their schedules, so ranks may take either.
+// slot, a gather or scatter of one slot a rank (not as pointers), run at once: each waits
+// within a spin (SharedArena::spin) at most, a producer for room in its ring (a scatter's root
+// for all its slots), a reader or root for the slots it reads; false where the call is larger or
+// the spin ends first, with nothing done: the operation runs it. The same slots and counters as
+// their schedules, so ranks may take either.
 bool broadcast_shared_memory_at_once(SharedArena& arena, int me, const BroadcastArgs& args);
 bool reduce_shared_memory_at_once(SharedArena& arena, int me, const ReduceArgs& args);
 bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& args);
+bool scatter_shared_memory_at_once(SharedArena& arena, int me, const ScatterArgs& args);
 // Collective C's (runs_at_once) blocking call of `args` run at once where the arena is free.
 template <Collective C, class Args>
 bool shared_memory_at_once(SharedArena& arena, int me, int nranks, const Args& args) {
@@ -158,8 +161,10 @@ bool shared_memory_at_once(SharedArena& arena, int me, int nranks, const Args& a
     return broadcast_shared_memory_at_once(arena, me, args);
   } else if constexpr (C == Collective::reduce) {
     return reduce_shared_memory_at_once(arena, me, args);
-  } else {
+  } else if constexpr (C == Collective::gather) {
     return gather_shared_memory_at_once(arena, me, args);
+  } else {
+    return scatter_shared_memory_at_once(arena, me, args);
   }
 }
 // Gather's (kGather) or scatter's.

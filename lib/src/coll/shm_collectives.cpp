@@ -514,6 +514,53 @@ bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& 
   return true;
 }
 
+bool scatter_shared_memory_at_once(SharedArena& arena, int me, const ScatterArgs& a) {
+  const int p = arena.size();
+  const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
+  const std::size_t largest = blocks.elements.max_length() * a.element_size;
+  if (largest == 0 || largest > arena.slot_bytes() || rooted_goes_directly(arena, largest))
+    return false;
+  // As rooted_shared_memory<false>'s one slot per other rank with a block, in rank order from
+  // root + 1 on, each wait a spin at most: the root's for room for all of them in its ring, a
+  // reader's for its own slot.
+  const std::uint64_t base = ring_base(arena, me, a.root);
+  std::uint64_t slots = 0;
+  std::uint64_t own_slot = 0;
+  for (int step = 1; step < p; ++step) {
+    const int r = (a.root + step) % p;
+    if (r == me) own_slot = base + slots;
+    if (blocks.length(r) != 0) ++slots;
+  }
+  std::byte* const full = const_cast<std::byte*>(a.send);
+  if (me == a.root) {
+    if (slots > static_cast<std::uint64_t>(arena.slots())) return false;
+    if (slots != 0) {
+      const ConsumedByAll room = room_for(arena, me, base + slots - 1);
+      if (!arena.spin([&] { return room.met(); })) return false;
+    }
+    std::uint64_t sequence = base;
+    for (int step = 1; step < p; ++step) {
+      const int r = (a.root + step) % p;
+      if (blocks.length(r) != 0)
+        fill_slot(arena, me, sequence++, full + blocks.offset(r), blocks.length(r), nullptr, false);
+    }
+    copy_root_block<false>(full, a.recv, blocks, a.root);
+    return true;
+  }
+  if (blocks.length(me) != 0) {
+    const SlotPublished published(arena, a.root, own_slot, "a slot from");
+    if (!published.spin()) return false;
+    // A pointer where bytes were due: the operation reports it.
+    if (arena.descriptor(a.root, own_slot).address.load(std::memory_order_relaxed) != 0)
+      return false;
+    copy_out_of_slot(arena, a.root, own_slot, a.recv, blocks.length(me),
+                     copy_for_output(blocks.length(me)));
+  }
+  // The slots for the others: only they read them.
+  arena.advance(arena.consumed(me, a.root), base + slots);
+  return true;
+}
+
 // Alltoall: pairwise's steps through the rings. In step s this rank fills its ring with its
 // block for rank + s while taking the block rank - s fills for it, a slot of each in turn (no
 // ring waits on a reader that waits on it). Readers step their counters over the slots meant for
