@@ -470,12 +470,23 @@ Task rooted_shared_memory(Operation& op, RootedArgs a) {
 template Task rooted_shared_memory<true>(Operation&, RootedArgs);
 template Task rooted_shared_memory<false>(Operation&, RootedArgs);
 
-bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& a) {
-  const int p = arena.size();
+namespace {
+// A gather's or scatter's blocks where its call can run at once: each fits one ring slot and
+// goes through the slots (not as pointers); else none.
+std::optional<ByteBlocks> blocks_in_one_slot_each(SharedArena& arena, const RootedArgs& a) {
   const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
   const std::size_t largest = blocks.elements.max_length() * a.element_size;
   if (largest == 0 || largest > arena.slot_bytes() || rooted_goes_directly(arena, largest))
-    return false;
+    return std::nullopt;
+  return blocks;
+}
+}  // namespace
+
+bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& a) {
+  const std::optional<ByteBlocks> in_slots = blocks_in_one_slot_each(arena, a);
+  if (!in_slots) return false;
+  const ByteBlocks& blocks = *in_slots;
+  const int p = arena.size();
   // As rooted_shared_memory<true>'s one slot per rank, each wait a spin at most.
   const auto others = [&](auto each) {
     for (int step = 1; step < p; ++step) {
@@ -515,11 +526,10 @@ bool gather_shared_memory_at_once(SharedArena& arena, int me, const GatherArgs& 
 }
 
 bool scatter_shared_memory_at_once(SharedArena& arena, int me, const ScatterArgs& a) {
+  const std::optional<ByteBlocks> in_slots = blocks_in_one_slot_each(arena, a);
+  if (!in_slots) return false;
+  const ByteBlocks& blocks = *in_slots;
   const int p = arena.size();
-  const ByteBlocks blocks{patterns::BlockLayout(a.offsets), a.element_size};
-  const std::size_t largest = blocks.elements.max_length() * a.element_size;
-  if (largest == 0 || largest > arena.slot_bytes() || rooted_goes_directly(arena, largest))
-    return false;
   // As rooted_shared_memory<false>'s one slot per other rank with a block, in rank order from
   // root + 1 on, each wait a spin at most: the root's for room for all of them in its ring, a
   // reader's for its own slot.
