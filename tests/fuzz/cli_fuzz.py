@@ -225,10 +225,14 @@ def run_case(case, opts, index):
     args = [os.path.join(opts.work, f"case{index}.ckpt") if a == "@ckpt" else a
             for a in case.args]
     command = [opts.mpiexec, "-n", str(case.np)] + opts.mpiexec_flag + [program] + args
+    # Cases run two at a time: each its own base for Open MPI's session directory, which two
+    # mpiexecs started together race on (tests/CMakeLists.txt, collx_mpi_session_per_test).
+    environment = dict(ENVIRONMENT)
+    environment["OMPI_MCA_orte_tmpdir_base"] = os.path.join(opts.work, f"case{index}.sessions")
     start = time.monotonic()
     # A session of its own: on a hang the launcher and its ranks all end together.
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, env=ENVIRONMENT)
+                            stderr=subprocess.STDOUT, start_new_session=True, env=environment)
     try:
         out, _ = proc.communicate(timeout=opts.limit)
         status = proc.returncode
