@@ -69,14 +69,22 @@ class SharedArena {
   bool spin_until(const Counter& c, std::uint64_t target) const {
     return spin([&] { return c.load(std::memory_order_acquire) >= target; });
   }
-  // Polls `met()` as wait_for spins (fewer polls on an oversubscribed node, the core given away
-  // now and then); true once it is.
+  // Polls `met()` as wait_for spins; true once it is.
   template <class Met>
   bool spin(Met met) const {
-    // Spinning gives the fastest handoff where every rank has its core; on an oversubscribed
-    // node it takes the core from a rank that has work.
-    const unsigned spin_limit = oversubscribed_ ? 256 : 4096;
-    for (unsigned spins = 1; spins <= spin_limit; ++spins) {
+    // On an oversubscribed node the rank waited for may be the one waiting for this core: every
+    // poll that finds nothing gives the core away at once, as Open MPI's yield_when_idle does.
+    // Pauses between yields cost what the CPU's PAUSE costs, tenfold more on some CPUs than on
+    // others (docs/AUTO.md, the oversubscribed arena).
+    if (oversubscribed_) {
+      for (int polls = 0; polls < kOversubscribedPolls; ++polls) {
+        if (met()) return true;
+        sched_yield();
+      }
+      return met();
+    }
+    // Every rank has its core: spinning gives the fastest handoff.
+    for (unsigned spins = 1; spins <= 4096; ++spins) {
       if (met()) return true;
       if ((spins & 127) == 0) {
         sched_yield();
@@ -196,6 +204,7 @@ class SharedArena {
   std::size_t slot_bytes_;
   int slots_;
   std::byte* data_;
+  static constexpr int kOversubscribedPolls = 32;  // spin()'s, each followed by a yield
   bool oversubscribed_ = false;  // Transport::processors_oversubscribed (set at creation)
   bool direct_reads_ = false;    // set at creation
   std::optional<bool> direct_forced_;
