@@ -84,16 +84,6 @@ bool SharedArena::wait_for(const Counter& c, std::uint64_t target,
   return c.load(std::memory_order_acquire) >= target;
 }
 
-bool SharedArena::yield_until(const Counter& c, std::uint64_t target) const {
-  if (!oversubscribed_) return false;
-  constexpr int kYields = 2048;
-  for (int i = 0; i < kYields; ++i) {
-    sched_yield();
-    if (c.load(std::memory_order_acquire) >= target) return true;
-  }
-  return false;
-}
-
 void SharedArena::initialize_header(std::byte* base, int nranks, int slots) {
   std::memset(base, 0, header_bytes(nranks, slots));
   for (int i = 0; i < nranks + nranks * nranks; ++i) {

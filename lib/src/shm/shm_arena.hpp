@@ -69,6 +69,10 @@ class SharedArena {
   bool spin_until(const Counter& c, std::uint64_t target) const {
     return spin([&] { return c.load(std::memory_order_acquire) >= target; });
   }
+  // spin()'s time where every rank has its core, before a wait sleeps or a call run at once
+  // falls back to its operation: a time, not a count of polls, since what a PAUSE costs differs
+  // tenfold across CPUs (docs/AUTO.md, "The spin's budget").
+  static constexpr std::chrono::nanoseconds kSpinBudget{100'000};
   // Polls `met()` as wait_for spins; true once it is.
   template <class Met>
   bool spin(Met met) const {
@@ -76,27 +80,33 @@ class SharedArena {
     // poll that finds nothing gives the core away at once, as Open MPI's yield_when_idle does.
     // Pauses between yields cost what the CPU's PAUSE costs, tenfold more on some CPUs than on
     // others (docs/AUTO.md, the oversubscribed arena).
-    if (oversubscribed_) {
-      for (int polls = 0; polls < kOversubscribedPolls; ++polls) {
-        if (met()) return true;
-        sched_yield();
-      }
-      return met();
-    }
-    // Every rank has its core: spinning gives the fastest handoff.
-    for (unsigned spins = 1; spins <= 4096; ++spins) {
+    if (oversubscribed_) return yield_polls(met, kOversubscribedPolls);
+    // Every rank has its core: spinning gives the fastest handoff, for kSpinBudget. The clock is
+    // read every 128 polls, not before: a condition met within them costs no clock read.
+    std::chrono::steady_clock::time_point deadline{};
+    for (unsigned polls = 1;; ++polls) {
       if (met()) return true;
-      if ((spins & 127) == 0) {
-        sched_yield();
-      } else {
+      if ((polls & 127) != 0) {
         spin_pause();
+        continue;
       }
+      const auto now = std::chrono::steady_clock::now();
+      if (polls == 128) {
+        deadline = now + kSpinBudget;
+      } else if (now >= deadline) {
+        return false;
+      }
+      sched_yield();
     }
-    return false;
   }
   // On an oversubscribed node, yields this core until `c` >= target (cheaper per handoff than a
-  // futex wake-up); true once reached, false at once where every rank has its core.
-  bool yield_until(const Counter& c, std::uint64_t target) const;
+  // futex wake-up), kYieldUntilPolls times at most; true once reached, false at once where every
+  // rank has its core.
+  bool yield_until(const Counter& c, std::uint64_t target) const {
+    return oversubscribed_ &&
+           yield_polls([&] { return c.load(std::memory_order_acquire) >= target; },
+                       kYieldUntilPolls);
+  }
 
   // Operations take turns on the arena in call order (the same on every rank): each takes a
   // ticket when started, waits until turn(rank) reaches it, and calls end_turn(rank) when done.
@@ -204,7 +214,17 @@ class SharedArena {
   std::size_t slot_bytes_;
   int slots_;
   std::byte* data_;
+  // Polls `met()`, yielding the core after each that finds it unmet, `polls` times at most.
+  template <class Met>
+  static bool yield_polls(Met met, int polls) {
+    for (int i = 0; i < polls; ++i) {
+      if (met()) return true;
+      sched_yield();
+    }
+    return met();
+  }
   static constexpr int kOversubscribedPolls = 32;  // spin()'s, each followed by a yield
+  static constexpr int kYieldUntilPolls = 2048;    // yield_until()'s
   bool oversubscribed_ = false;  // Transport::processors_oversubscribed (set at creation)
   bool direct_reads_ = false;    // set at creation
   std::optional<bool> direct_forced_;
