@@ -669,4 +669,56 @@ TEST(MpiLibraryDelegated, SettledClassesGoStraightToTheMpiLibrary) {
   EXPECT_EQ(sum[0], p);
 }
 
+// A choice of the MPI library's collective that no trials time goes to it straight from the
+// size's second call on (CommState::delegates, untimed_library_): asked for by name, or by
+// COLLX_ALGO (a tuning file's rule and the table's row resolve alike). The calls give the MPI
+// library's bits and take their sequence numbers; another size, and auto's calls where nothing
+// chose the MPI library for them, are not taken along.
+TEST(MpiLibraryDelegated, UntimedChoicesOfTheMpiLibraryGoStraightToIt) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  const int r = comm.rank();
+  const std::size_t count = 300;  // 1200 B of int32
+  const std::size_t bytes = count * sizeof(std::int32_t);
+  const auto in = values(r, count, 3);
+  std::vector<std::int32_t> want(count), out(count);
+  comm.allreduce(in.data(), want.data(), count, DataType::int32, ReduceOp::sum,
+                 collx::Options{Algorithm::ring});
+  // By name: the first call goes through collx's path, which remembers the size.
+  EXPECT_FALSE(s.delegates(Collective::allreduce, bytes, kMpi));
+  comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum, kMpi);
+  EXPECT_EQ(out, want);
+  EXPECT_TRUE(s.delegates(Collective::allreduce, bytes, kMpi));
+  EXPECT_FALSE(s.delegates(Collective::allreduce, bytes + sizeof(std::int32_t), kMpi));
+  EXPECT_FALSE(s.delegates(Collective::allreduce, bytes, collx::Options{}));
+  EXPECT_FALSE(s.delegates(Collective::allreduce, bytes, collx::Options{Algorithm::ring}));
+  std::uint64_t before = s.next_sequence;
+  for (int call = 0; call < 5; ++call) {
+    out.assign(count, 0);
+    comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum, kMpi);
+    EXPECT_EQ(out, want) << "call " << call;
+  }
+  EXPECT_EQ(s.next_sequence, before + 5);
+  // By COLLX_ALGO: auto's broadcast resolves to the MPI library's.
+  collx::detail::Config c = collx::detail::config();
+  c.algorithm[static_cast<std::size_t>(Collective::broadcast)] = Algorithm::mpi;
+  const collx::testing::ConfigOverride forced(c);
+  const std::vector<std::int32_t> sent = values(0, count, 8);
+  std::vector<std::int32_t> buffer(count);
+  const auto broadcast = [&] {
+    buffer = r == 0 ? sent : std::vector<std::int32_t>(count, 0);
+    comm.broadcast(buffer.data(), count, DataType::int32, 0);
+    EXPECT_EQ(buffer, sent);
+  };
+  broadcast();
+  EXPECT_TRUE(s.delegates(Collective::broadcast, bytes, collx::Options{}));
+  EXPECT_FALSE(s.delegates(Collective::broadcast, 2 * bytes, collx::Options{}));
+  // The allreduce asked for by name, under a configuration replaced since: through collx again
+  // once, then straight.
+  EXPECT_FALSE(s.delegates(Collective::allreduce, bytes, kMpi));
+  before = s.next_sequence;
+  for (int call = 0; call < 3; ++call)
+    broadcast();
+  EXPECT_EQ(s.next_sequence, before + 3);
+}
 }  // namespace

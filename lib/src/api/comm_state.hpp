@@ -89,6 +89,9 @@ struct CommState {
       // The class's order-sensitive calls then take the delegated path.
       if (last.library_instead != Algorithm::automatic)
         mark_delegated(untried_library_, collective, bytes, true);
+      // A choice of the MPI library's collective that no trials time (an explicit mpi,
+      // COLLX_ALGO, a tuning file's rule, the table's row): the size's blocking calls too.
+      if (last.tuner == nullptr) note_untimed_library(collective, key, last.algorithm);
       last.key = key;
     }
     if (last.tuner == nullptr) [[likely]] {
@@ -158,15 +161,23 @@ struct CommState {
     // learns that the process is host-only: memory.cpp learns it from a call's buffers).
     if (collective != Collective::barrier && (bytes == 0 || !surely_host_memory(options)))
       return false;
+    const ChoiceKey& untimed = untimed_library_[static_cast<std::size_t>(collective)];
+    if (untimed.bytes == bytes && untimed.requested == options.algorithm &&
+        untimed.order_sensitive == order_sensitive && untimed.config == &config()) {
+      return true;
+    }
+    // The classes' flags are auto's.
+    if (options.algorithm != Algorithm::automatic) return false;
     const int k = size_class_of(bytes);
     const auto& classes = order_sensitive ? untried_library_ : delegated_;
     return classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(k)] &&
            delegating_config_ == &config();
   }
-  // Not an explicit algorithm, a stream, or a negative pipeline depth (collx's path rejects it).
+  // auto or the MPI library's collective asked for (Algorithm::mpi), no stream, and not a
+  // negative pipeline depth (collx's path rejects it).
   static bool options_may_delegate(const Options& options) {
-    return options.algorithm == Algorithm::automatic && options.stream == nullptr &&
-           options.pipeline_depth >= 0;
+    return (options.algorithm == Algorithm::automatic || options.algorithm == Algorithm::mpi) &&
+           options.stream == nullptr && options.pipeline_depth >= 0;
   }
   // COLLX_CHECK, COLLX_DEBUG and COLLX_TIMEOUT work on collx's path only.
   static bool needs_collx_path(const Config& c) {
@@ -316,6 +327,14 @@ struct CommState {
   SizeClassFlags delegated_{};
   // The size classes whose order-sensitive calls run the MPI library untried (delegates()).
   SizeClassFlags untried_library_{};
+  // Per collective, the call (its size, the algorithm asked for, its order sensitivity, under
+  // its configuration) whose choice, untimed, is the MPI library's collective: its blocking calls
+  // take the delegated path (delegates()). The last such call's; a program's calls of one size
+  // follow each other (a benchmark's, a solver's iterations).
+  std::array<ChoiceKey, kCollectiveCount> untimed_library_{};
+  // Remembers `key` in untimed_library_ where `algorithm` is the MPI library's row and nothing
+  // needs collx's path.
+  void note_untimed_library(Collective collective, const ChoiceKey& key, Algorithm algorithm);
   // Sets (or clears) the flag of the call's class, where nothing needs collx's path.
   void mark_delegated(SizeClassFlags& classes, Collective collective, std::size_t bytes,
                       bool to_mpi);

@@ -220,6 +220,14 @@ Algorithm CommState::library_for_untried(Collective collective, std::size_t byte
   return library_algorithm(collective);
 }
 
+void CommState::note_untimed_library(Collective collective, const ChoiceKey& key,
+                                     Algorithm algorithm) {
+  const AlgorithmRow* row = find_row(collective, algorithm);
+  if (row == nullptr || !row->mpi_library || needs_collx_path(*key.config)) return;
+  untimed_library_[static_cast<std::size_t>(collective)] = key;
+  delegating_ = true;
+}
+
 void CommState::mark_delegated(SizeClassFlags& classes, Collective collective, std::size_t bytes,
                                bool to_mpi) {
   const Config& c = config();
