@@ -251,6 +251,11 @@ int intercept(Mode mode, Call call, MPI_Comm comm, PassReason reason, const Libr
       }
     }
   }
+  if constexpr (Mode::blocking) {
+    // What follows (the arguments converted, collx's entry) is what collx's path costs a call
+    // here, and the delegated call above skips it: auto's trials time collx's candidates from here.
+    if (collx::Communicator* known = accepted_state()) known->entering_call();
+  }
   count(call, Mode::blocking, true, nullptr);  // before collx's own lines (COLLX_DEBUG)
   const CollxScope inside;
   try {

@@ -14,7 +14,8 @@
 #
 #   scripts/small-call-count.sh OUTDIR [NP=2] [CALLS=2000]
 #
-# COLLECTIVES (default "broadcast reduce") and PATHS (default "native delegated collx dropin")
+# COLLECTIVES (default "broadcast reduce") and PATHS (default "native delegated collx dropin";
+# also dropin_collx: the drop-in on collx's own path, with COLLX_ALGO say)
 # choose the rows: the probe also runs allreduce and barrier.
 # Writes OUTDIR/table.md. The probe is tests/mpi/small_call_probe (built here where missing).
 set -euo pipefail
@@ -83,7 +84,7 @@ for collective in ${COLLECTIVES:-broadcast reduce}; do
   for path in ${PATHS:-native delegated collx dropin}; do
     file="$out/callgrind.$collective.$path"
     program="$probe"
-    [ "$path" = dropin ] && program="${probe}_dropin"
+    case "$path" in dropin | dropin_collx) program="${probe}_dropin" ;; esac
     CALLGRIND_OUT="$file" collx_mpirun "$np" "$wrapper" "$program" "$path" "$collective" \
       "$calls" >/dev/null 2>"$out/stderr.$collective.$path" ||
       { echo "small-call-count: $collective $path failed (see $out)" >&2; exit 1; }

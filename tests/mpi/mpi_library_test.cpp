@@ -600,6 +600,35 @@ TEST(MpiLibraryBarrierOnly, DelegatedBarrierInAProgramOfBarriers) {
         << "the delegated barrier reached its trials";
 }
 
+// A caller in front of collx (the drop-in) marks its entry (Communicator::entering_call) while
+// trials run: the next blocking call takes it (once) as the start of its timing, so that collx's
+// candidates are timed with the caller's own work, as settled they will cost; a mark left by a
+// call that did not come (another numbered call took its place) is dropped.
+TEST(MpiLibraryInAuto, TrialsTimeCollxsCandidatesFromTheCallersEntry) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  using Clock = collx::detail::CallClock;
+  // No trials yet: nothing marked.
+  comm.entering_call();
+  EXPECT_EQ(s.caller_entry(), Clock::time_point{});
+  std::vector<std::int32_t> in(1000, 1), out(1000);
+  comm.allreduce(in.data(), out.data(), in.size(), DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(out[0], comm.size());
+  // The class's trials start at its first call (COLLX_AUTOTUNE_WAIT=0), where there are ranks
+  // to try anything with.
+  ASSERT_EQ(s.trials_running(), comm.size() > 1);
+  comm.entering_call();
+  const Clock::time_point marked = s.caller_entry();
+  EXPECT_EQ(marked != Clock::time_point{}, comm.size() > 1);
+  EXPECT_EQ(s.caller_entry(), Clock::time_point{});  // taken once
+  comm.entering_call();
+  comm.allreduce(in.data(), out.data(), in.size(), DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(s.caller_entry(), Clock::time_point{});  // the call took it
+  s.note_caller_entry();
+  comm.library_call_made();  // a call numbered elsewhere (every rank alike): the mark was its
+  EXPECT_EQ(s.caller_entry(), Clock::time_point{});
+}
+
 // A size class settled on the MPI library goes to it straight (CommState::delegates): the
 // calls give collx's bits, take their sequence numbers, and never reach the class's trials (no
 // learned line for the class); a size class next to it still goes through collx.

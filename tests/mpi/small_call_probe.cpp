@@ -10,7 +10,10 @@
 //              shared arena;
 //   dropin     (small_call_probe_dropin, linked with libcollx_mpi) the program's MPI_Bcast ...
 //              through the drop-in, its size class settled on the MPI library's collective: what
-//              an unmodified program runs where auto chose the MPI library.
+//              an unmodified program runs where auto chose the MPI library;
+//   dropin_collx  (the same program) the program's MPI_Bcast ... through the drop-in on collx's
+//              own path, as auto left it or COLLX_ALGO chose: what the drop-in adds to collx's
+//              call (the collx row with the same COLLX_ALGO is the call without it).
 // Prints nothing but errors; exit status 0 when every call's result was right.
 #include <mpi.h>
 
@@ -39,7 +42,7 @@ using collx::ReduceOp;
 
 int usage() {
   std::fprintf(stderr,
-               "usage: small_call_probe native|delegated|collx|dropin "
+               "usage: small_call_probe native|delegated|collx|dropin|dropin_collx "
                "broadcast|reduce|allreduce|barrier "
                "CALLS\n");
   return 2;
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
   } else {
     return usage();
   }
-  const bool through_dropin = COLLX_PROBE_DROPIN && path == "dropin";
+  const bool through_dropin = COLLX_PROBE_DROPIN && (path == "dropin" || path == "dropin_collx");
   if ((path != "native" && path != "delegated" && path != "collx" && !through_dropin) || calls < 0)
     return usage();
   int rank = 0, size = 1;
@@ -82,13 +85,13 @@ int main(int argc, char** argv) {
   int wrong = 0;
   try {
     collx::Communicator comm(MPI_COMM_WORLD);
-    if (path == "delegated" || through_dropin) {
+    if (path == "delegated" || path == "dropin") {
       collx::detail::ClassTuner settled;
       const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
       settled.start(only_mpi, 1, collx::detail::ClassTuner::Meetings::never, Algorithm::mpi);
 #if COLLX_PROBE_DROPIN
       collx::Communicator& settled_comm =
-          through_dropin ? collx_mpi::communicator_of(MPI_COMM_WORLD) : comm;
+          path == "dropin" ? collx_mpi::communicator_of(MPI_COMM_WORLD) : comm;
 #else
       collx::Communicator& settled_comm = comm;
 #endif

@@ -96,6 +96,11 @@ class Communicator {
   // The count library_call_made() adds one to (null without state), for a caller that numbers
   // its delegated calls inline on its shortest path (libcollx_mpi); valid while this lives.
   std::uint64_t* calls_started() noexcept;
+  // For a caller in front of collx (libcollx_mpi): its next blocking call on this communicator
+  // starts now, and the caller's own work until collx's entry (its arguments converted) is part
+  // of what that call costs. While auto's trials run, they time collx's candidates from here, as
+  // they time the MPI library's collective from its delegated call, which skips that work.
+  void entering_call() noexcept;
 
   // ---- allreduce: every rank gets op over all ranks' sendbuf, elementwise ----
   // In place when sendbuf == recvbuf.

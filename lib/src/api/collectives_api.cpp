@@ -588,6 +588,9 @@ void Communicator::library_call_made() noexcept {
 std::uint64_t* Communicator::calls_started() noexcept {
   return state_ != nullptr ? &state_->next_sequence : nullptr;
 }
+void Communicator::entering_call() noexcept {
+  if (state_ != nullptr && state_->trials_running()) state_->note_caller_entry();
+}
 
 // A collective's blocking call `name` and its nonblocking i`name`: one entry, told apart by its
 // last argument. `params`: the public signature; then the fields of its descriptor `Call`.

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autotune.hpp"
@@ -238,6 +239,13 @@ struct CommState {
   bool delegating() const { return delegating_; }
   // Whether some size class of this communicator is trying its candidates.
   bool trials_running() const { return trying_classes_ > 0; }
+  // Communicator::entering_call: the caller's entry for the call the next sequence number goes
+  // to; caller_entry() hands it to that call (once), else nothing.
+  void note_caller_entry() { caller_entry_ = {CallClock::now(), next_sequence}; }
+  CallClock::time_point caller_entry() {
+    const CallerEntry entry = std::exchange(caller_entry_, CallerEntry{});
+    return entry.sequence == next_sequence ? entry.time : CallClock::time_point{};
+  }
   // Marks what after_timed_call settled.
   void note_settled(Collective collective, std::size_t bytes, const ClassTuner& tuner);
   NodeShape node_shape() const {
@@ -313,6 +321,11 @@ struct CommState {
   std::unique_ptr<ClassTuners> segment_tuners;  // segment_tuner_for's, made at its first call
   // How many size classes are trying their candidates.
   int trying_classes_ = 0;
+  struct CallerEntry {
+    CallClock::time_point time{};
+    std::uint64_t sequence = 0;
+  };
+  CallerEntry caller_entry_;
   std::array<Choice, kCollectiveCount> last_choice{};
   // Drops the transports and notices, then frees the MPI communicators where `free_comms`.
   void release(bool free_comms);
@@ -477,8 +490,13 @@ Request run_collective(const std::shared_ptr<CommState>& state, Collective colle
   using Clock = CallClock;  // simulated time under SMPI (base/call_clock.hpp)
   // A trial of collx's candidates is timed from here (the choice and bookkeeping are part of its
   // cost); the MPI library's from its start, as once chosen it skips this bookkeeping.
-  const Clock::time_point entered =
-      blocking && state->trials_running() ? Clock::now() : Clock::time_point{};
+  // A caller in front of collx (the drop-in) may have marked its own entry: its work is the call's
+  // too.
+  Clock::time_point entered{};
+  if (blocking && state->trials_running()) {
+    entered = state->caller_entry();
+    if (entered == Clock::time_point{}) entered = Clock::now();
+  }
   const bool arena = state->arena_for(bytes);
   const CommState::CallChoice choice =
       state->choose(collective, options.algorithm, bytes, arena, blocking,
