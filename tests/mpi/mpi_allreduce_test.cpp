@@ -122,8 +122,8 @@ TEST_F(MpiAllreduce, RandomRealFloatsGiveBitwiseIdenticalResults) {
 }
 
 // The node-aware allreduces' pipelined forms (nodes a power of two): segments of 1 KiB cut
-// 70001 elements into several node segments, whose exchanges across the nodes are in flight while the
-// nodes work on the neighbouring ones. Exact against the reference, and random real floats
+// 70001 elements into several node segments, whose exchanges across the nodes are in flight while
+// the nodes work on the neighbouring ones. Exact against the reference, and random real floats
 // bitwise identical on every rank. Elsewhere (one node, 3 nodes) it checks the other forms.
 TEST_F(MpiAllreduce, NodeAwareInChunksIsExactAndIdentical) {
   const int p = comm.size();
@@ -273,6 +273,38 @@ TEST_F(MpiAllreduce, BadArgumentsAreRejectedBeforeAnyMessageAndTheCommunicatorSt
   // Still usable, and still in step across ranks.
   comm.allreduce(a.data(), b.data(), 8, DataType::float32, ReduceOp::max);
   EXPECT_EQ(b[0], 1.0f);
+}
+
+// A communicator freed right after a call every rank rejected, its notices of it not all taken:
+// a later communicator (whose MPI duplicate may reuse the freed one's context) must not take them
+// as its own. They used to arrive there as a notice of a call #3 it never failed, and revoke it
+// once it passed call #3 (at its next rejected call, where deferred notices are judged).
+TEST(MpiCommunicator, ARejectedCallsNoticesStayWithItsCommunicator) {
+  const int rounds = 5;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::int32_t> a(8, 1), b(8);
+    {
+      collx::Communicator first(MPI_COMM_WORLD);
+      for (int call = 0; call < 3; ++call)
+        first.allreduce(a.data(), b.data(), 8, DataType::int32, ReduceOp::sum);
+      EXPECT_THROW(first.allreduce(a.data(), nullptr, 8, DataType::int32, ReduceOp::sum),
+                   collx::Error);
+    }
+    collx::Communicator second(MPI_COMM_WORLD);
+    for (int call = 0; call < 6; ++call)
+      second.allreduce(a.data(), b.data(), 8, DataType::int32, ReduceOp::sum);
+    EXPECT_THROW(second.allreduce(a.data(), nullptr, 8, DataType::int32, ReduceOp::sum),
+                 collx::Error);
+    for (int call = 0; call < 3; ++call) {
+      b.assign(8, 0);
+      try {
+        second.allreduce(a.data(), b.data(), 8, DataType::int32, ReduceOp::sum);
+      } catch (const collx::Error& e) {
+        ADD_FAILURE() << "round " << round << ": " << e.what();
+      }
+      EXPECT_EQ(b[0], second.size()) << "round " << round;
+    }
+  }
 }
 
 // An argument error only one rank sees (its null recvbuf) while the others start the call: the

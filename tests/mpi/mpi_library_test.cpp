@@ -750,4 +750,110 @@ TEST(MpiLibraryDelegated, UntimedChoicesOfTheMpiLibraryGoStraightToIt) {
     broadcast();
   EXPECT_EQ(s.next_sequence, before + 3);
 }
+
+// A delegated class of the test's count (4000 B of int32, the class of 2049..4096 B), settled on
+// the MPI library as auto's trials would settle it.
+void settle_on_the_mpi_library(collx::detail::CommState& s, Collective collective,
+                               std::size_t bytes) {
+  collx::detail::ClassTuner settled;
+  const std::vector<Algorithm> only_mpi = {Algorithm::mpi};
+  settled.start(only_mpi, 1, collx::detail::ClassTuner::Meetings::never, Algorithm::mpi);
+  s.note_settled(collective, bytes, settled);
+}
+
+// A delegated call is remembered (CommState::remembered_calls): the collective's next call with
+// the same arguments, options and configuration goes to the MPI library without its checks and
+// decision; any other call takes the whole path, which checks it and may remember it instead. A
+// replaced configuration is a different decision: the remembered call then goes through collx's
+// path, whose first call of the class starts its trials.
+TEST(MpiLibraryDelegated, ARememberedCallIsTheSameCallOnly) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  const std::size_t count = 1000;
+  settle_on_the_mpi_library(s, Collective::allreduce, count * 4);
+  const auto& slot = s.remembered_calls[static_cast<std::size_t>(Collective::allreduce)];
+  EXPECT_FALSE(slot.held);
+  const auto in = values(comm.rank(), count, 9);
+  std::vector<std::int32_t> sum(count), max(count), out(count);
+  comm.allreduce(in.data(), sum.data(), count, DataType::int32, ReduceOp::sum,
+                 collx::Options{Algorithm::ring});
+  comm.allreduce(in.data(), max.data(), count, DataType::int32, ReduceOp::max,
+                 collx::Options{Algorithm::ring});
+  EXPECT_FALSE(slot.held);  // an explicit collx algorithm is never delegated
+  const std::uint64_t before = s.next_sequence;
+  for (int call = 0; call < 4; ++call) {
+    out.assign(count, 0);
+    comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+    EXPECT_TRUE(slot.held);
+    EXPECT_EQ(out, sum) << "call " << call;
+  }
+  // Another op, another output buffer, in place: each is its own call, and right.
+  comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::max);
+  EXPECT_EQ(out, max);
+  std::vector<std::int32_t> other(count);
+  comm.allreduce(in.data(), other.data(), count, DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(other, sum);
+  other = in;
+  comm.allreduce(collx::in_place, other.data(), count, DataType::int32, ReduceOp::sum);
+  EXPECT_EQ(other, sum);
+  EXPECT_EQ(s.next_sequence, before + 7);
+  // The same call under a replaced configuration: collx's path, which starts the class's trials.
+  const int size_class = collx::detail::size_class_of(count * 4);
+  const auto trials_started = [&] {
+    for (const auto& started : s.learned(false, true))
+      if (started.collective == Collective::allreduce && started.size_class == size_class)
+        return true;
+    return false;
+  };
+  comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+  EXPECT_FALSE(trials_started());
+  {
+    const collx::testing::ConfigOverride replaced(collx::detail::config());
+    out.assign(count, 0);
+    comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+    EXPECT_EQ(out, sum);
+    if (comm.size() > 1) {
+      EXPECT_TRUE(trials_started());
+    }
+  }
+  // What the remembered call never checked is checked for a call that differs: a null output
+  // buffer, and device memory asked for (this test runs host memory only).
+  comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+  EXPECT_THROW(comm.allreduce(in.data(), nullptr, count, DataType::int32, ReduceOp::sum),
+               collx::Error);
+  collx::Options device;
+  device.memory = collx::MemoryKind::device;
+  EXPECT_THROW(comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum, device),
+               collx::Error);
+}
+
+// Calls that every rank rejected (before sending anything) leave each rank awaiting the others'
+// notices of them (failure_notices.hpp), which arrive at each rank in its own time. A delegated
+// class's next call must still take one path on every rank: it settles the notices first, then
+// decides (it used to leave the delegated path on a rank still awaiting a notice, for collx's
+// algorithm, while the others made the MPI library's call: a hang).
+TEST(MpiLibraryDelegated, CallsEveryRankRejectedLeaveOnePathForTheNext) {
+  collx::Communicator comm(MPI_COMM_WORLD);
+  collx::detail::CommState& s = collx::detail::state_of(comm);
+  const std::size_t count = 1000;
+  settle_on_the_mpi_library(s, Collective::allreduce, count * 4);
+  const auto in = values(comm.rank(), count, 4);
+  std::vector<std::int32_t> want(count), out(count);
+  comm.allreduce(in.data(), want.data(), count, DataType::int32, ReduceOp::sum,
+                 collx::Options{Algorithm::ring});
+  collx::Options device;
+  device.memory = collx::MemoryKind::device;
+  for (int round = 0; round < 10; ++round) {
+    comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+    EXPECT_EQ(out, want) << "round " << round;
+    EXPECT_THROW(comm.allreduce(in.data(), nullptr, count, DataType::int32, ReduceOp::sum),
+                 collx::Error);
+    EXPECT_THROW(
+        comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum, device),
+        collx::Error);
+    out.assign(count, 0);
+    comm.allreduce(in.data(), out.data(), count, DataType::int32, ReduceOp::sum);
+    EXPECT_EQ(out, want) << "round " << round;
+  }
+}
 }  // namespace

@@ -2,6 +2,7 @@
 // nonblocking) through run_collective.
 #include <algorithm>
 #include <array>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -99,6 +100,7 @@ struct Buffers {
   void* recvbuf;
   std::size_t count;
   DataType type;
+  bool operator==(const Buffers&) const = default;
 };
 
 // A reduction's call: Buffers, and the op to reduce with.
@@ -106,6 +108,7 @@ template <Collective C>
 struct ReductionCall : Buffers {
   static constexpr Collective kCollective = C;
   ReduceOp op;
+  bool operator==(const ReductionCall&) const = default;
   // The checks' start: the (type, op) pair.
   ArgCheck type_op_checked(const CommState& s) const {
     const ArgCheck check(C, s.rank);
@@ -131,6 +134,7 @@ struct ReductionCall : Buffers {
 }
 
 struct AllreduceCall : ReductionCall<Collective::allreduce> {
+  bool operator==(const AllreduceCall&) const = default;
   Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
@@ -148,6 +152,7 @@ struct BroadcastCall {
   std::size_t count;
   DataType type;
   int root;
+  bool operator==(const BroadcastCall&) const = default;
   Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
@@ -171,6 +176,7 @@ struct BroadcastCall {
 
 struct ReduceCall : ReductionCall<Collective::reduce> {
   int root;
+  bool operator==(const ReduceCall&) const = default;
   Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
     const std::size_t bytes = check.bytes(count, type);
@@ -204,6 +210,7 @@ struct ReduceCall : ReductionCall<Collective::reduce> {
 
 struct AllgatherCall : Buffers {
   static constexpr Collective kCollective = Collective::allgather;
+  bool operator==(const AllgatherCall&) const = default;
   Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
@@ -234,6 +241,7 @@ struct AllgatherCall : Buffers {
 
 // `count` elements for every rank.
 struct ReduceScatterCall : ReductionCall<Collective::reduce_scatter> {
+  bool operator==(const ReduceScatterCall&) const = default;
   Checked checks(const CommState& s) const {
     const ArgCheck check = type_op_checked(s);
     const std::size_t total = check.bytes(count, type, s.size);
@@ -296,6 +304,7 @@ struct RootedCall : Buffers {
   static constexpr Collective kCollective = C;
   static constexpr bool kGather = C == Collective::gather;
   int root;
+  bool operator==(const RootedCall&) const = default;
   Checked checks(const CommState& s) const {
     const ArgCheck check(C, s.rank);
     check.type(type);
@@ -346,6 +355,7 @@ using ScatterCall = RootedCall<Collective::scatter>;
 
 struct AlltoallCall : Buffers {
   static constexpr Collective kCollective = Collective::alltoall;
+  bool operator==(const AlltoallCall&) const = default;
   Checked checks(const CommState& s) const {
     const ArgCheck check(kCollective, s.rank);
     check.type(type);
@@ -363,6 +373,7 @@ struct AlltoallCall : Buffers {
 
 struct BarrierCall {
   static constexpr Collective kCollective = Collective::barrier;
+  bool operator==(const BarrierCall&) const = default;
   Checked checks(const CommState&) const { return {0, 0, false}; }
   int library(const CommState& s, const Checked&) const {
     return library_collective<kCollective>(s.comm, {});
@@ -538,11 +549,65 @@ constexpr bool moves_nothing(const Call& c) {
 // they pass and the call's class goes to the MPI library, `call.library` on the delegated path. A
 // call of no elements that passes them is done here (nothing_to_move), delegating or not: the
 // normal path's entry would cost it several times what the MPI library's call of nothing costs.
+//
+// The call is then remembered (CommState::remembered_calls): the collective's next call with the
+// same descriptor, options and configuration skips the checks and the decision (a delegated
+// call's own cost, docs/AUTO.md, "What a small call costs"), as the drop-in's remembered call
+// does. Memory is asked again: a device API set later may see device memory.
 template <class Call>
-bool fast(const std::shared_ptr<CommState>& state, const Call& call, const Options& options) {
+struct RememberedCall {
+  Call call;
+  Checked checked;
+  Algorithm algorithm;
+  MemoryKind memory;
+  int pipeline_depth;
+  const Config* config;
+  [[gnu::always_inline]] bool matches(const Call& c, const Options& options) const {
+    return call == c && algorithm == options.algorithm && memory == options.memory &&
+           pipeline_depth == options.pipeline_depth && options.stream == nullptr &&
+           config == &detail::config() &&
+           (Call::kCollective == Collective::barrier || surely_host_memory(options));
+  }
+};
+template <class Call>
+[[gnu::always_inline]] inline std::byte* remembered_slot_bytes(CommState& s) {
+  using Remembered = RememberedCall<Call>;
+  static_assert(std::is_trivially_copyable_v<Remembered>);
+  static_assert(sizeof(Remembered) <= sizeof(CommState::RememberedCallSlot::bytes));
+  static_assert(alignof(Remembered) <= alignof(CommState::RememberedCallSlot));
+  return s.remembered_calls[static_cast<std::size_t>(Call::kCollective)].bytes.data();
+}
+// The remembered call's path, inline in the public entry (fast's frame would cost as much).
+template <class Call>
+[[gnu::always_inline]] inline bool remembered(const std::shared_ptr<CommState>& state,
+                                              const Call& call, const Options& options) {
+  CommState* s = state.get();
+  if (s == nullptr || !s->remembered_calls[static_cast<std::size_t>(Call::kCollective)].held)
+    return false;
+  const auto* r =
+      std::launder(reinterpret_cast<const RememberedCall<Call>*>(remembered_slot_bytes<Call>(*s)));
+  if (!r->matches(call, options) || !s->notices->quiet()) return false;
+  run_delegated(*s, Call::kCollective, [&] { return call.library(*s, r->checked); });
+  return true;
+}
+bool remembered(const std::shared_ptr<CommState>&, const ReduceScatterVCall&, const Options&) {
+  return false;
+}
+// Out of line: the public entry's frame then holds the remembered call's path alone.
+template <class Call>
+[[gnu::noinline]] bool fast(const std::shared_ptr<CommState>& state, const Call& call,
+                            const Options& options) {
   CommState* s = state.get();
   const bool nothing = moves_nothing(call);
-  if (s == nullptr || !(s->delegating() || nothing) || !s->notices->quiet()) return false;
+  if (s == nullptr || !(s->delegating() || nothing)) return false;
+  // A rank still awaiting the other ranks' notices of a call they all rejected
+  // (failure_notices.hpp) settles them first, as the normal path's entry would: they reach each
+  // rank in its own time, and a path chosen before they did would differ between ranks (a hang).
+  // Throws where revoked.
+  if (!s->notices->quiet()) [[unlikely]] {
+    s->notices->before_call(Call::kCollective);
+    if (!s->notices->quiet()) return false;
+  }
   decltype(call.checks(*s)) checked{};
   try {
     checked = call.checks(*s);
@@ -551,6 +616,9 @@ bool fast(const std::shared_ptr<CommState>& state, const Call& call, const Optio
   } catch (const Error&) {
     return false;  // the normal path reports it
   }
+  new (remembered_slot_bytes<Call>(*s)) RememberedCall<Call>{
+      call, checked, options.algorithm, options.memory, options.pipeline_depth, &config()};
+  s->remembered_calls[static_cast<std::size_t>(Call::kCollective)].held = true;
   run_delegated(*s, Call::kCollective, [&] { return call.library(*s, checked); });
   return true;
 }
@@ -597,6 +665,7 @@ void Communicator::entering_call() noexcept {
 #define COLLX_BLOCKING_AND_NONBLOCKING(name, Call, params, ...)              \
   void Communicator::name params {                                           \
     const detail::Call call{__VA_ARGS__};                                    \
+    if (detail::remembered(state_, call, options)) return;                   \
     if (detail::fast(state_, call, options)) return;                         \
     detail::blocking_entry(state_, call, options);                           \
   }                                                                          \

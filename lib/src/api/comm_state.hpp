@@ -290,6 +290,17 @@ struct CommState {
   // Which ranks share a node (MPI_Comm_split_type, or COLLX_NODE_LAYOUT: `emulated_layout`).
   std::shared_ptr<const patterns::NodeLayout> node_layout;
   bool emulated_layout = false;
+  // The last blocking call of each collective that took the delegated path, as its public entry
+  // took it (its descriptor, what its checks returned, its options and the configuration it was
+  // decided under; collectives_api.cpp's RememberedCall, kept here as bytes since the descriptors
+  // are that file's): the next call with the same arguments goes to the MPI library without its
+  // checks and decision, which read nothing else that can change (a settled class stays
+  // settled; mark_delegated forgets them all where a class stops going to the MPI library).
+  struct RememberedCallSlot {
+    alignas(std::max_align_t) std::array<std::byte, 96> bytes;
+    bool held = false;
+  };
+  std::array<RememberedCallSlot, kCollectiveCount> remembered_calls{};
 
  private:
   struct ChoiceKey {

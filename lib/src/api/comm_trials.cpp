@@ -232,8 +232,14 @@ void CommState::mark_delegated(SizeClassFlags& classes, Collective collective, s
                                bool to_mpi) {
   const Config& c = config();
   if (needs_collx_path(c)) return;
-  classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))] =
-      to_mpi;
+  bool& flag =
+      classes[static_cast<std::size_t>(collective)][static_cast<std::size_t>(size_class_of(bytes))];
+  // A remembered call may be of this class.
+  if (flag && !to_mpi) {
+    for (RememberedCallSlot& slot : remembered_calls)
+      slot.held = false;
+  }
+  flag = to_mpi;
   if (to_mpi) {
     delegating_ = true;
     delegating_config_ = &c;

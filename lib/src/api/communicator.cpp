@@ -135,7 +135,11 @@ CommState::~CommState() {
   device_engines.clear();
   // A revoked communicator's MPI communicators are not freed: sends released while its failure
   // unwound may still sit in a peer's queue, and could match a later communicator's receives.
-  release(!mpi_finalized() && !(notices && notices->revoked()));
+  // Nor are they where notices may still arrive (a call every rank rejected, whose answers this
+  // rank has not all taken): MPI reuses a freed communicator's context, and a notice unmatched in
+  // it would reach a later communicator (for collx's own, a revoke of a communicator nothing failed
+  // on).
+  release(!mpi_finalized() && !(notices && (notices->revoked() || notices->awaiting())));
 }
 
 void CommState::release(bool free_comms) {

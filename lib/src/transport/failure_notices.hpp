@@ -58,6 +58,11 @@ class FailureNotices {
                         const std::exception_ptr& error) noexcept;
 
   bool revoked() const { return revoked_; }
+  // Whether notices may still arrive: this rank awaits answers about a call it failed locally, or
+  // holds notices about calls it never made. Its communicator is then not freed (~CommState): a
+  // notice left unmatched there would match the notices' receive, or a program's, on a later
+  // communicator that reuses the freed one's context.
+  bool awaiting() const { return !awaited_.empty() || !deferred_.empty(); }
   // Nothing for before_call to settle: the communicator stands and no answer is awaited.
   bool quiet() const { return !revoked_ && awaited_.empty(); }
 
